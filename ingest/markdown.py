@@ -1,0 +1,133 @@
+"""Markdown documents with YAML front-matter: split, parse, and locate errors by line.
+
+Front-matter errors are mapped back to the line of the offending YAML key, so that
+`kbase lint` can say `skills/x/SKILL.md:14: [verification.tiers] ...`.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import yaml
+from markdown_it import MarkdownIt
+
+from kbase.schema import CodeBlock, Problem
+
+
+class DocumentError(Exception):
+    def __init__(self, problems: list[Problem]):
+        self.problems = problems
+        super().__init__("\n".join(str(p) for p in problems))
+
+
+@dataclass
+class Section:
+    title: str
+    level: int
+    line: int  # 1-based line of the heading in the file
+    text: str
+
+
+@dataclass
+class Document:
+    path: str
+    meta: dict[str, Any]
+    meta_node: Any  # yaml node tree, for line lookups
+    body: str
+    body_line: int  # 1-based file line where the body starts
+    sections: list[Section] = field(default_factory=list)
+    code_blocks: list[CodeBlock] = field(default_factory=list)
+    title: str = ""
+
+    def line_of(self, loc: tuple[Any, ...]) -> int:
+        return node_line(self.meta_node, loc)
+
+
+_md = MarkdownIt("commonmark")
+
+
+def split_front_matter(text: str, path: str) -> tuple[str, str, int]:
+    """Return (yaml_text, body, body_start_line). The YAML starts on file line 2."""
+    lines = text.split("\n")
+    if not lines or lines[0].strip() != "---":
+        raise DocumentError([Problem(path=path, line=1, message="missing YAML front-matter: the file must start with '---'")])
+    for i in range(1, len(lines)):
+        if lines[i].strip() in ("---", "..."):
+            return "\n".join(lines[1:i]), "\n".join(lines[i + 1 :]), i + 2
+    raise DocumentError([Problem(path=path, line=1, message="unterminated front-matter: no closing '---' line")])
+
+
+def node_line(node: Any, loc: tuple[Any, ...]) -> int:
+    """1-based file line of the YAML node at `loc` (front-matter starts on line 2)."""
+    best = node.start_mark.line if node is not None else 0
+    cur = node
+    for key in loc:
+        if cur is None:
+            break
+        nxt = None
+        if isinstance(cur, yaml.MappingNode):
+            for k, v in cur.value:
+                if getattr(k, "value", None) == str(key):
+                    best = k.start_mark.line
+                    nxt = v
+                    break
+        elif isinstance(cur, yaml.SequenceNode) and isinstance(key, int) and key < len(cur.value):
+            nxt = cur.value[key]
+            best = nxt.start_mark.line
+        cur = nxt
+        if nxt is None:
+            break
+    return best + 2
+
+
+def parse_yaml(yaml_text: str, path: str) -> tuple[dict[str, Any], Any]:
+    try:
+        node = yaml.compose(yaml_text, Loader=yaml.SafeLoader)
+        data = yaml.safe_load(yaml_text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+        line = mark.line + 2 if mark is not None else 1
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise DocumentError([Problem(path=path, line=line, message=f"malformed YAML: {problem}")]) from None
+    if data is None:
+        raise DocumentError([Problem(path=path, line=1, message="front-matter is empty")])
+    if not isinstance(data, dict):
+        raise DocumentError([Problem(path=path, line=2, message="front-matter must be a YAML mapping")])
+    return data, node
+
+
+def parse_body(body: str, body_line: int) -> tuple[list[Section], list[CodeBlock], str]:
+    """Sections (by heading) and fenced code blocks, with file line numbers."""
+    tokens = _md.parse(body)
+    lines = body.split("\n")
+    headings: list[tuple[int, int, str]] = []  # (body_line0, level, title)
+    blocks: list[CodeBlock] = []
+    for i, tok in enumerate(tokens):
+        if tok.type == "heading_open" and tok.map:
+            title = tokens[i + 1].content.strip() if i + 1 < len(tokens) else ""
+            headings.append((tok.map[0], int(tok.tag[1]), title))
+        elif tok.type == "fence" and tok.map:
+            info = tok.info.strip()
+            lang = info.split()[0] if info else ""
+            blocks.append(CodeBlock(info=info, lang=lang, code=tok.content, line=body_line + tok.map[0]))
+    doc_title = next((t for _, lvl, t in headings if lvl == 1), "")
+    sections: list[Section] = []
+    bounds = headings + [(len(lines), 0, "")]
+    if headings and headings[0][0] > 0:
+        intro = "\n".join(lines[: headings[0][0]]).strip()
+        if intro:
+            sections.append(Section(title="", level=0, line=body_line, text=intro))
+    elif not headings and body.strip():
+        sections.append(Section(title="", level=0, line=body_line, text=body.strip()))
+    for (start, level, title), (end, _, _) in zip(bounds, bounds[1:]):
+        text = "\n".join(lines[start + 1 : end]).strip()
+        sections.append(Section(title=title, level=level, line=body_line + start, text=text))
+    return sections, blocks, doc_title
+
+
+def parse_document(text: str, path: str) -> Document:
+    yaml_text, body, body_line = split_front_matter(text, path)
+    meta, node = parse_yaml(yaml_text, path)
+    sections, blocks, title = parse_body(body, body_line)
+    return Document(path=path, meta=meta, meta_node=node, body=body, body_line=body_line,
+                    sections=sections, code_blocks=blocks, title=title)

@@ -1,0 +1,139 @@
+"""Skills: load skills/<name>/SKILL.md, validate its front-matter, chunk it for the index."""
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from kbase.ingest.files import FileProblem, display_path, read_text
+from kbase.ingest.markdown import Document, DocumentError, parse_document
+from kbase.schema import Chunk, CodeBlock, Entry, Problem, SkillMeta
+
+SKILL_FILE = "SKILL.md"
+
+
+@dataclass
+class Skill:
+    meta: SkillMeta
+    doc: Document
+    path: str  # relative to the root
+    text: str
+
+    @property
+    def name(self) -> str:
+        return self.meta.name
+
+    def snippet_blocks(self) -> list[CodeBlock]:
+        marks = set(self.meta.verification.blocks)
+        return [b for b in self.doc.code_blocks if marks & set(b.info.split()[1:])]
+
+    def snippet_sha256(self) -> str:
+        h = hashlib.sha256()
+        for b in self.snippet_blocks():
+            h.update(b.info.encode() + b"\n" + b.code.encode())
+        return h.hexdigest()
+
+
+def _pydantic_problems(exc: ValidationError, doc: Document) -> list[Problem]:
+    out = []
+    for err in exc.errors():
+        loc = tuple(err["loc"])
+        field = ".".join(str(p) for p in loc) or None
+        msg = err["msg"]
+        if err["type"] == "extra_forbidden":
+            msg = "unknown key (see docs/skill-format.md for the allowed keys)"
+        elif err["type"] == "missing":
+            msg = "required key is missing"
+        out.append(Problem(path=doc.path, line=doc.line_of(loc), field=field, message=msg))
+    return out
+
+
+def load_skill(path: Path, root: Path) -> Skill:
+    """Parse and validate one SKILL.md. Raises DocumentError with every problem found."""
+    shown = display_path(path, root)
+    try:
+        text = read_text(path, root)
+    except FileProblem as fp:
+        raise DocumentError([fp.problem]) from None
+    doc = parse_document(text, shown)
+    try:
+        meta = SkillMeta.model_validate(doc.meta)
+    except ValidationError as exc:
+        raise DocumentError(_pydantic_problems(exc, doc)) from None
+    problems: list[Problem] = []
+    folder = path.parent.name
+    if meta.name != folder:
+        problems.append(Problem(path=shown, line=doc.line_of(("name",)), field="name",
+                                message=f"name {meta.name!r} does not match its folder {folder!r}"))
+    skill = Skill(meta=meta, doc=doc, path=shown, text=text)
+    if not skill.snippet_blocks():
+        marks = ", ".join(meta.verification.blocks)
+        problems.append(Problem(path=shown, line=doc.line_of(("verification",)), field="verification.blocks",
+                                message=f"no fenced block in the body is marked with {marks!r} (e.g. ```python verify)"))
+    if problems:
+        raise DocumentError(problems)
+    return skill
+
+
+def find_skill_files(root: Path) -> list[Path]:
+    base = root / "skills"
+    if not base.is_dir():
+        return []
+    return sorted(p / SKILL_FILE for p in base.iterdir() if p.is_dir() and (p / SKILL_FILE).exists())
+
+
+def lint_paths(paths: list[Path], root: Path) -> list[Problem]:
+    """Every problem in the given SKILL.md files (or skill folders), plus cross-skill checks."""
+    problems: list[Problem] = []
+    skills: list[Skill] = []
+    for p in paths:
+        f = p / SKILL_FILE if p.is_dir() else p
+        if not f.exists():
+            problems.append(Problem(path=display_path(f, root), message="no such file"))
+            continue
+        try:
+            skills.append(load_skill(f, root))
+        except DocumentError as de:
+            problems.extend(de.problems)
+    known = {p.parent.name for p in find_skill_files(root)}
+    for s in skills:
+        for i, rel in enumerate(s.meta.related):
+            if rel not in known:
+                problems.append(Problem(path=s.path, line=s.doc.line_of(("related", i)), field=f"related.{i}",
+                                        message=f"related skill {rel!r} does not exist"))
+    return problems
+
+
+def _join(items: list[str]) -> str:
+    return "\n".join(f"- {x}" for x in items)
+
+
+def skill_entry(skill: Skill) -> Entry:
+    """Chunks: summary+trigger, steps, failure modes, and each body section."""
+    m = skill.meta
+    d = skill.doc
+    eid = m.name
+    title = d.title or m.name
+    chunks: list[Chunk] = []
+
+    def add(section: str, text: str, line: int) -> None:
+        if text.strip():
+            chunks.append(Chunk(id=f"{eid}::{len(chunks)}", entry_id=eid, kind="skill", section=section,
+                                text=text.strip(), line=line, path=skill.path))
+
+    tag_words = " ".join(v for k in ("languages", "kernel_types", "archs", "techniques") for v in getattr(m.tags, k))
+    add("summary", f"{title}\n{m.description}\nWhen: \n{_join(m.trigger)}\nTags: {tag_words}", d.line_of(("description",)))
+    add("trigger", _join(m.trigger), d.line_of(("trigger",)))
+    add("steps", _join(m.steps), d.line_of(("steps",)))
+    fm_text = "\n".join(f"- symptom: {f.symptom}\n  cause: {f.cause}\n  fix: {f.fix}" for f in m.failure_modes)
+    add("failure_modes", fm_text, d.line_of(("failure_modes",)))
+    for sec in d.sections:
+        if sec.level == 1 and not sec.text:
+            continue
+        name = sec.title or "intro"
+        add(name, f"{sec.title}\n{sec.text}" if sec.title else sec.text, sec.line)
+    content_hash = hashlib.sha256(skill.text.encode()).hexdigest()
+    return Entry(id=eid, kind="skill", title=title, path=skill.path, line=1, content_hash=content_hash,
+                 chunks=chunks, tags=m.tags.flat())

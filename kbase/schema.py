@@ -1,0 +1,286 @@
+"""The one schema module: every data shape kbase reads, writes or serves.
+
+Everything else imports from here; this module imports nothing from kbase
+except the tag vocabulary (which is data, not behaviour).
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import re
+from typing import Any, Literal, Optional
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+NAME_RE = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
+
+Tier = Literal["cpu-interpret", "cpu-compile", "gpu"]
+TIERS: tuple[str, ...] = ("cpu-interpret", "cpu-compile", "gpu")
+Verdict = Literal["pass", "fail", "skip", "error", "timeout", "killed"]
+SkillStatus = Literal["verified", "failing", "stale-age", "stale-env", "stale-source", "unverified"]
+EntryKind = Literal["skill", "pr"]
+TAG_KEYS: tuple[str, ...] = ("languages", "kernel_types", "archs", "techniques")
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", str_strip_whitespace=True)
+
+
+# --------------------------------------------------------------------------- skills
+
+
+class FailureMode(_Strict):
+    symptom: str = Field(min_length=1)
+    cause: str = Field(min_length=1)
+    fix: str = Field(min_length=1)
+
+
+class Verification(_Strict):
+    """Which fenced blocks are the snippet and where it may run."""
+
+    blocks: list[str] = Field(
+        default_factory=lambda: ["verify"],
+        description="info-string words that mark the snippet blocks (```python verify```)",
+    )
+    tiers: list[Tier] = Field(min_length=1)
+    min_compute_capability: Optional[float] = Field(default=None, ge=5.0, le=20.0)
+    timeout_s: int = Field(default=120, ge=1, le=3600)
+    asserts: str = Field(min_length=1, description="what the snippet proves, in one sentence")
+
+    @field_validator("tiers")
+    @classmethod
+    def _unique_tiers(cls, v: list[str]) -> list[str]:
+        if len(set(v)) != len(v):
+            raise ValueError("tiers must not repeat")
+        return v
+
+
+class Audit(_Strict):
+    date: _dt.date
+    max_age_days: int = Field(default=180, ge=1, le=3650)
+    by: Optional[str] = None
+
+
+class Tags(_Strict):
+    languages: list[str] = Field(default_factory=list)
+    kernel_types: list[str] = Field(default_factory=list)
+    archs: list[str] = Field(default_factory=list)
+    techniques: list[str] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _canonical(self) -> "Tags":
+        from kbase.vocab import canonicalize
+
+        for key in TAG_KEYS:
+            setattr(self, key, canonicalize(key, getattr(self, key)))
+        return self
+
+    def flat(self) -> list[str]:
+        return [f"{k}={v}" for k in TAG_KEYS for v in getattr(self, k)]
+
+
+class Watch(_Strict):
+    repo: str = Field(min_length=1, description="archive repo name, e.g. flashinfer")
+    paths: list[str] = Field(min_length=1, description="path globs inside that repo")
+
+
+class SkillMeta(_Strict):
+    """YAML front-matter of skills/<name>/SKILL.md."""
+
+    name: str = Field(min_length=1, max_length=64)
+    description: str = Field(min_length=1, max_length=1024)
+    trigger: list[str] = Field(min_length=1)
+    steps: list[str] = Field(min_length=1)
+    failure_modes: list[FailureMode] = Field(min_length=1)
+    verification: Verification
+    audit: Audit
+    tags: Tags = Field(default_factory=Tags)
+    sources: list[str] = Field(default_factory=list)
+    related: list[str] = Field(default_factory=list)
+    watch: list[Watch] = Field(default_factory=list)
+    license: Optional[str] = None
+
+    @field_validator("name")
+    @classmethod
+    def _kebab(cls, v: str) -> str:
+        if not NAME_RE.match(v):
+            raise ValueError("name must be kebab-case: lowercase letters, digits and single hyphens")
+        return v
+
+    @field_validator("sources")
+    @classmethod
+    def _urls(cls, v: list[str]) -> list[str]:
+        for url in v:
+            if not re.match(r"^https?://\S+$", url):
+                raise ValueError(f"source is not an http(s) URL: {url!r}")
+        return v
+
+    @field_validator("trigger", "steps")
+    @classmethod
+    def _non_empty_items(cls, v: list[str]) -> list[str]:
+        if any(not str(x).strip() for x in v):
+            raise ValueError("items must be non-empty strings")
+        return v
+
+
+# --------------------------------------------------------------------------- parsed documents
+
+
+class CodeBlock(BaseModel):
+    info: str
+    lang: str
+    code: str
+    line: int = Field(description="1-based line of the opening fence in the .md file")
+
+
+class Chunk(BaseModel):
+    """One retrievable piece of an entry, pointing back to file and line."""
+
+    id: str
+    entry_id: str
+    kind: EntryKind
+    section: str
+    text: str
+    line: int
+    path: str
+
+
+class Entry(BaseModel):
+    """A skill or a PR card, as indexed."""
+
+    id: str
+    kind: EntryKind
+    title: str
+    path: str
+    line: int = 1
+    content_hash: str
+    chunks: list[Chunk]
+    tags: list[str] = Field(default_factory=list, description="flat key=value tags")
+    repo: Optional[str] = None
+    pr: Optional[int] = None
+    date: Optional[str] = None
+    families: list[str] = Field(default_factory=list)
+    categories: list[str] = Field(default_factory=list)
+
+
+class Problem(BaseModel):
+    """A lint / parse error with a location a human can jump to."""
+
+    path: str
+    line: int = 0
+    field: Optional[str] = None
+    message: str
+
+    def __str__(self) -> str:
+        where = f"{self.path}:{self.line}" if self.line else self.path
+        field = f" [{self.field}]" if self.field else ""
+        return f"{where}:{field} {self.message}"
+
+
+# --------------------------------------------------------------------------- search results
+
+
+class Hit(BaseModel):
+    id: str
+    kind: EntryKind
+    title: str
+    score: float
+    status: str
+    path: str
+    line: int
+    section: str
+    snippet: str
+    repo: Optional[str] = None
+    pr: Optional[int] = None
+    verified_on: Optional[str] = None
+    verified_at: Optional[str] = None
+
+
+class SearchResult(BaseModel):
+    query: str
+    hits: list[Hit]
+
+
+# --------------------------------------------------------------------------- validators
+
+
+class Fingerprint(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    date: str
+    git_commit: Optional[str] = None
+    python: str
+    torch: Optional[str] = None
+    torch_cuda: Optional[str] = None
+    triton: Optional[str] = None
+    numpy: Optional[str] = None
+    nvcc: Optional[str] = None
+    driver: Optional[str] = None
+    gpu_name: Optional[str] = None
+    compute_capability: Optional[str] = None
+    interpret: bool = False
+
+
+class RunResult(BaseModel):
+    skill: str
+    tier: Tier
+    verdict: Verdict
+    duration_s: float
+    line: Optional[int] = None
+    message: str = ""
+
+
+class LedgerRow(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    skill: str
+    snippet_sha256: str
+    tier: Tier
+    verdict: Verdict
+    duration_s: float
+    stderr_tail: str = ""
+    fingerprint: Fingerprint
+    at: str
+
+
+class SkillAudit(BaseModel):
+    skill: str
+    status: SkillStatus
+    last_pass: Optional[str] = None
+    verified_on: Optional[str] = None
+    reasons: list[str] = Field(default_factory=list)
+
+
+# --------------------------------------------------------------------------- PR archive
+
+
+class FileChange(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    path: str
+    added: Optional[int] = None
+    deleted: Optional[int] = None
+    symbols: list[str] = Field(default_factory=list)
+    old_path: Optional[str] = None
+
+
+class PRCard(BaseModel):
+    """Front-matter of pr_archive/<name>/<N>.md."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    repo: str
+    pr: int
+    url: Optional[str] = None
+    sha: str
+    date: str
+    title: str
+    families: list[str] = Field(default_factory=list)
+    files: list[FileChange] = Field(default_factory=list)
+    totals: dict[str, int] = Field(default_factory=dict)
+    categories: list[str] = Field(default_factory=list)
+    reverts: Optional[int] = None
+    tags: Tags = Field(default_factory=Tags)
+
+
+def model_dump_jsonable(model: BaseModel) -> dict[str, Any]:
+    return model.model_dump(mode="json")
