@@ -13,6 +13,13 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
+
+
+@app.callback()
+def _root_callback() -> None:
+    """kbase: search, verify and serve GPU-kernel engineering knowledge."""
+
+
 # parse → index → retrieve → serve, with validators beside it
 _COMMAND_MODULES = ("core", "validate", "archive", "serve")
 
