@@ -195,6 +195,29 @@ class Hit(BaseModel):
     verified_at: Optional[str] = None
 
 
+class SectionText(BaseModel):
+    title: str
+    line: int
+    text: str
+
+
+class EntryDoc(BaseModel):
+    """A whole entry as `kbase get` returns it."""
+
+    id: str
+    kind: EntryKind
+    title: str
+    path: str
+    status: str
+    repo: Optional[str] = None
+    pr: Optional[int] = None
+    tags: list[str] = Field(default_factory=list)
+    verified_on: Optional[str] = None
+    verified_at: Optional[str] = None
+    sections: list[SectionText] = Field(default_factory=list)
+    text: str = ""
+
+
 class SearchResult(BaseModel):
     query: str
     hits: list[Hit]

@@ -1,0 +1,110 @@
+"""Index generations: each `kbase index` writes a complete new generation directory and
+then flips the CURRENT pointer with one atomic rename. A run that dies half-way leaves
+the previous generation current and usable; readers never see a half-written one.
+"""
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import shutil
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from kbase.schema import Entry
+
+POINTER = "CURRENT"
+FORMAT_VERSION = 1
+
+
+@dataclass
+class Generation:
+    gen_id: str
+    path: Path
+    meta: dict
+    entries: list[Entry]
+
+
+def gens_dir(home: Path) -> Path:
+    return home / "gens"
+
+
+def current_id(home: Path) -> str | None:
+    try:
+        return (home / POINTER).read_text().strip() or None
+    except FileNotFoundError:
+        return None
+
+
+def pointer_stamp(home: Path) -> tuple[int, int] | None:
+    """Cheap change detector for readers: (mtime_ns, inode) of the pointer file."""
+    try:
+        st = (home / POINTER).stat()
+        return (st.st_mtime_ns, st.st_ino)
+    except FileNotFoundError:
+        return None
+
+
+def load_generation(home: Path, gen_id: str | None = None) -> Generation | None:
+    gid = gen_id or current_id(home)
+    if not gid:
+        return None
+    path = gens_dir(home) / gid
+    try:
+        meta = json.loads((path / "meta.json").read_text())
+        raw = json.loads((path / "entries.json").read_text())
+    except (FileNotFoundError, json.JSONDecodeError):
+        return None
+    if meta.get("format") != FORMAT_VERSION:
+        return None
+    return Generation(gen_id=gid, path=path, meta=meta, entries=[Entry.model_validate(e) for e in raw])
+
+
+def new_generation_dir(home: Path) -> tuple[str, Path]:
+    gid = f"{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}-{time.monotonic_ns() % 10**6:06d}"
+    path = gens_dir(home) / (gid + ".tmp")
+    path.mkdir(parents=True)
+    return gid, path
+
+
+def write_entries(path: Path, entries: list[Entry], meta: dict) -> None:
+    with open(path / "entries.json", "w", encoding="utf-8") as f:
+        json.dump([e.model_dump(mode="json") for e in entries], f, ensure_ascii=False)
+    (path / "meta.json").write_text(json.dumps({**meta, "format": FORMAT_VERSION}, indent=1))
+
+
+def publish(home: Path, gid: str, tmp_path: Path, keep: int = 2) -> None:
+    final = gens_dir(home) / gid
+    os.replace(tmp_path, final)
+    ptr_tmp = home / f".{POINTER}.{os.getpid()}"
+    ptr_tmp.write_text(gid)
+    os.replace(ptr_tmp, home / POINTER)
+    _prune(home, keep_latest=keep)
+
+
+def _prune(home: Path, keep_latest: int) -> None:
+    # Keep the previous generation too: a reader that loaded it a moment ago may still
+    # be mapping vector hits onto it.
+    cur = current_id(home)
+    gens = sorted(p for p in gens_dir(home).iterdir() if p.is_dir())
+    finished = [p for p in gens if not p.name.endswith(".tmp")]
+    for p in finished[:-keep_latest]:
+        if p.name != cur:
+            shutil.rmtree(p, ignore_errors=True)
+    for p in gens:
+        if p.name.endswith(".tmp") and time.time() - p.stat().st_mtime > 3600:
+            shutil.rmtree(p, ignore_errors=True)  # left by a run that died long ago
+
+
+@contextlib.contextmanager
+def writer_lock(home: Path):
+    """One writer per home at a time; a second `kbase index` waits for the first."""
+    home.mkdir(parents=True, exist_ok=True)
+    with open(home / "index.lock", "w") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)

@@ -1,0 +1,152 @@
+"""Build or update the hybrid index: parse every entry, embed only what changed,
+rebuild BM25, publish a new generation atomically.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Optional
+
+from kbase.schema import Chunk, Entry, Problem
+
+Progress = Callable[[str, int, int], None]  # (stage, done, total)
+
+
+@dataclass
+class IndexReport:
+    entries: int = 0
+    chunks: int = 0
+    embedded_entries: list[str] = field(default_factory=list)
+    embedded_chunks: int = 0
+    removed_entries: list[str] = field(default_factory=list)
+    kept_previous: list[str] = field(default_factory=list)  # failed to parse; old version kept
+    problems: list[Problem] = field(default_factory=list)
+    seconds: dict[str, float] = field(default_factory=dict)
+    generation: str = ""
+
+    def as_dict(self) -> dict:
+        return {
+            "entries": self.entries, "chunks": self.chunks,
+            "embedded_entries": self.embedded_entries, "embedded_chunks": self.embedded_chunks,
+            "removed_entries": self.removed_entries, "kept_previous": self.kept_previous,
+            "problems": [p.model_dump() for p in self.problems],
+            "seconds": {k: round(v, 3) for k, v in self.seconds.items()}, "generation": self.generation,
+        }
+
+
+def collect_entries(root: Path) -> tuple[list[Entry], list[Problem], set[str]]:
+    """Every skill and PR card under root, the problems found, and the paths that failed."""
+    from kbase.ingest.files import display_path
+    from kbase.ingest.markdown import DocumentError
+    from kbase.ingest.skills import find_skill_files, load_skill, skill_entry
+
+    entries: list[Entry] = []
+    problems: list[Problem] = []
+    failed: set[str] = set()
+    for f in find_skill_files(root):
+        try:
+            entries.append(skill_entry(load_skill(f, root)))
+        except DocumentError as de:
+            problems.extend(de.problems)
+            failed.add(display_path(f, root))
+    try:
+        from kbase.ingest.cards import load_card_entries
+    except ImportError:  # the PR archive is optional
+        load_card_entries = None
+    if load_card_entries is not None and (root / "pr_archive").is_dir():
+        cards, card_problems = load_card_entries(root)
+        entries.extend(cards)
+        problems.extend(card_problems)
+        failed.update(p.path for p in card_problems)
+    seen: dict[str, str] = {}
+    unique: list[Entry] = []
+    for e in entries:
+        if e.id in seen:
+            problems.append(Problem(path=e.path, line=1, field="name", message=f"duplicate id {e.id!r} (also {seen[e.id]})"))
+            failed.add(e.path)
+            continue
+        seen[e.id] = e.path
+        unique.append(e)
+    return unique, problems, failed
+
+
+def _vector_id(chunk: Chunk, content_hash: str) -> str:
+    # The content hash is part of the id, so an edited entry gets new vectors while the
+    # old ones stay queryable until the new generation is published.
+    return f"{chunk.entry_id}::{content_hash[:12]}::{chunk.id.rsplit('::', 1)[-1]}"
+
+
+def _metadata(entry: Entry) -> dict:
+    md = {"kind": entry.kind, "entry_id": entry.id, "repo": entry.repo or ""}
+    for t in entry.tags:
+        md[f"t:{t}"] = True
+    return md
+
+
+def build_index(root: Path, home: Path, embedder_factory: Callable[[], object], chroma_url: Optional[str] = None,
+                progress: Optional[Progress] = None, gc: bool = True) -> IndexReport:
+    from kbase.retrieval import generations as G
+    from kbase.retrieval.lexical import build_bm25
+    from kbase.retrieval.vectors import VectorStore
+
+    rep = IndexReport()
+    t0 = time.perf_counter()
+    with G.writer_lock(home):
+        prev = G.load_generation(home)
+        entries, problems, failed = collect_entries(root)
+        rep.problems = problems
+        # Nothing already indexed is lost: an entry that fails to parse keeps its last good version.
+        present = {e.path for e in entries}
+        if prev is not None:
+            for old in prev.entries:
+                if old.path in failed and old.path not in present and (root / old.path).exists():
+                    entries.append(old)
+                    rep.kept_previous.append(old.id)
+        prev_ids = {e.id for e in prev.entries} if prev else set()
+        rep.removed_entries = sorted(prev_ids - {e.id for e in entries})
+        rep.seconds["parse"] = time.perf_counter() - t0
+
+        t1 = time.perf_counter()
+        store = VectorStore(home, chroma_url)
+        for e in entries:
+            for c in e.chunks:
+                c.id = _vector_id(c, e.content_hash)
+        wanted = [c.id for e in entries for c in e.chunks]
+        have = store.existing_ids(wanted)
+        todo = [e for e in entries if any(c.id not in have for c in e.chunks)]
+        rep.seconds["diff"] = time.perf_counter() - t1
+
+        t2 = time.perf_counter()
+        if todo:
+            embedder = embedder_factory()
+            chunks = [(e, c) for e in todo for c in e.chunks]
+            batch = 256
+            for i in range(0, len(chunks), batch):
+                part = chunks[i : i + batch]
+                vecs = embedder.embed([f"{e.title}\n{c.text}" for e, c in part])
+                store.upsert([c.id for _, c in part], vecs, [{**_metadata(e), "section": c.section} for e, c in part])
+                if progress:
+                    progress("embed", min(i + batch, len(chunks)), len(chunks))
+            rep.embedded_entries = sorted(e.id for e in todo)
+            rep.embedded_chunks = len(chunks)
+        rep.seconds["embed"] = time.perf_counter() - t2
+
+        t3 = time.perf_counter()
+        gid, tmp = G.new_generation_dir(home)
+        build_bm25([c for e in entries for c in e.chunks], [e.title for e in entries for _ in e.chunks], tmp / "bm25")
+        G.write_entries(tmp, entries, {"root": str(root), "entries": len(entries)})
+        rep.seconds["bm25+write"] = time.perf_counter() - t3
+        G.publish(home, gid, tmp)
+        rep.generation = gid
+
+        if gc and prev is not None:
+            stale = {c.id for e in prev.entries for c in e.chunks} - set(wanted)
+            if stale:
+                store.delete(stale)
+        rep.entries = len(entries)
+        rep.chunks = len(wanted)
+        rep.seconds["total"] = time.perf_counter() - t0
+        if progress:
+            progress("done", 1, 1)
+    return rep
