@@ -29,3 +29,7 @@ for _mod in _COMMAND_MODULES:
 
 def main() -> None:
     app()
+
+
+if __name__ == "__main__":
+    main()

@@ -9,7 +9,7 @@ import datetime as _dt
 import re
 from typing import Any, Literal, Optional
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 NAME_RE = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
 
@@ -66,13 +66,12 @@ class Tags(_Strict):
     archs: list[str] = Field(default_factory=list)
     techniques: list[str] = Field(default_factory=list)
 
-    @model_validator(mode="after")
-    def _canonical(self) -> "Tags":
+    @field_validator("languages", "kernel_types", "archs", "techniques")
+    @classmethod
+    def _canonical(cls, v: list[str], info) -> list[str]:
         from kbase.vocab import canonicalize
 
-        for key in TAG_KEYS:
-            setattr(self, key, canonicalize(key, getattr(self, key)))
-        return self
+        return canonicalize(info.field_name, v)
 
     def flat(self) -> list[str]:
         return [f"{k}={v}" for k in TAG_KEYS for v in getattr(self, k)]

@@ -85,7 +85,7 @@ def _metadata(entry: Entry) -> dict:
 
 
 def build_index(root: Path, home: Path, embedder_factory: Callable[[], object], chroma_url: Optional[str] = None,
-                progress: Optional[Progress] = None, gc: bool = True) -> IndexReport:
+                progress: Optional[Progress] = None, gc: bool = True, batch: int = 256) -> IndexReport:
     from kbase.retrieval import generations as G
     from kbase.retrieval.lexical import build_bm25
     from kbase.retrieval.vectors import VectorStore
@@ -121,7 +121,6 @@ def build_index(root: Path, home: Path, embedder_factory: Callable[[], object], 
         if todo:
             embedder = embedder_factory()
             chunks = [(e, c) for e in todo for c in e.chunks]
-            batch = 256
             for i in range(0, len(chunks), batch):
                 part = chunks[i : i + batch]
                 vecs = embedder.embed([f"{e.title}\n{c.text}" for e, c in part])

@@ -28,8 +28,10 @@ def _client(home: Path, chroma_url: str | None):
 
 
 class VectorStore:
-    def __init__(self, home: Path, chroma_url: str | None = None, collection: str = COLLECTION):
+    def __init__(self, home: Path, chroma_url: str | None = None, collection: str | None = None):
         self.client = _client(home, chroma_url)
+        # Several knowledge bases can share one Chroma server under different collection names.
+        collection = collection or os.environ.get("KBASE_CHROMA_COLLECTION") or COLLECTION
         self.collection_name = collection
         self.col = self.client.get_or_create_collection(
             name=collection, embedding_function=None, metadata={"hnsw:space": "cosine"}

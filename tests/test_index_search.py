@@ -1,0 +1,179 @@
+"""Indexing and search against a real Chroma store (embedded, and a server when CI runs one)."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from conftest import skill_text, write_skill
+from kbase.api import KnowledgeBase
+
+SERVER = os.environ.get("KBASE_TEST_CHROMA_URL")
+MODES = ["embedded"] + (["server"] if SERVER else [])
+
+TOPICS = {
+    "warp-shuffle-sum": ("Reduce within a warp with __shfl_down_sync and a full 0xffffffff mask.",
+                         "warp reduction gives wrong sum", "Lanes exchange registers with shfl.sync.down."),
+    "smem-bank-padding": ("Pad shared-memory tiles to tile[32][33] so a transpose has no bank conflicts.",
+                          "transpose kernel slow, shared memory bank conflicts", "32 banks of 4 bytes; stride 33 spreads columns."),
+    "tl-dot-tf32": ("fp32 tl.dot uses TF32 tensor cores unless input_precision='ieee' is passed.",
+                    "fp32 matmul in triton has 1e-3 relative error", "TF32 keeps 10 mantissa bits."),
+    "int64-offsets": ("Use int64 offsets when tensors exceed 2**31 elements.",
+                      "illegal memory access on a tensor with more than 2**31 elements", "pid * BLOCK wraps in int32."),
+}
+
+
+@pytest.fixture(params=MODES)
+def kb(request, kb_root, embedder, tmp_path):
+    for name, (desc, trig, body) in TOPICS.items():
+        write_skill(kb_root, name, description=desc, trigger=trig, body=body)
+    url = SERVER if request.param == "server" else None
+    home = tmp_path / "home"
+    if url:
+        # Each test gets its own collection namespace on the shared server via a unique home-derived name.
+        os.environ["KBASE_CHROMA_COLLECTION"] = f"t{abs(hash(str(tmp_path))) % 10**10}"
+    kb = KnowledgeBase(root=kb_root, home=home, chroma_url=url)
+    yield kb
+    os.environ.pop("KBASE_CHROMA_COLLECTION", None)
+
+
+def test_index_then_search_finds_the_right_entry(kb):
+    rep = kb.index()
+    assert rep.entries == 4 and not rep.problems
+    assert sorted(rep.embedded_entries) == sorted(TOPICS)
+    hits = kb.search("__shfl_down_sync wrong sum", k=3)
+    assert hits[0].id == "warp-shuffle-sum"
+    h = hits[0]
+    assert h.kind == "skill" and h.repo is None and h.pr is None and h.status == "unverified"
+    assert h.path == "skills/warp-shuffle-sum/SKILL.md" and h.line > 1 and h.snippet
+    assert kb.search("tl.dot input_precision", k=1)[0].id == "tl-dot-tf32"
+    assert kb.search("sm_90a num_warps 2**31 int32 wraps", k=1)[0].id == "int64-offsets"
+
+
+def test_chinese_query_finds_english_skill(kb):
+    kb.index()
+    assert kb.search("共享内存 bank 冲突 转置", k=1)[0].id == "smem-bank-padding"
+    assert kb.search("线程束 归约 结果不对", k=1)[0].id == "warp-shuffle-sum"
+
+
+def test_unchanged_entries_are_never_re_embedded(kb, kb_root):
+    kb.index()
+    again = kb.index()
+    assert again.embedded_entries == [] and again.entries == 4
+    f = kb_root / "skills" / "tl-dot-tf32" / "SKILL.md"
+    f.write_text(f.read_text().replace("TF32 keeps 10 mantissa bits.", "TF32 keeps 10 explicit mantissa bits."))
+    edited = kb.index()
+    assert edited.embedded_entries == ["tl-dot-tf32"]
+    assert kb.search("explicit mantissa bits", k=1)[0].id == "tl-dot-tf32"
+
+
+def test_deleted_file_leaves_the_index(kb, kb_root):
+    kb.index()
+    (kb_root / "skills" / "int64-offsets" / "SKILL.md").unlink()
+    (kb_root / "skills" / "int64-offsets").rmdir()
+    rep = kb.index()
+    assert rep.removed_entries == ["int64-offsets"]
+    assert all(h.id != "int64-offsets" for h in kb.search("int64 offsets 2**31", k=10))
+    store = kb.vector_store()
+    assert not any(i.startswith("int64-offsets::") for i in store.all_ids())
+
+
+def test_bad_entry_is_skipped_and_old_version_kept(kb, kb_root):
+    kb.index()
+    f = kb_root / "skills" / "smem-bank-padding" / "SKILL.md"
+    f.write_text(f.read_text().replace("name: smem-bank-padding", "name: [broken"))
+    write_skill(kb_root, "new-good", description="Grid-stride loops cover any n with one launch.")
+    rep = kb.index()
+    assert rep.problems and rep.problems[0].path == "skills/smem-bank-padding/SKILL.md"
+    assert rep.kept_previous == ["smem-bank-padding"]
+    assert kb.search("bank conflicts transpose padding", k=1)[0].id == "smem-bank-padding"
+    assert kb.search("grid-stride loop", k=1)[0].id == "new-good"
+
+
+def test_interrupted_index_leaves_previous_index_usable(kb, kb_root, embedder):
+    kb.index()
+    for i in range(3):
+        write_skill(kb_root, f"extra-{i}", description=f"Extra topic number {i} about cuda graphs replay.")
+
+    class Dies:
+        calls = 0
+
+        def embed(self, texts):
+            Dies.calls += 1
+            if Dies.calls > 1:
+                raise KeyboardInterrupt("simulated Ctrl-C during embedding")
+            return embedder.embed(texts)
+
+    from kbase.retrieval.indexer import build_index
+
+    with pytest.raises(KeyboardInterrupt):
+        # batch=1: the first chunk's vector is stored, then the run dies mid-way
+        build_index(kb.root, kb.home, lambda: Dies(), kb.settings.chroma_url, batch=1)
+    fresh = KnowledgeBase(root=kb.root, home=kb.home, chroma_url=kb.settings.chroma_url)
+    ids = {h.id for h in fresh.search("warp shuffle bank tf32 int64", k=10)}
+    assert {"warp-shuffle-sum", "smem-bank-padding"} <= ids
+    assert not any(i.startswith("extra-") for i in ids)
+    rep = fresh.index()
+    assert {f"extra-{i}" for i in range(3)} <= set(rep.embedded_entries) and not rep.problems
+
+
+def test_filters_by_kind_and_tag(kb, kb_root):
+    write_skill(kb_root, "hopper-only", description="A Hopper wgmma note.", extra="  archs: [H100]\n")
+    kb.index()
+    hits = kb.search("wgmma hopper note", k=5, tags=["archs=hopper"])
+    assert [h.id for h in hits] == ["hopper-only"]
+    assert kb.search("warp", k=5, kind="pr") == []
+    with pytest.raises(ValueError):
+        kb.search("x", kind="bogus")
+
+
+def test_get_returns_sections(kb):
+    kb.index()
+    doc = kb.get("warp-shuffle-sum")
+    assert doc.title == "Title of warp-shuffle-sum" and any(s.title == "Why" for s in doc.sections)
+    steps = kb.get("warp-shuffle-sum", section="steps")
+    assert "full mask" in steps.text
+    with pytest.raises(KeyError):
+        kb.get("../../etc/passwd")
+
+
+def test_cli_search_json_shape(kb_root, tmp_path):
+    for name, (desc, trig, body) in TOPICS.items():
+        write_skill(kb_root, name, description=desc, trigger=trig, body=body)
+    env = {**os.environ, "KBASE_HOME": str(tmp_path / "clihome")}
+    out = subprocess.run([sys.executable, "-m", "kbase.cli", "search", "shared memory bank conflicts", "--root",
+                          str(kb_root), "--json", "-k", "2"], env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    data = json.loads(out.stdout)
+    assert data["query"] == "shared memory bank conflicts"
+    assert set(data["hits"][0]) >= {"id", "kind", "title", "score", "status", "path", "line", "section", "snippet", "repo", "pr"}
+    assert data["hits"][0]["id"] == "smem-bank-padding" and len(data["hits"]) == 2
+    got = subprocess.run([sys.executable, "-m", "kbase.cli", "get", "smem-bank-padding", "--json", "--root", str(kb_root)],
+                         env=env, capture_output=True, text=True, timeout=120)
+    assert got.returncode == 0 and json.loads(got.stdout)["id"] == "smem-bank-padding"
+    missing = subprocess.run([sys.executable, "-m", "kbase.cli", "get", "nope", "--root", str(kb_root)],
+                             env=env, capture_output=True, text=True, timeout=120)
+    assert missing.returncode == 1 and "no entry" in missing.stderr
+
+
+def test_cli_index_exits_nonzero_on_bad_entry_but_indexes_rest(kb_root, tmp_path):
+    write_skill(kb_root, "fine-skill", description="Grid-stride loops.")
+    write_skill(kb_root, "empty-skill", text="")
+    env = {**os.environ, "KBASE_HOME": str(tmp_path / "h2")}
+    out = subprocess.run([sys.executable, "-m", "kbase.cli", "index", "--root", str(kb_root), "--json"], env=env,
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 1
+    rep = json.loads(out.stdout)
+    assert rep["entries"] == 1 and rep["problems"][0]["path"] == "skills/empty-skill/SKILL.md"
+
+
+def test_import_and_help_stay_light():
+    code = ("import sys, kbase, kbase.cli; "
+            "assert not any(m in sys.modules for m in ('torch', 'chromadb', 'sentence_transformers')), "
+            "[m for m in ('torch','chromadb','sentence_transformers') if m in sys.modules]")
+    subprocess.run([sys.executable, "-c", code], check=True)
+    out = subprocess.run([sys.executable, "-m", "kbase.cli", "--help"], capture_output=True, text=True)
+    assert out.returncode == 0 and "search" in out.stdout
