@@ -1,0 +1,105 @@
+"""One audit: run what this machine can, append to the ledger, judge every skill, write the reports."""
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Optional
+
+from kbase.validators.fingerprint import fingerprint
+from kbase.validators.ledger import append_rows, row_from_outcome
+from kbase.validators.runner import RunOutcome, RunSettings, isolation_note, verify_skills
+from kbase.validators.status import judgements
+
+FAIL_LEVELS = ("failing", "unverified", "stale", "never")
+
+
+@dataclass
+class AuditResult:
+    judgements: list[dict]
+    outcomes: list[RunOutcome]
+    problems: list[str]
+    fingerprint: dict
+    isolation_note: Optional[str]
+    now: dt.datetime
+    recorded: int = 0
+    skill_paths: dict[str, str] = field(default_factory=dict)
+
+
+def record(root: Path, outcomes: list[RunOutcome]) -> int:
+    """Append the runs that executed to the ledger, each checked against kbase.schema.LedgerRow."""
+    from kbase.schema import LedgerRow
+
+    rows = []
+    for o in outcomes:
+        if not o.executed:
+            continue
+        row = row_from_outcome(o)
+        LedgerRow.model_validate(row)  # a malformed row must fail here, not in every later reader
+        rows.append(row)
+    return append_rows(root, rows)
+
+
+def run_audit(root: Path, skills: list, problems: list[str], settings: RunSettings, *, run: bool = True,
+              now: Optional[dt.datetime] = None, on_done: Optional[Callable[[RunOutcome], None]] = None) -> AuditResult:
+    outcomes: list[RunOutcome] = []
+    recorded = 0
+    if run:
+        outcomes = verify_skills(skills, settings, on_done)
+        recorded = record(root, outcomes)
+    now = now or dt.datetime.now(dt.timezone.utc)
+    here = fingerprint("gpu", root)
+    judged = judgements(root, now=now, env=here, skills=skills)
+    listed = [judged[s.name].as_dict() for s in skills]
+    return AuditResult(judgements=listed, outcomes=outcomes, problems=problems, fingerprint=here,
+                       isolation_note=isolation_note(settings) if run else None, now=now, recorded=recorded,
+                       skill_paths={s.name: s.path for s in skills})
+
+
+def exit_code(result: AuditResult, fail_on: str) -> int:
+    """1 when something at or above the --fail-on level is present (load problems count as failing)."""
+    if fail_on == "never":
+        return 0
+    statuses = {j["status"] for j in result.judgements}
+    bad = {"failing"}
+    if fail_on in ("unverified", "stale"):
+        bad.add("unverified")
+    if fail_on == "stale":
+        bad |= {"stale-age", "stale-env", "stale-source"}
+    return 1 if (statuses & bad or result.problems) else 0
+
+
+def rows_for_report(root: Path) -> dict[str, list[dict]]:
+    from kbase.validators.ledger import read_ledger
+
+    grouped: dict[str, list[dict]] = {}
+    for row in read_ledger(root, strict=False).rows:
+        grouped.setdefault(row["skill"], []).append(row)
+    return grouped
+
+
+def write_reports(root: Path, result: AuditResult, skills: list, *, junit: Optional[Path] = None,
+                  markdown: Optional[Path] = None, html: Optional[Path] = None) -> None:
+    if junit:
+        from kbase.validators.report import junit_xml
+
+        junit.parent.mkdir(parents=True, exist_ok=True)
+        junit.write_text(junit_xml(result.outcomes, result.problems, result.skill_paths, "kbase-audit"), encoding="utf-8")
+    if markdown:
+        from kbase.validators.report import markdown_report
+
+        markdown.parent.mkdir(parents=True, exist_ok=True)
+        markdown.write_text(markdown_report(result.judgements, result.outcomes, result.problems,
+                                            generated=result.now.isoformat(timespec="minutes"),
+                                            fingerprint=result.fingerprint, isolation_note=result.isolation_note),
+                            encoding="utf-8")
+    if html:
+        from kbase.validators.html_report import html_report
+
+        html.parent.mkdir(parents=True, exist_ok=True)
+        wanted = {s.name for s in skills}
+        rows = {k: v for k, v in rows_for_report(root).items() if k in wanted}
+        html.write_text(html_report(result.judgements, rows, {s.name: s.snippet_sha256() for s in skills},
+                                    {s.name: s.meta.audit.max_age_days for s in skills}, now=result.now,
+                                    fingerprint=result.fingerprint, isolation_note=result.isolation_note,
+                                    problems=result.problems), encoding="utf-8")

@@ -1,0 +1,171 @@
+"""What machine and software a verdict was reached on, found without importing torch or touching CUDA.
+
+Importing torch costs seconds and, on a CUDA build, initialising it in the parent would pin a
+context in every later fork; so versions come from package metadata and files, and the GPU from
+nvidia-smi (or NVML through ctypes when nvidia-smi is missing).
+"""
+from __future__ import annotations
+
+import ctypes
+import datetime as dt
+import functools
+import importlib.metadata as md
+import importlib.util
+import platform
+import re
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+
+@dataclass(frozen=True)
+class GPU:
+    name: str
+    compute_capability: str  # "9.0"
+    driver: str
+
+    @property
+    def sm(self) -> str:
+        major, minor = self.compute_capability.split(".")
+        return f"sm{major}{minor}"
+
+
+def _run(argv: list[str], timeout: float = 10.0) -> Optional[str]:
+    try:
+        p = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return p.stdout if p.returncode == 0 else None
+
+
+def _gpus_from_smi() -> Optional[list[GPU]]:
+    exe = shutil.which("nvidia-smi")
+    if exe is None:
+        return None
+    out = _run([exe, "--query-gpu=name,compute_cap,driver_version", "--format=csv,noheader"])
+    if out is None:
+        return None
+    gpus = []
+    for row in out.strip().splitlines():
+        parts = [p.strip() for p in row.split(",")]
+        if len(parts) == 3 and re.match(r"^\d+\.\d+$", parts[1]):
+            gpus.append(GPU(name=parts[0], compute_capability=parts[1], driver=parts[2]))
+    return gpus
+
+
+def _gpus_from_nvml() -> Optional[list[GPU]]:
+    try:
+        nvml = ctypes.CDLL("libnvidia-ml.so.1")
+    except OSError:
+        return None
+    try:
+        if nvml.nvmlInit_v2() != 0:
+            return None
+        count = ctypes.c_uint()
+        if nvml.nvmlDeviceGetCount_v2(ctypes.byref(count)) != 0:
+            return None
+        drv = ctypes.create_string_buffer(96)
+        nvml.nvmlSystemGetDriverVersion(drv, 96)
+        gpus = []
+        for i in range(count.value):
+            handle = ctypes.c_void_p()
+            if nvml.nvmlDeviceGetHandleByIndex_v2(i, ctypes.byref(handle)) != 0:
+                continue
+            name = ctypes.create_string_buffer(96)
+            nvml.nvmlDeviceGetName(handle, name, 96)
+            major, minor = ctypes.c_int(), ctypes.c_int()
+            nvml.nvmlDeviceGetCudaComputeCapability(handle, ctypes.byref(major), ctypes.byref(minor))
+            gpus.append(GPU(name=name.value.decode(), compute_capability=f"{major.value}.{minor.value}",
+                            driver=drv.value.decode()))
+        return gpus
+    except (AttributeError, OSError):
+        return None
+    finally:
+        try:
+            nvml.nvmlShutdown()
+        except (AttributeError, OSError):
+            pass
+
+
+@functools.cache
+def gpus() -> tuple[GPU, ...]:
+    found = _gpus_from_smi()
+    if found is None:
+        found = _gpus_from_nvml()
+    return tuple(found or ())
+
+
+def package_version(name: str) -> Optional[str]:
+    try:
+        return md.version(name)
+    except md.PackageNotFoundError:
+        return None
+
+
+def torch_cuda_version() -> Optional[str]:
+    """torch.version.cuda, read from torch/version.py instead of importing torch."""
+    try:
+        spec = importlib.util.find_spec("torch")
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    vfile = Path(list(spec.submodule_search_locations)[0]) / "version.py"
+    try:
+        text = vfile.read_text(encoding="utf-8")
+    except OSError:
+        return None
+    m = re.search(r"^cuda\s*(?::\s*[^=]+)?=\s*['\"]([^'\"]+)['\"]", text, re.M)
+    return m.group(1) if m else None
+
+
+@functools.cache
+def nvcc_version() -> Optional[str]:
+    exe = shutil.which("nvcc")
+    if exe is None:
+        return None
+    out = _run([exe, "--version"])
+    m = re.search(r"release (\d+\.\d+)", out or "")
+    return m.group(1) if m else None
+
+
+def git_commit(root: Path) -> Optional[str]:
+    if not (root / ".git").exists() or shutil.which("git") is None:
+        return None
+    out = _run(["git", "-C", str(root), "rev-parse", "HEAD"], timeout=5)
+    return out.strip() if out else None
+
+
+@functools.cache
+def _static(root: Optional[str]) -> dict:
+    gpu = gpus()[0] if gpus() else None
+    return {
+        "git_commit": git_commit(Path(root)) if root else None,
+        "python": platform.python_version(),
+        "torch": package_version("torch"),
+        "torch_cuda": torch_cuda_version(),
+        "triton": package_version("triton"),
+        "numpy": package_version("numpy"),
+        "nvcc": nvcc_version(),
+        "driver": gpu.driver if gpu else None,
+        "gpu_name": gpu.name if gpu else None,
+        "compute_capability": gpu.compute_capability if gpu else None,
+        "machine": platform.machine(),
+    }
+
+
+def fingerprint(tier: Optional[str] = None, root: Optional[Path] = None) -> dict:
+    """The environment of a run on `tier`, as a plain dict (kbase.schema.Fingerprint's fields).
+
+    CPU tiers do not see the GPU, so their fingerprint leaves the GPU out: a cpu-interpret pass
+    says nothing about an architecture.
+    """
+    fp = dict(_static(str(root) if root else None))
+    fp["date"] = dt.datetime.now(dt.timezone.utc).date().isoformat()
+    fp["interpret"] = tier == "cpu-interpret"
+    if tier is not None and tier != "gpu":
+        fp["gpu_name"] = None
+        fp["compute_capability"] = None
+    return fp

@@ -1,0 +1,124 @@
+"""The verdict ledger: ledger/verifications.jsonl, append-only, one sorted-key JSON object per line.
+
+One line per run keeps concurrent branches mergeable (`merge=union` in ledger/.gitattributes):
+two branches that both appended simply keep both sets of lines.
+"""
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable, Optional
+
+LEDGER_DIR = "ledger"
+LEDGER_FILE = "verifications.jsonl"
+VERDICTS = {"pass", "fail", "skip", "error", "timeout", "killed"}
+TIERS = {"cpu-interpret", "cpu-compile", "gpu"}
+REQUIRED = ("skill", "snippet_sha256", "tier", "verdict", "duration_s", "fingerprint", "at")
+STDERR_TAIL = 1500
+
+
+class LedgerError(ValueError):
+    def __init__(self, path: str, line: int, message: str):
+        self.path, self.line = path, line
+        super().__init__(f"{path}:{line}: {message}")
+
+
+def ledger_path(root: Path) -> Path:
+    return root / LEDGER_DIR / LEDGER_FILE
+
+
+def row_from_outcome(o) -> dict:
+    """A ledger row for a RunOutcome that actually executed (skips decided up front are not runs)."""
+    return {
+        "skill": o.skill,
+        "snippet_sha256": o.snippet_sha256,
+        "tier": o.tier,
+        "verdict": o.verdict,
+        "duration_s": round(o.duration_s, 3),
+        "line": o.line,
+        "message": o.message[:300],
+        "stderr_tail": o.output_tail[-STDERR_TAIL:],
+        "fingerprint": o.fingerprint,
+        "isolated": o.isolated,
+        "at": o.at,
+    }
+
+
+def validate_row(row: object, path: str, line: int) -> dict:
+    if not isinstance(row, dict):
+        raise LedgerError(path, line, "a ledger line must be a JSON object")
+    missing = [k for k in REQUIRED if k not in row]
+    if missing:
+        raise LedgerError(path, line, f"missing field(s): {', '.join(missing)}")
+    if row["verdict"] not in VERDICTS:
+        raise LedgerError(path, line, f"[verdict] unknown verdict {row['verdict']!r}")
+    if row["tier"] not in TIERS:
+        raise LedgerError(path, line, f"[tier] unknown tier {row['tier']!r}")
+    if not isinstance(row["fingerprint"], dict):
+        raise LedgerError(path, line, "[fingerprint] must be an object")
+    if not isinstance(row["at"], str) or len(row["at"]) < 10:
+        raise LedgerError(path, line, "[at] must be an ISO timestamp")
+    return row
+
+
+def append_rows(root: Path, rows: Iterable[dict]) -> int:
+    """Append under an exclusive lock, each row in one write so parallel appenders never interleave."""
+    rows = list(rows)
+    if not rows:
+        return 0
+    path = ledger_path(root)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    data = "".join(json.dumps(r, sort_keys=True, ensure_ascii=False, separators=(",", ":")) + "\n" for r in rows)
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        # a previous writer killed mid-line would glue our first row onto its fragment
+        size = os.fstat(fd).st_size
+        if size:
+            with open(path, "rb") as fh:
+                fh.seek(size - 1)
+                if fh.read(1) != b"\n":
+                    data = "\n" + data
+        os.write(fd, data.encode("utf-8"))
+    finally:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        os.close(fd)
+    return len(rows)
+
+
+@dataclass
+class LedgerRead:
+    rows: list[dict]
+    problems: list[LedgerError]
+
+
+def read_ledger(root: Path, *, strict: bool = True, shown: Optional[str] = None) -> LedgerRead:
+    """All rows in file order. strict: the first bad line raises; otherwise bad lines are collected."""
+    path = ledger_path(root)
+    shown = shown or f"{LEDGER_DIR}/{LEDGER_FILE}"
+    rows: list[dict] = []
+    problems: list[LedgerError] = []
+    if not path.exists():
+        return LedgerRead(rows, problems)
+    with open(path, encoding="utf-8", errors="replace") as fh:
+        for n, raw in enumerate(fh, start=1):
+            if not raw.strip():
+                continue
+            try:
+                row = validate_row(json.loads(raw), shown, n)
+            except json.JSONDecodeError as exc:
+                err = LedgerError(shown, n, f"not valid JSON ({exc.msg} at column {exc.colno})")
+                if strict:
+                    raise err from None
+                problems.append(err)
+                continue
+            except LedgerError as err:
+                if strict:
+                    raise
+                problems.append(err)
+                continue
+            rows.append(row)
+    return LedgerRead(rows, problems)

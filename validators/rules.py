@@ -1,0 +1,149 @@
+"""The staleness rules: from a skill's ledger rows (and the world around it) to one status with reasons.
+
+Pure functions over plain data, so every status can be tested with the inputs spelled out.
+Severity order, worst first: failing, unverified, stale-source, stale-env, stale-age, verified.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import re
+from dataclasses import dataclass, field
+from typing import Optional
+
+BAD = {"fail", "error", "timeout", "killed"}
+ORDER = ("failing", "unverified", "stale-source", "stale-env", "stale-age", "verified")
+
+
+@dataclass
+class SkillFacts:
+    """What the rules need to know about a skill, independent of how it was loaded."""
+
+    name: str
+    tiers: list[str]
+    snippet_sha256: str
+    audit_date: dt.date
+    max_age_days: int = 180
+
+
+@dataclass
+class Judgement:
+    skill: str
+    status: str
+    last_pass: Optional[str] = None
+    verified_on: Optional[str] = None
+    reasons: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict:
+        return {"skill": self.skill, "status": self.status, "last_pass": self.last_pass,
+                "verified_on": self.verified_on, "reasons": list(self.reasons)}
+
+
+def minor(version: Optional[str]) -> Optional[tuple[int, int]]:
+    m = re.match(r"^\s*(\d+)\.(\d+)", version or "")
+    return (int(m.group(1)), int(m.group(2))) if m else None
+
+
+def major(version: Optional[str]) -> Optional[int]:
+    m = re.match(r"^\s*(\d+)", version or "")
+    return int(m.group(1)) if m else None
+
+
+def env_label(tier: str, fp: dict) -> str:
+    """A short name for the environment a run happened in; also the column of the HTML matrix."""
+    parts = [tier]
+    if tier == "gpu":
+        gpu = fp.get("gpu_name") or "GPU"
+        cc = fp.get("compute_capability")
+        parts.append(f"{gpu} (cc {cc})" if cc else gpu)
+    if fp.get("triton"):
+        parts.append(f"triton {'.'.join(map(str, minor(fp['triton']) or ()))}")
+    if fp.get("torch"):
+        parts.append(f"torch {'.'.join(map(str, minor(fp['torch']) or ()))}")
+    return " · ".join(parts)
+
+
+def _cuda(fp: dict) -> Optional[str]:
+    return fp.get("torch_cuda") or fp.get("nvcc")
+
+
+def env_gap(row: dict, env: dict, gpu_declared: bool) -> list[str]:
+    """Why a pass does not speak for `env` (empty when it does): older versions or another arch."""
+    fp = row.get("fingerprint") or {}
+    gaps = []
+    for pkg in ("triton", "torch"):
+        have, want = minor(fp.get(pkg)), minor(env.get(pkg))
+        if have and want and have < want:
+            gaps.append(f"{pkg} {fp[pkg]} < {env[pkg]}")
+    if row["tier"] != "cpu-interpret":
+        have_c, want_c = major(_cuda(fp)), major(_cuda(env))
+        if have_c and want_c and have_c < want_c:
+            gaps.append(f"CUDA {_cuda(fp)} < {_cuda(env)}")
+    want_cc = env.get("compute_capability")
+    if want_cc and gpu_declared:
+        if row["tier"] != "gpu":
+            gaps.append(f"not run on a GPU (asked about cc {want_cc})")
+        elif fp.get("compute_capability") != want_cc:
+            gaps.append(f"ran on cc {fp.get('compute_capability')}, asked about cc {want_cc}")
+    return gaps
+
+
+def _date(at: str) -> dt.date:
+    return dt.date.fromisoformat(at[:10])
+
+
+def judge(facts: SkillFacts, rows: list[dict], *, now: dt.datetime, env: Optional[dict] = None,
+          source_touched: Optional[str] = None) -> Judgement:
+    """The status of one skill. `rows` are its ledger rows in file order, any snippet hash."""
+    today = now.date()
+    current = [r for r in rows if r.get("snippet_sha256") == facts.snippet_sha256]
+    older = len(rows) - len(current)
+    found: dict[str, list[str]] = {s: [] for s in ORDER}
+
+    latest: dict[tuple, dict] = {}
+    for r in current:
+        if r["verdict"] == "skip":
+            continue
+        key = (r["tier"], env_label(r["tier"], r.get("fingerprint") or {}))
+        if key not in latest or r["at"] >= latest[key]["at"]:
+            latest[key] = r
+    for (tier, label), r in sorted(latest.items()):
+        if r["verdict"] in BAD:
+            where = f" at SKILL.md line {r['line']}" if r.get("line") else ""
+            msg = f": {r['message']}" if r.get("message") else ""
+            found["failing"].append(f"latest run on {label} was {r['verdict']} ({r['at'][:10]}){where}{msg}")
+
+    passes = [r for r in current if r["verdict"] == "pass" and r["tier"] in facts.tiers]
+    if not passes:
+        why = "never passed on any tier it declares"
+        if older:
+            why += f" with this snippet ({older} run(s) of an earlier snippet no longer count)"
+        found["unverified"].append(why)
+        last = None
+    else:
+        last = max(passes, key=lambda r: r["at"])
+        last_day = _date(last["at"])
+        if source_touched and source_touched[:10] > last_day.isoformat():
+            found["stale-source"].append(f"a watched upstream path changed on {source_touched[:10]}, "
+                                         f"after the last pass ({last_day.isoformat()})")
+        if env:
+            gpu_declared = "gpu" in facts.tiers
+            gaps = [env_gap(r, env, gpu_declared) for r in passes]
+            if all(gaps):
+                newest_gap = env_gap(last, env, gpu_declared)
+                found["stale-env"].append("no pass on the environment asked about: " + "; ".join(newest_gap))
+        age = (today - last_day).days
+        if age > facts.max_age_days:
+            found["stale-age"].append(f"last pass was {age} days ago (max_age_days {facts.max_age_days})")
+    audit_age = (today - facts.audit_date).days
+    if audit_age > facts.max_age_days:
+        found["stale-age"].append(f"human audit of {facts.audit_date.isoformat()} is {audit_age} days old "
+                                  f"(max_age_days {facts.max_age_days})")
+
+    status = next((s for s in ORDER[:-1] if found[s]), "verified")
+    reasons = [r for s in ORDER[:-1] for r in found[s]]
+    if status == "verified" and last is not None:
+        reasons.append(f"passed on {env_label(last['tier'], last.get('fingerprint') or {})}")
+    return Judgement(skill=facts.name, status=status,
+                     last_pass=last["at"] if last else None,
+                     verified_on=env_label(last["tier"], last.get("fingerprint") or {}) if last else None,
+                     reasons=reasons)

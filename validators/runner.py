@@ -1,0 +1,243 @@
+"""Verify skills: lay out each snippet in a fresh directory, run it per tier in the sandbox, judge it."""
+from __future__ import annotations
+
+import datetime as dt
+import os
+import shutil
+import signal
+import stat
+import sys
+import tempfile
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Optional
+
+from kbase.validators.fingerprint import fingerprint
+from kbase.validators.sandbox import Limits, SandboxResult, network_isolation, run_sandboxed, tail
+from kbase.validators.snippets import SnippetError, SnippetLayout, layout_blocks, locate_failure
+from kbase.validators.tiers import gpu_for, plan_tiers
+
+SKIP_EXIT = 77  # the automake convention: "this test cannot run here"
+CPU_COMPILE_ARCH = "sm_90a"
+DEFAULT_CPU_MEMORY_MB = 8192
+DEFAULT_GPU_MEMORY_MB = 32768
+
+# The snippet runs under runpy so that a watchdog can print where it is stuck just before the
+# deadline; -X faulthandler does the same for crashes. Both feed the line mapping.
+_BOOTSTRAP = (
+    "import faulthandler, os, runpy, sys\n"
+    "faulthandler.dump_traceback_later(float(sys.argv.pop(1)), exit=False)\n"
+    "path = os.path.abspath('snippet.py')\n"
+    "sys.argv[0] = path\n"
+    "runpy.run_path(path, run_name='__main__')\n"
+)
+_MEMORY_SIGNS = ("MemoryError", "can't allocate memory", "std::bad_alloc", "Cannot allocate memory", "out of memory")
+
+
+@dataclass
+class RunOutcome:
+    skill: str
+    tier: str
+    verdict: str
+    duration_s: float
+    line: Optional[int] = None
+    message: str = ""
+    snippet_sha256: str = ""
+    output_tail: str = ""
+    fingerprint: dict = field(default_factory=dict)
+    isolated: bool = False
+    executed: bool = False  # False for skips decided before running anything
+    at: str = ""
+
+    def result_dict(self) -> dict:
+        return {"skill": self.skill, "tier": self.tier, "verdict": self.verdict,
+                "duration_s": round(self.duration_s, 3), "line": self.line, "message": self.message}
+
+
+@dataclass
+class RunSettings:
+    tier: str = "auto"
+    workers: int = 1
+    memory_mb: Optional[int] = None  # None: the per-tier default
+    timeout_s: Optional[float] = None  # None: the skill's verification.timeout_s
+    isolate: bool = True
+    root: Optional[Path] = None
+
+
+def nvcc_arch_for(tier: str, min_cc: Optional[float]) -> str:
+    if tier != "gpu":
+        return os.environ.get("KBASE_NVCC_ARCH", CPU_COMPILE_ARCH)
+    gpu, _ = gpu_for(min_cc)
+    if gpu is None:
+        return CPU_COMPILE_ARCH
+    major, minor = gpu.compute_capability.split(".")
+    # the arch-specific "a" targets (wgmma, tcgen05) exist from Hopper on
+    return f"sm_{major}{minor}{'a' if int(major) >= 9 else ''}"
+
+
+def _tier_env(tier: str, workdir: Path, arch: str, min_cc: Optional[float], workers: int) -> dict[str, str]:
+    env = {
+        "KBASE_TIER": tier,
+        "KBASE_NVCC_ARCH": arch,
+        "HOME": str(workdir),
+        "TMPDIR": str(workdir / "tmp"),
+        "TRITON_CACHE_DIR": str(workdir / ".triton-cache"),
+        "TRITON_HOME": str(workdir),
+        "XDG_CACHE_HOME": str(workdir / ".cache"),
+        "TORCHINDUCTOR_CACHE_DIR": str(workdir / ".inductor-cache"),
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "PYTHONUNBUFFERED": "1",
+    }
+    if "OMP_NUM_THREADS" not in os.environ:
+        env["OMP_NUM_THREADS"] = str(max(1, (os.cpu_count() or 1) // max(1, workers)))
+    if tier == "cpu-interpret":
+        env["TRITON_INTERPRET"] = "1"
+    if tier != "gpu":
+        env["CUDA_VISIBLE_DEVICES"] = ""  # CPU tiers must give the same verdict with or without a GPU
+    else:
+        gpu, _ = gpu_for(min_cc)
+        if gpu is not None:
+            env["KBASE_COMPUTE_CAPABILITY"] = gpu.compute_capability
+    return env
+
+
+def _steps(layout: SnippetLayout, tier: str, arch: str, timeout: float) -> list[list[str]]:
+    if layout.python is not None:
+        return [[sys.executable, "-u", "-X", "faulthandler", "-c", _BOOTSTRAP, str(max(0.5, timeout - 0.3))]]
+    cu = [f.name for f in layout.cuda_files]
+    if tier == "gpu":
+        host = [f.name for f in layout.files if f.lang in ("cpp", "c++", "c")]
+        return [["nvcc", f"-arch={arch}", "-Xptxas", "-v", "-o", "snippet_bin", *cu, *host], ["./snippet_bin"]]
+    return [["nvcc", f"-arch={arch}", "-Xptxas", "-v", "-c", name, "-o", name + ".o"] for name in cu]
+
+
+def _last_line(text: str) -> str:
+    lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
+    return lines[-1][:300] if lines else ""
+
+
+def _judge(res: SandboxResult, layout: SnippetLayout, limits: Limits, timeout: float) -> tuple[str, Optional[int], str]:
+    output = res.stderr + "\n" + res.stdout
+    if res.error:
+        return "error", None, res.error
+    if res.timed_out:
+        return "timeout", locate_failure(layout, output), f"ran past the {timeout:g} s timeout"
+    rc = res.returncode
+    if rc == 0:
+        return "pass", None, _last_line(res.stdout)
+    if rc == SKIP_EXIT:
+        return "skip", None, _last_line(res.stdout + "\n" + res.stderr) or "the snippet skipped itself (exit 77)"
+    line = locate_failure(layout, output)
+    if rc is not None and rc < 0:
+        if -rc == signal.SIGXCPU:
+            return "killed", line, f"CPU-time limit exceeded ({res.signal_name})"
+        why = f"killed by {res.signal_name}"
+        if -rc == signal.SIGKILL:
+            why += " (out of memory, or killed from outside)"
+        return "killed", line, why
+    last = _last_line(res.stderr) or _last_line(res.stdout) or f"exit status {rc}"
+    if any(sign in output for sign in _MEMORY_SIGNS) and limits.memory_mb:
+        last = f"memory limit ({limits.memory_mb} MiB) hit: {last}"
+    return "fail", line, last
+
+
+def _rmtree(path: Path) -> None:
+    def unlock(func, p, _exc):  # a snippet may have chmod'ed its own files read-only
+        try:
+            os.chmod(p, stat.S_IRWXU)
+            func(p)
+        except OSError:
+            pass
+    shutil.rmtree(path, onerror=unlock)
+
+
+def run_tier(skill, tier: str, settings: RunSettings) -> RunOutcome:
+    """Run one skill's snippet on one tier; every failure mode becomes a verdict."""
+    v = skill.meta.verification
+    timeout = float(settings.timeout_s or v.timeout_s)
+    gpu = tier == "gpu"
+    memory = settings.memory_mb or int(os.environ.get("KBASE_SANDBOX_MEMORY_MB") or 0) or (
+        DEFAULT_GPU_MEMORY_MB if gpu else DEFAULT_CPU_MEMORY_MB)
+    limits = Limits(timeout_s=timeout, memory_mb=memory, memory_kind="data" if gpu else "as")
+    base = RunOutcome(skill=skill.name, tier=tier, verdict="error", duration_s=0.0,
+                      snippet_sha256=skill.snippet_sha256(), fingerprint=fingerprint(tier, settings.root),
+                      at=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), executed=True)
+    try:
+        layout = layout_blocks(skill.snippet_blocks())
+    except SnippetError as exc:
+        base.line, base.message = exc.line, str(exc)
+        return base
+    arch = nvcc_arch_for(tier, v.min_compute_capability)
+    workdir = Path(tempfile.mkdtemp(prefix=f"kbase-verify-{skill.name[:40]}-"))
+    try:
+        (workdir / "tmp").mkdir()
+        layout.write(workdir)
+        env = _tier_env(tier, workdir, arch, v.min_compute_capability, settings.workers)
+        spent = 0.0
+        outputs: list[str] = []
+        res: Optional[SandboxResult] = None
+        for argv in _steps(layout, tier, arch, timeout):
+            left = timeout - spent
+            res = run_sandboxed(argv, workdir, Limits(left, limits.memory_mb, limits.memory_kind, limits.cpu_s),
+                                env, isolate=settings.isolate, on_timeout_grace_s=1.0 if argv[0] == sys.executable else 0.0)
+            spent += res.duration_s
+            outputs.append(res.stderr + res.stdout)
+            if res.returncode != 0 or res.timed_out or res.error:
+                break
+        assert res is not None
+        base.verdict, base.line, base.message = _judge(res, layout, limits, timeout)
+        base.duration_s = spent
+        base.isolated = res.isolated
+        base.output_tail = tail("\n".join(outputs))
+        if base.verdict == "pass" and res.orphans_killed:
+            base.message = (base.message + f" ({res.orphans_killed} leftover process(es) killed)").strip()
+    except OSError as exc:
+        base.message = f"could not prepare the run: {exc}"
+    finally:
+        _rmtree(workdir)
+    return base
+
+
+def plan_skill(skill, asked: str) -> list[tuple[str, Optional[str]]]:
+    v = skill.meta.verification
+    try:
+        layout = layout_blocks(skill.snippet_blocks())
+        has_py, has_cu = layout.python is not None, bool(layout.cuda_files)
+    except SnippetError:
+        has_py, has_cu = True, False  # run_tier reports the layout error with its line
+    return plan_tiers(list(v.tiers), asked, has_py, has_cu, v.min_compute_capability)
+
+
+def verify_skills(skills: list, settings: RunSettings,
+                  on_done: Optional[Callable[[RunOutcome], None]] = None) -> list[RunOutcome]:
+    """Every (skill, tier) of the plan, in parallel over `workers`; results in skill, tier order."""
+    jobs: list[tuple[int, object, str]] = []
+    outcomes: dict[int, RunOutcome] = {}
+    order = 0
+    for skill in skills:
+        for tier, reason in plan_skill(skill, settings.tier):
+            if reason is None:
+                jobs.append((order, skill, tier))
+            else:
+                outcomes[order] = RunOutcome(skill=skill.name, tier=tier, verdict="skip", duration_s=0.0,
+                                             message=reason, snippet_sha256=skill.snippet_sha256())
+                if on_done:
+                    on_done(outcomes[order])
+            order += 1
+    with ThreadPoolExecutor(max_workers=max(1, settings.workers)) as pool:
+        futures = {pool.submit(run_tier, skill, tier, settings): idx for idx, skill, tier in jobs}
+        for fut in as_completed(futures):
+            outcome = fut.result()
+            outcomes[futures[fut]] = outcome
+            if on_done:
+                on_done(outcome)
+    return [outcomes[i] for i in sorted(outcomes)]
+
+
+def isolation_note(settings: RunSettings) -> Optional[str]:
+    """None when snippets run without network, else why they could not be cut off."""
+    if not settings.isolate:
+        return "network isolation turned off (--no-isolate)"
+    ok, why = network_isolation()
+    return None if ok else f"snippets ran WITH network access: {why}"

@@ -1,0 +1,146 @@
+"""Turn a skill's marked code blocks into files on disk, remembering where each line came from.
+
+The runtime contract lives in docs/skill-format.md ("How a snippet runs"): Python blocks are
+concatenated into snippet.py, other blocks become snippet_<i>.cu (or the name given with
+`file=`). The line map lets a traceback line in snippet.py, or an nvcc diagnostic in a .cu file,
+be reported as a line of SKILL.md.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Optional
+
+PYTHON_LANGS = {"python", "py", "python3"}
+CUDA_LANGS = {"cuda", "cu"}
+OTHER_LANGS = {"cpp", "c++", "c", "h", "cuh", "hpp"}
+_EXT = {"cuda": ".cu", "cu": ".cu", "cpp": ".cpp", "c++": ".cpp", "c": ".c", "h": ".h", "cuh": ".cuh", "hpp": ".hpp"}
+_SAFE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,80}$")
+
+
+class SnippetError(ValueError):
+    """A snippet block that cannot be laid out (bad language or file name); carries the .md line."""
+
+    def __init__(self, line: int, message: str):
+        self.line = line
+        super().__init__(message)
+
+
+@dataclass
+class SourceFile:
+    name: str
+    lang: str
+    text: str
+    # (first line in this file, first line in the .md, number of lines), 1-based
+    spans: list[tuple[int, int, int]] = field(default_factory=list)
+
+    @property
+    def compiled(self) -> bool:
+        return self.lang in CUDA_LANGS
+
+    def md_line(self, line: int) -> Optional[int]:
+        for start, md_start, count in self.spans:
+            if start <= line < start + count:
+                return md_start + (line - start)
+        return None
+
+
+@dataclass
+class SnippetLayout:
+    files: list[SourceFile]
+
+    @property
+    def python(self) -> Optional[SourceFile]:
+        return next((f for f in self.files if f.name == "snippet.py"), None)
+
+    @property
+    def cuda_files(self) -> list[SourceFile]:
+        return [f for f in self.files if f.compiled]
+
+    def md_line(self, filename: str, line: int) -> Optional[int]:
+        base = Path(filename).name
+        for f in self.files:
+            if f.name == base:
+                return f.md_line(line)
+        return None
+
+    def write(self, directory: Path) -> None:
+        for f in self.files:
+            (directory / f.name).write_text(f.text, encoding="utf-8")
+
+
+def _file_option(info: str) -> Optional[str]:
+    for word in info.split()[1:]:
+        if word.startswith("file="):
+            return word[len("file="):]
+    return None
+
+
+def layout_blocks(blocks) -> SnippetLayout:
+    """Lay out CodeBlock-like objects (info, lang, code, line) as the files of one run."""
+    py_parts: list[str] = []
+    py_spans: list[tuple[int, int, int]] = []
+    py_next_line = 1
+    others: list[SourceFile] = []
+    other_index = 0
+    for b in blocks:
+        lang = (b.lang or "").lower()
+        code = b.code if b.code.endswith("\n") or not b.code else b.code + "\n"
+        n_lines = code.count("\n")
+        first_md_line = b.line + 1  # the code starts on the line after the opening fence
+        if lang in PYTHON_LANGS:
+            if _file_option(b.info):
+                raise SnippetError(b.line, "file= is only for non-Python blocks; Python blocks are joined into snippet.py")
+            py_parts.append(code)
+            py_spans.append((py_next_line, first_md_line, n_lines))
+            py_next_line += n_lines
+            continue
+        if lang not in CUDA_LANGS and lang not in OTHER_LANGS:
+            raise SnippetError(b.line, f"snippet block language {b.lang or '(none)'!r} cannot run; "
+                                       "use python, cuda/cu, cpp, c, h or cuh")
+        name = _file_option(b.info) or f"snippet_{other_index}{_EXT[lang]}"
+        other_index += 1
+        if not _SAFE_NAME.match(name) or name == "snippet.py":
+            raise SnippetError(b.line, f"file name {name!r} is not a plain file name")
+        if any(o.name == name for o in others):
+            raise SnippetError(b.line, f"two snippet blocks write the same file {name!r}")
+        others.append(SourceFile(name=name, lang=lang, text=code, spans=[(1, first_md_line, n_lines)]))
+    files = list(others)
+    if py_parts:
+        files.insert(0, SourceFile(name="snippet.py", lang="python", text="".join(py_parts), spans=py_spans))
+    return SnippetLayout(files=files)
+
+
+# A Python traceback frame (`File ".../snippet.py", line 12, in f`), the same frame as
+# faulthandler prints it after a crash (`File ".../snippet.py", line 12 in f`), and nvcc/gcc
+# diagnostics (`kernel.cu(12): error`, `kernel.cu:12:5: error`).
+_PY_FRAME = re.compile(r'File "([^"]+)", line (\d+)')
+_CC_DIAG = re.compile(r"([A-Za-z0-9_.-]+\.(?:cu|cuh|cpp|c|h|hpp))(?:\((\d+)\)|:(\d+):)")
+
+
+def locate_failure(layout: SnippetLayout, output: str) -> Optional[int]:
+    """The SKILL.md line that the output blames: the innermost snippet frame, or the first diagnostic."""
+    names = {f.name for f in layout.files}
+    innermost: Optional[int] = None
+    for m in _PY_FRAME.finditer(output):
+        if Path(m.group(1)).name in names:
+            line = layout.md_line(m.group(1), int(m.group(2)))
+            if line is not None:
+                innermost = line
+    # faulthandler lists the most recent call first, so its first snippet frame is the innermost
+    crash = output.find("most recent call first")
+    if crash >= 0:
+        for m in _PY_FRAME.finditer(output, crash):
+            if Path(m.group(1)).name in names:
+                line = layout.md_line(m.group(1), int(m.group(2)))
+                if line is not None:
+                    return line
+    if innermost is not None:
+        return innermost
+    for m in _CC_DIAG.finditer(output):
+        if m.group(1) in names:
+            line = layout.md_line(m.group(1), int(m.group(2) or m.group(3)))
+            if line is not None:
+                return line
+    return None

@@ -1,0 +1,146 @@
+"""Per-skill status for the rest of kbase: `skill_statuses(root)` is called on every search query.
+
+It stays fast by caching on what it reads: the ledger (by mtime and size), each SKILL.md (by
+mtime and size) and the PR archive's folders; a warm call costs a few stat() calls.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import threading
+from pathlib import Path
+from typing import Optional, Union
+
+from kbase.validators.ledger import ledger_path, read_ledger
+from kbase.validators.rules import Judgement, SkillFacts, judge
+
+log = logging.getLogger(__name__)
+_lock = threading.Lock()
+_results: dict[tuple, dict] = {}
+_skills: dict[tuple, object] = {}
+_ledgers: dict[str, tuple] = {}
+
+
+def _stat_sig(path: Path) -> tuple:
+    try:
+        st = path.stat()
+        return (st.st_mtime_ns, st.st_size)
+    except OSError:
+        return (0, 0)
+
+
+def _archive_sig(root: Path) -> tuple:
+    base = root / "pr_archive"
+    if not base.is_dir():
+        return ()
+    return (_stat_sig(base),) + tuple(_stat_sig(p) for p in sorted(base.iterdir()) if p.is_dir())
+
+
+def _env_dict(env) -> Optional[dict]:
+    if env is None:
+        from kbase.validators.fingerprint import fingerprint
+
+        return fingerprint("gpu")  # this machine, GPU included when there is one
+    if env is False:
+        return None
+    if hasattr(env, "model_dump"):
+        return env.model_dump()
+    return dict(env)
+
+
+def _load(path: Path, root: Path):
+    from kbase.ingest.markdown import DocumentError
+    from kbase.ingest.skills import load_skill
+
+    key = (str(path), _stat_sig(path))
+    if key not in _skills:
+        try:
+            _skills[key] = load_skill(path, root)
+        except (DocumentError, OSError) as exc:
+            log.debug("skipping %s: %s", path, exc)
+            _skills[key] = None
+    return _skills[key]
+
+
+def _rows_by_skill(root: Path) -> dict[str, list[dict]]:
+    path = ledger_path(root)
+    sig = _stat_sig(path)
+    cached = _ledgers.get(str(path))
+    if cached and cached[0] == sig:
+        return cached[1]
+    read = read_ledger(root, strict=False)
+    for p in read.problems:
+        log.warning("ignoring ledger line: %s", p)
+    grouped: dict[str, list[dict]] = {}
+    for row in read.rows:
+        grouped.setdefault(row["skill"], []).append(row)
+    _ledgers[str(path)] = (sig, grouped)
+    return grouped
+
+
+def source_touched(root: Path, skill) -> Optional[str]:
+    """ISO date of the newest archived PR touching a watched path, or None (no watch, no archive)."""
+    if not skill.meta.watch:
+        return None
+    try:
+        from kbase.ingest.cards import latest_touch
+    except (ImportError, AttributeError):
+        return None
+    newest = None
+    for w in skill.meta.watch:
+        try:
+            touched = latest_touch(root, w.repo, list(w.paths))
+        except Exception as exc:  # another area's bug must not take search down with it
+            log.warning("latest_touch(%s) failed: %s", w.repo, exc)
+            continue
+        if touched and (newest is None or str(touched) > newest):
+            newest = str(touched)
+    return newest
+
+
+def facts_of(skill) -> SkillFacts:
+    m = skill.meta
+    return SkillFacts(name=m.name, tiers=list(m.verification.tiers), snippet_sha256=skill.snippet_sha256(),
+                      audit_date=m.audit.date, max_age_days=m.audit.max_age_days)
+
+
+def judgements(root: Path, *, now: Optional[dt.datetime] = None, env=None, skills: Optional[list] = None) -> dict[str, Judgement]:
+    """Status of every loadable skill (or of `skills`), uncached; `env=False` skips the env rule."""
+    from kbase.ingest.skills import find_skill_files
+
+    root = Path(root).resolve()
+    now = now or dt.datetime.now(dt.timezone.utc)
+    env_d = _env_dict(env)
+    rows = _rows_by_skill(root)
+    if skills is None:
+        skills = [s for s in (_load(p, root) for p in find_skill_files(root)) if s is not None]
+    return {s.name: judge(facts_of(s), rows.get(s.name, []), now=now, env=env_d,
+                          source_touched=source_touched(root, s)) for s in skills}
+
+
+def skill_statuses(root: Path, *, now: Optional[dt.datetime] = None,
+                   env: Union[None, bool, dict, object] = None) -> dict:
+    """skill name -> kbase.schema.SkillAudit, cached until the ledger, a skill or the archive changes.
+
+    env: the environment the caller asks about (a Fingerprint or dict with triton/torch/
+    torch_cuda/compute_capability); None means this machine, False turns the env rule off.
+    """
+    from kbase.ingest.skills import find_skill_files
+    from kbase.schema import SkillAudit
+
+    root = Path(root).resolve()
+    now = now or dt.datetime.now(dt.timezone.utc)
+    env_d = _env_dict(env)
+    files = find_skill_files(root)
+    key = (str(root), _stat_sig(ledger_path(root)), tuple((str(f), _stat_sig(f)) for f in files),
+           _archive_sig(root), now.date().isoformat(),
+           tuple(sorted((k, str(v)) for k, v in (env_d or {}).items() if k not in ("date", "git_commit"))))
+    with _lock:
+        hit = _results.get(key)
+        if hit is not None:
+            return hit
+        out = {name: SkillAudit(**j.as_dict())
+               for name, j in judgements(root, now=now, env=False if env_d is None else env_d).items()}
+        _results.clear()  # only the newest state matters; keeps memory flat in a long-lived server
+        _results[key] = out
+        return out
