@@ -85,7 +85,9 @@ def _metadata(entry: Entry) -> dict:
 
 
 def build_index(root: Path, home: Path, embedder_factory: Callable[[], object], chroma_url: Optional[str] = None,
-                progress: Optional[Progress] = None, gc: bool = True, batch: int = 256) -> IndexReport:
+                progress: Optional[Progress] = None, gc: bool = True, batch: int = 256,
+                extra_entries: Optional[list[Entry]] = None) -> IndexReport:
+    """`extra_entries` come from elsewhere than root (benchmarks, other importers); pass them on every run."""
     from kbase.retrieval import generations as G
     from kbase.retrieval.lexical import build_bm25
     from kbase.retrieval.vectors import VectorStore
@@ -95,6 +97,7 @@ def build_index(root: Path, home: Path, embedder_factory: Callable[[], object], 
     with G.writer_lock(home):
         prev = G.load_generation(home)
         entries, problems, failed = collect_entries(root)
+        entries.extend(extra_entries or [])
         rep.problems = problems
         # Nothing already indexed is lost: an entry that fails to parse keeps its last good version.
         present = {e.path for e in entries}

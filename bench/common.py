@@ -1,0 +1,35 @@
+"""Helpers shared by the benchmarks: result files, tables, percentiles, shared data."""
+from __future__ import annotations
+
+import json
+import platform
+import statistics
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED = REPO.parent / "shared"
+RESULTS = REPO / "bench" / "results"
+
+
+def percentile(values: list[float], q: float) -> float:
+    if not values:
+        return float("nan")
+    s = sorted(values)
+    i = min(len(s) - 1, max(0, int(round(q / 100 * (len(s) - 1)))))
+    return s[i]
+
+
+def summary_ms(samples_s: list[float]) -> dict:
+    ms = [x * 1000 for x in samples_s]
+    return {"p50_ms": round(percentile(ms, 50), 3), "p95_ms": round(percentile(ms, 95), 3),
+            "mean_ms": round(statistics.fmean(ms), 3), "n": len(ms)}
+
+
+def write_result(name: str, data: dict) -> Path:
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    data = {"bench": name, "when": time.strftime("%Y-%m-%dT%H:%M:%S"), "machine": platform.platform(),
+            "python": platform.python_version(), **data}
+    out = RESULTS / f"{name}.json"
+    out.write_text(json.dumps(data, indent=1, ensure_ascii=False))
+    return out

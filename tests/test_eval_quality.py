@@ -1,0 +1,45 @@
+"""Retrieval quality gate on the dev evaluation set (tests/eval/skills_*.yaml)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO
+from kbase.api import KnowledgeBase
+from kbase.retrieval.evaluate import evaluate, load_queries
+
+EVAL = REPO / "tests" / "eval"
+
+
+@pytest.fixture(scope="module")
+def dev_set():
+    return load_queries(EVAL, "skills_*.yaml")
+
+
+@pytest.fixture(scope="module")
+def real_kb(real_skills_root, embedder, tmp_path_factory):
+    kb = KnowledgeBase(root=real_skills_root, home=tmp_path_factory.mktemp("evalhome"))
+    rep = kb.index()
+    assert not rep.problems, [str(p) for p in rep.problems]
+    return kb
+
+
+def test_dev_set_is_well_formed(dev_set):
+    names = {p.name for p in (REPO / "skills").iterdir() if (p / "SKILL.md").exists()}
+    assert len(dev_set) >= 40
+    assert sum(q.lang == "zh" for q in dev_set) >= 8
+    assert sum(q.type == "error" for q in dev_set) >= 8
+    unknown = [(q.source, e) for q in dev_set for e in q.expected if e not in names]
+    assert not unknown, f"eval queries expect skills that do not exist: {unknown}"
+
+
+def test_hybrid_hit_at_5_stays_above_0_9(real_kb, dev_set):
+    res = evaluate(real_kb, dev_set, methods=("hybrid",), kind="skill")["hybrid"]
+    assert res.hit5 >= 0.9, f"hybrid Hit@5 {res.hit5:.3f} < 0.9; misses: {res.misses}"
+
+
+def test_hybrid_is_not_worse_than_either_retriever_alone(real_kb, dev_set):
+    res = evaluate(real_kb, dev_set, methods=("hybrid", "bm25", "dense", "keyword-count"), kind="skill")
+    for other in ("bm25", "dense", "keyword-count"):
+        assert res["hybrid"].mrr >= res[other].mrr, {m: s.as_dict() for m, s in res.items()}
