@@ -13,7 +13,6 @@ import logging
 import os
 import sys
 import time
-from pathlib import Path
 from typing import Any, Callable, Optional
 
 from kbase.serve import params as P
