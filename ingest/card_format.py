@@ -1,0 +1,251 @@
+"""The text of a PR card: YAML front-matter (a schema.PRCard), a generated body, and a human Notes section.
+
+Layout of pr_archive/<name>/<N>.md:
+
+    ---
+    <front-matter: repo, pr, url, sha, date, title, families, files, totals, categories, reverts, tags>
+    ---
+    # <title>
+    ## Summary      generated from the front-matter facts by `summary_text`
+    ## Files        generated
+    ## Notes        written by people; re-mining copies it over byte for byte
+
+Everything above `## Notes` belongs to the miner and is rewritten on every mine.
+"""
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from typing import Any, Optional
+
+import yaml
+
+from kbase.schema import PRCard
+
+_Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+NOTES_HEADING = "## Notes"
+NOTES_PLACEHOLDER = ("<!-- Notes: written by people, kept as they are when `kbase mine` rewrites this card. "
+                     "Record what the PR taught you: numbers, pitfalls, follow-ups. -->")
+_NOTES_RE = re.compile(r"^## Notes[ \t]*$", re.M)
+_COMMENT_RE = re.compile(r"<!--.*?-->", re.S)
+BODY_FILE_LIMIT = 60  # the body lists this many files; the front-matter always has all of them
+
+
+class CardError(ValueError):
+    def __init__(self, message: str, line: int = 1, field: Optional[str] = None):
+        self.line = line
+        self.field = field
+        super().__init__(message)
+
+
+@dataclass
+class CardText:
+    meta: dict[str, Any]
+    yaml_text: str
+    body: str
+    body_line: int  # 1-based file line where the body starts
+    notes: str  # the Notes section, heading included, verbatim ("" if absent)
+    notes_line: int  # 1-based line of the Notes heading (0 if absent)
+
+
+def split_card(text: str) -> CardText:
+    """Front-matter, body and Notes of a card; CardError names the line when the layout is wrong."""
+    if not text.startswith("---\n"):
+        raise CardError("missing YAML front-matter: a card starts with '---'", 1)
+    end = text.find("\n---\n", 3)
+    if end < 0:
+        if text.endswith("\n---"):
+            end = len(text) - 4
+        else:
+            raise CardError("unterminated front-matter: no closing '---' line", 1)
+    yaml_text = text[4 : end + 1]
+    body_start = end + 5
+    body_line = yaml_text.count("\n") + 3
+    body = text[body_start:]
+    try:
+        meta = yaml.load(yaml_text, Loader=_Loader)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        raise CardError(f"malformed YAML: {getattr(exc, 'problem', None) or exc}",
+                        mark.line + 2 if mark is not None else 1) from None
+    if not isinstance(meta, dict):
+        raise CardError("front-matter must be a YAML mapping", 2)
+    m = _NOTES_RE.search(body)
+    if m:
+        notes = body[m.start() :]
+        notes_line = body_line + body.count("\n", 0, m.start())
+        body = body[: m.start()]
+    else:
+        notes, notes_line = "", 0
+    return CardText(meta=meta, yaml_text=yaml_text, body=body, body_line=body_line, notes=notes, notes_line=notes_line)
+
+
+def notes_text(notes_section: str) -> str:
+    """What people wrote under Notes: the heading and HTML comments removed."""
+    if not notes_section:
+        return ""
+    rest = notes_section.split("\n", 1)[1] if "\n" in notes_section else ""
+    return _COMMENT_RE.sub("", rest).strip()
+
+
+def existing_notes(text: str) -> str:
+    """The Notes section of an existing card, verbatim, or '' — used before a card is rewritten."""
+    m = _NOTES_RE.search(text)
+    return text[m.start() :] if m else ""
+
+
+# --------------------------------------------------------------------------- rendering
+
+
+def card_meta(card: PRCard) -> dict[str, Any]:
+    """Front-matter as an ordered mapping; empty optional keys are left out to keep cards short."""
+    d: dict[str, Any] = {"repo": card.repo, "pr": card.pr}
+    if card.url:
+        d["url"] = card.url
+    d.update(sha=card.sha, date=card.date, title=card.title, families=list(card.families))
+    files = []
+    for f in card.files:
+        fd: dict[str, Any] = {"path": f.path}
+        if f.old_path:
+            fd["old_path"] = f.old_path
+        fd.update(added=f.added, deleted=f.deleted, symbols=list(f.symbols))
+        files.append(fd)
+    d["files"] = files
+    d["totals"] = dict(card.totals)
+    d["categories"] = list(card.categories)
+    if card.reverts is not None:
+        d["reverts"] = card.reverts
+    tags = {k: v for k, v in card.tags.model_dump().items() if v}
+    d["tags"] = tags
+    return d
+
+
+def _count(n: Optional[int]) -> str:
+    return "binary" if n is None else str(n)
+
+
+def summary_text(card: PRCard, also: list[str] | None = None) -> str:
+    """One paragraph of facts in our own words; the index embeds it, so it reads as plain prose."""
+    t = card.totals
+    day = card.date[:10]
+    parts = [f"PR #{card.pr} of {card.repo}, merged on {day} as commit {card.sha[:10]}."]
+    nfiles = t.get("files", len(card.files))
+    parts.append(f"It changes {nfiles} file{'s' if nfiles != 1 else ''} (+{t.get('added', 0)}/-{t.get('deleted', 0)} lines"
+                 + (f", {t['binary']} binary" if t.get("binary") else "") + ").")
+    if card.families:
+        parts.append("Families: " + ", ".join(card.families) + ".")
+    parts.append("Categories: " + ", ".join(card.categories) + ".")
+    if card.reverts is not None:
+        parts.append(f"It reverts PR #{card.reverts}.")
+    tg = card.tags
+    if tg.kernel_types:
+        parts.append("Kernel types: " + ", ".join(tg.kernel_types) + ".")
+    if tg.languages:
+        parts.append("Languages: " + ", ".join(tg.languages) + ".")
+    if tg.archs:
+        parts.append("Architectures: " + ", ".join(tg.archs) + ".")
+    if tg.techniques:
+        parts.append("Techniques: " + ", ".join(tg.techniques) + ".")
+    renamed = [f for f in card.files if f.old_path]
+    if renamed:
+        parts.append("Renames: " + "; ".join(f"{f.old_path} -> {f.path}" for f in renamed[:5])
+                     + (f" and {len(renamed) - 5} more" if len(renamed) > 5 else "") + ".")
+    biggest = sorted(card.files, key=lambda f: -((f.added or 0) + (f.deleted or 0)))[:3]
+    syms = [s for f in biggest for s in f.symbols[:4]]
+    if biggest:
+        parts.append("Largest changes: " + ", ".join(f.path for f in biggest) + ".")
+    if syms:
+        parts.append("Symbols touched there: " + ", ".join(dict.fromkeys(syms)) + ".")
+    if also:
+        parts.append("The same PR number also appears on commit" + ("s " if len(also) > 1 else " ")
+                     + ", ".join(s[:10] for s in also) + ".")
+    return " ".join(parts)
+
+
+_PLAIN = re.compile(r"^[A-Za-z_][A-Za-z0-9_./+-]*$")
+_YAML_WORDS = {"true", "false", "yes", "no", "on", "off", "null", "y", "n", "~"}
+
+
+def _scalar(v: Any) -> str:
+    """A YAML scalar; strings that could read as anything else are written as JSON strings,
+    which YAML parses as double-quoted scalars."""
+    if v is None:
+        return "null"
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, int):
+        return str(v)
+    s = str(v)
+    if _PLAIN.match(s) and s.lower() not in _YAML_WORDS:
+        return s
+    return json.dumps(s, ensure_ascii=False)
+
+
+def _flow(items: list[Any]) -> str:
+    return "[" + ", ".join(_scalar(x) for x in items) + "]"
+
+
+def dump_meta(meta: dict[str, Any]) -> str:
+    """Block YAML for the card front-matter. Hand-written because PyYAML's representer dominated
+    mining time; `split_card` reads it back with the ordinary YAML loader (see the round-trip test)."""
+    out: list[str] = []
+    for key, val in meta.items():
+        if key == "files":
+            if not val:
+                out.append("files: []")
+                continue
+            out.append("files:")
+            for f in val:
+                first = True
+                for fk, fv in f.items():
+                    lead = "- " if first else "  "
+                    first = False
+                    out.append(f"{lead}{fk}: {_flow(fv) if isinstance(fv, list) else _scalar(fv)}")
+        elif isinstance(val, dict):
+            if key == "tags":
+                if not val:
+                    out.append("tags: {}")
+                    continue
+                out.append("tags:")
+                out.extend(f"  {k}: {_flow(v)}" for k, v in val.items())
+            else:
+                out.append(f"{key}: {{" + ", ".join(f"{k}: {_scalar(v)}" for k, v in val.items()) + "}")
+        elif isinstance(val, list):
+            out.append(f"{key}: {_flow(val)}")
+        else:
+            out.append(f"{key}: {_scalar(val)}")
+    return "\n".join(out) + "\n"
+
+
+def render_card(card: PRCard, notes: str = "", also: list[str] | None = None) -> str:
+    meta = dump_meta(card_meta(card))
+    lines = ["---", meta.rstrip("\n"), "---", f"# {card.title}", "", "## Summary", "", summary_text(card, also), "",
+             "## Files", ""]
+    for f in card.files[:BODY_FILE_LIMIT]:
+        where = f"`{f.old_path}` -> `{f.path}`" if f.old_path else f"`{f.path}`"
+        delta = "binary" if f.added is None else f"+{f.added}/-{f.deleted}"
+        sym = f": {', '.join(f.symbols)}" if f.symbols else ""
+        lines.append(f"- {where} ({delta}){sym}")
+    if len(card.files) > BODY_FILE_LIMIT:
+        lines.append(f"- ... and {len(card.files) - BODY_FILE_LIMIT} more files (all are listed in the front-matter)")
+    if not card.files:
+        lines.append("- (no file changes)")
+    lines.append("")
+    text = "\n".join(lines) + "\n"
+    notes = notes if notes.strip() else f"{NOTES_HEADING}\n\n{NOTES_PLACEHOLDER}\n"
+    if not notes.endswith("\n"):
+        notes += "\n"
+    return text + notes
+
+
+def section(body: str, heading: str) -> tuple[str, int]:
+    """Text under `## heading` up to the next `## `, and its 0-based line offset within the body."""
+    m = re.search(rf"^## {re.escape(heading)}[ \t]*$", body, re.M)
+    if not m:
+        return "", 0
+    start = m.end()
+    nxt = re.search(r"^## ", body[start:], re.M)
+    chunk = body[start : start + nxt.start()] if nxt else body[start:]
+    return chunk.strip(), body.count("\n", 0, m.start())

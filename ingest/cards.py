@@ -1,0 +1,277 @@
+"""PR cards as index entries, plus the two questions other parts ask of the archive:
+when was a path last touched (staleness) and what is a family's timeline (`kbase history`).
+
+Called by the lead's indexer (`load_card_entries`) and the validators (`latest_touch`).
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import hashlib
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable, Optional
+
+from pydantic import ValidationError
+
+from kbase.ingest.card_format import CardError, notes_text, section, split_card
+from kbase.ingest.recipes import compile_globs
+from kbase.schema import Chunk, Entry, PRCard, Problem
+
+ARCHIVE_DIR = "pr_archive"
+_SKIP_DIRS = {"recipes"}
+
+
+def card_files(root: Path, repo: Optional[str] = None) -> list[Path]:
+    """pr_archive/<name>/<N>.md for every archive (or one), skipping recipes/ and README files."""
+    base = root / ARCHIVE_DIR
+    if not base.is_dir():
+        return []
+    dirs = [base / repo] if repo else sorted(d for d in base.iterdir() if d.is_dir() and d.name not in _SKIP_DIRS
+                                             and not d.name.startswith("."))
+    out: list[Path] = []
+    for d in dirs:
+        if not d.is_dir():
+            continue
+        with os.scandir(d) as it:
+            names = [e.name for e in it if e.name.endswith(".md") and not e.name.startswith(".") and e.is_file()]
+        out.extend(d / n for n in sorted(names, key=lambda n: (len(n), n)) if n.lower() != "readme.md")
+    return out
+
+
+def _problem_from_validation(exc: ValidationError, yaml_text: str, shown: str) -> list[Problem]:
+    import yaml
+
+    from kbase.ingest.markdown import node_line
+
+    try:
+        node = yaml.compose(yaml_text, Loader=yaml.SafeLoader)
+    except yaml.YAMLError:
+        node = None
+    out = []
+    for err in exc.errors():
+        loc = tuple(err["loc"])
+        msg = {"extra_forbidden": "unknown key", "missing": "required key is missing"}.get(err["type"], err["msg"])
+        out.append(Problem(path=shown, line=node_line(node, loc) if node is not None else 1,
+                           field=".".join(map(str, loc)) or None, message=msg))
+    return out
+
+
+@dataclass
+class LoadedCard:
+    card: PRCard
+    path: str
+    text: str
+    body: str
+    body_line: int
+    notes: str
+    notes_line: int
+
+
+def load_card(path: Path, root: Path) -> LoadedCard:
+    """One card, validated. Raises CardProblems naming file, line and field."""
+    shown = _shown(path, root)
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise CardProblems([Problem(path=shown, message=f"cannot read: {exc.strerror}")]) from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise CardProblems([Problem(path=shown, line=raw[: exc.start].count(b"\n") + 1, message="not valid UTF-8")]) from None
+    text = text.replace("\r\n", "\n")
+    try:
+        parts = split_card(text)
+    except CardError as ce:
+        raise CardProblems([Problem(path=shown, line=ce.line, field=ce.field, message=str(ce))]) from None
+    try:
+        card = PRCard.model_validate(parts.meta)
+    except ValidationError as exc:
+        raise CardProblems(_problem_from_validation(exc, parts.yaml_text, shown)) from None
+    folder = path.parent.name
+    if card.repo != folder:
+        raise CardProblems([Problem(path=shown, line=2, field="repo",
+                                    message=f"repo {card.repo!r} does not match the archive folder {folder!r}")])
+    if path.stem != str(card.pr):
+        raise CardProblems([Problem(path=shown, line=3, field="pr",
+                                    message=f"pr {card.pr} does not match the file name {path.name!r}")])
+    try:
+        _dt.datetime.fromisoformat(card.date)
+    except ValueError:
+        raise CardProblems([Problem(path=shown, line=_key_line(parts.yaml_text, "date"), field="date",
+                                    message=f"date {card.date!r} is not ISO 8601")]) from None
+    return LoadedCard(card=card, path=shown, text=text, body=parts.body, body_line=parts.body_line,
+                      notes=parts.notes, notes_line=parts.notes_line)
+
+
+class CardProblems(Exception):
+    def __init__(self, problems: list[Problem]):
+        self.problems = problems
+        super().__init__("\n".join(map(str, problems)))
+
+
+def _key_line(yaml_text: str, key: str) -> int:
+    for i, line in enumerate(yaml_text.split("\n")):
+        if line.startswith(f"{key}:"):
+            return i + 2
+    return 1
+
+
+def _shown(path: Path, root: Path) -> str:
+    try:
+        return str(path.relative_to(root))
+    except ValueError:
+        return str(path)
+
+
+def entry_id(repo: str, pr: int) -> str:
+    return f"pr:{repo}#{pr}"
+
+
+def card_entry(lc: LoadedCard) -> Entry:
+    c = lc.card
+    eid = entry_id(c.repo, c.pr)
+    chunks: list[Chunk] = []
+
+    def add(sec: str, text: str, line: int) -> None:
+        if text.strip():
+            chunks.append(Chunk(id=f"{eid}::{len(chunks)}", entry_id=eid, kind="pr", section=sec,
+                                text=text.strip(), line=line, path=lc.path))
+
+    summary, s_off = section(lc.body, "Summary")
+    head = [f"{c.title}", f"{c.repo} PR #{c.pr}, {c.date[:10]}"]
+    if c.families:
+        head.append("Families: " + ", ".join(c.families))
+    head.append("Categories: " + ", ".join(c.categories))
+    if c.tags.kernel_types:
+        head.append("Kernel types: " + ", ".join(c.tags.kernel_types))
+    add("summary", "\n".join(head) + ("\n" + summary if summary else ""), lc.body_line + s_off if summary else 1)
+    _, f_off = section(lc.body, "Files")
+    files = "\n".join(
+        f"{f.old_path + ' -> ' if f.old_path else ''}{f.path}" + (f": {', '.join(f.symbols)}" if f.symbols else "")
+        for f in c.files)
+    add("files", f"Files changed by {c.repo} PR #{c.pr}:\n{files}", lc.body_line + f_off if f_off else 1)
+    notes = notes_text(lc.notes)
+    if notes:
+        add("notes", f"Notes on {c.repo} PR #{c.pr} ({c.title}):\n{notes}", lc.notes_line)
+    tags = c.tags.flat() + [f"family={f}" for f in c.families] + [f"category={x}" for x in c.categories] \
+        + [f"repo={c.repo}"]
+    return Entry(id=eid, kind="pr", title=c.title, path=lc.path, line=1,
+                 content_hash=hashlib.sha256(lc.text.encode("utf-8")).hexdigest(), chunks=chunks, tags=tags,
+                 repo=c.repo, pr=c.pr, date=c.date, families=list(c.families), categories=list(c.categories))
+
+
+def load_card_entries(root: Path) -> tuple[list[Entry], list[Problem]]:
+    """Every card under <root>/pr_archive as an index Entry (kind "pr"); bad cards become Problems and are skipped."""
+    root = Path(root)
+    entries: list[Entry] = []
+    problems: list[Problem] = []
+    for p in card_files(root):
+        try:
+            entries.append(card_entry(load_card(p, root)))
+        except CardProblems as cp:
+            problems.extend(cp.problems)
+    return entries, problems
+
+
+# --------------------------------------------------------------------------- light records
+
+
+@dataclass(frozen=True)
+class CardFacts:
+    """What staleness and timelines need, without building an Entry."""
+
+    pr: int
+    date: str
+    title: str
+    paths: tuple[str, ...]  # every path and old path the PR touched
+    renames: tuple[tuple[str, str], ...]  # (old, new)
+    families: tuple[str, ...]
+    categories: tuple[str, ...]
+    nfiles: int
+    reverts: Optional[int]
+
+
+# (path) -> (mtime_ns, size, facts): re-parsed only when the file changes, so repeated
+# staleness checks over thousands of cards cost a directory scan and stats
+_FACTS_CACHE: dict[str, tuple[int, int, Optional[CardFacts]]] = {}
+
+
+def card_facts(root: Path, repo: str) -> list[CardFacts]:
+    out: list[CardFacts] = []
+    for p in card_files(Path(root), repo):
+        try:
+            st = p.stat()
+        except OSError:
+            continue
+        key = str(p)
+        hit = _FACTS_CACHE.get(key)
+        if hit and hit[0] == st.st_mtime_ns and hit[1] == st.st_size:
+            if hit[2] is not None:
+                out.append(hit[2])
+            continue
+        try:
+            c = load_card(p, Path(root)).card
+            facts = CardFacts(pr=c.pr, date=c.date, title=c.title,
+                              paths=tuple(dict.fromkeys([f.path for f in c.files] + [f.old_path for f in c.files if f.old_path])),
+                              renames=tuple((f.old_path, f.path) for f in c.files if f.old_path),
+                              families=tuple(c.families), categories=tuple(c.categories), nfiles=len(c.files),
+                              reverts=c.reverts)
+        except CardProblems:
+            facts = None
+        _FACTS_CACHE[key] = (st.st_mtime_ns, st.st_size, facts)
+        if facts is not None:
+            out.append(facts)
+    return out
+
+
+def _when(date: str) -> _dt.datetime:
+    d = _dt.datetime.fromisoformat(date)
+    return d if d.tzinfo else d.replace(tzinfo=_dt.timezone.utc)
+
+
+def latest_touch(root: Path, repo: str, globs: list[str]) -> Optional[str]:
+    """ISO date of the newest card in pr_archive/<repo>/ touching a path that matches any glob
+    (`*` within a segment, `**` across segments, a directory matches what is under it); None if none."""
+    if not globs:
+        return None
+    rx = compile_globs(tuple(globs))
+    best: Optional[CardFacts] = None
+    for f in card_facts(root, repo):
+        if (best is None or _when(f.date) > _when(best.date)) and any(rx.match(p) for p in f.paths):
+            best = f
+    return best.date if best else None
+
+
+def read_families(root: Path, repo: str) -> dict[str, list[str]]:
+    """Family globs recorded by the last mine (so history works without the recipe file at hand)."""
+    p = Path(root) / ARCHIVE_DIR / repo / ".state.json"
+    if not p.exists():
+        return {}
+    try:
+        return dict(json.loads(p.read_text(encoding="utf-8")).get("families") or {})
+    except ValueError:
+        return {}
+
+
+def timeline(root: Path, repo: str, family: str, globs: Optional[Iterable[str]] = None) -> list[dict]:
+    """The family's PRs, oldest first. Renames are followed backwards: once a PR renames X to a path
+    of the family, older PRs that touched X belong to the timeline too (marked via_rename)."""
+    facts = sorted(card_facts(root, repo), key=lambda f: _when(f.date), reverse=True)
+    rx = compile_globs(tuple(globs)) if globs else None
+    followed: set[str] = set()
+    rows: list[dict] = []
+    for f in facts:
+        direct = family in f.families or (rx is not None and any(rx.match(p) for p in f.paths))
+        via = not direct and any(p in followed for p in f.paths)
+        if not (direct or via):
+            continue
+        for old, new in f.renames:
+            if (rx is not None and rx.match(new)) or new in followed:
+                followed.add(old)
+        matched = [p for p in f.paths if (rx is not None and rx.match(p)) or p in followed]
+        rows.append({"date": f.date, "pr": f.pr, "title": f.title, "categories": list(f.categories),
+                     "files": matched, "files_total": f.nfiles, "reverts": f.reverts, "via_rename": via})
+    rows.reverse()
+    return rows

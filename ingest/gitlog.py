@@ -1,0 +1,237 @@
+"""Stream first-parent history out of one `git log -p -U0` process and parse it into commit facts.
+
+One process for the whole range keeps mining close to the cost of git itself: no
+per-commit object lookups, no Python-side diffing. Line counts come from the hunk
+headers (`@@ -a,b +c,d @@`), symbols from the hunk header context and from added
+lines that define something.
+"""
+from __future__ import annotations
+
+import os
+import re
+import tempfile
+from dataclasses import dataclass, field
+from typing import Callable, Iterator, Optional
+
+from kbase.ingest.symbols import added_definition, attributes_text, language_kind, symbol_of
+
+MAX_SYMBOLS = 16
+_HUNK = re.compile(rb"^@@@* -\d+(?:,(\d+))? \+\d+(?:,(\d+))? @@@* ?(.*)$")
+_HEADER_END = b"\x1d"
+# %b is the body: merge commits keep the PR title there
+LOG_FORMAT = "%x1e%H%x1f%P%x1f%cI%x1f%s%x1f%b%x1d"
+
+
+@dataclass
+class FileFacts:
+    path: str
+    old_path: Optional[str] = None
+    added: Optional[int] = 0
+    deleted: Optional[int] = 0
+    symbols: list[str] = field(default_factory=list)
+
+    def add_symbol(self, name: Optional[str]) -> None:
+        if name and name not in self.symbols and len(self.symbols) < MAX_SYMBOLS:
+            self.symbols.append(name)
+
+
+@dataclass
+class CommitFacts:
+    sha: str
+    parents: list[str]
+    date: str
+    subject: str
+    body: str
+    files: list[FileFacts] = field(default_factory=list)
+
+
+def unquote_path(s: str) -> str:
+    """Undo git's C-style quoting of unusual paths ("a\\tb", octal UTF-8 bytes)."""
+    if not (len(s) >= 2 and s[0] == '"' and s[-1] == '"'):
+        return s
+    raw = s[1:-1].encode("utf-8", "surrogateescape")
+    out = bytearray()
+    i = 0
+    simple = {ord("n"): 10, ord("t"): 9, ord('"'): 34, ord("\\"): 92, ord("a"): 7, ord("b"): 8, ord("f"): 12,
+              ord("r"): 13, ord("v"): 11}
+    while i < len(raw):
+        c = raw[i]
+        if c == 92 and i + 1 < len(raw):
+            n = raw[i + 1]
+            if 48 <= n <= 55 and i + 3 < len(raw) + 1:
+                out.append(int(raw[i + 1 : i + 4], 8))
+                i += 4
+                continue
+            out.append(simple.get(n, n))
+            i += 2
+            continue
+        out.append(c)
+        i += 1
+    return out.decode("utf-8", "replace")
+
+
+def _strip_prefix(s: str, prefix: str) -> str:
+    s = unquote_path(s)
+    return s[len(prefix):] if s.startswith(prefix) else s
+
+
+def _paths_from_diff_header(rest: str) -> tuple[str, str]:
+    """`a/X b/Y` from a `diff --git` line; exact when X == Y or when quoted, best effort otherwise
+    (rename/---/+++ lines that follow override it)."""
+    if rest.startswith('"'):
+        end = rest.find('" ', 1)
+        while end > 0 and rest[end - 1] == "\\":
+            end = rest.find('" ', end + 1)
+        if end > 0:
+            return _strip_prefix(rest[: end + 1], "a/"), _strip_prefix(rest[end + 2 :], "b/")
+    n = len(rest)
+    if (n - 5) % 2 == 0:
+        half = (n - 5) // 2
+        a, b = rest[2 : 2 + half], rest[5 + half :]
+        if rest.startswith("a/") and rest[2 + half : 5 + half] == " b/" and a == b:
+            return a, b
+    i = rest.find(" b/")
+    return _strip_prefix(rest[:i], "a/"), _strip_prefix(rest[i + 1 :], "b/")
+
+
+def log_command(rev_range: str, attributes_file: str) -> list[str]:
+    return [
+        "-c", "core.quotepath=false", "-c", f"core.attributesFile={attributes_file}",
+        "-c", "diff.noprefix=false", "-c", "diff.mnemonicPrefix=false",
+        "log", "--first-parent", "--diff-merges=first-parent", "-M", "-p", "-U0", "--no-color",
+        "--no-ext-diff", "--no-textconv", "--src-prefix=a/", "--dst-prefix=b/",
+        f"--format={LOG_FORMAT}", rev_range, "--",
+    ]
+
+
+def parse_log(stream, on_commit: Callable[[CommitFacts], None]) -> int:
+    """Feed each parsed commit to `on_commit` as soon as its diff is complete; returns the count."""
+    commit: Optional[CommitFacts] = None
+    cur: Optional[FileFacts] = None
+    kind: Optional[str] = None
+    in_header = False
+    head_buf: list[bytes] = []
+    rem = 0
+    count = 0
+    minus_path: Optional[str] = None
+
+    def finish() -> None:
+        nonlocal count
+        if commit is not None:
+            on_commit(commit)
+            count += 1
+
+    for raw in stream:
+        if rem:
+            c = raw[0]
+            if c == 43:  # '+'
+                rem -= 1
+                if kind is not None:
+                    line = raw[1:].rstrip(b"\r\n")
+                    # cheap byte tests first: this runs on every added line in the history
+                    if kind == "py":
+                        if b"def " in line or b"class " in line:
+                            cur.add_symbol(added_definition(kind, line.decode("utf-8", "replace")))
+                    elif line[:1] not in (b" ", b"\t", b"", b"/", b"*", b"}", b"{", b")", b"#") \
+                            and (b"(" in line or line.startswith((b"struct ", b"class ", b"template"))):
+                        cur.add_symbol(added_definition(kind, line.decode("utf-8", "replace")))
+                continue
+            if c == 45:  # '-'
+                rem -= 1
+                continue
+            if c == 92:  # '\ No newline at end of file'
+                continue
+            rem = 0
+        if head_buf:
+            head_buf.append(raw)
+            if _HEADER_END in raw:
+                commit = _commit_header(b"".join(head_buf))
+                head_buf = []
+            continue
+        c = raw[:1]
+        if c == b"@":
+            m = _HUNK.match(raw.rstrip(b"\r\n"))
+            if m and cur is not None:
+                old_n = int(m.group(1)) if m.group(1) is not None else 1
+                new_n = int(m.group(2)) if m.group(2) is not None else 1
+                if cur.added is not None:
+                    cur.added += new_n
+                    cur.deleted += old_n
+                rem = old_n + new_n
+                in_header = False
+                ctx = m.group(3)
+                if ctx and kind is not None:
+                    cur.add_symbol(symbol_of(cur.path, ctx.decode("utf-8", "replace")))
+            continue
+        if c == b"\x1e":
+            finish()
+            commit, cur, kind, in_header = None, None, None, False
+            if _HEADER_END in raw:
+                commit = _commit_header(raw)
+            else:
+                head_buf = [raw]
+            continue
+        if raw.startswith(b"diff --git "):
+            a, b = _paths_from_diff_header(raw[11:].rstrip(b"\r\n").decode("utf-8", "surrogateescape"))
+            cur = FileFacts(path=b, old_path=a if a != b else None)
+            if commit is not None:
+                commit.files.append(cur)
+            kind = language_kind(cur.path)
+            in_header = True
+            minus_path = None
+            continue
+        if in_header and cur is not None:
+            text = raw.rstrip(b"\r\n").decode("utf-8", "surrogateescape")
+            if text.startswith("rename from "):
+                cur.old_path = unquote_path(text[12:])
+            elif text.startswith("rename to "):
+                cur.path = unquote_path(text[10:])
+                kind = language_kind(cur.path)
+            elif text.startswith("--- ") and text[4:] != "/dev/null":
+                minus_path = _strip_prefix(text[4:], "a/")
+            elif text.startswith("+++ ") and text[4:] != "/dev/null":
+                cur.path = _strip_prefix(text[4:], "b/")
+                kind = language_kind(cur.path)
+                if minus_path is not None and minus_path != cur.path:
+                    cur.old_path = minus_path
+            elif text.startswith("Binary files ") or text.startswith("GIT binary patch"):
+                cur.added = cur.deleted = None
+    finish()
+    return count
+
+
+def _commit_header(blob: bytes) -> CommitFacts:
+    text = blob.decode("utf-8", "replace").lstrip("\x1e")
+    text = text.split("\x1d", 1)[0]
+    sha, parents, date, subject, body = (text.split("\x1f", 4) + ["", "", "", ""])[:5]
+    return CommitFacts(sha=sha.strip(), parents=parents.split(), date=date.strip(), subject=subject.strip(),
+                       body=body.strip())
+
+
+def stream_history(repo, rev_range: str, on_commit: Callable[[CommitFacts], None]) -> int:
+    """Run `git log` through gitpython on `repo` and parse its output as it arrives."""
+    import git  # gitpython, imported here so that the CLI starts without it
+
+    fd, attrs = tempfile.mkstemp(prefix="kbase-attrs-", suffix=".gitattributes")
+    try:
+        with os.fdopen(fd, "w") as fh:
+            fh.write(attributes_text())
+        proc = repo.git.execute(["git", *log_command(rev_range, attrs)], as_process=True, stdout_as_string=False)
+        try:
+            n = parse_log(proc.stdout, on_commit)
+        except BaseException:
+            proc.proc.kill()
+            raise
+        stderr = proc.proc.stderr.read() if proc.proc.stderr else b""
+        status = proc.proc.wait()
+        if status != 0:
+            raise git.GitCommandError(["git", "log", rev_range], status, stderr)
+        return n
+    finally:
+        os.unlink(attrs)
+
+
+def iter_history(repo, rev_range: str) -> Iterator[CommitFacts]:
+    out: list[CommitFacts] = []
+    stream_history(repo, rev_range, out.append)
+    yield from out
