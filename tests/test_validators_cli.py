@@ -1,0 +1,135 @@
+"""kbase new / verify / audit / check as an engineer runs them: real subprocesses, real git, real files."""
+from __future__ import annotations
+
+import datetime as dt
+import json
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from xml.etree import ElementTree as ET
+
+import pytest
+
+FIX = Path(__file__).parent / "fixtures" / "validators"
+
+
+def kbase(*args: str, root: Path, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "kbase.cli", *args, "--root", str(root)], capture_output=True,
+                          text=True, timeout=300, cwd=cwd or root)
+
+
+def fixture_skill(root: Path, name: str, snippet: str) -> Path:
+    code = (FIX / "snippets" / snippet).read_text().rstrip("\n")
+    text = (FIX / "skill_template.md").read_text().format(
+        name=name, tiers="[cpu-interpret]", timeout=30, audit_date=dt.date.today().isoformat(), lang="python", code=code)
+    path = root / "skills" / name / "SKILL.md"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path
+
+
+def test_new_scaffold_lints_verifies_and_audits_as_verified(tmp_path):
+    made = kbase("new", "my-first-skill", "--json", root=tmp_path)
+    assert made.returncode == 0, made.stderr
+    assert json.loads(made.stdout) == {"created": "skills/my-first-skill/SKILL.md"}
+    lint = kbase("lint", root=tmp_path)
+    assert lint.returncode == 0, lint.stdout + lint.stderr
+
+    ran = kbase("verify", "my-first-skill", "--json", root=tmp_path)
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    results = json.loads(ran.stdout)["results"]
+    by_tier = {r["tier"]: r for r in results}
+    assert by_tier["cpu-interpret"]["verdict"] == "pass"
+    assert set(results[0]) == {"skill", "tier", "verdict", "duration_s", "line", "message"}
+    rows = (tmp_path / "ledger" / "verifications.jsonl").read_text().splitlines()
+    assert len(rows) == 1 and json.loads(rows[0])["verdict"] == "pass"
+
+    html, md, junit = tmp_path / "r" / "a.html", tmp_path / "r" / "a.md", tmp_path / "r" / "a.xml"
+    audited = kbase("audit", "--no-run", "--json", "--html", str(html), "--markdown", str(md), "--junit", str(junit),
+                    root=tmp_path)
+    assert audited.returncode == 0, audited.stderr
+    (entry,) = json.loads(audited.stdout)["skills"]
+    assert entry["skill"] == "my-first-skill" and entry["status"] == "verified"
+    page = html.read_text()
+    assert "<svg" in page and "my-first-skill" in page
+    assert not re.search(r"(src|href)=|<link|<script|@import|url\(", page), "the report must be self-contained"
+    assert "my-first-skill" in md.read_text()
+    assert ET.parse(junit).getroot().tag == "testsuites"
+
+    again = kbase("new", "my-first-skill", root=tmp_path)
+    assert again.returncode == 2 and "skills/my-first-skill/SKILL.md already exists" in again.stderr
+    bad = kbase("new", "Not_Kebab", root=tmp_path)
+    assert bad.returncode == 2 and "kebab-case" in bad.stderr
+
+
+def test_audit_exit_code_follows_fail_on_and_the_junit_names_the_line(tmp_path):
+    ok = fixture_skill(tmp_path, "good-one", "skip_itself.py")
+    bad = fixture_skill(tmp_path, "bad-one", "assert_fail.py")
+    junit = tmp_path / "junit.xml"
+    res = kbase("audit", "--json", "--junit", str(junit), root=tmp_path)
+    assert res.returncode == 1, res.stdout + res.stderr
+    status = {s["skill"]: s["status"] for s in json.loads(res.stdout)["skills"]}
+    assert status == {"bad-one": "failing", "good-one": "unverified"}
+    failure = ET.parse(junit).getroot().find(".//testcase[@classname='skills.bad-one']/failure")
+    line = next(i + 1 for i, ln in enumerate(bad.read_text().splitlines()) if "# ASSERT" in ln)
+    assert f"skills/bad-one/SKILL.md:{line}:" in failure.get("message")
+    assert kbase("audit", "--no-run", "--fail-on", "never", root=tmp_path).returncode == 0
+    assert kbase("audit", "--no-run", "--fail-on", "unverified", "good-one", root=tmp_path).returncode == 1
+    assert ok.exists()
+
+
+def test_bad_input_is_named_and_exits_non_zero(tmp_path):
+    fixture_skill(tmp_path, "fine", "skip_itself.py")
+    unknown = kbase("verify", "no-such-skill", root=tmp_path)
+    assert unknown.returncode == 2 and "no skill 'no-such-skill'" in unknown.stderr
+    tier = kbase("verify", "--tier", "warp", root=tmp_path)
+    assert tier.returncode == 2 and "--tier must be one of" in tier.stderr
+    level = kbase("audit", "--fail-on", "sometimes", root=tmp_path)
+    assert level.returncode == 2 and "--fail-on" in level.stderr
+
+    broken = tmp_path / "skills" / "broken" / "SKILL.md"
+    broken.parent.mkdir()
+    broken.write_text(fixture_skill(tmp_path, "fine", "skip_itself.py").read_text()
+                      .replace("name: fine", "name: broken").replace("timeout_s: 30", "timeout_s: soon"))
+    line = next(i + 1 for i, ln in enumerate(broken.read_text().splitlines()) if "timeout_s:" in ln)
+    res = kbase("verify", "broken", root=tmp_path)
+    assert res.returncode == 1 and f"skills/broken/SKILL.md:{line}: [verification.timeout_s]" in res.stdout
+
+    ledger = tmp_path / "ledger" / "verifications.jsonl"
+    ledger.parent.mkdir()
+    ledger.write_text('{"skill": "fine"}\n')
+    corrupt = kbase("audit", "--no-run", root=tmp_path)
+    assert corrupt.returncode == 2 and "ledger/verifications.jsonl:1: missing field(s)" in corrupt.stderr
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
+def test_check_changed_verifies_only_what_the_branch_touched(tmp_path):
+    def git(*args):
+        subprocess.run(["git", "-C", str(tmp_path), *args], check=True, capture_output=True)
+
+    git("init", "-q", "-b", "main")
+    git("config", "user.email", "t@example.com")
+    git("config", "user.name", "t")
+    fixture_skill(tmp_path, "settled", "assert_fail.py")  # failing, but not touched by the branch
+    git("add", ".")
+    git("commit", "-qm", "base")
+    git("checkout", "-qb", "feature")
+    fixture_skill(tmp_path, "fresh", "skip_itself.py")  # untracked: still counts as changed
+    res = kbase("check", "--changed", "--base", "main", "--json", root=tmp_path)
+    assert res.returncode == 0, res.stdout + res.stderr
+    out = json.loads(res.stdout)
+    assert out["skills"] == ["fresh"] and out["base"] == "main"
+
+    git("add", ".")
+    git("commit", "-qm", "add fresh")
+    settled = tmp_path / "skills" / "settled" / "SKILL.md"
+    settled.write_text(settled.read_text().replace("Some prose", "Edited prose"))  # an uncommitted edit
+    res = kbase("check", "--changed", "--base", "main", "--json", root=tmp_path)
+    assert res.returncode == 1
+    assert json.loads(res.stdout)["skills"] == ["fresh", "settled"]
+    nothing = kbase("check", "--changed", "--base", "HEAD", root=tmp_path)
+    assert nothing.returncode == 1  # settled is still edited and still failing
+    missing = kbase("check", "--changed", "--base", "no-such-branch", root=tmp_path)
+    assert missing.returncode == 2 and "no-such-branch" in missing.stderr
