@@ -9,7 +9,15 @@ from typing import Optional
 
 import typer
 
-from kbase.commands.common import JsonOpt, RootOpt, console, err_console, fail, print_json, root_path
+from kbase.commands.common import JsonOpt, RootOpt, console, err_console, print_json, root_path
+
+
+def fail(message: str, code: int = 2) -> typer.Exit:
+    # soft_wrap: paths and messages stay on one line, so they can be grepped and copied
+    from rich.markup import escape
+
+    err_console.print(f"[red]error:[/red] {escape(message)}", highlight=False, soft_wrap=True)
+    return typer.Exit(code)
 
 
 def mine(repo: str = typer.Option(..., "--repo", help="path of a local clone (not a shallow one)"),
@@ -29,7 +37,7 @@ def mine(repo: str = typer.Option(..., "--repo", help="path of a local clone (no
         rec = resolve_recipe(recipe, name, r)
     except RecipeError as re_:
         for p in re_.problems:
-            err_console.print(str(p), highlight=False, markup=False)
+            err_console.print(str(p), highlight=False, markup=False, soft_wrap=True)
         raise typer.Exit(2)
     except ValueError as exc:  # --name that is not kebab-case
         raise fail(f"--name {name!r}: {exc}")
