@@ -176,3 +176,19 @@ def test_ledger_rows_are_sorted_key_single_lines_and_bad_lines_name_their_line(t
     # a truncated last line does not swallow the next append
     append_rows(tmp_path, [ledger_row("w", SHA)])
     assert json.loads(ledger_path(tmp_path).read_text().splitlines()[-1])["skill"] == "w"
+
+
+def test_merge_ledger_appends_only_rows_it_lacks(tmp_path):
+    from kbase.validators.ledger import merge_ledger
+
+    here, there = tmp_path / "here", tmp_path / "there"
+    shared = ledger_row("x", SHA)
+    append_rows(here, [shared])
+    append_rows(there, [shared, ledger_row("x", SHA, "fail", at="2026-11-29T00:00:00+00:00")])
+    assert merge_ledger(here, ledger_path(there)) == (1, 1)
+    assert merge_ledger(here, ledger_path(there)) == (0, 2)
+    assert [json.loads(ln)["verdict"] for ln in ledger_path(here).read_text().splitlines()] == ["pass", "fail"]
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(json.dumps(shared) + "\n" + '{"skill": "x", "verdict": "maybe"}\n')
+    with pytest.raises(LedgerError, match=r"bad.jsonl:2: missing field"):
+        merge_ledger(here, bad)

@@ -22,6 +22,7 @@ from typing import Optional
 
 @dataclass(frozen=True)
 class GPU:
+    index: int  # nvidia-smi / NVML order, which is PCI bus order
     name: str
     compute_capability: str  # "9.0"
     driver: str
@@ -44,14 +45,14 @@ def _gpus_from_smi() -> Optional[list[GPU]]:
     exe = shutil.which("nvidia-smi")
     if exe is None:
         return None
-    out = _run([exe, "--query-gpu=name,compute_cap,driver_version", "--format=csv,noheader"])
+    out = _run([exe, "--query-gpu=index,name,compute_cap,driver_version", "--format=csv,noheader"])
     if out is None:
         return None
     gpus = []
     for row in out.strip().splitlines():
         parts = [p.strip() for p in row.split(",")]
-        if len(parts) == 3 and re.match(r"^\d+\.\d+$", parts[1]):
-            gpus.append(GPU(name=parts[0], compute_capability=parts[1], driver=parts[2]))
+        if len(parts) == 4 and re.match(r"^\d+\.\d+$", parts[2]):
+            gpus.append(GPU(index=int(parts[0]), name=parts[1], compute_capability=parts[2], driver=parts[3]))
     return gpus
 
 
@@ -77,7 +78,7 @@ def _gpus_from_nvml() -> Optional[list[GPU]]:
             nvml.nvmlDeviceGetName(handle, name, 96)
             major, minor = ctypes.c_int(), ctypes.c_int()
             nvml.nvmlDeviceGetCudaComputeCapability(handle, ctypes.byref(major), ctypes.byref(minor))
-            gpus.append(GPU(name=name.value.decode(), compute_capability=f"{major.value}.{minor.value}",
+            gpus.append(GPU(index=i, name=name.value.decode(), compute_capability=f"{major.value}.{minor.value}",
                             driver=drv.value.decode()))
         return gpus
     except (AttributeError, OSError):

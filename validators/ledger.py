@@ -47,6 +47,10 @@ def row_from_outcome(o) -> dict:
     }
 
 
+def canonical(row: dict) -> str:
+    return json.dumps(row, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+
+
 def validate_row(row: object, path: str, line: int) -> dict:
     if not isinstance(row, dict):
         raise LedgerError(path, line, "a ledger line must be a JSON object")
@@ -71,7 +75,7 @@ def append_rows(root: Path, rows: Iterable[dict]) -> int:
         return 0
     path = ledger_path(root)
     path.parent.mkdir(parents=True, exist_ok=True)
-    data = "".join(json.dumps(r, sort_keys=True, ensure_ascii=False, separators=(",", ":")) + "\n" for r in rows)
+    data = "".join(canonical(r) + "\n" for r in rows)
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
@@ -122,3 +126,28 @@ def read_ledger(root: Path, *, strict: bool = True, shown: Optional[str] = None)
                 continue
             rows.append(row)
     return LedgerRead(rows, problems)
+
+
+def merge_ledger(root: Path, other: Path) -> tuple[int, int]:
+    """Append the rows of another copy of the ledger (e.g. fetched from the GPU box) that ours lacks.
+
+    Returns (added, already present). Every row of `other` is validated first, so a bad file adds nothing.
+    """
+    incoming: list[dict] = []
+    with open(other, encoding="utf-8") as fh:
+        for n, raw in enumerate(fh, start=1):
+            if not raw.strip():
+                continue
+            try:
+                incoming.append(validate_row(json.loads(raw), str(other), n))
+            except json.JSONDecodeError as exc:
+                raise LedgerError(str(other), n, f"not valid JSON ({exc.msg} at column {exc.colno})") from None
+    have = {canonical(r) for r in read_ledger(root, strict=False).rows}
+    new = []
+    for r in incoming:
+        key = canonical(r)
+        if key not in have:
+            have.add(key)
+            new.append(r)
+    append_rows(root, new)
+    return len(new), len(incoming) - len(new)

@@ -8,6 +8,7 @@ import signal
 import stat
 import sys
 import tempfile
+import threading
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,7 +33,8 @@ _BOOTSTRAP = (
     "sys.argv[0] = path\n"
     "runpy.run_path(path, run_name='__main__')\n"
 )
-_MEMORY_SIGNS = ("MemoryError", "can't allocate memory", "std::bad_alloc", "Cannot allocate memory", "out of memory")
+# host-side allocation failures only: "CUDA out of memory" is the device, not our limit
+_MEMORY_SIGNS = ("MemoryError", "can't allocate memory", "std::bad_alloc", "Cannot allocate memory")
 
 
 @dataclass
@@ -99,6 +101,10 @@ def _tier_env(tier: str, workdir: Path, arch: str, min_cc: Optional[float], work
         gpu, _ = gpu_for(min_cc)
         if gpu is not None:
             env["KBASE_COMPUTE_CAPABILITY"] = gpu.compute_capability
+            if "CUDA_VISIBLE_DEVICES" not in os.environ:
+                # nvidia-smi numbers devices in PCI order; CUDA's default order may differ
+                env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
+                env["CUDA_VISIBLE_DEVICES"] = str(gpu.index)
     return env
 
 
@@ -149,17 +155,33 @@ def _rmtree(path: Path) -> None:
             func(p)
         except OSError:
             pass
-    shutil.rmtree(path, onerror=unlock)
+    if sys.version_info >= (3, 12):
+        shutil.rmtree(path, onexc=unlock)
+    else:
+        shutil.rmtree(path, onerror=unlock)
+
+
+_GPU_LOCK = threading.Lock()
 
 
 def run_tier(skill, tier: str, settings: RunSettings) -> RunOutcome:
-    """Run one skill's snippet on one tier; every failure mode becomes a verdict."""
+    """Run one skill's snippet on one tier; every failure mode becomes a verdict.
+
+    GPU runs take turns even with -j N: timings and memory checks mean nothing on a shared device.
+    """
+    if tier == "gpu":
+        with _GPU_LOCK:
+            return _run_tier(skill, tier, settings)
+    return _run_tier(skill, tier, settings)
+
+
+def _run_tier(skill, tier: str, settings: RunSettings) -> RunOutcome:
     v = skill.meta.verification
     timeout = float(settings.timeout_s or v.timeout_s)
     gpu = tier == "gpu"
-    memory = settings.memory_mb or int(os.environ.get("KBASE_SANDBOX_MEMORY_MB") or 0) or (
-        DEFAULT_GPU_MEMORY_MB if gpu else DEFAULT_CPU_MEMORY_MB)
-    limits = Limits(timeout_s=timeout, memory_mb=memory, memory_kind="data" if gpu else "as")
+    memory = settings.memory_mb if settings.memory_mb is not None else os.environ.get("KBASE_SANDBOX_MEMORY_MB")
+    memory = int(memory) if memory not in (None, "") else (DEFAULT_GPU_MEMORY_MB if gpu else DEFAULT_CPU_MEMORY_MB)
+    limits = Limits(timeout_s=timeout, memory_mb=memory or None, memory_kind="data" if gpu else "as")
     base = RunOutcome(skill=skill.name, tier=tier, verdict="error", duration_s=0.0,
                       snippet_sha256=skill.snippet_sha256(), fingerprint=fingerprint(tier, settings.root),
                       at=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), executed=True)

@@ -62,7 +62,7 @@ def plan_tiers(declared: list[str], asked: str, has_python: bool, has_cuda: bool
             plan.append((tier, f"the skill does not declare the {tier} tier"))
             continue
         reason = available.get(tier)
-        if reason is None and tier == "cpu-compile" and not has_python and has_cuda and shutil.which("nvcc") is None:
+        if reason is None and tier != "cpu-interpret" and not has_python and has_cuda and shutil.which("nvcc") is None:
             reason = "nvcc is not on PATH"
         if reason is None and tier == "cpu-interpret" and not has_python:
             reason = "cpu-interpret runs Python snippets; this snippet has none"

@@ -20,7 +20,8 @@ STATUS_STYLE = {"verified": "green", "failing": "red", "unverified": "dim", "sta
 TierOpt = typer.Option("auto", "--tier", help="auto | cpu-interpret | cpu-compile | gpu")
 WorkersOpt = typer.Option(1, "-j", "--workers", min=1, max=64, help="snippets run in parallel")
 TimeoutOpt = typer.Option(None, "--timeout", min=1, help="override every skill's verification.timeout_s")
-MemoryOpt = typer.Option(None, "--memory-mb", min=64, help="memory limit per run (CPU tiers: address space; gpu: data)")
+MemoryOpt = typer.Option(None, "--memory-mb", min=0,
+                         help="memory limit per run in MiB (CPU tiers: address space, default 8192; gpu: data, default 32768; 0: none)")
 IsolateOpt = typer.Option(True, "--isolate/--no-isolate", help="cut snippets off the network (unshare -rn) where possible")
 JunitOpt = typer.Option(None, "--junit", help="write a JUnit XML report here")
 
@@ -245,8 +246,27 @@ def check(names: List[str] = typer.Argument(None, help="skill names or paths (wi
         raise typer.Exit(1)
 
 
+def merge_ledger(other: Path = typer.Argument(..., help="another copy of ledger/verifications.jsonl"),
+                 root: Optional[str] = RootOpt, as_json: bool = JsonOpt) -> None:
+    """Append the runs another machine recorded (e.g. the GPU box's ledger) that this ledger lacks."""
+    from kbase.validators.ledger import LedgerError, merge_ledger as merge
+
+    r = root_path(root)
+    if not other.is_file():
+        raise fail(f"{other}: no such file")
+    try:
+        added, present = merge(r, other)
+    except LedgerError as exc:
+        raise fail(str(exc)) from None
+    if as_json:
+        print_json({"added": added, "already_present": present})
+    else:
+        err_console.print(f"{added} row(s) added, {present} already present")
+
+
 def register(app: typer.Typer) -> None:
     app.command()(verify)
     app.command()(audit)
     app.command()(new)
     app.command()(check)
+    app.command("merge-ledger")(merge_ledger)
