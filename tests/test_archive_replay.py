@@ -1,0 +1,101 @@
+"""Mining replayed real histories (../shared): family PR sets agree with plain `git log`, symbols survive.
+
+The shared history files are read at run time only; nothing from them is stored here.
+Histories are replayed with --limit to keep the test short.
+"""
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("git")
+
+from kbase.ingest.card_format import split_card  # noqa: E402
+from kbase.ingest.mining import mine  # noqa: E402
+from kbase.ingest.recipes import load_recipe_file  # noqa: E402
+from kbase.ingest.symbols import C_EXT, C_STOP, PY_EXT, PY_STOP, _PLACEHOLDER  # noqa: E402
+from kbase.schema import PRCard  # noqa: E402
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+SHARED = REPO_ROOT.parent / "shared"
+REPLAY = SHARED / "tools" / "replay_history.py"
+LIMITS = {"lmdeploy": 500, "flashinfer": 600}
+PR_RX = re.compile(r"\(#(\d+)\)\s*$")
+
+pytestmark = pytest.mark.skipif(not REPLAY.exists(), reason=f"shared histories not found at {SHARED}")
+
+
+@pytest.fixture(scope="module", params=sorted(LIMITS))
+def mined(request, tmp_path_factory):
+    name = request.param
+    data = SHARED / "data" / "histories" / f"{name}.jsonl"
+    if not data.exists():
+        pytest.skip(f"{data} is absent")
+    base = tmp_path_factory.mktemp(name)
+    repo = base / "repo"
+    subprocess.run([sys.executable, str(REPLAY), str(data), str(repo), "--limit", str(LIMITS[name])],
+                   check=True, capture_output=True)
+    recipe = load_recipe_file(REPO_ROOT / "pr_archive" / "recipes" / f"{name}.yaml")
+    root = base / "kb"
+    report = mine(repo, root, recipe)
+    cards = {int(p.stem): PRCard.model_validate(split_card(p.read_text()).meta)
+             for p in (root / "pr_archive" / name).glob("*.md")}
+    with data.open(encoding="utf-8") as fh:
+        facts = [json.loads(line) for _, line in zip(range(LIMITS[name]), fh)]
+    return name, repo, recipe, report, cards, facts
+
+
+def _git_log_prs(repo: Path, globs: list[str]) -> set[int]:
+    out = subprocess.run(["git", "-C", str(repo), "log", "--first-parent", "--format=%s", "--",
+                          *[f":(glob){g}" for g in globs]], check=True, capture_output=True, text=True).stdout
+    return {int(m.group(1)) for line in out.splitlines() if (m := PR_RX.search(line))}
+
+
+def test_counts_match_the_history(mined):
+    name, _, _, report, cards, facts = mined
+    with_pr = {f["pr"] for f in facts if f["pr"] is not None}
+    assert report.commits == len(facts)
+    assert report.without_pr == sum(1 for f in facts if f["pr"] is None)
+    assert set(cards) == with_pr and report.prs == len(with_pr)
+
+
+def test_family_pr_sets_equal_git_log_pathspecs(mined):
+    name, repo, recipe, _, cards, _ = mined
+    checked = 0
+    for family, globs in sorted(recipe.families.items()):
+        expected = _git_log_prs(repo, globs)
+        found = {pr for pr, c in cards.items() if family in c.families}
+        assert found == expected, f"{name}/{family}: only mined {sorted(found - expected)[:5]}, only git {sorted(expected - found)[:5]}"
+        checked += bool(expected)
+    assert checked >= 3, f"{name}: too few families with PRs in the replayed range to compare"
+
+
+def test_symbols_for_c_family_and_python_files(mined):
+    name, _, _, _, cards, facts = mined
+    stop = C_STOP | PY_STOP | {"template", "Type"}
+    seen: dict[str, list[int]] = {"c": [0, 0], "py": [0, 0]}  # [expected symbols, found]
+    for f in facts:
+        if f["pr"] is None or f["pr"] not in cards:
+            continue
+        card_files = {x.path: set(x.symbols) for x in cards[f["pr"]].files}
+        for ch in f["files"]:
+            path = ch["path"]
+            group = "c" if path.endswith(C_EXT) else "py" if path.endswith(PY_EXT) else None
+            if group is None or not ch["added"] or path not in card_files:
+                continue
+            want = [s for s in ch["symbols"] if s not in stop and not _PLACEHOLDER.match(s)]
+            seen[group][0] += len(want)
+            seen[group][1] += sum(1 for s in want if s in card_files[path])
+    for group, (want, got) in seen.items():
+        assert want >= 20, f"{name}: too few {group} symbols in the replayed range"
+        assert got / want >= 0.9, f"{name}: only {got}/{want} {group} symbols recovered"
+    exts = {Path(x.path).suffix for c in cards.values() for x in c.files if x.symbols}
+    assert {".py", ".h"} <= exts and exts & {".cu", ".cuh", ".cc"}
+    junk = {s for c in cards.values() for x in c.files for s in x.symbols} & {"template", "Type", "void", "T", "std",
+                                                                             "import", "__launch_bounds__"}
+    assert junk == set()
