@@ -102,7 +102,7 @@ def build_server(service: Service):
     @srv.tool(annotations=ToolAnnotations(title="Kernel family history", **ro), structured_output=False)
     def history(repo: str, family: str, max_chars: int = P.DEFAULT_MAX_CHARS) -> str:
         """Timeline of the archived PRs of one kernel family in one repo (e.g. repo=flashinfer, family=attention)."""
-        return fit_list(_run(service.history, repo, family), "timeline", max_chars)
+        return fit_list(_run(service.history, repo, family), "prs", max_chars)
 
     @srv.tool(annotations=ToolAnnotations(title="Failing or stale skills", **ro), structured_output=False)
     def stale(max_chars: int = P.DEFAULT_MAX_CHARS) -> str:
@@ -125,7 +125,54 @@ def run(root=None, home=None, http: Optional[str] = None, index_if_missing: bool
         host, port = parse_hostport(http)
         anyio.run(lambda: srv.run_streamable_http_async(host=host, port=port))
     else:
-        anyio.run(srv.run_stdio_async)
+        anyio.run(run_stdio, srv)
+
+
+def _rejection(exc: Exception):
+    """A JSON-RPC error for a line the transport could not read as a message.
+
+    The SDK drops such lines silently, which leaves a client waiting forever on a request
+    it got slightly wrong; answering -32700/-32600 (with the id when we can find it) does not.
+    """
+    from mcp.shared.message import SessionMessage
+    from mcp.types import ErrorData, JSONRPCError
+
+    rid = None
+    errors = exc.errors() if hasattr(exc, "errors") else []
+    for e in errors:
+        inp = e.get("input")
+        if isinstance(inp, dict) and isinstance(inp.get("id"), (int, str)) and not isinstance(inp.get("id"), bool):
+            rid = inp["id"]
+            break
+    if any(e.get("type") == "json_invalid" for e in errors) or not errors:
+        err = ErrorData(code=-32700, message="parse error: each line must be one JSON-RPC message")
+    else:
+        err = ErrorData(code=-32600, message="invalid request: not a JSON-RPC 2.0 request, notification or response")
+    return SessionMessage(JSONRPCError(jsonrpc="2.0", id=rid, error=err))
+
+
+async def run_stdio(srv) -> None:
+    """srv.run_stdio_async(), with unreadable lines answered instead of dropped."""
+    import anyio
+    from mcp.server.stdio import stdio_server
+
+    low = srv._lowlevel_server  # what MCPServer.run_stdio_async drives too
+    async with stdio_server() as (read_stream, write_stream):
+        fwd_send, fwd_recv = anyio.create_memory_object_stream(16)
+
+        async def pump() -> None:
+            async with fwd_send:
+                async for item in read_stream:
+                    if isinstance(item, Exception):
+                        log.info("unreadable JSON-RPC line: %s", type(item).__name__)
+                        await write_stream.send(_rejection(item))
+                        continue
+                    await fwd_send.send(item)
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(pump)
+            await low.run(fwd_recv, write_stream, low.create_initialization_options())
+            tg.cancel_scope.cancel()
 
 
 def parse_hostport(value: str, default_host: str = "127.0.0.1") -> tuple[str, int]:

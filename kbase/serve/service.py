@@ -7,13 +7,12 @@ Both front ends call it; they only translate transport details (JSON-RPC, HTTP).
 from __future__ import annotations
 
 import contextlib
-import importlib
 import json
 import logging
 import os
 import sys
 import time
-from typing import Any, Callable, Optional
+from typing import Any, Optional
 
 from kbase.serve import params as P
 
@@ -125,24 +124,24 @@ class Service:
                 "skills": [a.model_dump(mode="json") for a in rows]}
 
     def history(self, repo: str, family: str) -> dict:
-        """The timeline of one kernel family in one archived repo, from the PR-archive module."""
+        """The timeline of one kernel family in one archived repo: the JSON of `kbase history --json`."""
         base = {"repo": repo, "family": family}
+        try:
+            from kbase.ingest.cards import read_families, timeline
+        except ImportError:
+            return {**base, "available": False, "message": "this kbase has no PR-archive module installed",
+                    "globs": [], "prs": []}
         if not (self.kb.root / "pr_archive").is_dir():
             return {**base, "available": False, "message": "no PR archive under this root (pr_archive/ is missing)",
-                    "timeline": []}
-        fn = _history_function()
-        if fn is None:
-            return {**base, "available": False,
-                    "message": "this kbase has no PR-archive history module installed", "timeline": []}
-        try:
-            res = fn(self.kb.root, repo, family)
-        except (KeyError, FileNotFoundError) as exc:
-            raise NotFound(f"no history for family {family!r} in repo {repo!r}") from exc
-        if hasattr(res, "model_dump"):
-            res = res.model_dump(mode="json")
-        elif isinstance(res, list):
-            res = {"timeline": [r.model_dump(mode="json") if hasattr(r, "model_dump") else r for r in res]}
-        return {**base, "available": True, **res}
+                    "globs": [], "prs": []}
+        if not (self.kb.root / "pr_archive" / repo).is_dir():
+            raise NotFound(f"no archive {repo!r} under pr_archive/")
+        families = read_families(self.kb.root, repo)
+        if family not in families:
+            known = ", ".join(sorted(families)) or "none recorded"
+            raise NotFound(f"unknown family {family!r} for {repo} (known: {known})")
+        rows = timeline(self.kb.root, repo, family, families[family])
+        return {**base, "available": True, "globs": list(families[family]), "prs": rows}
 
     def health(self) -> dict:
         from kbase.retrieval.generations import current_id
@@ -150,23 +149,6 @@ class Service:
         return {"ok": self.kb.is_indexed(), "generation": current_id(self.kb.home),
                 "chroma": "server" if self.kb.settings.chroma_url else "embedded",
                 "uptime_s": round(time.time() - self.started, 1)}
-
-
-# Where the PR-archive area may put its history function; the first one found is used.
-_HISTORY_CANDIDATES = (("kbase.ingest.cards", "family_history"), ("kbase.ingest.cards", "history"),
-                       ("kbase.ingest.mining", "family_history"), ("kbase.ingest.mining", "history"),
-                       ("kbase.ingest.history", "history"))
-
-
-def _history_function() -> Optional[Callable[..., Any]]:
-    for mod, name in _HISTORY_CANDIDATES:
-        try:
-            fn = getattr(importlib.import_module(mod), name, None)
-        except ImportError:
-            continue
-        if callable(fn):
-            return fn
-    return None
 
 
 # --------------------------------------------------------------------------- compact answers for agents

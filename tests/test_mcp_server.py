@@ -1,0 +1,155 @@
+"""The MCP server through a real mcp SDK client connected in memory (same process)."""
+from __future__ import annotations
+
+import json
+import time
+
+import anyio
+import pytest
+
+from serve_fixtures import indexed_root, service  # noqa: F401  (pytest fixtures)
+
+pytest.importorskip("mcp")
+
+
+def _title(root, name: str) -> str:
+    from kbase.ingest.skills import load_skill
+
+    s = load_skill(root / "skills" / name / "SKILL.md", root)
+    return s.doc.title
+
+
+def call(svc, calls):
+    """Run [(tool, args)] in one client session; return [(is_error, text)]."""
+    from mcp import Client
+
+    from kbase.serve.mcp_server import build_server
+
+    async def main():
+        out = []
+        async with Client(build_server(svc)) as c:
+            for name, args in calls:
+                r = await c.call_tool(name, args)
+                out.append((r.is_error, r.content[0].text))
+        return out
+
+    return anyio.run(main)
+
+
+def test_tools_are_listed_read_only_with_short_descriptions(service):
+    from mcp import Client
+
+    from kbase.serve.mcp_server import build_server
+
+    async def main():
+        async with Client(build_server(service)) as c:
+            return c.instructions, (await c.list_tools()).tools
+
+    instructions, tools = anyio.run(main)
+    assert {t.name for t in tools} == {"search", "get", "history", "stale"}
+    for t in tools:
+        assert t.annotations.read_only_hint is True and t.annotations.destructive_hint is False
+        assert 20 < len(t.description) < 300, t.name
+    search = next(t for t in tools if t.name == "search")
+    assert {"query", "k", "kind", "repo", "tags", "status", "max_chars"} <= set(search.input_schema["properties"])
+    assert "Do not use" in instructions and "search" in instructions
+
+
+def test_search_finds_a_skill_by_its_title_with_compact_hits(service, indexed_root):
+    for name in indexed_root.names[:2]:
+        [(err, text)] = call(service, [("search", {"query": _title(indexed_root.root, name), "k": 3})])
+        assert not err, text
+        ans = json.loads(text)
+        top = ans["hits"][0]
+        assert top["id"] == name
+        assert top["status"] == "unverified"  # no ledger in the test root
+        assert top["where"].startswith(f"skills/{name}/SKILL.md:")
+        assert top["more"]["tool"] == "get" and top["more"]["id"] == name
+        assert set(top) >= {"id", "title", "kind", "status", "section", "snippet", "where", "more"}
+
+
+def test_forgiving_argument_names_give_the_same_answer(service, indexed_root):
+    q = _title(indexed_root.root, indexed_root.names[0])
+    answers = call(service, [("search", {"query": q, "k": 2}), ("search", {"question": q, "top_k": 2}),
+                             ("search", {"q": q, "limit": "2"})])
+    assert all(not err for err, _ in answers)
+    ids = [[h["id"] for h in json.loads(t)["hits"]] for _, t in answers]
+    assert ids[0] == ids[1] == ids[2] and len(ids[0]) == 2
+
+
+def test_max_chars_caps_the_whole_answer(service):
+    calls = [("search", {"query": "kernel", "k": 10, "max_chars": b}) for b in (300, 900, 3000, 50_000)]
+    answers = call(service, calls)
+    sizes = []
+    for (_, args), (err, text) in zip(calls, answers):
+        assert not err, text
+        assert len(text) <= args["max_chars"]
+        sizes.append(len(json.loads(text)["hits"]))
+    assert sizes == sorted(sizes) and sizes[-1] > sizes[0]  # a bigger budget never shows fewer hits
+    assert "truncated" in json.loads(answers[0][1])
+
+
+def test_get_full_entry_and_one_section(service, indexed_root):
+    name = indexed_root.names[0]
+    (e1, full), (e2, steps), (e3, small) = call(service, [
+        ("get", {"id": name}), ("get", {"id": name, "section": "steps"}),
+        ("get", {"entry_id": name, "max_chars": 400})])
+    assert not (e1 or e2 or e3)
+    full, steps, small = json.loads(full), json.loads(steps), json.loads(small)
+    assert full["id"] == name and "steps" in full["sections"] and len(full["text"]) > len(steps["text"]) > 0
+    assert "truncated" in small and small["truncated"]["total_chars"] == len(full["text"])
+
+
+@pytest.mark.parametrize("bad", ["../../etc/passwd", "/etc/passwd", "skills/x/SKILL.md", "http://x", "A" * 500,
+                                 "pr:../x#1", ""])
+def test_get_refuses_ids_that_are_not_ids(service, bad):
+    [(err, text)] = call(service, [("get", {"id": bad})])
+    assert err and "id" in text and "Traceback" not in text
+
+
+def test_bad_input_is_refused_clearly_and_the_server_stays_up(service, indexed_root):
+    big = "x" * 1_000_000
+    calls = [("search", {"query": big}), ("search", {"query": 12}), ("search", {"query": "a", "k": 0}),
+             ("search", {"query": "a", "k": 10_000}), ("search", {"query": "a", "kind": "blog"}),
+             ("search", {"query": "a", "tags": "archs"}), ("search", {"query": "a", "status": ["great"]}),
+             ("search", {"query": "a", "frobnicate": True}), ("search", {}), ("nope", {"x": 1}),
+             ("history", {"repo": "../..", "family": "x"}), ("get", {"id": "no-such-skill"}),
+             ("search", {"query": _title(indexed_root.root, indexed_root.names[0])})]
+    t0 = time.perf_counter()
+    answers = call(service, calls)
+    assert time.perf_counter() - t0 < 20  # a 1 MB query is refused, not embedded
+    *bad, (last_err, last) = answers
+    for (name, args), (err, text) in zip(calls, bad):
+        assert err, (name, str(args)[:80])
+        assert "Traceback" not in text and len(text) < 400
+    assert "2000" in bad[0][1]  # says what the limit is
+    assert "frobnicate" in bad[7][1]
+    assert "no entry" in bad[11][1]
+    assert not last_err and json.loads(last)["hits"][0]["id"] == indexed_root.names[0]
+
+
+def test_history_and_stale_degrade_cleanly(service, indexed_root):
+    (e1, hist), (e2, stale) = call(service, [("history", {"repo": "flashinfer", "family": "attention"}),
+                                             ("stale", {})])
+    assert not e1 and not e2
+    hist = json.loads(hist)
+    assert hist["available"] is False and hist["prs"] == [] and "archive" in hist["message"]
+    stale = json.loads(stale)
+    if stale["available"]:
+        # no ledger: every skill is unverified, so every one is listed
+        assert {s["skill"] for s in stale["skills"]} == set(indexed_root.names)
+
+
+def test_a_tool_call_never_indexes(tmp_path):
+    """With no index the server answers 'no index' and does not build one inside the call."""
+    from kbase.api import KnowledgeBase
+    from kbase.serve.service import Service
+
+    from serve_fixtures import copy_skills
+
+    copy_skills(tmp_path, n=1)
+    svc = Service(KnowledgeBase(root=tmp_path, home=tmp_path / ".kbase", chroma_url=""))
+    svc.prepare(index_if_missing=False, warm=False)
+    [(err, text)] = call(svc, [("search", {"query": "timing"})])
+    assert err and "kbase index" in text
+    assert not svc.kb.is_indexed()
