@@ -19,7 +19,7 @@ body{font:14px/1.4 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:24p
 h1{font-size:20px;margin:0 0 4px} h2{font-size:16px;margin:28px 0 8px}
 .meta{color:#5b6672;margin-bottom:12px} .warn{background:#fff4e0;border-left:4px solid #e08a1e;padding:6px 10px;margin:8px 0}
 table{border-collapse:collapse} th,td{border:1px solid #dde2e7;padding:4px 8px;text-align:left;vertical-align:top}
-th{background:#f3f5f7;font-weight:600} th.env{writing-mode:vertical-rl;transform:rotate(180deg);white-space:nowrap;font-weight:500;font-size:12px}
+th{background:#f3f5f7;font-weight:600;vertical-align:bottom} th.env{writing-mode:vertical-rl;transform:rotate(180deg);white-space:nowrap;font-weight:500;font-size:12px}
 td.v{text-align:center;color:#fff;font-weight:600;font-size:12px;min-width:44px}
 td.none{background:#f7f8f9;color:#b7bec6;text-align:center} .old{opacity:.45}
 .badge{display:inline-block;color:#fff;border-radius:10px;padding:1px 8px;font-size:12px;font-weight:600}
@@ -68,7 +68,7 @@ def _matrix(judgements: list[dict], rows_by_skill: dict[str, list[dict]], shas: 
 
 
 def _age_chart(judgements: list[dict], ages: dict[str, tuple[int | None, int]]) -> str:
-    """Horizontal bars: days since the last pass, against each skill's max_age_days tick."""
+    """Horizontal bars: days since the last pass (coloured by status), against each skill's max_age_days tick."""
     bar_h, gap, label_w, width = 18, 6, 260, 520
     known = [a for a, _ in ages.values() if a is not None] + [m for _, m in ages.values()]
     scale_max = max(known + [30])
@@ -83,7 +83,7 @@ def _age_chart(judgements: list[dict], ages: dict[str, tuple[int | None, int]]) 
             parts.append(f'<text x="{label_w + 4}" y="{y + 13}" font-size="12" fill="#9aa3ad">never passed</text>')
         else:
             w = max(2, int(width * age / scale_max))
-            colour = STATUS_COLOUR["verified"] if age <= max_age else STATUS_COLOUR["stale-age"]
+            colour = STATUS_COLOUR.get(j["status"], "#666")  # bar length is age, colour the status
             parts.append(f'<rect x="{label_w}" y="{y}" width="{w}" height="{bar_h}" rx="3" fill="{colour}"/>')
             parts.append(f'<text x="{label_w + w + 6}" y="{y + 13}" font-size="12">{age} d</text>')
         tick = label_w + int(width * max_age / scale_max)
@@ -129,7 +129,7 @@ def html_report(judgements: list[dict], rows_by_skill: dict[str, list[dict]], sh
 <div class="legend">{legend} <span style="color:#5b6672">faded: an earlier version of the snippet</span></div>
 {_matrix(judgements, rows_by_skill, shas)}
 <h2>Days since the last pass</h2>
-<div class="meta">red tick: the skill's max_age_days</div>
+<div class="meta">bar: days since the last pass, coloured by status · red tick: the skill's max_age_days</div>
 {_age_chart(judgements, ages)}
 <h2>Status</h2>
 <table><tr><th>skill</th><th>status</th><th>last pass</th><th>verified on</th><th>reasons</th></tr>{rows}</table>
