@@ -14,7 +14,20 @@ from serve_fixtures import copy_skills
 
 NAME = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
 ALLOWED = {"name", "description", "license", "compatibility", "metadata", "allowed-tools"}
-LINK = re.compile(r"\]\(([^)\s]+)\)")
+
+
+def links(markdown: str) -> list[str]:
+    """Link and image targets as a Markdown parser sees them (code spans are not links)."""
+    from markdown_it import MarkdownIt
+
+    out = []
+    for tok in MarkdownIt("commonmark").parse(markdown):
+        for child in tok.children or []:
+            if child.type == "link_open":
+                out.append(child.attrs.get("href", ""))
+            elif child.type == "image":
+                out.append(child.attrs.get("src", ""))
+    return out
 
 
 def validate_skill_dir(d: Path, target: str) -> list[str]:
@@ -47,7 +60,7 @@ def validate_skill_dir(d: Path, target: str) -> list[str]:
         problems.append(f"{d.name}: metadata must map strings to strings: {md!r}")
     if not body.strip():
         problems.append(f"{d.name}: empty body")
-    for target_path in LINK.findall(body):
+    for target_path in links(body):
         if re.match(r"^[a-z]+://", target_path) or target_path.startswith("#"):
             continue
         if not (d / target_path.split("#")[0]).is_file():

@@ -51,6 +51,11 @@ def _oneline(s: str) -> str:
     return re.sub(r"\s+", " ", s).strip()
 
 
+def _md_text(s: str) -> str:
+    """Front-matter prose as Markdown: one line, and `kernel[grid](...)` must not become a link."""
+    return re.sub(r"\[([^\]]*)\]\(", r"\\[\1\\](", _oneline(s))
+
+
 def _clip(s: str, n: int) -> str:
     s = _oneline(s)
     return s if len(s) <= n else s[: n - 1].rstrip() + "…"
@@ -213,12 +218,12 @@ def _skill_markdown(skill, status: str, audit, scripts: dict[str, str]) -> str:
     body = [skill.doc.title and f"# {skill.doc.title}" or f"# {m.name}", "",
             f"Status in kbase: **{status}**" + (f" (last pass {audit.last_pass})" if audit and audit.last_pass else ""),
             "", "## When to use", ""]
-    body += [f"- {_oneline(t)}" for t in m.trigger]
-    body += ["", "## Steps", ""] + [f"{i}. {_oneline(s)}" for i, s in enumerate(m.steps, 1)]
+    body += [f"- {_md_text(t)}" for t in m.trigger]
+    body += ["", "## Steps", ""] + [f"{i}. {_md_text(s)}" for i, s in enumerate(m.steps, 1)]
     body += ["", "## Failure modes", ""]
     for f in m.failure_modes:
-        body += [f"- **Symptom:** {_oneline(f.symptom)}", f"  **Cause:** {_oneline(f.cause)}",
-                 f"  **Fix:** {_oneline(f.fix)}"]
+        body += [f"- **Symptom:** {_md_text(f.symptom)}", f"  **Cause:** {_md_text(f.cause)}",
+                 f"  **Fix:** {_md_text(f.fix)}"]
     body += [""] + _verify_section(skill, scripts) + [""]
     rest = _strip_snippets(skill)
     # The body's own H1 repeats the title; drop it and demote nothing else.
