@@ -128,7 +128,7 @@ def main() -> None:
         table.add_row(r["repo"], str(r["commits"]), str(r["prs"]), f"{r['raw_git_wall_s']:.2f}", f"{r['mine_wall_s']:.2f}",
                       f"{r['ratio_wall']:.2f}", f"{r['raw_git_cpu_s']:.2f}", f"{r['mine_cpu_s']:.2f}",
                       f"{r['ratio_cpu']:.2f}", f"{r['noop_wall_s']:.2f}", f"{r['load_entries_s']:.2f}")
-    Console().print(table)
+    Console(width=160).print(table)
     ok = all(r["ratio_wall"] <= 3 and r["noop_wall_s"] <= 1 for r in rows)
     out = {"targets": {"ratio_max": 3, "noop_max_s": 1}, "met": ok, "limit": args.limit, "repeats": args.repeats,
            "machine": {"python": platform.python_version(), "platform": platform.platform(),

@@ -9,7 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from kbase.ingest.card_format import render_card, split_card
+import yaml
+
+from kbase.ingest.card_format import fast_meta, render_card, split_card
 from kbase.ingest.cards import latest_touch, load_card_entries
 from kbase.ingest.recipes import RecipeError, glob_match, load_recipe_file
 from kbase.ingest.symbols import c_symbol, python_symbol
@@ -39,8 +41,24 @@ def write(root: Path, card: PRCard, notes: str = "") -> Path:
 def test_front_matter_round_trips_awkward_titles(title):
     card = make_card(7, "2024-05-01T10:00:00+08:00", ["a b/c d.py", "0x10.cu", "true"], title=title.strip())
     card.files[0].symbols = ["on", "Foo::bar", "No"]
-    back = PRCard.model_validate(split_card(render_card(card)).meta)
+    parts = split_card(render_card(card))
+    back = PRCard.model_validate(parts.meta)
     assert back == card
+    # the fast reader and PyYAML agree on what the miner writes
+    assert fast_meta(parts.yaml_text) is not None
+    assert fast_meta(parts.yaml_text) == yaml.safe_load(parts.yaml_text)
+
+
+def test_hand_edited_front_matter_goes_through_yaml(tmp_path):
+    card = make_card(3, "2024-05-01T10:00:00+08:00", ["a.py"], families=["decode"])
+    text = render_card(card).replace("families: [decode]", "families:\n  - decode   # edited by hand\n  - prefill")
+    parts = split_card(text)
+    assert fast_meta(parts.yaml_text) is None
+    assert parts.meta["families"] == ["decode", "prefill"]
+    write(tmp_path, card)
+    (tmp_path / "pr_archive" / "demo" / "3.md").write_text(text)
+    entries, problems = load_card_entries(tmp_path)
+    assert problems == [] and entries[0].families == ["decode", "prefill"]
 
 
 def test_load_card_entries_ids_tags_chunks_and_hash(tmp_path):
