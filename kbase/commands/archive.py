@@ -42,9 +42,10 @@ def mine(repo: str = typer.Option(..., "--repo", help="path of a local clone (no
     except ValueError as exc:  # --name that is not kebab-case
         raise fail(f"--name {name!r}: {exc}")
     try:
-        from kbase.ingest.mining import MiningError, mine as run_mine
+        import git  # noqa: F401  (gitpython drives the repository; checked here for a clear message)
     except ImportError as exc:
         raise fail(f"mining needs gitpython ({exc}); install it with `pip install gitpython`")
+    from kbase.ingest.mining import MiningError, mine as run_mine
 
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
