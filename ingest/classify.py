@@ -132,11 +132,12 @@ def categories(title: str, paths: list[str]) -> list[str]:
 _KERNEL_WORDS: list[tuple[str, re.Pattern[str]]] = [
     ("attention", re.compile(r"(attn|attention|fmha|\bmla\b|_mla|mla_|prefill|pagedattention|paged_attention|"
                              r"flash_?attn|flashattention|\bmha\b|\bgqa\b|\bmqa\b|\bkv.?cache|cascade|xqa)", re.I)),
-    ("moe", re.compile(r"(\bmoe\b|_moe|moe_|moe\b|\bexperts?\b|\brouter\b|routing|\bep_moe|fused_moe)", re.I)),
-    ("gemm", re.compile(r"(gemm|matmul|cublas|\bbmm\b|bmm_|grouped_mm|\bgemv\b|gemv|\bmm\b|_mm\b|dense layer|linear)", re.I)),
+    # serving code has request routers too, so routing words alone do not make a PR an MoE PR
+    ("moe", re.compile(r"(\bmoe\b|_moe|moe_|moe\b|\bexperts?\b|\bep_moe|fused_moe)", re.I)),
+    ("gemm", re.compile(r"(gemm|matmul|cublas|\bbmm\b|bmm_|grouped_mm|\bgemv\b|gemv|\bmm\b|_mm\b)", re.I)),
     ("norm", re.compile(r"(rms_?norm|layer_?norm|\bnorm\b|_norm\b|norm_|group_?norm)", re.I)),
     ("rope", re.compile(r"(\brope\b|rotary|pos_?enc|rope_|_rope|mrope)", re.I)),
-    ("sampling", re.compile(r"(sampling|sampler|top_?p\b|min_?p\b|multinomial|speculative)", re.I)),
+    ("sampling", re.compile(r"(sampling|sampler|top_?p\b|min_?p\b|multinomial)", re.I)),
     ("topk", re.compile(r"(top_?k)", re.I)),
     ("softmax", re.compile(r"(softmax)", re.I)),
     ("activation", re.compile(r"(activation|\bsilu|gelu|swiglu|act_and_mul|silu_and_mul|\bact\b)", re.I)),

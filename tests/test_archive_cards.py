@@ -228,3 +228,30 @@ def test_cli_mine_history_and_errors(tmp_path):
     assert r.returncode == 2 and "no recipe named 'missing'" in r.stderr
     r = _kbase("mine", "--repo", str(work), "--name", "Bad Name", "--root", str(kb), cwd=tmp_path)
     assert r.returncode == 2 and "kebab-case" in r.stderr
+
+
+@pytest.mark.parametrize("title,paths,cats", [
+    ('Revert "perf: faster decode (#10)"', ["a.cu"], ["revert"]),
+    ("[Fix] overflow in rmsnorm for long rows", ["kernels/norm.cu"], ["fix"]),
+    ("feat(moe): support fp8 grouped gemm", ["csrc/moe.cu"], ["feature", "quantization"]),
+    ("Fuse silu and mul into one kernel", ["csrc/act.cu"], ["fusion"]),
+    ("Update guide", ["docs/en/guide.md", "README.md"], ["docs"]),
+    ("bump version to v0.4.1", ["lmdeploy/version.py"], ["release"]),
+    ("tidy workflow", [".github/workflows/ci.yml"], ["refactor", "ci"]),
+    ("Miscellaneous", ["src/x.py"], ["other"]),
+])
+def test_categories(title, paths, cats):
+    from kbase.ingest.classify import categories
+
+    assert categories(title, paths) == cats
+
+
+def test_tags_from_title_and_paths():
+    from kbase.ingest.classify import reverted_pr, tags
+
+    t = tags("fused moe fp8 for sm90 hopper", ["csrc/fused_moe/x.cu", "flashinfer/triton/norm.py",
+                                               "include/attention_sm80_128.cuh", "tests/test_rope.py"])
+    assert t.languages == ["cuda-cpp", "python", "triton"]
+    assert set(t.kernel_types) == {"attention", "moe", "norm", "quantization"}  # tests/ paths do not count
+    assert t.archs == ["sm90", "sm80"] and {"fusion", "fp8"} <= set(t.techniques)
+    assert reverted_pr('Revert "x (#12)" (#15)') == 12 and reverted_pr("revert #33 for now") == 33
