@@ -191,3 +191,17 @@ def test_validators_import_without_the_search_stack_or_torch():
     from importlib.metadata import version
 
     assert p.stdout.split() == [version("torch"), version("triton")]
+
+
+def test_cuda_preflight_runs_in_a_child_and_explains_a_machine_without_cuda():
+    from kbase.validators.fingerprint import gpus
+    from kbase.validators.tiers import cuda_preflight
+
+    why, isolated = cuda_preflight(True, 2048)
+    if gpus():
+        assert why is None, why
+    else:
+        assert why is not None and "does not initialise" in why and "libcuda" in why
+        assert isolated is False
+    with open("/proc/self/maps") as fh:
+        assert "libcuda" not in fh.read()  # the probe ran in a child; this process never loaded the driver

@@ -52,7 +52,7 @@ def run_audit(root: Path, skills: list, problems: list[str], settings: RunSettin
     judged = judgements(root, now=now, env=here, skills=skills)
     listed = [judged[s.name].as_dict() for s in skills]
     return AuditResult(judgements=listed, outcomes=outcomes, problems=problems, fingerprint=here,
-                       isolation_note=isolation_note(settings) if run else None, now=now, recorded=recorded,
+                       isolation_note=isolation_note(settings, outcomes) if run else None, now=now, recorded=recorded,
                        skill_paths={s.name: s.path for s in skills})
 
 

@@ -1,6 +1,7 @@
 """Which verification tiers this machine can run, and which a given skill should run here."""
 from __future__ import annotations
 
+import functools
 import importlib.util
 import os
 import shutil
@@ -71,3 +72,54 @@ def plan_tiers(declared: list[str], asked: str, has_python: bool, has_cuda: bool
             reason = reason or None
         plan.append((tier, reason))
     return plan
+
+
+# Creates a primary context through the driver API, in a child: the parent must never touch CUDA.
+_CUDA_PROBE = (
+    "import ctypes, sys\n"
+    "try:\n"
+    "    cu = ctypes.CDLL('libcuda.so.1')\n"
+    "except OSError as exc:\n"
+    "    sys.exit(f'cannot load libcuda.so.1: {exc}')\n"
+    "rc = cu.cuInit(0)\n"
+    "if rc: sys.exit(f'cuInit returned {rc}')\n"
+    "n = ctypes.c_int()\n"
+    "rc = cu.cuDeviceGetCount(ctypes.byref(n))\n"
+    "if rc or n.value < 1: sys.exit(f'cuDeviceGetCount returned {rc}, {n.value} device(s)')\n"
+    "dev, ctx = ctypes.c_int(), ctypes.c_void_p()\n"
+    "rc = cu.cuDeviceGet(ctypes.byref(dev), 0) or cu.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), dev)\n"
+    "if rc: sys.exit(f'creating a context returned {rc}')\n"
+    "print('cuda ok')\n"
+)
+
+
+@functools.cache
+def cuda_preflight(isolate: bool, memory_mb: Optional[int], visible: str = "") -> tuple[Optional[str], bool]:
+    """(why the gpu tier cannot run here, or None; whether CUDA works inside the network namespace).
+
+    A sandbox that breaks CUDA would otherwise record every GPU skill as failing. So before the
+    first GPU run we create a context the way snippets will, and step back (no namespace, then no
+    memory limit) to tell the sandbox's fault from the machine's.
+    """
+    import sys
+    import tempfile
+    from pathlib import Path
+
+    from kbase.validators.sandbox import Limits, run_sandboxed
+
+    env = {"CUDA_DEVICE_ORDER": "PCI_BUS_ID", "CUDA_VISIBLE_DEVICES": visible} if visible else {}
+    attempts = [(True, memory_mb), (False, memory_mb)] if isolate else [(False, memory_mb)]
+    if memory_mb:
+        attempts.append((False, None))
+    last = ""
+    with tempfile.TemporaryDirectory(prefix="kbase-cuda-probe-") as tmp:
+        for iso, mem in attempts:
+            env_run = {**env, "HOME": tmp}
+            res = run_sandboxed([sys.executable, "-c", _CUDA_PROBE], Path(tmp), Limits(60, mem, "data"), env_run, isolate=iso)
+            if res.returncode == 0:
+                if mem != memory_mb:
+                    return (f"CUDA does not initialise under the {memory_mb} MiB data limit; "
+                            "raise it with --memory-mb (0 removes it)"), False
+                return None, iso and res.isolated
+            last = (res.stderr.strip().splitlines() or [res.error or f"exit {res.returncode}"])[-1]
+    return f"the CUDA driver does not initialise in a child process: {last}", False

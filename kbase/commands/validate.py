@@ -98,7 +98,7 @@ def verify(names: List[str] = typer.Argument(None, help="skill names or paths (d
     settings = _settings(r, tier, workers, timeout, memory_mb, isolate)
     outcomes = _run_with_progress(skills, settings, lambda done: verify_skills(skills, settings, done))
     recorded = record_rows(r, outcomes) if record else 0
-    note = isolation_note(settings)
+    note = isolation_note(settings, outcomes)
     paths = {s.name: s.path for s in skills}
     if junit:
         junit.parent.mkdir(parents=True, exist_ok=True)
