@@ -61,6 +61,7 @@ class KnowledgeBase:
         self.embedder().embed_query("warm up")
         if self.searcher().index() is not None:
             self.searcher().store().count()
+        self.statuses()  # parses every skill and reads the ledger once; later calls hit its cache
 
     # ------------------------------------------------------------------ index
     def index(self, progress: Optional[Callable[[str, int, int], None]] = None, gc: bool = True):
