@@ -133,3 +133,33 @@ def test_check_changed_verifies_only_what_the_branch_touched(tmp_path):
     assert nothing.returncode == 1  # settled is still edited and still failing
     missing = kbase("check", "--changed", "--base", "no-such-branch", root=tmp_path)
     assert missing.returncode == 2 and "no-such-branch" in missing.stderr
+
+
+def test_terminating_kbase_keeps_finished_rows_and_kills_the_running_snippet(tmp_path):
+    import os
+    import signal
+    import time
+
+    fixture_skill(tmp_path, "a-quick", "assert_fail.py")
+    pidfile = tmp_path / "loop.pid"
+    code = (FIX / "snippets" / "infinite_loop.py").read_text().replace("PIDFILE", repr(str(pidfile)))
+    loop = tmp_path / "skills" / "z-loop" / "SKILL.md"
+    loop.parent.mkdir(parents=True)
+    loop.write_text((FIX / "skill_template.md").read_text().format(
+        name="z-loop", tiers="[cpu-interpret]", timeout=120, audit_date=dt.date.today().isoformat(),
+        lang="python", code=code.rstrip("\n")))
+    proc = subprocess.Popen([sys.executable, "-m", "kbase.cli", "verify", "a-quick", "z-loop", "-j", "1",
+                             "--root", str(tmp_path)], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 60
+    while not pidfile.exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert pidfile.exists(), proc.communicate(timeout=5)
+    time.sleep(0.2)
+    start = time.monotonic()
+    proc.send_signal(signal.SIGTERM)
+    proc.communicate(timeout=30)
+    assert time.monotonic() - start < 10 and proc.returncode != 0
+    looping = int(pidfile.read_text())
+    assert not os.path.exists(f"/proc/{looping}") or open(f"/proc/{looping}/stat").read().rsplit(")", 1)[1].split()[0] == "Z"
+    rows = [json.loads(ln) for ln in (tmp_path / "ledger" / "verifications.jsonl").read_text().splitlines()]
+    assert [(r["skill"], r["verdict"]) for r in rows] == [("a-quick", "fail")]

@@ -40,13 +40,29 @@ def record(root: Path, outcomes: list[RunOutcome]) -> int:
     return append_rows(root, rows)
 
 
+class Recorder:
+    """An on_done callback that writes each run to the ledger as soon as it finishes.
+
+    A long audit that is interrupted (Ctrl-C, a CI or device time limit) keeps what it finished.
+    """
+
+    def __init__(self, root: Path, then: Optional[Callable[[RunOutcome], None]] = None):
+        self.root, self.then, self.count = root, then, 0
+
+    def __call__(self, outcome: RunOutcome) -> None:
+        self.count += record(self.root, [outcome])
+        if self.then:
+            self.then(outcome)
+
+
 def run_audit(root: Path, skills: list, problems: list[str], settings: RunSettings, *, run: bool = True,
               now: Optional[dt.datetime] = None, on_done: Optional[Callable[[RunOutcome], None]] = None) -> AuditResult:
     outcomes: list[RunOutcome] = []
     recorded = 0
     if run:
-        outcomes = verify_skills(skills, settings, on_done)
-        recorded = record(root, outcomes)
+        recorder = Recorder(root, on_done)
+        outcomes = verify_skills(skills, settings, recorder)
+        recorded = recorder.count
     now = now or dt.datetime.now(dt.timezone.utc)
     here = fingerprint("gpu", root)
     judged = judgements(root, now=now, env=here, skills=skills)

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from kbase.validators.fingerprint import fingerprint
-from kbase.validators.sandbox import Limits, SandboxResult, network_isolation, run_sandboxed, tail
+from kbase.validators.sandbox import Limits, SandboxResult, kill_all_live, network_isolation, run_sandboxed, tail
 from kbase.validators.snippets import SnippetError, SnippetLayout, layout_blocks, locate_failure
 from kbase.validators.tiers import cuda_preflight, gpu_for, plan_tiers
 
@@ -255,14 +255,36 @@ def verify_skills(skills: list, settings: RunSettings,
                 if on_done:
                     on_done(outcomes[order])
             order += 1
-    with ThreadPoolExecutor(max_workers=max(1, settings.workers)) as pool:
+    pool = ThreadPoolExecutor(max_workers=max(1, settings.workers))
+    restore = _terminate_as_interrupt()
+    try:
         futures = {pool.submit(run_tier, skill, tier, settings): idx for idx, skill, tier in jobs}
         for fut in as_completed(futures):
             outcome = fut.result()
             outcomes[futures[fut]] = outcome
             if on_done:
                 on_done(outcome)
+    except BaseException:
+        # Ctrl-C or SIGTERM: stop queued runs and kill the running ones instead of waiting them out
+        pool.shutdown(wait=False, cancel_futures=True)
+        kill_all_live()
+        raise
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+        restore()
     return [outcomes[i] for i in sorted(outcomes)]
+
+
+def _terminate_as_interrupt() -> Callable[[], None]:
+    """Make SIGTERM (what CI sends on cancel) unwind like Ctrl-C; returns the undo."""
+    if threading.current_thread() is not threading.main_thread():
+        return lambda: None
+
+    def raise_interrupt(_sig, _frame):
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, raise_interrupt)
+    return lambda: signal.signal(signal.SIGTERM, previous)
 
 
 def isolation_note(settings: RunSettings, outcomes: Optional[list[RunOutcome]] = None) -> Optional[str]:

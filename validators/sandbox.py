@@ -8,6 +8,7 @@ allocation hits a limit instead of the machine's OOM killer.
 """
 from __future__ import annotations
 
+import ctypes
 import functools
 import os
 import resource
@@ -91,11 +92,30 @@ def scrubbed_env(extra: dict[str, str], source: Optional[dict[str, str]] = None)
     return env
 
 
+_PR_SET_PDEATHSIG = 1
+try:
+    _libc = ctypes.CDLL(None, use_errno=True)
+except OSError:  # not glibc-like; the registry below still cleans up on a normal exit
+    _libc = None
+
+# Runs in flight, so that an interrupted kbase (Ctrl-C, SIGTERM from CI) can take them down too.
+_live: dict[int, str] = {}
+_live_lock = threading.Lock()
+
+
+def kill_all_live() -> int:
+    with _live_lock:
+        running = list(_live.items())
+    return sum(_kill_everything(pgid, token) for pgid, token in running)
+
+
 def _limit_setter(limits: Limits):
     ncpu = os.cpu_count() or 1
     cpu_s = limits.cpu_s or int(limits.timeout_s * max(2, ncpu)) + 5
 
     def apply() -> None:  # runs in the child between fork and exec: plain syscalls only
+        if _libc is not None:
+            _libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)  # if kbase itself is SIGKILLed
         resource.setrlimit(resource.RLIMIT_CPU, (cpu_s, cpu_s + 5))
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
         if limits.memory_mb:
@@ -170,6 +190,8 @@ def run_sandboxed(argv: list[str], cwd: Path, limits: Limits, env_extra: dict[st
                                 stderr=subprocess.PIPE, start_new_session=True, preexec_fn=_limit_setter(limits))
     except OSError as exc:
         return SandboxResult(None, "", "", time.monotonic() - start, False, use_ns, 0, error=f"cannot start {argv[0]}: {exc}")
+    with _live_lock:
+        _live[proc.pid] = token
     out: list[bytes] = []
     err: list[bytes] = []
     readers = [threading.Thread(target=_reader, args=(proc.stdout, out, 1 << 20), daemon=True),
@@ -189,6 +211,8 @@ def run_sandboxed(argv: list[str], cwd: Path, limits: Limits, env_extra: dict[st
                 pass
     orphans = _kill_everything(proc.pid, token)
     proc.wait()
+    with _live_lock:
+        _live.pop(proc.pid, None)
     duration = time.monotonic() - start
     for t in readers:
         t.join(timeout=5)

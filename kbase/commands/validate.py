@@ -88,7 +88,7 @@ def verify(names: List[str] = typer.Argument(None, help="skill names or paths (d
            record: bool = typer.Option(True, "--record/--no-record", help="append the runs to ledger/verifications.jsonl"),
            junit: Optional[Path] = JunitOpt, root: Optional[str] = RootOpt, as_json: bool = JsonOpt) -> None:
     """Run skills' verification snippets in the sandbox; exit 1 when any run fails."""
-    from kbase.validators.audit import record as record_rows
+    from kbase.validators.audit import Recorder
     from kbase.validators.report import junit_xml
     from kbase.validators.runner import isolation_note, verify_skills
 
@@ -96,8 +96,16 @@ def verify(names: List[str] = typer.Argument(None, help="skill names or paths (d
     r = root_path(root)
     skills, problems = _load(r, names)
     settings = _settings(r, tier, workers, timeout, memory_mb, isolate)
-    outcomes = _run_with_progress(skills, settings, lambda done: verify_skills(skills, settings, done))
-    recorded = record_rows(r, outcomes) if record else 0
+    recorders: list[Recorder] = []
+
+    def run(done):
+        if record:
+            recorders.append(Recorder(r, done))
+            done = recorders[0]
+        return verify_skills(skills, settings, done)
+
+    outcomes = _run_with_progress(skills, settings, run)
+    recorded = recorders[0].count if recorders else 0
     note = isolation_note(settings, outcomes)
     paths = {s.name: s.path for s in skills}
     if junit:
@@ -196,7 +204,7 @@ def check(names: List[str] = typer.Argument(None, help="skill names or paths (wi
           junit: Optional[Path] = JunitOpt, root: Optional[str] = RootOpt, as_json: bool = JsonOpt) -> None:
     """Lint and verify skills (by default the changed ones); exit 1 on any problem or failed run."""
     from kbase.ingest.skills import lint_paths
-    from kbase.validators.audit import record as record_rows
+    from kbase.validators.audit import Recorder
     from kbase.validators.changes import ChangesError, changed_skills
     from kbase.validators.report import junit_xml
     from kbase.validators.runner import verify_skills
@@ -227,9 +235,8 @@ def check(names: List[str] = typer.Argument(None, help="skill names or paths (wi
     problems = [str(p) for p in lint_paths(files, r)]
     skills, _load_problems = _load(r, [str(f) for f in files])
     settings = _settings(r, tier, workers, None, None, isolate)
-    outcomes = _run_with_progress(skills, settings, lambda done: verify_skills(skills, settings, done))
-    if record:
-        record_rows(r, outcomes)
+    outcomes = _run_with_progress(skills, settings,
+                                  lambda done: verify_skills(skills, settings, Recorder(r, done) if record else done))
     paths = {s.name: s.path for s in skills}
     if junit:
         junit.parent.mkdir(parents=True, exist_ok=True)
