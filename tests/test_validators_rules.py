@@ -192,3 +192,31 @@ def test_merge_ledger_appends_only_rows_it_lacks(tmp_path):
     bad.write_text(json.dumps(shared) + "\n" + '{"skill": "x", "verdict": "maybe"}\n')
     with pytest.raises(LedgerError, match=r"bad.jsonl:2: missing field"):
         merge_ledger(here, bad)
+
+
+def test_stale_source_from_a_real_pr_card_in_the_archive(tmp_path):
+    cards = pytest.importorskip("kbase.ingest.cards")
+    from kbase.ingest.card_format import render_card
+    from kbase.ingest.skills import load_skill
+    from kbase.schema import FileChange, PRCard
+
+    path = make_root(tmp_path, name="watched-skill")
+    path.write_text(path.read_text().replace(
+        "tags:\n", "watch:\n  - repo: flashinfer\n    paths: [\"csrc/attn/**\"]\ntags:\n", 1))
+    sha = load_skill(path, tmp_path).snippet_sha256()
+    append_rows(tmp_path, [ledger_row("watched-skill", sha, at="2026-11-20T00:00:00+00:00")])
+
+    def card(pr: int, date: str, changed: str) -> None:
+        c = PRCard(repo="flashinfer", pr=pr, sha=f"{pr:040x}", date=date, title=f"PR {pr}",
+                   files=[FileChange(path=changed, added=3, deleted=1)])
+        out = tmp_path / "pr_archive" / "flashinfer" / f"{pr}.md"
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(render_card(c))
+
+    card(10, "2026-11-25", "python/unrelated.py")       # after the pass, but not a watched path
+    card(11, "2026-11-10", "csrc/attn/prefill.cu")      # watched, but before the pass
+    assert cards.latest_touch(tmp_path, "flashinfer", ["csrc/attn/**"]) == "2026-11-10"
+    assert skill_statuses(tmp_path, now=NOW, env=CPU_ENV)["watched-skill"].status == "verified"
+    card(12, "2026-11-26", "csrc/attn/decode.cu")       # watched, after the pass
+    got = skill_statuses(tmp_path, now=NOW, env=CPU_ENV)["watched-skill"]
+    assert got.status == "stale-source" and "2026-11-26" in got.reasons[0]
