@@ -93,8 +93,8 @@ def _gpus_from_nvml() -> Optional[list[GPU]]:
 @functools.cache
 def gpus() -> tuple[GPU, ...]:
     found = _gpus_from_smi()
-    if found is None:
-        found = _gpus_from_nvml()
+    if not found:  # missing, failing, or too old to report compute_cap
+        found = _gpus_from_nvml() or found
     return tuple(found or ())
 
 
