@@ -1,0 +1,68 @@
+"""`kbase mcp --http`: the streamable-HTTP MCP app on a real uvicorn server, with SDK clients."""
+from __future__ import annotations
+
+import json
+
+import anyio
+import pytest
+
+from serve_fixtures import ThreadedUvicorn, indexed_root, service  # noqa: F401  (pytest fixtures)
+
+pytest.importorskip("mcp")
+httpx = pytest.importorskip("httpx")
+
+
+@pytest.fixture(scope="module")
+def mcp_url(service):
+    from kbase.serve.mcp_server import build_server
+
+    app = build_server(service).streamable_http_app(host="127.0.0.1")
+    with ThreadedUvicorn(app) as srv:
+        yield srv.url + "/mcp"
+
+
+def test_session_over_streamable_http(mcp_url, indexed_root):
+    from mcp import Client
+
+    name = indexed_root.names[2]
+
+    async def main():
+        async with Client(mcp_url) as c:
+            hit = await c.call_tool("search", {"q": name.replace("-", " "), "k": 3})
+            bad = await c.call_tool("search", {"query": ["not", "a", "string"]})
+            return hit, bad
+
+    hit, bad = anyio.run(main)
+    assert not hit.is_error and name in [h["id"] for h in json.loads(hit.content[0].text)["hits"]]
+    assert bad.is_error and "query must be a string" in bad.content[0].text
+
+
+def test_clients_that_disconnect_mid_call_leave_the_server_serving(mcp_url, indexed_root):
+    from mcp import Client
+
+    async def main():
+        for _ in range(3):
+            async with Client(mcp_url) as c:
+                with anyio.move_on_after(0.01):  # leave while the search is still running
+                    await c.call_tool("search", {"query": "warp divergence in a reduction kernel", "k": 10})
+        # and a burst of clients that all hang up at once
+        async with anyio.create_task_group() as tg:
+            for i in range(6):
+                async def quitter(i=i):
+                    async with Client(mcp_url) as c:
+                        with anyio.move_on_after(0.005 * i):
+                            await c.call_tool("search", {"query": f"shared memory bank conflict {i}"})
+                tg.start_soon(quitter)
+        async with Client(mcp_url) as c:
+            return await c.call_tool("get", {"id": indexed_root.names[0]})
+
+    after = anyio.run(main)
+    assert not after.is_error and json.loads(after.content[0].text)["id"] == indexed_root.names[0]
+
+
+def test_non_mcp_requests_to_the_endpoint_are_refused_cleanly(mcp_url):
+    r1 = httpx.post(mcp_url, content=b"{not json", headers={"content-type": "application/json",
+                                                            "accept": "application/json, text/event-stream"})
+    r2 = httpx.get(mcp_url.replace("/mcp", "/nothing-here"))
+    for r in (r1, r2):
+        assert 400 <= r.status_code < 500 and "Traceback" not in r.text
