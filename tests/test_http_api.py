@@ -175,3 +175,24 @@ def test_concurrent_clients_all_get_answers(api, indexed_root):
     for t in threads:
         t.join(120)
     assert not errors and len(results) == len(queries)
+
+
+def test_a_server_without_an_index_answers_503_then_picks_up_a_new_index(tmp_path):
+    from kbase.api import KnowledgeBase
+    from kbase.serve.http_app import create_app
+    from kbase.serve.service import Service
+
+    from serve_fixtures import copy_skills
+
+    name = copy_skills(tmp_path, n=1)[0]
+    kb = KnowledgeBase(root=tmp_path, home=tmp_path / ".kbase", chroma_url="")
+    svc = Service(kb)
+    svc.prepare(index_if_missing=False, warm=False)
+    with ThreadedUvicorn(create_app(svc)) as srv, httpx.Client(base_url=srv.url, timeout=60) as c:
+        r = c.get("/search", params={"q": "anything"})
+        assert r.status_code == 503 and "kbase index" in r.json()["error"]["message"]
+        assert c.get("/healthz").json()["ok"] is False
+        assert not kb.is_indexed()  # the request did not build one
+        KnowledgeBase(root=tmp_path, home=tmp_path / ".kbase", chroma_url="").index()  # e.g. a cron job
+        r = c.get("/search", params={"q": name.replace("-", " ")})
+        assert r.status_code == 200 and r.json()["hits"][0]["id"] == name
