@@ -220,3 +220,15 @@ def test_stale_source_from_a_real_pr_card_in_the_archive(tmp_path):
     card(12, "2026-11-26", "csrc/attn/decode.cu")       # watched, after the pass
     got = skill_statuses(tmp_path, now=NOW, env=CPU_ENV)["watched-skill"]
     assert got.status == "stale-source" and "2026-11-26" in got.reasons[0]
+
+
+def test_skill_statuses_asks_about_no_environment_by_default(tmp_path):
+    from kbase.ingest.skills import load_skill
+
+    path = make_root(tmp_path, name="old-env-skill")
+    sha = load_skill(path, tmp_path).snippet_sha256()
+    row = ledger_row("old-env-skill", sha)
+    row["fingerprint"] = {**CPU_ENV, "triton": "3.6.0"}
+    append_rows(tmp_path, [row])
+    assert skill_statuses(tmp_path, now=NOW)["old-env-skill"].status == "verified"
+    assert skill_statuses(tmp_path, now=NOW, env=CPU_ENV)["old-env-skill"].status == "stale-env"

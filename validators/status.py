@@ -37,12 +37,12 @@ def _archive_sig(root: Path) -> tuple:
 
 
 def _env_dict(env) -> Optional[dict]:
-    if env is None:
+    if env is None or env is False:
+        return None
+    if env == "local":
         from kbase.validators.fingerprint import fingerprint
 
         return fingerprint("gpu")  # this machine, GPU included when there is one
-    if env is False:
-        return None
     if hasattr(env, "model_dump"):
         return env.model_dump()
     return dict(env)
@@ -105,7 +105,7 @@ def facts_of(skill) -> SkillFacts:
 
 
 def judgements(root: Path, *, now: Optional[dt.datetime] = None, env=None, skills: Optional[list] = None) -> dict[str, Judgement]:
-    """Status of every loadable skill (or of `skills`), uncached; `env=False` skips the env rule."""
+    """Status of every loadable skill (or of `skills`), uncached; `env=None` skips the env rule."""
     from kbase.ingest.skills import find_skill_files
 
     root = Path(root).resolve()
@@ -119,11 +119,13 @@ def judgements(root: Path, *, now: Optional[dt.datetime] = None, env=None, skill
 
 
 def skill_statuses(root: Path, *, now: Optional[dt.datetime] = None,
-                   env: Union[None, bool, dict, object] = None) -> dict:
+                   env: Union[None, str, dict, object] = None) -> dict:
     """skill name -> kbase.schema.SkillAudit, cached until the ledger, a skill or the archive changes.
 
     env: the environment the caller asks about (a Fingerprint or dict with triton/torch/
-    torch_cuda/compute_capability); None means this machine, False turns the env rule off.
+    torch_cuda/compute_capability), "local" for this machine, or None (the default) to ask about
+    no particular one: then stale-env is never reported, since whoever searches is rarely on the
+    machine that will run the kernel.
     """
     from kbase.ingest.skills import find_skill_files
     from kbase.schema import SkillAudit
@@ -139,8 +141,7 @@ def skill_statuses(root: Path, *, now: Optional[dt.datetime] = None,
         hit = _results.get(key)
         if hit is not None:
             return hit
-        out = {name: SkillAudit(**j.as_dict())
-               for name, j in judgements(root, now=now, env=False if env_d is None else env_d).items()}
+        out = {name: SkillAudit(**j.as_dict()) for name, j in judgements(root, now=now, env=env_d).items()}
         _results.clear()  # only the newest state matters; keeps memory flat in a long-lived server
         _results[key] = out
         return out
