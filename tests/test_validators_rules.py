@@ -92,6 +92,8 @@ def test_stale_env_for_another_arch_or_older_cuda_major():
     assert j.status == "stale-env" and "cc 9.0" in j.reasons[0]
     cuda13 = {**H200_ENV, "torch_cuda": "13.0"}
     assert "CUDA 12.8 < 13.0" in env_gap(on_h200[0], cuda13, True)
+    # a machine without a GPU does not outdate a GPU pass, however old its torch
+    assert judge(facts(tiers=("gpu",)), on_h200, now=NOW, env=CPU_ENV).status == "verified"
     # a CPU-only pass does not speak for a GPU arch when the skill declares the gpu tier
     assert judge(facts(), [row()], now=NOW, env=H200_ENV).status == "stale-env"
     assert judge(facts(tiers=("cpu-interpret",)), [row(fp={**CPU_ENV, "triton": "3.6.0", "torch": "2.11.0"})],

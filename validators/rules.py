@@ -69,6 +69,9 @@ def _cuda(fp: dict) -> Optional[str]:
 def env_gap(row: dict, env: dict, gpu_declared: bool) -> list[str]:
     """Why a pass does not speak for `env` (empty when it does): older versions or another arch."""
     fp = row.get("fingerprint") or {}
+    want_cc = env.get("compute_capability")
+    if row["tier"] == "gpu" and not want_cc:
+        return []  # an environment without a GPU cannot re-run a GPU pass, so cannot outdate it
     gaps = []
     for pkg in ("triton", "torch"):
         have, want = minor(fp.get(pkg)), minor(env.get(pkg))
@@ -78,7 +81,6 @@ def env_gap(row: dict, env: dict, gpu_declared: bool) -> list[str]:
         have_c, want_c = major(_cuda(fp)), major(_cuda(env))
         if have_c and want_c and have_c < want_c:
             gaps.append(f"CUDA {_cuda(fp)} < {_cuda(env)}")
-    want_cc = env.get("compute_capability")
     if want_cc and gpu_declared:
         if row["tier"] != "gpu":
             gaps.append(f"not run on a GPU (asked about cc {want_cc})")
