@@ -40,19 +40,22 @@ def test_session_over_streamable_http(mcp_url, indexed_root):
 def test_clients_that_disconnect_mid_call_leave_the_server_serving(mcp_url, indexed_root):
     from mcp import Client
 
-    async def main():
-        for _ in range(3):
+    async def hang_up(delay: float, query: str) -> None:
+        try:
             async with Client(mcp_url) as c:
-                with anyio.move_on_after(0.01):  # leave while the search is still running
-                    await c.call_tool("search", {"query": "warp divergence in a reduction kernel", "k": 10})
-        # and a burst of clients that all hang up at once
-        async with anyio.create_task_group() as tg:
+                with anyio.move_on_after(delay):  # leave while the search is still running
+                    await c.call_tool("search", {"query": query, "k": 10})
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError, BaseExceptionGroup):
+            # The SDK client can trip over its own teardown when a reply lands as it closes;
+            # that is the client's side. What matters here is the server afterwards.
+            pass
+
+    async def main():
+        for i in range(3):
+            await hang_up(0.01, f"warp divergence in a reduction kernel {i}")
+        async with anyio.create_task_group() as tg:  # a burst of clients that all hang up at once
             for i in range(6):
-                async def quitter(i=i):
-                    async with Client(mcp_url) as c:
-                        with anyio.move_on_after(0.005 * i):
-                            await c.call_tool("search", {"query": f"shared memory bank conflict {i}"})
-                tg.start_soon(quitter)
+                tg.start_soon(hang_up, 0.005 * i, f"shared memory bank conflict {i}")
         async with Client(mcp_url) as c:
             return await c.call_tool("get", {"id": indexed_root.names[0]})
 
