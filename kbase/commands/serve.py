@@ -21,11 +21,13 @@ def _logging(level: str) -> None:
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 
 
-def _need(module: str, extra: str) -> None:
-    import importlib.util
+def _need(module: str, command: str) -> None:
+    import importlib
 
-    if importlib.util.find_spec(module) is None:
-        raise fail(f"`{extra}` needs the {module!r} package, which is not installed here (pip install {module})")
+    try:
+        importlib.import_module(module)  # the command imports it next anyway
+    except ImportError:
+        raise fail(f"`{command}` needs the {module!r} package, which is not installed here (pip install {module})")
 
 
 def mcp(http: Optional[str] = typer.Option(None, "--http", metavar="HOST:PORT",
