@@ -153,3 +153,15 @@ def test_a_tool_call_never_indexes(tmp_path):
     [(err, text)] = call(svc, [("search", {"query": "timing"})])
     assert err and "kbase index" in text
     assert not svc.kb.is_indexed()
+
+
+def test_every_hit_says_how_to_read_more_and_that_call_works(service, indexed_root):
+    queries = [n.replace("-", " ") for n in indexed_root.names] + ["when should I use this", "fix"]
+    answers = call(service, [("search", {"query": q, "k": 5}) for q in queries])
+    follow = []
+    for err, text in answers:
+        assert not err
+        follow += [h["more"] for h in json.loads(text)["hits"]]
+    assert follow
+    results = call(service, [("get", {k: v for k, v in m.items() if k != "tool"}) for m in follow])
+    assert all(not err for err, _ in results), [t for e, t in results if e][:3]

@@ -98,10 +98,16 @@ class Service:
         return {"query": args["query"], "hits": [h.model_dump(mode="json") for h in hits]}
 
     def get(self, entry_id: str, section: Optional[str] = None):
+        from kbase.ingest.files import FileProblem
+        from kbase.ingest.markdown import DocumentError
+
         try:
             return self.kb.get(entry_id, section=section)
         except KeyError as exc:
             raise NotFound(str(exc.args[0]) if exc.args else f"no entry {entry_id!r}") from None
+        except (OSError, FileProblem, DocumentError) as exc:  # indexed, but the file went away or no longer reads
+            log.warning("get %s: %s", entry_id, exc)
+            raise NotFound(f"entry {entry_id!r} is indexed but its file cannot be read now; re-index") from None
 
     def stale(self) -> dict:
         """Skills that are not verified right now, worst first, with the validators' reasons."""
@@ -172,7 +178,11 @@ def compact_hit(h) -> dict:
     d["section"] = h.section
     d["snippet"] = h.snippet
     d["where"] = where(h.path, h.line)
-    d["more"] = {"tool": "get", "id": h.id, "section": h.section} if h.section else {"tool": "get", "id": h.id}
+    # "summary" is built from the front-matter, not a section get() can return: read the whole entry then.
+    if h.section and h.section != "summary":
+        d["more"] = {"tool": "get", "id": h.id, "section": h.section}
+    else:
+        d["more"] = {"tool": "get", "id": h.id}
     return d
 
 
