@@ -6,6 +6,7 @@ this module imports a heavy dependency: it must load on a box without fastapi or
 """
 from __future__ import annotations
 
+import json
 import re
 from typing import Any, Optional
 
@@ -151,6 +152,11 @@ def check_slug(name: str, v: Any, required: bool = False) -> Optional[str]:
 def _str_list(name: str, v: Any, limit: int) -> list[str]:
     if v is None:
         return []
+    if isinstance(v, str) and v.strip().startswith("["):
+        try:
+            v = json.loads(v)  # some clients send a JSON list inside a string
+        except ValueError:
+            raise ParamError(f"{name} must be a list of strings") from None
     if isinstance(v, str):
         v = [s for s in re.split(r"[,\s]+", v) if s]  # "a=b,c=d" is a common shortcut
     if not isinstance(v, (list, tuple)) or not all(isinstance(x, str) for x in v):

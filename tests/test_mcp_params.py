@@ -1,0 +1,49 @@
+"""Argument checking shared by MCP and HTTP: what is accepted, and what each refusal says."""
+from __future__ import annotations
+
+import pytest
+
+from kbase.serve import params as P
+
+
+def test_aliases_map_to_canonical_names_and_unknown_names_are_reported():
+    assert P.apply_aliases("search", {"question": "x", "top_k": 3, "tag": "archs=sm90"}) == \
+        {"query": "x", "k": 3, "tags": "archs=sm90"}
+    assert P.apply_aliases("search", {"query": "kept", "q": "dropped"})["query"] == "kept"
+    with pytest.raises(P.ParamError, match="'colour'.*search takes query"):
+        P.apply_aliases("search", {"query": "x", "colour": "red"})
+    with pytest.raises(P.ParamError, match="JSON object"):
+        P.apply_aliases("get", ["id"])
+
+
+def test_lists_accept_json_strings_and_comma_lists_and_canonicalise_tags():
+    assert P.check_tags('["archs=hopper"]') == ["archs=sm90"]
+    assert P.check_tags("archs=H100, languages=triton") == ["archs=sm90", "languages=triton"]
+    assert P.check_status("verified,failing") == ["verified", "failing"]
+    with pytest.raises(P.ParamError, match="list of strings"):
+        P.check_tags("[not json")
+    with pytest.raises(P.ParamError, match="at most 16"):
+        P.check_tags([f"archs=sm{i}" for i in range(17)])
+
+
+@pytest.mark.parametrize("value, ok", [("gpu-kernel-timing", True), ("pr:flashinfer#1234", True),
+                                       ("pr:vllm.v1#7", True), ("../x", False), ("pr:flashinfer/../x#1", False),
+                                       ("pr:#1", False), ("Gpu-Kernel", False), ("a" * 65, False), ("x\x00y", False)])
+def test_ids(value, ok):
+    if ok:
+        assert P.check_id(value) == value
+    else:
+        with pytest.raises(P.ParamError, match="invalid id"):
+            P.check_id(value)
+
+
+def test_numbers_and_query_limits():
+    assert P.check_k(None) == P.DEFAULT_K and P.check_k("7") == 7 and P.check_k(3.0) == 3
+    for bad in (True, "seven", 0, 51, 2.5):
+        with pytest.raises(P.ParamError, match="k must"):
+            P.check_k(bad)
+    assert P.check_query("  warp  ") == "warp"
+    with pytest.raises(P.ParamError, match="2001 characters long; the limit is 2000"):
+        P.check_query("x" * 2001)
+    with pytest.raises(P.ParamError, match="NUL"):
+        P.check_query("a\x00b")
