@@ -11,7 +11,7 @@ import os
 import re
 import tempfile
 from dataclasses import dataclass, field
-from typing import Callable, Iterator, Optional
+from typing import Callable, Optional
 
 from kbase.ingest.symbols import added_definition, attributes_text, language_kind, symbol_of
 
@@ -230,8 +230,3 @@ def stream_history(repo, rev_range: str, on_commit: Callable[[CommitFacts], None
     finally:
         os.unlink(attrs)
 
-
-def iter_history(repo, rev_range: str) -> Iterator[CommitFacts]:
-    out: list[CommitFacts] = []
-    stream_history(repo, rev_range, out.append)
-    yield from out
