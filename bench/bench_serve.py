@@ -175,7 +175,9 @@ def main() -> None:
 
     env = dict(os.environ, HF_HUB_OFFLINE="1", ANONYMIZED_TELEMETRY="False")
     env.pop("KBASE_CHROMA_URL", None)
-    result: dict = {"clients": args.clients, "queries_per_client": args.queries, "cpus": os.cpu_count()}
+    # Other work on the machine shows up as queueing here: record the load next to the figures.
+    result: dict = {"clients": args.clients, "queries_per_client": args.queries, "cpus": os.cpu_count(),
+                    "loadavg_start": [round(x, 2) for x in os.getloadavg()]}
     with tempfile.TemporaryDirectory(prefix="kbase-bench-serve-") as t:
         tmp = Path(t)
         root = make_root(tmp)
@@ -197,7 +199,10 @@ def main() -> None:
             finally:
                 stop(cproc)
 
-    table = Table(title=f"kbase serve: {args.clients} clients x {args.queries} queries", title_justify="left")
+    result["loadavg_end"] = [round(x, 2) for x in os.getloadavg()]
+    table = Table(title=f"kbase serve: {args.clients} clients x {args.queries} queries "
+                        f"(load average {result['loadavg_start'][0]} at start, {os.cpu_count()} CPUs)",
+                  title_justify="left")
     for col in ("what", "p50 ms", "p95 ms", "p99 ms", "req/s", "errors", "n"):
         table.add_column(col, justify="right" if col != "what" else "left")
     for mode in ("embedded", "chroma_server"):
