@@ -87,8 +87,7 @@ def build_server(service: Service):
     def search(query: str, k: int = P.DEFAULT_K, kind: Optional[str] = None, repo: Optional[str] = None,
                tags: Optional[list[str]] = None, status: Optional[list[str]] = None,
                max_chars: int = P.DEFAULT_MAX_CHARS) -> str:
-        """Find skills and PR cards for a symptom, error message or topic. Returns compact hits
-        (id, title, status, matching section, snippet) within max_chars; follow up with get."""
+        """Find skills and PR cards for a symptom, error message or topic; compact hits, then use get."""
         args = {"query": query, "k": k, "kind": kind, "repo": repo, "tags": tags or [], "status": status or [],
                 "mode": "hybrid"}
         hits = _run(service.search, args)
