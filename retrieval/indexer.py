@@ -10,6 +10,7 @@ from typing import Callable, Optional
 
 from kbase.schema import Chunk, Entry, Problem
 
+PR_MAX_TOKENS = 128
 Progress = Callable[[str, int, int], None]  # (stage, done, total)
 
 
@@ -124,9 +125,14 @@ def build_index(root: Path, home: Path, embedder_factory: Callable[[], object], 
         if todo:
             embedder = embedder_factory()
             chunks = [(e, c) for e in todo for c in e.chunks]
+            chunks.sort(key=lambda ec: ec[0].kind != "skill")  # skills first, then PR cards
             for i in range(0, len(chunks), batch):
                 part = chunks[i : i + batch]
-                vecs = embedder.embed([f"{e.title}\n{c.text}" for e, c in part])
+                texts = [f"{e.title}\n{c.text}" for e, c in part]
+                if all(e.kind == "pr" for e, _ in part) and hasattr(embedder, "full_length"):
+                    vecs = embedder.embed(texts, max_length=PR_MAX_TOKENS)
+                else:
+                    vecs = embedder.embed(texts)
                 store.upsert([c.id for _, c in part], vecs, [{**_metadata(e), "section": c.section} for e, c in part])
                 if progress:
                     progress("embed", min(i + batch, len(chunks)), len(chunks))
