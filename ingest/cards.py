@@ -20,6 +20,7 @@ from kbase.ingest.recipes import compile_globs
 from kbase.schema import Chunk, Entry, PRCard, Problem
 
 ARCHIVE_DIR = "pr_archive"
+FILES_PER_CHUNK = 12
 _SKIP_DIRS = {"recipes"}
 
 
@@ -148,10 +149,13 @@ def card_entry(lc: LoadedCard) -> Entry:
         head.append("Kernel types: " + ", ".join(c.tags.kernel_types))
     add("summary", "\n".join(head) + ("\n" + summary if summary else ""), lc.body_line + s_off if summary else 1)
     _, f_off = section(lc.body, "Files")
-    files = "\n".join(
-        f"{f.old_path + ' -> ' if f.old_path else ''}{f.path}" + (f": {', '.join(f.symbols)}" if f.symbols else "")
-        for f in c.files)
-    add("files", f"Files changed by {c.repo} PR #{c.pr}:\n{files}", lc.body_line + f_off if f_off else 1)
+    lines = [f"{f.old_path + ' -> ' if f.old_path else ''}{f.path}" + (f": {', '.join(f.symbols)}" if f.symbols else "")
+             for f in c.files]
+    # short chunks: one long list of 60 files buries each symbol under BM25 length
+    # normalisation and past the embedding model's input limit
+    for i in range(0, max(len(lines), 1), FILES_PER_CHUNK):
+        part = "\n".join(lines[i : i + FILES_PER_CHUNK])
+        add("files", f"Files changed by {c.repo} PR #{c.pr} ({c.title}):\n{part}", lc.body_line + f_off if f_off else 1)
     notes = notes_text(lc.notes)
     if notes:
         add("notes", f"Notes on {c.repo} PR #{c.pr} ({c.title}):\n{notes}", lc.notes_line)

@@ -95,6 +95,19 @@ def test_load_card_entries_ids_tags_chunks_and_hash(tmp_path):
     assert [c.section for c in by_id["pr:demo#12"].chunks] == ["summary", "files"]
 
 
+def test_large_prs_get_several_short_files_chunks(tmp_path):
+    from kbase.ingest.cards import FILES_PER_CHUNK
+
+    paths = [f"src/m{i:03d}.cu" for i in range(2 * FILES_PER_CHUNK + 3)]
+    write(tmp_path, make_card(40, "2024-05-01T10:00:00+08:00", paths))
+    (e,), _ = load_card_entries(tmp_path)
+    files = [c for c in e.chunks if c.section == "files"]
+    assert len(files) == 3
+    listed = [ln.split(":")[0] for c in files for ln in c.text.split("\n")[1:]]
+    assert listed == paths  # every file once, in order
+    assert all(c.text.startswith("Files changed by demo PR #40 (Change number 40):") for c in files)
+
+
 def test_bad_cards_become_problems_with_line_and_field(tmp_path):
     good = write(tmp_path, make_card(1, "2024-05-01T10:00:00+08:00", ["a.py"]))
     text = good.read_text()
