@@ -24,7 +24,7 @@ from kbase.schema import PRCard  # noqa: E402
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SHARED = REPO_ROOT.parent / "shared"
 REPLAY = SHARED / "tools" / "replay_history.py"
-LIMITS = {"lmdeploy": 500, "flashinfer": 600}
+LIMITS = {"lmdeploy": 1000, "flashinfer": 1200}
 PR_RX = re.compile(r"\(#(\d+)\)\s*$")
 
 pytestmark = pytest.mark.skipif(not REPLAY.exists(), reason=f"shared histories not found at {SHARED}")
