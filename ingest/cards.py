@@ -16,7 +16,8 @@ from typing import Iterable, Optional
 from pydantic import ValidationError
 
 from kbase.ingest.card_format import CardError, notes_text, section, split_card
-from kbase.ingest.recipes import compile_globs
+from kbase.ingest.files import FileProblem, display_path, read_text
+from kbase.ingest.recipes import compile_globs, validation_problems
 from kbase.schema import Chunk, Entry, PRCard, Problem
 
 ARCHIVE_DIR = "pr_archive"
@@ -41,22 +42,14 @@ def card_files(root: Path, repo: Optional[str] = None) -> list[Path]:
     return out
 
 
-def _problem_from_validation(exc: ValidationError, yaml_text: str, shown: str) -> list[Problem]:
+def _validation_problems(exc: ValidationError, yaml_text: str, shown: str) -> list[Problem]:
     import yaml
-
-    from kbase.ingest.markdown import node_line
 
     try:
         node = yaml.compose(yaml_text, Loader=yaml.SafeLoader)
     except yaml.YAMLError:
         node = None
-    out = []
-    for err in exc.errors():
-        loc = tuple(err["loc"])
-        msg = {"extra_forbidden": "unknown key", "missing": "required key is missing"}.get(err["type"], err["msg"])
-        out.append(Problem(path=shown, line=node_line(node, loc) if node is not None else 1,
-                           field=".".join(map(str, loc)) or None, message=msg))
-    return out
+    return validation_problems(exc, shown, node, first_line=2)
 
 
 @dataclass
@@ -72,16 +65,11 @@ class LoadedCard:
 
 def load_card(path: Path, root: Path) -> LoadedCard:
     """One card, validated. Raises CardProblems naming file, line and field."""
-    shown = _shown(path, root)
+    shown = display_path(path, root)
     try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise CardProblems([Problem(path=shown, message=f"cannot read: {exc.strerror}")]) from None
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise CardProblems([Problem(path=shown, line=raw[: exc.start].count(b"\n") + 1, message="not valid UTF-8")]) from None
-    text = text.replace("\r\n", "\n")
+        text = read_text(path, root)
+    except FileProblem as fp:
+        raise CardProblems([fp.problem]) from None
     try:
         parts = split_card(text)
     except CardError as ce:
@@ -89,7 +77,7 @@ def load_card(path: Path, root: Path) -> LoadedCard:
     try:
         card = PRCard.model_validate(parts.meta)
     except ValidationError as exc:
-        raise CardProblems(_problem_from_validation(exc, parts.yaml_text, shown)) from None
+        raise CardProblems(_validation_problems(exc, parts.yaml_text, shown)) from None
     folder = path.parent.name
     if card.repo != folder:
         raise CardProblems([Problem(path=shown, line=2, field="repo",
@@ -117,13 +105,6 @@ def _key_line(yaml_text: str, key: str) -> int:
         if line.startswith(f"{key}:"):
             return i + 2
     return 1
-
-
-def _shown(path: Path, root: Path) -> str:
-    try:
-        return str(path.relative_to(root))
-    except ValueError:
-        return str(path)
 
 
 def entry_id(repo: str, pr: int) -> str:

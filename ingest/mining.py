@@ -17,11 +17,11 @@ from typing import Callable, Optional
 
 from kbase.ingest import classify
 from kbase.ingest.card_format import existing_notes, notes_text, render_card, split_card
+from kbase.ingest.cards import ARCHIVE_DIR
 from kbase.ingest.gitlog import CommitFacts, FileFacts, stream_history
 from kbase.ingest.recipes import Recipe
 from kbase.schema import FileChange, PRCard
 
-ARCHIVE_DIR = "pr_archive"
 STATE_FILE = ".state.json"
 STATE_VERSION = 1
 SAMPLE_LIMIT = 20

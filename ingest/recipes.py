@@ -157,15 +157,19 @@ class FamilyMatcher:
 # --------------------------------------------------------------------------- loading
 
 
-def _problems(exc: ValidationError, shown: str, node) -> list[Problem]:
+def validation_problems(exc: ValidationError, shown: str, node, first_line: int) -> list[Problem]:
+    """Pydantic errors as Problems at the line of the offending YAML key.
+
+    `first_line` is the file line where the YAML starts: 1 for a recipe, 2 for card front-matter.
+    """
     from kbase.ingest.markdown import node_line
 
     out = []
     for err in exc.errors():
         loc = tuple(err["loc"])
-        # recipe files have no front-matter fence, so node_line's +2 is one too many
-        line = max(1, node_line(node, loc) - 1) if node is not None else 1
-        msg = "unknown key" if err["type"] == "extra_forbidden" else err["msg"]
+        # node_line counts from front-matter that starts on line 2
+        line = max(1, node_line(node, loc) - 2 + first_line) if node is not None else first_line
+        msg = {"extra_forbidden": "unknown key", "missing": "required key is missing"}.get(err["type"], err["msg"])
         out.append(Problem(path=shown, line=line, field=".".join(map(str, loc)) or None, message=msg))
     return out
 
@@ -193,7 +197,7 @@ def load_recipe_file(path: Path, root: Optional[Path] = None) -> Recipe:
     try:
         return Recipe.model_validate(data)
     except ValidationError as exc:
-        raise RecipeError(_problems(exc, shown, node)) from None
+        raise RecipeError(validation_problems(exc, shown, node, first_line=1)) from None
 
 
 def find_recipe(spec: str, root: Path) -> Path:
