@@ -13,7 +13,6 @@ Writes bench/results/bench_archive_eval.json (with every query and its ranks) an
 from __future__ import annotations
 
 import argparse
-import json
 import random
 import re
 import shutil
