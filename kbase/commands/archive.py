@@ -9,15 +9,7 @@ from typing import Optional
 
 import typer
 
-from kbase.commands.common import JsonOpt, RootOpt, console, err_console, print_json, root_path
-
-
-def fail(message: str, code: int = 2) -> typer.Exit:
-    # soft_wrap: paths and messages stay on one line, so they can be grepped and copied
-    from rich.markup import escape
-
-    err_console.print(f"[red]error:[/red] {escape(message)}", highlight=False, soft_wrap=True)
-    return typer.Exit(code)
+from kbase.commands.common import JsonOpt, RootOpt, console, err_console, fail, print_json, root_path
 
 
 def mine(repo: str = typer.Option(..., "--repo", help="path of a local clone (not a shallow one)"),

@@ -20,7 +20,10 @@ def print_json(obj: Any) -> None:
 
 
 def fail(message: str, code: int = 2) -> "typer.Exit":
-    err_console.print(f"[red]error:[/red] {message}", highlight=False, markup=True)
+    """Print `error: message` to stderr (no markup parsing, no wrapping) and return the Exit to raise."""
+    from rich.text import Text
+
+    err_console.print(Text.assemble(("error:", "red"), " ", message), highlight=False, soft_wrap=True)
     return typer.Exit(code)
 
 
