@@ -11,17 +11,14 @@ checked against `git log --first-parent -- ':(glob)<pattern>'`:
 """
 from __future__ import annotations
 
-import functools
-import hashlib
-import json
-import re
 from pathlib import Path
-from typing import Iterable, Optional
+from typing import Optional
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import ValidationError
 
-from kbase.schema import NAME_RE, Problem
+from kbase.globs import FamilyMatcher, compile_glob, compile_globs, glob_match  # noqa: F401  (re-exported)
+from kbase.schema import Problem, Recipe  # noqa: F401  (Recipe re-exported)
 
 RECIPES_DIR = Path("pr_archive") / "recipes"
 
@@ -30,128 +27,6 @@ class RecipeError(Exception):
     def __init__(self, problems: list[Problem]):
         self.problems = problems
         super().__init__("\n".join(str(p) for p in problems))
-
-
-class Recipe(BaseModel):
-    model_config = ConfigDict(extra="forbid", str_strip_whitespace=True)
-
-    name: str = Field(min_length=1, description="archive name: pr_archive/<name>/")
-    upstream: Optional[str] = Field(default=None, description="https://github.com/<owner>/<repo>")
-    description: Optional[str] = None
-    families: dict[str, list[str]] = Field(default_factory=dict)
-
-    @field_validator("name")
-    @classmethod
-    def _kebab(cls, v: str) -> str:
-        if not NAME_RE.match(v):
-            raise ValueError("name must be kebab-case: lowercase letters, digits and single hyphens")
-        return v
-
-    @field_validator("upstream")
-    @classmethod
-    def _url(cls, v: Optional[str]) -> Optional[str]:
-        if v is not None and not re.match(r"^https?://\S+$", v):
-            raise ValueError(f"upstream is not an http(s) URL: {v!r}")
-        return v.rstrip("/") if v else v
-
-    @field_validator("families")
-    @classmethod
-    def _families(cls, v: dict[str, list[str]]) -> dict[str, list[str]]:
-        for fam, globs in v.items():
-            if not re.match(r"^[a-z0-9][a-z0-9_.-]*$", str(fam)):
-                raise ValueError(f"family {fam!r}: use lowercase letters, digits, '.', '_' or '-'")
-            if not globs or not all(isinstance(g, str) and g.strip() for g in globs):
-                raise ValueError(f"family {fam!r} needs a non-empty list of path globs")
-            for g in globs:
-                compile_glob(g)  # raises ValueError on a malformed pattern
-        return v
-
-    def pr_url(self, pr: int) -> Optional[str]:
-        return f"{self.upstream}/pull/{pr}" if self.upstream else None
-
-    def digest(self) -> str:
-        """Changes when anything that shapes a card changes (families, upstream)."""
-        blob = json.dumps({"upstream": self.upstream, "families": self.families}, sort_keys=True)
-        return hashlib.sha256(blob.encode()).hexdigest()[:16]
-
-    def matcher(self) -> "FamilyMatcher":
-        return FamilyMatcher(self.families)
-
-
-# --------------------------------------------------------------------------- globs
-
-
-def _glob_body(pattern: str) -> str:
-    out: list[str] = []
-    i, n = 0, len(pattern)
-    while i < n:
-        c = pattern[i]
-        if pattern.startswith("**/", i):
-            out.append("(?:.*/)?")
-            i += 3
-        elif pattern.startswith("**", i):
-            out.append(".*")
-            i += 2
-        elif c == "*":
-            out.append("[^/]*")
-            i += 1
-        elif c == "?":
-            out.append("[^/]")
-            i += 1
-        elif c == "[":
-            j = pattern.find("]", i + 2 if pattern[i + 1 : i + 2] in ("!", "]") else i + 1)
-            if j < 0:
-                raise ValueError(f"glob {pattern!r}: unclosed '['")
-            inner = pattern[i + 1 : j]
-            if inner.startswith("!"):
-                inner = "^" + inner[1:]
-            out.append("[" + inner.replace("\\", "\\\\") + "]")
-            i = j + 1
-        else:
-            out.append(re.escape(c))
-            i += 1
-    return "".join(out)
-
-
-@functools.lru_cache(maxsize=4096)
-def compile_glob(pattern: str) -> re.Pattern[str]:
-    p = pattern.strip()
-    if not p:
-        raise ValueError("empty glob")
-    p = p.lstrip("/")
-    if p.endswith("/"):
-        p = p + "**"
-    # a pattern also matches the contents of a directory it names, like a git pathspec
-    return re.compile(_glob_body(p) + r"(?:/.*)?\Z")
-
-
-@functools.lru_cache(maxsize=1024)
-def compile_globs(patterns: tuple[str, ...]) -> re.Pattern[str]:
-    if not patterns:
-        return re.compile(r"(?!)")
-    return re.compile("|".join(f"(?:{compile_glob(p).pattern})" for p in patterns))
-
-
-def glob_match(path: str, patterns: Iterable[str]) -> bool:
-    return compile_globs(tuple(patterns)).match(path) is not None
-
-
-class FamilyMatcher:
-    """Which families a path belongs to; memoised, since the same paths recur in thousands of commits."""
-
-    def __init__(self, families: dict[str, list[str]]):
-        self._families = [(name, compile_globs(tuple(globs))) for name, globs in sorted(families.items())]
-        self._memo: dict[str, tuple[str, ...]] = {}
-
-    def families_of(self, path: str) -> tuple[str, ...]:
-        hit = self._memo.get(path)
-        if hit is None:
-            hit = tuple(name for name, rx in self._families if rx.match(path))
-            self._memo[path] = hit
-        return hit
-
-    def __bool__(self) -> bool:
-        return bool(self._families)
 
 
 # --------------------------------------------------------------------------- loading

@@ -6,6 +6,8 @@ except the tag vocabulary (which is data, not behaviour).
 from __future__ import annotations
 
 import datetime as _dt
+import hashlib
+import json
 import re
 from typing import Any, Literal, Optional
 
@@ -19,6 +21,18 @@ Verdict = Literal["pass", "fail", "skip", "error", "timeout", "killed"]
 SkillStatus = Literal["verified", "failing", "stale-age", "stale-env", "stale-source", "unverified"]
 EntryKind = Literal["skill", "pr"]
 TAG_KEYS: tuple[str, ...] = ("languages", "kernel_types", "archs", "techniques")
+
+
+def _check_kebab(v: str) -> str:
+    if not NAME_RE.match(v):
+        raise ValueError("name must be kebab-case: lowercase letters, digits and single hyphens")
+    return v
+
+
+def _check_url(v: str, what: str = "source") -> str:
+    if not re.match(r"^https?://\S+$", v):
+        raise ValueError(f"{what} is not an http(s) URL: {v!r}")
+    return v
 
 
 class _Strict(BaseModel):
@@ -101,17 +115,12 @@ class SkillMeta(_Strict):
     @field_validator("name")
     @classmethod
     def _kebab(cls, v: str) -> str:
-        if not NAME_RE.match(v):
-            raise ValueError("name must be kebab-case: lowercase letters, digits and single hyphens")
-        return v
+        return _check_kebab(v)
 
     @field_validator("sources")
     @classmethod
     def _urls(cls, v: list[str]) -> list[str]:
-        for url in v:
-            if not re.match(r"^https?://\S+$", url):
-                raise ValueError(f"source is not an http(s) URL: {url!r}")
-        return v
+        return [_check_url(url) for url in v]
 
     @field_validator("trigger", "steps")
     @classmethod
@@ -304,5 +313,58 @@ class PRCard(BaseModel):
     tags: Tags = Field(default_factory=Tags)
 
 
+# --------------------------------------------------------------------------- recipes
+
+
+class Recipe(BaseModel):
+    """pr_archive/recipes/<name>.yaml: a repository, its upstream and its families' path globs."""
+
+    model_config = ConfigDict(extra="forbid", str_strip_whitespace=True)
+
+    name: str = Field(min_length=1, description="archive name: pr_archive/<name>/")
+    upstream: Optional[str] = Field(default=None, description="https://github.com/<owner>/<repo>")
+    description: Optional[str] = None
+    families: dict[str, list[str]] = Field(default_factory=dict)
+
+    @field_validator("name")
+    @classmethod
+    def _kebab(cls, v: str) -> str:
+        return _check_kebab(v)
+
+    @field_validator("upstream")
+    @classmethod
+    def _url(cls, v: Optional[str]) -> Optional[str]:
+        return _check_url(v, "upstream").rstrip("/") if v is not None else v
+
+    @field_validator("families")
+    @classmethod
+    def _families(cls, v: dict[str, list[str]]) -> dict[str, list[str]]:
+        for fam, globs in v.items():
+            if not re.match(r"^[a-z0-9][a-z0-9_.-]*$", str(fam)):
+                raise ValueError(f"family {fam!r}: use lowercase letters, digits, '.', '_' or '-'")
+            if not globs or not all(isinstance(g, str) and g.strip() for g in globs):
+                raise ValueError(f"family {fam!r} needs a non-empty list of path globs")
+            from kbase.globs import compile_glob
+
+            for g in globs:
+                compile_glob(g)  # raises ValueError on a malformed pattern
+        return v
+
+    def pr_url(self, pr: int) -> Optional[str]:
+        return f"{self.upstream}/pull/{pr}" if self.upstream else None
+
+    def digest(self) -> str:
+        """Changes when anything that shapes a card changes (families, upstream)."""
+        blob = json.dumps({"upstream": self.upstream, "families": self.families}, sort_keys=True)
+        return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+    def matcher(self):
+        from kbase.globs import FamilyMatcher
+
+        return FamilyMatcher(self.families)
+
+
 def model_dump_jsonable(model: BaseModel) -> dict[str, Any]:
     return model.model_dump(mode="json")
+
+

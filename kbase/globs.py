@@ -1,0 +1,84 @@
+"""Path globs with git `:(glob)` pathspec semantics, shared by recipes, cards and watch rules.
+
+`*` and `?` stay inside one path segment, `**` crosses segments (`a/**/b` also matches
+`a/b`), `[...]` is a character class, and a pattern that names a directory also matches
+everything below it. Following git lets a family's PR set be checked against
+`git log --first-parent -- ':(glob)<pattern>'`.
+"""
+from __future__ import annotations
+
+import functools
+import re
+from typing import Iterable
+
+def _glob_body(pattern: str) -> str:
+    out: list[str] = []
+    i, n = 0, len(pattern)
+    while i < n:
+        c = pattern[i]
+        if pattern.startswith("**/", i):
+            out.append("(?:.*/)?")
+            i += 3
+        elif pattern.startswith("**", i):
+            out.append(".*")
+            i += 2
+        elif c == "*":
+            out.append("[^/]*")
+            i += 1
+        elif c == "?":
+            out.append("[^/]")
+            i += 1
+        elif c == "[":
+            j = pattern.find("]", i + 2 if pattern[i + 1 : i + 2] in ("!", "]") else i + 1)
+            if j < 0:
+                raise ValueError(f"glob {pattern!r}: unclosed '['")
+            inner = pattern[i + 1 : j]
+            if inner.startswith("!"):
+                inner = "^" + inner[1:]
+            out.append("[" + inner.replace("\\", "\\\\") + "]")
+            i = j + 1
+        else:
+            out.append(re.escape(c))
+            i += 1
+    return "".join(out)
+
+
+@functools.lru_cache(maxsize=4096)
+def compile_glob(pattern: str) -> re.Pattern[str]:
+    p = pattern.strip()
+    if not p:
+        raise ValueError("empty glob")
+    p = p.lstrip("/")
+    if p.endswith("/"):
+        p = p + "**"
+    # a pattern also matches the contents of a directory it names, like a git pathspec
+    return re.compile(_glob_body(p) + r"(?:/.*)?\Z")
+
+
+@functools.lru_cache(maxsize=1024)
+def compile_globs(patterns: tuple[str, ...]) -> re.Pattern[str]:
+    if not patterns:
+        return re.compile(r"(?!)")
+    return re.compile("|".join(f"(?:{compile_glob(p).pattern})" for p in patterns))
+
+
+def glob_match(path: str, patterns: Iterable[str]) -> bool:
+    return compile_globs(tuple(patterns)).match(path) is not None
+
+
+class FamilyMatcher:
+    """Which families a path belongs to; memoised, since the same paths recur in thousands of commits."""
+
+    def __init__(self, families: dict[str, list[str]]):
+        self._families = [(name, compile_globs(tuple(globs))) for name, globs in sorted(families.items())]
+        self._memo: dict[str, tuple[str, ...]] = {}
+
+    def families_of(self, path: str) -> tuple[str, ...]:
+        hit = self._memo.get(path)
+        if hit is None:
+            hit = tuple(name for name, rx in self._families if rx.match(path))
+            self._memo[path] = hit
+        return hit
+
+    def __bool__(self) -> bool:
+        return bool(self._families)
