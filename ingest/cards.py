@@ -17,7 +17,8 @@ from pydantic import ValidationError
 
 from kbase.ingest.card_format import CardError, notes_text, section, split_card
 from kbase.ingest.files import FileProblem, display_path, read_text
-from kbase.ingest.recipes import compile_globs, validation_problems
+from kbase.globs import compile_globs
+from kbase.ingest.recipes import validation_problems
 from kbase.schema import Chunk, Entry, PRCard, Problem
 
 ARCHIVE_DIR = "pr_archive"

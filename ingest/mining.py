@@ -19,7 +19,7 @@ from kbase.ingest import classify
 from kbase.ingest.card_format import existing_notes, notes_text, render_card, split_card
 from kbase.ingest.cards import ARCHIVE_DIR
 from kbase.ingest.gitlog import CommitFacts, FileFacts, stream_history
-from kbase.ingest.recipes import Recipe
+from kbase.schema import Recipe
 from kbase.schema import FileChange, PRCard
 
 STATE_FILE = ".state.json"

@@ -17,8 +17,8 @@ from typing import Optional
 import yaml
 from pydantic import ValidationError
 
-from kbase.globs import FamilyMatcher, compile_glob, compile_globs, glob_match  # noqa: F401  (re-exported)
-from kbase.schema import Problem, Recipe  # noqa: F401  (Recipe re-exported)
+
+from kbase.schema import Problem, Recipe
 
 RECIPES_DIR = Path("pr_archive") / "recipes"
 

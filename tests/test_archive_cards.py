@@ -13,7 +13,8 @@ import yaml
 
 from kbase.ingest.card_format import fast_meta, render_card, split_card
 from kbase.ingest.cards import latest_touch, load_card_entries
-from kbase.ingest.recipes import RecipeError, glob_match, load_recipe_file
+from kbase.globs import glob_match
+from kbase.ingest.recipes import RecipeError, load_recipe_file
 from kbase.ingest.symbols import c_symbol, python_symbol
 from kbase.schema import FileChange, PRCard, Tags
 

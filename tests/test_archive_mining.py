@@ -17,7 +17,7 @@ git = pytest.importorskip("git")
 from kbase.ingest.card_format import split_card  # noqa: E402
 from kbase.ingest.cards import timeline  # noqa: E402
 from kbase.ingest.mining import MiningError, mine  # noqa: E402
-from kbase.ingest.recipes import Recipe  # noqa: E402
+from kbase.schema import Recipe  # noqa: E402
 from kbase.schema import PRCard  # noqa: E402
 
 RECIPE = Recipe(name="demo", upstream="https://github.com/example/demo",
