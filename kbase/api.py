@@ -21,6 +21,7 @@ class KnowledgeBase:
                  model_path: Optional[str] = None, chroma_url: Optional[str] = None):
         self.settings = Settings.load(root=root, home=home, model_path=model_path, chroma_url=chroma_url)
         self._embedder = None
+        self._query_embedder = None
         self._searcher = None
 
     # ------------------------------------------------------------------ plumbing
@@ -39,6 +40,15 @@ class KnowledgeBase:
             self._embedder = get_embedder(self.settings.model_path or default_model_path())
         return self._embedder
 
+    def query_embedder(self):
+        """ONNX Runtime when home/onnx matches the model (no torch import: fast CLI searches), else the torch model."""
+        if self._query_embedder is None:
+            from kbase.retrieval.onnx_query import load_query_embedder
+
+            model_path = self.settings.model_path or default_model_path()
+            self._query_embedder = load_query_embedder(self.home, model_path) or self.embedder()
+        return self._query_embedder
+
     def vector_store(self):
         from kbase.retrieval.vectors import VectorStore
 
@@ -48,7 +58,7 @@ class KnowledgeBase:
         if self._searcher is None:
             from kbase.retrieval.searcher import Searcher
 
-            self._searcher = Searcher(self.home, self.vector_store, self.embedder)
+            self._searcher = Searcher(self.home, self.vector_store, self.query_embedder)
         return self._searcher
 
     def is_indexed(self) -> bool:

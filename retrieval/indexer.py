@@ -147,6 +147,7 @@ def build_index(root: Path, home: Path, embedder_factory: Callable[[], object], 
         rep.seconds["bm25+write"] = time.perf_counter() - t3
         G.publish(home, gid, tmp)
         rep.generation = gid
+        _refresh_onnx(home, embedder_factory, embedder if todo else None)
 
         if gc and prev is not None:
             stale = {c.id for e in prev.entries for c in e.chunks} - set(wanted)
@@ -158,3 +159,35 @@ def build_index(root: Path, home: Path, embedder_factory: Callable[[], object], 
         if progress:
             progress("done", 1, 1)
     return rep
+
+
+def _refresh_onnx(home: Path, embedder_factory: Callable[[], object], embedder: object = None) -> None:
+    """Keep home/onnx, the fast query embedder (retrieval/onnx_query.py), in step with the model.
+    Only when torch is importable; a failure is a warning on stderr, never a failed index."""
+    import importlib.util
+    import sys
+
+    try:
+        from kbase.retrieval import onnx_query as OQ
+
+        if not OQ.enabled() or importlib.util.find_spec("torch") is None:
+            return
+        path = getattr(embedder, "model_path", None)
+        if path is None:  # nothing was embedded: find the path without loading the model
+            settings = getattr(getattr(embedder_factory, "__self__", None), "settings", None)
+            path = getattr(settings, "model_path", None)
+            if path is None:
+                from kbase.config import default_model_path
+
+                path = default_model_path()
+        if OQ.is_fresh(home / OQ.ONNX_DIR, path):
+            return
+        if embedder is None:
+            embedder = embedder_factory()
+        path = getattr(embedder, "model_path", None)
+        if path is None or not hasattr(embedder, "model"):
+            return  # not a sentence-transformers Embedder (a test double): nothing to export
+        OQ.ensure_onnx(home, path, embedder)
+    except Exception as exc:  # noqa: BLE001
+        print(f"kbase: warning: ONNX query model not exported ({type(exc).__name__}: {exc}); "
+              "searches will load torch instead", file=sys.stderr)

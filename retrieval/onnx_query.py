@@ -1,0 +1,344 @@
+"""Fast query embeddings: the sentence-transformers transformer exported to ONNX, run with onnxruntime.
+
+A CLI search embeds one short query. Importing sentence-transformers, transformers and torch
+and loading the model costs seconds; onnxruntime + tokenizers cost milliseconds. So `kbase index`
+exports the model once to `<home>/onnx/` (`export_onnx`), and queries load it with
+`load_query_embedder`, which returns None whenever the export does not match the current model
+(callers then fall back to the torch Embedder). Documents are always embedded by torch.
+
+This module must not import torch, transformers or sentence_transformers at import time, and
+`OnnxQueryEmbedder` / `load_query_embedder` never import them at all.
+"""
+from __future__ import annotations
+
+import contextlib
+import functools
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+import threading
+from pathlib import Path
+from typing import Optional
+
+import numpy as np
+
+ONNX_DIR = "onnx"
+FORMAT = 1
+OPSET = 17
+INPUTS = ("input_ids", "attention_mask", "token_type_ids")
+OUTPUT = "token_embeddings"
+WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin", "model.bin")
+# Probe texts the export is checked against (torch vs onnx, cosine distance).
+PROBES = ("warp reduction gives wrong sum", "共享内存 bank 冲突", "tl.dot(a, b, input_precision='ieee')")
+MAX_COS_DIST = 1e-4
+
+_lock = threading.Lock()
+_loaded: dict[tuple, "OnnxQueryEmbedder"] = {}
+_exported: dict[str, Path] = {}  # fingerprint key -> an export made by this process (reused for other homes)
+
+
+def enabled() -> bool:
+    """`KBASE_ONNX=0` turns the fast path off (no export, no ONNX queries)."""
+    return os.environ.get("KBASE_ONNX", "1").strip().lower() not in ("0", "false", "no", "off")
+
+
+# ---------------------------------------------------------------------------- model facts
+def weights_file(model_path: str | os.PathLike) -> Optional[Path]:
+    for name in WEIGHT_FILES:
+        f = Path(model_path) / name
+        if f.is_file():
+            return f
+    return None
+
+
+def model_fingerprint(model_path: str | os.PathLike) -> Optional[dict]:
+    """Size, mtime and the sha256 of the first MB of the weights file; None if there is none."""
+    f = weights_file(model_path)
+    if f is None:
+        return None
+    st = f.stat()
+    with open(f, "rb") as fh:
+        head = hashlib.sha256(fh.read(1 << 20)).hexdigest()
+    return {"file": f.name, "size": st.st_size, "mtime_ns": st.st_mtime_ns, "sha256_1mb": head}
+
+
+def _fp_key(fp: dict) -> str:
+    return json.dumps(fp, sort_keys=True)
+
+
+def pooling_settings(model_path: str | os.PathLike) -> dict:
+    """What the sentence-transformers pipeline does after the transformer, read from its config files."""
+    p = Path(model_path)
+    modules = json.loads((p / "modules.json").read_text(encoding="utf-8"))
+    pool_cfg: dict = {}
+    normalize = False
+    for m in modules:
+        t = m.get("type", "")
+        if t.endswith(".Pooling"):
+            pool_cfg = json.loads((p / m.get("path", "") / "config.json").read_text(encoding="utf-8"))
+        elif t.endswith(".Normalize"):
+            normalize = True
+    modes = [k[len("pooling_mode_"):] for k, v in pool_cfg.items() if k.startswith("pooling_mode_") and v]
+    max_len = 256
+    sbc = p / "sentence_bert_config.json"
+    if sbc.is_file():
+        max_len = int(json.loads(sbc.read_text(encoding="utf-8")).get("max_seq_length") or max_len)
+    return {"mode": modes[0] if len(modes) == 1 else "+".join(modes), "normalize": normalize,
+            "max_seq_length": max_len, "dim": pool_cfg.get("word_embedding_dimension")}
+
+
+def read_meta(onnx_dir: Path) -> Optional[dict]:
+    try:
+        return json.loads((onnx_dir / "meta.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def is_fresh(onnx_dir: Path, model_path: str, fingerprint: Optional[dict] = None) -> bool:
+    """True if onnx_dir holds a complete export of the model now at model_path."""
+    meta = read_meta(onnx_dir)
+    if not meta or meta.get("format") != FORMAT:
+        return False
+    fp = fingerprint if fingerprint is not None else model_fingerprint(model_path)
+    if fp is None or meta.get("fingerprint") != fp:
+        return False
+    return all((onnx_dir / f).is_file() for f in meta.get("files", ("model.onnx", "tokenizer.json")))
+
+
+# ---------------------------------------------------------------------------- query side
+class OnnxQueryEmbedder:
+    """`embed_query(text)` with onnxruntime; the same vector as Embedder.embed_query."""
+
+    def __init__(self, onnx_dir: str | os.PathLike, threads: Optional[int] = None):
+        # model.onnx is ORT's optimized graph with external weights (model.onnx.data); see _optimize.
+        import onnxruntime as ort
+        from tokenizers import Tokenizer
+
+        self.onnx_dir = Path(onnx_dir)
+        meta = read_meta(self.onnx_dir)
+        if meta is None:
+            raise FileNotFoundError(f"no ONNX export under {self.onnx_dir}")
+        pooling = meta["pooling"]
+        if pooling.get("mode") != "mean_tokens":
+            raise ValueError(f"unsupported pooling {pooling.get('mode')!r}")
+        self.meta = meta
+        self.normalize = bool(pooling.get("normalize", True))
+        self.max_length = int(pooling["max_seq_length"])
+        self.dim = int(meta["dim"])
+        self.name = meta.get("name") or os.path.basename(os.path.normpath(meta.get("source_model_path", "")))
+        self.model_path = meta.get("source_model_path")
+
+        tok = Tokenizer.from_file(str(self.onnx_dir / "tokenizer.json"))
+        tok.no_padding()
+        tok.enable_truncation(max_length=self.max_length)
+        self._tok = tok
+        opts = ort.SessionOptions()
+        opts.intra_op_num_threads = threads or max(1, min(2, os.cpu_count() or 1))
+        opts.inter_op_num_threads = 1
+        opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        opts.log_severity_level = 3
+        self._session = ort.InferenceSession(str(self.onnx_dir / "model.onnx"), sess_options=opts,
+                                             providers=["CPUExecutionProvider"])
+        self._inputs = {i.name for i in self._session.get_inputs()}
+        self._query_cache = functools.lru_cache(maxsize=2048)(self._embed_query)
+
+    def embed_batch(self, texts: list[str]) -> np.ndarray:
+        """Mean-pooled, normalized vectors for a few texts (padded to the longest)."""
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        encs = self._tok.encode_batch(list(texts))
+        n = max(len(e.ids) for e in encs)
+        ids = np.zeros((len(encs), n), dtype=np.int64)
+        mask = np.zeros((len(encs), n), dtype=np.int64)
+        types = np.zeros((len(encs), n), dtype=np.int64)
+        for i, e in enumerate(encs):
+            k = len(e.ids)
+            ids[i, :k] = e.ids
+            mask[i, :k] = e.attention_mask
+            types[i, :k] = e.type_ids
+        feed = {"input_ids": ids, "attention_mask": mask, "token_type_ids": types}
+        tokens = self._session.run([OUTPUT], {k: v for k, v in feed.items() if k in self._inputs})[0]
+        m = mask[:, :, None].astype(np.float32)
+        vecs = (tokens.astype(np.float32) * m).sum(axis=1) / np.clip(m.sum(axis=1), 1e-9, None)
+        if self.normalize:
+            vecs /= np.clip(np.linalg.norm(vecs, axis=1, keepdims=True), 1e-12, None)
+        return vecs.astype(np.float32)
+
+    def _embed_query(self, text: str) -> tuple[float, ...]:
+        return tuple(float(x) for x in self.embed_batch([text])[0])
+
+    def embed_query(self, text: str) -> list[float]:
+        return list(self._query_cache(text))
+
+
+def load_query_embedder(home: str | os.PathLike, model_path: str) -> Optional[OnnxQueryEmbedder]:
+    """The ONNX query embedder of `home/onnx/` if it is an export of the model at model_path, else None."""
+    if not enabled():
+        return None
+    d = Path(home) / ONNX_DIR
+    try:
+        fp = model_fingerprint(model_path)
+        if fp is None or not is_fresh(d, model_path, fp):
+            return None
+        key = (str(d.resolve()), _fp_key(fp))
+        with _lock:
+            emb = _loaded.get(key)
+            if emb is None:
+                emb = _loaded[key] = OnnxQueryEmbedder(d)
+        return emb
+    except Exception:  # a broken export must never break search: the torch path still works
+        return None
+
+
+# ---------------------------------------------------------------------------- export side
+def _export_model(auto_model, path: Path) -> None:
+    """torch.onnx.export of the HF transformer: (input_ids, attention_mask, token_type_ids) -> token embeddings."""
+    import warnings
+
+    import torch
+
+    class TokenEmbeddings(torch.nn.Module):
+        def __init__(self, m):
+            super().__init__()
+            self.m = m
+
+        def forward(self, input_ids, attention_mask, token_type_ids):
+            return self.m(input_ids=input_ids, attention_mask=attention_mask,
+                          token_type_ids=token_type_ids).last_hidden_state
+
+    wrapper = TokenEmbeddings(auto_model).eval()
+    ids = torch.tensor([[101, 7308, 2023, 102], [101, 2023, 102, 0]], dtype=torch.long)
+    mask = (ids != 0).long()
+    dyn = {n: {0: "batch", 1: "sequence"} for n in (*INPUTS, OUTPUT)}
+
+    patch = contextlib.nullcontext()
+    try:
+        import onnx  # noqa: F401
+    except ImportError:
+        # The TorchScript exporter imports `onnx` only to splice in onnxscript functions of custom
+        # op domains; this graph has none, so without the package that step is a no-op.
+        patch = _skip_onnxscript_functions()
+    with patch, warnings.catch_warnings(), torch.inference_mode(False), torch.no_grad():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(wrapper, (ids, mask, torch.zeros_like(ids)), str(path), input_names=list(INPUTS),
+                          output_names=[OUTPUT], dynamic_axes=dyn, opset_version=OPSET, do_constant_folding=True,
+                          dynamo=False)
+
+
+@contextlib.contextmanager
+def _skip_onnxscript_functions():
+    from torch.onnx._internal.torchscript_exporter import onnx_proto_utils as opu
+
+    orig = opu._add_onnxscript_fn
+    opu._add_onnxscript_fn = lambda model_bytes, custom_opsets: model_bytes
+    try:
+        yield
+    finally:
+        opu._add_onnxscript_fn = orig
+
+
+def _optimize(raw: Path, out: Path) -> list[str]:
+    """Save raw as ORT's pre-optimized graph (fused attention, layer norm, gelu) with the weights in
+    an external file, which loads ~3x faster than the raw export. EXTENDED, not ALL: the result
+    stays portable across CPUs. Returns the file names written."""
+    import onnxruntime as ort
+
+    data = out.name + ".data"
+    opts = ort.SessionOptions()
+    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED
+    opts.optimized_model_filepath = str(out)
+    opts.log_severity_level = 3
+    opts.add_session_config_entry("session.optimized_model_external_initializers_file_name", data)
+    opts.add_session_config_entry("session.optimized_model_external_initializers_min_size_in_bytes", "1024")
+    ort.InferenceSession(str(raw), sess_options=opts, providers=["CPUExecutionProvider"])
+    return [out.name, data] if (out.parent / data).is_file() else [out.name]
+
+
+def _check_against(onnx_dir: Path, embedder) -> None:
+    ox = OnnxQueryEmbedder(onnx_dir)
+    for text in PROBES:
+        a = np.asarray(ox.embed_query(text), dtype=np.float64)
+        b = np.asarray(embedder.embed_query(text), dtype=np.float64)
+        dist = 1.0 - float(a @ b / (np.linalg.norm(a) * np.linalg.norm(b)))
+        if not dist <= MAX_COS_DIST:
+            raise RuntimeError(f"ONNX export disagrees with torch on {text!r}: cosine distance {dist:.2e}")
+
+
+def _replace_dir(tmp: Path, out: Path) -> None:
+    """Move the finished tmp dir to out; an old out is renamed aside first and removed after."""
+    old = None
+    if out.exists():
+        old = out.with_name(f".{out.name}.old-{os.getpid()}-{threading.get_ident()}")
+        os.replace(out, old)
+    os.replace(tmp, out)
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
+
+
+def export_onnx(model_path: str, out_dir: str | os.PathLike, embedder=None) -> Path:
+    """Export the model at model_path to out_dir (model.onnx, tokenizer.json, meta.json), atomically.
+
+    `embedder` is a loaded kbase Embedder of that model (loaded with get_embedder if omitted);
+    the export is checked against its `embed_query` before it is published.
+    """
+    out = Path(out_dir)
+    model_path = str(model_path)
+    fp = model_fingerprint(model_path)
+    if fp is None:
+        raise FileNotFoundError(f"no weights file ({', '.join(WEIGHT_FILES)}) in {model_path}")
+    pooling = pooling_settings(model_path)
+    if pooling["mode"] != "mean_tokens":
+        raise ValueError(f"only mean pooling is supported, the model uses {pooling['mode']!r}")
+    if not (Path(model_path) / "tokenizer.json").is_file():
+        raise FileNotFoundError(f"no tokenizer.json in {model_path}")
+    if embedder is None:
+        from kbase.retrieval.embed import get_embedder
+
+        embedder = get_embedder(model_path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
+    os.chmod(tmp, 0o755)  # mkdtemp makes it 0700; a shared home is read by other users
+    try:
+        prior = _exported.get(_fp_key(fp))
+        if prior is not None and prior != out and is_fresh(prior, model_path, fp):
+            # Already exported in this process (another home): link or copy instead of re-tracing.
+            for name in [*read_meta(prior)["files"], "meta.json"]:
+                try:
+                    os.link(prior / name, tmp / name)
+                except OSError:
+                    shutil.copy2(prior / name, tmp / name)
+        else:
+            import onnxruntime
+            import torch
+
+            _export_model(embedder.model[0].auto_model, tmp / "raw.onnx")
+            files = _optimize(tmp / "raw.onnx", tmp / "model.onnx")
+            (tmp / "raw.onnx").unlink()
+            shutil.copy2(Path(model_path) / "tokenizer.json", tmp / "tokenizer.json")
+            pooling["max_seq_length"] = int(getattr(embedder, "full_length", pooling["max_seq_length"]))
+            meta = {
+                "format": FORMAT, "source_model_path": model_path, "name": getattr(embedder, "name", None),
+                "fingerprint": fp, "pooling": pooling, "dim": int(getattr(embedder, "dim", pooling["dim"])),
+                "files": [*files, "tokenizer.json"], "inputs": list(INPUTS), "output": OUTPUT, "opset": OPSET,
+                "torch": torch.__version__, "onnxruntime": onnxruntime.__version__,
+            }
+            (tmp / "meta.json").write_text(json.dumps(meta, indent=2, ensure_ascii=False), encoding="utf-8")
+            _check_against(tmp, embedder)
+        _replace_dir(tmp, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    _exported[_fp_key(fp)] = out
+    return out
+
+
+def ensure_onnx(home: str | os.PathLike, model_path: str, embedder=None) -> Optional[Path]:
+    """Export to home/onnx unless a fresh export is there already; returns the dir, or None if disabled."""
+    if not enabled():
+        return None
+    d = Path(home) / ONNX_DIR
+    if is_fresh(d, model_path):
+        return d
+    return export_onnx(model_path, d, embedder=embedder)

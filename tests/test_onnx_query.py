@@ -1,0 +1,177 @@
+"""The ONNX Runtime query embedder (retrieval/onnx_query.py): same vectors as the torch model,
+rejected when stale, used by KnowledgeBase.search without importing torch."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+from conftest import write_skill
+from kbase.api import KnowledgeBase
+from kbase.retrieval import onnx_query as OQ
+
+HEAVY = ("torch", "transformers", "sentence_transformers")
+
+LONG = " ".join(f"word{i} shared memory bank conflict warp shuffle" for i in range(100))  # ~600 words
+QUERIES = [
+    "warp reduction gives wrong sum",
+    "How do I avoid shared-memory bank conflicts in a tiled transpose?",
+    "共享内存 bank 冲突 转置",
+    "线程束 归约 结果不对",
+    "__shfl_down_sync(0xffffffff, val, offset)",
+    "tl.dot input_precision='ieee' TF32",
+    "  CUDA_ERROR_ILLEGAL_ADDRESS when pid * BLOCK_SIZE overflows int32  ",
+    "triton.autotune(configs=[...], key=['M', 'N'], reset_to_zero=['c_ptr'])",
+    "fp8 e4m3 vs e5m2 scaling — amax history?",
+    LONG,
+]
+
+TOPICS = {
+    "warp-shuffle-sum": ("Reduce within a warp with __shfl_down_sync and a full 0xffffffff mask.",
+                         "warp reduction gives wrong sum", "Lanes exchange registers with shfl.sync.down."),
+    "smem-bank-padding": ("Pad shared-memory tiles to tile[32][33] so a transpose has no bank conflicts.",
+                          "transpose kernel slow, shared memory bank conflicts", "32 banks of 4 bytes; stride 33 spreads columns."),
+    "tl-dot-tf32": ("fp32 tl.dot uses TF32 tensor cores unless input_precision='ieee' is passed.",
+                    "fp32 matmul in triton has 1e-3 relative error", "TF32 keeps 10 mantissa bits."),
+    "int64-offsets": ("Use int64 offsets when tensors exceed 2**31 elements.",
+                      "illegal memory access on a tensor with more than 2**31 elements", "pid * BLOCK wraps in int32."),
+}
+SEARCHES = ["__shfl_down_sync wrong sum", "共享内存 bank 冲突 转置", "tl.dot input_precision",
+            "my matmul is slightly inaccurate", "kernel crashes on huge tensors"]
+
+
+def _cos_dist(a, b) -> float:
+    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    return 1.0 - float(a @ b / (np.linalg.norm(a) * np.linalg.norm(b)))
+
+
+@pytest.fixture(scope="module")
+def onnx_dir(embedder, tmp_path_factory):
+    return OQ.export_onnx(embedder.model_path, tmp_path_factory.mktemp("onnxexport") / "onnx", embedder=embedder)
+
+
+@pytest.fixture(scope="module")
+def indexed(embedder, tmp_path_factory):
+    """A tiny root indexed through KnowledgeBase, which exports home/onnx after publishing."""
+    base = tmp_path_factory.mktemp("onnxkb")
+    root = base / "kb"
+    for name, (desc, trig, body) in TOPICS.items():
+        write_skill(root, name, description=desc, trigger=trig, body=body)
+    kb = KnowledgeBase(root=root, home=base / "home")
+    rep = kb.index()
+    assert not rep.problems
+    return kb
+
+
+def test_export_writes_model_tokenizer_and_meta(onnx_dir, embedder):
+    meta = json.loads((onnx_dir / "meta.json").read_text())
+    assert meta["source_model_path"] == embedder.model_path
+    assert meta["fingerprint"] == OQ.model_fingerprint(embedder.model_path)
+    assert meta["pooling"] == {"mode": "mean_tokens", "normalize": True, "max_seq_length": embedder.full_length,
+                               "dim": embedder.dim}
+    for f in meta["files"]:
+        assert (onnx_dir / f).is_file(), f
+    assert "tokenizer.json" in meta["files"]
+    assert not [p.name for p in onnx_dir.parent.iterdir() if p.name.startswith(".")]  # no temp dirs left
+
+
+def test_onnx_query_vectors_match_sentence_transformers(onnx_dir, embedder):
+    ox = OQ.OnnxQueryEmbedder(onnx_dir)
+    assert ox.dim == embedder.dim == 384 and ox.name
+    assert len(ox._tok.encode(LONG).ids) == embedder.full_length == 256  # the long query is truncated
+    for q in QUERIES:
+        got, want = ox.embed_query(q), embedder.embed_query(q)
+        assert len(got) == len(want)
+        assert abs(np.linalg.norm(got) - 1.0) < 1e-5
+        assert _cos_dist(got, want) < 1e-4, q
+    batch = ox.embed_batch(QUERIES[:4])  # padded batch == one at a time
+    for q, v in zip(QUERIES[:4], batch):
+        assert _cos_dist(v, ox.embed_query(q)) < 1e-6
+
+
+def test_load_query_embedder_rejects_a_stale_or_missing_export(onnx_dir, embedder, tmp_path):
+    home = tmp_path / "home"
+    assert OQ.load_query_embedder(home, embedder.model_path) is None  # nothing exported
+    shutil.copytree(onnx_dir, home / "onnx")
+    good = OQ.load_query_embedder(home, embedder.model_path)
+    assert isinstance(good, OQ.OnnxQueryEmbedder)
+    # Another model (here: a folder with different weights) does not match the export.
+    other = tmp_path / "other-model"
+    other.mkdir()
+    (other / "model.safetensors").write_bytes(b"not the same weights")
+    assert OQ.load_query_embedder(home, str(other)) is None
+    # A fingerprint that no longer matches the weights makes the export stale.
+    meta_f = home / "onnx" / "meta.json"
+    meta = json.loads(meta_f.read_text())
+    meta["fingerprint"]["mtime_ns"] -= 1
+    meta_f.write_text(json.dumps(meta))
+    assert OQ.load_query_embedder(home, embedder.model_path) is None
+    # So does a missing file.
+    meta["fingerprint"] = OQ.model_fingerprint(embedder.model_path)
+    meta_f.write_text(json.dumps(meta))
+    (home / "onnx" / "tokenizer.json").unlink()
+    assert OQ.load_query_embedder(home, embedder.model_path) is None
+
+
+def test_index_exports_and_search_uses_onnx_with_the_same_hits(indexed, embedder, tmp_path):
+    kb = indexed
+    assert OQ.is_fresh(kb.home / "onnx", embedder.model_path)
+    assert isinstance(kb.query_embedder(), OQ.OnnxQueryEmbedder)
+    assert kb.query_embedder() is kb.query_embedder()  # cached on the instance
+    assert kb.embedder() is embedder  # indexing still uses the torch model
+
+    torch_kb = KnowledgeBase(root=kb.root, home=kb.home)
+    torch_kb._query_embedder = embedder  # the torch path, for comparison
+    for q in SEARCHES:
+        for mode in ("hybrid", "dense"):
+            a = kb.search(q, k=4, mode=mode)
+            b = torch_kb.search(q, k=4, mode=mode)
+            assert a[0].id == b[0].id, (q, mode)
+            if mode == "dense":
+                assert [h.id for h in a] == [h.id for h in b], q
+    assert kb.search("__shfl_down_sync wrong sum", k=1)[0].id == "warp-shuffle-sum"
+
+    # A second index with nothing changed leaves the export alone.
+    before = (kb.home / "onnx" / "meta.json").stat().st_mtime_ns
+    kb.index()
+    assert (kb.home / "onnx" / "meta.json").stat().st_mtime_ns == before
+
+
+def test_search_in_a_fresh_process_does_not_import_torch(indexed):
+    kb = indexed
+    code = textwrap.dedent(f"""
+        import sys
+        from kbase.api import KnowledgeBase
+        kb = KnowledgeBase(root={str(kb.root)!r}, home={str(kb.home)!r})
+        hits = kb.search("warp reduction gives wrong sum", k=2)
+        dense = kb.search("my matmul is slightly inaccurate", k=1, mode="dense")
+        heavy = [m for m in {HEAVY!r} if m in sys.modules]
+        assert not heavy, heavy
+        print(type(kb.query_embedder()).__name__, hits[0].id, dense[0].id)
+    """)
+    env = {k: v for k, v in os.environ.items() if k != "KBASE_ONNX"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["OnnxQueryEmbedder", "warp-shuffle-sum", "tl-dot-tf32"]
+
+
+def test_a_failed_export_warns_and_the_index_still_succeeds(embedder, kb_root, tmp_path, monkeypatch, capsys):
+    write_skill(kb_root, "warp-shuffle-sum")
+
+    def boom(*a, **kw):
+        raise RuntimeError("no exporter here")
+
+    monkeypatch.setattr(OQ, "export_onnx", boom)
+    kb = KnowledgeBase(root=kb_root, home=tmp_path / "home")
+    rep = kb.index()
+    assert rep.entries == 1 and rep.generation
+    assert "ONNX query model not exported" in capsys.readouterr().err
+    assert not (kb.home / "onnx").exists()
+    assert kb.query_embedder() is embedder  # falls back to torch
+    assert kb.search("warp reduction gives wrong sum", k=1)[0].id == "warp-shuffle-sum"
