@@ -68,7 +68,7 @@ class KnowledgeBase:
 
     def warm_up(self) -> None:
         """Load the model, the index and the vector store now, not on the first query."""
-        self.embedder().embed_query("warm up")
+        self.query_embedder().embed_query("warm up")
         if self.searcher().index() is not None:
             self.searcher().store().count()
         self.statuses()  # parses every skill and reads the ledger once; later calls hit its cache
