@@ -18,6 +18,18 @@ from kbase.schema import Entry
 RRF_K = 5
 WEIGHTS = (2.0, 1.0)  # (bm25, dense)
 CANDIDATES = 100  # per retriever, entry level
+# The embedding model splits identifiers and paths into word pieces that carry little
+# meaning, so the more of the query is code, the less the dense list counts:
+# weight = max(0, 1 - CODE_SLOPE * share of code-like words). Tuned with the skills dev set
+# and the PR-archive query set together (bench/bench_search.py, bench/bench_archive_eval.py).
+CODE_SLOPE = 5.0
+_CODE_WORD = re.compile(r"[A-Za-z0-9]_[A-Za-z0-9]|[a-z][A-Z]|\w\.\w|/|::|\(\)")
+
+
+def dense_weight(query: str) -> float:
+    words = query.split()
+    code = sum(bool(_CODE_WORD.search(w)) for w in words)
+    return max(0.0, 1.0 - CODE_SLOPE * code / max(1, len(words)))
 MODES = ("hybrid", "bm25", "dense")
 
 
@@ -168,8 +180,12 @@ class Searcher:
         lists = []
         if mode in ("hybrid", "bm25"):
             lists.append((weights[0], self._bm25(idx, exp.lexical, mask)))
-        if mode in ("hybrid", "dense"):
-            lists.append((weights[1], self._dense(idx, exp.dense, kind, repo, tags)))
+        if mode == "dense":
+            lists.append((1.0, self._dense(idx, exp.dense, kind, repo, tags)))
+        elif mode == "hybrid":
+            w_dense = weights[1] * dense_weight(query)
+            if w_dense > 0:
+                lists.append((w_dense, self._dense(idx, exp.dense, kind, repo, tags)))
         fused: dict[int, float] = {}
         best_chunk: dict[int, tuple[float, int]] = {}
         for w, ranked in lists:
