@@ -69,9 +69,9 @@ class VectorStore:
 
     def query(self, vector: list[float], n: int, where: dict[str, Any] | None = None) -> list[tuple[str, float]]:
         """(chunk id, cosine similarity) best first."""
-        total = self.col.count()
-        if total == 0:
+        # chromadb >= 1.5 caps n_results at the collection size itself; asking count() first
+        # would cost a round trip per query against a server.
+        res = self.col.query(query_embeddings=[vector], n_results=n, where=where or None, include=["distances"])
+        if not res["ids"]:
             return []
-        res = self.col.query(query_embeddings=[vector], n_results=min(n, total), where=where or None,
-                             include=["distances"])
         return [(cid, 1.0 - float(d)) for cid, d in zip(res["ids"][0], res["distances"][0])]
