@@ -33,7 +33,7 @@ def _kb(root: Optional[str]):
     return KnowledgeBase(root=root)
 
 
-def _run_index(kb, quiet: bool = False):
+def _run_index(kb, quiet: bool = False, gc: bool = True):
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     with Progress(TextColumn("[bold]{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
@@ -43,26 +43,13 @@ def _run_index(kb, quiet: bool = False):
         def cb(stage: str, done: int, total: int) -> None:
             prog.update(task, description=stage, completed=done, total=total)
 
-        return kb.index(progress=cb)
+        return kb.index(progress=cb, gc=gc)
 
 
 def index(root: Optional[str] = RootOpt, as_json: bool = JsonOpt,
           no_gc: bool = typer.Option(False, "--no-gc", help="keep vectors of removed entries (shared Chroma server readers)")) -> None:
     """Build or update the hybrid index (only changed entries are re-embedded)."""
-    kb = _kb(root)
-    from kbase.retrieval.indexer import build_index
-
-    def run():
-        from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
-
-        with Progress(TextColumn("[bold]{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
-                      TimeElapsedColumn(), console=err_console, transient=True) as prog:
-            task = prog.add_task("indexing", total=None)
-            return build_index(kb.root, kb.home, kb.embedder, kb.settings.chroma_url,
-                               progress=lambda s, d, t: prog.update(task, description=s, completed=d, total=t),
-                               gc=not no_gc)
-
-    rep = run()
+    rep = _run_index(_kb(root), gc=not no_gc)
     if as_json:
         print_json(rep.as_dict())
     else:
