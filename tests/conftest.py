@@ -68,6 +68,24 @@ def write_skill(root: Path, name: str, text: str | None = None, **kw) -> Path:
     return f
 
 
+# Four small skills on distinct topics, for index/search tests.
+TOPICS = {
+    "warp-shuffle-sum": ("Reduce within a warp with __shfl_down_sync and a full 0xffffffff mask.",
+                         "warp reduction gives wrong sum", "Lanes exchange registers with shfl.sync.down."),
+    "smem-bank-padding": ("Pad shared-memory tiles to tile[32][33] so a transpose has no bank conflicts.",
+                          "transpose kernel slow, shared memory bank conflicts", "32 banks of 4 bytes; stride 33 spreads columns."),
+    "tl-dot-tf32": ("fp32 tl.dot uses TF32 tensor cores unless input_precision='ieee' is passed.",
+                    "fp32 matmul in triton has 1e-3 relative error", "TF32 keeps 10 mantissa bits."),
+    "int64-offsets": ("Use int64 offsets when tensors exceed 2**31 elements.",
+                      "illegal memory access on a tensor with more than 2**31 elements", "pid * BLOCK wraps in int32."),
+}
+
+
+def write_topic_skills(root: Path) -> None:
+    for name, (desc, trig, body) in TOPICS.items():
+        write_skill(root, name, description=desc, trigger=trig, body=body)
+
+
 @pytest.fixture
 def kb_root(tmp_path):
     root = tmp_path / "kb"

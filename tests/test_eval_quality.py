@@ -1,7 +1,6 @@
 """Retrieval quality gate on the dev evaluation set (tests/eval/skills_*.yaml)."""
 from __future__ import annotations
 
-from pathlib import Path
 
 import pytest
 

@@ -1,8 +1,6 @@
 """The agent-access commands on a machine without the server packages, and `kbase serve` for real."""
 from __future__ import annotations
 
-import json
-import os
 import subprocess
 import sys
 

@@ -8,28 +8,17 @@ import sys
 
 import pytest
 
-from conftest import skill_text, write_skill
+from conftest import TOPICS, write_skill, write_topic_skills
 from kbase.api import KnowledgeBase
 
 SERVER = os.environ.get("KBASE_TEST_CHROMA_URL")
 MODES = ["embedded"] + (["server"] if SERVER else [])
 
-TOPICS = {
-    "warp-shuffle-sum": ("Reduce within a warp with __shfl_down_sync and a full 0xffffffff mask.",
-                         "warp reduction gives wrong sum", "Lanes exchange registers with shfl.sync.down."),
-    "smem-bank-padding": ("Pad shared-memory tiles to tile[32][33] so a transpose has no bank conflicts.",
-                          "transpose kernel slow, shared memory bank conflicts", "32 banks of 4 bytes; stride 33 spreads columns."),
-    "tl-dot-tf32": ("fp32 tl.dot uses TF32 tensor cores unless input_precision='ieee' is passed.",
-                    "fp32 matmul in triton has 1e-3 relative error", "TF32 keeps 10 mantissa bits."),
-    "int64-offsets": ("Use int64 offsets when tensors exceed 2**31 elements.",
-                      "illegal memory access on a tensor with more than 2**31 elements", "pid * BLOCK wraps in int32."),
-}
 
 
 @pytest.fixture(params=MODES)
 def kb(request, kb_root, embedder, tmp_path):
-    for name, (desc, trig, body) in TOPICS.items():
-        write_skill(kb_root, name, description=desc, trigger=trig, body=body)
+    write_topic_skills(kb_root)
     url = SERVER if request.param == "server" else None
     home = tmp_path / "home"
     if url:
@@ -141,8 +130,7 @@ def test_get_returns_sections(kb):
 
 
 def test_cli_search_json_shape(kb_root, tmp_path):
-    for name, (desc, trig, body) in TOPICS.items():
-        write_skill(kb_root, name, description=desc, trigger=trig, body=body)
+    write_topic_skills(kb_root)
     env = {**os.environ, "KBASE_HOME": str(tmp_path / "clihome")}
     out = subprocess.run([sys.executable, "-m", "kbase.cli", "search", "shared memory bank conflicts", "--root",
                           str(kb_root), "--json", "-k", "2"], env=env, capture_output=True, text=True, timeout=300)

@@ -12,7 +12,7 @@ import textwrap
 import numpy as np
 import pytest
 
-from conftest import write_skill
+from conftest import write_skill, write_topic_skills
 from kbase.api import KnowledgeBase
 from kbase.retrieval import onnx_query as OQ
 
@@ -32,16 +32,6 @@ QUERIES = [
     LONG,
 ]
 
-TOPICS = {
-    "warp-shuffle-sum": ("Reduce within a warp with __shfl_down_sync and a full 0xffffffff mask.",
-                         "warp reduction gives wrong sum", "Lanes exchange registers with shfl.sync.down."),
-    "smem-bank-padding": ("Pad shared-memory tiles to tile[32][33] so a transpose has no bank conflicts.",
-                          "transpose kernel slow, shared memory bank conflicts", "32 banks of 4 bytes; stride 33 spreads columns."),
-    "tl-dot-tf32": ("fp32 tl.dot uses TF32 tensor cores unless input_precision='ieee' is passed.",
-                    "fp32 matmul in triton has 1e-3 relative error", "TF32 keeps 10 mantissa bits."),
-    "int64-offsets": ("Use int64 offsets when tensors exceed 2**31 elements.",
-                      "illegal memory access on a tensor with more than 2**31 elements", "pid * BLOCK wraps in int32."),
-}
 SEARCHES = ["__shfl_down_sync wrong sum", "共享内存 bank 冲突 转置", "tl.dot input_precision",
             "my matmul is slightly inaccurate", "kernel crashes on huge tensors"]
 
@@ -61,8 +51,7 @@ def indexed(embedder, tmp_path_factory):
     """A tiny root indexed through KnowledgeBase, which exports home/onnx after publishing."""
     base = tmp_path_factory.mktemp("onnxkb")
     root = base / "kb"
-    for name, (desc, trig, body) in TOPICS.items():
-        write_skill(root, name, description=desc, trigger=trig, body=body)
+    write_topic_skills(root)
     kb = KnowledgeBase(root=root, home=base / "home")
     rep = kb.index()
     assert not rep.problems

@@ -8,7 +8,6 @@ import sys
 import pytest
 
 from conftest import skill_text, write_skill
-from kbase.ingest.markdown import DocumentError
 from kbase.ingest.skills import lint_paths, load_skill, skill_entry
 
 
