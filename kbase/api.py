@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import Callable, Optional
 
@@ -101,7 +102,9 @@ class KnowledgeBase:
     # ------------------------------------------------------------------ search
     def search(self, query: str, k: int = 5, kind: Optional[str] = None, repo: Optional[str] = None,
                tags: Optional[list[str]] = None, status: Optional[list[str] | str] = None,
-               mode: str = "hybrid", auto_index: bool = True) -> list[Hit]:
+               mode: str = "hybrid", auto_index: bool = True,
+               since: Optional[str] = None, until: Optional[str] = None) -> list[Hit]:
+        """`since`/`until` (YYYY-MM-DD, inclusive) keep only dated entries (PR cards) in that range."""
         from kbase.retrieval.searcher import make_snippet
 
         if not query or not query.strip():
@@ -113,7 +116,10 @@ class KnowledgeBase:
                 raise NotIndexed(f"no index under {self.home}; run `kbase index`")
             self.index()
         wanted = {status} if isinstance(status, str) else set(status or [])
-        cands = self.searcher().search(query, k=k, kind=kind, repo=repo, tags=tags, mode=mode)
+        for name, day in (("since", since), ("until", until)):
+            if day is not None and not re.fullmatch(r"\d{4}-\d{2}-\d{2}", day):
+                raise ValueError(f"{name} must be a date like 2025-01-31, got {day!r}")
+        cands = self.searcher().search(query, k=k, kind=kind, repo=repo, tags=tags, mode=mode, since=since, until=until)
         statuses = self.statuses() if any(c.entry.kind == "skill" for c in cands) else {}
         hits: list[Hit] = []
         for c in cands:

@@ -62,8 +62,9 @@ class LoadedIndex:
         self.repo = np.asarray([e.repo or "" for e in self.entries])
         self.lexical = Lexical(gen.path / "bm25")
 
-    def entry_mask(self, kind: Optional[str], repo: Optional[str], tags: Optional[list[str]]) -> Optional[np.ndarray]:
-        if not (kind or repo or tags):
+    def entry_mask(self, kind: Optional[str], repo: Optional[str], tags: Optional[list[str]],
+                   since: Optional[str] = None, until: Optional[str] = None) -> Optional[np.ndarray]:
+        if not (kind or repo or tags or since or until):
             return None
         mask = np.ones(len(self.entries), dtype=bool)
         if kind:
@@ -72,6 +73,11 @@ class LoadedIndex:
             mask &= self.repo == repo
         for t in tags or []:
             mask &= np.fromiter((t in e.tags for e in self.entries), dtype=bool, count=len(self.entries))
+        if since or until:
+            # ISO dates compare as strings on their YYYY-MM-DD prefix; undated entries (skills) drop out
+            days = [(e.date or "")[:10] for e in self.entries]
+            mask &= np.fromiter((bool(d) and (not since or d >= since) and (not until or d <= until) for d in days),
+                                dtype=bool, count=len(days))
         return mask
 
 
@@ -148,7 +154,7 @@ class Searcher:
     def _bm25(self, idx: LoadedIndex, text: str, mask) -> list[tuple[int, int, float]]:
         return _best_per_entry(idx.lexical.scores(text), idx, mask)
 
-    def _dense(self, idx: LoadedIndex, text: str, kind, repo, tags) -> list[tuple[int, int, float]]:
+    def _dense(self, idx: LoadedIndex, text: str, kind, repo, tags, mask=None) -> list[tuple[int, int, float]]:
         vec = self._embedder_factory().embed_query(text)
         rows = self.store().query(vec, n=CANDIDATES * 3, where=_where(kind, repo, tags))
         out, seen = [], set()
@@ -162,12 +168,13 @@ class Searcher:
                 if e is None:
                     continue
                 p = -1
-            if e not in seen:
+            if e not in seen and (mask is None or mask[e]):
                 seen.add(e)
                 out.append((e, p, sim))
         return out
 
     def search(self, query: str, k: int = 5, kind=None, repo=None, tags=None, mode: str = "hybrid",
+               since: Optional[str] = None, until: Optional[str] = None,
                weights: tuple[float, float] = WEIGHTS) -> list[Candidate]:
         if mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}")
@@ -176,16 +183,16 @@ class Searcher:
             return []
         tags = [normalize_tag(t) for t in tags or []]
         exp = expand(query)
-        mask = idx.entry_mask(kind, repo, tags)
+        mask = idx.entry_mask(kind, repo, tags, since, until)
         lists = []
         if mode in ("hybrid", "bm25"):
             lists.append((weights[0], self._bm25(idx, exp.lexical, mask)))
         if mode == "dense":
-            lists.append((1.0, self._dense(idx, exp.dense, kind, repo, tags)))
+            lists.append((1.0, self._dense(idx, exp.dense, kind, repo, tags, mask)))
         elif mode == "hybrid":
             w_dense = weights[1] * dense_weight(query)
             if w_dense > 0:
-                lists.append((w_dense, self._dense(idx, exp.dense, kind, repo, tags)))
+                lists.append((w_dense, self._dense(idx, exp.dense, kind, repo, tags, mask)))
         fused: dict[int, float] = {}
         best_chunk: dict[int, tuple[float, int]] = {}
         for w, ranked in lists:

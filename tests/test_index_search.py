@@ -165,3 +165,25 @@ def test_import_and_help_stay_light():
     subprocess.run([sys.executable, "-c", code], check=True)
     out = subprocess.run([sys.executable, "-m", "kbase.cli", "--help"], capture_output=True, text=True)
     assert out.returncode == 0 and "search" in out.stdout
+
+
+def test_date_filters_keep_dated_entries_in_range(kb, kb_root):
+    from kbase.retrieval.indexer import build_index
+    from kbase.schema import Chunk, Entry
+
+    cards = []
+    for n, day in ((101, "2024-03-01T10:00:00+08:00"), (202, "2025-07-15T09:30:00-07:00")):
+        eid = f"pr:demo#{n}"
+        text = f"Fuse rmsnorm into the attention prologue, PR {n}"
+        cards.append(Entry(id=eid, kind="pr", title=text, path=f"pr_archive/demo/{n}.md", content_hash=f"h{n}" * 8,
+                           chunks=[Chunk(id=f"{eid}::0", entry_id=eid, kind="pr", section="summary", text=text,
+                                         line=1, path=f"pr_archive/demo/{n}.md")],
+                           tags=["repo=demo"], repo="demo", pr=n, date=day))
+    build_index(kb.root, kb.home, kb.embedder, kb.settings.chroma_url, extra_entries=cards)
+    q = "fuse rmsnorm attention prologue"
+    assert {h.id for h in kb.search(q, k=10, kind="pr")} == {"pr:demo#101", "pr:demo#202"}
+    assert [h.id for h in kb.search(q, k=10, since="2025-01-01")] == ["pr:demo#202"]
+    assert [h.id for h in kb.search(q, k=10, until="2024-12-31")] == ["pr:demo#101"]
+    assert kb.search(q, k=10, since="2026-01-01") == []
+    with pytest.raises(ValueError):
+        kb.search(q, since="last week")

@@ -71,6 +71,8 @@ def search(query: str = typer.Argument(..., help="what you are looking for: a sy
            tag: List[str] = typer.Option([], "--tag", help="key=value, e.g. archs=sm90 (repeatable)"),
            status: List[str] = typer.Option([], "--status", help="only entries with this status (repeatable)"),
            mode: str = typer.Option("hybrid", "--mode", help="hybrid, bm25 or dense"),
+           since: Optional[str] = typer.Option(None, "--since", help="only PR cards dated on or after YYYY-MM-DD"),
+           until: Optional[str] = typer.Option(None, "--until", help="only PR cards dated on or before YYYY-MM-DD"),
            root: Optional[str] = RootOpt, as_json: bool = JsonOpt) -> None:
     """Search skills and PR cards (builds the index on first use)."""
     kb = _kb(root)
@@ -79,7 +81,8 @@ def search(query: str = typer.Argument(..., help="what you are looking for: a sy
         for p in rep.problems:
             typer.echo(str(p), err=True)
     try:
-        hits = kb.search(query, k=k, kind=kind, repo=repo, tags=tag, status=status or None, mode=mode)
+        hits = kb.search(query, k=k, kind=kind, repo=repo, tags=tag, status=status or None, mode=mode,
+                         since=since, until=until)
     except ValueError as exc:
         raise fail(str(exc))
     if as_json:
