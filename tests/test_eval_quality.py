@@ -33,6 +33,17 @@ def test_dev_set_is_well_formed(dev_set):
     assert not unknown, f"eval queries expect skills that do not exist: {unknown}"
 
 
+def test_every_skill_has_an_error_or_symptom_query(dev_set):
+    per_skill: dict[str, list] = {}
+    for q in dev_set:
+        for e in q.expected:
+            per_skill.setdefault(e, []).append(q)
+    names = sorted(p.name for p in (REPO / "skills").iterdir() if (p / "SKILL.md").exists())
+    thin = [n for n in names if len(per_skill.get(n, [])) < 2]
+    no_symptom = [n for n in names if not any(q.type in ("error", "symptom") for q in per_skill.get(n, []))]
+    assert not thin and not no_symptom, {"fewer than 2 queries": thin, "no error/symptom query": no_symptom}
+
+
 def test_hybrid_hit_at_5_stays_above_0_9(real_kb, dev_set):
     res = evaluate(real_kb, dev_set, methods=("hybrid",), kind="skill")["hybrid"]
     assert res.hit5 >= 0.9, f"hybrid Hit@5 {res.hit5:.3f} < 0.9; misses: {res.misses}"
