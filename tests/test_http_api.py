@@ -196,3 +196,12 @@ def test_a_server_without_an_index_answers_503_then_picks_up_a_new_index(tmp_pat
         KnowledgeBase(root=tmp_path, home=tmp_path / ".kbase", chroma_url="").index()  # e.g. a cron job
         r = c.get("/search", params={"q": name.replace("-", " ")})
         assert r.status_code == 200 and r.json()["hits"][0]["id"] == name
+
+
+
+def test_search_by_date(api):
+    bad = api.get("/search", params={"q": "warp", "since": "yesterday"})
+    assert bad.status_code == 400 and "since" in bad.json()["error"]["message"]
+    _no_trace(bad)
+    ok = api.get("/search", params={"q": "warp", "since": "2020-01-01"})
+    assert ok.status_code == 200 and ok.json()["hits"] == []  # skills are undated; only PR cards pass

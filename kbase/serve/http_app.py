@@ -84,9 +84,11 @@ def create_app(service: Service):
         tag: List[str] = Query([], description="key=value, repeatable (e.g. archs=sm90)"),
         status: List[str] = Query([], description="only entries with this status, repeatable"),
         mode: Optional[str] = Query(None, description="hybrid (default), bm25 or dense"),
+        since: Optional[str] = Query(None, description="only PR cards dated on or after YYYY-MM-DD"),
+        until: Optional[str] = Query(None, description="only PR cards dated on or before YYYY-MM-DD"),
     ) -> dict:
         return _search({"query": q if q is not None else query, "k": k, "kind": kind, "repo": repo, "tags": tag,
-                        "status": status, "mode": mode})
+                        "status": status, "mode": mode, "since": since, "until": until})
 
     @app.post("/search", summary="Search, with the arguments in a JSON body")
     def search_post(body: dict = Body(..., examples=[{"query": "illegal memory access", "k": 5}])) -> dict:

@@ -86,10 +86,11 @@ def build_server(service: Service):
     @srv.tool(annotations=ToolAnnotations(title="Search kbase", **ro), structured_output=False)
     def search(query: str, k: int = P.DEFAULT_K, kind: Optional[str] = None, repo: Optional[str] = None,
                tags: Optional[list[str]] = None, status: Optional[list[str]] = None,
+               since: Optional[str] = None, until: Optional[str] = None,
                max_chars: int = P.DEFAULT_MAX_CHARS) -> str:
         """Find skills and PR cards for a symptom, error message or topic; compact hits, then use get."""
         args = {"query": query, "k": k, "kind": kind, "repo": repo, "tags": tags or [], "status": status or [],
-                "mode": "hybrid"}
+                "mode": "hybrid", "since": _run(P.check_day, "since", since), "until": _run(P.check_day, "until", until)}
         hits = _run(service.search, args)
         return fit_hits(query, [compact_hit(h) for h in hits], max_chars)
 

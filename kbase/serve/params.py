@@ -45,7 +45,7 @@ ALIASES: dict[str, dict[str, str]] = {
     "stale": {"budget": "max_chars", "maxChars": "max_chars"},
 }
 KNOWN_ARGS: dict[str, tuple[str, ...]] = {
-    "search": ("query", "k", "kind", "repo", "tags", "status", "max_chars", "mode"),
+    "search": ("query", "k", "kind", "repo", "tags", "status", "max_chars", "mode", "since", "until"),
     "get": ("id", "section", "max_chars"),
     "history": ("repo", "family", "max_chars"),
     "stale": ("max_chars",),
@@ -137,6 +137,13 @@ def check_mode(v: Any) -> str:
     return v
 
 
+def check_day(name: str, v: Any) -> Optional[str]:
+    v = _opt_str(name, v)
+    if v is not None and not re.fullmatch(r"\d{4}-\d{2}-\d{2}", v):
+        raise ParamError(f"{name} must be a date like 2025-01-31, got {v[:40]!r}")
+    return v
+
+
 def check_slug(name: str, v: Any, required: bool = False) -> Optional[str]:
     v = _opt_str(name, v)
     if v is None:
@@ -223,5 +230,7 @@ def search_args(raw: dict[str, Any]) -> dict[str, Any]:
         "tags": check_tags(raw.get("tags")),
         "status": check_status(raw.get("status")),
         "mode": check_mode(raw.get("mode")),
+        "since": check_day("since", raw.get("since")),
+        "until": check_day("until", raw.get("until")),
         "max_chars": check_max_chars(raw.get("max_chars")),
     }

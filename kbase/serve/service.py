@@ -87,7 +87,8 @@ class Service:
         try:
             return self.kb.search(args["query"], k=args["k"], kind=args["kind"], repo=args["repo"],
                                   tags=args["tags"] or None, status=args["status"] or None,
-                                  mode=args.get("mode", "hybrid"), auto_index=False)
+                                  mode=args.get("mode", "hybrid"), auto_index=False,
+                                  since=args.get("since"), until=args.get("until"))
         except NotIndexed as exc:
             raise Unavailable(str(exc)) from None
         except ValueError as exc:  # the API's own argument checks
