@@ -53,8 +53,11 @@ class RunOutcome:
     at: str = ""
 
     def result_dict(self) -> dict:
-        return {"skill": self.skill, "tier": self.tier, "verdict": self.verdict,
-                "duration_s": round(self.duration_s, 3), "line": self.line, "message": self.message}
+        """The public `--json` row: shaped (and checked) by kbase.schema.RunResult."""
+        from kbase.schema import RunResult
+
+        return RunResult(skill=self.skill, tier=self.tier, verdict=self.verdict, duration_s=round(self.duration_s, 3),
+                         line=self.line, message=self.message).model_dump(mode="json")
 
 
 @dataclass
