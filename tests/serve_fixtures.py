@@ -27,38 +27,10 @@ N_SKILLS = 4
 
 def synthetic_skill(name: str, topic: str, marker: str = "") -> str:
     """A tiny valid SKILL.md about `topic`; `marker` is a word only this skill contains."""
-    return f"""---
-name: {name}
-description: Synthetic test skill about {topic}. {marker}
-trigger:
-  - "{topic} {marker}"
-steps:
-  - "Check the {topic} first. {marker}"
-failure_modes:
-  - symptom: "{topic} goes wrong"
-    cause: "the {topic} was not checked"
-    fix: "check the {topic}"
-verification:
-  tiers: [cpu-interpret]
-  timeout_s: 60
-  asserts: "the snippet exits 0"
-audit:
-  date: 2026-11-01
-tags:
-  languages: [python]
----
-# {topic.capitalize()} ({name})
+    from conftest import skill_text
 
-## Why
-
-Because the {topic} matters. {marker}
-
-## Verification
-
-```python verify
-assert 1 + 1 == 2
-```
-"""
+    return skill_text(name, description=f"Synthetic test skill about {topic}. {marker}",
+                      trigger=f"{topic} {marker}", body=f"Because the {topic} matters. {marker}")
 
 
 def copy_skills(dest_root: Path, n: int = N_SKILLS) -> list[str]:
