@@ -10,6 +10,7 @@ card facts at run time, so no history content is stored in the repository.
 
 Writes bench/results/bench_archive_eval.json (with every query and its ranks) and prints Hit@5 and MRR@10.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -29,23 +30,52 @@ from common import SHARED, write_result  # noqa: E402
 
 HISTORIES = ("lmdeploy", "flashinfer")
 K_HIT, K_MRR = 5, 10
-STOP = {"the", "and", "for", "with", "from", "into", "when", "that", "this", "add", "fix", "support", "update",
-        "use", "using", "of", "to", "in", "on", "a", "an", "by", "is", "be", "feat", "misc", "bugfix", "refactor"}
+STOP = {
+    "the",
+    "and",
+    "for",
+    "with",
+    "from",
+    "into",
+    "when",
+    "that",
+    "this",
+    "add",
+    "fix",
+    "support",
+    "update",
+    "use",
+    "using",
+    "of",
+    "to",
+    "in",
+    "on",
+    "a",
+    "an",
+    "by",
+    "is",
+    "be",
+    "feat",
+    "misc",
+    "bugfix",
+    "refactor",
+}
 
 # (template id, language, text). {symbol} {family} {repo} {path} {title} {words} {category}
 TEMPLATES = {
-    "symbol": [("en", "which PR changed {symbol} in {family}"),
-               ("en", "{repo} PR that touched {symbol}"),
-               ("zh", "哪个 PR 修改了 {family} 的 {symbol}"),
-               ("zh", "{repo} 中改动 {symbol} 的 PR")],
-    "revert": [("en", "which PR reverted \"{title}\""),
-               ("zh", "哪个 PR 回滚了 {title}")],
-    "title": [("en", "{repo} PR about {words}"),
-              ("zh", "关于 {words} 的 PR")],
-    "path": [("en", "PRs that changed {path}"),
-             ("zh", "修改 {path} 的 PR")],
-    "category": [("en", "{category} PR in {family} touching {symbol}"),
-                 ("zh", "{family} 里涉及 {symbol} 的量化 PR")],
+    "symbol": [
+        ("en", "which PR changed {symbol} in {family}"),
+        ("en", "{repo} PR that touched {symbol}"),
+        ("zh", "哪个 PR 修改了 {family} 的 {symbol}"),
+        ("zh", "{repo} 中改动 {symbol} 的 PR"),
+    ],
+    "revert": [("en", 'which PR reverted "{title}"'), ("zh", "哪个 PR 回滚了 {title}")],
+    "title": [("en", "{repo} PR about {words}"), ("zh", "关于 {words} 的 PR")],
+    "path": [("en", "PRs that changed {path}"), ("zh", "修改 {path} 的 PR")],
+    "category": [
+        ("en", "{category} PR in {family} touching {symbol}"),
+        ("zh", "{family} 里涉及 {symbol} 的量化 PR"),
+    ],
 }
 
 
@@ -54,19 +84,43 @@ def replay_and_mine(work: Path, limit: int | None) -> Path:
     for name in HISTORIES:
         repo = work / f"{name}-replay"
         if not repo.exists():
-            cmd = [sys.executable, str(SHARED / "tools" / "replay_history.py"),
-                   str(SHARED / "data" / "histories" / f"{name}.jsonl"), str(repo)]
+            cmd = [
+                sys.executable,
+                str(SHARED / "tools" / "replay_history.py"),
+                str(SHARED / "data" / "histories" / f"{name}.jsonl"),
+                str(repo),
+            ]
             if limit:
                 cmd += ["--limit", str(limit)]
             subprocess.run(cmd, check=True, capture_output=True)
-        subprocess.run([sys.executable, "-m", "kbase.cli", "mine", "--repo", str(repo), "--name", name, "--root", str(root),
-                        "--recipe", str(REPO_ROOT / "pr_archive" / "recipes" / f"{name}.yaml"), "--json"],
-                       check=True, capture_output=True)
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "kbase.cli",
+                "mine",
+                "--repo",
+                str(repo),
+                "--name",
+                name,
+                "--root",
+                str(root),
+                "--recipe",
+                str(REPO_ROOT / "pr_archive" / "recipes" / f"{name}.yaml"),
+                "--json",
+            ],
+            check=True,
+            capture_output=True,
+        )
     return root
 
 
 def _words(title: str, n: int, rng: random.Random) -> str:
-    toks = [t for t in re.findall(r"[A-Za-z][A-Za-z0-9_]+", title) if t.lower() not in STOP and len(t) > 2]
+    toks = [
+        t
+        for t in re.findall(r"[A-Za-z][A-Za-z0-9_]+", title)
+        if t.lower() not in STOP and len(t) > 2
+    ]
     if len(toks) < 2:
         return ""
     keep = sorted(rng.sample(range(len(toks)), min(n, len(toks))))
@@ -74,15 +128,18 @@ def _words(title: str, n: int, rng: random.Random) -> str:
 
 
 def make_queries(root: Path, per_template: int, seed: int) -> list[dict]:
-    from kbase.ingest.cards import load_card_entries
     from kbase.ingest.card_format import split_card
+    from kbase.ingest.cards import load_card_entries
+
     from kbase.schema import PRCard
 
     rng = random.Random(seed)
     entries, _ = load_card_entries(root)
     cards = {}
     for e in entries:
-        cards[e.id] = PRCard.model_validate(split_card((root / e.path).read_text(encoding="utf-8")).meta)
+        cards[e.id] = PRCard.model_validate(
+            split_card((root / e.path).read_text(encoding="utf-8")).meta
+        )
     sym_cards: dict[tuple[str, str], set[str]] = defaultdict(set)
     path_cards: dict[tuple[str, str], set[str]] = defaultdict(set)
     for eid, c in cards.items():
@@ -98,21 +155,39 @@ def make_queries(root: Path, per_template: int, seed: int) -> list[dict]:
         queries.append({"template": tid, "lang": lang, "query": text, "expected": sorted(expected)})
 
     # symbol questions: symbols that at most two PRs touched, in a family
-    sym_pool = [(eid, s) for eid in ids if cards[eid].families for f in cards[eid].files for s in f.symbols
-                if 1 <= len(sym_cards.get((cards[eid].repo, s), ())) <= 2]
+    sym_pool = [
+        (eid, s)
+        for eid in ids
+        if cards[eid].families
+        for f in cards[eid].files
+        for s in f.symbols
+        if 1 <= len(sym_cards.get((cards[eid].repo, s), ())) <= 2
+    ]
     for lang, tpl in TEMPLATES["symbol"]:
         for eid, s in rng.sample(sym_pool, min(per_template, len(sym_pool))):
             c = cards[eid]
-            add("symbol", lang, tpl.format(symbol=s, family=rng.choice(c.families), repo=c.repo),
-                sym_cards[(c.repo, s)])
+            add(
+                "symbol",
+                lang,
+                tpl.format(symbol=s, family=rng.choice(c.families), repo=c.repo),
+                sym_cards[(c.repo, s)],
+            )
     # reverts whose reverted PR has a card
-    reverts = [eid for eid in ids if cards[eid].reverts is not None and f"pr:{cards[eid].repo}#{cards[eid].reverts}" in cards]
+    reverts = [
+        eid
+        for eid in ids
+        if cards[eid].reverts is not None and f"pr:{cards[eid].repo}#{cards[eid].reverts}" in cards
+    ]
     for lang, tpl in TEMPLATES["revert"]:
         for eid in rng.sample(reverts, min(per_template, len(reverts))):
             c = cards[eid]
             target = cards[f"pr:{c.repo}#{c.reverts}"]
-            add("revert", lang, tpl.format(title=target.title), {e for e in ids if cards[e].repo == c.repo
-                                                                 and cards[e].reverts == c.reverts})
+            add(
+                "revert",
+                lang,
+                tpl.format(title=target.title),
+                {e for e in ids if cards[e].repo == c.repo and cards[e].reverts == c.reverts},
+            )
     # a few words of a title (a half-remembered PR)
     for lang, tpl in TEMPLATES["title"]:
         picked = 0
@@ -120,7 +195,9 @@ def make_queries(root: Path, per_template: int, seed: int) -> list[dict]:
             words = _words(cards[eid].title, 4, rng)
             if not words:
                 continue
-            same = {e for e in ids if all(w.lower() in cards[e].title.lower() for w in words.split())}
+            same = {
+                e for e in ids if all(w.lower() in cards[e].title.lower() for w in words.split())
+            }
             if len(same) > 2:
                 continue
             add("title", lang, tpl.format(repo=cards[eid].repo, words=words), same)
@@ -137,8 +214,12 @@ def make_queries(root: Path, per_template: int, seed: int) -> list[dict]:
     for lang, tpl in TEMPLATES["category"]:
         for eid, s in rng.sample(quant, min(per_template, len(quant))):
             c = cards[eid]
-            add("category", lang, tpl.format(category="quantization", family=rng.choice(c.families), symbol=s),
-                {e for e in sym_cards[(c.repo, s)] if "quantization" in cards[e].categories})
+            add(
+                "category",
+                lang,
+                tpl.format(category="quantization", family=rng.choice(c.families), symbol=s),
+                {e for e in sym_cards[(c.repo, s)] if "quantization" in cards[e].categories},
+            )
     return queries
 
 
@@ -151,21 +232,30 @@ def score(ranked: list[str], expected: list[str]) -> tuple[int, float]:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--limit", type=int, default=None, help="replay only the first N commits of each history")
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument(
+        "--limit", type=int, default=None, help="replay only the first N commits of each history"
+    )
     ap.add_argument("--per-template", type=int, default=4)
     ap.add_argument("--seed", type=int, default=7)
-    ap.add_argument("--keep", type=Path, default=None, help="work folder to keep (replays and archives are reused)")
+    ap.add_argument(
+        "--keep",
+        type=Path,
+        default=None,
+        help="work folder to keep (replays and archives are reused)",
+    )
     args = ap.parse_args()
     if not (SHARED / "tools" / "replay_history.py").exists():
         raise SystemExit(f"shared histories not found at {SHARED}")
 
+    from kbase.ingest.cards import load_card_entries
+    from kbase.retrieval.baseline import entry_text, keyword_count_search
     from rich.console import Console
     from rich.table import Table
 
     from kbase.api import KnowledgeBase
-    from kbase.ingest.cards import load_card_entries
-    from kbase.retrieval.baseline import entry_text, keyword_count_search
 
     err = Console(stderr=True)
     work = args.keep or Path(tempfile.mkdtemp(prefix="kbase-bench-archive-"))
@@ -185,7 +275,9 @@ def main() -> None:
             "hybrid": lambda q: [h.id for h in kb.search(q, k=K_MRR, kind="pr", mode="hybrid")],
             "bm25": lambda q: [h.id for h in kb.search(q, k=K_MRR, kind="pr", mode="bm25")],
             "dense": lambda q: [h.id for h in kb.search(q, k=K_MRR, kind="pr", mode="dense")],
-            "keyword-count": lambda q: [i for i, _ in keyword_count_search(entries, q, k=K_MRR, texts=texts)],
+            "keyword-count": lambda q: [
+                i for i, _ in keyword_count_search(entries, q, k=K_MRR, texts=texts)
+            ],
         }
         per_method: dict[str, dict] = {}
         for name, fn in methods.items():
@@ -196,25 +288,51 @@ def main() -> None:
                 hits.append(h)
                 rr.append(r)
                 by_lang[q["lang"]].append(h)
-                q.setdefault("ranks", {})[name] = next((i + 1 for i, e in enumerate(ranked) if e in set(q["expected"])), None)
-            per_method[name] = {"hit@5": round(sum(hits) / len(hits), 3), "mrr@10": round(sum(rr) / len(rr), 3),
-                                **{f"hit@5_{lang}": round(sum(v) / len(v), 3) for lang, v in sorted(by_lang.items())}}
+                q.setdefault("ranks", {})[name] = next(
+                    (i + 1 for i, e in enumerate(ranked) if e in set(q["expected"])), None
+                )
+            per_method[name] = {
+                "hit@5": round(sum(hits) / len(hits), 3),
+                "mrr@10": round(sum(rr) / len(rr), 3),
+                **{
+                    f"hit@5_{lang}": round(sum(v) / len(v), 3)
+                    for lang, v in sorted(by_lang.items())
+                },
+            }
     finally:
         if args.keep is None:
             shutil.rmtree(work, ignore_errors=True)
 
-    table = Table(title=f"PR archive retrieval: {len(queries)} queries, {len(entries)} cards", title_justify="left")
+    table = Table(
+        title=f"PR archive retrieval: {len(queries)} queries, {len(entries)} cards",
+        title_justify="left",
+    )
     for col in ("method", "Hit@5", "MRR@10", "Hit@5 en", "Hit@5 zh"):
         table.add_column(col, justify="right" if col != "method" else "left")
     for name, m in per_method.items():
-        table.add_row(name, f"{m['hit@5']:.3f}", f"{m['mrr@10']:.3f}", f"{m.get('hit@5_en', 0):.3f}", f"{m.get('hit@5_zh', 0):.3f}")
+        table.add_row(
+            name,
+            f"{m['hit@5']:.3f}",
+            f"{m['mrr@10']:.3f}",
+            f"{m.get('hit@5_en', 0):.3f}",
+            f"{m.get('hit@5_zh', 0):.3f}",
+        )
     Console(width=160).print(table)
     counts = defaultdict(int)
     for q in queries:
         counts[f"{q['template']}/{q['lang']}"] += 1
-    out = write_result("bench_archive_eval", {"limit": args.limit, "seed": args.seed, "cards": len(entries),
-                                              "index_s": round(index_s, 1), "queries_by_template": dict(counts),
-                                              "methods": per_method, "queries": queries})
+    out = write_result(
+        "bench_archive_eval",
+        {
+            "limit": args.limit,
+            "seed": args.seed,
+            "cards": len(entries),
+            "index_s": round(index_s, 1),
+            "queries_by_template": dict(counts),
+            "methods": per_method,
+            "queries": queries,
+        },
+    )
     err.print(f"wrote {out.relative_to(REPO_ROOT)}")
 
 

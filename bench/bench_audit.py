@@ -5,6 +5,7 @@
 The audit runs over a copy of the skills in a temporary root so the committed ledger is untouched.
 Prints a rich table; writes bench/results/bench_audit.json.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -19,13 +20,12 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from rich.console import Console
-from rich.table import Table
-
 from kbase.ingest.skills import load_skill
 from kbase.validators.fingerprint import fingerprint
 from kbase.validators.runner import RunSettings, isolation_note, run_tier, verify_skills
 from kbase.validators.select import load_skills
+from rich.console import Console
+from rich.table import Table
 
 EMPTY_SKILL = """---
 name: empty-snippet
@@ -53,10 +53,18 @@ def bench_audit(root: Path, workers: int) -> dict:
         outcomes = verify_skills(skills, settings)
         wall = time.perf_counter() - t0
     ran = [o for o in outcomes if o.executed]
-    return {"workers": workers, "skills": len(skills), "load_problems": len(problems), "runs": len(ran),
-            "wall_s": round(wall, 2), "sum_run_s": round(sum(o.duration_s for o in ran), 2),
-            "verdicts": dict(Counter(f"{o.tier}:{o.verdict}" for o in outcomes)),
-            "slowest": sorted(((round(o.duration_s, 2), o.skill, o.tier) for o in ran), reverse=True)[:5]}
+    return {
+        "workers": workers,
+        "skills": len(skills),
+        "load_problems": len(problems),
+        "runs": len(ran),
+        "wall_s": round(wall, 2),
+        "sum_run_s": round(sum(o.duration_s for o in ran), 2),
+        "verdicts": dict(Counter(f"{o.tier}:{o.verdict}" for o in outcomes)),
+        "slowest": sorted(((round(o.duration_s, 2), o.skill, o.tier) for o in ran), reverse=True)[
+            :5
+        ],
+    }
 
 
 def bench_empty(runs: int, isolate: bool) -> dict:
@@ -72,8 +80,13 @@ def bench_empty(runs: int, isolate: bool) -> dict:
             out = run_tier(skill, "cpu-interpret", settings)
             times.append(time.perf_counter() - t0)
             assert out.verdict == "pass", out
-    return {"isolate": isolate, "runs": runs, "median_ms": round(statistics.median(times) * 1000, 1),
-            "min_ms": round(min(times) * 1000, 1), "max_ms": round(max(times) * 1000, 1)}
+    return {
+        "isolate": isolate,
+        "runs": runs,
+        "median_ms": round(statistics.median(times) * 1000, 1),
+        "min_ms": round(min(times) * 1000, 1),
+        "max_ms": round(max(times) * 1000, 1),
+    }
 
 
 def bench_bare_python(runs: int) -> dict:
@@ -89,11 +102,15 @@ def bench_bare_python(runs: int) -> dict:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--root", default=".", help="knowledge-base root holding skills/")
     ap.add_argument("--workers", type=int, nargs="+", default=[1, 2])
     ap.add_argument("--empty-runs", type=int, default=10)
-    ap.add_argument("--skip-audit", action="store_true", help="only measure the per-snippet overhead")
+    ap.add_argument(
+        "--skip-audit", action="store_true", help="only measure the per-snippet overhead"
+    )
     ap.add_argument("--out", default="bench/results/bench_audit.json")
     args = ap.parse_args()
     root = Path(args.root).resolve()
@@ -101,9 +118,14 @@ def main() -> int:
         print(f"error: {root}/skills does not exist (pass --root)", file=sys.stderr)
         return 2
     err = Console(stderr=True)
-    result = {"date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), "cpus": os.cpu_count(),
-              "fingerprint": fingerprint("cpu-interpret", root), "isolation_note": isolation_note(RunSettings()),
-              "empty": [], "audit": []}
+    result = {
+        "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "cpus": os.cpu_count(),
+        "fingerprint": fingerprint("cpu-interpret", root),
+        "isolation_note": isolation_note(RunSettings()),
+        "empty": [],
+        "audit": [],
+    }
     for isolate in (True, False):
         err.print(f"empty snippet x{args.empty_runs} (isolate={isolate}) ...")
         result["empty"].append(bench_empty(args.empty_runs, isolate))
@@ -117,17 +139,31 @@ def main() -> int:
     for col in ("measurement", "value", "detail"):
         table.add_column(col)
     for e in result["empty"]:
-        table.add_row(f"empty snippet, {'unshare -rn' if e['isolate'] else 'no namespace'}",
-                      f"{e['median_ms']} ms median", f"min {e['min_ms']} / max {e['max_ms']} ms over {e['runs']} runs")
-    table.add_row("bare `python -c pass` (floor)", f"{result['bare_python']['median_ms']} ms median", "no sandbox, no workspace")
+        table.add_row(
+            f"empty snippet, {'unshare -rn' if e['isolate'] else 'no namespace'}",
+            f"{e['median_ms']} ms median",
+            f"min {e['min_ms']} / max {e['max_ms']} ms over {e['runs']} runs",
+        )
+    table.add_row(
+        "bare `python -c pass` (floor)",
+        f"{result['bare_python']['median_ms']} ms median",
+        "no sandbox, no workspace",
+    )
     for a in result["audit"]:
-        table.add_row(f"CPU-tier audit, -j {a['workers']}", f"{a['wall_s']} s wall",
-                      f"{a['skills']} skills, {a['runs']} runs, {a['sum_run_s']} s summed; "
-                      + ", ".join(f"{k}={v}" for k, v in sorted(a["verdicts"].items())))
+        table.add_row(
+            f"CPU-tier audit, -j {a['workers']}",
+            f"{a['wall_s']} s wall",
+            f"{a['skills']} skills, {a['runs']} runs, {a['sum_run_s']} s summed; "
+            + ", ".join(f"{k}={v}" for k, v in sorted(a["verdicts"].items())),
+        )
     if len(result["audit"]) >= 2:
         base = result["audit"][0]["wall_s"]
         for a in result["audit"][1:]:
-            table.add_row(f"speed-up -j {a['workers']} vs -j {result['audit'][0]['workers']}", f"{base / a['wall_s']:.2f}x", "")
+            table.add_row(
+                f"speed-up -j {a['workers']} vs -j {result['audit'][0]['workers']}",
+                f"{base / a['wall_s']:.2f}x",
+                "",
+            )
     Console().print(table)
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)

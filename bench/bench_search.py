@@ -6,6 +6,7 @@ full build time, and the cost of re-indexing after editing one skill.
 
 PR-like entries are generated at run time from ../shared/data/histories (never stored).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -20,7 +21,6 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import REPO, SHARED, summary_ms, write_result  # noqa: E402
-
 from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
@@ -41,21 +41,72 @@ def history_entries(limit: int | None = None):
             files = c["files"]
             symbols = sorted({s for f in files for s in f["symbols"]})[:40]
             summary = f"{c['subject']}\nrepo {repo}, {c['date'][:10]}, {len(files)} files"
-            file_text = "\n".join(f"{f['path']} +{f['added']} -{f['deleted']} {' '.join(f['symbols'])}" for f in files[:60])
-            chunks = [Chunk(id=f"{eid}::0", entry_id=eid, kind="pr", section="summary", text=summary, line=1, path=f"pr/{repo}/{c['sha']}.md"),
-                      Chunk(id=f"{eid}::1", entry_id=eid, kind="pr", section="files", text=file_text + "\n" + " ".join(symbols), line=1, path=f"pr/{repo}/{c['sha']}.md")]
+            file_text = "\n".join(
+                f"{f['path']} +{f['added']} -{f['deleted']} {' '.join(f['symbols'])}"
+                for f in files[:60]
+            )
+            chunks = [
+                Chunk(
+                    id=f"{eid}::0",
+                    entry_id=eid,
+                    kind="pr",
+                    section="summary",
+                    text=summary,
+                    line=1,
+                    path=f"pr/{repo}/{c['sha']}.md",
+                ),
+                Chunk(
+                    id=f"{eid}::1",
+                    entry_id=eid,
+                    kind="pr",
+                    section="files",
+                    text=file_text + "\n" + " ".join(symbols),
+                    line=1,
+                    path=f"pr/{repo}/{c['sha']}.md",
+                ),
+            ]
             h = hashlib.sha256(line.encode()).hexdigest()
-            out.append(Entry(id=eid, kind="pr", title=c["subject"], path=f"pr/{repo}/{c['sha']}.md", content_hash=h,
-                             chunks=chunks, tags=[f"repo={repo}"], repo=repo, pr=c["pr"], date=c["date"]))
+            out.append(
+                Entry(
+                    id=eid,
+                    kind="pr",
+                    title=c["subject"],
+                    path=f"pr/{repo}/{c['sha']}.md",
+                    content_hash=h,
+                    chunks=chunks,
+                    tags=[f"repo={repo}"],
+                    repo=repo,
+                    pr=c["pr"],
+                    date=c["date"],
+                )
+            )
             for f in files:
                 by_dir[f["path"].rsplit("/", 1)[0] if "/" in f["path"] else "."].append(c)
         for d, commits in sorted(by_dir.items()):
             eid = f"pr:{repo}/dir:{d}"
             lines = [f"{c['date'][:10]} {c['subject']}" for c in commits[-40:]]
             text = f"history of {d} in {repo}: {len(commits)} commits\n" + "\n".join(lines)
-            chunk = Chunk(id=f"{eid}::0", entry_id=eid, kind="pr", section="timeline", text=text, line=1, path=f"pr/{repo}/dirs/{d}.md")
-            out.append(Entry(id=eid, kind="pr", title=f"{repo}: {d} timeline", path=chunk.path,
-                             content_hash=hashlib.sha256(text.encode()).hexdigest(), chunks=[chunk], tags=[f"repo={repo}"], repo=repo))
+            chunk = Chunk(
+                id=f"{eid}::0",
+                entry_id=eid,
+                kind="pr",
+                section="timeline",
+                text=text,
+                line=1,
+                path=f"pr/{repo}/dirs/{d}.md",
+            )
+            out.append(
+                Entry(
+                    id=eid,
+                    kind="pr",
+                    title=f"{repo}: {d} timeline",
+                    path=chunk.path,
+                    content_hash=hashlib.sha256(text.encode()).hexdigest(),
+                    chunks=[chunk],
+                    tags=[f"repo={repo}"],
+                    repo=repo,
+                )
+            )
     seen, uniq = set(), []
     for e in out:
         if e.id not in seen:
@@ -65,8 +116,9 @@ def history_entries(limit: int | None = None):
 
 
 def quality(work: Path) -> dict:
-    from kbase.api import KnowledgeBase
     from kbase.retrieval.evaluate import METHODS, evaluate, load_queries
+
+    from kbase.api import KnowledgeBase
 
     root = work / "skills-root"
     shutil.copytree(REPO / "skills", root / "skills")
@@ -74,8 +126,10 @@ def quality(work: Path) -> dict:
     kb.index()
     queries = load_queries(REPO / "tests" / "eval", "skills_*.yaml")
     res = evaluate(kb, queries, kind="skill")
-    table = Table(title=f"retrieval quality on the dev set ({len(queries)} queries, "
-                        f"{sum(q.lang == 'zh' for q in queries)} Chinese, {sum(q.type == 'error' for q in queries)} error messages)")
+    table = Table(
+        title=f"retrieval quality on the dev set ({len(queries)} queries, "
+        f"{sum(q.lang == 'zh' for q in queries)} Chinese, {sum(q.type == 'error' for q in queries)} error messages)"
+    )
     for col in ("method", "Hit@1", "Hit@5", "MRR"):
         table.add_column(col)
     for m in METHODS:
@@ -90,15 +144,20 @@ def quality(work: Path) -> dict:
     misses = res["hybrid"].misses
     if misses:
         console.print(f"hybrid misses at 5: {misses}")
-    return {"queries": len(queries), "methods": {m: res[m].as_dict() for m in METHODS}, "hybrid_by_lang": by_lang,
-            "hybrid_misses": misses}
+    return {
+        "queries": len(queries),
+        "methods": {m: res[m].as_dict() for m in METHODS},
+        "hybrid_by_lang": by_lang,
+        "hybrid_misses": misses,
+    }
 
 
 def latency(work: Path, n_queries: int) -> dict:
-    from kbase.api import KnowledgeBase
     from kbase.retrieval.baseline import keyword_count_search
     from kbase.retrieval.evaluate import load_queries
     from kbase.retrieval.indexer import build_index
+
+    from kbase.api import KnowledgeBase
 
     root = work / "big-root"
     shutil.copytree(REPO / "skills", root / "skills")
@@ -149,13 +208,21 @@ def latency(work: Path, n_queries: int) -> dict:
         keyword_count_search(idx.entries, q, 5, texts)
         base.append(time.perf_counter() - t)
     return {
-        "entries": rep.entries, "chunks": rep.chunks, "model_load_s": round(model_load, 2),
-        "build_s": round(build, 2), "build_docs_per_s": round(rep.entries / build, 1),
-        "build_chunks_per_s": round(rep.chunks / build, 1), "build_stages_s": rep.seconds,
-        "reindex_one_skill_s": round(reindex, 3), "reindex_embedded": rep2.embedded_entries,
-        "reindex_edited": victim.name, "reindex_stages_s": rep2.seconds,
-        "noop_reindex_s": round(noop, 3), "noop_embedded": rep3.embedded_entries,
-        "query": summary_ms(samples), "keyword_scan_baseline": summary_ms(base),
+        "entries": rep.entries,
+        "chunks": rep.chunks,
+        "model_load_s": round(model_load, 2),
+        "build_s": round(build, 2),
+        "build_docs_per_s": round(rep.entries / build, 1),
+        "build_chunks_per_s": round(rep.chunks / build, 1),
+        "build_stages_s": rep.seconds,
+        "reindex_one_skill_s": round(reindex, 3),
+        "reindex_embedded": rep2.embedded_entries,
+        "reindex_edited": victim.name,
+        "reindex_stages_s": rep2.seconds,
+        "noop_reindex_s": round(noop, 3),
+        "noop_embedded": rep3.embedded_entries,
+        "query": summary_ms(samples),
+        "keyword_scan_baseline": summary_ms(base),
     }
 
 
@@ -174,11 +241,24 @@ def main() -> None:
             t.add_column("measure")
             t.add_column("value")
             t.add_row("model load", f"{lat['model_load_s']} s")
-            t.add_row("full build", f"{lat['build_s']} s ({lat['build_docs_per_s']} entries/s, {lat['build_chunks_per_s']} chunks/s)")
-            t.add_row("re-index after editing one skill", f"{lat['reindex_one_skill_s']} s, re-embedded {lat['reindex_embedded']}")
-            t.add_row("no-op re-index", f"{lat['noop_reindex_s']} s, re-embedded {lat['noop_embedded']}")
-            t.add_row("warm query p50 / p95", f"{lat['query']['p50_ms']} / {lat['query']['p95_ms']} ms")
-            t.add_row("keyword scan of Markdown p50 / p95", f"{lat['keyword_scan_baseline']['p50_ms']} / {lat['keyword_scan_baseline']['p95_ms']} ms")
+            t.add_row(
+                "full build",
+                f"{lat['build_s']} s ({lat['build_docs_per_s']} entries/s, {lat['build_chunks_per_s']} chunks/s)",
+            )
+            t.add_row(
+                "re-index after editing one skill",
+                f"{lat['reindex_one_skill_s']} s, re-embedded {lat['reindex_embedded']}",
+            )
+            t.add_row(
+                "no-op re-index", f"{lat['noop_reindex_s']} s, re-embedded {lat['noop_embedded']}"
+            )
+            t.add_row(
+                "warm query p50 / p95", f"{lat['query']['p50_ms']} / {lat['query']['p95_ms']} ms"
+            )
+            t.add_row(
+                "keyword scan of Markdown p50 / p95",
+                f"{lat['keyword_scan_baseline']['p50_ms']} / {lat['keyword_scan_baseline']['p95_ms']} ms",
+            )
             console.print(t)
         out = write_result("search", result)
         console.print(f"wrote {out}")

@@ -9,6 +9,7 @@ the clients run here. Queries are built from the skills' own trigger lines, and 
 its own variant words, so the server's query-embedding cache does not turn the run into a cache test
 (`--repeat` runs a second pass with every client sending the same 50 queries, which the cache helps).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -24,7 +25,6 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import REPO, percentile, summary_ms, write_result  # noqa: E402
-
 from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
@@ -113,20 +113,32 @@ async def http_load(base: str, qs: list[str], clients: int, variant: bool) -> di
     t0 = time.perf_counter()
     await asyncio.gather(*(client(i) for i in range(clients)))
     wall = time.perf_counter() - t0
-    return {**summary_ms(lat), "p99_ms": round(percentile([x * 1000 for x in lat], 99), 3),
-            "requests": len(lat), "errors": len(errors), "error_samples": errors[:5],
-            "wall_s": round(wall, 2), "throughput_qps": round(len(lat) / wall, 1)}
+    return {
+        **summary_ms(lat),
+        "p99_ms": round(percentile([x * 1000 for x in lat], 99), 3),
+        "requests": len(lat),
+        "errors": len(errors),
+        "error_samples": errors[:5],
+        "wall_s": round(wall, 2),
+        "throughput_qps": round(len(lat) / wall, 1),
+    }
 
 
 def serve_and_load(name: str, root: Path, home: Path, env: dict, qs, args, tmp: Path) -> dict:
     port = free_port()
     env = dict(env, KBASE_HOME=str(home))
     t0 = time.perf_counter()
-    idx = subprocess.run([KBASE, "index", "--root", str(root), "--json"], env=env, capture_output=True, text=True)
+    idx = subprocess.run(
+        [KBASE, "index", "--root", str(root), "--json"], env=env, capture_output=True, text=True
+    )
     index_s = time.perf_counter() - t0
     if idx.returncode not in (0, 1):
         raise SystemExit(f"kbase index failed: {idx.stderr[-2000:]}")
-    proc = start([KBASE, "serve", "--root", str(root), "--port", str(port), "--no-index"], env, tmp / f"{name}.log")
+    proc = start(
+        [KBASE, "serve", "--root", str(root), "--port", str(port), "--no-index"],
+        env,
+        tmp / f"{name}.log",
+    )
     try:
         t1 = time.perf_counter()
         wait_http(f"http://127.0.0.1:{port}/healthz", proc)
@@ -136,7 +148,9 @@ def serve_and_load(name: str, root: Path, home: Path, env: dict, qs, args, tmp: 
         asyncio.run(http_load(f"http://127.0.0.1:{port}", qs[:1], args.clients, True))
         res["distinct"] = asyncio.run(http_load(f"http://127.0.0.1:{port}", qs, args.clients, True))
         if args.repeat:
-            res["repeated"] = asyncio.run(http_load(f"http://127.0.0.1:{port}", qs, args.clients, False))
+            res["repeated"] = asyncio.run(
+                http_load(f"http://127.0.0.1:{port}", qs, args.clients, False)
+            )
         return res
     finally:
         stop(proc)
@@ -146,8 +160,11 @@ def mcp_latency(root: Path, home: Path, env: dict, qs: list[str]) -> dict:
     import anyio
     from mcp import Client, StdioServerParameters
 
-    params = StdioServerParameters(command=KBASE, args=["mcp", "--root", str(root), "--no-index", "--log-level", "warning"],
-                                   env=dict(env, KBASE_HOME=str(home)))
+    params = StdioServerParameters(
+        command=KBASE,
+        args=["mcp", "--root", str(root), "--no-index", "--log-level", "warning"],
+        env=dict(env, KBASE_HOME=str(home)),
+    )
 
     async def main():
         lat = []
@@ -169,50 +186,91 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--clients", type=int, default=32)
     ap.add_argument("--queries", type=int, default=50, help="queries per client")
-    ap.add_argument("--repeat", action="store_true", help="also run a pass with repeated (cacheable) queries")
+    ap.add_argument(
+        "--repeat", action="store_true", help="also run a pass with repeated (cacheable) queries"
+    )
     ap.add_argument("--no-chroma", action="store_true", help="skip the Chroma server comparison")
     args = ap.parse_args()
 
     env = dict(os.environ, HF_HUB_OFFLINE="1", ANONYMIZED_TELEMETRY="False")
     env.pop("KBASE_CHROMA_URL", None)
     # Other work on the machine shows up as queueing here: record the load next to the figures.
-    result: dict = {"clients": args.clients, "queries_per_client": args.queries, "cpus": os.cpu_count(),
-                    "loadavg_start": [round(x, 2) for x in os.getloadavg()]}
+    result: dict = {
+        "clients": args.clients,
+        "queries_per_client": args.queries,
+        "cpus": os.cpu_count(),
+        "loadavg_start": [round(x, 2) for x in os.getloadavg()],
+    }
     with tempfile.TemporaryDirectory(prefix="kbase-bench-serve-") as t:
         tmp = Path(t)
         root = make_root(tmp)
         qs = queries(root, args.queries)
-        console.print(f"root: {len(list((root / 'skills').iterdir()))} skills; {len(qs)} queries x {args.clients} clients")
+        console.print(
+            f"root: {len(list((root / 'skills').iterdir()))} skills; {len(qs)} queries x {args.clients} clients"
+        )
 
-        result["embedded"] = serve_and_load("embedded", root, tmp / "home-embedded", env, qs, args, tmp)
+        result["embedded"] = serve_and_load(
+            "embedded", root, tmp / "home-embedded", env, qs, args, tmp
+        )
         result["mcp_search"] = mcp_latency(root, tmp / "home-embedded", env, qs)
 
         if not args.no_chroma:
             chroma = shutil.which("chroma") or str(Path(sys.executable).with_name("chroma"))
             cport = free_port()
-            cproc = start([chroma, "run", "--path", str(tmp / "chroma"), "--host", "127.0.0.1", "--port", str(cport)],
-                          env, tmp / "chroma.log")
+            cproc = start(
+                [
+                    chroma,
+                    "run",
+                    "--path",
+                    str(tmp / "chroma"),
+                    "--host",
+                    "127.0.0.1",
+                    "--port",
+                    str(cport),
+                ],
+                env,
+                tmp / "chroma.log",
+            )
             try:
                 wait_http(f"http://127.0.0.1:{cport}/api/v2/heartbeat", cproc)
                 cenv = dict(env, KBASE_CHROMA_URL=f"http://127.0.0.1:{cport}")
-                result["chroma_server"] = serve_and_load("chroma", root, tmp / "home-chroma", cenv, qs, args, tmp)
+                result["chroma_server"] = serve_and_load(
+                    "chroma", root, tmp / "home-chroma", cenv, qs, args, tmp
+                )
             finally:
                 stop(cproc)
 
     result["loadavg_end"] = [round(x, 2) for x in os.getloadavg()]
-    table = Table(title=f"kbase serve: {args.clients} clients x {args.queries} queries "
-                        f"(load average {result['loadavg_start'][0]} at start, {os.cpu_count()} CPUs)",
-                  title_justify="left")
+    table = Table(
+        title=f"kbase serve: {args.clients} clients x {args.queries} queries "
+        f"(load average {result['loadavg_start'][0]} at start, {os.cpu_count()} CPUs)",
+        title_justify="left",
+    )
     for col in ("what", "p50 ms", "p95 ms", "p99 ms", "req/s", "errors", "n"):
         table.add_column(col, justify="right" if col != "what" else "left")
     for mode in ("embedded", "chroma_server"):
         for kind in ("distinct", "repeated"):
             r = result.get(mode, {}).get(kind)
             if r:
-                table.add_row(f"HTTP {mode} ({kind})", f"{r['p50_ms']:.1f}", f"{r['p95_ms']:.1f}", f"{r['p99_ms']:.1f}",
-                              f"{r['throughput_qps']:.1f}", str(r["errors"]), str(r["requests"]))
+                table.add_row(
+                    f"HTTP {mode} ({kind})",
+                    f"{r['p50_ms']:.1f}",
+                    f"{r['p95_ms']:.1f}",
+                    f"{r['p99_ms']:.1f}",
+                    f"{r['throughput_qps']:.1f}",
+                    str(r["errors"]),
+                    str(r["requests"]),
+                )
     m = result["mcp_search"]
-    table.add_row("MCP search (stdio, sequential)", f"{m['p50_ms']:.1f}", f"{m['p95_ms']:.1f}", "", "", "0", str(m["n"]))
+    table.add_row(
+        "MCP search (stdio, sequential)",
+        f"{m['p50_ms']:.1f}",
+        f"{m['p95_ms']:.1f}",
+        "",
+        "",
+        "0",
+        str(m["n"]),
+    )
     Console(width=120).print(table)
     out = write_result("serve", result)
     console.print(f"wrote {out}")

@@ -1,4 +1,5 @@
 """Helpers shared by the benchmarks: result files, tables, percentiles, shared data."""
+
 from __future__ import annotations
 
 import json
@@ -22,14 +23,23 @@ def percentile(values: list[float], q: float) -> float:
 
 def summary_ms(samples_s: list[float]) -> dict:
     ms = [x * 1000 for x in samples_s]
-    return {"p50_ms": round(percentile(ms, 50), 3), "p95_ms": round(percentile(ms, 95), 3),
-            "mean_ms": round(statistics.fmean(ms), 3), "n": len(ms)}
+    return {
+        "p50_ms": round(percentile(ms, 50), 3),
+        "p95_ms": round(percentile(ms, 95), 3),
+        "mean_ms": round(statistics.fmean(ms), 3),
+        "n": len(ms),
+    }
 
 
 def write_result(name: str, data: dict) -> Path:
     RESULTS.mkdir(parents=True, exist_ok=True)
-    data = {"bench": name, "when": time.strftime("%Y-%m-%dT%H:%M:%S"), "machine": platform.platform(),
-            "python": platform.python_version(), **data}
+    data = {
+        "bench": name,
+        "when": time.strftime("%Y-%m-%dT%H:%M:%S"),
+        "machine": platform.platform(),
+        "python": platform.python_version(),
+        **data,
+    }
     out = RESULTS / f"{name}.json"
     out.write_text(json.dumps(data, indent=1, ensure_ascii=False))
     return out

@@ -12,12 +12,13 @@ Layout of pr_archive/<name>/<N>.md:
 
 Everything above `## Notes` belongs to the miner and is rewritten on every mine.
 """
+
 from __future__ import annotations
 
 import json
 import re
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any
 
 import yaml
 
@@ -26,15 +27,17 @@ from kbase.schema import PRCard
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 NOTES_HEADING = "## Notes"
-NOTES_PLACEHOLDER = ("<!-- Notes: written by people, kept as they are when `kbase mine` rewrites this card. "
-                     "Record what the PR taught you: numbers, pitfalls, follow-ups. -->")
+NOTES_PLACEHOLDER = (
+    "<!-- Notes: written by people, kept as they are when `kbase mine` rewrites this card. "
+    "Record what the PR taught you: numbers, pitfalls, follow-ups. -->"
+)
 _NOTES_RE = re.compile(r"^## Notes[ \t]*$", re.M)
 _COMMENT_RE = re.compile(r"<!--.*?-->", re.S)
 BODY_FILE_LIMIT = 60  # the body lists this many files; the front-matter always has all of them
 
 
 class CardError(ValueError):
-    def __init__(self, message: str, line: int = 1, field: Optional[str] = None):
+    def __init__(self, message: str, line: int = 1, field: str | None = None):
         self.line = line
         self.field = field
         super().__init__(message)
@@ -70,8 +73,10 @@ def split_card(text: str) -> CardText:
             meta = yaml.load(yaml_text, Loader=_Loader)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
-        raise CardError(f"malformed YAML: {getattr(exc, 'problem', None) or exc}",
-                        mark.line + 2 if mark is not None else 1) from None
+        raise CardError(
+            f"malformed YAML: {getattr(exc, 'problem', None) or exc}",
+            mark.line + 2 if mark is not None else 1,
+        ) from None
     if not isinstance(meta, dict):
         raise CardError("front-matter must be a YAML mapping", 2)
     m = _NOTES_RE.search(body)
@@ -81,7 +86,14 @@ def split_card(text: str) -> CardText:
         body = body[: m.start()]
     else:
         notes, notes_line = "", 0
-    return CardText(meta=meta, yaml_text=yaml_text, body=body, body_line=body_line, notes=notes, notes_line=notes_line)
+    return CardText(
+        meta=meta,
+        yaml_text=yaml_text,
+        body=body,
+        body_line=body_line,
+        notes=notes,
+        notes_line=notes_line,
+    )
 
 
 _INT = re.compile(r"^-?[0-9]+$")
@@ -138,12 +150,12 @@ def _read_value(tok: str) -> Any:
     return _read_scalar(tok)
 
 
-def fast_meta(yaml_text: str) -> Optional[dict[str, Any]]:
+def fast_meta(yaml_text: str) -> dict[str, Any] | None:
     """Read front-matter in exactly the shape `dump_meta` writes, ten times faster than PyYAML;
     None for anything else (hand-edited cards), which then goes through the YAML loader."""
     try:
         meta: dict[str, Any] = {}
-        block: Optional[str] = None
+        block: str | None = None
         for line in yaml_text.split("\n"):
             if not line:
                 continue
@@ -216,7 +228,7 @@ def card_meta(card: PRCard) -> dict[str, Any]:
     return d
 
 
-def _count(n: Optional[int]) -> str:
+def _count(n: int | None) -> str:
     return "binary" if n is None else str(n)
 
 
@@ -226,8 +238,11 @@ def summary_text(card: PRCard, also: list[str] | None = None) -> str:
     day = card.date[:10]
     parts = [f"PR #{card.pr} of {card.repo}, merged on {day} as commit {card.sha[:10]}."]
     nfiles = t.get("files", len(card.files))
-    parts.append(f"It changes {nfiles} file{'s' if nfiles != 1 else ''} (+{t.get('added', 0)}/-{t.get('deleted', 0)} lines"
-                 + (f", {t['binary']} binary" if t.get("binary") else "") + ").")
+    parts.append(
+        f"It changes {nfiles} file{'s' if nfiles != 1 else ''} (+{t.get('added', 0)}/-{t.get('deleted', 0)} lines"
+        + (f", {t['binary']} binary" if t.get("binary") else "")
+        + ")."
+    )
     if card.families:
         parts.append("Families: " + ", ".join(card.families) + ".")
     parts.append("Categories: " + ", ".join(card.categories) + ".")
@@ -244,8 +259,12 @@ def summary_text(card: PRCard, also: list[str] | None = None) -> str:
         parts.append("Techniques: " + ", ".join(tg.techniques) + ".")
     renamed = [f for f in card.files if f.old_path]
     if renamed:
-        parts.append("Renames: " + "; ".join(f"{f.old_path} -> {f.path}" for f in renamed[:5])
-                     + (f" and {len(renamed) - 5} more" if len(renamed) > 5 else "") + ".")
+        parts.append(
+            "Renames: "
+            + "; ".join(f"{f.old_path} -> {f.path}" for f in renamed[:5])
+            + (f" and {len(renamed) - 5} more" if len(renamed) > 5 else "")
+            + "."
+        )
     biggest = sorted(card.files, key=lambda f: -((f.added or 0) + (f.deleted or 0)))[:3]
     syms = [s for f in biggest for s in f.symbols[:4]]
     if biggest:
@@ -253,8 +272,12 @@ def summary_text(card: PRCard, also: list[str] | None = None) -> str:
     if syms:
         parts.append("Symbols touched there: " + ", ".join(dict.fromkeys(syms)) + ".")
     if also:
-        parts.append("The same PR number also appears on commit" + ("s " if len(also) > 1 else " ")
-                     + ", ".join(s[:10] for s in also) + ".")
+        parts.append(
+            "The same PR number also appears on commit"
+            + ("s " if len(also) > 1 else " ")
+            + ", ".join(s[:10] for s in also)
+            + "."
+        )
     return " ".join(parts)
 
 
@@ -305,7 +328,9 @@ def dump_meta(meta: dict[str, Any]) -> str:
                 out.append("tags:")
                 out.extend(f"  {k}: {_flow(v)}" for k, v in val.items())
             else:
-                out.append(f"{key}: {{" + ", ".join(f"{k}: {_scalar(v)}" for k, v in val.items()) + "}")
+                out.append(
+                    f"{key}: {{" + ", ".join(f"{k}: {_scalar(v)}" for k, v in val.items()) + "}"
+                )
         elif isinstance(val, list):
             out.append(f"{key}: {_flow(val)}")
         else:
@@ -315,15 +340,28 @@ def dump_meta(meta: dict[str, Any]) -> str:
 
 def render_card(card: PRCard, notes: str = "", also: list[str] | None = None) -> str:
     meta = dump_meta(card_meta(card))
-    lines = ["---", meta.rstrip("\n"), "---", f"# {card.title}", "", "## Summary", "", summary_text(card, also), "",
-             "## Files", ""]
+    lines = [
+        "---",
+        meta.rstrip("\n"),
+        "---",
+        f"# {card.title}",
+        "",
+        "## Summary",
+        "",
+        summary_text(card, also),
+        "",
+        "## Files",
+        "",
+    ]
     for f in card.files[:BODY_FILE_LIMIT]:
         where = f"`{f.old_path}` -> `{f.path}`" if f.old_path else f"`{f.path}`"
         delta = "binary" if f.added is None else f"+{f.added}/-{f.deleted}"
         sym = f": {', '.join(f.symbols)}" if f.symbols else ""
         lines.append(f"- {where} ({delta}){sym}")
     if len(card.files) > BODY_FILE_LIMIT:
-        lines.append(f"- ... and {len(card.files) - BODY_FILE_LIMIT} more files (all are listed in the front-matter)")
+        lines.append(
+            f"- ... and {len(card.files) - BODY_FILE_LIMIT} more files (all are listed in the front-matter)"
+        )
     if not card.files:
         lines.append("- (no file changes)")
     lines.append("")

@@ -3,22 +3,23 @@ when was a path last touched (staleness) and what is a family's timeline (`kbase
 
 Called by the lead's indexer (`load_card_entries`) and the validators (`latest_touch`).
 """
+
 from __future__ import annotations
 
 import datetime as _dt
 import hashlib
 import json
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Optional
-
-from pydantic import ValidationError
 
 from kbase.ingest.card_format import CardError, notes_text, section, split_card
 from kbase.ingest.files import FileProblem, display_path, read_text
-from kbase.globs import compile_globs
 from kbase.ingest.recipes import validation_problems
+from pydantic import ValidationError
+
+from kbase.globs import compile_globs
 from kbase.schema import Chunk, Entry, PRCard, Problem
 
 ARCHIVE_DIR = "pr_archive"
@@ -26,20 +27,33 @@ FILES_PER_CHUNK = 12
 _SKIP_DIRS = {"recipes"}
 
 
-def card_files(root: Path, repo: Optional[str] = None) -> list[Path]:
+def card_files(root: Path, repo: str | None = None) -> list[Path]:
     """pr_archive/<name>/<N>.md for every archive (or one), skipping recipes/ and README files."""
     base = root / ARCHIVE_DIR
     if not base.is_dir():
         return []
-    dirs = [base / repo] if repo else sorted(d for d in base.iterdir() if d.is_dir() and d.name not in _SKIP_DIRS
-                                             and not d.name.startswith("."))
+    dirs = (
+        [base / repo]
+        if repo
+        else sorted(
+            d
+            for d in base.iterdir()
+            if d.is_dir() and d.name not in _SKIP_DIRS and not d.name.startswith(".")
+        )
+    )
     out: list[Path] = []
     for d in dirs:
         if not d.is_dir():
             continue
         with os.scandir(d) as it:
-            names = [e.name for e in it if e.name.endswith(".md") and not e.name.startswith(".") and e.is_file()]
-        out.extend(d / n for n in sorted(names, key=lambda n: (len(n), n)) if n.lower() != "readme.md")
+            names = [
+                e.name
+                for e in it
+                if e.name.endswith(".md") and not e.name.startswith(".") and e.is_file()
+            ]
+        out.extend(
+            d / n for n in sorted(names, key=lambda n: (len(n), n)) if n.lower() != "readme.md"
+        )
     return out
 
 
@@ -74,25 +88,58 @@ def load_card(path: Path, root: Path) -> LoadedCard:
     try:
         parts = split_card(text)
     except CardError as ce:
-        raise CardProblems([Problem(path=shown, line=ce.line, field=ce.field, message=str(ce))]) from None
+        raise CardProblems(
+            [Problem(path=shown, line=ce.line, field=ce.field, message=str(ce))]
+        ) from None
     try:
         card = PRCard.model_validate(parts.meta)
     except ValidationError as exc:
         raise CardProblems(_validation_problems(exc, parts.yaml_text, shown)) from None
     folder = path.parent.name
     if card.repo != folder:
-        raise CardProblems([Problem(path=shown, line=2, field="repo",
-                                    message=f"repo {card.repo!r} does not match the archive folder {folder!r}")])
+        raise CardProblems(
+            [
+                Problem(
+                    path=shown,
+                    line=2,
+                    field="repo",
+                    message=f"repo {card.repo!r} does not match the archive folder {folder!r}",
+                )
+            ]
+        )
     if path.stem != str(card.pr):
-        raise CardProblems([Problem(path=shown, line=3, field="pr",
-                                    message=f"pr {card.pr} does not match the file name {path.name!r}")])
+        raise CardProblems(
+            [
+                Problem(
+                    path=shown,
+                    line=3,
+                    field="pr",
+                    message=f"pr {card.pr} does not match the file name {path.name!r}",
+                )
+            ]
+        )
     try:
         _dt.datetime.fromisoformat(card.date)
     except ValueError:
-        raise CardProblems([Problem(path=shown, line=_key_line(parts.yaml_text, "date"), field="date",
-                                    message=f"date {card.date!r} is not ISO 8601")]) from None
-    return LoadedCard(card=card, path=shown, text=text, body=parts.body, body_line=parts.body_line,
-                      notes=parts.notes, notes_line=parts.notes_line)
+        raise CardProblems(
+            [
+                Problem(
+                    path=shown,
+                    line=_key_line(parts.yaml_text, "date"),
+                    field="date",
+                    message=f"date {card.date!r} is not ISO 8601",
+                )
+            ]
+        ) from None
+    return LoadedCard(
+        card=card,
+        path=shown,
+        text=text,
+        body=parts.body,
+        body_line=parts.body_line,
+        notes=parts.notes,
+        notes_line=parts.notes_line,
+    )
 
 
 class CardProblems(Exception):
@@ -119,8 +166,17 @@ def card_entry(lc: LoadedCard) -> Entry:
 
     def add(sec: str, text: str, line: int) -> None:
         if text.strip():
-            chunks.append(Chunk(id=f"{eid}::{len(chunks)}", entry_id=eid, kind="pr", section=sec,
-                                text=text.strip(), line=line, path=lc.path))
+            chunks.append(
+                Chunk(
+                    id=f"{eid}::{len(chunks)}",
+                    entry_id=eid,
+                    kind="pr",
+                    section=sec,
+                    text=text.strip(),
+                    line=line,
+                    path=lc.path,
+                )
+            )
 
     summary, s_off = section(lc.body, "Summary")
     head = [f"{c.title}", f"{c.repo} PR #{c.pr}, {c.date[:10]}"]
@@ -129,23 +185,50 @@ def card_entry(lc: LoadedCard) -> Entry:
     head.append("Categories: " + ", ".join(c.categories))
     if c.tags.kernel_types:
         head.append("Kernel types: " + ", ".join(c.tags.kernel_types))
-    add("summary", "\n".join(head) + ("\n" + summary if summary else ""), lc.body_line + s_off if summary else 1)
+    add(
+        "summary",
+        "\n".join(head) + ("\n" + summary if summary else ""),
+        lc.body_line + s_off if summary else 1,
+    )
     _, f_off = section(lc.body, "Files")
-    lines = [f"{f.old_path + ' -> ' if f.old_path else ''}{f.path}" + (f": {', '.join(f.symbols)}" if f.symbols else "")
-             for f in c.files]
+    lines = [
+        f"{f.old_path + ' -> ' if f.old_path else ''}{f.path}"
+        + (f": {', '.join(f.symbols)}" if f.symbols else "")
+        for f in c.files
+    ]
     # short chunks: one long list of 60 files buries each symbol under BM25 length
     # normalisation and past the embedding model's input limit
     for i in range(0, max(len(lines), 1), FILES_PER_CHUNK):
         part = "\n".join(lines[i : i + FILES_PER_CHUNK])
-        add("files", f"Files changed by {c.repo} PR #{c.pr} ({c.title}):\n{part}", lc.body_line + f_off if f_off else 1)
+        add(
+            "files",
+            f"Files changed by {c.repo} PR #{c.pr} ({c.title}):\n{part}",
+            lc.body_line + f_off if f_off else 1,
+        )
     notes = notes_text(lc.notes)
     if notes:
         add("notes", f"Notes on {c.repo} PR #{c.pr} ({c.title}):\n{notes}", lc.notes_line)
-    tags = c.tags.flat() + [f"family={f}" for f in c.families] + [f"category={x}" for x in c.categories] \
+    tags = (
+        c.tags.flat()
+        + [f"family={f}" for f in c.families]
+        + [f"category={x}" for x in c.categories]
         + [f"repo={c.repo}"]
-    return Entry(id=eid, kind="pr", title=c.title, path=lc.path, line=1,
-                 content_hash=hashlib.sha256(lc.text.encode("utf-8")).hexdigest(), chunks=chunks, tags=tags,
-                 repo=c.repo, pr=c.pr, date=c.date, families=list(c.families), categories=list(c.categories))
+    )
+    return Entry(
+        id=eid,
+        kind="pr",
+        title=c.title,
+        path=lc.path,
+        line=1,
+        content_hash=hashlib.sha256(lc.text.encode("utf-8")).hexdigest(),
+        chunks=chunks,
+        tags=tags,
+        repo=c.repo,
+        pr=c.pr,
+        date=c.date,
+        families=list(c.families),
+        categories=list(c.categories),
+    )
 
 
 def load_card_entries(root: Path) -> tuple[list[Entry], list[Problem]]:
@@ -176,12 +259,12 @@ class CardFacts:
     families: tuple[str, ...]
     categories: tuple[str, ...]
     nfiles: int
-    reverts: Optional[int]
+    reverts: int | None
 
 
 # (path) -> (mtime_ns, size, facts): re-parsed only when the file changes, so repeated
 # staleness checks over thousands of cards cost a directory scan and stats
-_FACTS_CACHE: dict[str, tuple[int, int, Optional[CardFacts]]] = {}
+_FACTS_CACHE: dict[str, tuple[int, int, CardFacts | None]] = {}
 
 
 def card_facts(root: Path, repo: str) -> list[CardFacts]:
@@ -199,11 +282,21 @@ def card_facts(root: Path, repo: str) -> list[CardFacts]:
             continue
         try:
             c = load_card(p, Path(root)).card
-            facts = CardFacts(pr=c.pr, date=c.date, title=c.title,
-                              paths=tuple(dict.fromkeys([f.path for f in c.files] + [f.old_path for f in c.files if f.old_path])),
-                              renames=tuple((f.old_path, f.path) for f in c.files if f.old_path),
-                              families=tuple(c.families), categories=tuple(c.categories), nfiles=len(c.files),
-                              reverts=c.reverts)
+            facts = CardFacts(
+                pr=c.pr,
+                date=c.date,
+                title=c.title,
+                paths=tuple(
+                    dict.fromkeys(
+                        [f.path for f in c.files] + [f.old_path for f in c.files if f.old_path]
+                    )
+                ),
+                renames=tuple((f.old_path, f.path) for f in c.files if f.old_path),
+                families=tuple(c.families),
+                categories=tuple(c.categories),
+                nfiles=len(c.files),
+                reverts=c.reverts,
+            )
         except CardProblems:
             facts = None
         _FACTS_CACHE[key] = (st.st_mtime_ns, st.st_size, facts)
@@ -214,16 +307,16 @@ def card_facts(root: Path, repo: str) -> list[CardFacts]:
 
 def _when(date: str) -> _dt.datetime:
     d = _dt.datetime.fromisoformat(date)
-    return d if d.tzinfo else d.replace(tzinfo=_dt.timezone.utc)
+    return d if d.tzinfo else d.replace(tzinfo=_dt.UTC)
 
 
-def latest_touch(root: Path, repo: str, globs: list[str]) -> Optional[str]:
+def latest_touch(root: Path, repo: str, globs: list[str]) -> str | None:
     """ISO date of the newest card in pr_archive/<repo>/ touching a path that matches any glob
     (`*` within a segment, `**` across segments, a directory matches what is under it); None if none."""
     if not globs:
         return None
     rx = compile_globs(tuple(globs))
-    best: Optional[CardFacts] = None
+    best: CardFacts | None = None
     for f in card_facts(root, repo):
         if (best is None or _when(f.date) > _when(best.date)) and any(rx.match(p) for p in f.paths):
             best = f
@@ -241,7 +334,7 @@ def read_families(root: Path, repo: str) -> dict[str, list[str]]:
         return {}
 
 
-def timeline(root: Path, repo: str, family: str, globs: Optional[Iterable[str]] = None) -> list[dict]:
+def timeline(root: Path, repo: str, family: str, globs: Iterable[str] | None = None) -> list[dict]:
     """The family's PRs, oldest first. Renames are followed backwards: once a PR renames X to a path
     of the family, older PRs that touched X belong to the timeline too (marked via_rename)."""
     facts = sorted(card_facts(root, repo), key=lambda f: _when(f.date), reverse=True)
@@ -257,7 +350,17 @@ def timeline(root: Path, repo: str, family: str, globs: Optional[Iterable[str]] 
             if (rx is not None and rx.match(new)) or new in followed:
                 followed.add(old)
         matched = [p for p in f.paths if (rx is not None and rx.match(p)) or p in followed]
-        rows.append({"date": f.date, "pr": f.pr, "title": f.title, "categories": list(f.categories),
-                     "files": matched, "files_total": f.nfiles, "reverts": f.reverts, "via_rename": via})
+        rows.append(
+            {
+                "date": f.date,
+                "pr": f.pr,
+                "title": f.title,
+                "categories": list(f.categories),
+                "files": matched,
+                "files_total": f.nfiles,
+                "reverts": f.reverts,
+                "via_rename": via,
+            }
+        )
     rows.reverse()
     return rows

@@ -3,10 +3,11 @@
 Rules are deliberately plain (word patterns over the title, path facts over the
 files) so that a card's categories can be explained by reading its title and file list.
 """
+
 from __future__ import annotations
 
 import re
-from typing import Iterable, Optional
+from collections.abc import Iterable
 
 from kbase.schema import Tags
 from kbase.vocab import canonical_value
@@ -14,45 +15,122 @@ from kbase.vocab import canonical_value
 PR_SUFFIX = re.compile(r"\(#(\d+)\)\s*$")
 MERGE_PR = re.compile(r"^Merge pull request #(\d+)\b")
 
-CATEGORIES = ("revert", "fix", "perf", "feature", "refactor", "quantization", "fusion", "docs", "ci",
-              "test", "build", "release", "other")
+CATEGORIES = (
+    "revert",
+    "fix",
+    "perf",
+    "feature",
+    "refactor",
+    "quantization",
+    "fusion",
+    "docs",
+    "ci",
+    "test",
+    "build",
+    "release",
+    "other",
+)
 
 # words in a title; order does not matter, a title may carry several categories
 _TITLE_RULES: list[tuple[str, re.Pattern[str]]] = [
-    ("fix", re.compile(r"\b(fix(es|ed|ing)?|bug(fix)?s?|hotfix|crash(es)?|wrong|incorrect|correct(ly|ness)?|"
-                       r"workaround|regression|nan|overflow|race|segfault|illegal memory|oom|typo)\b", re.I)),
-    ("perf", re.compile(r"\b(perf(ormance)?|optimi[sz](e|es|ed|ation|ing)|speed(s|up|-up|ed)?|faster|accelerat\w*|"
-                        r"latency|throughput|efficien\w*|tun(e|ed|ing)|boost|reduce overhead|fast path|lower overhead)\b", re.I)),
-    ("feature", re.compile(r"\b(feat(ure)?s?|support(s|ed|ing)?|add(s|ed|ing)?|new|implement(s|ed|ation)?|enable[sd]?|"
-                           r"introduc(e|es|ed|ing))\b", re.I)),
-    ("refactor", re.compile(r"\b(refactor\w*|clean(up|s|ed)?|simplif\w*|restructur\w*|renam(e|es|ed|ing)|"
-                            r"mov(e|es|ed|ing)|reorgani[sz]\w*|unif(y|ied|ies)|deprecat\w*|remove unused|tidy)\b", re.I)),
-    ("quantization", re.compile(r"(quant\w*|\bawq\b|\bgptq\b|\bfp8\b|\bfp4\b|\bnvfp4\b|\bmxfp[48]?\b|\bint[48]\b|"
-                                r"\bw[48]a(8|16)\b|smooth ?quant|\bkv ?int[48]\b|\bu4\b|\bs4\b)", re.I)),
+    (
+        "fix",
+        re.compile(
+            r"\b(fix(es|ed|ing)?|bug(fix)?s?|hotfix|crash(es)?|wrong|incorrect|correct(ly|ness)?|"
+            r"workaround|regression|nan|overflow|race|segfault|illegal memory|oom|typo)\b",
+            re.I,
+        ),
+    ),
+    (
+        "perf",
+        re.compile(
+            r"\b(perf(ormance)?|optimi[sz](e|es|ed|ation|ing)|speed(s|up|-up|ed)?|faster|accelerat\w*|"
+            r"latency|throughput|efficien\w*|tun(e|ed|ing)|boost|reduce overhead|fast path|lower overhead)\b",
+            re.I,
+        ),
+    ),
+    (
+        "feature",
+        re.compile(
+            r"\b(feat(ure)?s?|support(s|ed|ing)?|add(s|ed|ing)?|new|implement(s|ed|ation)?|enable[sd]?|"
+            r"introduc(e|es|ed|ing))\b",
+            re.I,
+        ),
+    ),
+    (
+        "refactor",
+        re.compile(
+            r"\b(refactor\w*|clean(up|s|ed)?|simplif\w*|restructur\w*|renam(e|es|ed|ing)|"
+            r"mov(e|es|ed|ing)|reorgani[sz]\w*|unif(y|ied|ies)|deprecat\w*|remove unused|tidy)\b",
+            re.I,
+        ),
+    ),
+    (
+        "quantization",
+        re.compile(
+            r"(quant\w*|\bawq\b|\bgptq\b|\bfp8\b|\bfp4\b|\bnvfp4\b|\bmxfp[48]?\b|\bint[48]\b|"
+            r"\bw[48]a(8|16)\b|smooth ?quant|\bkv ?int[48]\b|\bu4\b|\bs4\b)",
+            re.I,
+        ),
+    ),
     ("fusion", re.compile(r"\bfus(e|ed|es|ing|ion)\b", re.I)),
     ("docs", re.compile(r"(\bdocs?\b|\bdocument\w*|\breadme\b|\btutorial|\bdocstring)", re.I)),
-    ("ci", re.compile(r"(\bci\b|\bworkflows?\b|github actions?|\bpre-commit\b|\blint(er|ing)?\b)", re.I)),
-    ("test", re.compile(r"(\btests?\b|\bunit ?tests?\b|\bunittests?\b|\bpytest\b|\btesting\b)", re.I)),
-    ("build", re.compile(r"(\bbuild\b|\bcmake\w*|\bsetup\.py\b|\bwheels?\b|\bdocker\w*|\bdependenc\w*|\brequirements\b|\bcompil(e|ation)\b)", re.I)),
-    ("release", re.compile(r"(\bbump\b.*\bversion\b|\brelease v?\d|\bv\d+\.\d+(\.\d+)?\b|^bump\b)", re.I)),
+    (
+        "ci",
+        re.compile(
+            r"(\bci\b|\bworkflows?\b|github actions?|\bpre-commit\b|\blint(er|ing)?\b)", re.I
+        ),
+    ),
+    (
+        "test",
+        re.compile(r"(\btests?\b|\bunit ?tests?\b|\bunittests?\b|\bpytest\b|\btesting\b)", re.I),
+    ),
+    (
+        "build",
+        re.compile(
+            r"(\bbuild\b|\bcmake\w*|\bsetup\.py\b|\bwheels?\b|\bdocker\w*|\bdependenc\w*|\brequirements\b|\bcompil(e|ation)\b)",
+            re.I,
+        ),
+    ),
+    (
+        "release",
+        re.compile(r"(\bbump\b.*\bversion\b|\brelease v?\d|\bv\d+\.\d+(\.\d+)?\b|^bump\b)", re.I),
+    ),
 ]
 # bracketed or conventional-commit prefixes: "[Fix]", "fix(sampling):", "[Feature] ..."
 _PREFIX = re.compile(r"^\s*(?:\[([^\]]+)\]|([a-z]+)(?:\([^)]*\))?!?:)", re.I)
 _PREFIX_MAP = {
-    "fix": "fix", "bugfix": "fix", "bug": "fix", "hotfix": "fix", "feat": "feature", "feature": "feature",
-    "features": "feature", "enhancement": "feature", "perf": "perf", "performance": "perf", "refactor": "refactor",
-    "docs": "docs", "doc": "docs", "ci": "ci", "test": "test", "tests": "test", "build": "build",
-    "release": "release", "revert": "revert", "quant": "quantization", "quantization": "quantization",
+    "fix": "fix",
+    "bugfix": "fix",
+    "bug": "fix",
+    "hotfix": "fix",
+    "feat": "feature",
+    "feature": "feature",
+    "features": "feature",
+    "enhancement": "feature",
+    "perf": "perf",
+    "performance": "perf",
+    "refactor": "refactor",
+    "docs": "docs",
+    "doc": "docs",
+    "ci": "ci",
+    "test": "test",
+    "tests": "test",
+    "build": "build",
+    "release": "release",
+    "revert": "revert",
+    "quant": "quantization",
+    "quantization": "quantization",
 }
 
-_REVERT_SUBJECT = re.compile(r'^\s*revert\b', re.I)
+_REVERT_SUBJECT = re.compile(r"^\s*revert\b", re.I)
 _REVERT_QUOTED = re.compile(r'revert(?:s|ed)?\s+"(.*)"', re.I)
 _REVERT_NUMBER = re.compile(r"\brevert(?:s|ed|ing)?\s+(?:pr\s*)?#(\d+)", re.I)
 
 _DOC_EXT = (".md", ".rst", ".txt", ".png", ".jpg", ".jpeg", ".svg", ".gif")
 
 
-def pr_number(subject: str) -> Optional[tuple[int, str]]:
+def pr_number(subject: str) -> tuple[int, str] | None:
     """(PR number, style) for a squash subject `... (#N)` or a merge `Merge pull request #N ...`."""
     m = MERGE_PR.match(subject)
     if m:
@@ -63,7 +141,7 @@ def pr_number(subject: str) -> Optional[tuple[int, str]]:
     return None
 
 
-def reverted_pr(title: str) -> Optional[int]:
+def reverted_pr(title: str) -> int | None:
     """The PR a revert undoes: `Revert "x (#12)" (#15)` gives 12."""
     m = _REVERT_QUOTED.search(title)
     if m:
@@ -82,21 +160,31 @@ def reverted_pr(title: str) -> Optional[int]:
 def _is_doc(path: str) -> bool:
     low = path.lower()
     name = low.rsplit("/", 1)[-1]
-    if name.endswith(".txt") and (name == "cmakelists.txt" or name.startswith(("requirements", "version"))):
+    if name.endswith(".txt") and (
+        name == "cmakelists.txt" or name.startswith(("requirements", "version"))
+    ):
         return False
-    return low.startswith(("docs/", "doc/")) or "/docs/" in low or name.endswith(_DOC_EXT) \
+    return (
+        low.startswith(("docs/", "doc/"))
+        or "/docs/" in low
+        or name.endswith(_DOC_EXT)
         or name.startswith(("readme", "license", "changelog"))
+    )
 
 
 def _is_ci(path: str) -> bool:
-    return path.startswith((".github/", ".gitlab", ".circleci/", ".buildkite/", "ci/", ".jenkins", "scripts/ci")) \
-        or path in (".pre-commit-config.yaml", ".clang-format", ".flake8", ".pylintrc")
+    return path.startswith(
+        (".github/", ".gitlab", ".circleci/", ".buildkite/", "ci/", ".jenkins", "scripts/ci")
+    ) or path in (".pre-commit-config.yaml", ".clang-format", ".flake8", ".pylintrc")
 
 
 def _is_test(path: str) -> bool:
     parts = path.lower().split("/")
-    return any(p in ("tests", "test", "unittests", "autotest", "testing") for p in parts[:-1]) \
-        or parts[-1].startswith("test_") or parts[-1].endswith(("_test.py", "_test.cc", "_test.cu"))
+    return (
+        any(p in ("tests", "test", "unittests", "autotest", "testing") for p in parts[:-1])
+        or parts[-1].startswith("test_")
+        or parts[-1].endswith(("_test.py", "_test.cc", "_test.cu"))
+    )
 
 
 def categories(title: str, paths: list[str]) -> list[str]:
@@ -130,19 +218,45 @@ def categories(title: str, paths: list[str]) -> list[str]:
 # --------------------------------------------------------------------------- tags
 
 _KERNEL_WORDS: list[tuple[str, re.Pattern[str]]] = [
-    ("attention", re.compile(r"(attn|attention|fmha|\bmla\b|_mla|mla_|prefill|pagedattention|paged_attention|"
-                             r"flash_?attn|flashattention|\bmha\b|\bgqa\b|\bmqa\b|\bkv.?cache|cascade|xqa)", re.I)),
+    (
+        "attention",
+        re.compile(
+            r"(attn|attention|fmha|\bmla\b|_mla|mla_|prefill|pagedattention|paged_attention|"
+            r"flash_?attn|flashattention|\bmha\b|\bgqa\b|\bmqa\b|\bkv.?cache|cascade|xqa)",
+            re.I,
+        ),
+    ),
     # serving code has request routers too, so routing words alone do not make a PR an MoE PR
     ("moe", re.compile(r"(\bmoe\b|_moe|moe_|moe\b|\bexperts?\b|\bep_moe|fused_moe)", re.I)),
-    ("gemm", re.compile(r"(gemm|matmul|cublas|\bbmm\b|bmm_|grouped_mm|\bgemv\b|gemv|\bmm\b|_mm\b)", re.I)),
+    (
+        "gemm",
+        re.compile(
+            r"(gemm|matmul|cublas|\bbmm\b|bmm_|grouped_mm|\bgemv\b|gemv|\bmm\b|_mm\b)", re.I
+        ),
+    ),
     ("norm", re.compile(r"(rms_?norm|layer_?norm|\bnorm\b|_norm\b|norm_|group_?norm)", re.I)),
     ("rope", re.compile(r"(\brope\b|rotary|pos_?enc|rope_|_rope|mrope)", re.I)),
     ("sampling", re.compile(r"(sampling|sampler|top_?p\b|min_?p\b|multinomial)", re.I)),
     ("topk", re.compile(r"(top_?k)", re.I)),
     ("softmax", re.compile(r"(softmax)", re.I)),
-    ("activation", re.compile(r"(activation|\bsilu|gelu|swiglu|act_and_mul|silu_and_mul|\bact\b)", re.I)),
-    ("quantization", re.compile(r"(quant|\bfp8\b|fp8_|_fp8|\bint4\b|\bint8\b|\bawq\b|\bgptq\b|fp4|mxfp|w8a8|w4a16)", re.I)),
-    ("communication", re.compile(r"(all_?reduce|all_?gather|all_?to_?all|reduce_?scatter|\bnccl\b|custom_ar|\bcomm\b|comm/|_comm|nvshmem|mnnvl)", re.I)),
+    (
+        "activation",
+        re.compile(r"(activation|\bsilu|gelu|swiglu|act_and_mul|silu_and_mul|\bact\b)", re.I),
+    ),
+    (
+        "quantization",
+        re.compile(
+            r"(quant|\bfp8\b|fp8_|_fp8|\bint4\b|\bint8\b|\bawq\b|\bgptq\b|fp4|mxfp|w8a8|w4a16)",
+            re.I,
+        ),
+    ),
+    (
+        "communication",
+        re.compile(
+            r"(all_?reduce|all_?gather|all_?to_?all|reduce_?scatter|\bnccl\b|custom_ar|\bcomm\b|comm/|_comm|nvshmem|mnnvl)",
+            re.I,
+        ),
+    ),
     ("embedding", re.compile(r"(embedding|\bembed\b)", re.I)),
     ("convolution", re.compile(r"(conv1d|conv2d|conv3d|convolution)", re.I)),
     ("scan", re.compile(r"(cumsum|prefix.sum|\bscan\b|selective_state|\bssm\b|mamba)", re.I)),
@@ -150,22 +264,46 @@ _KERNEL_WORDS: list[tuple[str, re.Pattern[str]]] = [
     ("transpose", re.compile(r"(transpose|permute)", re.I)),
     ("gemv", re.compile(r"(gemv)", re.I)),
 ]
-_LANG_EXT = {".py": "python", ".cu": "cuda-cpp", ".cuh": "cuda-cpp", ".cc": "cpp", ".cpp": "cpp", ".cxx": "cpp",
-             ".hpp": "cpp", ".hh": "cpp", ".h": "cpp", ".c": "c", ".ptx": "ptx", ".sass": "sass"}
-_LANG_WORDS = [("triton", re.compile(r"triton(?!_backend|server)", re.I)), ("cute-dsl", re.compile(r"cute_?dsl|cutedsl", re.I)),
-               ("cutlass", re.compile(r"cutlass", re.I)), ("tilelang", re.compile(r"tilelang", re.I)),
-               ("ptx", re.compile(r"\bptx\b|inline asm", re.I))]
-_TECH_WORDS = [("fusion", re.compile(r"\bfus(e|ed|es|ing|ion)\b|fused_", re.I)),
-               ("fp8", re.compile(r"fp8", re.I)), ("tma", re.compile(r"\btma\b|tma_", re.I)),
-               ("warp-specialization", re.compile(r"warp_?speciali[sz]", re.I)),
-               ("cuda-graphs", re.compile(r"cuda_?graphs?|cudagraph", re.I)),
-               ("autotuning", re.compile(r"autotun|tuning_config|tuner", re.I)),
-               ("persistent-kernels", re.compile(r"persistent", re.I)),
-               ("wgmma", re.compile(r"wgmma|\bgmma", re.I)), ("tensor-cores", re.compile(r"tensor.?core|\bmma\b|mma_", re.I)),
-               ("determinism", re.compile(r"determinis", re.I)), ("bf16", re.compile(r"bf16|bfloat16", re.I)),
-               ("torch-compile", re.compile(r"torch\.compile|torch_compile", re.I))]
+_LANG_EXT = {
+    ".py": "python",
+    ".cu": "cuda-cpp",
+    ".cuh": "cuda-cpp",
+    ".cc": "cpp",
+    ".cpp": "cpp",
+    ".cxx": "cpp",
+    ".hpp": "cpp",
+    ".hh": "cpp",
+    ".h": "cpp",
+    ".c": "c",
+    ".ptx": "ptx",
+    ".sass": "sass",
+}
+_LANG_WORDS = [
+    ("triton", re.compile(r"triton(?!_backend|server)", re.I)),
+    ("cute-dsl", re.compile(r"cute_?dsl|cutedsl", re.I)),
+    ("cutlass", re.compile(r"cutlass", re.I)),
+    ("tilelang", re.compile(r"tilelang", re.I)),
+    ("ptx", re.compile(r"\bptx\b|inline asm", re.I)),
+]
+_TECH_WORDS = [
+    ("fusion", re.compile(r"\bfus(e|ed|es|ing|ion)\b|fused_", re.I)),
+    ("fp8", re.compile(r"fp8", re.I)),
+    ("tma", re.compile(r"\btma\b|tma_", re.I)),
+    ("warp-specialization", re.compile(r"warp_?speciali[sz]", re.I)),
+    ("cuda-graphs", re.compile(r"cuda_?graphs?|cudagraph", re.I)),
+    ("autotuning", re.compile(r"autotun|tuning_config|tuner", re.I)),
+    ("persistent-kernels", re.compile(r"persistent", re.I)),
+    ("wgmma", re.compile(r"wgmma|\bgmma", re.I)),
+    ("tensor-cores", re.compile(r"tensor.?core|\bmma\b|mma_", re.I)),
+    ("determinism", re.compile(r"determinis", re.I)),
+    ("bf16", re.compile(r"bf16|bfloat16", re.I)),
+    ("torch-compile", re.compile(r"torch\.compile|torch_compile", re.I)),
+]
 _ARCH = re.compile(r"(?<![a-z0-9])sm_?(\d{2,3}a?)(?![0-9])", re.I)
-_ARCH_NAMES = re.compile(r"\b(volta|turing|ampere|ada|hopper|blackwell|h100|h200|h800|h20|a100|b200|gb200|b100|l40|l4|rtx4090|rtx5090)\b", re.I)
+_ARCH_NAMES = re.compile(
+    r"\b(volta|turing|ampere|ada|hopper|blackwell|h100|h200|h800|h20|a100|b200|gb200|b100|l40|l4|rtx4090|rtx5090)\b",
+    re.I,
+)
 _CODE_EXT = tuple(_LANG_EXT)
 
 
@@ -177,7 +315,9 @@ def _ext(path: str) -> str:
 def tags(title: str, paths: Iterable[str]) -> Tags:
     """Vocabulary tags (kernel_types, languages, archs, techniques) from the title and the code paths."""
     paths = list(paths)
-    code = [p for p in paths if p.lower().endswith(_CODE_EXT) and not _is_test(p) and not _is_doc(p)]
+    code = [
+        p for p in paths if p.lower().endswith(_CODE_EXT) and not _is_test(p) and not _is_doc(p)
+    ]
     # directory and file names carry the signal; a 500-file vendor drop repeats the same few
     words = dict.fromkeys(seg for p in code for seg in p.split("/"))
     text = title + "\n" + "\n".join(words)

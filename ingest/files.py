@@ -1,4 +1,5 @@
 """Reading knowledge-base files safely: size, encoding, binary content and symlinks."""
+
 from __future__ import annotations
 
 import os
@@ -28,7 +29,9 @@ def read_text(path: Path, root: Path, max_bytes: int = MAX_FILE_BYTES) -> str:
     real = Path(os.path.realpath(path))
     real_root = Path(os.path.realpath(root))
     if path.is_symlink() and real_root not in real.parents and real != real_root:
-        raise FileProblem(Problem(path=shown, message=f"symlink points outside the knowledge-base root ({real})"))
+        raise FileProblem(
+            Problem(path=shown, message=f"symlink points outside the knowledge-base root ({real})")
+        )
     try:
         size = real.stat().st_size
     except OSError as exc:
@@ -36,7 +39,9 @@ def read_text(path: Path, root: Path, max_bytes: int = MAX_FILE_BYTES) -> str:
     if size == 0:
         raise FileProblem(Problem(path=shown, message="file is empty"))
     if size > max_bytes:
-        raise FileProblem(Problem(path=shown, message=f"file is too large ({size} bytes; limit {max_bytes})"))
+        raise FileProblem(
+            Problem(path=shown, message=f"file is too large ({size} bytes; limit {max_bytes})")
+        )
     data = real.read_bytes()
     if b"\x00" in data[:8192]:
         raise FileProblem(Problem(path=shown, message="file looks binary (contains NUL bytes)"))
@@ -44,7 +49,13 @@ def read_text(path: Path, root: Path, max_bytes: int = MAX_FILE_BYTES) -> str:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         line = data[: exc.start].count(b"\n") + 1
-        raise FileProblem(Problem(path=shown, line=line, message=f"not valid UTF-8 (byte 0x{data[exc.start]:02x} at offset {exc.start})")) from None
+        raise FileProblem(
+            Problem(
+                path=shown,
+                line=line,
+                message=f"not valid UTF-8 (byte 0x{data[exc.start]:02x} at offset {exc.start})",
+            )
+        ) from None
     if not text.strip():
         raise FileProblem(Problem(path=shown, message="file is empty"))
     return text.replace("\r\n", "\n").lstrip("\ufeff")

@@ -5,13 +5,14 @@ per-commit object lookups, no Python-side diffing. Line counts come from the hun
 headers (`@@ -a,b +c,d @@`), symbols from the hunk header context and from added
 lines that define something.
 """
+
 from __future__ import annotations
 
 import os
 import re
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable, Optional
 
 from kbase.ingest.symbols import added_definition, attributes_text, language_kind, symbol_of
 
@@ -25,12 +26,12 @@ LOG_FORMAT = "%x1e%H%x1f%P%x1f%cI%x1f%s%x1f%b%x1d"
 @dataclass
 class FileFacts:
     path: str
-    old_path: Optional[str] = None
-    added: Optional[int] = 0
-    deleted: Optional[int] = 0
+    old_path: str | None = None
+    added: int | None = 0
+    deleted: int | None = 0
     symbols: list[str] = field(default_factory=list)
 
-    def add_symbol(self, name: Optional[str]) -> None:
+    def add_symbol(self, name: str | None) -> None:
         if name and name not in self.symbols and len(self.symbols) < MAX_SYMBOLS:
             self.symbols.append(name)
 
@@ -52,8 +53,17 @@ def unquote_path(s: str) -> str:
     raw = s[1:-1].encode("utf-8", "surrogateescape")
     out = bytearray()
     i = 0
-    simple = {ord("n"): 10, ord("t"): 9, ord('"'): 34, ord("\\"): 92, ord("a"): 7, ord("b"): 8, ord("f"): 12,
-              ord("r"): 13, ord("v"): 11}
+    simple = {
+        ord("n"): 10,
+        ord("t"): 9,
+        ord('"'): 34,
+        ord("\\"): 92,
+        ord("a"): 7,
+        ord("b"): 8,
+        ord("f"): 12,
+        ord("r"): 13,
+        ord("v"): 11,
+    }
     while i < len(raw):
         c = raw[i]
         if c == 92 and i + 1 < len(raw):
@@ -72,7 +82,7 @@ def unquote_path(s: str) -> str:
 
 def _strip_prefix(s: str, prefix: str) -> str:
     s = unquote_path(s)
-    return s[len(prefix):] if s.startswith(prefix) else s
+    return s[len(prefix) :] if s.startswith(prefix) else s
 
 
 def _paths_from_diff_header(rest: str) -> tuple[str, str]:
@@ -96,24 +106,41 @@ def _paths_from_diff_header(rest: str) -> tuple[str, str]:
 
 def log_command(rev_range: str, attributes_file: str) -> list[str]:
     return [
-        "-c", "core.quotepath=false", "-c", f"core.attributesFile={attributes_file}",
-        "-c", "diff.noprefix=false", "-c", "diff.mnemonicPrefix=false",
-        "log", "--first-parent", "--diff-merges=first-parent", "-M", "-p", "-U0", "--no-color",
-        "--no-ext-diff", "--no-textconv", "--src-prefix=a/", "--dst-prefix=b/",
-        f"--format={LOG_FORMAT}", rev_range, "--",
+        "-c",
+        "core.quotepath=false",
+        "-c",
+        f"core.attributesFile={attributes_file}",
+        "-c",
+        "diff.noprefix=false",
+        "-c",
+        "diff.mnemonicPrefix=false",
+        "log",
+        "--first-parent",
+        "--diff-merges=first-parent",
+        "-M",
+        "-p",
+        "-U0",
+        "--no-color",
+        "--no-ext-diff",
+        "--no-textconv",
+        "--src-prefix=a/",
+        "--dst-prefix=b/",
+        f"--format={LOG_FORMAT}",
+        rev_range,
+        "--",
     ]
 
 
 def parse_log(stream, on_commit: Callable[[CommitFacts], None]) -> int:
     """Feed each parsed commit to `on_commit` as soon as its diff is complete; returns the count."""
-    commit: Optional[CommitFacts] = None
-    cur: Optional[FileFacts] = None
-    kind: Optional[str] = None
+    commit: CommitFacts | None = None
+    cur: FileFacts | None = None
+    kind: str | None = None
     in_header = False
     head_buf: list[bytes] = []
     rem = 0
     count = 0
-    minus_path: Optional[str] = None
+    minus_path: str | None = None
 
     def finish() -> None:
         nonlocal count
@@ -132,8 +159,17 @@ def parse_log(stream, on_commit: Callable[[CommitFacts], None]) -> int:
                     if kind == "py":
                         if b"def " in line or b"class " in line:
                             cur.add_symbol(added_definition(kind, line.decode("utf-8", "replace")))
-                    elif line[:1] not in (b" ", b"\t", b"", b"/", b"*", b"}", b"{", b")", b"#") \
-                            and (b"(" in line or line.startswith((b"struct ", b"class ", b"template"))):
+                    elif line[:1] not in (
+                        b" ",
+                        b"\t",
+                        b"",
+                        b"/",
+                        b"*",
+                        b"}",
+                        b"{",
+                        b")",
+                        b"#",
+                    ) and (b"(" in line or line.startswith((b"struct ", b"class ", b"template"))):
                         cur.add_symbol(added_definition(kind, line.decode("utf-8", "replace")))
                 continue
             if c == 45:  # '-'
@@ -172,7 +208,9 @@ def parse_log(stream, on_commit: Callable[[CommitFacts], None]) -> int:
                 head_buf = [raw]
             continue
         if raw.startswith(b"diff --git "):
-            a, b = _paths_from_diff_header(raw[11:].rstrip(b"\r\n").decode("utf-8", "surrogateescape"))
+            a, b = _paths_from_diff_header(
+                raw[11:].rstrip(b"\r\n").decode("utf-8", "surrogateescape")
+            )
             cur = FileFacts(path=b, old_path=a if a != b else None)
             if commit is not None:
                 commit.files.append(cur)
@@ -204,8 +242,13 @@ def _commit_header(blob: bytes) -> CommitFacts:
     text = blob.decode("utf-8", "replace").lstrip("\x1e")
     text = text.split("\x1d", 1)[0]
     sha, parents, date, subject, body = (text.split("\x1f", 4) + ["", "", "", ""])[:5]
-    return CommitFacts(sha=sha.strip(), parents=parents.split(), date=date.strip(), subject=subject.strip(),
-                       body=body.strip())
+    return CommitFacts(
+        sha=sha.strip(),
+        parents=parents.split(),
+        date=date.strip(),
+        subject=subject.strip(),
+        body=body.strip(),
+    )
 
 
 def stream_history(repo, rev_range: str, on_commit: Callable[[CommitFacts], None]) -> int:
@@ -216,7 +259,9 @@ def stream_history(repo, rev_range: str, on_commit: Callable[[CommitFacts], None
     try:
         with os.fdopen(fd, "w") as fh:
             fh.write(attributes_text())
-        proc = repo.git.execute(["git", *log_command(rev_range, attrs)], as_process=True, stdout_as_string=False)
+        proc = repo.git.execute(
+            ["git", *log_command(rev_range, attrs)], as_process=True, stdout_as_string=False
+        )
         try:
             n = parse_log(proc.stdout, on_commit)
         except BaseException:
@@ -229,4 +274,3 @@ def stream_history(repo, rev_range: str, on_commit: Callable[[CommitFacts], None
         return n
     finally:
         os.unlink(attrs)
-

@@ -3,6 +3,7 @@
 Front-matter errors are mapped back to the line of the offending YAML key, so that
 `kbase lint` can say `skills/x/SKILL.md:14: [verification.tiers] ...`.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -50,11 +51,21 @@ def split_front_matter(text: str, path: str) -> tuple[str, str, int]:
     """Return (yaml_text, body, body_start_line). The YAML starts on file line 2."""
     lines = text.split("\n")
     if not lines or lines[0].strip() != "---":
-        raise DocumentError([Problem(path=path, line=1, message="missing YAML front-matter: the file must start with '---'")])
+        raise DocumentError(
+            [
+                Problem(
+                    path=path,
+                    line=1,
+                    message="missing YAML front-matter: the file must start with '---'",
+                )
+            ]
+        )
     for i in range(1, len(lines)):
         if lines[i].strip() in ("---", "..."):
             return "\n".join(lines[1:i]), "\n".join(lines[i + 1 :]), i + 2
-    raise DocumentError([Problem(path=path, line=1, message="unterminated front-matter: no closing '---' line")])
+    raise DocumentError(
+        [Problem(path=path, line=1, message="unterminated front-matter: no closing '---' line")]
+    )
 
 
 def node_line(node: Any, loc: tuple[Any, ...]) -> int:
@@ -88,11 +99,15 @@ def parse_yaml(yaml_text: str, path: str) -> tuple[dict[str, Any], Any]:
         mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
         line = mark.line + 2 if mark is not None else 1
         problem = getattr(exc, "problem", None) or str(exc)
-        raise DocumentError([Problem(path=path, line=line, message=f"malformed YAML: {problem}")]) from None
+        raise DocumentError(
+            [Problem(path=path, line=line, message=f"malformed YAML: {problem}")]
+        ) from None
     if data is None:
         raise DocumentError([Problem(path=path, line=1, message="front-matter is empty")])
     if not isinstance(data, dict):
-        raise DocumentError([Problem(path=path, line=2, message="front-matter must be a YAML mapping")])
+        raise DocumentError(
+            [Problem(path=path, line=2, message="front-matter must be a YAML mapping")]
+        )
     return data, node
 
 
@@ -109,7 +124,9 @@ def parse_body(body: str, body_line: int) -> tuple[list[Section], list[CodeBlock
         elif tok.type == "fence" and tok.map:
             info = tok.info.strip()
             lang = info.split()[0] if info else ""
-            blocks.append(CodeBlock(info=info, lang=lang, code=tok.content, line=body_line + tok.map[0]))
+            blocks.append(
+                CodeBlock(info=info, lang=lang, code=tok.content, line=body_line + tok.map[0])
+            )
     doc_title = next((t for _, lvl, t in headings if lvl == 1), "")
     sections: list[Section] = []
     bounds = headings + [(len(lines), 0, "")]
@@ -129,5 +146,13 @@ def parse_document(text: str, path: str) -> Document:
     yaml_text, body, body_line = split_front_matter(text, path)
     meta, node = parse_yaml(yaml_text, path)
     sections, blocks, title = parse_body(body, body_line)
-    return Document(path=path, meta=meta, meta_node=node, body=body, body_line=body_line,
-                    sections=sections, code_blocks=blocks, title=title)
+    return Document(
+        path=path,
+        meta=meta,
+        meta_node=node,
+        body=body,
+        body_line=body_line,
+        sections=sections,
+        code_blocks=blocks,
+        title=title,
+    )

@@ -5,22 +5,23 @@ atomically (temporary file, then rename) and `.state.json` is written last, so a
 killed run leaves whole cards and the previous state; the next run mines the same
 range again and rewrites the same files.
 """
+
 from __future__ import annotations
 
 import datetime as _dt
 import json
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Optional
 
 from kbase.ingest import classify
 from kbase.ingest.card_format import existing_notes, notes_text, render_card, split_card
 from kbase.ingest.cards import ARCHIVE_DIR
 from kbase.ingest.gitlog import CommitFacts, FileFacts, stream_history
-from kbase.schema import Recipe
-from kbase.schema import FileChange, PRCard
+
+from kbase.schema import FileChange, PRCard, Recipe
 
 STATE_FILE = ".state.json"
 STATE_VERSION = 1
@@ -57,14 +58,16 @@ def archive_dir(root: Path, name: str) -> Path:
     return root / ARCHIVE_DIR / name
 
 
-def read_state(folder: Path) -> Optional[dict]:
+def read_state(folder: Path) -> dict | None:
     p = folder / STATE_FILE
     if not p.exists():
         return None
     try:
         data = json.loads(p.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
-        raise MiningError(f"{p}: unreadable state file ({exc}); delete it or run with --full") from None
+        raise MiningError(
+            f"{p}: unreadable state file ({exc}); delete it or run with --full"
+        ) from None
     if not isinstance(data, dict) or "last_sha" not in data:
         raise MiningError(f"{p}: state file has no 'last_sha'; delete it or run with --full")
     return data
@@ -87,15 +90,19 @@ def open_repo(source: str | os.PathLike):
     try:
         repo = git.Repo(p)
     except git.InvalidGitRepositoryError:
-        raise MiningError(f"{p}: not a git repository (expected a local clone; run `git clone <url>` first)") from None
+        raise MiningError(
+            f"{p}: not a git repository (expected a local clone; run `git clone <url>` first)"
+        ) from None
     except git.NoSuchPathError:
         raise MiningError(f"{p}: no such directory") from None
     if not repo.head.is_valid():
         raise MiningError(f"{p}: the repository has no commits on HEAD")
     if repo.git.rev_parse("--is-shallow-repository").strip() == "true":
         depth = len(repo.git.rev_list("--first-parent", "HEAD").split())
-        raise MiningError(f"{p}: shallow clone (only {depth} first-parent commit(s) are present, older PRs are missing); "
-                          "run `git fetch --unshallow` in it, then mine again")
+        raise MiningError(
+            f"{p}: shallow clone (only {depth} first-parent commit(s) are present, older PRs are missing); "
+            "run `git fetch --unshallow` in it, then mine again"
+        )
     return repo
 
 
@@ -110,7 +117,9 @@ def _is_ancestor(repo, old: str, new: str) -> bool:
 
 
 def _to_change(f: FileFacts) -> FileChange:
-    return FileChange(path=f.path, old_path=f.old_path, added=f.added, deleted=f.deleted, symbols=f.symbols)
+    return FileChange(
+        path=f.path, old_path=f.old_path, added=f.added, deleted=f.deleted, symbols=f.symbols
+    )
 
 
 def _merge_files(into: list[FileChange], extra: list[FileChange]) -> list[FileChange]:
@@ -123,12 +132,20 @@ def _merge_files(into: list[FileChange], extra: list[FileChange]) -> list[FileCh
         added = None if have.added is None or f.added is None else have.added + f.added
         deleted = None if have.deleted is None or f.deleted is None else have.deleted + f.deleted
         syms = list(dict.fromkeys(have.symbols + f.symbols))
-        by_path[f.path] = have.model_copy(update={"added": added, "deleted": deleted, "symbols": syms,
-                                                  "old_path": have.old_path or f.old_path})
+        by_path[f.path] = have.model_copy(
+            update={
+                "added": added,
+                "deleted": deleted,
+                "symbols": syms,
+                "old_path": have.old_path or f.old_path,
+            }
+        )
     return sorted(by_path.values(), key=lambda x: x.path)
 
 
-def build_card(recipe: Recipe, matcher, pr: int, title: str, sha: str, date: str, files: list[FileChange]) -> PRCard:
+def build_card(
+    recipe: Recipe, matcher, pr: int, title: str, sha: str, date: str, files: list[FileChange]
+) -> PRCard:
     fams: set[str] = set()
     for f in files:
         fams.update(matcher.families_of(f.path))
@@ -136,15 +153,28 @@ def build_card(recipe: Recipe, matcher, pr: int, title: str, sha: str, date: str
             fams.update(matcher.families_of(f.old_path))
     paths = [f.path for f in files]
     cats = classify.categories(title, paths)
-    totals = {"files": len(files), "added": sum(f.added or 0 for f in files),
-              "deleted": sum(f.deleted or 0 for f in files)}
+    totals = {
+        "files": len(files),
+        "added": sum(f.added or 0 for f in files),
+        "deleted": sum(f.deleted or 0 for f in files),
+    }
     binary = sum(1 for f in files if f.added is None)
     if binary:
         totals["binary"] = binary
-    return PRCard(repo=recipe.name, pr=pr, url=recipe.pr_url(pr), sha=sha, date=date, title=title,
-                  families=sorted(fams), files=files, totals=totals, categories=cats,
-                  reverts=classify.reverted_pr(title) if "revert" in cats else None,
-                  tags=classify.tags(title, paths))
+    return PRCard(
+        repo=recipe.name,
+        pr=pr,
+        url=recipe.pr_url(pr),
+        sha=sha,
+        date=date,
+        title=title,
+        families=sorted(fams),
+        files=files,
+        totals=totals,
+        categories=cats,
+        reverts=classify.reverted_pr(title) if "revert" in cats else None,
+        tags=classify.tags(title, paths),
+    )
 
 
 def _title_of(c: CommitFacts, style: str) -> str:
@@ -176,7 +206,9 @@ class _CardWriter:
         if found is None:
             self.report.without_pr += 1
             if len(self.report.without_pr_sample) < SAMPLE_LIMIT:
-                self.report.without_pr_sample.append({"sha": c.sha, "date": c.date, "subject": c.subject})
+                self.report.without_pr_sample.append(
+                    {"sha": c.sha, "date": c.date, "subject": c.subject}
+                )
             return
         pr, style = found
         files = [_to_change(f) for f in c.files]
@@ -188,7 +220,15 @@ class _CardWriter:
             card = build_card(self.recipe, self.matcher, pr, card.title, card.sha, card.date, files)
             self._write(card, also + [c.sha])
             return
-        card = build_card(self.recipe, self.matcher, pr, _title_of(c, style), c.sha, c.date, sorted(files, key=lambda f: f.path))
+        card = build_card(
+            self.recipe,
+            self.matcher,
+            pr,
+            _title_of(c, style),
+            c.sha,
+            c.date,
+            sorted(files, key=lambda f: f.path),
+        )
         self._write(card, [])
 
     def _write(self, card: PRCard, also: list[str]) -> None:
@@ -205,7 +245,9 @@ class _CardWriter:
         atomic_write(path, text)
         self.report.written += 1
 
-    def _merge_with_existing(self, card: PRCard, also: list[str], old_text: str) -> tuple[PRCard, list[str]]:
+    def _merge_with_existing(
+        self, card: PRCard, also: list[str], old_text: str
+    ) -> tuple[PRCard, list[str]]:
         """An incremental run met a PR number that already has a card from an earlier, older commit."""
         try:
             old = PRCard.model_validate(split_card(old_text).meta)
@@ -214,7 +256,9 @@ class _CardWriter:
         if old.sha == card.sha or old.sha in self.seen_shas:
             return card, also
         files = _merge_files(old.files, card.files)
-        merged = build_card(self.recipe, self.matcher, card.pr, card.title, card.sha, card.date, files)
+        merged = build_card(
+            self.recipe, self.matcher, card.pr, card.title, card.sha, card.date, files
+        )
         return merged, also + [old.sha]
 
 
@@ -226,8 +270,14 @@ def _sweep_temporary(folder: Path) -> None:
             pass
 
 
-def mine(source: str | os.PathLike, root: Path, recipe: Recipe, since: Optional[str] = None, full: bool = False,
-         progress: Optional[Callable[[int, int], None]] = None) -> MineReport:
+def mine(
+    source: str | os.PathLike,
+    root: Path,
+    recipe: Recipe,
+    since: str | None = None,
+    full: bool = False,
+    progress: Callable[[int, int], None] | None = None,
+) -> MineReport:
     """Mine `source` into <root>/pr_archive/<recipe.name>/ and return what happened."""
     t0 = time.perf_counter()
     repo = open_repo(source)
@@ -236,7 +286,13 @@ def mine(source: str | os.PathLike, root: Path, recipe: Recipe, since: Optional[
     folder.mkdir(parents=True, exist_ok=True)
     _sweep_temporary(folder)
     state = None if full else read_state(folder)
-    report = MineReport(repo=recipe.name, source=str(Path(source).expanduser().resolve()), mode="full", head=head, range="HEAD")
+    report = MineReport(
+        repo=recipe.name,
+        source=str(Path(source).expanduser().resolve()),
+        mode="full",
+        head=head,
+        range="HEAD",
+    )
 
     if since:
         try:
@@ -253,13 +309,19 @@ def mine(source: str | os.PathLike, root: Path, recipe: Recipe, since: Optional[
     elif not _is_ancestor(repo, state["last_sha"], head):
         report.reason = f"history was rewritten: last mined commit {state['last_sha'][:12]} is not an ancestor of HEAD"
     elif state["last_sha"] == head:
-        report.mode, report.range, report.reason = "noop", f"{head}..{head}", "nothing new since the last mine"
+        report.mode, report.range, report.reason = (
+            "noop",
+            f"{head}..{head}",
+            "nothing new since the last mine",
+        )
     else:
         report.mode, report.range = "incremental", f"{state['last_sha']}..{head}"
 
     if report.mode != "noop":
         total = int(repo.git.rev_list("--first-parent", "--count", report.range))
-        writer = _CardWriter(folder, recipe, incremental=report.mode in ("incremental", "since"), report=report)
+        writer = _CardWriter(
+            folder, recipe, incremental=report.mode in ("incremental", "since"), report=report
+        )
 
         def on_commit(c: CommitFacts) -> None:
             writer(c)
@@ -277,16 +339,24 @@ def mine(source: str | os.PathLike, root: Path, recipe: Recipe, since: Optional[
         "repo": recipe.name,
         "source": report.source,
         "last_sha": head,
-        "mined_at": _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat(),
+        "mined_at": _dt.datetime.now(_dt.UTC).replace(microsecond=0).isoformat(),
         "recipe_digest": recipe.digest(),
         "upstream": recipe.upstream,
         "families": recipe.families,
-        "commits_mined": (0 if report.mode == "full" else prev.get("commits_mined", 0)) + report.commits,
-        "without_pr": (0 if report.mode == "full" else prev.get("without_pr", 0)) + report.without_pr,
+        "commits_mined": (0 if report.mode == "full" else prev.get("commits_mined", 0))
+        + report.commits,
+        "without_pr": (0 if report.mode == "full" else prev.get("without_pr", 0))
+        + report.without_pr,
     }
-    if report.mode != "noop" or not state or {k: v for k, v in state.items() if k != "mined_at"} != \
-            {k: v for k, v in new_state.items() if k != "mined_at"}:
-        atomic_write(folder / STATE_FILE, json.dumps(new_state, indent=2, ensure_ascii=False) + "\n")
+    if (
+        report.mode != "noop"
+        or not state
+        or {k: v for k, v in state.items() if k != "mined_at"}
+        != {k: v for k, v in new_state.items() if k != "mined_at"}
+    ):
+        atomic_write(
+            folder / STATE_FILE, json.dumps(new_state, indent=2, ensure_ascii=False) + "\n"
+        )
     report.seconds = round(time.perf_counter() - t0, 3)
     return report
 

@@ -9,14 +9,13 @@ checked against `git log --first-parent -- ':(glob)<pattern>'`:
   (`a/**/b` also matches `a/b`), `[...]` is a character class, and a pattern
   that names a directory also matches everything below it.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
 
 import yaml
 from pydantic import ValidationError
-
 
 from kbase.schema import Problem, Recipe
 
@@ -44,12 +43,16 @@ def validation_problems(exc: ValidationError, shown: str, node, first_line: int)
         loc = tuple(err["loc"])
         # node_line counts from front-matter that starts on line 2
         line = max(1, node_line(node, loc) - 2 + first_line) if node is not None else first_line
-        msg = {"extra_forbidden": "unknown key", "missing": "required key is missing"}.get(err["type"], err["msg"])
-        out.append(Problem(path=shown, line=line, field=".".join(map(str, loc)) or None, message=msg))
+        msg = {"extra_forbidden": "unknown key", "missing": "required key is missing"}.get(
+            err["type"], err["msg"]
+        )
+        out.append(
+            Problem(path=shown, line=line, field=".".join(map(str, loc)) or None, message=msg)
+        )
     return out
 
 
-def load_recipe_file(path: Path, root: Optional[Path] = None) -> Recipe:
+def load_recipe_file(path: Path, root: Path | None = None) -> Recipe:
     shown = str(path)
     if root is not None:
         try:
@@ -59,14 +62,22 @@ def load_recipe_file(path: Path, root: Optional[Path] = None) -> Recipe:
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
-        raise RecipeError([Problem(path=shown, message=f"cannot read recipe: {exc.strerror}")]) from None
+        raise RecipeError(
+            [Problem(path=shown, message=f"cannot read recipe: {exc.strerror}")]
+        ) from None
     try:
         node = yaml.compose(text, Loader=yaml.SafeLoader)
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = mark.line + 1 if mark is not None else 1
-        raise RecipeError([Problem(path=shown, line=line, message=f"malformed YAML: {getattr(exc, 'problem', exc)}")]) from None
+        raise RecipeError(
+            [
+                Problem(
+                    path=shown, line=line, message=f"malformed YAML: {getattr(exc, 'problem', exc)}"
+                )
+            ]
+        ) from None
     if not isinstance(data, dict):
         raise RecipeError([Problem(path=shown, line=1, message="a recipe must be a YAML mapping")])
     try:
@@ -86,12 +97,23 @@ def find_recipe(spec: str, root: Path) -> Path:
         cand = root / RECIPES_DIR / f"{spec}{ext}"
         if cand.exists():
             return cand
-    known = sorted(x.stem for x in (root / RECIPES_DIR).glob("*.y*ml")) if (root / RECIPES_DIR).is_dir() else []
-    raise RecipeError([Problem(path=str(RECIPES_DIR / f"{spec}.yaml"), field="recipe",
-                               message=f"no recipe named {spec!r} (known: {', '.join(known) or 'none'})")])
+    known = (
+        sorted(x.stem for x in (root / RECIPES_DIR).glob("*.y*ml"))
+        if (root / RECIPES_DIR).is_dir()
+        else []
+    )
+    raise RecipeError(
+        [
+            Problem(
+                path=str(RECIPES_DIR / f"{spec}.yaml"),
+                field="recipe",
+                message=f"no recipe named {spec!r} (known: {', '.join(known) or 'none'})",
+            )
+        ]
+    )
 
 
-def resolve_recipe(spec: Optional[str], name: str, root: Path) -> Recipe:
+def resolve_recipe(spec: str | None, name: str, root: Path) -> Recipe:
     """--recipe beats a recipe named like the archive; with neither, a recipe without families."""
     if spec:
         recipe = load_recipe_file(find_recipe(spec, root), root)

@@ -1,14 +1,15 @@
 """Skills: load skills/<name>/SKILL.md, validate its front-matter, chunk it for the index."""
+
 from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 
-from pydantic import ValidationError
-
 from kbase.ingest.files import FileProblem, display_path, read_text
 from kbase.ingest.markdown import Document, DocumentError, parse_document
+from pydantic import ValidationError
+
 from kbase.schema import Chunk, CodeBlock, Entry, Problem, SkillMeta
 
 SKILL_FILE = "SKILL.md"
@@ -65,13 +66,25 @@ def load_skill(path: Path, root: Path) -> Skill:
     problems: list[Problem] = []
     folder = path.parent.name
     if meta.name != folder:
-        problems.append(Problem(path=shown, line=doc.line_of(("name",)), field="name",
-                                message=f"name {meta.name!r} does not match its folder {folder!r}"))
+        problems.append(
+            Problem(
+                path=shown,
+                line=doc.line_of(("name",)),
+                field="name",
+                message=f"name {meta.name!r} does not match its folder {folder!r}",
+            )
+        )
     skill = Skill(meta=meta, doc=doc, path=shown, text=text)
     if not skill.snippet_blocks():
         marks = ", ".join(meta.verification.blocks)
-        problems.append(Problem(path=shown, line=doc.line_of(("verification",)), field="verification.blocks",
-                                message=f"no fenced block in the body is marked with {marks!r} (e.g. ```python verify)"))
+        problems.append(
+            Problem(
+                path=shown,
+                line=doc.line_of(("verification",)),
+                field="verification.blocks",
+                message=f"no fenced block in the body is marked with {marks!r} (e.g. ```python verify)",
+            )
+        )
     if problems:
         raise DocumentError(problems)
     return skill
@@ -81,7 +94,9 @@ def find_skill_files(root: Path) -> list[Path]:
     base = root / "skills"
     if not base.is_dir():
         return []
-    return sorted(p / SKILL_FILE for p in base.iterdir() if p.is_dir() and (p / SKILL_FILE).exists())
+    return sorted(
+        p / SKILL_FILE for p in base.iterdir() if p.is_dir() and (p / SKILL_FILE).exists()
+    )
 
 
 def lint_paths(paths: list[Path], root: Path) -> list[Problem]:
@@ -101,8 +116,14 @@ def lint_paths(paths: list[Path], root: Path) -> list[Problem]:
     for s in skills:
         for i, rel in enumerate(s.meta.related):
             if rel not in known:
-                problems.append(Problem(path=s.path, line=s.doc.line_of(("related", i)), field=f"related.{i}",
-                                        message=f"related skill {rel!r} does not exist"))
+                problems.append(
+                    Problem(
+                        path=s.path,
+                        line=s.doc.line_of(("related", i)),
+                        field=f"related.{i}",
+                        message=f"related skill {rel!r} does not exist",
+                    )
+                )
     return problems
 
 
@@ -120,14 +141,31 @@ def skill_entry(skill: Skill) -> Entry:
 
     def add(section: str, text: str, line: int) -> None:
         if text.strip():
-            chunks.append(Chunk(id=f"{eid}::{len(chunks)}", entry_id=eid, kind="skill", section=section,
-                                text=text.strip(), line=line, path=skill.path))
+            chunks.append(
+                Chunk(
+                    id=f"{eid}::{len(chunks)}",
+                    entry_id=eid,
+                    kind="skill",
+                    section=section,
+                    text=text.strip(),
+                    line=line,
+                    path=skill.path,
+                )
+            )
 
-    tag_words = " ".join(v for k in ("languages", "kernel_types", "archs", "techniques") for v in getattr(m.tags, k))
-    add("summary", f"{title}\n{m.description}\nWhen: \n{_join(m.trigger)}\nTags: {tag_words}", d.line_of(("description",)))
+    tag_words = " ".join(
+        v for k in ("languages", "kernel_types", "archs", "techniques") for v in getattr(m.tags, k)
+    )
+    add(
+        "summary",
+        f"{title}\n{m.description}\nWhen: \n{_join(m.trigger)}\nTags: {tag_words}",
+        d.line_of(("description",)),
+    )
     add("trigger", _join(m.trigger), d.line_of(("trigger",)))
     add("steps", _join(m.steps), d.line_of(("steps",)))
-    fm_text = "\n".join(f"- symptom: {f.symptom}\n  cause: {f.cause}\n  fix: {f.fix}" for f in m.failure_modes)
+    fm_text = "\n".join(
+        f"- symptom: {f.symptom}\n  cause: {f.cause}\n  fix: {f.fix}" for f in m.failure_modes
+    )
     add("failure_modes", fm_text, d.line_of(("failure_modes",)))
     for sec in d.sections:
         if sec.level == 1 and not sec.text:
@@ -135,5 +173,13 @@ def skill_entry(skill: Skill) -> Entry:
         name = sec.title or "intro"
         add(name, f"{sec.title}\n{sec.text}" if sec.title else sec.text, sec.line)
     content_hash = hashlib.sha256(skill.text.encode()).hexdigest()
-    return Entry(id=eid, kind="skill", title=title, path=skill.path, line=1, content_hash=content_hash,
-                 chunks=chunks, tags=m.tags.flat())
+    return Entry(
+        id=eid,
+        kind="skill",
+        title=title,
+        path=skill.path,
+        line=1,
+        content_hash=content_hash,
+        chunks=chunks,
+        tags=m.tags.flat(),
+    )

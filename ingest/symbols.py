@@ -6,60 +6,261 @@ the name is dug out of that text and checked against lists of words that are nev
 the name of a definition: keywords, qualifiers, builtin types and template
 parameter placeholders.
 """
+
 from __future__ import annotations
 
 import keyword
 import re
-from typing import Optional
 
 PY_EXT = (".py", ".pyi")
-C_EXT = (".c", ".cc", ".cpp", ".cxx", ".cu", ".cuh", ".h", ".hh", ".hpp", ".hxx", ".hip", ".inl", ".inc", ".cl", ".metal")
+C_EXT = (
+    ".c",
+    ".cc",
+    ".cpp",
+    ".cxx",
+    ".cu",
+    ".cuh",
+    ".h",
+    ".hh",
+    ".hpp",
+    ".hxx",
+    ".hip",
+    ".inl",
+    ".inc",
+    ".cl",
+    ".metal",
+)
 
 # Builtin drivers git knows; handed to `git log` through an attributes file so that hunk
 # headers name the enclosing def/function rather than the nearest unindented line.
 GIT_DIFF_DRIVERS = {**{ext: "python" for ext in PY_EXT}, **{ext: "cpp" for ext in C_EXT}}
 
 _PY_BUILTINS = {
-    "abs", "all", "any", "bool", "bytes", "callable", "dict", "dir", "enumerate", "filter", "float",
-    "format", "frozenset", "getattr", "hasattr", "hash", "id", "input", "int", "isinstance", "issubclass",
-    "iter", "len", "list", "map", "max", "min", "next", "object", "open", "print", "property", "range",
-    "repr", "reversed", "round", "set", "setattr", "slice", "sorted", "staticmethod", "classmethod",
-    "str", "sum", "super", "tuple", "type", "vars", "zip", "self", "cls",
+    "abs",
+    "all",
+    "any",
+    "bool",
+    "bytes",
+    "callable",
+    "dict",
+    "dir",
+    "enumerate",
+    "filter",
+    "float",
+    "format",
+    "frozenset",
+    "getattr",
+    "hasattr",
+    "hash",
+    "id",
+    "input",
+    "int",
+    "isinstance",
+    "issubclass",
+    "iter",
+    "len",
+    "list",
+    "map",
+    "max",
+    "min",
+    "next",
+    "object",
+    "open",
+    "print",
+    "property",
+    "range",
+    "repr",
+    "reversed",
+    "round",
+    "set",
+    "setattr",
+    "slice",
+    "sorted",
+    "staticmethod",
+    "classmethod",
+    "str",
+    "sum",
+    "super",
+    "tuple",
+    "type",
+    "vars",
+    "zip",
+    "self",
+    "cls",
 }
 PY_STOP = set(keyword.kwlist) | set(getattr(keyword, "softkwlist", [])) | _PY_BUILTINS
 
 C_STOP = {
     # keywords and qualifiers
-    "alignas", "alignof", "asm", "auto", "bool", "break", "case", "catch", "char", "class", "const",
-    "consteval", "constexpr", "constinit", "const_cast", "continue", "co_await", "co_return", "decltype",
-    "default", "defined", "delete", "do", "double", "dynamic_cast", "else", "enum", "explicit", "export",
-    "extern", "false", "float", "for", "friend", "goto", "if", "inline", "int", "long", "mutable",
-    "namespace", "new", "noexcept", "nullptr", "operator", "private", "protected", "public", "register",
-    "reinterpret_cast", "requires", "return", "short", "signed", "sizeof", "static", "static_assert",
-    "static_cast", "struct", "switch", "template", "this", "thread_local", "throw", "true", "try",
-    "typedef", "typeid", "typename", "union", "unsigned", "using", "virtual", "void", "volatile", "while",
-    "__global__", "__device__", "__host__", "__forceinline__", "__inline__", "__noinline__", "__shared__",
-    "__constant__", "__managed__", "__launch_bounds__", "__restrict__", "__grid_constant__",
-    "__attribute__", "__declspec", "__cluster_dims__", "CUTLASS_DEVICE", "CUTLASS_HOST_DEVICE",
-    "CUTE_DEVICE", "CUTE_HOST_DEVICE", "CUTLASS_GLOBAL", "FLASHINFER_INLINE", "__host__device__",
+    "alignas",
+    "alignof",
+    "asm",
+    "auto",
+    "bool",
+    "break",
+    "case",
+    "catch",
+    "char",
+    "class",
+    "const",
+    "consteval",
+    "constexpr",
+    "constinit",
+    "const_cast",
+    "continue",
+    "co_await",
+    "co_return",
+    "decltype",
+    "default",
+    "defined",
+    "delete",
+    "do",
+    "double",
+    "dynamic_cast",
+    "else",
+    "enum",
+    "explicit",
+    "export",
+    "extern",
+    "false",
+    "float",
+    "for",
+    "friend",
+    "goto",
+    "if",
+    "inline",
+    "int",
+    "long",
+    "mutable",
+    "namespace",
+    "new",
+    "noexcept",
+    "nullptr",
+    "operator",
+    "private",
+    "protected",
+    "public",
+    "register",
+    "reinterpret_cast",
+    "requires",
+    "return",
+    "short",
+    "signed",
+    "sizeof",
+    "static",
+    "static_assert",
+    "static_cast",
+    "struct",
+    "switch",
+    "template",
+    "this",
+    "thread_local",
+    "throw",
+    "true",
+    "try",
+    "typedef",
+    "typeid",
+    "typename",
+    "union",
+    "unsigned",
+    "using",
+    "virtual",
+    "void",
+    "volatile",
+    "while",
+    "__global__",
+    "__device__",
+    "__host__",
+    "__forceinline__",
+    "__inline__",
+    "__noinline__",
+    "__shared__",
+    "__constant__",
+    "__managed__",
+    "__launch_bounds__",
+    "__restrict__",
+    "__grid_constant__",
+    "__attribute__",
+    "__declspec",
+    "__cluster_dims__",
+    "CUTLASS_DEVICE",
+    "CUTLASS_HOST_DEVICE",
+    "CUTE_DEVICE",
+    "CUTE_HOST_DEVICE",
+    "CUTLASS_GLOBAL",
+    "FLASHINFER_INLINE",
+    "__host__device__",
     # builtin and standard type names, and namespaces that are never the definition itself
-    "size_t", "int8_t", "int16_t", "int32_t", "int64_t", "uint8_t", "uint16_t", "uint32_t", "uint64_t",
-    "half", "half2", "nv_bfloat16", "nv_bfloat162", "float2", "float4", "dim3", "std", "cute", "cutlass",
-    "torch", "at", "c10",
+    "size_t",
+    "int8_t",
+    "int16_t",
+    "int32_t",
+    "int64_t",
+    "uint8_t",
+    "uint16_t",
+    "uint32_t",
+    "uint64_t",
+    "half",
+    "half2",
+    "nv_bfloat16",
+    "nv_bfloat162",
+    "float2",
+    "float4",
+    "dim3",
+    "std",
+    "cute",
+    "cutlass",
+    "torch",
+    "at",
+    "c10",
 }
 # template parameter placeholders: real code names things this way, but they are types, not definitions
-_PLACEHOLDER = re.compile(r"^(?:[A-Z]\d?|Type|Types|DType\w*|IdType|scalar_t|index_t|T[A-Z]\w*_t|Args|Ts)$")
+_PLACEHOLDER = re.compile(
+    r"^(?:[A-Z]\d?|Type|Types|DType\w*|IdType|scalar_t|index_t|T[A-Z]\w*_t|Args|Ts)$"
+)
 
 _IDENT = re.compile(r"^[A-Za-z_~][A-Za-z0-9_]*$")
 _PY_DEF = re.compile(r"^\s*(?:async\s+)?(?:def|class)\s+([A-Za-z_]\w*)")
-_C_RECORD = re.compile(r"^(?:(?:typedef|export)\s+)?(?:struct|class|union|enum(?:\s+class|\s+struct)?)\s+"
-                       r"(?:(?:alignas|__align__|__attribute__)\s*\([^)]*\)\s*)*([A-Za-z_]\w*)\s*(?:final\s*)?(?:[:{<]|$)")
+_C_RECORD = re.compile(
+    r"^(?:(?:typedef|export)\s+)?(?:struct|class|union|enum(?:\s+class|\s+struct)?)\s+"
+    r"(?:(?:alignas|__align__|__attribute__)\s*\([^)]*\)\s*)*([A-Za-z_]\w*)\s*(?:final\s*)?(?:[:{<]|$)"
+)
 _C_DEFINE = re.compile(r"^#\s*define\s+([A-Za-z_]\w*)")
-_C_CALLISH = re.compile(r"([A-Za-z_~]\w*(?:\s*::\s*~?[A-Za-z_]\w*)*)\s*(?:<[^()<>;]*(?:<[^()<>;]*>[^()<>;]*)*>)?\s*\(")
-_C_SKIP_START = ("//", "/*", "*", "#include", "#pragma", "#if", "#else", "#endif", "#ifdef", "#ifndef",
-                 "#elif", "#undef", "namespace", "using ", "return", "case ", "public:", "private:",
-                 "protected:", "}", "{", "else", "if ", "if(", "for ", "for(", "while", "switch", "do ",
-                 "extern \"C\"")
+_C_CALLISH = re.compile(
+    r"([A-Za-z_~]\w*(?:\s*::\s*~?[A-Za-z_]\w*)*)\s*(?:<[^()<>;]*(?:<[^()<>;]*>[^()<>;]*)*>)?\s*\("
+)
+_C_SKIP_START = (
+    "//",
+    "/*",
+    "*",
+    "#include",
+    "#pragma",
+    "#if",
+    "#else",
+    "#endif",
+    "#ifdef",
+    "#ifndef",
+    "#elif",
+    "#undef",
+    "namespace",
+    "using ",
+    "return",
+    "case ",
+    "public:",
+    "private:",
+    "protected:",
+    "}",
+    "{",
+    "else",
+    "if ",
+    "if(",
+    "for ",
+    "for(",
+    "while",
+    "switch",
+    "do ",
+    'extern "C"',
+)
 
 
 def _strip_template(s: str) -> str:
@@ -86,14 +287,14 @@ def _good(name: str, stop: set[str]) -> bool:
     return bool(_IDENT.match(name)) and name not in stop and not _PLACEHOLDER.match(name)
 
 
-def python_symbol(text: str) -> Optional[str]:
+def python_symbol(text: str) -> str | None:
     m = _PY_DEF.match(text)
     if m and _good(m.group(1), PY_STOP):
         return m.group(1)
     return None
 
 
-def c_symbol(text: str) -> Optional[str]:
+def c_symbol(text: str) -> str | None:
     s = text.strip()
     if not s or s.startswith(_C_SKIP_START):
         return None
@@ -117,7 +318,7 @@ def c_symbol(text: str) -> Optional[str]:
     return None
 
 
-def symbol_of(path: str, text: str) -> Optional[str]:
+def symbol_of(path: str, text: str) -> str | None:
     """The definition named by `text` (a hunk header or an added line) in a file at `path`."""
     low = path.lower()
     if low.endswith(PY_EXT):
@@ -127,7 +328,7 @@ def symbol_of(path: str, text: str) -> Optional[str]:
     return None
 
 
-def language_kind(path: str) -> Optional[str]:
+def language_kind(path: str) -> str | None:
     low = path.lower()
     if low.endswith(PY_EXT):
         return "py"
@@ -136,7 +337,7 @@ def language_kind(path: str) -> Optional[str]:
     return None
 
 
-def added_definition(kind: str, line: str) -> Optional[str]:
+def added_definition(kind: str, line: str) -> str | None:
     """A definition introduced by an added line (without its leading '+'), if it looks like one.
 
     Cheap filters first: this runs on every added line of the history.
@@ -146,7 +347,12 @@ def added_definition(kind: str, line: str) -> Optional[str]:
             return None
         return python_symbol(line)
     # C family: definitions start at column 0 and are not statements
-    if not line or line[0] in " \t#/*}{)" or "(" not in line and not line.startswith(("struct ", "class ", "template")):
+    if (
+        not line
+        or line[0] in " \t#/*}{)"
+        or "(" not in line
+        and not line.startswith(("struct ", "class ", "template"))
+    ):
         return None
     if line.rstrip().endswith((";", ",")):
         return None

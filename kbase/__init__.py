@@ -2,6 +2,7 @@
 
 `from kbase import KnowledgeBase` is lazy: heavy dependencies load on first use.
 """
+
 from __future__ import annotations
 
 __version__ = "0.1.0"

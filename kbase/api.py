@@ -1,10 +1,11 @@
 """The Python API: `KnowledgeBase(root=...).index()`, `.search(query)`, `.get(id)`."""
+
 from __future__ import annotations
 
 import os
 import re
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable, Optional
 
 from kbase.config import Settings, default_model_path
 from kbase.schema import EntryDoc, Hit, SectionText
@@ -18,9 +19,16 @@ class NotIndexed(RuntimeError):
 
 
 class KnowledgeBase:
-    def __init__(self, root: str | os.PathLike | None = None, home: str | os.PathLike | None = None,
-                 model_path: Optional[str] = None, chroma_url: Optional[str] = None):
-        self.settings = Settings.load(root=root, home=home, model_path=model_path, chroma_url=chroma_url)
+    def __init__(
+        self,
+        root: str | os.PathLike | None = None,
+        home: str | os.PathLike | None = None,
+        model_path: str | None = None,
+        chroma_url: str | None = None,
+    ):
+        self.settings = Settings.load(
+            root=root, home=home, model_path=model_path, chroma_url=chroma_url
+        )
         self._embedder = None
         self._query_embedder = None
         self._searcher = None
@@ -75,10 +83,12 @@ class KnowledgeBase:
         self.statuses()  # parses every skill and reads the ledger once; later calls hit its cache
 
     # ------------------------------------------------------------------ index
-    def index(self, progress: Optional[Callable[[str, int, int], None]] = None, gc: bool = True):
+    def index(self, progress: Callable[[str, int, int], None] | None = None, gc: bool = True):
         from kbase.retrieval.indexer import build_index
 
-        return build_index(self.root, self.home, self.embedder, self.settings.chroma_url, progress=progress, gc=gc)
+        return build_index(
+            self.root, self.home, self.embedder, self.settings.chroma_url, progress=progress, gc=gc
+        )
 
     # ------------------------------------------------------------------ status
     def statuses(self) -> dict:
@@ -91,7 +101,7 @@ class KnowledgeBase:
         except FileNotFoundError:
             return {}
 
-    def _status_of(self, entry, statuses: dict) -> tuple[str, Optional[str], Optional[str]]:
+    def _status_of(self, entry, statuses: dict) -> tuple[str, str | None, str | None]:
         if entry.kind == "pr":
             return PR_STATUS, None, None
         audit = statuses.get(entry.id)
@@ -100,10 +110,19 @@ class KnowledgeBase:
         return audit.status, audit.verified_on, audit.last_pass
 
     # ------------------------------------------------------------------ search
-    def search(self, query: str, k: int = 5, kind: Optional[str] = None, repo: Optional[str] = None,
-               tags: Optional[list[str]] = None, status: Optional[list[str] | str] = None,
-               mode: str = "hybrid", auto_index: bool = True,
-               since: Optional[str] = None, until: Optional[str] = None) -> list[Hit]:
+    def search(
+        self,
+        query: str,
+        k: int = 5,
+        kind: str | None = None,
+        repo: str | None = None,
+        tags: list[str] | None = None,
+        status: list[str] | str | None = None,
+        mode: str = "hybrid",
+        auto_index: bool = True,
+        since: str | None = None,
+        until: str | None = None,
+    ) -> list[Hit]:
         """`since`/`until` (YYYY-MM-DD, inclusive) keep only dated entries (PR cards) in that range."""
         from kbase.retrieval.searcher import make_snippet
 
@@ -119,7 +138,9 @@ class KnowledgeBase:
         for name, day in (("since", since), ("until", until)):
             if day is not None and not re.fullmatch(r"\d{4}-\d{2}-\d{2}", day):
                 raise ValueError(f"{name} must be a date like 2025-01-31, got {day!r}")
-        cands = self.searcher().search(query, k=k, kind=kind, repo=repo, tags=tags, mode=mode, since=since, until=until)
+        cands = self.searcher().search(
+            query, k=k, kind=kind, repo=repo, tags=tags, mode=mode, since=since, until=until
+        )
         statuses = self.statuses() if any(c.entry.kind == "skill" for c in cands) else {}
         hits: list[Hit] = []
         for c in cands:
@@ -127,19 +148,30 @@ class KnowledgeBase:
             if wanted and st not in wanted:
                 continue
             chunk = c.entry.chunks[c.chunk_index] if c.entry.chunks else None
-            hits.append(Hit(
-                id=c.entry.id, kind=c.entry.kind, title=c.entry.title, score=round(c.score, 6), status=st,
-                path=c.entry.path, line=chunk.line if chunk else c.entry.line,
-                section=chunk.section if chunk else "", snippet=make_snippet(chunk.text, query) if chunk else "",
-                repo=c.entry.repo, pr=c.entry.pr, verified_on=on, verified_at=at,
-            ))
+            hits.append(
+                Hit(
+                    id=c.entry.id,
+                    kind=c.entry.kind,
+                    title=c.entry.title,
+                    score=round(c.score, 6),
+                    status=st,
+                    path=c.entry.path,
+                    line=chunk.line if chunk else c.entry.line,
+                    section=chunk.section if chunk else "",
+                    snippet=make_snippet(chunk.text, query) if chunk else "",
+                    repo=c.entry.repo,
+                    pr=c.entry.pr,
+                    verified_on=on,
+                    verified_at=at,
+                )
+            )
         if not wanted:
             # Failing entries stay findable but rank below healthy ones.
             hits.sort(key=lambda h: h.status in DEMOTED)
         return hits[:k]
 
     # ------------------------------------------------------------------ get
-    def get(self, entry_id: str, section: Optional[str] = None) -> EntryDoc:
+    def get(self, entry_id: str, section: str | None = None) -> EntryDoc:
         from kbase.ingest.files import read_text
         from kbase.ingest.markdown import parse_body, split_front_matter
 
@@ -166,9 +198,20 @@ class KnowledgeBase:
             if not secs:
                 raise KeyError(f"entry {entry_id!r} has no section {section!r}")
             text = "\n\n".join(s.text for s in secs)
-        return EntryDoc(id=entry.id, kind=entry.kind, title=entry.title, path=entry.path, status=st,
-                        repo=entry.repo, pr=entry.pr, tags=entry.tags, verified_on=on, verified_at=at,
-                        sections=secs, text=text)
+        return EntryDoc(
+            id=entry.id,
+            kind=entry.kind,
+            title=entry.title,
+            path=entry.path,
+            status=st,
+            repo=entry.repo,
+            pr=entry.pr,
+            tags=entry.tags,
+            verified_on=on,
+            verified_at=at,
+            sections=secs,
+            text=text,
+        )
 
     def _find_unindexed(self, entry_id: str):
         from kbase.retrieval.indexer import collect_entries

@@ -1,4 +1,5 @@
 """The `kbase` command. Each area registers its own sub-commands from kbase/commands/."""
+
 from __future__ import annotations
 
 import importlib
@@ -12,7 +13,6 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-
 
 
 @app.callback()

@@ -1,4 +1,5 @@
 """Where things live: the knowledge-base root, the index home, the model, the Chroma server."""
+
 from __future__ import annotations
 
 import os
@@ -30,13 +31,20 @@ class Settings:
     model_path: str | None  # None: resolve lazily with default_model_path()
 
     @classmethod
-    def load(cls, root: str | os.PathLike | None = None, home: str | os.PathLike | None = None,
-             model_path: str | None = None, chroma_url: str | None = None) -> "Settings":
+    def load(
+        cls,
+        root: str | os.PathLike | None = None,
+        home: str | os.PathLike | None = None,
+        model_path: str | None = None,
+        chroma_url: str | None = None,
+    ) -> Settings:
         r = find_root(root)
         h = home or os.environ.get("KBASE_HOME")
         return cls(
             root=r,
             home=Path(h).expanduser().resolve() if h else r / ".kbase",
-            chroma_url=chroma_url if chroma_url is not None else os.environ.get("KBASE_CHROMA_URL") or None,
+            chroma_url=chroma_url
+            if chroma_url is not None
+            else os.environ.get("KBASE_CHROMA_URL") or None,
             model_path=model_path,
         )

@@ -5,11 +5,13 @@
 everything below it. Following git lets a family's PR set be checked against
 `git log --first-parent -- ':(glob)<pattern>'`.
 """
+
 from __future__ import annotations
 
 import functools
 import re
-from typing import Iterable
+from collections.abc import Iterable
+
 
 def _glob_body(pattern: str) -> str:
     out: list[str] = []
@@ -70,7 +72,9 @@ class FamilyMatcher:
     """Which families a path belongs to; memoised, since the same paths recur in thousands of commits."""
 
     def __init__(self, families: dict[str, list[str]]):
-        self._families = [(name, compile_globs(tuple(globs))) for name, globs in sorted(families.items())]
+        self._families = [
+            (name, compile_globs(tuple(globs))) for name, globs in sorted(families.items())
+        ]
         self._memo: dict[str, tuple[str, ...]] = {}
 
     def families_of(self, path: str) -> tuple[str, ...]:

@@ -3,13 +3,14 @@
 Everything else imports from here; this module imports nothing from kbase
 except the tag vocabulary (which is data, not behaviour).
 """
+
 from __future__ import annotations
 
 import datetime as _dt
 import hashlib
 import json
 import re
-from typing import Any, Literal, Optional
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -56,7 +57,7 @@ class Verification(_Strict):
         description="info-string words that mark the snippet blocks (```python verify```)",
     )
     tiers: list[Tier] = Field(min_length=1)
-    min_compute_capability: Optional[float] = Field(default=None, ge=5.0, le=20.0)
+    min_compute_capability: float | None = Field(default=None, ge=5.0, le=20.0)
     timeout_s: int = Field(default=120, ge=1, le=3600)
     asserts: str = Field(min_length=1, description="what the snippet proves, in one sentence")
 
@@ -71,7 +72,7 @@ class Verification(_Strict):
 class Audit(_Strict):
     date: _dt.date
     max_age_days: int = Field(default=180, ge=1, le=3650)
-    by: Optional[str] = None
+    by: str | None = None
 
 
 class Tags(_Strict):
@@ -110,7 +111,7 @@ class SkillMeta(_Strict):
     sources: list[str] = Field(default_factory=list)
     related: list[str] = Field(default_factory=list)
     watch: list[Watch] = Field(default_factory=list)
-    license: Optional[str] = None
+    license: str | None = None
 
     @field_validator("name")
     @classmethod
@@ -163,9 +164,9 @@ class Entry(BaseModel):
     content_hash: str
     chunks: list[Chunk]
     tags: list[str] = Field(default_factory=list, description="flat key=value tags")
-    repo: Optional[str] = None
-    pr: Optional[int] = None
-    date: Optional[str] = None
+    repo: str | None = None
+    pr: int | None = None
+    date: str | None = None
     families: list[str] = Field(default_factory=list)
     categories: list[str] = Field(default_factory=list)
 
@@ -175,7 +176,7 @@ class Problem(BaseModel):
 
     path: str
     line: int = 0
-    field: Optional[str] = None
+    field: str | None = None
     message: str
 
     def __str__(self) -> str:
@@ -197,10 +198,10 @@ class Hit(BaseModel):
     line: int
     section: str
     snippet: str
-    repo: Optional[str] = None
-    pr: Optional[int] = None
-    verified_on: Optional[str] = None
-    verified_at: Optional[str] = None
+    repo: str | None = None
+    pr: int | None = None
+    verified_on: str | None = None
+    verified_at: str | None = None
 
 
 class SectionText(BaseModel):
@@ -217,11 +218,11 @@ class EntryDoc(BaseModel):
     title: str
     path: str
     status: str
-    repo: Optional[str] = None
-    pr: Optional[int] = None
+    repo: str | None = None
+    pr: int | None = None
     tags: list[str] = Field(default_factory=list)
-    verified_on: Optional[str] = None
-    verified_at: Optional[str] = None
+    verified_on: str | None = None
+    verified_at: str | None = None
     sections: list[SectionText] = Field(default_factory=list)
     text: str = ""
 
@@ -238,16 +239,16 @@ class Fingerprint(BaseModel):
     model_config = ConfigDict(extra="allow")
 
     date: str
-    git_commit: Optional[str] = None
+    git_commit: str | None = None
     python: str
-    torch: Optional[str] = None
-    torch_cuda: Optional[str] = None
-    triton: Optional[str] = None
-    numpy: Optional[str] = None
-    nvcc: Optional[str] = None
-    driver: Optional[str] = None
-    gpu_name: Optional[str] = None
-    compute_capability: Optional[str] = None
+    torch: str | None = None
+    torch_cuda: str | None = None
+    triton: str | None = None
+    numpy: str | None = None
+    nvcc: str | None = None
+    driver: str | None = None
+    gpu_name: str | None = None
+    compute_capability: str | None = None
     interpret: bool = False
 
 
@@ -256,7 +257,7 @@ class RunResult(BaseModel):
     tier: Tier
     verdict: Verdict
     duration_s: float
-    line: Optional[int] = None
+    line: int | None = None
     message: str = ""
 
 
@@ -276,8 +277,8 @@ class LedgerRow(BaseModel):
 class SkillAudit(BaseModel):
     skill: str
     status: SkillStatus
-    last_pass: Optional[str] = None
-    verified_on: Optional[str] = None
+    last_pass: str | None = None
+    verified_on: str | None = None
     reasons: list[str] = Field(default_factory=list)
 
 
@@ -288,10 +289,10 @@ class FileChange(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     path: str
-    added: Optional[int] = None
-    deleted: Optional[int] = None
+    added: int | None = None
+    deleted: int | None = None
     symbols: list[str] = Field(default_factory=list)
-    old_path: Optional[str] = None
+    old_path: str | None = None
 
 
 class PRCard(BaseModel):
@@ -301,7 +302,7 @@ class PRCard(BaseModel):
 
     repo: str
     pr: int
-    url: Optional[str] = None
+    url: str | None = None
     sha: str
     date: str
     title: str
@@ -309,7 +310,7 @@ class PRCard(BaseModel):
     files: list[FileChange] = Field(default_factory=list)
     totals: dict[str, int] = Field(default_factory=dict)
     categories: list[str] = Field(default_factory=list)
-    reverts: Optional[int] = None
+    reverts: int | None = None
     tags: Tags = Field(default_factory=Tags)
 
 
@@ -322,8 +323,8 @@ class Recipe(BaseModel):
     model_config = ConfigDict(extra="forbid", str_strip_whitespace=True)
 
     name: str = Field(min_length=1, description="archive name: pr_archive/<name>/")
-    upstream: Optional[str] = Field(default=None, description="https://github.com/<owner>/<repo>")
-    description: Optional[str] = None
+    upstream: str | None = Field(default=None, description="https://github.com/<owner>/<repo>")
+    description: str | None = None
     families: dict[str, list[str]] = Field(default_factory=dict)
 
     @field_validator("name")
@@ -333,7 +334,7 @@ class Recipe(BaseModel):
 
     @field_validator("upstream")
     @classmethod
-    def _url(cls, v: Optional[str]) -> Optional[str]:
+    def _url(cls, v: str | None) -> str | None:
         return _check_url(v, "upstream").rstrip("/") if v is not None else v
 
     @field_validator("families")
@@ -350,7 +351,7 @@ class Recipe(BaseModel):
                 compile_glob(g)  # raises ValueError on a malformed pattern
         return v
 
-    def pr_url(self, pr: int) -> Optional[str]:
+    def pr_url(self, pr: int) -> str | None:
         return f"{self.upstream}/pull/{pr}" if self.upstream else None
 
     def digest(self) -> str:
@@ -366,5 +367,3 @@ class Recipe(BaseModel):
 
 def model_dump_jsonable(model: BaseModel) -> dict[str, Any]:
     return model.model_dump(mode="json")
-
-

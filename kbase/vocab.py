@@ -1,4 +1,5 @@
 """Tag vocabulary: canonical values and aliases, loaded once from kbase/data/vocab.yaml."""
+
 from __future__ import annotations
 
 import functools
@@ -39,7 +40,9 @@ def canonicalize(key: str, values: list[str]) -> list[str]:
         c = canonical_value(key, v)
         if c is None:
             known = ", ".join(vocabulary()[key]["values"])
-            raise ValueError(f"unknown {key} tag {v!r} (known: {known}; aliases in kbase/data/vocab.yaml)")
+            raise ValueError(
+                f"unknown {key} tag {v!r} (known: {known}; aliases in kbase/data/vocab.yaml)"
+            )
         if c not in out:
             out.append(c)
     return out

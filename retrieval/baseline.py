@@ -1,5 +1,6 @@
 """The prior art's method, kept as a baseline: score = occurrences of the query's words
 in the entry's text, no IDF, no vectors."""
+
 from __future__ import annotations
 
 import re
@@ -15,8 +16,9 @@ def entry_text(entry: Entry) -> str:
     return (entry.title + "\n" + "\n".join(c.text for c in entry.chunks)).lower()
 
 
-def keyword_count_search(entries: list[Entry], query: str, k: int = 5,
-                         texts: list[str] | None = None) -> list[tuple[str, float]]:
+def keyword_count_search(
+    entries: list[Entry], query: str, k: int = 5, texts: list[str] | None = None
+) -> list[tuple[str, float]]:
     texts = texts if texts is not None else [entry_text(e) for e in entries]
     words = _words(query)
     scored = []

@@ -1,4 +1,5 @@
 """Dense embeddings from a local sentence-transformers model; never downloads anything."""
+
 from __future__ import annotations
 
 import functools
@@ -8,7 +9,7 @@ import threading
 import numpy as np
 
 _lock = threading.Lock()
-_models: dict[str, "Embedder"] = {}
+_models: dict[str, Embedder] = {}
 
 
 class Embedder:
@@ -30,20 +31,30 @@ class Embedder:
         self.model = SentenceTransformer(model_path, device="cpu", local_files_only=True)
         self.full_length = int(self.model.max_seq_length)
         self.name = os.path.basename(os.path.normpath(model_path))
-        dim_fn = getattr(self.model, "get_embedding_dimension", None) or self.model.get_sentence_embedding_dimension
+        dim_fn = (
+            getattr(self.model, "get_embedding_dimension", None)
+            or self.model.get_sentence_embedding_dimension
+        )
         self.dim = int(dim_fn())
         self._prep = getattr(self.model, "preprocess", None) or self.model.tokenize
         self._query_cache = functools.lru_cache(maxsize=2048)(self._embed_query)
 
-    def embed(self, texts: list[str], batch_size: int = 64, max_length: int | None = None) -> np.ndarray:
+    def embed(
+        self, texts: list[str], batch_size: int = 64, max_length: int | None = None
+    ) -> np.ndarray:
         """`max_length` truncates long texts: attention cost grows with length, so PR cards
         (thousands of long file lists) embed their first 128 word pieces; BM25 sees it all."""
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
         self.model.max_seq_length = min(max_length or self.full_length, self.full_length)
         try:
-            vecs = self.model.encode(texts, batch_size=batch_size, normalize_embeddings=True,
-                                     convert_to_numpy=True, show_progress_bar=False)
+            vecs = self.model.encode(
+                texts,
+                batch_size=batch_size,
+                normalize_embeddings=True,
+                convert_to_numpy=True,
+                show_progress_bar=False,
+            )
         finally:
             self.model.max_seq_length = self.full_length
         return vecs.astype(np.float32)

@@ -1,4 +1,5 @@
 """Retrieval quality on a labelled query set: Hit@1, Hit@5 and MRR per method."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -27,7 +28,12 @@ class Scores:
     misses: list[str] = field(default_factory=list)
 
     def as_dict(self) -> dict:
-        return {"hit@1": round(self.hit1, 4), "hit@5": round(self.hit5, 4), "mrr": round(self.mrr, 4), "n": self.n}
+        return {
+            "hit@1": round(self.hit1, 4),
+            "hit@5": round(self.hit5, 4),
+            "mrr": round(self.mrr, 4),
+            "n": self.n,
+        }
 
 
 def load_queries(folder: Path, pattern: str = "*.yaml") -> list[EvalQuery]:
@@ -38,8 +44,15 @@ def load_queries(folder: Path, pattern: str = "*.yaml") -> list[EvalQuery]:
             data = data.get("queries", [])
         for i, row in enumerate(data):
             exp = row["expected"]
-            out.append(EvalQuery(query=str(row["query"]), expected=[exp] if isinstance(exp, str) else list(exp),
-                                 lang=row.get("lang", "en"), type=row.get("type", "concept"), source=f"{f.name}#{i}"))
+            out.append(
+                EvalQuery(
+                    query=str(row["query"]),
+                    expected=[exp] if isinstance(exp, str) else list(exp),
+                    lang=row.get("lang", "en"),
+                    type=row.get("type", "concept"),
+                    source=f"{f.name}#{i}",
+                )
+            )
     return out
 
 
@@ -58,7 +71,9 @@ def score(ranked_ids: list[list[str]], queries: list[EvalQuery]) -> Scores:
     return Scores(hit1=h1 / n, hit5=h5 / n, mrr=rr / n, n=len(queries), misses=misses)
 
 
-def evaluate(kb, queries: list[EvalQuery], methods=METHODS, k: int = 10, kind: str | None = None) -> dict[str, Scores]:
+def evaluate(
+    kb, queries: list[EvalQuery], methods=METHODS, k: int = 10, kind: str | None = None
+) -> dict[str, Scores]:
     from kbase.retrieval.baseline import entry_text, keyword_count_search
 
     idx = kb.searcher().index()
@@ -71,6 +86,8 @@ def evaluate(kb, queries: list[EvalQuery], methods=METHODS, k: int = 10, kind: s
             if m == "keyword-count":
                 ranked.append([i for i, _ in keyword_count_search(entries, q.query, k, texts)])
             else:
-                ranked.append([c.entry.id for c in kb.searcher().search(q.query, k=k, kind=kind, mode=m)][:k])
+                ranked.append(
+                    [c.entry.id for c in kb.searcher().search(q.query, k=k, kind=kind, mode=m)][:k]
+                )
         out[m] = score(ranked, queries)
     return out

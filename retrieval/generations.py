@@ -2,6 +2,7 @@
 then flips the CURRENT pointer with one atomic rename. A run that dies half-way leaves
 the previous generation current and usable; readers never see a half-written one.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -59,7 +60,9 @@ def load_generation(home: Path, gen_id: str | None = None) -> Generation | None:
         return None
     if meta.get("format") != FORMAT_VERSION:
         return None
-    return Generation(gen_id=gid, path=path, meta=meta, entries=[Entry.model_validate(e) for e in raw])
+    return Generation(
+        gen_id=gid, path=path, meta=meta, entries=[Entry.model_validate(e) for e in raw]
+    )
 
 
 def new_generation_dir(home: Path) -> tuple[str, Path]:

@@ -3,6 +3,7 @@
 The embedding model is English-only and the corpus is written in English, so a Chinese
 query is translated term by term before it reaches either index.
 """
+
 from __future__ import annotations
 
 import functools

@@ -1,12 +1,13 @@
 """Build or update the hybrid index: parse every entry, embed only what changed,
 rebuild BM25, publish a new generation atomically.
 """
+
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Optional
 
 from kbase.schema import Chunk, Entry, Problem
 
@@ -28,11 +29,15 @@ class IndexReport:
 
     def as_dict(self) -> dict:
         return {
-            "entries": self.entries, "chunks": self.chunks,
-            "embedded_entries": self.embedded_entries, "embedded_chunks": self.embedded_chunks,
-            "removed_entries": self.removed_entries, "kept_previous": self.kept_previous,
+            "entries": self.entries,
+            "chunks": self.chunks,
+            "embedded_entries": self.embedded_entries,
+            "embedded_chunks": self.embedded_chunks,
+            "removed_entries": self.removed_entries,
+            "kept_previous": self.kept_previous,
             "problems": [p.model_dump() for p in self.problems],
-            "seconds": {k: round(v, 3) for k, v in self.seconds.items()}, "generation": self.generation,
+            "seconds": {k: round(v, 3) for k, v in self.seconds.items()},
+            "generation": self.generation,
         }
 
 
@@ -64,7 +69,14 @@ def collect_entries(root: Path) -> tuple[list[Entry], list[Problem], set[str]]:
     unique: list[Entry] = []
     for e in entries:
         if e.id in seen:
-            problems.append(Problem(path=e.path, line=1, field="name", message=f"duplicate id {e.id!r} (also {seen[e.id]})"))
+            problems.append(
+                Problem(
+                    path=e.path,
+                    line=1,
+                    field="name",
+                    message=f"duplicate id {e.id!r} (also {seen[e.id]})",
+                )
+            )
             failed.add(e.path)
             continue
         seen[e.id] = e.path
@@ -85,9 +97,16 @@ def _metadata(entry: Entry) -> dict:
     return md
 
 
-def build_index(root: Path, home: Path, embedder_factory: Callable[[], object], chroma_url: Optional[str] = None,
-                progress: Optional[Progress] = None, gc: bool = True, batch: int = 256,
-                extra_entries: Optional[list[Entry]] = None) -> IndexReport:
+def build_index(
+    root: Path,
+    home: Path,
+    embedder_factory: Callable[[], object],
+    chroma_url: str | None = None,
+    progress: Progress | None = None,
+    gc: bool = True,
+    batch: int = 256,
+    extra_entries: list[Entry] | None = None,
+) -> IndexReport:
     """`extra_entries` come from elsewhere than root (benchmarks, other importers); pass them on every run."""
     from kbase.retrieval import generations as G
     from kbase.retrieval.lexical import build_bm25
@@ -133,7 +152,11 @@ def build_index(root: Path, home: Path, embedder_factory: Callable[[], object], 
                     vecs = embedder.embed(texts, max_length=PR_MAX_TOKENS)
                 else:
                     vecs = embedder.embed(texts)
-                store.upsert([c.id for _, c in part], vecs, [{**_metadata(e), "section": c.section} for e, c in part])
+                store.upsert(
+                    [c.id for _, c in part],
+                    vecs,
+                    [{**_metadata(e), "section": c.section} for e, c in part],
+                )
                 if progress:
                     progress("embed", min(i + batch, len(chunks)), len(chunks))
             rep.embedded_entries = sorted(e.id for e in todo)
@@ -142,7 +165,11 @@ def build_index(root: Path, home: Path, embedder_factory: Callable[[], object], 
 
         t3 = time.perf_counter()
         gid, tmp = G.new_generation_dir(home)
-        build_bm25([c for e in entries for c in e.chunks], [e.title for e in entries for _ in e.chunks], tmp / "bm25")
+        build_bm25(
+            [c for e in entries for c in e.chunks],
+            [e.title for e in entries for _ in e.chunks],
+            tmp / "bm25",
+        )
         G.write_entries(tmp, entries, {"root": str(root), "entries": len(entries)})
         rep.seconds["bm25+write"] = time.perf_counter() - t3
         G.publish(home, gid, tmp)
@@ -161,7 +188,9 @@ def build_index(root: Path, home: Path, embedder_factory: Callable[[], object], 
     return rep
 
 
-def _refresh_onnx(home: Path, embedder_factory: Callable[[], object], embedder: object = None) -> None:
+def _refresh_onnx(
+    home: Path, embedder_factory: Callable[[], object], embedder: object = None
+) -> None:
     """Keep home/onnx, the fast query embedder (retrieval/onnx_query.py), in step with the model.
     Only when torch is importable; a failure is a warning on stderr, never a failed index."""
     import importlib.util
@@ -189,5 +218,8 @@ def _refresh_onnx(home: Path, embedder_factory: Callable[[], object], embedder: 
             return  # not a sentence-transformers Embedder (a test double): nothing to export
         OQ.ensure_onnx(home, path, embedder)
     except Exception as exc:  # noqa: BLE001
-        print(f"kbase: warning: ONNX query model not exported ({type(exc).__name__}: {exc}); "
-              "searches will load torch instead", file=sys.stderr)
+        print(
+            f"kbase: warning: ONNX query model not exported ({type(exc).__name__}: {exc}); "
+            "searches will load torch instead",
+            file=sys.stderr,
+        )

@@ -1,12 +1,13 @@
 """BM25 over chunks with our code- and CJK-aware tokens (bm25s)."""
+
 from __future__ import annotations
 
 import logging
 from pathlib import Path
 
 import numpy as np
-
 from kbase.retrieval.tokenize import tokens
+
 from kbase.schema import Chunk
 
 logging.getLogger("bm25s").setLevel(logging.ERROR)

@@ -9,6 +9,7 @@ exports the model once to `<home>/onnx/` (`export_onnx`), and queries load it wi
 This module must not import torch, transformers or sentence_transformers at import time, and
 `OnnxQueryEmbedder` / `load_query_embedder` never import them at all.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -20,7 +21,6 @@ import shutil
 import tempfile
 import threading
 from pathlib import Path
-from typing import Optional
 
 import numpy as np
 
@@ -31,12 +31,18 @@ INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 OUTPUT = "token_embeddings"
 WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin", "model.bin")
 # Probe texts the export is checked against (torch vs onnx, cosine distance).
-PROBES = ("warp reduction gives wrong sum", "共享内存 bank 冲突", "tl.dot(a, b, input_precision='ieee')")
+PROBES = (
+    "warp reduction gives wrong sum",
+    "共享内存 bank 冲突",
+    "tl.dot(a, b, input_precision='ieee')",
+)
 MAX_COS_DIST = 1e-4
 
 _lock = threading.Lock()
-_loaded: dict[tuple, "OnnxQueryEmbedder"] = {}
-_exported: dict[str, Path] = {}  # fingerprint key -> an export made by this process (reused for other homes)
+_loaded: dict[tuple, OnnxQueryEmbedder] = {}
+_exported: dict[
+    str, Path
+] = {}  # fingerprint key -> an export made by this process (reused for other homes)
 
 
 def enabled() -> bool:
@@ -45,7 +51,7 @@ def enabled() -> bool:
 
 
 # ---------------------------------------------------------------------------- model facts
-def weights_file(model_path: str | os.PathLike) -> Optional[Path]:
+def weights_file(model_path: str | os.PathLike) -> Path | None:
     for name in WEIGHT_FILES:
         f = Path(model_path) / name
         if f.is_file():
@@ -53,7 +59,7 @@ def weights_file(model_path: str | os.PathLike) -> Optional[Path]:
     return None
 
 
-def model_fingerprint(model_path: str | os.PathLike) -> Optional[dict]:
+def model_fingerprint(model_path: str | os.PathLike) -> dict | None:
     """Size, mtime and the sha256 of the first MB of the weights file; None if there is none."""
     f = weights_file(model_path)
     if f is None:
@@ -77,26 +83,36 @@ def pooling_settings(model_path: str | os.PathLike) -> dict:
     for m in modules:
         t = m.get("type", "")
         if t.endswith(".Pooling"):
-            pool_cfg = json.loads((p / m.get("path", "") / "config.json").read_text(encoding="utf-8"))
+            pool_cfg = json.loads(
+                (p / m.get("path", "") / "config.json").read_text(encoding="utf-8")
+            )
         elif t.endswith(".Normalize"):
             normalize = True
-    modes = [k[len("pooling_mode_"):] for k, v in pool_cfg.items() if k.startswith("pooling_mode_") and v]
+    modes = [
+        k[len("pooling_mode_") :]
+        for k, v in pool_cfg.items()
+        if k.startswith("pooling_mode_") and v
+    ]
     max_len = 256
     sbc = p / "sentence_bert_config.json"
     if sbc.is_file():
         max_len = int(json.loads(sbc.read_text(encoding="utf-8")).get("max_seq_length") or max_len)
-    return {"mode": modes[0] if len(modes) == 1 else "+".join(modes), "normalize": normalize,
-            "max_seq_length": max_len, "dim": pool_cfg.get("word_embedding_dimension")}
+    return {
+        "mode": modes[0] if len(modes) == 1 else "+".join(modes),
+        "normalize": normalize,
+        "max_seq_length": max_len,
+        "dim": pool_cfg.get("word_embedding_dimension"),
+    }
 
 
-def read_meta(onnx_dir: Path) -> Optional[dict]:
+def read_meta(onnx_dir: Path) -> dict | None:
     try:
         return json.loads((onnx_dir / "meta.json").read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
 
 
-def is_fresh(onnx_dir: Path, model_path: str, fingerprint: Optional[dict] = None) -> bool:
+def is_fresh(onnx_dir: Path, model_path: str, fingerprint: dict | None = None) -> bool:
     """True if onnx_dir holds a complete export of the model now at model_path."""
     meta = read_meta(onnx_dir)
     if not meta or meta.get("format") != FORMAT:
@@ -104,14 +120,16 @@ def is_fresh(onnx_dir: Path, model_path: str, fingerprint: Optional[dict] = None
     fp = fingerprint if fingerprint is not None else model_fingerprint(model_path)
     if fp is None or meta.get("fingerprint") != fp:
         return False
-    return all((onnx_dir / f).is_file() for f in meta.get("files", ("model.onnx", "tokenizer.json")))
+    return all(
+        (onnx_dir / f).is_file() for f in meta.get("files", ("model.onnx", "tokenizer.json"))
+    )
 
 
 # ---------------------------------------------------------------------------- query side
 class OnnxQueryEmbedder:
     """`embed_query(text)` with onnxruntime; the same vector as Embedder.embed_query."""
 
-    def __init__(self, onnx_dir: str | os.PathLike, threads: Optional[int] = None):
+    def __init__(self, onnx_dir: str | os.PathLike, threads: int | None = None):
         # model.onnx is ORT's optimized graph with external weights (model.onnx.data); see _optimize.
         import onnxruntime as ort
         from tokenizers import Tokenizer
@@ -127,7 +145,9 @@ class OnnxQueryEmbedder:
         self.normalize = bool(pooling.get("normalize", True))
         self.max_length = int(pooling["max_seq_length"])
         self.dim = int(meta["dim"])
-        self.name = meta.get("name") or os.path.basename(os.path.normpath(meta.get("source_model_path", "")))
+        self.name = meta.get("name") or os.path.basename(
+            os.path.normpath(meta.get("source_model_path", ""))
+        )
         self.model_path = meta.get("source_model_path")
 
         tok = Tokenizer.from_file(str(self.onnx_dir / "tokenizer.json"))
@@ -139,8 +159,9 @@ class OnnxQueryEmbedder:
         opts.inter_op_num_threads = 1
         opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         opts.log_severity_level = 3
-        self._session = ort.InferenceSession(str(self.onnx_dir / "model.onnx"), sess_options=opts,
-                                             providers=["CPUExecutionProvider"])
+        self._session = ort.InferenceSession(
+            str(self.onnx_dir / "model.onnx"), sess_options=opts, providers=["CPUExecutionProvider"]
+        )
         self._inputs = {i.name for i in self._session.get_inputs()}
         self._query_cache = functools.lru_cache(maxsize=2048)(self._embed_query)
 
@@ -159,7 +180,9 @@ class OnnxQueryEmbedder:
             mask[i, :k] = e.attention_mask
             types[i, :k] = e.type_ids
         feed = {"input_ids": ids, "attention_mask": mask, "token_type_ids": types}
-        tokens = self._session.run([OUTPUT], {k: v for k, v in feed.items() if k in self._inputs})[0]
+        tokens = self._session.run([OUTPUT], {k: v for k, v in feed.items() if k in self._inputs})[
+            0
+        ]
         m = mask[:, :, None].astype(np.float32)
         vecs = (tokens.astype(np.float32) * m).sum(axis=1) / np.clip(m.sum(axis=1), 1e-9, None)
         if self.normalize:
@@ -173,7 +196,7 @@ class OnnxQueryEmbedder:
         return list(self._query_cache(text))
 
 
-def load_query_embedder(home: str | os.PathLike, model_path: str) -> Optional[OnnxQueryEmbedder]:
+def load_query_embedder(home: str | os.PathLike, model_path: str) -> OnnxQueryEmbedder | None:
     """The ONNX query embedder of `home/onnx/` if it is an export of the model at model_path, else None."""
     if not enabled():
         return None
@@ -205,8 +228,9 @@ def _export_model(auto_model, path: Path) -> None:
             self.m = m
 
         def forward(self, input_ids, attention_mask, token_type_ids):
-            return self.m(input_ids=input_ids, attention_mask=attention_mask,
-                          token_type_ids=token_type_ids).last_hidden_state
+            return self.m(
+                input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids
+            ).last_hidden_state
 
     wrapper = TokenEmbeddings(auto_model).eval()
     ids = torch.tensor([[101, 7308, 2023, 102], [101, 2023, 102, 0]], dtype=torch.long)
@@ -222,9 +246,17 @@ def _export_model(auto_model, path: Path) -> None:
         patch = _skip_onnxscript_functions()
     with patch, warnings.catch_warnings(), torch.inference_mode(False), torch.no_grad():
         warnings.simplefilter("ignore")
-        torch.onnx.export(wrapper, (ids, mask, torch.zeros_like(ids)), str(path), input_names=list(INPUTS),
-                          output_names=[OUTPUT], dynamic_axes=dyn, opset_version=OPSET, do_constant_folding=True,
-                          dynamo=False)
+        torch.onnx.export(
+            wrapper,
+            (ids, mask, torch.zeros_like(ids)),
+            str(path),
+            input_names=list(INPUTS),
+            output_names=[OUTPUT],
+            dynamic_axes=dyn,
+            opset_version=OPSET,
+            do_constant_folding=True,
+            dynamo=False,
+        )
 
 
 @contextlib.contextmanager
@@ -251,7 +283,9 @@ def _optimize(raw: Path, out: Path) -> list[str]:
     opts.optimized_model_filepath = str(out)
     opts.log_severity_level = 3
     opts.add_session_config_entry("session.optimized_model_external_initializers_file_name", data)
-    opts.add_session_config_entry("session.optimized_model_external_initializers_min_size_in_bytes", "1024")
+    opts.add_session_config_entry(
+        "session.optimized_model_external_initializers_min_size_in_bytes", "1024"
+    )
     ort.InferenceSession(str(raw), sess_options=opts, providers=["CPUExecutionProvider"])
     return [out.name, data] if (out.parent / data).is_file() else [out.name]
 
@@ -263,7 +297,9 @@ def _check_against(onnx_dir: Path, embedder) -> None:
         b = np.asarray(embedder.embed_query(text), dtype=np.float64)
         dist = 1.0 - float(a @ b / (np.linalg.norm(a) * np.linalg.norm(b)))
         if not dist <= MAX_COS_DIST:
-            raise RuntimeError(f"ONNX export disagrees with torch on {text!r}: cosine distance {dist:.2e}")
+            raise RuntimeError(
+                f"ONNX export disagrees with torch on {text!r}: cosine distance {dist:.2e}"
+            )
 
 
 def _replace_dir(tmp: Path, out: Path) -> None:
@@ -317,14 +353,26 @@ def export_onnx(model_path: str, out_dir: str | os.PathLike, embedder=None) -> P
             files = _optimize(tmp / "raw.onnx", tmp / "model.onnx")
             (tmp / "raw.onnx").unlink()
             shutil.copy2(Path(model_path) / "tokenizer.json", tmp / "tokenizer.json")
-            pooling["max_seq_length"] = int(getattr(embedder, "full_length", pooling["max_seq_length"]))
+            pooling["max_seq_length"] = int(
+                getattr(embedder, "full_length", pooling["max_seq_length"])
+            )
             meta = {
-                "format": FORMAT, "source_model_path": model_path, "name": getattr(embedder, "name", None),
-                "fingerprint": fp, "pooling": pooling, "dim": int(getattr(embedder, "dim", pooling["dim"])),
-                "files": [*files, "tokenizer.json"], "inputs": list(INPUTS), "output": OUTPUT, "opset": OPSET,
-                "torch": torch.__version__, "onnxruntime": onnxruntime.__version__,
+                "format": FORMAT,
+                "source_model_path": model_path,
+                "name": getattr(embedder, "name", None),
+                "fingerprint": fp,
+                "pooling": pooling,
+                "dim": int(getattr(embedder, "dim", pooling["dim"])),
+                "files": [*files, "tokenizer.json"],
+                "inputs": list(INPUTS),
+                "output": OUTPUT,
+                "opset": OPSET,
+                "torch": torch.__version__,
+                "onnxruntime": onnxruntime.__version__,
             }
-            (tmp / "meta.json").write_text(json.dumps(meta, indent=2, ensure_ascii=False), encoding="utf-8")
+            (tmp / "meta.json").write_text(
+                json.dumps(meta, indent=2, ensure_ascii=False), encoding="utf-8"
+            )
             _check_against(tmp, embedder)
         _replace_dir(tmp, out)
     except BaseException:
@@ -334,7 +382,7 @@ def export_onnx(model_path: str, out_dir: str | os.PathLike, embedder=None) -> P
     return out
 
 
-def ensure_onnx(home: str | os.PathLike, model_path: str, embedder=None) -> Optional[Path]:
+def ensure_onnx(home: str | os.PathLike, model_path: str, embedder=None) -> Path | None:
     """Export to home/onnx unless a fresh export is there already; returns the dir, or None if disabled."""
     if not enabled():
         return None

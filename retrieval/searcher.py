@@ -1,15 +1,16 @@
 """Hybrid search: BM25 and dense ranks fused with reciprocal rank fusion, at entry level."""
+
 from __future__ import annotations
 
 import re
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Optional
 
 import numpy as np
-
 from kbase.retrieval.glossary import expand
+
 from kbase.schema import Entry
 
 # Weighted RRF. A small k and double weight on BM25 won on the dev set (bench/bench_search.py):
@@ -30,6 +31,8 @@ def dense_weight(query: str) -> float:
     words = query.split()
     code = sum(bool(_CODE_WORD.search(w)) for w in words)
     return max(0.0, 1.0 - CODE_SLOPE * code / max(1, len(words)))
+
+
 MODES = ("hybrid", "bm25", "dense")
 
 
@@ -62,8 +65,14 @@ class LoadedIndex:
         self.repo = np.asarray([e.repo or "" for e in self.entries])
         self.lexical = Lexical(gen.path / "bm25")
 
-    def entry_mask(self, kind: Optional[str], repo: Optional[str], tags: Optional[list[str]],
-                   since: Optional[str] = None, until: Optional[str] = None) -> Optional[np.ndarray]:
+    def entry_mask(
+        self,
+        kind: str | None,
+        repo: str | None,
+        tags: list[str] | None,
+        since: str | None = None,
+        until: str | None = None,
+    ) -> np.ndarray | None:
         if not (kind or repo or tags or since or until):
             return None
         mask = np.ones(len(self.entries), dtype=bool)
@@ -72,12 +81,17 @@ class LoadedIndex:
         if repo:
             mask &= self.repo == repo
         for t in tags or []:
-            mask &= np.fromiter((t in e.tags for e in self.entries), dtype=bool, count=len(self.entries))
+            mask &= np.fromiter(
+                (t in e.tags for e in self.entries), dtype=bool, count=len(self.entries)
+            )
         if since or until:
             # ISO dates compare as strings on their YYYY-MM-DD prefix; undated entries (skills) drop out
             days = [(e.date or "")[:10] for e in self.entries]
-            mask &= np.fromiter((bool(d) and (not since or d >= since) and (not until or d <= until) for d in days),
-                                dtype=bool, count=len(days))
+            mask &= np.fromiter(
+                (bool(d) and (not since or d >= since) and (not until or d <= until) for d in days),
+                dtype=bool,
+                count=len(days),
+            )
         return mask
 
 
@@ -92,7 +106,7 @@ def normalize_tag(tag: str) -> str:
     return f"{key}={canon or value}"
 
 
-def _where(kind, repo, tags) -> Optional[dict]:
+def _where(kind, repo, tags) -> dict | None:
     conds = []
     if kind:
         conds.append({"kind": kind})
@@ -104,7 +118,9 @@ def _where(kind, repo, tags) -> Optional[dict]:
     return conds[0] if len(conds) == 1 else {"$and": conds}
 
 
-def _best_per_entry(chunk_scores: np.ndarray, idx: LoadedIndex, mask: Optional[np.ndarray]) -> list[tuple[int, int, float]]:
+def _best_per_entry(
+    chunk_scores: np.ndarray, idx: LoadedIndex, mask: np.ndarray | None
+) -> list[tuple[int, int, float]]:
     """[(entry index, chunk position, score)] best first, one row per entry with score > 0."""
     pos = np.nonzero(chunk_scores > 0)[0]
     if mask is not None:
@@ -125,16 +141,21 @@ def _best_per_entry(chunk_scores: np.ndarray, idx: LoadedIndex, mask: Optional[n
 
 
 class Searcher:
-    def __init__(self, home: Path, vector_store_factory: Callable[[], object], embedder_factory: Callable[[], object]):
+    def __init__(
+        self,
+        home: Path,
+        vector_store_factory: Callable[[], object],
+        embedder_factory: Callable[[], object],
+    ):
         self.home = home
         self._store_factory = vector_store_factory
         self._embedder_factory = embedder_factory
         self._store = None
-        self._loaded: Optional[LoadedIndex] = None
+        self._loaded: LoadedIndex | None = None
         self._stamp = None
         self._lock = threading.Lock()
 
-    def index(self) -> Optional[LoadedIndex]:
+    def index(self) -> LoadedIndex | None:
         from kbase.retrieval import generations as G
 
         stamp = G.pointer_stamp(self.home)
@@ -154,7 +175,9 @@ class Searcher:
     def _bm25(self, idx: LoadedIndex, text: str, mask) -> list[tuple[int, int, float]]:
         return _best_per_entry(idx.lexical.scores(text), idx, mask)
 
-    def _dense(self, idx: LoadedIndex, text: str, kind, repo, tags, mask=None) -> list[tuple[int, int, float]]:
+    def _dense(
+        self, idx: LoadedIndex, text: str, kind, repo, tags, mask=None
+    ) -> list[tuple[int, int, float]]:
         vec = self._embedder_factory().embed_query(text)
         rows = self.store().query(vec, n=CANDIDATES * 3, where=_where(kind, repo, tags))
         out, seen = [], set()
@@ -173,9 +196,18 @@ class Searcher:
                 out.append((e, p, sim))
         return out
 
-    def search(self, query: str, k: int = 5, kind=None, repo=None, tags=None, mode: str = "hybrid",
-               since: Optional[str] = None, until: Optional[str] = None,
-               weights: tuple[float, float] = WEIGHTS) -> list[Candidate]:
+    def search(
+        self,
+        query: str,
+        k: int = 5,
+        kind=None,
+        repo=None,
+        tags=None,
+        mode: str = "hybrid",
+        since: str | None = None,
+        until: str | None = None,
+        weights: tuple[float, float] = WEIGHTS,
+    ) -> list[Candidate]:
         if mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}")
         idx = self.index()

@@ -5,6 +5,7 @@ their parts, so a query for either form matches. Runs of CJK characters become
 unigrams and bigrams: Chinese has no spaces, and bigrams are the usual cheap stand-in
 for a word segmenter.
 """
+
 from __future__ import annotations
 
 import re

@@ -2,11 +2,13 @@
 KBASE_CHROMA_URL is set. We always pass our own embeddings, so Chroma never loads
 (or downloads) an embedding function of its own.
 """
+
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 from urllib.parse import urlparse
 
 COLLECTION = "kbase_chunks"
@@ -21,8 +23,12 @@ def _client(home: Path, chroma_url: str | None):
     settings = ChromaSettings(anonymized_telemetry=False)
     if chroma_url:
         u = urlparse(chroma_url if "://" in chroma_url else f"http://{chroma_url}")
-        return chromadb.HttpClient(host=u.hostname or "127.0.0.1", port=u.port or 8000,
-                                   ssl=u.scheme == "https", settings=settings)
+        return chromadb.HttpClient(
+            host=u.hostname or "127.0.0.1",
+            port=u.port or 8000,
+            ssl=u.scheme == "https",
+            settings=settings,
+        )
     home.mkdir(parents=True, exist_ok=True)
     return chromadb.PersistentClient(path=str(home / "chroma"), settings=settings)
 
@@ -59,19 +65,26 @@ class VectorStore:
 
     def upsert(self, ids: list[str], vectors, metadatas: list[dict[str, Any]]) -> None:
         for i in range(0, len(ids), _BATCH):
-            self.col.upsert(ids=ids[i : i + _BATCH], embeddings=[list(map(float, v)) for v in vectors[i : i + _BATCH]],
-                            metadatas=metadatas[i : i + _BATCH])
+            self.col.upsert(
+                ids=ids[i : i + _BATCH],
+                embeddings=[list(map(float, v)) for v in vectors[i : i + _BATCH]],
+                metadatas=metadatas[i : i + _BATCH],
+            )
 
     def delete(self, ids: Iterable[str]) -> None:
         ids = list(ids)
         for i in range(0, len(ids), _BATCH):
             self.col.delete(ids=ids[i : i + _BATCH])
 
-    def query(self, vector: list[float], n: int, where: dict[str, Any] | None = None) -> list[tuple[str, float]]:
+    def query(
+        self, vector: list[float], n: int, where: dict[str, Any] | None = None
+    ) -> list[tuple[str, float]]:
         """(chunk id, cosine similarity) best first."""
         # chromadb >= 1.5 caps n_results at the collection size itself; asking count() first
         # would cost a round trip per query against a server.
-        res = self.col.query(query_embeddings=[vector], n_results=n, where=where or None, include=["distances"])
+        res = self.col.query(
+            query_embeddings=[vector], n_results=n, where=where or None, include=["distances"]
+        )
         if not res["ids"]:
             return []
         return [(cid, 1.0 - float(d)) for cid, d in zip(res["ids"][0], res["distances"][0])]

@@ -1,4 +1,5 @@
 """Shared fixtures. The embedding model loads once per test session (get_embedder caches it)."""
+
 from __future__ import annotations
 
 import os
@@ -16,14 +17,21 @@ os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
 
 @pytest.fixture(scope="session")
 def embedder():
-    from kbase.config import default_model_path
     from kbase.retrieval.embed import get_embedder
+
+    from kbase.config import default_model_path
 
     return get_embedder(default_model_path())
 
 
-def skill_text(name: str, *, description: str = "A test skill about warp shuffles.",
-               trigger: str = "warp reduction gives wrong sum", extra: str = "", body: str = "") -> str:
+def skill_text(
+    name: str,
+    *,
+    description: str = "A test skill about warp shuffles.",
+    trigger: str = "warp reduction gives wrong sum",
+    extra: str = "",
+    body: str = "",
+) -> str:
     """A valid SKILL.md; `extra` is raw front-matter appended after the tags block."""
     return f"""---
 name: {name}
@@ -50,7 +58,7 @@ tags:
 
 ## Why
 
-{body or 'Because lanes must agree on the mask.'}
+{body or "Because lanes must agree on the mask."}
 
 ## Verification
 
@@ -70,14 +78,26 @@ def write_skill(root: Path, name: str, text: str | None = None, **kw) -> Path:
 
 # Four small skills on distinct topics, for index/search tests.
 TOPICS = {
-    "warp-shuffle-sum": ("Reduce within a warp with __shfl_down_sync and a full 0xffffffff mask.",
-                         "warp reduction gives wrong sum", "Lanes exchange registers with shfl.sync.down."),
-    "smem-bank-padding": ("Pad shared-memory tiles to tile[32][33] so a transpose has no bank conflicts.",
-                          "transpose kernel slow, shared memory bank conflicts", "32 banks of 4 bytes; stride 33 spreads columns."),
-    "tl-dot-tf32": ("fp32 tl.dot uses TF32 tensor cores unless input_precision='ieee' is passed.",
-                    "fp32 matmul in triton has 1e-3 relative error", "TF32 keeps 10 mantissa bits."),
-    "int64-offsets": ("Use int64 offsets when tensors exceed 2**31 elements.",
-                      "illegal memory access on a tensor with more than 2**31 elements", "pid * BLOCK wraps in int32."),
+    "warp-shuffle-sum": (
+        "Reduce within a warp with __shfl_down_sync and a full 0xffffffff mask.",
+        "warp reduction gives wrong sum",
+        "Lanes exchange registers with shfl.sync.down.",
+    ),
+    "smem-bank-padding": (
+        "Pad shared-memory tiles to tile[32][33] so a transpose has no bank conflicts.",
+        "transpose kernel slow, shared memory bank conflicts",
+        "32 banks of 4 bytes; stride 33 spreads columns.",
+    ),
+    "tl-dot-tf32": (
+        "fp32 tl.dot uses TF32 tensor cores unless input_precision='ieee' is passed.",
+        "fp32 matmul in triton has 1e-3 relative error",
+        "TF32 keeps 10 mantissa bits.",
+    ),
+    "int64-offsets": (
+        "Use int64 offsets when tensors exceed 2**31 elements.",
+        "illegal memory access on a tensor with more than 2**31 elements",
+        "pid * BLOCK wraps in int32.",
+    ),
 }
 
 

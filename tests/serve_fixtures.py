@@ -3,6 +3,7 @@
 Real components only: a small knowledge-base root copied from the shipped skills, indexed once
 per session; uvicorn servers on free loopback ports; a real `chroma run` server.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -20,8 +21,14 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 
 # Shipped skills the tests search for; the first ones that load are copied (others may be mid-edit).
-PREFERRED = ("gpu-kernel-timing", "triton-dot-fp32-tf32-default", "cuda-check-launch-errors",
-             "triton-masked-tail-pow2-block", "cuda-grid-stride-loop", "triton-deterministic-reduction")
+PREFERRED = (
+    "gpu-kernel-timing",
+    "triton-dot-fp32-tf32-default",
+    "cuda-check-launch-errors",
+    "triton-masked-tail-pow2-block",
+    "cuda-grid-stride-loop",
+    "triton-deterministic-reduction",
+)
 N_SKILLS = 4
 
 
@@ -29,8 +36,12 @@ def synthetic_skill(name: str, topic: str, marker: str = "") -> str:
     """A tiny valid SKILL.md about `topic`; `marker` is a word only this skill contains."""
     from conftest import skill_text
 
-    return skill_text(name, description=f"Synthetic test skill about {topic}. {marker}",
-                      trigger=f"{topic} {marker}", body=f"Because the {topic} matters. {marker}")
+    return skill_text(
+        name,
+        description=f"Synthetic test skill about {topic}. {marker}",
+        trigger=f"{topic} {marker}",
+        body=f"Because the {topic} matters. {marker}",
+    )
 
 
 def copy_skills(dest_root: Path, n: int = N_SKILLS) -> list[str]:
@@ -66,8 +77,13 @@ class IndexedRoot:
         return KnowledgeBase(root=self.root, home=self.home, chroma_url="")
 
     def env(self) -> dict:
-        env = dict(os.environ, KBASE_HOME=str(self.home), KBASE_ROOT=str(self.root), HF_HUB_OFFLINE="1",
-                   ANONYMIZED_TELEMETRY="False")
+        env = dict(
+            os.environ,
+            KBASE_HOME=str(self.home),
+            KBASE_ROOT=str(self.root),
+            HF_HUB_OFFLINE="1",
+            ANONYMIZED_TELEMETRY="False",
+        )
         env.pop("KBASE_CHROMA_URL", None)
         return env
 
@@ -117,8 +133,11 @@ class ThreadedUvicorn:
 
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        self.server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning",
-                                                    access_log=False))
+        self.server = uvicorn.Server(
+            uvicorn.Config(
+                app, host="127.0.0.1", port=self.port, log_level="warning", access_log=False
+            )
+        )
         self.thread = threading.Thread(target=self.server.run, daemon=True)
 
     def __enter__(self):
@@ -163,8 +182,11 @@ class ChromaServer:
         chroma = shutil.which("chroma") or str(Path(sys.executable).with_name("chroma"))
         port = free_port()
         self.log = open(self.path.parent / "chroma.log", "wb")
-        self.proc = subprocess.Popen([chroma, "run", "--path", str(self.path), "--host", "127.0.0.1",
-                                      "--port", str(port)], stdout=self.log, stderr=subprocess.STDOUT)
+        self.proc = subprocess.Popen(
+            [chroma, "run", "--path", str(self.path), "--host", "127.0.0.1", "--port", str(port)],
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+        )
         self.url = f"http://127.0.0.1:{port}"
         wait_http(self.url + "/api/v2/heartbeat", timeout=60, proc=self.proc)
         return self

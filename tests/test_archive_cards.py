@@ -1,4 +1,5 @@
 """Cards as index entries, staleness dates, the card text format, recipes, symbols, and the CLI."""
+
 from __future__ import annotations
 
 import hashlib
@@ -8,26 +9,44 @@ import sys
 from pathlib import Path
 
 import pytest
-
 import yaml
-
 from kbase.ingest.card_format import fast_meta, render_card, split_card
 from kbase.ingest.cards import latest_touch, load_card_entries
-from kbase.globs import glob_match
 from kbase.ingest.recipes import RecipeError, load_recipe_file
 from kbase.ingest.symbols import c_symbol, python_symbol
+
+from kbase.globs import glob_match
 from kbase.schema import FileChange, PRCard, Tags
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
 
-def make_card(pr: int, date: str, paths: list[str], repo: str = "demo", title: str | None = None,
-              families: list[str] | None = None, categories: list[str] | None = None) -> PRCard:
-    files = [FileChange(path=p, added=3, deleted=1, symbols=[f"sym_{pr}_{i}"]) for i, p in enumerate(paths)]
-    return PRCard(repo=repo, pr=pr, url=f"https://github.com/example/{repo}/pull/{pr}", sha=f"{pr:040x}", date=date,
-                  title=title or f"Change number {pr}", families=families or [], files=files,
-                  totals={"files": len(files), "added": 3 * len(files), "deleted": len(files)},
-                  categories=categories or ["other"], tags=Tags(kernel_types=["attention"], languages=["cuda-cpp"]))
+def make_card(
+    pr: int,
+    date: str,
+    paths: list[str],
+    repo: str = "demo",
+    title: str | None = None,
+    families: list[str] | None = None,
+    categories: list[str] | None = None,
+) -> PRCard:
+    files = [
+        FileChange(path=p, added=3, deleted=1, symbols=[f"sym_{pr}_{i}"])
+        for i, p in enumerate(paths)
+    ]
+    return PRCard(
+        repo=repo,
+        pr=pr,
+        url=f"https://github.com/example/{repo}/pull/{pr}",
+        sha=f"{pr:040x}",
+        date=date,
+        title=title or f"Change number {pr}",
+        families=families or [],
+        files=files,
+        totals={"files": len(files), "added": 3 * len(files), "deleted": len(files)},
+        categories=categories or ["other"],
+        tags=Tags(kernel_types=["attention"], languages=["cuda-cpp"]),
+    )
 
 
 def write(root: Path, card: PRCard, notes: str = "") -> Path:
@@ -37,10 +56,26 @@ def write(root: Path, card: PRCard, notes: str = "") -> Path:
     return p
 
 
-@pytest.mark.parametrize("title", ['Revert "x: y (#1)"', "yes", "123", "- starts with dash", "# hash", "colon: here",
-                                   "中文标题：修复 注意力", "quote's \"double\"", "null", "back\\slash", "  ~  "])
+@pytest.mark.parametrize(
+    "title",
+    [
+        'Revert "x: y (#1)"',
+        "yes",
+        "123",
+        "- starts with dash",
+        "# hash",
+        "colon: here",
+        "中文标题：修复 注意力",
+        'quote\'s "double"',
+        "null",
+        "back\\slash",
+        "  ~  ",
+    ],
+)
 def test_front_matter_round_trips_awkward_titles(title):
-    card = make_card(7, "2024-05-01T10:00:00+08:00", ["a b/c d.py", "0x10.cu", "true"], title=title.strip())
+    card = make_card(
+        7, "2024-05-01T10:00:00+08:00", ["a b/c d.py", "0x10.cu", "true"], title=title.strip()
+    )
     card.files[0].symbols = ["on", "Foo::bar", "No"]
     parts = split_card(render_card(card))
     back = PRCard.model_validate(parts.meta)
@@ -52,7 +87,9 @@ def test_front_matter_round_trips_awkward_titles(title):
 
 def test_hand_edited_front_matter_goes_through_yaml(tmp_path):
     card = make_card(3, "2024-05-01T10:00:00+08:00", ["a.py"], families=["decode"])
-    text = render_card(card).replace("families: [decode]", "families:\n  - decode   # edited by hand\n  - prefill")
+    text = render_card(card).replace(
+        "families: [decode]", "families:\n  - decode   # edited by hand\n  - prefill"
+    )
     parts = split_card(text)
     assert fast_meta(parts.yaml_text) is None
     assert parts.meta["families"] == ["decode", "prefill"]
@@ -63,8 +100,13 @@ def test_hand_edited_front_matter_goes_through_yaml(tmp_path):
 
 
 def test_load_card_entries_ids_tags_chunks_and_hash(tmp_path):
-    c1 = make_card(11, "2024-05-01T10:00:00+08:00", ["include/attn/decode.cuh"], families=["decode"],
-                   categories=["perf", "fusion"])
+    c1 = make_card(
+        11,
+        "2024-05-01T10:00:00+08:00",
+        ["include/attn/decode.cuh"],
+        families=["decode"],
+        categories=["perf", "fusion"],
+    )
     p1 = write(tmp_path, c1, notes="## Notes\n\nSplit-k helped only for long contexts.\n")
     write(tmp_path, make_card(12, "2024-05-02T10:00:00+08:00", ["docs/x.md"]))
     write(tmp_path, make_card(5, "2023-01-02T10:00:00+00:00", ["src/a.py"], repo="other"))
@@ -79,10 +121,20 @@ def test_load_card_entries_ids_tags_chunks_and_hash(tmp_path):
     assert set(by_id) == {"pr:demo#11", "pr:demo#12", "pr:other#5"}
     e = by_id["pr:demo#11"]
     assert (e.kind, e.repo, e.pr, e.path, e.line) == ("pr", "demo", 11, "pr_archive/demo/11.md", 1)
-    assert e.date == "2024-05-01T10:00:00+08:00" and e.families == ["decode"] and e.categories == ["perf", "fusion"]
+    assert (
+        e.date == "2024-05-01T10:00:00+08:00"
+        and e.families == ["decode"]
+        and e.categories == ["perf", "fusion"]
+    )
     assert e.content_hash == hashlib.sha256(p1.read_text().encode()).hexdigest()
-    assert {"kernel_types=attention", "languages=cuda-cpp", "family=decode", "category=perf", "category=fusion",
-            "repo=demo"} <= set(e.tags)
+    assert {
+        "kernel_types=attention",
+        "languages=cuda-cpp",
+        "family=decode",
+        "category=perf",
+        "category=fusion",
+        "repo=demo",
+    } <= set(e.tags)
     sections = [c.section for c in e.chunks]
     assert sections == ["summary", "files", "notes"]
     assert [c.id for c in e.chunks] == ["pr:demo#11::0", "pr:demo#11::1", "pr:demo#11::2"]
@@ -115,18 +167,30 @@ def test_bad_cards_become_problems_with_line_and_field(tmp_path):
     folder = good.parent
     (folder / "2.md").write_text(text.replace("pr: 1", "pr: two"))
     (folder / "3.md").write_text(text.replace("pr: 1", "pr: 3").replace("sha: ", "shaa: "))
-    (folder / "4.md").write_text(text.replace("pr: 1", "pr: 4").replace("title: ", "title: [unclosed"))
+    (folder / "4.md").write_text(
+        text.replace("pr: 1", "pr: 4").replace("title: ", "title: [unclosed")
+    )
     (folder / "5.md").write_text("no front matter\n")
     (folder / "6.md").write_text(text.replace("pr: 1", "pr: 7"))
-    (folder / "8.md").write_text(text.replace("pr: 1", "pr: 8").replace('date: "2024-05-01T10:00:00+08:00"', "date: yesterday"))
+    (folder / "8.md").write_text(
+        text.replace("pr: 1", "pr: 8").replace(
+            'date: "2024-05-01T10:00:00+08:00"', "date: yesterday"
+        )
+    )
     entries, problems = load_card_entries(tmp_path)
     assert [e.id for e in entries] == ["pr:demo#1"]
     got = {(Path(p.path).name, p.field): p for p in problems}
     assert got[("2.md", "pr")].line == 3
     assert ("3.md", "sha") in got and ("3.md", "shaa") in got  # missing key, unknown key
-    assert got[("3.md", "shaa")].line == text.split("\n").index(next(l for l in text.split("\n") if l.startswith("sha:"))) + 1
+    assert (
+        got[("3.md", "shaa")].line
+        == text.split("\n").index(next(l for l in text.split("\n") if l.startswith("sha:"))) + 1
+    )
     p4 = next(p for p in problems if p.path.endswith("4.md"))
-    assert "malformed YAML" in p4.message and p4.line in (7, 8)  # the title line, or where the parser noticed
+    assert "malformed YAML" in p4.message and p4.line in (
+        7,
+        8,
+    )  # the title line, or where the parser noticed
     p5 = next(p for p in problems if p.path.endswith("5.md"))
     assert p5.line == 1 and "front-matter" in p5.message
     assert "does not match the file name" in got[("6.md", "pr")].message
@@ -135,27 +199,53 @@ def test_bad_cards_become_problems_with_line_and_field(tmp_path):
 
 
 def test_latest_touch_globs_and_timezones(tmp_path):
-    write(tmp_path, make_card(1, "2024-03-01T23:00:00-08:00", ["include/flashinfer/attention/decode.cuh"]))
+    write(
+        tmp_path,
+        make_card(1, "2024-03-01T23:00:00-08:00", ["include/flashinfer/attention/decode.cuh"]),
+    )
     # 02:00 UTC on March 2nd: earlier than #1 (07:00 UTC) although its date string sorts after it
-    write(tmp_path, make_card(2, "2024-03-02T10:00:00+08:00", ["include/flashinfer/attention/hopper/x.cuh"]))
+    write(
+        tmp_path,
+        make_card(2, "2024-03-02T10:00:00+08:00", ["include/flashinfer/attention/hopper/x.cuh"]),
+    )
     write(tmp_path, make_card(3, "2024-03-05T00:00:00+00:00", ["flashinfer/sampling.py"]))
     root = tmp_path
-    assert latest_touch(root, "demo", ["include/flashinfer/attention/decode.cuh"]) == "2024-03-01T23:00:00-08:00"
-    assert latest_touch(root, "demo", ["include/flashinfer/attention/*.cuh"]) == "2024-03-01T23:00:00-08:00"
-    assert latest_touch(root, "demo", ["include/flashinfer/attention/**"]) == "2024-03-01T23:00:00-08:00"
-    assert latest_touch(root, "demo", ["include/flashinfer/attention/hopper"]) == "2024-03-02T10:00:00+08:00"
-    assert latest_touch(root, "demo", ["include/flashinfer/*/hopper/*.cuh"]) == "2024-03-02T10:00:00+08:00"
+    assert (
+        latest_touch(root, "demo", ["include/flashinfer/attention/decode.cuh"])
+        == "2024-03-01T23:00:00-08:00"
+    )
+    assert (
+        latest_touch(root, "demo", ["include/flashinfer/attention/*.cuh"])
+        == "2024-03-01T23:00:00-08:00"
+    )
+    assert (
+        latest_touch(root, "demo", ["include/flashinfer/attention/**"])
+        == "2024-03-01T23:00:00-08:00"
+    )
+    assert (
+        latest_touch(root, "demo", ["include/flashinfer/attention/hopper"])
+        == "2024-03-02T10:00:00+08:00"
+    )
+    assert (
+        latest_touch(root, "demo", ["include/flashinfer/*/hopper/*.cuh"])
+        == "2024-03-02T10:00:00+08:00"
+    )
     assert latest_touch(root, "demo", ["**/*.py", "nothing/*"]) == "2024-03-05T00:00:00+00:00"
     assert latest_touch(root, "demo", ["csrc/**"]) is None
     assert latest_touch(root, "absent", ["**"]) is None
     # the cache notices an edited card
-    write(tmp_path, make_card(3, "2024-03-06T00:00:00+00:00", ["flashinfer/sampling.py", "csrc/norm.cu"]))
+    write(
+        tmp_path,
+        make_card(3, "2024-03-06T00:00:00+00:00", ["flashinfer/sampling.py", "csrc/norm.cu"]),
+    )
     assert latest_touch(root, "demo", ["csrc/**"]) == "2024-03-06T00:00:00+00:00"
 
 
 def test_glob_semantics():
     assert glob_match("lmdeploy/pytorch/models/qwen3_moe.py", ["lmdeploy/pytorch/models/qwen3*.py"])
-    assert not glob_match("lmdeploy/pytorch/models/sub/qwen3.py", ["lmdeploy/pytorch/models/qwen3*.py"])
+    assert not glob_match(
+        "lmdeploy/pytorch/models/sub/qwen3.py", ["lmdeploy/pytorch/models/qwen3*.py"]
+    )
     assert glob_match("a/x/y/z.cu", ["a/**/*.cu"]) and glob_match("a/z.cu", ["a/**/*.cu"])
     assert glob_match("src/x/y.h", ["src/"]) and not glob_match("srcx/y.h", ["src"])
     assert glob_match("k/v1.cu", ["k/v[0-9].cu"]) and not glob_match("k/va.cu", ["k/v[0-9].cu"])
@@ -163,7 +253,9 @@ def test_glob_semantics():
 
 def test_recipe_errors_name_line_and_field(tmp_path):
     p = tmp_path / "bad.yaml"
-    p.write_text("name: demo\nupstream: ftp://nope\nfamilies:\n  qwen3: []\n  Bad Name: [x]\nextra: 1\n")
+    p.write_text(
+        "name: demo\nupstream: ftp://nope\nfamilies:\n  qwen3: []\n  Bad Name: [x]\nextra: 1\n"
+    )
     with pytest.raises(RecipeError) as ei:
         load_recipe_file(p)
     fields = {(pr.field, pr.line) for pr in ei.value.problems}
@@ -179,27 +271,50 @@ def test_shipped_recipes_load(name):
     assert r.name == name and r.upstream.startswith("https://github.com/") and len(r.families) >= 10
 
 
-@pytest.mark.parametrize("text,expected", [
-    ("template <typename T>", None),
-    ("template <typename T, int N> __global__ void __launch_bounds__(128) DecodeKernel(T* o) {", "DecodeKernel"),
-    ("void void() {", None), ("void T() {", None), ("Type* ptr,", None), ("  Type foo(", "foo"),
-    ("struct alignas(16) VecT : Base {", "VecT"), ("cudaError_t Handler::Plan(void* buf,", "Handler::Plan"),
-    ("namespace flashinfer {", None), ("if (x) {", None), ("auto operator()(int x) {", None),
-    ("static inline __device__ float fast_exp(float x) {", "fast_exp"), ("#define DISPATCH(x)", "DISPATCH"),
-])
+@pytest.mark.parametrize(
+    "text,expected",
+    [
+        ("template <typename T>", None),
+        (
+            "template <typename T, int N> __global__ void __launch_bounds__(128) DecodeKernel(T* o) {",
+            "DecodeKernel",
+        ),
+        ("void void() {", None),
+        ("void T() {", None),
+        ("Type* ptr,", None),
+        ("  Type foo(", "foo"),
+        ("struct alignas(16) VecT : Base {", "VecT"),
+        ("cudaError_t Handler::Plan(void* buf,", "Handler::Plan"),
+        ("namespace flashinfer {", None),
+        ("if (x) {", None),
+        ("auto operator()(int x) {", None),
+        ("static inline __device__ float fast_exp(float x) {", "fast_exp"),
+        ("#define DISPATCH(x)", "DISPATCH"),
+    ],
+)
 def test_c_symbols_are_real_names(text, expected):
     assert c_symbol(text) == expected
 
 
-@pytest.mark.parametrize("text,expected", [("    def forward(self, x):", "forward"), ("class Qwen3(nn.Module):", "Qwen3"),
-                                           ("def import():", None), ("def dict():", None), ("x = 1", None),
-                                           ("async def run():", "run")])
+@pytest.mark.parametrize(
+    "text,expected",
+    [
+        ("    def forward(self, x):", "forward"),
+        ("class Qwen3(nn.Module):", "Qwen3"),
+        ("def import():", None),
+        ("def dict():", None),
+        ("x = 1", None),
+        ("async def run():", "run"),
+    ],
+)
 def test_python_symbols(text, expected):
     assert python_symbol(text) == expected
 
 
 def _kbase(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "kbase.cli", *args], capture_output=True, text=True, cwd=cwd)
+    return subprocess.run(
+        [sys.executable, "-m", "kbase.cli", *args], capture_output=True, text=True, cwd=cwd
+    )
 
 
 def test_cli_mine_history_and_errors(tmp_path):
@@ -208,8 +323,13 @@ def test_cli_mine_history_and_errors(tmp_path):
     with repo.config_writer() as cw:
         cw.set_value("user", "name", "T").set_value("user", "email", "t@example.invalid")
     work = Path(repo.working_dir)
-    for i, (path, msg) in enumerate([("models/qwen3.py", "Add qwen3 (#1)"), ("models/llama.py", "Add llama (#2)"),
-                                     ("models/qwen3.py", "Fix qwen3 rope (#3)")]):
+    for i, (path, msg) in enumerate(
+        [
+            ("models/qwen3.py", "Add qwen3 (#1)"),
+            ("models/llama.py", "Add llama (#2)"),
+            ("models/qwen3.py", "Fix qwen3 rope (#3)"),
+        ]
+    ):
         (work / path).parent.mkdir(parents=True, exist_ok=True)
         (work / path).write_text(f"def f{i}():\n    return {i}\n")
         repo.git.add(path)
@@ -218,9 +338,12 @@ def test_cli_mine_history_and_errors(tmp_path):
     kb = tmp_path / "kb"
     (kb / "pr_archive" / "recipes").mkdir(parents=True)
     (kb / "pr_archive" / "recipes" / "demo.yaml").write_text(
-        "name: demo\nupstream: https://github.com/example/demo\nfamilies:\n  qwen3: [models/qwen3*.py]\n")
+        "name: demo\nupstream: https://github.com/example/demo\nfamilies:\n  qwen3: [models/qwen3*.py]\n"
+    )
 
-    r = _kbase("mine", "--repo", str(work), "--name", "demo", "--root", str(kb), "--json", cwd=tmp_path)
+    r = _kbase(
+        "mine", "--repo", str(work), "--name", "demo", "--root", str(kb), "--json", cwd=tmp_path
+    )
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
     assert (out["mode"], out["prs"], out["written"]) == ("full", 3, 3)
@@ -228,8 +351,10 @@ def test_cli_mine_history_and_errors(tmp_path):
     r = _kbase("history", "qwen3", "--repo", "demo", "--root", str(kb), "--json", cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     rows = json.loads(r.stdout)["prs"]
-    assert [(x["pr"], x["files"], x["categories"]) for x in rows] == [(1, ["models/qwen3.py"], ["feature"]),
-                                                                      (3, ["models/qwen3.py"], ["fix"])]
+    assert [(x["pr"], x["files"], x["categories"]) for x in rows] == [
+        (1, ["models/qwen3.py"], ["feature"]),
+        (3, ["models/qwen3.py"], ["fix"]),
+    ]
     assert rows[0]["date"] == "2024-01-01T00:00:00+00:00"
     r = _kbase("history", "qwen3", "--repo", "demo", "--root", str(kb), cwd=tmp_path)
     assert r.returncode == 0 and "#3" in r.stdout
@@ -238,22 +363,36 @@ def test_cli_mine_history_and_errors(tmp_path):
     assert r.returncode == 2 and "unknown family 'nope'" in r.stderr and "qwen3" in r.stderr
     r = _kbase("mine", "--repo", str(tmp_path), "--name", "demo", "--root", str(kb), cwd=tmp_path)
     assert r.returncode == 2 and "not a git repository" in r.stderr
-    r = _kbase("mine", "--repo", str(work), "--name", "demo", "--recipe", "missing", "--root", str(kb), cwd=tmp_path)
+    r = _kbase(
+        "mine",
+        "--repo",
+        str(work),
+        "--name",
+        "demo",
+        "--recipe",
+        "missing",
+        "--root",
+        str(kb),
+        cwd=tmp_path,
+    )
     assert r.returncode == 2 and "no recipe named 'missing'" in r.stderr
     r = _kbase("mine", "--repo", str(work), "--name", "Bad Name", "--root", str(kb), cwd=tmp_path)
     assert r.returncode == 2 and "kebab-case" in r.stderr
 
 
-@pytest.mark.parametrize("title,paths,cats", [
-    ('Revert "perf: faster decode (#10)"', ["a.cu"], ["revert"]),
-    ("[Fix] overflow in rmsnorm for long rows", ["kernels/norm.cu"], ["fix"]),
-    ("feat(moe): support fp8 grouped gemm", ["csrc/moe.cu"], ["feature", "quantization"]),
-    ("Fuse silu and mul into one kernel", ["csrc/act.cu"], ["fusion"]),
-    ("Update guide", ["docs/en/guide.md", "README.md"], ["docs"]),
-    ("bump version to v0.4.1", ["lmdeploy/version.py"], ["release"]),
-    ("tidy workflow", [".github/workflows/ci.yml"], ["refactor", "ci"]),
-    ("Miscellaneous", ["src/x.py"], ["other"]),
-])
+@pytest.mark.parametrize(
+    "title,paths,cats",
+    [
+        ('Revert "perf: faster decode (#10)"', ["a.cu"], ["revert"]),
+        ("[Fix] overflow in rmsnorm for long rows", ["kernels/norm.cu"], ["fix"]),
+        ("feat(moe): support fp8 grouped gemm", ["csrc/moe.cu"], ["feature", "quantization"]),
+        ("Fuse silu and mul into one kernel", ["csrc/act.cu"], ["fusion"]),
+        ("Update guide", ["docs/en/guide.md", "README.md"], ["docs"]),
+        ("bump version to v0.4.1", ["lmdeploy/version.py"], ["release"]),
+        ("tidy workflow", [".github/workflows/ci.yml"], ["refactor", "ci"]),
+        ("Miscellaneous", ["src/x.py"], ["other"]),
+    ],
+)
 def test_categories(title, paths, cats):
     from kbase.ingest.classify import categories
 
@@ -263,9 +402,21 @@ def test_categories(title, paths, cats):
 def test_tags_from_title_and_paths():
     from kbase.ingest.classify import reverted_pr, tags
 
-    t = tags("fused moe fp8 for sm90 hopper", ["csrc/fused_moe/x.cu", "flashinfer/triton/norm.py",
-                                               "include/attention_sm80_128.cuh", "tests/test_rope.py"])
+    t = tags(
+        "fused moe fp8 for sm90 hopper",
+        [
+            "csrc/fused_moe/x.cu",
+            "flashinfer/triton/norm.py",
+            "include/attention_sm80_128.cuh",
+            "tests/test_rope.py",
+        ],
+    )
     assert t.languages == ["cuda-cpp", "python", "triton"]
-    assert set(t.kernel_types) == {"attention", "moe", "norm", "quantization"}  # tests/ paths do not count
+    assert set(t.kernel_types) == {
+        "attention",
+        "moe",
+        "norm",
+        "quantization",
+    }  # tests/ paths do not count
     assert t.archs == ["sm90", "sm80"] and {"fusion", "fp8"} <= set(t.techniques)
     assert reverted_pr('Revert "x (#12)" (#15)') == 12 and reverted_pr("revert #33 for now") == 33

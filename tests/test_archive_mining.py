@@ -1,5 +1,6 @@
 """`kbase mine` on real git repositories built here: PR styles, renames, binaries, reverts, bad inputs,
 incremental runs, Notes preservation and rewritten history."""
+
 from __future__ import annotations
 
 import json
@@ -17,11 +18,17 @@ git = pytest.importorskip("git")
 from kbase.ingest.card_format import split_card  # noqa: E402
 from kbase.ingest.cards import timeline  # noqa: E402
 from kbase.ingest.mining import MiningError, mine  # noqa: E402
-from kbase.schema import Recipe  # noqa: E402
-from kbase.schema import PRCard  # noqa: E402
 
-RECIPE = Recipe(name="demo", upstream="https://github.com/example/demo",
-                families={"qwen3": ["models/qwen3*.py"], "rmsnorm": ["kernels/norm/**"], "assets": ["assets/"]})
+from kbase.schema import (
+    PRCard,  # noqa: E402
+    Recipe,  # noqa: E402
+)
+
+RECIPE = Recipe(
+    name="demo",
+    upstream="https://github.com/example/demo",
+    families={"qwen3": ["models/qwen3*.py"], "rmsnorm": ["kernels/norm/**"], "assets": ["assets/"]},
+)
 
 
 class Builder:
@@ -36,7 +43,11 @@ class Builder:
 
     def _env(self) -> dict:
         self.day += 1
-        stamp = f"2024-01-{self.day:02d}T12:00:00+08:00" if self.day <= 28 else f"2024-02-{self.day - 28:02d}T12:00:00+08:00"
+        stamp = (
+            f"2024-01-{self.day:02d}T12:00:00+08:00"
+            if self.day <= 28
+            else f"2024-02-{self.day - 28:02d}T12:00:00+08:00"
+        )
         return {"GIT_AUTHOR_DATE": stamp, "GIT_COMMITTER_DATE": stamp}
 
     def write(self, files: dict[str, str | bytes | None]) -> None:
@@ -88,9 +99,13 @@ def _base_history(b: Builder) -> dict[str, str]:
     shas["init"] = b.commit("initial import", {"README.md": "demo\n"})
     shas["1"] = b.commit("[Feature] Add Qwen3 model (#1)", {"models/qwen3.py": QWEN_V1})
     shas["2"] = b.commit("Fix rmsnorm kernel overflow (#2)", {"kernels/norm/rmsnorm.cu": NORM_CU})
-    shas["3"] = b.commit("perf: fuse qk norm into qwen3 attention (#3)",
-                         {"models/qwen3.py": QWEN_V2,
-                          "kernels/norm/rmsnorm.cu": NORM_CU.replace("out[i] = x[i];", "out[i] = x[i] * 2;")})
+    shas["3"] = b.commit(
+        "perf: fuse qk norm into qwen3 attention (#3)",
+        {
+            "models/qwen3.py": QWEN_V2,
+            "kernels/norm/rmsnorm.cu": NORM_CU.replace("out[i] = x[i];", "out[i] = x[i] * 2;"),
+        },
+    )
     return shas
 
 
@@ -130,7 +145,10 @@ def test_squash_commits_become_cards_with_facts(tmp_path):
     by_path = {f.path: f for f in c3.files}
     # the kernel edit sits inside RMSNormKernel: git's cpp hunk header names it
     assert "RMSNormKernel" in by_path["kernels/norm/rmsnorm.cu"].symbols
-    assert by_path["kernels/norm/rmsnorm.cu"].added == 1 and by_path["kernels/norm/rmsnorm.cu"].deleted == 1
+    assert (
+        by_path["kernels/norm/rmsnorm.cu"].added == 1
+        and by_path["kernels/norm/rmsnorm.cu"].deleted == 1
+    )
     assert "fused_qk_norm" in by_path["models/qwen3.py"].symbols
     assert c3.totals == {"files": 2, "added": 1 + 4, "deleted": 1}
 
@@ -145,8 +163,15 @@ def test_merge_commits_use_first_parent_and_body_title(tmp_path):
     b.repo.git.checkout("-q", "main")
     b.commit("Docs tweak (#5)", {"docs/guide.md": "guide\n"})
     with b.repo.git.custom_environment(**b._env()):
-        b.repo.git.merge("-q", "--no-ff", "feature", "-m", "Merge pull request #7 from someone/feature",
-                         "-m", "Support Qwen3 MoE routing")
+        b.repo.git.merge(
+            "-q",
+            "--no-ff",
+            "feature",
+            "-m",
+            "Merge pull request #7 from someone/feature",
+            "-m",
+            "Support Qwen3 MoE routing",
+        )
     merge_sha = b.repo.head.commit.hexsha
     assert len(b.repo.head.commit.parents) == 2 and b.repo.head.commit.parents[0] != base
 
@@ -166,18 +191,30 @@ def test_merge_commits_use_first_parent_and_body_title(tmp_path):
 def test_renames_binaries_and_reverts(tmp_path):
     b = Builder(tmp_path / "repo")
     b.commit("Add attention model (#1)", {"models/old_attn.py": QWEN_V1})
-    b.commit("Tune old attention (#2)", {"models/old_attn.py": QWEN_V1.replace("return x", "return x + 0")})
-    b.rename("models/old_attn.py", "models/qwen3_attn.py", "Rename attention to qwen3 (#3)",
-             edit=QWEN_V1.replace("return x", "return x + 0") + "# renamed\n")
+    b.commit(
+        "Tune old attention (#2)",
+        {"models/old_attn.py": QWEN_V1.replace("return x", "return x + 0")},
+    )
+    b.rename(
+        "models/old_attn.py",
+        "models/qwen3_attn.py",
+        "Rename attention to qwen3 (#3)",
+        edit=QWEN_V1.replace("return x", "return x + 0") + "# renamed\n",
+    )
     png = b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 4
     b.commit("Add logo (#4)", {"assets/logo.png": png})
-    b.commit('Revert "Tune old attention (#2)" (#5)', {"models/qwen3_attn.py": QWEN_V1 + "# renamed\n"})
+    b.commit(
+        'Revert "Tune old attention (#2)" (#5)', {"models/qwen3_attn.py": QWEN_V1 + "# renamed\n"}
+    )
 
     root = tmp_path / "kb"
     mine(b.path, root, RECIPE)
     c3, _ = _card(root, 3)
     assert len(c3.files) == 1
-    assert (c3.files[0].old_path, c3.files[0].path) == ("models/old_attn.py", "models/qwen3_attn.py")
+    assert (c3.files[0].old_path, c3.files[0].path) == (
+        "models/old_attn.py",
+        "models/qwen3_attn.py",
+    )
     assert c3.files[0].added == 1 and c3.files[0].deleted == 0
     assert c3.families == ["qwen3"]
 
@@ -210,7 +247,9 @@ def test_shallow_clone_and_non_git_paths_are_refused(tmp_path):
     b = Builder(tmp_path / "repo")
     _base_history(b)
     shallow = tmp_path / "shallow"
-    subprocess.run(["git", "clone", "-q", "--depth", "1", f"file://{b.path}", str(shallow)], check=True)
+    subprocess.run(
+        ["git", "clone", "-q", "--depth", "1", f"file://{b.path}", str(shallow)], check=True
+    )
     with pytest.raises(MiningError, match=r"shallow clone.*git fetch --unshallow"):
         mine(shallow, tmp_path / "kb", RECIPE)
     plain = tmp_path / "plain"
@@ -242,7 +281,10 @@ def test_incremental_noop_since_and_notes_preserved(tmp_path):
     assert rep.mode == "noop" and rep.commits == 0 and rep.written == 0
     assert {p.name: p.read_text() for p in folder.glob("*.md")} == before
 
-    b.commit("Add qwen3 rope scaling (#4)", {"models/qwen3.py": QWEN_V2 + "\ndef rope_scale(x):\n    return x\n"})
+    b.commit(
+        "Add qwen3 rope scaling (#4)",
+        {"models/qwen3.py": QWEN_V2 + "\ndef rope_scale(x):\n    return x\n"},
+    )
     rep = mine(b.path, root, RECIPE)
     assert (rep.mode, rep.commits, rep.prs, rep.written) == ("incremental", 1, 1, 1)
     assert card1.read_text() == before["1.md"]
@@ -265,7 +307,10 @@ def test_rewritten_history_is_remined_without_losing_notes(tmp_path):
     root = tmp_path / "kb"
     mine(b.path, root, RECIPE)
     folder = root / "pr_archive" / "demo"
-    for pr, note in ((2, "Root cause was an int32 index.\n"), (3, "Keep: benchmark numbers in the PR.\n")):
+    for pr, note in (
+        (2, "Root cause was an int32 index.\n"),
+        (3, "Keep: benchmark numbers in the PR.\n"),
+    ):
         p = folder / f"{pr}.md"
         p.write_text(p.read_text().split("## Notes")[0] + "## Notes\n\n" + note)
 
@@ -277,7 +322,10 @@ def test_rewritten_history_is_remined_without_losing_notes(tmp_path):
     assert rep.mode == "full" and "rewritten" in rep.reason
     assert rep.removed == [8] and rep.orphaned == []
     c3, text3 = _card(root, 3)
-    assert c3.sha == b.repo.head.commit.parents[0].hexsha and c3.title == "perf: fuse qk norm, second attempt"
+    assert (
+        c3.sha == b.repo.head.commit.parents[0].hexsha
+        and c3.title == "perf: fuse qk norm, second attempt"
+    )
     assert [f.path for f in c3.files] == ["models/qwen3.py"]
     assert text3.endswith("## Notes\n\nKeep: benchmark numbers in the PR.\n")
     assert _card(root, 2)[1].endswith("## Notes\n\nRoot cause was an int32 index.\n")
@@ -292,9 +340,13 @@ def test_rewritten_history_is_remined_without_losing_notes(tmp_path):
 
 def test_duplicate_pr_numbers_share_one_card(tmp_path):
     b = Builder(tmp_path / "repo")
-    first = b.commit("Fix ray worker log file (#12)", {"engine/ray.py": "def worker():\n    pass\n"})
+    first = b.commit(
+        "Fix ray worker log file (#12)", {"engine/ray.py": "def worker():\n    pass\n"}
+    )
     b.commit("unrelated (#13)", {"other.py": "x = 1\n"})
-    second = b.commit("Fix ray worker log file (#12)", {"engine/log.py": "def log_file():\n    pass\n"})
+    second = b.commit(
+        "Fix ray worker log file (#12)", {"engine/log.py": "def log_file():\n    pass\n"}
+    )
     root = tmp_path / "kb"
     rep = mine(b.path, root, RECIPE)
     assert rep.prs == 2
@@ -304,7 +356,9 @@ def test_duplicate_pr_numbers_share_one_card(tmp_path):
     assert first[:10] in text
 
     # the same PR number arriving in a later incremental run merges into the existing card
-    third = b.commit("Fix ray worker log file (#12)", {"engine/extra.py": "def extra():\n    pass\n"})
+    third = b.commit(
+        "Fix ray worker log file (#12)", {"engine/extra.py": "def extra():\n    pass\n"}
+    )
     mine(b.path, root, RECIPE)
     c12, text = _card(root, 12)
     assert c12.sha == third and len(c12.files) == 3 and second[:10] in text
@@ -320,7 +374,9 @@ def _fast_import_repo(path: Path, commits: int) -> None:
         lines.append(b"committer T <t@example.invalid> %d +0000\n" % (1_700_000_000 + i * 60))
         lines.append(b"data %d\n%s" % (len(msg), msg))
         lines.append(b"M 100644 inline src/m%d.py\ndata %d\n%s\n" % (i % 50, len(blob), blob))
-    subprocess.run(["git", "-C", str(path), "fast-import", "--quiet"], input=b"".join(lines), check=True)
+    subprocess.run(
+        ["git", "-C", str(path), "fast-import", "--quiet"], input=b"".join(lines), check=True
+    )
     subprocess.run(["git", "-C", str(path), "checkout", "-q", "main"], check=True)
 
 
@@ -329,10 +385,26 @@ def test_interrupted_mine_completes_on_rerun_without_duplicates(tmp_path):
     _fast_import_repo(repo, 2500)
     root = tmp_path / "kb"
     folder = root / "pr_archive" / "big"
-    cmd = [sys.executable, "-m", "kbase.cli", "mine", "--repo", str(repo), "--name", "big", "--root", str(root)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "kbase.cli",
+        "mine",
+        "--repo",
+        str(repo),
+        "--name",
+        "big",
+        "--root",
+        str(root),
+    ]
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    proc = subprocess.Popen(cmd + ["--json"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env,
-                            start_new_session=True)
+    proc = subprocess.Popen(
+        cmd + ["--json"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=env,
+        start_new_session=True,
+    )
     deadline = time.time() + 60
     while time.time() < deadline and not (folder.is_dir() and any(folder.glob("*.md"))):
         time.sleep(0.005)
@@ -349,9 +421,13 @@ def test_interrupted_mine_completes_on_rerun_without_duplicates(tmp_path):
     out = json.loads(done.stdout)
     assert out["mode"] == "full" and out["prs"] == 2500 and out["unchanged"] >= partial - 1
     names = sorted(p.name for p in folder.iterdir())
-    assert names == sorted([".state.json"] + [f"{i}.md" for i in range(1, 2501)])  # no temporaries, no duplicates
+    assert names == sorted(
+        [".state.json"] + [f"{i}.md" for i in range(1, 2501)]
+    )  # no temporaries, no duplicates
 
     clean = tmp_path / "clean"
     mine(repo, clean, Recipe(name="big"))
     for i in (1, 777, 2500):
-        assert (folder / f"{i}.md").read_text() == (clean / "pr_archive" / "big" / f"{i}.md").read_text()
+        assert (folder / f"{i}.md").read_text() == (
+            clean / "pr_archive" / "big" / f"{i}.md"
+        ).read_text()

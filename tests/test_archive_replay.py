@@ -3,6 +3,7 @@
 The shared history files are read at run time only; nothing from them is stored here.
 Histories are replayed with --limit to keep the test short.
 """
+
 from __future__ import annotations
 
 import json
@@ -18,7 +19,8 @@ pytest.importorskip("git")
 from kbase.ingest.card_format import split_card  # noqa: E402
 from kbase.ingest.mining import mine  # noqa: E402
 from kbase.ingest.recipes import load_recipe_file  # noqa: E402
-from kbase.ingest.symbols import C_EXT, C_STOP, PY_EXT, PY_STOP, _PLACEHOLDER  # noqa: E402
+from kbase.ingest.symbols import _PLACEHOLDER, C_EXT, C_STOP, PY_EXT, PY_STOP  # noqa: E402
+
 from kbase.schema import PRCard  # noqa: E402
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -27,7 +29,9 @@ REPLAY = SHARED / "tools" / "replay_history.py"
 LIMITS = {"lmdeploy": 1000, "flashinfer": 1200}
 PR_RX = re.compile(r"\(#(\d+)\)\s*$")
 
-pytestmark = pytest.mark.skipif(not REPLAY.exists(), reason=f"shared histories not found at {SHARED}")
+pytestmark = pytest.mark.skipif(
+    not REPLAY.exists(), reason=f"shared histories not found at {SHARED}"
+)
 
 
 @pytest.fixture(scope="module", params=sorted(LIMITS))
@@ -38,21 +42,39 @@ def mined(request, tmp_path_factory):
         pytest.skip(f"{data} is absent")
     base = tmp_path_factory.mktemp(name)
     repo = base / "repo"
-    subprocess.run([sys.executable, str(REPLAY), str(data), str(repo), "--limit", str(LIMITS[name])],
-                   check=True, capture_output=True)
+    subprocess.run(
+        [sys.executable, str(REPLAY), str(data), str(repo), "--limit", str(LIMITS[name])],
+        check=True,
+        capture_output=True,
+    )
     recipe = load_recipe_file(REPO_ROOT / "pr_archive" / "recipes" / f"{name}.yaml")
     root = base / "kb"
     report = mine(repo, root, recipe)
-    cards = {int(p.stem): PRCard.model_validate(split_card(p.read_text()).meta)
-             for p in (root / "pr_archive" / name).glob("*.md")}
+    cards = {
+        int(p.stem): PRCard.model_validate(split_card(p.read_text()).meta)
+        for p in (root / "pr_archive" / name).glob("*.md")
+    }
     with data.open(encoding="utf-8") as fh:
         facts = [json.loads(line) for _, line in zip(range(LIMITS[name]), fh)]
     return name, repo, recipe, report, cards, facts
 
 
 def _git_log_prs(repo: Path, globs: list[str]) -> set[int]:
-    out = subprocess.run(["git", "-C", str(repo), "log", "--first-parent", "--format=%s", "--",
-                          *[f":(glob){g}" for g in globs]], check=True, capture_output=True, text=True).stdout
+    out = subprocess.run(
+        [
+            "git",
+            "-C",
+            str(repo),
+            "log",
+            "--first-parent",
+            "--format=%s",
+            "--",
+            *[f":(glob){g}" for g in globs],
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
     return {int(m.group(1)) for line in out.splitlines() if (m := PR_RX.search(line))}
 
 
@@ -70,7 +92,9 @@ def test_family_pr_sets_equal_git_log_pathspecs(mined):
     for family, globs in sorted(recipe.families.items()):
         expected = _git_log_prs(repo, globs)
         found = {pr for pr, c in cards.items() if family in c.families}
-        assert found == expected, f"{name}/{family}: only mined {sorted(found - expected)[:5]}, only git {sorted(expected - found)[:5]}"
+        assert found == expected, (
+            f"{name}/{family}: only mined {sorted(found - expected)[:5]}, only git {sorted(expected - found)[:5]}"
+        )
         checked += bool(expected)
     assert checked >= 3, f"{name}: too few families with PRs in the replayed range to compare"
 
@@ -96,6 +120,13 @@ def test_symbols_for_c_family_and_python_files(mined):
         assert got / want >= 0.9, f"{name}: only {got}/{want} {group} symbols recovered"
     exts = {Path(x.path).suffix for c in cards.values() for x in c.files if x.symbols}
     assert {".py", ".h"} <= exts and exts & {".cu", ".cuh", ".cc"}
-    junk = {s for c in cards.values() for x in c.files for s in x.symbols} & {"template", "Type", "void", "T", "std",
-                                                                             "import", "__launch_bounds__"}
+    junk = {s for c in cards.values() for x in c.files for s in x.symbols} & {
+        "template",
+        "Type",
+        "void",
+        "T",
+        "std",
+        "import",
+        "__launch_bounds__",
+    }
     assert junk == set()

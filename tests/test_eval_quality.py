@@ -1,12 +1,12 @@
 """Retrieval quality gate on the dev evaluation set (tests/eval/skills_*.yaml)."""
+
 from __future__ import annotations
 
-
 import pytest
-
 from conftest import REPO
-from kbase.api import KnowledgeBase
 from kbase.retrieval.evaluate import evaluate, load_queries
+
+from kbase.api import KnowledgeBase
 
 EVAL = REPO / "tests" / "eval"
 
@@ -40,8 +40,13 @@ def test_every_skill_has_an_error_or_symptom_query(dev_set):
             per_skill.setdefault(e, []).append(q)
     names = sorted(p.name for p in (REPO / "skills").iterdir() if (p / "SKILL.md").exists())
     thin = [n for n in names if len(per_skill.get(n, [])) < 2]
-    no_symptom = [n for n in names if not any(q.type in ("error", "symptom") for q in per_skill.get(n, []))]
-    assert not thin and not no_symptom, {"fewer than 2 queries": thin, "no error/symptom query": no_symptom}
+    no_symptom = [
+        n for n in names if not any(q.type in ("error", "symptom") for q in per_skill.get(n, []))
+    ]
+    assert not thin and not no_symptom, {
+        "fewer than 2 queries": thin,
+        "no error/symptom query": no_symptom,
+    }
 
 
 def test_hybrid_hit_at_5_stays_above_0_9(real_kb, dev_set):
@@ -50,6 +55,8 @@ def test_hybrid_hit_at_5_stays_above_0_9(real_kb, dev_set):
 
 
 def test_hybrid_is_not_worse_than_either_retriever_alone(real_kb, dev_set):
-    res = evaluate(real_kb, dev_set, methods=("hybrid", "bm25", "dense", "keyword-count"), kind="skill")
+    res = evaluate(
+        real_kb, dev_set, methods=("hybrid", "bm25", "dense", "keyword-count"), kind="skill"
+    )
     for other in ("bm25", "dense", "keyword-count"):
         assert res["hybrid"].mrr >= res[other].mrr, {m: s.as_dict() for m, s in res.items()}

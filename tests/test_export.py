@@ -1,4 +1,5 @@
 """`kbase export --format agent-skills`: every exported file checked by a strict, independent validator."""
+
 from __future__ import annotations
 
 import json
@@ -9,7 +10,6 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from serve_fixtures import copy_skills
 
 NAME = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
@@ -49,14 +49,18 @@ def validate_skill_dir(d: Path, target: str) -> list[str]:
     desc = fm.get("description")
     if not (isinstance(desc, str) and 0 < len(desc) <= 1024):
         problems.append(f"{d.name}: description missing or longer than 1024")
-    if "compatibility" in fm and not (isinstance(fm["compatibility"], str) and 0 < len(fm["compatibility"]) <= 500):
+    if "compatibility" in fm and not (
+        isinstance(fm["compatibility"], str) and 0 < len(fm["compatibility"]) <= 500
+    ):
         problems.append(f"{d.name}: compatibility not a string of 1..500 characters")
     if "license" in fm and not isinstance(fm["license"], str):
         problems.append(f"{d.name}: license not a string")
     if "allowed-tools" in fm and not isinstance(fm["allowed-tools"], str):
         problems.append(f"{d.name}: allowed-tools must be a space-separated string")
     md = fm.get("metadata", {})
-    if not isinstance(md, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in md.items()):
+    if not isinstance(md, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in md.items()
+    ):
         problems.append(f"{d.name}: metadata must map strings to strings: {md!r}")
     if not body.strip():
         problems.append(f"{d.name}: empty body")
@@ -72,8 +76,10 @@ def validate_skill_dir(d: Path, target: str) -> list[str]:
         else:
             spec = yaml.safe_load(oa.read_text())
             iface = spec.get("interface", {})
-            if not all(isinstance(iface.get(k), str) and iface[k] for k in ("display_name", "short_description",
-                                                                             "default_prompt")):
+            if not all(
+                isinstance(iface.get(k), str) and iface[k]
+                for k in ("display_name", "short_description", "default_prompt")
+            ):
                 problems.append(f"{d.name}: openai.yaml interface incomplete")
             if not 1 <= len(iface.get("short_description", "")) <= 64:
                 problems.append(f"{d.name}: short_description longer than 64")
@@ -98,6 +104,7 @@ def _skill_dirs(dest: Path) -> list[Path]:
 @pytest.mark.parametrize("target", ["claude", "codex"])
 def test_export_all_is_valid_agent_skills(root, tmp_path, target):
     from kbase.ingest.skills import load_skill
+
     from kbase.serve.export import ROUTER, export_agent_skills
 
     dest = tmp_path / "out"
@@ -113,17 +120,33 @@ def test_export_all_is_valid_agent_skills(root, tmp_path, target):
         src = load_skill(root / "skills" / name / "SKILL.md", root)
         out = (dest / name / "SKILL.md").read_text()
         fm = yaml.safe_load(out[4:].partition("\n---\n")[0])
-        assert fm["metadata"]["kbase-status"] in ("verified", "failing", "stale-age", "stale-env", "stale-source",
-                                                  "unverified")
+        assert fm["metadata"]["kbase-status"] in (
+            "verified",
+            "failing",
+            "stale-age",
+            "stale-env",
+            "stale-source",
+            "unverified",
+        )
         # trigger, steps and failure modes are in the body, not in the front-matter
-        assert src.meta.steps[0].split()[0] in out and src.meta.failure_modes[0].fix.split()[0] in out
+        assert (
+            src.meta.steps[0].split()[0] in out and src.meta.failure_modes[0].fix.split()[0] in out
+        )
         assert "## When to use" in out and "## Steps" in out and "## Failure modes" in out
         # the snippet moved to scripts/, and nothing of it stays in the body as a verify block
         scripts = sorted(p.name for p in (dest / name / "scripts").iterdir())
-        assert scripts and ("verify.py" in scripts or "verify.cu" in scripts or any(s.endswith(".cu") for s in scripts))
+        assert scripts and (
+            "verify.py" in scripts
+            or "verify.cu" in scripts
+            or any(s.endswith(".cu") for s in scripts)
+        )
         assert not re.search(r"^```\S*\s+verify\b", out, re.M)
         if "verify.py" in scripts:
-            py = "".join(b.code for b in src.snippet_blocks() if b.lang.lower() in ("python", "py", "python3"))
+            py = "".join(
+                b.code
+                for b in src.snippet_blocks()
+                if b.lang.lower() in ("python", "py", "python3")
+            )
             assert (dest / name / "scripts" / "verify.py").read_text().strip() == py.strip()
 
 
@@ -157,11 +180,41 @@ def test_export_refuses_to_overwrite_foreign_folders_but_replaces_its_own(root, 
 
 
 def test_cli_export_json(root, tmp_path):
-    out = subprocess.run([sys.executable, "-m", "kbase.cli", "export", str(tmp_path / "o"), "--all", "--target",
-                          "codex", "--root", str(root), "--json"], capture_output=True, text=True, timeout=120)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "kbase.cli",
+            "export",
+            str(tmp_path / "o"),
+            "--all",
+            "--target",
+            "codex",
+            "--root",
+            str(root),
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert out.returncode == 0, out.stderr
     rep = json.loads(out.stdout)
     assert rep["target"] == "codex" and len(rep["skills"]) == 6
-    bad = subprocess.run([sys.executable, "-m", "kbase.cli", "export", str(tmp_path / "p"), "--format", "zip",
-                          "--root", str(root)], capture_output=True, text=True, timeout=120)
+    bad = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "kbase.cli",
+            "export",
+            str(tmp_path / "p"),
+            "--format",
+            "zip",
+            "--root",
+            str(root),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert bad.returncode == 2 and "agent-skills" in bad.stderr

@@ -1,4 +1,5 @@
 """The HTTP API on a real uvicorn server bound to a free loopback port, queried with httpx."""
+
 from __future__ import annotations
 
 import socket
@@ -6,7 +7,6 @@ import threading
 from urllib.parse import quote
 
 import pytest
-
 from serve_fixtures import ThreadedUvicorn, indexed_root, service  # noqa: F401  (pytest fixtures)
 
 httpx = pytest.importorskip("httpx")
@@ -34,7 +34,13 @@ def test_healthz_and_openapi(api):
     h = api.get("/healthz")
     assert h.status_code == 200 and h.json()["ok"] is True and h.json()["generation"]
     spec = api.get("/openapi.json").json()
-    assert {"/search", "/entries/{entry_id}", "/history/{repo}/{family}", "/stale", "/healthz"} <= set(spec["paths"])
+    assert {
+        "/search",
+        "/entries/{entry_id}",
+        "/history/{repo}/{family}",
+        "/stale",
+        "/healthz",
+    } <= set(spec["paths"])
 
 
 def test_search_returns_the_cli_json(api, service, indexed_root):
@@ -52,27 +58,34 @@ def test_search_returns_the_cli_json(api, service, indexed_root):
 
 def test_search_filters(api, indexed_root):
     q = _query_for(indexed_root)
-    assert api.get("/search", params={"q": q, "kind": "pr"}).json()["hits"] == []  # no PR cards in the root
-    assert api.get("/search", params={"q": q, "status": "verified"}).json()["hits"] == []  # no ledger
+    assert (
+        api.get("/search", params={"q": q, "kind": "pr"}).json()["hits"] == []
+    )  # no PR cards in the root
+    assert (
+        api.get("/search", params={"q": q, "status": "verified"}).json()["hits"] == []
+    )  # no ledger
     unv = api.get("/search", params={"q": q, "status": "unverified", "k": 50}).json()["hits"]
     assert {h["id"] for h in unv} == set(indexed_root.names)
     tagged = api.get("/search", params=[("q", q), ("tag", "languages=nonexistent-language")])
     assert tagged.status_code == 200 and tagged.json()["hits"] == []
 
 
-@pytest.mark.parametrize("params, code, words", [
-    ({}, 400, "query is required"),
-    ({"q": "   "}, 400, "empty"),
-    ({"q": "x" * 2001}, 400, "2000"),
-    ({"q": "x", "k": "51"}, 400, "between 1 and 50"),
-    ({"q": "x", "k": "0"}, 400, "between 1 and 50"),
-    ({"q": "x", "k": "many"}, 400, "integer"),
-    ({"q": "x", "kind": "blog"}, 400, "kind"),
-    ({"q": "x", "tag": "archs"}, 400, "key=value"),
-    ({"q": "x", "status": "great"}, 400, "status"),
-    ({"q": "x", "repo": "../../etc"}, 400, "repo"),
-    ({"q": "x", "mode": "magic"}, 400, "mode"),
-])
+@pytest.mark.parametrize(
+    "params, code, words",
+    [
+        ({}, 400, "query is required"),
+        ({"q": "   "}, 400, "empty"),
+        ({"q": "x" * 2001}, 400, "2000"),
+        ({"q": "x", "k": "51"}, 400, "between 1 and 50"),
+        ({"q": "x", "k": "0"}, 400, "between 1 and 50"),
+        ({"q": "x", "k": "many"}, 400, "integer"),
+        ({"q": "x", "kind": "blog"}, 400, "kind"),
+        ({"q": "x", "tag": "archs"}, 400, "key=value"),
+        ({"q": "x", "status": "great"}, 400, "status"),
+        ({"q": "x", "repo": "../../etc"}, 400, "repo"),
+        ({"q": "x", "mode": "magic"}, 400, "mode"),
+    ],
+)
 def test_bad_search_input_gets_a_clear_4xx(api, params, code, words):
     r = api.get("/search", params=params)
     assert r.status_code == code, r.text
@@ -93,9 +106,18 @@ def test_entries(api, indexed_root):
     assert pr.status_code == 404 and "pr:flashinfer#1234" in pr.json()["error"]["message"]
 
 
-@pytest.mark.parametrize("raw_path", ["/entries/..%2F..%2Fetc%2Fpasswd", "/entries/%2e%2e", "/entries/Not_An_Id",
-                                      "/entries/" + "a" * 300, "/entries/skills%2Fx%2FSKILL.md",
-                                      "/history/..%2F..%2Fetc/x", "/history/repo/fam%00ily"])
+@pytest.mark.parametrize(
+    "raw_path",
+    [
+        "/entries/..%2F..%2Fetc%2Fpasswd",
+        "/entries/%2e%2e",
+        "/entries/Not_An_Id",
+        "/entries/" + "a" * 300,
+        "/entries/skills%2Fx%2FSKILL.md",
+        "/history/..%2F..%2Fetc/x",
+        "/history/repo/fam%00ily",
+    ],
+)
 def test_ids_and_names_are_checked_before_any_lookup(api, raw_path):
     r = api.get(raw_path)
     assert r.status_code in (400, 404), r.text
@@ -114,12 +136,17 @@ def test_history_and_stale(api, indexed_root):
 
 def test_oversized_and_malformed_requests_are_refused_and_the_server_stays_up(api, indexed_root):
     # httpx will not even build a 1 MB URL, so this one goes over a raw socket
-    status = _raw_status(api.base_url.port, b"GET /search?q=" + b"x" * 1_000_000 + b" HTTP/1.1\r\nHost: x\r\n\r\n")
+    status = _raw_status(
+        api.base_url.port, b"GET /search?q=" + b"x" * 1_000_000 + b" HTTP/1.1\r\nHost: x\r\n\r\n"
+    )
     assert status is None or 400 <= status < 500  # refused with a 4xx, or the connection is dropped
     near = api.get("/search", params={"q": "x" * 60_000})
     assert near.status_code == 400 and "2000" in near.json()["error"]["message"]
-    big_body = api.post("/search", content=b'{"query": "' + b"x" * 1_000_000 + b'"}',
-                        headers={"content-type": "application/json"})
+    big_body = api.post(
+        "/search",
+        content=b'{"query": "' + b"x" * 1_000_000 + b'"}',
+        headers={"content-type": "application/json"},
+    )
     assert big_body.status_code == 413 and "bytes" in big_body.json()["error"]["message"]
     for content in (b"{not json", b"[1, 2]", b'"just a string"'):
         r = api.post("/search", content=content, headers={"content-type": "application/json"})
@@ -141,9 +168,11 @@ def _raw_status(port: int, request: bytes):
 
 def test_clients_that_hang_up_mid_request_do_not_hurt_the_server(api, indexed_root):
     port = api.base_url.port
-    for payload in (b"GET /search?q=shared%20memory HTTP/1.1\r\nHost: x\r\n\r\n",  # full request, no read
-                    b"GET /search?q=half",  # request line cut short
-                    b"POST /search HTTP/1.1\r\nHost: x\r\nContent-Length: 500\r\n\r\n{\"query\": "):  # body cut
+    for payload in (
+        b"GET /search?q=shared%20memory HTTP/1.1\r\nHost: x\r\n\r\n",  # full request, no read
+        b"GET /search?q=half",  # request line cut short
+        b'POST /search HTTP/1.1\r\nHost: x\r\nContent-Length: 500\r\n\r\n{"query": ',
+    ):  # body cut
         with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
             s.sendall(payload)
     # garbage that is not HTTP at all
@@ -178,11 +207,11 @@ def test_concurrent_clients_all_get_answers(api, indexed_root):
 
 
 def test_a_server_without_an_index_answers_503_then_picks_up_a_new_index(tmp_path):
+    from serve_fixtures import copy_skills
+
     from kbase.api import KnowledgeBase
     from kbase.serve.http_app import create_app
     from kbase.serve.service import Service
-
-    from serve_fixtures import copy_skills
 
     name = copy_skills(tmp_path, n=1)[0]
     kb = KnowledgeBase(root=tmp_path, home=tmp_path / ".kbase", chroma_url="")
@@ -193,10 +222,11 @@ def test_a_server_without_an_index_answers_503_then_picks_up_a_new_index(tmp_pat
         assert r.status_code == 503 and "kbase index" in r.json()["error"]["message"]
         assert c.get("/healthz").json()["ok"] is False
         assert not kb.is_indexed()  # the request did not build one
-        KnowledgeBase(root=tmp_path, home=tmp_path / ".kbase", chroma_url="").index()  # e.g. a cron job
+        KnowledgeBase(
+            root=tmp_path, home=tmp_path / ".kbase", chroma_url=""
+        ).index()  # e.g. a cron job
         r = c.get("/search", params={"q": name.replace("-", " ")})
         assert r.status_code == 200 and r.json()["hits"][0]["id"] == name
-
 
 
 def test_search_by_date(api):
@@ -204,4 +234,6 @@ def test_search_by_date(api):
     assert bad.status_code == 400 and "since" in bad.json()["error"]["message"]
     _no_trace(bad)
     ok = api.get("/search", params={"q": "warp", "since": "2020-01-01"})
-    assert ok.status_code == 200 and ok.json()["hits"] == []  # skills are undated; only PR cards pass
+    assert (
+        ok.status_code == 200 and ok.json()["hits"] == []
+    )  # skills are undated; only PR cards pass

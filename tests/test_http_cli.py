@@ -1,11 +1,11 @@
 """The agent-access commands on a machine without the server packages, and `kbase serve` for real."""
+
 from __future__ import annotations
 
 import subprocess
 import sys
 
 import pytest
-
 from serve_fixtures import free_port, indexed_root, wait_http  # noqa: F401  (pytest fixture)
 
 # Run the CLI with fastapi, uvicorn and mcp made unimportable (a GPU box that only verifies).
@@ -20,7 +20,9 @@ main()
 
 
 def _run_blocked(*args):
-    return subprocess.run([sys.executable, "-c", BLOCKED, *args], capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-c", BLOCKED, *args], capture_output=True, text=True, timeout=120
+    )
 
 
 def test_cli_works_without_server_packages(tmp_path):
@@ -36,16 +38,35 @@ def test_kbase_serve_subprocess_answers_on_loopback(indexed_root, tmp_path):
     import shutil
 
     home = tmp_path / ".kbase"
-    shutil.copytree(indexed_root.home, home)  # its own copy: one process per embedded Chroma directory
+    shutil.copytree(
+        indexed_root.home, home
+    )  # its own copy: one process per embedded Chroma directory
     port = free_port()
     env = dict(indexed_root.env(), KBASE_HOME=str(home))
-    proc = subprocess.Popen([sys.executable, "-m", "kbase.cli", "serve", "--root", str(indexed_root.root),
-                             "--port", str(port), "--no-index"], env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "kbase.cli",
+            "serve",
+            "--root",
+            str(indexed_root.root),
+            "--port",
+            str(port),
+            "--no-index",
+        ],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     try:
         wait_http(f"http://127.0.0.1:{port}/healthz", timeout=120, proc=proc)
         name = indexed_root.names[0]
-        r = httpx.get(f"http://127.0.0.1:{port}/search", params={"q": name.replace("-", " "), "k": 2}, timeout=60)
+        r = httpx.get(
+            f"http://127.0.0.1:{port}/search",
+            params={"q": name.replace("-", " "), "k": 2},
+            timeout=60,
+        )
         assert r.status_code == 200 and r.json()["hits"][0]["id"] == name
         bad = httpx.get(f"http://127.0.0.1:{port}/entries/..%2Fsecrets", timeout=60)
         assert bad.status_code in (400, 404) and bad.json()["error"]["message"]

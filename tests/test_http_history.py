@@ -1,4 +1,5 @@
 """`history` over HTTP and MCP against a small real PR archive, compared with `kbase history --json`."""
+
 from __future__ import annotations
 
 import json
@@ -7,7 +8,6 @@ import sys
 
 import anyio
 import pytest
-
 from serve_fixtures import ThreadedUvicorn
 
 httpx = pytest.importorskip("httpx")
@@ -23,16 +23,43 @@ def archive_root(tmp_path_factory):
     root = tmp_path_factory.mktemp("archivekb")
     folder = root / "pr_archive" / "kern"
     folder.mkdir(parents=True)
-    rows = [(11, "2025-01-05", "Add fused attention kernel", ["csrc/attention/fused.cu"], ["attention"]),
-            (12, "2025-02-10", "Tune GEMM tiles", ["csrc/gemm/tiles.cu"], ["gemm"]),
-            (13, "2025-03-15", "Fix attention mask on the tail", ["csrc/attention/fused.cu"], ["attention"]),
-            (14, "2025-04-20", "Docs only", ["README.md"], [])]
+    rows = [
+        (
+            11,
+            "2025-01-05",
+            "Add fused attention kernel",
+            ["csrc/attention/fused.cu"],
+            ["attention"],
+        ),
+        (12, "2025-02-10", "Tune GEMM tiles", ["csrc/gemm/tiles.cu"], ["gemm"]),
+        (
+            13,
+            "2025-03-15",
+            "Fix attention mask on the tail",
+            ["csrc/attention/fused.cu"],
+            ["attention"],
+        ),
+        (14, "2025-04-20", "Docs only", ["README.md"], []),
+    ]
     for pr, date, title, paths, fams in rows:
-        card = PRCard(repo="kern", pr=pr, sha=f"{pr:040x}", date=f"{date}T12:00:00+00:00", title=title,
-                      families=fams, files=[FileChange(path=p, added=3, deleted=1) for p in paths])
+        card = PRCard(
+            repo="kern",
+            pr=pr,
+            sha=f"{pr:040x}",
+            date=f"{date}T12:00:00+00:00",
+            title=title,
+            families=fams,
+            files=[FileChange(path=p, added=3, deleted=1) for p in paths],
+        )
         (folder / f"{pr}.md").write_text(card_format.render_card(card), encoding="utf-8")
-    (folder / ".state.json").write_text(json.dumps({"last_sha": "0" * 40, "families": {
-        "attention": ["csrc/attention/**"], "gemm": ["csrc/gemm/**"]}}))
+    (folder / ".state.json").write_text(
+        json.dumps(
+            {
+                "last_sha": "0" * 40,
+                "families": {"attention": ["csrc/attention/**"], "gemm": ["csrc/gemm/**"]},
+            }
+        )
+    )
     return root
 
 
@@ -48,19 +75,39 @@ def history_service(archive_root):
 def test_http_history_matches_the_cli(archive_root, history_service):
     from kbase.serve.http_app import create_app
 
-    cli = subprocess.run([sys.executable, "-m", "kbase.cli", "history", "attention", "--repo", "kern", "--root",
-                          str(archive_root), "--json"], capture_output=True, text=True, timeout=120)
+    cli = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "kbase.cli",
+            "history",
+            "attention",
+            "--repo",
+            "kern",
+            "--root",
+            str(archive_root),
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert cli.returncode == 0, cli.stderr
     expected = json.loads(cli.stdout)
     assert [r["pr"] for r in expected["prs"]] == [11, 13]  # oldest first, attention only
 
-    with ThreadedUvicorn(create_app(history_service)) as srv, httpx.Client(base_url=srv.url, timeout=60) as c:
+    with (
+        ThreadedUvicorn(create_app(history_service)) as srv,
+        httpx.Client(base_url=srv.url, timeout=60) as c,
+    ):
         got = c.get("/history/kern/attention")
         assert got.status_code == 200
         body = got.json()
         assert body.pop("available") is True and body == expected
         unknown = c.get("/history/kern/nosuchfamily")
-        assert unknown.status_code == 404 and "attention" in unknown.json()["error"]["message"]  # lists known ones
+        assert (
+            unknown.status_code == 404 and "attention" in unknown.json()["error"]["message"]
+        )  # lists known ones
         assert c.get("/history/nosuchrepo/attention").status_code == 404
 
 
@@ -72,10 +119,15 @@ def test_mcp_history_within_a_budget(history_service):
     async def main():
         async with Client(build_server(history_service)) as c:
             full = await c.call_tool("history", {"repository": "kern", "family": "attention"})
-            tight = await c.call_tool("history", {"repo": "kern", "family": "attention", "max_chars": 300})
+            tight = await c.call_tool(
+                "history", {"repo": "kern", "family": "attention", "max_chars": 300}
+            )
             return full, tight
 
     full, tight = anyio.run(main)
-    assert not full.is_error and [r["pr"] for r in json.loads(full.content[0].text)["prs"]] == [11, 13]
+    assert not full.is_error and [r["pr"] for r in json.loads(full.content[0].text)["prs"]] == [
+        11,
+        13,
+    ]
     assert not tight.is_error and len(tight.content[0].text) <= 300
     assert "truncated" in json.loads(tight.content[0].text)

@@ -1,4 +1,5 @@
 """Indexing and search against a real Chroma store (embedded, and a server when CI runs one)."""
+
 from __future__ import annotations
 
 import json
@@ -7,13 +8,12 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import TOPICS, write_skill, write_topic_skills
+
 from kbase.api import KnowledgeBase
 
 SERVER = os.environ.get("KBASE_TEST_CHROMA_URL")
 MODES = ["embedded"] + (["server"] if SERVER else [])
-
 
 
 @pytest.fixture(params=MODES)
@@ -53,7 +53,11 @@ def test_unchanged_entries_are_never_re_embedded(kb, kb_root):
     again = kb.index()
     assert again.embedded_entries == [] and again.entries == 4
     f = kb_root / "skills" / "tl-dot-tf32" / "SKILL.md"
-    f.write_text(f.read_text().replace("TF32 keeps 10 mantissa bits.", "TF32 keeps 10 explicit mantissa bits."))
+    f.write_text(
+        f.read_text().replace(
+            "TF32 keeps 10 mantissa bits.", "TF32 keeps 10 explicit mantissa bits."
+        )
+    )
     edited = kb.index()
     assert edited.embedded_entries == ["tl-dot-tf32"]
     assert kb.search("explicit mantissa bits", k=1)[0].id == "tl-dot-tf32"
@@ -85,7 +89,9 @@ def test_bad_entry_is_skipped_and_old_version_kept(kb, kb_root):
 def test_interrupted_index_leaves_previous_index_usable(kb, kb_root, embedder):
     kb.index()
     for i in range(3):
-        write_skill(kb_root, f"extra-{i}", description=f"Extra topic number {i} about cuda graphs replay.")
+        write_skill(
+            kb_root, f"extra-{i}", description=f"Extra topic number {i} about cuda graphs replay."
+        )
 
     class Dies:
         calls = 0
@@ -110,7 +116,9 @@ def test_interrupted_index_leaves_previous_index_usable(kb, kb_root, embedder):
 
 
 def test_filters_by_kind_and_tag(kb, kb_root):
-    write_skill(kb_root, "hopper-only", description="A Hopper wgmma note.", extra="  archs: [H100]\n")
+    write_skill(
+        kb_root, "hopper-only", description="A Hopper wgmma note.", extra="  archs: [H100]\n"
+    )
     kb.index()
     hits = kb.search("wgmma hopper note", k=5, tags=["archs=hopper"])
     assert [h.id for h in hits] == ["hopper-only"]
@@ -132,18 +140,65 @@ def test_get_returns_sections(kb):
 def test_cli_search_json_shape(kb_root, tmp_path):
     write_topic_skills(kb_root)
     env = {**os.environ, "KBASE_HOME": str(tmp_path / "clihome")}
-    out = subprocess.run([sys.executable, "-m", "kbase.cli", "search", "shared memory bank conflicts", "--root",
-                          str(kb_root), "--json", "-k", "2"], env=env, capture_output=True, text=True, timeout=300)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "kbase.cli",
+            "search",
+            "shared memory bank conflicts",
+            "--root",
+            str(kb_root),
+            "--json",
+            "-k",
+            "2",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert out.returncode == 0, out.stderr
     data = json.loads(out.stdout)
     assert data["query"] == "shared memory bank conflicts"
-    assert set(data["hits"][0]) >= {"id", "kind", "title", "score", "status", "path", "line", "section", "snippet", "repo", "pr"}
+    assert set(data["hits"][0]) >= {
+        "id",
+        "kind",
+        "title",
+        "score",
+        "status",
+        "path",
+        "line",
+        "section",
+        "snippet",
+        "repo",
+        "pr",
+    }
     assert data["hits"][0]["id"] == "smem-bank-padding" and len(data["hits"]) == 2
-    got = subprocess.run([sys.executable, "-m", "kbase.cli", "get", "smem-bank-padding", "--json", "--root", str(kb_root)],
-                         env=env, capture_output=True, text=True, timeout=120)
+    got = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "kbase.cli",
+            "get",
+            "smem-bank-padding",
+            "--json",
+            "--root",
+            str(kb_root),
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert got.returncode == 0 and json.loads(got.stdout)["id"] == "smem-bank-padding"
-    missing = subprocess.run([sys.executable, "-m", "kbase.cli", "get", "nope", "--root", str(kb_root)],
-                             env=env, capture_output=True, text=True, timeout=120)
+    missing = subprocess.run(
+        [sys.executable, "-m", "kbase.cli", "get", "nope", "--root", str(kb_root)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert missing.returncode == 1 and "no entry" in missing.stderr
 
 
@@ -151,34 +206,64 @@ def test_cli_index_exits_nonzero_on_bad_entry_but_indexes_rest(kb_root, tmp_path
     write_skill(kb_root, "fine-skill", description="Grid-stride loops.")
     write_skill(kb_root, "empty-skill", text="")
     env = {**os.environ, "KBASE_HOME": str(tmp_path / "h2")}
-    out = subprocess.run([sys.executable, "-m", "kbase.cli", "index", "--root", str(kb_root), "--json"], env=env,
-                         capture_output=True, text=True, timeout=300)
+    out = subprocess.run(
+        [sys.executable, "-m", "kbase.cli", "index", "--root", str(kb_root), "--json"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert out.returncode == 1
     rep = json.loads(out.stdout)
     assert rep["entries"] == 1 and rep["problems"][0]["path"] == "skills/empty-skill/SKILL.md"
 
 
 def test_import_and_help_stay_light():
-    code = ("import sys, kbase, kbase.cli; "
-            "assert not any(m in sys.modules for m in ('torch', 'chromadb', 'sentence_transformers')), "
-            "[m for m in ('torch','chromadb','sentence_transformers') if m in sys.modules]")
+    code = (
+        "import sys, kbase, kbase.cli; "
+        "assert not any(m in sys.modules for m in ('torch', 'chromadb', 'sentence_transformers')), "
+        "[m for m in ('torch','chromadb','sentence_transformers') if m in sys.modules]"
+    )
     subprocess.run([sys.executable, "-c", code], check=True)
-    out = subprocess.run([sys.executable, "-m", "kbase.cli", "--help"], capture_output=True, text=True)
+    out = subprocess.run(
+        [sys.executable, "-m", "kbase.cli", "--help"], capture_output=True, text=True
+    )
     assert out.returncode == 0 and "search" in out.stdout
 
 
 def test_date_filters_keep_dated_entries_in_range(kb, kb_root):
     from kbase.retrieval.indexer import build_index
+
     from kbase.schema import Chunk, Entry
 
     cards = []
     for n, day in ((101, "2024-03-01T10:00:00+08:00"), (202, "2025-07-15T09:30:00-07:00")):
         eid = f"pr:demo#{n}"
         text = f"Fuse rmsnorm into the attention prologue, PR {n}"
-        cards.append(Entry(id=eid, kind="pr", title=text, path=f"pr_archive/demo/{n}.md", content_hash=f"h{n}" * 8,
-                           chunks=[Chunk(id=f"{eid}::0", entry_id=eid, kind="pr", section="summary", text=text,
-                                         line=1, path=f"pr_archive/demo/{n}.md")],
-                           tags=["repo=demo"], repo="demo", pr=n, date=day))
+        cards.append(
+            Entry(
+                id=eid,
+                kind="pr",
+                title=text,
+                path=f"pr_archive/demo/{n}.md",
+                content_hash=f"h{n}" * 8,
+                chunks=[
+                    Chunk(
+                        id=f"{eid}::0",
+                        entry_id=eid,
+                        kind="pr",
+                        section="summary",
+                        text=text,
+                        line=1,
+                        path=f"pr_archive/demo/{n}.md",
+                    )
+                ],
+                tags=["repo=demo"],
+                repo="demo",
+                pr=n,
+                date=day,
+            )
+        )
     build_index(kb.root, kb.home, kb.embedder, kb.settings.chroma_url, extra_entries=cards)
     q = "fuse rmsnorm attention prologue"
     assert {h.id for h in kb.search(q, k=10, kind="pr")} == {"pr:demo#101", "pr:demo#202"}

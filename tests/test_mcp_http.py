@@ -1,11 +1,11 @@
 """`kbase mcp --http`: the streamable-HTTP MCP app on a real uvicorn server, with SDK clients."""
+
 from __future__ import annotations
 
 import json
 
 import anyio
 import pytest
-
 from serve_fixtures import ThreadedUvicorn, indexed_root, service  # noqa: F401  (pytest fixtures)
 
 pytest.importorskip("mcp")
@@ -64,8 +64,14 @@ def test_clients_that_disconnect_mid_call_leave_the_server_serving(mcp_url, inde
 
 
 def test_non_mcp_requests_to_the_endpoint_are_refused_cleanly(mcp_url):
-    r1 = httpx.post(mcp_url, content=b"{not json", headers={"content-type": "application/json",
-                                                            "accept": "application/json, text/event-stream"})
+    r1 = httpx.post(
+        mcp_url,
+        content=b"{not json",
+        headers={
+            "content-type": "application/json",
+            "accept": "application/json, text/event-stream",
+        },
+    )
     r2 = httpx.get(mcp_url.replace("/mcp", "/nothing-here"))
     for r in (r1, r2):
         assert 400 <= r.status_code < 500 and "Traceback" not in r.text

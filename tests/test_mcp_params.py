@@ -1,4 +1,5 @@
 """Argument checking shared by MCP and HTTP: what is accepted, and what each refusal says."""
+
 from __future__ import annotations
 
 import pytest
@@ -7,8 +8,11 @@ from kbase.serve import params as P
 
 
 def test_aliases_map_to_canonical_names_and_unknown_names_are_reported():
-    assert P.apply_aliases("search", {"question": "x", "top_k": 3, "tag": "archs=sm90"}) == \
-        {"query": "x", "k": 3, "tags": "archs=sm90"}
+    assert P.apply_aliases("search", {"question": "x", "top_k": 3, "tag": "archs=sm90"}) == {
+        "query": "x",
+        "k": 3,
+        "tags": "archs=sm90",
+    }
     assert P.apply_aliases("search", {"query": "kept", "q": "dropped"})["query"] == "kept"
     with pytest.raises(P.ParamError, match="'colour'.*search takes query"):
         P.apply_aliases("search", {"query": "x", "colour": "red"})
@@ -26,9 +30,20 @@ def test_lists_accept_json_strings_and_comma_lists_and_canonicalise_tags():
         P.check_tags([f"archs=sm{i}" for i in range(17)])
 
 
-@pytest.mark.parametrize("value, ok", [("gpu-kernel-timing", True), ("pr:flashinfer#1234", True),
-                                       ("pr:vllm.v1#7", True), ("../x", False), ("pr:flashinfer/../x#1", False),
-                                       ("pr:#1", False), ("Gpu-Kernel", False), ("a" * 65, False), ("x\x00y", False)])
+@pytest.mark.parametrize(
+    "value, ok",
+    [
+        ("gpu-kernel-timing", True),
+        ("pr:flashinfer#1234", True),
+        ("pr:vllm.v1#7", True),
+        ("../x", False),
+        ("pr:flashinfer/../x#1", False),
+        ("pr:#1", False),
+        ("Gpu-Kernel", False),
+        ("a" * 65, False),
+        ("x\x00y", False),
+    ],
+)
 def test_ids(value, ok):
     if ok:
         assert P.check_id(value) == value

@@ -1,4 +1,5 @@
 """The MCP server through a real mcp SDK client connected in memory (same process)."""
+
 from __future__ import annotations
 
 import json
@@ -6,7 +7,6 @@ import time
 
 import anyio
 import pytest
-
 from serve_fixtures import indexed_root, service  # noqa: F401  (pytest fixtures)
 
 pytest.importorskip("mcp")
@@ -51,13 +51,17 @@ def test_tools_are_listed_read_only_with_short_descriptions(service):
         assert t.annotations.read_only_hint is True and t.annotations.destructive_hint is False
         assert 20 < len(t.description) < 300, t.name
     search = next(t for t in tools if t.name == "search")
-    assert {"query", "k", "kind", "repo", "tags", "status", "max_chars"} <= set(search.input_schema["properties"])
+    assert {"query", "k", "kind", "repo", "tags", "status", "max_chars"} <= set(
+        search.input_schema["properties"]
+    )
     assert "Do not use" in instructions and "search" in instructions
 
 
 def test_search_finds_a_skill_by_its_title_with_compact_hits(service, indexed_root):
     for name in indexed_root.names[:2]:
-        [(err, text)] = call(service, [("search", {"query": _title(indexed_root.root, name), "k": 3})])
+        [(err, text)] = call(
+            service, [("search", {"query": _title(indexed_root.root, name), "k": 3})]
+        )
         assert not err, text
         ans = json.loads(text)
         top = ans["hits"][0]
@@ -70,15 +74,23 @@ def test_search_finds_a_skill_by_its_title_with_compact_hits(service, indexed_ro
 
 def test_forgiving_argument_names_give_the_same_answer(service, indexed_root):
     q = _title(indexed_root.root, indexed_root.names[0])
-    answers = call(service, [("search", {"query": q, "k": 2}), ("search", {"question": q, "top_k": 2}),
-                             ("search", {"q": q, "limit": "2"})])
+    answers = call(
+        service,
+        [
+            ("search", {"query": q, "k": 2}),
+            ("search", {"question": q, "top_k": 2}),
+            ("search", {"q": q, "limit": "2"}),
+        ],
+    )
     assert all(not err for err, _ in answers)
     ids = [[h["id"] for h in json.loads(t)["hits"]] for _, t in answers]
     assert ids[0] == ids[1] == ids[2] and len(ids[0]) == 2
 
 
 def test_max_chars_caps_the_whole_answer(service):
-    calls = [("search", {"query": "kernel", "k": 10, "max_chars": b}) for b in (300, 900, 3000, 50_000)]
+    calls = [
+        ("search", {"query": "kernel", "k": 10, "max_chars": b}) for b in (300, 900, 3000, 50_000)
+    ]
     answers = call(service, calls)
     sizes = []
     for (_, args), (err, text) in zip(calls, answers):
@@ -91,17 +103,36 @@ def test_max_chars_caps_the_whole_answer(service):
 
 def test_get_full_entry_and_one_section(service, indexed_root):
     name = indexed_root.names[0]
-    (e1, full), (e2, steps), (e3, small) = call(service, [
-        ("get", {"id": name}), ("get", {"id": name, "section": "steps"}),
-        ("get", {"entry_id": name, "max_chars": 400})])
+    (e1, full), (e2, steps), (e3, small) = call(
+        service,
+        [
+            ("get", {"id": name}),
+            ("get", {"id": name, "section": "steps"}),
+            ("get", {"entry_id": name, "max_chars": 400}),
+        ],
+    )
     assert not (e1 or e2 or e3)
     full, steps, small = json.loads(full), json.loads(steps), json.loads(small)
-    assert full["id"] == name and "steps" in full["sections"] and len(full["text"]) > len(steps["text"]) > 0
+    assert (
+        full["id"] == name
+        and "steps" in full["sections"]
+        and len(full["text"]) > len(steps["text"]) > 0
+    )
     assert "truncated" in small and small["truncated"]["total_chars"] == len(full["text"])
 
 
-@pytest.mark.parametrize("bad", ["../../etc/passwd", "/etc/passwd", "skills/x/SKILL.md", "http://x", "A" * 500,
-                                 "pr:../x#1", ""])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        "../../etc/passwd",
+        "/etc/passwd",
+        "skills/x/SKILL.md",
+        "http://x",
+        "A" * 500,
+        "pr:../x#1",
+        "",
+    ],
+)
 def test_get_refuses_ids_that_are_not_ids(service, bad):
     [(err, text)] = call(service, [("get", {"id": bad})])
     assert err and "id" in text and "Traceback" not in text
@@ -109,12 +140,21 @@ def test_get_refuses_ids_that_are_not_ids(service, bad):
 
 def test_bad_input_is_refused_clearly_and_the_server_stays_up(service, indexed_root):
     big = "x" * 1_000_000
-    calls = [("search", {"query": big}), ("search", {"query": 12}), ("search", {"query": "a", "k": 0}),
-             ("search", {"query": "a", "k": 10_000}), ("search", {"query": "a", "kind": "blog"}),
-             ("search", {"query": "a", "tags": "archs"}), ("search", {"query": "a", "status": ["great"]}),
-             ("search", {"query": "a", "frobnicate": True}), ("search", {}), ("nope", {"x": 1}),
-             ("history", {"repo": "../..", "family": "x"}), ("get", {"id": "no-such-skill"}),
-             ("search", {"query": _title(indexed_root.root, indexed_root.names[0])})]
+    calls = [
+        ("search", {"query": big}),
+        ("search", {"query": 12}),
+        ("search", {"query": "a", "k": 0}),
+        ("search", {"query": "a", "k": 10_000}),
+        ("search", {"query": "a", "kind": "blog"}),
+        ("search", {"query": "a", "tags": "archs"}),
+        ("search", {"query": "a", "status": ["great"]}),
+        ("search", {"query": "a", "frobnicate": True}),
+        ("search", {}),
+        ("nope", {"x": 1}),
+        ("history", {"repo": "../..", "family": "x"}),
+        ("get", {"id": "no-such-skill"}),
+        ("search", {"query": _title(indexed_root.root, indexed_root.names[0])}),
+    ]
     t0 = time.perf_counter()
     answers = call(service, calls)
     assert time.perf_counter() - t0 < 20  # a 1 MB query is refused, not embedded
@@ -129,8 +169,9 @@ def test_bad_input_is_refused_clearly_and_the_server_stays_up(service, indexed_r
 
 
 def test_history_and_stale_degrade_cleanly(service, indexed_root):
-    (e1, hist), (e2, stale) = call(service, [("history", {"repo": "flashinfer", "family": "attention"}),
-                                             ("stale", {})])
+    (e1, hist), (e2, stale) = call(
+        service, [("history", {"repo": "flashinfer", "family": "attention"}), ("stale", {})]
+    )
     assert not e1 and not e2
     hist = json.loads(hist)
     assert hist["available"] is False and hist["prs"] == [] and "archive" in hist["message"]
@@ -142,10 +183,10 @@ def test_history_and_stale_degrade_cleanly(service, indexed_root):
 
 def test_a_tool_call_never_indexes(tmp_path):
     """With no index the server answers 'no index' and does not build one inside the call."""
+    from serve_fixtures import copy_skills
+
     from kbase.api import KnowledgeBase
     from kbase.serve.service import Service
-
-    from serve_fixtures import copy_skills
 
     copy_skills(tmp_path, n=1)
     svc = Service(KnowledgeBase(root=tmp_path, home=tmp_path / ".kbase", chroma_url=""))

@@ -1,4 +1,5 @@
 """`kbase mcp` as a subprocess over stdio: a real SDK client session, and raw JSON-RPC lines."""
+
 from __future__ import annotations
 
 import json
@@ -10,7 +11,6 @@ from pathlib import Path
 
 import anyio
 import pytest
-
 from serve_fixtures import indexed_root  # noqa: F401  (pytest fixture)
 
 pytest.importorskip("mcp")
@@ -37,8 +37,11 @@ def server_home(indexed_root, tmp_path_factory):
 @pytest.fixture(scope="module")
 def raw_session(indexed_root, tmp_path_factory):
     # Started before the SDK session's server so the two subprocesses load the model side by side.
-    s = RawSession(indexed_root, _home_copy(indexed_root, tmp_path_factory),
-                   tmp_path_factory.mktemp("raw") / "stderr.log")
+    s = RawSession(
+        indexed_root,
+        _home_copy(indexed_root, tmp_path_factory),
+        tmp_path_factory.mktemp("raw") / "stderr.log",
+    )
     yield s
     if s.proc.poll() is None:
         s.proc.kill()
@@ -51,13 +54,17 @@ def test_sdk_client_session_over_stdio(indexed_root, server_home, raw_session):
 
     cmd = _kbase()
     env = dict(indexed_root.env(), KBASE_HOME=str(server_home))
-    params = StdioServerParameters(command=cmd[0], args=cmd[1:] + ["mcp", "--root", str(indexed_root.root)], env=env)
+    params = StdioServerParameters(
+        command=cmd[0], args=cmd[1:] + ["mcp", "--root", str(indexed_root.root)], env=env
+    )
     name = indexed_root.names[1]
 
     async def main():
         async with Client(params, read_timeout_seconds=120) as c:
             tools = {t.name for t in (await c.list_tools()).tools}
-            hit = await c.call_tool("search", {"question": name.replace("-", " "), "k": 3, "max_chars": 2000})
+            hit = await c.call_tool(
+                "search", {"question": name.replace("-", " "), "k": 3, "max_chars": 2000}
+            )
             doc = await c.call_tool("get", {"id": name, "section": "steps"})
             bad = await c.call_tool("get", {"id": "../etc/passwd"})
             again = await c.call_tool("search", {"query": name.replace("-", " ")})
@@ -79,8 +86,13 @@ class RawSession:
         self.stderr_path = stderr_path
         self.err = open(stderr_path, "wb")
         env = dict(indexed_root.env(), KBASE_HOME=str(home))
-        self.proc = subprocess.Popen(_kbase() + ["mcp", "--root", str(indexed_root.root)], stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, stderr=self.err, env=env)
+        self.proc = subprocess.Popen(
+            _kbase() + ["mcp", "--root", str(indexed_root.root)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self.err,
+            env=env,
+        )
 
     def send(self, msg) -> None:
         line = msg if isinstance(msg, str) else json.dumps(msg)
@@ -95,20 +107,59 @@ class RawSession:
 
 def test_malformed_json_rpc_is_answered_and_the_server_stays_up(indexed_root, raw_session):
     s = raw_session
-    s.send({"jsonrpc": "2.0", "id": 1, "method": "initialize",
-            "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}}})
+    s.send(
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-06-18",
+                "capabilities": {},
+                "clientInfo": {"name": "raw", "version": "0"},
+            },
+        }
+    )
     init = s.read()
     assert init["id"] == 1 and "tools" in init["result"]["capabilities"]
     s.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
     s.send("this is not json {")
     s.send({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": "not an object"})
-    s.send({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "nope", "arguments": {}}})
-    s.send({"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {"name": "search", "arguments": {"query": 7}}})
-    s.send({"jsonrpc": "2.0", "id": 5, "method": "tools/call",
-            "params": {"name": "search", "arguments": {"query": "q" * 1_000_000}}})
+    s.send(
+        {
+            "jsonrpc": "2.0",
+            "id": 3,
+            "method": "tools/call",
+            "params": {"name": "nope", "arguments": {}},
+        }
+    )
+    s.send(
+        {
+            "jsonrpc": "2.0",
+            "id": 4,
+            "method": "tools/call",
+            "params": {"name": "search", "arguments": {"query": 7}},
+        }
+    )
+    s.send(
+        {
+            "jsonrpc": "2.0",
+            "id": 5,
+            "method": "tools/call",
+            "params": {"name": "search", "arguments": {"query": "q" * 1_000_000}},
+        }
+    )
     s.send({"jsonrpc": "2.0", "id": 6, "method": "no/such/method"})
-    s.send({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
-            "params": {"name": "search", "arguments": {"query": indexed_root.names[0].replace("-", " ")}}})
+    s.send(
+        {
+            "jsonrpc": "2.0",
+            "id": 7,
+            "method": "tools/call",
+            "params": {
+                "name": "search",
+                "arguments": {"query": indexed_root.names[0].replace("-", " ")},
+            },
+        }
+    )
     got = [s.read() for _ in range(7)]
     parse = [m for m in got if m.get("id") is None]
     by_id = {m["id"]: m for m in got if m.get("id") is not None}
@@ -122,8 +173,14 @@ def test_malformed_json_rpc_is_answered_and_the_server_stays_up(indexed_root, ra
     assert indexed_root.names[0] in [h["id"] for h in hits]
 
     # A client that disconnects in the middle of a call: the server notices and exits cleanly.
-    s.send({"jsonrpc": "2.0", "id": 8, "method": "tools/call",
-            "params": {"name": "search", "arguments": {"query": "shared memory bank conflicts"}}})
+    s.send(
+        {
+            "jsonrpc": "2.0",
+            "id": 8,
+            "method": "tools/call",
+            "params": {"name": "search", "arguments": {"query": "shared memory bank conflicts"}},
+        }
+    )
     s.proc.stdin.close()
     s.proc.stdout.close()
     t0 = time.time()

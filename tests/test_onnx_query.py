@@ -1,5 +1,6 @@
 """The ONNX Runtime query embedder (retrieval/onnx_query.py): same vectors as the torch model,
 rejected when stale, used by KnowledgeBase.search without importing torch."""
+
 from __future__ import annotations
 
 import json
@@ -11,14 +12,16 @@ import textwrap
 
 import numpy as np
 import pytest
-
 from conftest import write_skill, write_topic_skills
-from kbase.api import KnowledgeBase
 from kbase.retrieval import onnx_query as OQ
+
+from kbase.api import KnowledgeBase
 
 HEAVY = ("torch", "transformers", "sentence_transformers")
 
-LONG = " ".join(f"word{i} shared memory bank conflict warp shuffle" for i in range(100))  # ~600 words
+LONG = " ".join(
+    f"word{i} shared memory bank conflict warp shuffle" for i in range(100)
+)  # ~600 words
 QUERIES = [
     "warp reduction gives wrong sum",
     "How do I avoid shared-memory bank conflicts in a tiled transpose?",
@@ -32,8 +35,13 @@ QUERIES = [
     LONG,
 ]
 
-SEARCHES = ["__shfl_down_sync wrong sum", "共享内存 bank 冲突 转置", "tl.dot input_precision",
-            "my matmul is slightly inaccurate", "kernel crashes on huge tensors"]
+SEARCHES = [
+    "__shfl_down_sync wrong sum",
+    "共享内存 bank 冲突 转置",
+    "tl.dot input_precision",
+    "my matmul is slightly inaccurate",
+    "kernel crashes on huge tensors",
+]
 
 
 def _cos_dist(a, b) -> float:
@@ -43,7 +51,9 @@ def _cos_dist(a, b) -> float:
 
 @pytest.fixture(scope="module")
 def onnx_dir(embedder, tmp_path_factory):
-    return OQ.export_onnx(embedder.model_path, tmp_path_factory.mktemp("onnxexport") / "onnx", embedder=embedder)
+    return OQ.export_onnx(
+        embedder.model_path, tmp_path_factory.mktemp("onnxexport") / "onnx", embedder=embedder
+    )
 
 
 @pytest.fixture(scope="module")
@@ -62,18 +72,26 @@ def test_export_writes_model_tokenizer_and_meta(onnx_dir, embedder):
     meta = json.loads((onnx_dir / "meta.json").read_text())
     assert meta["source_model_path"] == embedder.model_path
     assert meta["fingerprint"] == OQ.model_fingerprint(embedder.model_path)
-    assert meta["pooling"] == {"mode": "mean_tokens", "normalize": True, "max_seq_length": embedder.full_length,
-                               "dim": embedder.dim}
+    assert meta["pooling"] == {
+        "mode": "mean_tokens",
+        "normalize": True,
+        "max_seq_length": embedder.full_length,
+        "dim": embedder.dim,
+    }
     for f in meta["files"]:
         assert (onnx_dir / f).is_file(), f
     assert "tokenizer.json" in meta["files"]
-    assert not [p.name for p in onnx_dir.parent.iterdir() if p.name.startswith(".")]  # no temp dirs left
+    assert not [
+        p.name for p in onnx_dir.parent.iterdir() if p.name.startswith(".")
+    ]  # no temp dirs left
 
 
 def test_onnx_query_vectors_match_sentence_transformers(onnx_dir, embedder):
     ox = OQ.OnnxQueryEmbedder(onnx_dir)
     assert ox.dim == embedder.dim == 384 and ox.name
-    assert len(ox._tok.encode(LONG).ids) == embedder.full_length == 256  # the long query is truncated
+    assert (
+        len(ox._tok.encode(LONG).ids) == embedder.full_length == 256
+    )  # the long query is truncated
     for q in QUERIES:
         got, want = ox.embed_query(q), embedder.embed_query(q)
         assert len(got) == len(want)
@@ -145,12 +163,16 @@ def test_search_in_a_fresh_process_does_not_import_torch(indexed):
         print(type(kb.query_embedder()).__name__, hits[0].id, dense[0].id)
     """)
     env = {k: v for k, v in os.environ.items() if k != "KBASE_ONNX"}
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120
+    )
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["OnnxQueryEmbedder", "warp-shuffle-sum", "tl-dot-tf32"]
 
 
-def test_a_failed_export_warns_and_the_index_still_succeeds(embedder, kb_root, tmp_path, monkeypatch, capsys):
+def test_a_failed_export_warns_and_the_index_still_succeeds(
+    embedder, kb_root, tmp_path, monkeypatch, capsys
+):
     write_skill(kb_root, "warp-shuffle-sum")
 
     def boom(*a, **kw):

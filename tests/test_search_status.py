@@ -1,4 +1,5 @@
 """Search hits carry the ledger's status; failing entries rank below healthy ones."""
+
 from __future__ import annotations
 
 import os
@@ -6,18 +7,35 @@ import subprocess
 import sys
 
 from conftest import skill_text, write_skill
+
 from kbase.api import KnowledgeBase
 
 
 def test_failing_skill_ranks_below_verified_one(kb_root, embedder, tmp_path):
     # The failing skill is the better textual match, so only its status can push it down.
-    write_skill(kb_root, "broken-claim", text=skill_text(
-        "broken-claim", description="Warp shuffle reduction with __shfl_down_sync and the full mask rule.",
-        trigger="warp shuffle reduction __shfl_down_sync wrong sum").replace("assert 1 + 1 == 2", "assert 1 + 1 == 3"))
-    write_skill(kb_root, "sound-claim", description="Notes on block reductions.", trigger="block sum is wrong")
+    write_skill(
+        kb_root,
+        "broken-claim",
+        text=skill_text(
+            "broken-claim",
+            description="Warp shuffle reduction with __shfl_down_sync and the full mask rule.",
+            trigger="warp shuffle reduction __shfl_down_sync wrong sum",
+        ).replace("assert 1 + 1 == 2", "assert 1 + 1 == 3"),
+    )
+    write_skill(
+        kb_root,
+        "sound-claim",
+        description="Notes on block reductions.",
+        trigger="block sum is wrong",
+    )
     env = {**os.environ, "KBASE_ROOT": str(kb_root)}
-    run = subprocess.run([sys.executable, "-m", "kbase.cli", "verify", "--tier", "cpu-interpret", "--json"],
-                         env=env, capture_output=True, text=True, timeout=300)
+    run = subprocess.run(
+        [sys.executable, "-m", "kbase.cli", "verify", "--tier", "cpu-interpret", "--json"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert run.returncode == 1, run.stdout + run.stderr  # one snippet fails
     kb = KnowledgeBase(root=kb_root, home=tmp_path / "home")
     assert not kb.index().problems

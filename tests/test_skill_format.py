@@ -1,4 +1,5 @@
 """The skill format: every kind of bad input gets a clear, located error."""
+
 from __future__ import annotations
 
 import os
@@ -6,7 +7,6 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import skill_text, write_skill
 from kbase.ingest.skills import lint_paths, load_skill, skill_entry
 
@@ -19,7 +19,9 @@ def test_valid_skill_parses_and_chunks(kb_root):
     f = write_skill(kb_root, "warp-sum")
     skill = load_skill(f, kb_root)
     assert skill.name == "warp-sum"
-    assert [b.line for b in skill.snippet_blocks()] == [skill.text.split("\n").index("```python verify") + 1]
+    assert [b.line for b in skill.snippet_blocks()] == [
+        skill.text.split("\n").index("```python verify") + 1
+    ]
     entry = skill_entry(skill)
     sections = [c.section for c in entry.chunks]
     assert sections[:4] == ["summary", "trigger", "steps", "failure_modes"]
@@ -36,7 +38,11 @@ def test_tag_aliases_are_canonicalised(kb_root):
 
 
 def test_malformed_yaml_names_file_and_line(kb_root):
-    f = write_skill(kb_root, "bad-yaml", text="---\nname: bad-yaml\ndescription: [unclosed\ntrigger: x\n---\nbody\n")
+    f = write_skill(
+        kb_root,
+        "bad-yaml",
+        text="---\nname: bad-yaml\ndescription: [unclosed\ntrigger: x\n---\nbody\n",
+    )
     (p,) = problems_for(kb_root, f)
     assert p.startswith("skills/bad-yaml/SKILL.md:")
     assert "malformed YAML" in p
@@ -56,7 +62,11 @@ def test_unknown_key_is_an_error_with_its_line(kb_root):
     f = write_skill(kb_root, "extra-key", text=text)
     (p,) = problems_for(kb_root, f)
     lineno = text.split("\n").index("colour: blue") + 1
-    assert p.startswith(f"skills/extra-key/SKILL.md:{lineno}:") and "[colour]" in p and "unknown key" in p
+    assert (
+        p.startswith(f"skills/extra-key/SKILL.md:{lineno}:")
+        and "[colour]" in p
+        and "unknown key" in p
+    )
 
 
 def test_unknown_tag_is_an_error(kb_root):
@@ -72,17 +82,24 @@ def test_name_must_match_folder(kb_root):
 
 
 def test_snippet_block_required(kb_root):
-    f = write_skill(kb_root, "no-snippet", text=skill_text("no-snippet").replace("```python verify", "```python"))
+    f = write_skill(
+        kb_root,
+        "no-snippet",
+        text=skill_text("no-snippet").replace("```python verify", "```python"),
+    )
     (p,) = problems_for(kb_root, f)
     assert "verification.blocks" in p
 
 
-@pytest.mark.parametrize("content,needle", [
-    (b"", "empty"),
-    (b"---\nname: x\n\xff\xfe garbage\n---\n", "not valid UTF-8"),
-    (b"\x7fELF\x00\x00\x01binary", "binary"),
-    (b"---\n" + b"x: " + b"a" * (10 * 1024 * 1024) + b"\n---\n", "too large"),
-])
+@pytest.mark.parametrize(
+    "content,needle",
+    [
+        (b"", "empty"),
+        (b"---\nname: x\n\xff\xfe garbage\n---\n", "not valid UTF-8"),
+        (b"\x7fELF\x00\x00\x01binary", "binary"),
+        (b"---\n" + b"x: " + b"a" * (10 * 1024 * 1024) + b"\n---\n", "too large"),
+    ],
+)
 def test_unreadable_files(kb_root, content, needle):
     d = kb_root / "skills" / "weird"
     d.mkdir()
@@ -110,9 +127,17 @@ def test_related_must_exist(kb_root):
 def test_lint_cli_exit_codes_and_format(kb_root):
     write_skill(kb_root, "good-one")
     env = {**os.environ, "KBASE_ROOT": str(kb_root)}
-    ok = subprocess.run([sys.executable, "-m", "kbase.cli", "lint"], env=env, capture_output=True, text=True)
+    ok = subprocess.run(
+        [sys.executable, "-m", "kbase.cli", "lint"], env=env, capture_output=True, text=True
+    )
     assert ok.returncode == 0, ok.stdout + ok.stderr
-    write_skill(kb_root, "broken-one", text=skill_text("broken-one").replace("audit:\n  date: 2026-11-01\n", ""))
-    bad = subprocess.run([sys.executable, "-m", "kbase.cli", "lint"], env=env, capture_output=True, text=True)
+    write_skill(
+        kb_root,
+        "broken-one",
+        text=skill_text("broken-one").replace("audit:\n  date: 2026-11-01\n", ""),
+    )
+    bad = subprocess.run(
+        [sys.executable, "-m", "kbase.cli", "lint"], env=env, capture_output=True, text=True
+    )
     assert bad.returncode == 1
     assert bad.stdout.strip().startswith("skills/broken-one/SKILL.md:") and "[audit]" in bad.stdout

@@ -4,6 +4,7 @@ The Chroma server is KBASE_TEST_CHROMA_URL when set (.ci/run starts one), else a
 started here on a free loopback port. The skills are synthetic with per-run names, so vectors
 left on a shared server by other tests (or earlier runs) cannot collide with ours.
 """
+
 from __future__ import annotations
 
 import threading
@@ -11,7 +12,6 @@ import time
 import uuid
 
 import pytest
-
 from serve_fixtures import ThreadedUvicorn, chroma_server, synthetic_skill  # noqa: F401  (pytest fixtures)
 
 httpx = pytest.importorskip("httpx")
@@ -29,7 +29,11 @@ def _write(root, name, topic, marker=""):
 def _ids(client, **params) -> tuple[int, float, set[str]]:
     t = time.perf_counter()
     r = client.get("/search", params=params)
-    return r.status_code, t, ({h["id"] for h in r.json()["hits"]} if r.status_code == 200 else set())
+    return (
+        r.status_code,
+        t,
+        ({h["id"] for h in r.json()["hits"]} if r.status_code == 200 else set()),
+    )
 
 
 def test_replicas_answer_from_old_or_new_index_during_a_reindex(tmp_path, chroma_server):
@@ -71,16 +75,22 @@ def test_replicas_answer_from_old_or_new_index_during_a_reindex(tmp_path, chroma
             while not done.is_set() or len(seen[key]) < 10:
                 seen[key].append(("all",) + _ids(c, q=GENERIC, k=50))
                 # dense only: the probe's vectors change hash and the old ones are deleted by the writer
-                seen[key].append(("dense",) + _ids(c, q="zirconium lattice alignment", k=3, mode="dense"))
+                seen[key].append(
+                    ("dense",) + _ids(c, q="zirconium lattice alignment", k=3, mode="dense")
+                )
 
     with ThreadedUvicorn(create_app(rep_a)) as srv_a, ThreadedUvicorn(create_app(rep_b)) as srv_b:
-        threads = [threading.Thread(target=reader, args=("a", srv_a.url)),
-                   threading.Thread(target=reader, args=("b", srv_b.url))]
+        threads = [
+            threading.Thread(target=reader, args=("a", srv_a.url)),
+            threading.Thread(target=reader, args=("b", srv_b.url)),
+        ]
         for t in threads:
             t.start()
         time.sleep(0.3)
         window.append(time.perf_counter())
-        second = writer.index()  # re-embeds the probe and the new skill, then deletes the probe's old vectors
+        second = (
+            writer.index()
+        )  # re-embeds the probe and the new skill, then deletes the probe's old vectors
         window.append(time.perf_counter())
         time.sleep(0.3)
         done.set()
@@ -90,14 +100,18 @@ def test_replicas_answer_from_old_or_new_index_during_a_reindex(tmp_path, chroma
 
         for key in ("a", "b"):
             rows = seen[key]
-            assert rows and all(code == 200 for _, code, _, _ in rows), [r for r in rows if r[1] != 200][:3]
+            assert rows and all(code == 200 for _, code, _, _ in rows), [
+                r for r in rows if r[1] != 200
+            ][:3]
             during = [r for r in rows if window[0] <= r[2] <= window[1]]
             assert during, f"replica {key}: no request overlapped the re-index"
             for what, _, _, ids in rows:
                 if what == "all":
                     assert ids in (old, new), f"replica {key} answered {sorted(ids)}"
                 else:
-                    assert probe in ids, f"replica {key} lost the probe in dense search: {sorted(ids)}"
+                    assert probe in ids, (
+                        f"replica {key} lost the probe in dense search: {sorted(ids)}"
+                    )
         # A follows the writer's new generation; B keeps serving its own (old) one, complete.
         assert seen["a"][-2][3] == new
         assert all(ids == old for what, _, _, ids in seen["b"] if what == "all")

@@ -1,4 +1,5 @@
 """Lexical tokens for code identifiers and Chinese; bilingual query expansion."""
+
 from __future__ import annotations
 
 from kbase.retrieval.glossary import expand, term_count
@@ -7,9 +8,22 @@ from kbase.retrieval.tokenize import tokens
 
 def test_identifiers_are_kept_whole_and_split():
     t = tokens("tl.dot with num_warps=8 on sm_90a calls __shfl_down_sync")
-    for tok in ("tl.dot", "tl", "dot", "num_warps", "warp", "sm_90a", "90a", "__shfl_down_sync", "shfl", "sync"):
+    for tok in (
+        "tl.dot",
+        "tl",
+        "dot",
+        "num_warps",
+        "warp",
+        "sm_90a",
+        "90a",
+        "__shfl_down_sync",
+        "shfl",
+        "sync",
+    ):
         assert tok in t, tok
-    assert "cudadevicesynchronize" in tokens("cudaDeviceSynchronize") and "synchronize" in tokens("cudaDeviceSynchronize")
+    assert "cudadevicesynchronize" in tokens("cudaDeviceSynchronize") and "synchronize" in tokens(
+        "cudaDeviceSynchronize"
+    )
 
 
 def test_stopwords_and_plurals():

@@ -1,4 +1,5 @@
 """kbase new / verify / audit / check as an engineer runs them: real subprocesses, real git, real files."""
+
 from __future__ import annotations
 
 import datetime as dt
@@ -16,14 +17,29 @@ FIX = Path(__file__).parent / "fixtures" / "validators"
 
 
 def kbase(*args: str, root: Path, cwd: Path | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "kbase.cli", *args, "--root", str(root)], capture_output=True,
-                          text=True, timeout=300, cwd=cwd or root)
+    return subprocess.run(
+        [sys.executable, "-m", "kbase.cli", *args, "--root", str(root)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=cwd or root,
+    )
 
 
 def fixture_skill(root: Path, name: str, snippet: str) -> Path:
     code = (FIX / "snippets" / snippet).read_text().rstrip("\n")
-    text = (FIX / "skill_template.md").read_text().format(
-        name=name, tiers="[cpu-interpret]", timeout=30, audit_date=dt.date.today().isoformat(), lang="python", code=code)
+    text = (
+        (FIX / "skill_template.md")
+        .read_text()
+        .format(
+            name=name,
+            tiers="[cpu-interpret]",
+            timeout=30,
+            audit_date=dt.date.today().isoformat(),
+            lang="python",
+            code=code,
+        )
+    )
     path = root / "skills" / name / "SKILL.md"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text)
@@ -47,14 +63,26 @@ def test_new_scaffold_lints_verifies_and_audits_as_verified(tmp_path):
     assert len(rows) == 1 and json.loads(rows[0])["verdict"] == "pass"
 
     html, md, junit = tmp_path / "r" / "a.html", tmp_path / "r" / "a.md", tmp_path / "r" / "a.xml"
-    audited = kbase("audit", "--no-run", "--json", "--html", str(html), "--markdown", str(md), "--junit", str(junit),
-                    root=tmp_path)
+    audited = kbase(
+        "audit",
+        "--no-run",
+        "--json",
+        "--html",
+        str(html),
+        "--markdown",
+        str(md),
+        "--junit",
+        str(junit),
+        root=tmp_path,
+    )
     assert audited.returncode == 0, audited.stderr
     (entry,) = json.loads(audited.stdout)["skills"]
     assert entry["skill"] == "my-first-skill" and entry["status"] == "verified"
     page = html.read_text()
     assert "<svg" in page and "my-first-skill" in page
-    assert not re.search(r"(src|href)=|<link|<script|@import|url\(", page), "the report must be self-contained"
+    assert not re.search(r"(src|href)=|<link|<script|@import|url\(", page), (
+        "the report must be self-contained"
+    )
     assert "my-first-skill" in md.read_text()
     assert ET.parse(junit).getroot().tag == "testsuites"
 
@@ -76,7 +104,10 @@ def test_audit_exit_code_follows_fail_on_and_the_junit_names_the_line(tmp_path):
     line = next(i + 1 for i, ln in enumerate(bad.read_text().splitlines()) if "# ASSERT" in ln)
     assert f"skills/bad-one/SKILL.md:{line}:" in failure.get("message")
     assert kbase("audit", "--no-run", "--fail-on", "never", root=tmp_path).returncode == 0
-    assert kbase("audit", "--no-run", "--fail-on", "unverified", "good-one", root=tmp_path).returncode == 1
+    assert (
+        kbase("audit", "--no-run", "--fail-on", "unverified", "good-one", root=tmp_path).returncode
+        == 1
+    )
     assert ok.exists()
 
 
@@ -91,17 +122,27 @@ def test_bad_input_is_named_and_exits_non_zero(tmp_path):
 
     broken = tmp_path / "skills" / "broken" / "SKILL.md"
     broken.parent.mkdir()
-    broken.write_text(fixture_skill(tmp_path, "fine", "skip_itself.py").read_text()
-                      .replace("name: fine", "name: broken").replace("timeout_s: 30", "timeout_s: soon"))
+    broken.write_text(
+        fixture_skill(tmp_path, "fine", "skip_itself.py")
+        .read_text()
+        .replace("name: fine", "name: broken")
+        .replace("timeout_s: 30", "timeout_s: soon")
+    )
     line = next(i + 1 for i, ln in enumerate(broken.read_text().splitlines()) if "timeout_s:" in ln)
     res = kbase("verify", "broken", root=tmp_path)
-    assert res.returncode == 1 and f"skills/broken/SKILL.md:{line}: [verification.timeout_s]" in res.stdout
+    assert (
+        res.returncode == 1
+        and f"skills/broken/SKILL.md:{line}: [verification.timeout_s]" in res.stdout
+    )
 
     ledger = tmp_path / "ledger" / "verifications.jsonl"
     ledger.parent.mkdir()
     ledger.write_text('{"skill": "fine"}\n')
     corrupt = kbase("audit", "--no-run", root=tmp_path)
-    assert corrupt.returncode == 2 and "ledger/verifications.jsonl:1: missing field(s)" in corrupt.stderr
+    assert (
+        corrupt.returncode == 2
+        and "ledger/verifications.jsonl:1: missing field(s)" in corrupt.stderr
+    )
 
 
 @pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
@@ -125,7 +166,9 @@ def test_check_changed_verifies_only_what_the_branch_touched(tmp_path):
     git("add", ".")
     git("commit", "-qm", "add fresh")
     settled = tmp_path / "skills" / "settled" / "SKILL.md"
-    settled.write_text(settled.read_text().replace("Some prose", "Edited prose"))  # an uncommitted edit
+    settled.write_text(
+        settled.read_text().replace("Some prose", "Edited prose")
+    )  # an uncommitted edit
     res = kbase("check", "--changed", "--base", "main", "--json", root=tmp_path)
     assert res.returncode == 1
     assert json.loads(res.stdout)["skills"] == ["fresh", "settled"]
@@ -142,14 +185,40 @@ def test_terminating_kbase_keeps_finished_rows_and_kills_the_running_snippet(tmp
 
     fixture_skill(tmp_path, "a-quick", "assert_fail.py")
     pidfile = tmp_path / "loop.pid"
-    code = (FIX / "snippets" / "infinite_loop.py").read_text().replace("PIDFILE", repr(str(pidfile)))
+    code = (
+        (FIX / "snippets" / "infinite_loop.py").read_text().replace("PIDFILE", repr(str(pidfile)))
+    )
     loop = tmp_path / "skills" / "z-loop" / "SKILL.md"
     loop.parent.mkdir(parents=True)
-    loop.write_text((FIX / "skill_template.md").read_text().format(
-        name="z-loop", tiers="[cpu-interpret]", timeout=120, audit_date=dt.date.today().isoformat(),
-        lang="python", code=code.rstrip("\n")))
-    proc = subprocess.Popen([sys.executable, "-m", "kbase.cli", "verify", "a-quick", "z-loop", "-j", "1",
-                             "--root", str(tmp_path)], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    loop.write_text(
+        (FIX / "skill_template.md")
+        .read_text()
+        .format(
+            name="z-loop",
+            tiers="[cpu-interpret]",
+            timeout=120,
+            audit_date=dt.date.today().isoformat(),
+            lang="python",
+            code=code.rstrip("\n"),
+        )
+    )
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "kbase.cli",
+            "verify",
+            "a-quick",
+            "z-loop",
+            "-j",
+            "1",
+            "--root",
+            str(tmp_path),
+        ],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     deadline = time.monotonic() + 60
     while not pidfile.exists() and time.monotonic() < deadline:
         time.sleep(0.1)
@@ -160,6 +229,12 @@ def test_terminating_kbase_keeps_finished_rows_and_kills_the_running_snippet(tmp
     proc.communicate(timeout=30)
     assert time.monotonic() - start < 10 and proc.returncode != 0
     looping = int(pidfile.read_text())
-    assert not os.path.exists(f"/proc/{looping}") or open(f"/proc/{looping}/stat").read().rsplit(")", 1)[1].split()[0] == "Z"
-    rows = [json.loads(ln) for ln in (tmp_path / "ledger" / "verifications.jsonl").read_text().splitlines()]
+    assert (
+        not os.path.exists(f"/proc/{looping}")
+        or open(f"/proc/{looping}/stat").read().rsplit(")", 1)[1].split()[0] == "Z"
+    )
+    rows = [
+        json.loads(ln)
+        for ln in (tmp_path / "ledger" / "verifications.jsonl").read_text().splitlines()
+    ]
     assert [(r["skill"], r["verdict"]) for r in rows] == [("a-quick", "fail")]

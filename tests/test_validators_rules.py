@@ -1,4 +1,5 @@
 """Staleness rules, one test per status, plus the cached skill_statuses over a real ledger file."""
+
 from __future__ import annotations
 
 import datetime as dt
@@ -8,27 +9,48 @@ import time
 from pathlib import Path
 
 import pytest
-
 from kbase.validators.ledger import LedgerError, append_rows, ledger_path, read_ledger
 from kbase.validators.rules import SkillFacts, env_gap, judge
 from kbase.validators.status import skill_statuses
 
-NOW = dt.datetime(2026, 11, 29, 12, 0, tzinfo=dt.timezone.utc)
+NOW = dt.datetime(2026, 11, 29, 12, 0, tzinfo=dt.UTC)
 SHA = "a" * 64
 FIX = Path(__file__).parent / "fixtures" / "validators"
 
 CPU_ENV = {"triton": "3.9.0", "torch": "2.13.0+cpu", "python": "3.11.7", "date": "2026-11-29"}
-H200_ENV = {"triton": "3.6.0", "torch": "2.11.0", "torch_cuda": "12.8", "gpu_name": "NVIDIA H200",
-            "compute_capability": "9.0", "python": "3.12.3", "date": "2026-11-29"}
+H200_ENV = {
+    "triton": "3.6.0",
+    "torch": "2.11.0",
+    "torch_cuda": "12.8",
+    "gpu_name": "NVIDIA H200",
+    "compute_capability": "9.0",
+    "python": "3.12.3",
+    "date": "2026-11-29",
+}
 
 
-def facts(tiers=("cpu-interpret", "gpu"), audit=dt.date(2026, 10, 1), max_age=180, sha=SHA) -> SkillFacts:
-    return SkillFacts(name="s", tiers=list(tiers), snippet_sha256=sha, audit_date=audit, max_age_days=max_age)
+def facts(
+    tiers=("cpu-interpret", "gpu"), audit=dt.date(2026, 10, 1), max_age=180, sha=SHA
+) -> SkillFacts:
+    return SkillFacts(
+        name="s", tiers=list(tiers), snippet_sha256=sha, audit_date=audit, max_age_days=max_age
+    )
 
 
-def row(verdict="pass", tier="cpu-interpret", at="2026-11-20T10:00:00+00:00", sha=SHA, fp=None, **extra) -> dict:
-    return {"skill": "s", "snippet_sha256": sha, "tier": tier, "verdict": verdict, "duration_s": 1.0,
-            "fingerprint": dict(fp or CPU_ENV), "at": at, "message": extra.get("message", ""), "line": extra.get("line")}
+def row(
+    verdict="pass", tier="cpu-interpret", at="2026-11-20T10:00:00+00:00", sha=SHA, fp=None, **extra
+) -> dict:
+    return {
+        "skill": "s",
+        "snippet_sha256": sha,
+        "tier": tier,
+        "verdict": verdict,
+        "duration_s": 1.0,
+        "fingerprint": dict(fp or CPU_ENV),
+        "at": at,
+        "message": extra.get("message", ""),
+        "line": extra.get("line"),
+    }
 
 
 def test_verified_after_a_recent_pass_on_a_declared_tier():
@@ -39,8 +61,11 @@ def test_verified_after_a_recent_pass_on_a_declared_tier():
 
 
 def test_failing_when_the_latest_run_on_some_environment_failed():
-    rows = [row(fp=H200_ENV, tier="gpu", at="2026-11-21T00:00:00+00:00"),
-            row(), row("fail", at="2026-11-22T00:00:00+00:00", message="AssertionError: off by one", line=42)]
+    rows = [
+        row(fp=H200_ENV, tier="gpu", at="2026-11-21T00:00:00+00:00"),
+        row(),
+        row("fail", at="2026-11-22T00:00:00+00:00", message="AssertionError: off by one", line=42),
+    ]
     j = judge(facts(), rows, now=NOW, env=CPU_ENV)
     assert j.status == "failing"
     assert "line 42" in j.reasons[0] and "off by one" in j.reasons[0]
@@ -51,7 +76,12 @@ def test_failing_when_the_latest_run_on_some_environment_failed():
 
 @pytest.mark.parametrize("verdict", ["timeout", "killed", "error"])
 def test_crashes_and_timeouts_count_as_failing(verdict):
-    assert judge(facts(), [row(), row(verdict, at="2026-11-25T00:00:00+00:00")], now=NOW, env=CPU_ENV).status == "failing"
+    assert (
+        judge(
+            facts(), [row(), row(verdict, at="2026-11-25T00:00:00+00:00")], now=NOW, env=CPU_ENV
+        ).status
+        == "failing"
+    )
 
 
 def test_unverified_with_no_pass_and_skips_do_not_count():
@@ -60,7 +90,12 @@ def test_unverified_with_no_pass_and_skips_do_not_count():
 
 
 def test_editing_the_snippet_resets_its_verdicts():
-    j = judge(facts(sha="b" * 64), [row(), row("fail", at="2026-11-25T00:00:00+00:00")], now=NOW, env=CPU_ENV)
+    j = judge(
+        facts(sha="b" * 64),
+        [row(), row("fail", at="2026-11-25T00:00:00+00:00")],
+        now=NOW,
+        env=CPU_ENV,
+    )
     assert j.status == "unverified"
     assert "2 run(s) of an earlier snippet" in j.reasons[0]
 
@@ -74,14 +109,27 @@ def test_stale_age_from_an_old_pass_or_an_old_human_audit():
     assert old_pass.status == "stale-age" and "days ago" in old_pass.reasons[0]
     old_audit = judge(facts(audit=dt.date(2025, 1, 1)), [row()], now=NOW, env=CPU_ENV)
     assert old_audit.status == "stale-age" and "human audit" in old_audit.reasons[0]
-    assert judge(facts(max_age=400), [row(at="2026-03-01T00:00:00+00:00")], now=NOW, env=CPU_ENV).status == "verified"
+    assert (
+        judge(
+            facts(max_age=400), [row(at="2026-03-01T00:00:00+00:00")], now=NOW, env=CPU_ENV
+        ).status
+        == "verified"
+    )
 
 
 def test_stale_env_for_older_triton_or_torch_minor():
-    j = judge(facts(tiers=("cpu-interpret",)), [row(fp={**CPU_ENV, "triton": "3.6.0"})], now=NOW, env=CPU_ENV)
+    j = judge(
+        facts(tiers=("cpu-interpret",)),
+        [row(fp={**CPU_ENV, "triton": "3.6.0"})],
+        now=NOW,
+        env=CPU_ENV,
+    )
     assert j.status == "stale-env" and "triton 3.6.0 < 3.9.0" in j.reasons[0]
     # a newer release than the one asked about is not stale, and patch releases do not matter
-    assert judge(facts(), [row(fp={**CPU_ENV, "triton": "3.9.2"})], now=NOW, env=CPU_ENV).status == "verified"
+    assert (
+        judge(facts(), [row(fp={**CPU_ENV, "triton": "3.9.2"})], now=NOW, env=CPU_ENV).status
+        == "verified"
+    )
 
 
 def test_stale_env_for_another_arch_or_older_cuda_major():
@@ -96,19 +144,34 @@ def test_stale_env_for_another_arch_or_older_cuda_major():
     assert judge(facts(tiers=("gpu",)), on_h200, now=NOW, env=CPU_ENV).status == "verified"
     # a CPU-only pass does not speak for a GPU arch when the skill declares the gpu tier
     assert judge(facts(), [row()], now=NOW, env=H200_ENV).status == "stale-env"
-    assert judge(facts(tiers=("cpu-interpret",)), [row(fp={**CPU_ENV, "triton": "3.6.0", "torch": "2.11.0"})],
-                 now=NOW, env=H200_ENV).status == "verified"
+    assert (
+        judge(
+            facts(tiers=("cpu-interpret",)),
+            [row(fp={**CPU_ENV, "triton": "3.6.0", "torch": "2.11.0"})],
+            now=NOW,
+            env=H200_ENV,
+        ).status
+        == "verified"
+    )
 
 
 def test_stale_source_when_a_watched_path_changed_after_the_last_pass():
     j = judge(facts(), [row()], now=NOW, env=CPU_ENV, source_touched="2026-11-25")
     assert j.status == "stale-source" and "2026-11-25" in j.reasons[0]
-    assert judge(facts(), [row()], now=NOW, env=CPU_ENV, source_touched="2026-11-19").status == "verified"
+    assert (
+        judge(facts(), [row()], now=NOW, env=CPU_ENV, source_touched="2026-11-19").status
+        == "verified"
+    )
 
 
 def test_severity_order_failing_beats_stale():
-    rows = [row(at="2026-01-01T00:00:00+00:00"), row("fail", tier="gpu", fp=H200_ENV, at="2026-01-02T00:00:00+00:00")]
-    j = judge(facts(audit=dt.date(2025, 1, 1)), rows, now=NOW, env=CPU_ENV, source_touched="2026-06-01")
+    rows = [
+        row(at="2026-01-01T00:00:00+00:00"),
+        row("fail", tier="gpu", fp=H200_ENV, at="2026-01-02T00:00:00+00:00"),
+    ]
+    j = judge(
+        facts(audit=dt.date(2025, 1, 1)), rows, now=NOW, env=CPU_ENV, source_touched="2026-06-01"
+    )
     assert j.status == "failing"
     kinds = " | ".join(j.reasons)
     assert "watched upstream path" in kinds and "days ago" in kinds and "human audit" in kinds
@@ -118,8 +181,18 @@ def test_severity_order_failing_beats_stale():
 
 
 def make_root(tmp_path: Path, name="cached-skill", code='print("ok")') -> Path:
-    text = (FIX / "skill_template.md").read_text().format(
-        name=name, tiers="[cpu-interpret]", timeout=30, audit_date="2026-11-01", lang="python", code=code)
+    text = (
+        (FIX / "skill_template.md")
+        .read_text()
+        .format(
+            name=name,
+            tiers="[cpu-interpret]",
+            timeout=30,
+            audit_date="2026-11-01",
+            lang="python",
+            code=code,
+        )
+    )
     p = tmp_path / "skills" / name / "SKILL.md"
     p.parent.mkdir(parents=True)
     p.write_text(text)
@@ -127,8 +200,18 @@ def make_root(tmp_path: Path, name="cached-skill", code='print("ok")') -> Path:
 
 
 def ledger_row(skill, sha, verdict="pass", at="2026-11-28T00:00:00+00:00") -> dict:
-    return {"skill": skill, "snippet_sha256": sha, "tier": "cpu-interpret", "verdict": verdict, "duration_s": 0.1,
-            "stderr_tail": "", "fingerprint": dict(CPU_ENV), "at": at, "line": None, "message": ""}
+    return {
+        "skill": skill,
+        "snippet_sha256": sha,
+        "tier": "cpu-interpret",
+        "verdict": verdict,
+        "duration_s": 0.1,
+        "stderr_tail": "",
+        "fingerprint": dict(CPU_ENV),
+        "at": at,
+        "line": None,
+        "message": "",
+    }
 
 
 def test_skill_statuses_follows_the_ledger_and_the_snippet(tmp_path):
@@ -189,7 +272,10 @@ def test_merge_ledger_appends_only_rows_it_lacks(tmp_path):
     append_rows(there, [shared, ledger_row("x", SHA, "fail", at="2026-11-29T00:00:00+00:00")])
     assert merge_ledger(here, ledger_path(there)) == (1, 1)
     assert merge_ledger(here, ledger_path(there)) == (0, 2)
-    assert [json.loads(ln)["verdict"] for ln in ledger_path(here).read_text().splitlines()] == ["pass", "fail"]
+    assert [json.loads(ln)["verdict"] for ln in ledger_path(here).read_text().splitlines()] == [
+        "pass",
+        "fail",
+    ]
     bad = tmp_path / "bad.jsonl"
     bad.write_text(json.dumps(shared) + "\n" + '{"skill": "x", "verdict": "maybe"}\n')
     with pytest.raises(LedgerError, match=r"bad.jsonl:2: missing field"):
@@ -200,26 +286,36 @@ def test_stale_source_from_a_real_pr_card_in_the_archive(tmp_path):
     cards = pytest.importorskip("kbase.ingest.cards")
     from kbase.ingest.card_format import render_card
     from kbase.ingest.skills import load_skill
+
     from kbase.schema import FileChange, PRCard
 
     path = make_root(tmp_path, name="watched-skill")
-    path.write_text(path.read_text().replace(
-        "tags:\n", "watch:\n  - repo: flashinfer\n    paths: [\"csrc/attn/**\"]\ntags:\n", 1))
+    path.write_text(
+        path.read_text().replace(
+            "tags:\n", 'watch:\n  - repo: flashinfer\n    paths: ["csrc/attn/**"]\ntags:\n', 1
+        )
+    )
     sha = load_skill(path, tmp_path).snippet_sha256()
     append_rows(tmp_path, [ledger_row("watched-skill", sha, at="2026-11-20T00:00:00+00:00")])
 
     def card(pr: int, date: str, changed: str) -> None:
-        c = PRCard(repo="flashinfer", pr=pr, sha=f"{pr:040x}", date=date, title=f"PR {pr}",
-                   files=[FileChange(path=changed, added=3, deleted=1)])
+        c = PRCard(
+            repo="flashinfer",
+            pr=pr,
+            sha=f"{pr:040x}",
+            date=date,
+            title=f"PR {pr}",
+            files=[FileChange(path=changed, added=3, deleted=1)],
+        )
         out = tmp_path / "pr_archive" / "flashinfer" / f"{pr}.md"
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(render_card(c))
 
-    card(10, "2026-11-25", "python/unrelated.py")       # after the pass, but not a watched path
-    card(11, "2026-11-10", "csrc/attn/prefill.cu")      # watched, but before the pass
+    card(10, "2026-11-25", "python/unrelated.py")  # after the pass, but not a watched path
+    card(11, "2026-11-10", "csrc/attn/prefill.cu")  # watched, but before the pass
     assert cards.latest_touch(tmp_path, "flashinfer", ["csrc/attn/**"]) == "2026-11-10"
     assert skill_statuses(tmp_path, now=NOW, env=CPU_ENV)["watched-skill"].status == "verified"
-    card(12, "2026-11-26", "csrc/attn/decode.cu")       # watched, after the pass
+    card(12, "2026-11-26", "csrc/attn/decode.cu")  # watched, after the pass
     got = skill_statuses(tmp_path, now=NOW, env=CPU_ENV)["watched-skill"]
     assert got.status == "stale-source" and "2026-11-26" in got.reasons[0]
 

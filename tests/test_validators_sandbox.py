@@ -1,4 +1,5 @@
 """The sandbox against real hostile snippets, run in real child processes."""
+
 from __future__ import annotations
 
 import datetime as dt
@@ -10,7 +11,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from kbase.ingest.skills import load_skill
 from kbase.validators.runner import RunSettings, run_tier, verify_skills
 from kbase.validators.sandbox import network_isolation
@@ -18,13 +18,31 @@ from kbase.validators.sandbox import network_isolation
 FIX = Path(__file__).parent / "fixtures" / "validators"
 
 
-def write_skill(root: Path, name: str, snippet: str, *, lang: str = "python", tiers: str = "[cpu-interpret]",
-                timeout: int = 30, subs: dict | None = None) -> Path:
+def write_skill(
+    root: Path,
+    name: str,
+    snippet: str,
+    *,
+    lang: str = "python",
+    tiers: str = "[cpu-interpret]",
+    timeout: int = 30,
+    subs: dict | None = None,
+) -> Path:
     code = (FIX / "snippets" / snippet).read_text()
     for key, value in (subs or {}).items():
         code = code.replace(key, value)
-    text = (FIX / "skill_template.md").read_text().format(
-        name=name, tiers=tiers, timeout=timeout, audit_date=dt.date.today().isoformat(), lang=lang, code=code.rstrip("\n"))
+    text = (
+        (FIX / "skill_template.md")
+        .read_text()
+        .format(
+            name=name,
+            tiers=tiers,
+            timeout=timeout,
+            audit_date=dt.date.today().isoformat(),
+            lang=lang,
+            code=code.rstrip("\n"),
+        )
+    )
     path = root / "skills" / name / "SKILL.md"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text)
@@ -52,7 +70,9 @@ def alive(pid: int) -> bool:
 
 def test_infinite_loop_is_killed_at_the_timeout_with_its_line(tmp_path):
     pidfile = tmp_path / "pid"
-    path = write_skill(tmp_path, "loop", "infinite_loop.py", timeout=2, subs={"PIDFILE": repr(str(pidfile))})
+    path = write_skill(
+        tmp_path, "loop", "infinite_loop.py", timeout=2, subs={"PIDFILE": repr(str(pidfile))}
+    )
     start = time.monotonic()
     out = run(tmp_path, path)
     elapsed = time.monotonic() - start
@@ -72,7 +92,9 @@ def test_memory_bomb_stops_at_the_limit(tmp_path):
 
 def test_forked_sleepers_are_all_gone_afterwards(tmp_path):
     pidfile = tmp_path / "pids"
-    path = write_skill(tmp_path, "sleepers", "fork_sleepers.py", subs={"PIDFILE": repr(str(pidfile))})
+    path = write_skill(
+        tmp_path, "sleepers", "fork_sleepers.py", subs={"PIDFILE": repr(str(pidfile))}
+    )
     out = run(tmp_path, path)
     assert out.verdict == "pass", out
     pids = [int(p) for p in pidfile.read_text().split()]
@@ -84,7 +106,9 @@ def test_forked_sleepers_are_all_gone_afterwards(tmp_path):
     assert "leftover process" in out.message
 
 
-def test_parent_secrets_do_not_reach_the_snippet_and_its_directory_is_removed(tmp_path, monkeypatch):
+def test_parent_secrets_do_not_reach_the_snippet_and_its_directory_is_removed(
+    tmp_path, monkeypatch
+):
     monkeypatch.setenv("KBASE_TEST_SECRET_TOKEN", "hunter2")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "also-secret")
     cwdfile = tmp_path / "cwd"
@@ -100,7 +124,9 @@ def test_socket_is_refused_when_isolation_is_available(tmp_path):
     listener.bind(("127.0.0.1", 0))
     listener.listen(1)
     try:
-        path = write_skill(tmp_path, "sock", "open_socket.py", subs={"PORT": str(listener.getsockname()[1])})
+        path = write_skill(
+            tmp_path, "sock", "open_socket.py", subs={"PORT": str(listener.getsockname()[1])}
+        )
         isolated = run(tmp_path, path)
         open_run = run(tmp_path, path, isolate=False)
     finally:
@@ -151,11 +177,18 @@ def test_triton_aot_compiles_for_sm90_on_cpu_compile(tmp_path):
 
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not on PATH")
 def test_cuda_only_snippet_is_compiled_by_nvcc_and_errors_map_to_the_md_line(tmp_path):
-    good = run(tmp_path, write_skill(tmp_path, "cu-ok", "kernel.cu", lang="cuda", tiers="[cpu-compile]", timeout=120),
-               tier="cpu-compile")
+    good = run(
+        tmp_path,
+        write_skill(
+            tmp_path, "cu-ok", "kernel.cu", lang="cuda", tiers="[cpu-compile]", timeout=120
+        ),
+        tier="cpu-compile",
+    )
     assert good.verdict == "pass", good.output_tail
     assert "registers" in good.output_tail  # -Xptxas -v reports register use
-    bad_path = write_skill(tmp_path, "cu-bad", "kernel_broken.cu", lang="cuda", tiers="[cpu-compile]", timeout=120)
+    bad_path = write_skill(
+        tmp_path, "cu-bad", "kernel_broken.cu", lang="cuda", tiers="[cpu-compile]", timeout=120
+    )
     bad = run(tmp_path, bad_path, tier="cpu-compile")
     assert bad.verdict == "fail"
     assert bad.line == md_line(bad_path, "// BROKEN")
@@ -163,8 +196,12 @@ def test_cuda_only_snippet_is_compiled_by_nvcc_and_errors_map_to_the_md_line(tmp
 
 def test_parallel_runs_keep_skill_order(tmp_path):
     names = ["p-a", "p-b", "p-c", "p-d"]
-    skills = [load_skill(write_skill(tmp_path, n, "skip_itself.py" if i % 2 else "assert_fail.py"), tmp_path)
-              for i, n in enumerate(names)]
+    skills = [
+        load_skill(
+            write_skill(tmp_path, n, "skip_itself.py" if i % 2 else "assert_fail.py"), tmp_path
+        )
+        for i, n in enumerate(names)
+    ]
     outs = verify_skills(skills, RunSettings(workers=2, root=tmp_path))
     assert [o.skill for o in outs] == names
     assert [o.verdict for o in outs] == ["fail", "skip", "fail", "skip"]
@@ -177,14 +214,16 @@ def test_undeclared_or_unavailable_tiers_are_skipped_with_a_reason(tmp_path):
 
 
 def test_validators_import_without_the_search_stack_or_torch():
-    code = ("import sys\n"
-            "import kbase.commands.validate, kbase.validators.status, kbase.validators.audit\n"
-            "from kbase.validators.fingerprint import fingerprint\n"
-            "fp = fingerprint('gpu')\n"
-            "heavy = [m for m in ('torch', 'triton', 'chromadb', 'sentence_transformers', 'bm25s', 'fastapi', 'mcp', 'git')"
-            " if m in sys.modules]\n"
-            "assert not heavy, heavy\n"
-            "print(fp['torch'], fp['triton'])\n")
+    code = (
+        "import sys\n"
+        "import kbase.commands.validate, kbase.validators.status, kbase.validators.audit\n"
+        "from kbase.validators.fingerprint import fingerprint\n"
+        "fp = fingerprint('gpu')\n"
+        "heavy = [m for m in ('torch', 'triton', 'chromadb', 'sentence_transformers', 'bm25s', 'fastapi', 'mcp', 'git')"
+        " if m in sys.modules]\n"
+        "assert not heavy, heavy\n"
+        "print(fp['torch'], fp['triton'])\n"
+    )
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert p.returncode == 0, p.stderr
     from importlib.metadata import version
@@ -203,4 +242,6 @@ def test_cuda_preflight_runs_in_a_child_and_explains_a_machine_without_cuda():
         assert why is not None and "does not initialise" in why and "libcuda" in why
         assert isolated is False
     with open("/proc/self/maps") as fh:
-        assert "libcuda" not in fh.read()  # the probe ran in a child; this process never loaded the driver
+        assert (
+            "libcuda" not in fh.read()
+        )  # the probe ran in a child; this process never loaded the driver

@@ -1,10 +1,11 @@
 """One audit: run what this machine can, append to the ledger, judge every skill, write the reports."""
+
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Optional
 
 from kbase.validators.fingerprint import fingerprint
 from kbase.validators.ledger import append_rows, row_from_outcome
@@ -20,7 +21,7 @@ class AuditResult:
     outcomes: list[RunOutcome]
     problems: list[str]
     fingerprint: dict
-    isolation_note: Optional[str]
+    isolation_note: str | None
     now: dt.datetime
     recorded: int = 0
     skill_paths: dict[str, str] = field(default_factory=dict)
@@ -46,7 +47,7 @@ class Recorder:
     A long audit that is interrupted (Ctrl-C, a CI or device time limit) keeps what it finished.
     """
 
-    def __init__(self, root: Path, then: Optional[Callable[[RunOutcome], None]] = None):
+    def __init__(self, root: Path, then: Callable[[RunOutcome], None] | None = None):
         self.root, self.then, self.count = root, then, 0
 
     def __call__(self, outcome: RunOutcome) -> None:
@@ -55,21 +56,36 @@ class Recorder:
             self.then(outcome)
 
 
-def run_audit(root: Path, skills: list, problems: list[str], settings: RunSettings, *, run: bool = True,
-              now: Optional[dt.datetime] = None, on_done: Optional[Callable[[RunOutcome], None]] = None) -> AuditResult:
+def run_audit(
+    root: Path,
+    skills: list,
+    problems: list[str],
+    settings: RunSettings,
+    *,
+    run: bool = True,
+    now: dt.datetime | None = None,
+    on_done: Callable[[RunOutcome], None] | None = None,
+) -> AuditResult:
     outcomes: list[RunOutcome] = []
     recorded = 0
     if run:
         recorder = Recorder(root, on_done)
         outcomes = verify_skills(skills, settings, recorder)
         recorded = recorder.count
-    now = now or dt.datetime.now(dt.timezone.utc)
+    now = now or dt.datetime.now(dt.UTC)
     here = fingerprint("gpu", root)
     judged = judgements(root, now=now, env=here, skills=skills)
     listed = [judged[s.name].as_dict() for s in skills]
-    return AuditResult(judgements=listed, outcomes=outcomes, problems=problems, fingerprint=here,
-                       isolation_note=isolation_note(settings, outcomes) if run else None, now=now, recorded=recorded,
-                       skill_paths={s.name: s.path for s in skills})
+    return AuditResult(
+        judgements=listed,
+        outcomes=outcomes,
+        problems=problems,
+        fingerprint=here,
+        isolation_note=isolation_note(settings, outcomes) if run else None,
+        now=now,
+        recorded=recorded,
+        skill_paths={s.name: s.path for s in skills},
+    )
 
 
 def exit_code(result: AuditResult, fail_on: str) -> int:
@@ -94,28 +110,54 @@ def rows_for_report(root: Path) -> dict[str, list[dict]]:
     return grouped
 
 
-def write_reports(root: Path, result: AuditResult, skills: list, *, junit: Optional[Path] = None,
-                  markdown: Optional[Path] = None, html: Optional[Path] = None) -> None:
+def write_reports(
+    root: Path,
+    result: AuditResult,
+    skills: list,
+    *,
+    junit: Path | None = None,
+    markdown: Path | None = None,
+    html: Path | None = None,
+) -> None:
     if junit:
         from kbase.validators.report import junit_xml
 
         junit.parent.mkdir(parents=True, exist_ok=True)
-        junit.write_text(junit_xml(result.outcomes, result.problems, result.skill_paths, "kbase-audit"), encoding="utf-8")
+        junit.write_text(
+            junit_xml(result.outcomes, result.problems, result.skill_paths, "kbase-audit"),
+            encoding="utf-8",
+        )
     if markdown:
         from kbase.validators.report import markdown_report
 
         markdown.parent.mkdir(parents=True, exist_ok=True)
-        markdown.write_text(markdown_report(result.judgements, result.outcomes, result.problems,
-                                            generated=result.now.isoformat(timespec="minutes"),
-                                            fingerprint=result.fingerprint, isolation_note=result.isolation_note),
-                            encoding="utf-8")
+        markdown.write_text(
+            markdown_report(
+                result.judgements,
+                result.outcomes,
+                result.problems,
+                generated=result.now.isoformat(timespec="minutes"),
+                fingerprint=result.fingerprint,
+                isolation_note=result.isolation_note,
+            ),
+            encoding="utf-8",
+        )
     if html:
         from kbase.validators.html_report import html_report
 
         html.parent.mkdir(parents=True, exist_ok=True)
         wanted = {s.name for s in skills}
         rows = {k: v for k, v in rows_for_report(root).items() if k in wanted}
-        html.write_text(html_report(result.judgements, rows, {s.name: s.snippet_sha256() for s in skills},
-                                    {s.name: s.meta.audit.max_age_days for s in skills}, now=result.now,
-                                    fingerprint=result.fingerprint, isolation_note=result.isolation_note,
-                                    problems=result.problems), encoding="utf-8")
+        html.write_text(
+            html_report(
+                result.judgements,
+                rows,
+                {s.name: s.snippet_sha256() for s in skills},
+                {s.name: s.meta.audit.max_age_days for s in skills},
+                now=result.now,
+                fingerprint=result.fingerprint,
+                isolation_note=result.isolation_note,
+                problems=result.problems,
+            ),
+            encoding="utf-8",
+        )

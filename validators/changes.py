@@ -1,8 +1,8 @@
 """Which skills a branch changed: committed since the merge base, staged, unstaged and untracked."""
+
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
 
 DEFAULT_BASES = ("origin/main", "main", "origin/master", "master")
 
@@ -22,7 +22,7 @@ def _repo(root: Path):
         raise ChangesError(f"{root} is not inside a git repository") from None
 
 
-def changed_paths(root: Path, base: Optional[str] = None) -> tuple[list[str], str]:
+def changed_paths(root: Path, base: str | None = None) -> tuple[list[str], str]:
     """(paths relative to the repo, the base used). Diffs the merge base against the working tree."""
     repo, git = _repo(root)
     candidates = [base] if base else list(DEFAULT_BASES)
@@ -43,7 +43,9 @@ def changed_paths(root: Path, base: Optional[str] = None) -> tuple[list[str], st
         ref = merge_base[0].hexsha if merge_base else chosen
         diffed = repo.git.diff("--name-only", "--no-renames", ref, "--").splitlines()
     except git.GitCommandError as exc:
-        raise ChangesError(f"git diff against {chosen} failed: {exc.stderr.strip() or exc}") from None
+        raise ChangesError(
+            f"git diff against {chosen} failed: {exc.stderr.strip() or exc}"
+        ) from None
     paths = sorted(set(diffed) | set(repo.untracked_files))
     # make them relative to the knowledge-base root when it sits below the repo's top level
     top = Path(repo.working_tree_dir).resolve()
@@ -53,11 +55,11 @@ def changed_paths(root: Path, base: Optional[str] = None) -> tuple[list[str], st
         pp = Path(p)
         if rel_root.parts and pp.parts[: len(rel_root.parts)] != rel_root.parts:
             continue
-        out.append(str(Path(*pp.parts[len(rel_root.parts):])))
+        out.append(str(Path(*pp.parts[len(rel_root.parts) :])))
     return out, chosen
 
 
-def changed_skills(root: Path, base: Optional[str] = None) -> tuple[list[str], str]:
+def changed_skills(root: Path, base: str | None = None) -> tuple[list[str], str]:
     """Names of skill folders with a changed file that still have a SKILL.md, and the base used."""
     paths, used = changed_paths(root, base)
     names = set()

@@ -4,6 +4,7 @@ Importing torch costs seconds and, on a CUDA build, initialising it in the paren
 context in every later fork; so versions come from package metadata and files, and the GPU from
 nvidia-smi (or NVML through ctypes when nvidia-smi is missing).
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -17,7 +18,6 @@ import shutil
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
 
 
 @dataclass(frozen=True)
@@ -33,7 +33,7 @@ class GPU:
         return f"sm{major}{minor}"
 
 
-def _run(argv: list[str], timeout: float = 10.0) -> Optional[str]:
+def _run(argv: list[str], timeout: float = 10.0) -> str | None:
     try:
         p = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
     except (OSError, subprocess.TimeoutExpired):
@@ -41,7 +41,7 @@ def _run(argv: list[str], timeout: float = 10.0) -> Optional[str]:
     return p.stdout if p.returncode == 0 else None
 
 
-def _gpus_from_smi() -> Optional[list[GPU]]:
+def _gpus_from_smi() -> list[GPU] | None:
     exe = shutil.which("nvidia-smi")
     if exe is None:
         return None
@@ -52,11 +52,15 @@ def _gpus_from_smi() -> Optional[list[GPU]]:
     for row in out.strip().splitlines():
         parts = [p.strip() for p in row.split(",")]
         if len(parts) == 4 and re.match(r"^\d+\.\d+$", parts[2]):
-            gpus.append(GPU(index=int(parts[0]), name=parts[1], compute_capability=parts[2], driver=parts[3]))
+            gpus.append(
+                GPU(
+                    index=int(parts[0]), name=parts[1], compute_capability=parts[2], driver=parts[3]
+                )
+            )
     return gpus
 
 
-def _gpus_from_nvml() -> Optional[list[GPU]]:
+def _gpus_from_nvml() -> list[GPU] | None:
     try:
         nvml = ctypes.CDLL("libnvidia-ml.so.1")
     except OSError:
@@ -77,9 +81,17 @@ def _gpus_from_nvml() -> Optional[list[GPU]]:
             name = ctypes.create_string_buffer(96)
             nvml.nvmlDeviceGetName(handle, name, 96)
             major, minor = ctypes.c_int(), ctypes.c_int()
-            nvml.nvmlDeviceGetCudaComputeCapability(handle, ctypes.byref(major), ctypes.byref(minor))
-            gpus.append(GPU(index=i, name=name.value.decode(), compute_capability=f"{major.value}.{minor.value}",
-                            driver=drv.value.decode()))
+            nvml.nvmlDeviceGetCudaComputeCapability(
+                handle, ctypes.byref(major), ctypes.byref(minor)
+            )
+            gpus.append(
+                GPU(
+                    index=i,
+                    name=name.value.decode(),
+                    compute_capability=f"{major.value}.{minor.value}",
+                    driver=drv.value.decode(),
+                )
+            )
         return gpus
     except (AttributeError, OSError):
         return None
@@ -98,14 +110,14 @@ def gpus() -> tuple[GPU, ...]:
     return tuple(found or ())
 
 
-def package_version(name: str) -> Optional[str]:
+def package_version(name: str) -> str | None:
     try:
         return md.version(name)
     except md.PackageNotFoundError:
         return None
 
 
-def torch_cuda_version() -> Optional[str]:
+def torch_cuda_version() -> str | None:
     """torch.version.cuda, read from torch/version.py instead of importing torch."""
     try:
         spec = importlib.util.find_spec("torch")
@@ -123,7 +135,7 @@ def torch_cuda_version() -> Optional[str]:
 
 
 @functools.cache
-def nvcc_version() -> Optional[str]:
+def nvcc_version() -> str | None:
     exe = shutil.which("nvcc")
     if exe is None:
         return None
@@ -132,7 +144,7 @@ def nvcc_version() -> Optional[str]:
     return m.group(1) if m else None
 
 
-def git_commit(root: Path) -> Optional[str]:
+def git_commit(root: Path) -> str | None:
     if not (root / ".git").exists() or shutil.which("git") is None:
         return None
     out = _run(["git", "-C", str(root), "rev-parse", "HEAD"], timeout=5)
@@ -140,7 +152,7 @@ def git_commit(root: Path) -> Optional[str]:
 
 
 @functools.cache
-def _static(root: Optional[str]) -> dict:
+def _static(root: str | None) -> dict:
     gpu = gpus()[0] if gpus() else None
     return {
         "git_commit": git_commit(Path(root)) if root else None,
@@ -157,14 +169,14 @@ def _static(root: Optional[str]) -> dict:
     }
 
 
-def fingerprint(tier: Optional[str] = None, root: Optional[Path] = None) -> dict:
+def fingerprint(tier: str | None = None, root: Path | None = None) -> dict:
     """The environment of a run on `tier`, as a plain dict (kbase.schema.Fingerprint's fields).
 
     CPU tiers do not see the GPU, so their fingerprint leaves the GPU out: a cpu-interpret pass
     says nothing about an architecture.
     """
     fp = dict(_static(str(root) if root else None))
-    fp["date"] = dt.datetime.now(dt.timezone.utc).date().isoformat()
+    fp["date"] = dt.datetime.now(dt.UTC).date().isoformat()
     fp["interpret"] = tier == "cpu-interpret"
     if tier is not None and tier != "gpu":
         fp["gpu_name"] = None

@@ -2,6 +2,7 @@
 
 No scripts, fonts or stylesheets from elsewhere: the page must open from a CI artifact offline.
 """
+
 from __future__ import annotations
 
 import datetime as dt
@@ -9,10 +10,22 @@ from html import escape
 
 from kbase.validators.rules import env_label
 
-VERDICT_COLOUR = {"pass": "#2e9b4f", "fail": "#d64545", "error": "#b03a8a", "timeout": "#e08a1e",
-                  "killed": "#8b1e1e", "skip": "#9aa3ad"}
-STATUS_COLOUR = {"verified": "#2e9b4f", "failing": "#d64545", "unverified": "#9aa3ad",
-                 "stale-age": "#e0b01e", "stale-env": "#3b7dd8", "stale-source": "#8a5cd6"}
+VERDICT_COLOUR = {
+    "pass": "#2e9b4f",
+    "fail": "#d64545",
+    "error": "#b03a8a",
+    "timeout": "#e08a1e",
+    "killed": "#8b1e1e",
+    "skip": "#9aa3ad",
+}
+STATUS_COLOUR = {
+    "verified": "#2e9b4f",
+    "failing": "#d64545",
+    "unverified": "#9aa3ad",
+    "stale-age": "#e0b01e",
+    "stale-env": "#3b7dd8",
+    "stale-source": "#8a5cd6",
+}
 
 _CSS = """
 body{font:14px/1.4 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:24px;color:#1d232a;background:#fff}
@@ -31,7 +44,9 @@ def _badge(status: str) -> str:
     return f'<span class="badge" style="background:{STATUS_COLOUR.get(status, "#666")}">{escape(status)}</span>'
 
 
-def _matrix(judgements: list[dict], rows_by_skill: dict[str, list[dict]], shas: dict[str, str]) -> str:
+def _matrix(
+    judgements: list[dict], rows_by_skill: dict[str, list[dict]], shas: dict[str, str]
+) -> str:
     latest: dict[tuple[str, str], dict] = {}
     envs: dict[str, str] = {}
     for skill, rows in rows_by_skill.items():
@@ -58,9 +73,13 @@ def _matrix(judgements: list[dict], rows_by_skill: dict[str, list[dict]], shas: 
             if r.get("message"):
                 title += f": {r['message']}"
             cls = "v old" if old else "v"
-            cells.append(f'<td class="{cls}" style="background:{VERDICT_COLOUR[r["verdict"]]}" '
-                         f'title="{escape(title)}">{escape(r["verdict"])}<br>{r["at"][5:10]}</td>')
-        out.append(f"<tr><td>{escape(j['skill'])}</td><td>{_badge(j['status'])}</td>{''.join(cells)}</tr>")
+            cells.append(
+                f'<td class="{cls}" style="background:{VERDICT_COLOUR[r["verdict"]]}" '
+                f'title="{escape(title)}">{escape(r["verdict"])}<br>{r["at"][5:10]}</td>'
+            )
+        out.append(
+            f"<tr><td>{escape(j['skill'])}</td><td>{_badge(j['status'])}</td>{''.join(cells)}</tr>"
+        )
     out.append("</table>")
     if not cols:
         out.append("<p>No runs recorded yet.</p>")
@@ -73,57 +92,96 @@ def _age_chart(judgements: list[dict], ages: dict[str, tuple[int | None, int]]) 
     known = [a for a, _ in ages.values() if a is not None] + [m for _, m in ages.values()]
     scale_max = max(known + [30])
     height = len(judgements) * (bar_h + gap) + 40
-    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{label_w + width + 80}" height="{height}" '
-             f'role="img" aria-label="days since last pass">']
+    parts = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{label_w + width + 80}" height="{height}" '
+        f'role="img" aria-label="days since last pass">'
+    ]
     for i, j in enumerate(judgements):
         y = 10 + i * (bar_h + gap)
         age, max_age = ages.get(j["skill"], (None, 180))
-        parts.append(f'<text x="{label_w - 8}" y="{y + 13}" text-anchor="end" font-size="12">{escape(j["skill"])}</text>')
+        parts.append(
+            f'<text x="{label_w - 8}" y="{y + 13}" text-anchor="end" font-size="12">{escape(j["skill"])}</text>'
+        )
         if age is None:
-            parts.append(f'<text x="{label_w + 4}" y="{y + 13}" font-size="12" fill="#9aa3ad">never passed</text>')
+            parts.append(
+                f'<text x="{label_w + 4}" y="{y + 13}" font-size="12" fill="#9aa3ad">never passed</text>'
+            )
         else:
             w = max(2, int(width * age / scale_max))
             colour = STATUS_COLOUR.get(j["status"], "#666")  # bar length is age, colour the status
-            parts.append(f'<rect x="{label_w}" y="{y}" width="{w}" height="{bar_h}" rx="3" fill="{colour}"/>')
+            parts.append(
+                f'<rect x="{label_w}" y="{y}" width="{w}" height="{bar_h}" rx="3" fill="{colour}"/>'
+            )
             parts.append(f'<text x="{label_w + w + 6}" y="{y + 13}" font-size="12">{age} d</text>')
         tick = label_w + int(width * max_age / scale_max)
-        parts.append(f'<line x1="{tick}" x2="{tick}" y1="{y - 2}" y2="{y + bar_h + 2}" stroke="#d64545" stroke-width="2"/>')
+        parts.append(
+            f'<line x1="{tick}" x2="{tick}" y1="{y - 2}" y2="{y + bar_h + 2}" stroke="#d64545" stroke-width="2"/>'
+        )
     axis_y = height - 18
-    parts.append(f'<line x1="{label_w}" x2="{label_w + width}" y1="{axis_y}" y2="{axis_y}" stroke="#5b6672"/>')
+    parts.append(
+        f'<line x1="{label_w}" x2="{label_w + width}" y1="{axis_y}" y2="{axis_y}" stroke="#5b6672"/>'
+    )
     for frac in (0, 0.25, 0.5, 0.75, 1.0):
         x = label_w + int(width * frac)
-        parts.append(f'<text x="{x}" y="{axis_y + 14}" font-size="11" text-anchor="middle" fill="#5b6672">{int(scale_max * frac)} d</text>')
+        parts.append(
+            f'<text x="{x}" y="{axis_y + 14}" font-size="11" text-anchor="middle" fill="#5b6672">{int(scale_max * frac)} d</text>'
+        )
     parts.append("</svg>")
     return "".join(parts)
 
 
-def html_report(judgements: list[dict], rows_by_skill: dict[str, list[dict]], shas: dict[str, str],
-                max_ages: dict[str, int], *, now: dt.datetime, fingerprint: dict,
-                isolation_note: str | None, problems: list[str]) -> str:
+def html_report(
+    judgements: list[dict],
+    rows_by_skill: dict[str, list[dict]],
+    shas: dict[str, str],
+    max_ages: dict[str, int],
+    *,
+    now: dt.datetime,
+    fingerprint: dict,
+    isolation_note: str | None,
+    problems: list[str],
+) -> str:
     ages: dict[str, tuple[int | None, int]] = {}
     for j in judgements:
         last = j.get("last_pass")
-        ages[j["skill"]] = ((now.date() - dt.date.fromisoformat(last[:10])).days if last else None,
-                            max_ages.get(j["skill"], 180))
+        ages[j["skill"]] = (
+            (now.date() - dt.date.fromisoformat(last[:10])).days if last else None,
+            max_ages.get(j["skill"], 180),
+        )
     counts: dict[str, int] = {}
     for j in judgements:
         counts[j["status"]] = counts.get(j["status"], 0) + 1
-    env = ", ".join(f"{k} {fingerprint[k]}" for k in ("python", "torch", "triton", "nvcc", "gpu_name",
-                                                       "compute_capability") if fingerprint.get(k))
+    env = ", ".join(
+        f"{k} {fingerprint[k]}"
+        for k in ("python", "torch", "triton", "nvcc", "gpu_name", "compute_capability")
+        if fingerprint.get(k)
+    )
     summary = " ".join(f"{_badge(s)} {n}" for s, n in sorted(counts.items()))
-    legend = "".join(f'<span><span class="badge" style="background:{c}">{v}</span></span>'
-                     for v, c in VERDICT_COLOUR.items())
-    rows = "".join(f"<tr><td>{escape(j['skill'])}</td><td>{_badge(j['status'])}</td>"
-                   f"<td>{escape((j['last_pass'] or '—')[:10])}</td><td>{escape(j['verified_on'] or '—')}</td>"
-                   f"<td class='reasons'>{'<br>'.join(escape(r) for r in j['reasons'])}</td></tr>" for j in judgements)
+    legend = "".join(
+        f'<span><span class="badge" style="background:{c}">{v}</span></span>'
+        for v, c in VERDICT_COLOUR.items()
+    )
+    rows = "".join(
+        f"<tr><td>{escape(j['skill'])}</td><td>{_badge(j['status'])}</td>"
+        f"<td>{escape((j['last_pass'] or '—')[:10])}</td><td>{escape(j['verified_on'] or '—')}</td>"
+        f"<td class='reasons'>{'<br>'.join(escape(r) for r in j['reasons'])}</td></tr>"
+        for j in judgements
+    )
     warn = f'<div class="warn">{escape(isolation_note)}</div>' if isolation_note else ""
-    probs = ("<h2>Skills that do not load</h2><ul>" + "".join(f"<li><code>{escape(p)}</code></li>" for p in problems)
-             + "</ul>") if problems else ""
+    probs = (
+        (
+            "<h2>Skills that do not load</h2><ul>"
+            + "".join(f"<li><code>{escape(p)}</code></li>" for p in problems)
+            + "</ul>"
+        )
+        if problems
+        else ""
+    )
     return f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>kbase audit {escape(now.date().isoformat())}</title>
 <style>{_CSS}</style></head><body>
 <h1>kbase audit</h1>
-<div class="meta">{escape(now.isoformat(timespec='minutes'))} · {escape(env)}</div>
+<div class="meta">{escape(now.isoformat(timespec="minutes"))} · {escape(env)}</div>
 {warn}<div>{summary}</div>
 <h2>Verdicts by environment</h2>
 <div class="legend">{legend} <span style="color:#5b6672">faded: an earlier version of the snippet</span></div>

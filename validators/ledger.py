@@ -3,14 +3,15 @@
 One line per run keeps concurrent branches mergeable (`merge=union` in ledger/.gitattributes):
 two branches that both appended simply keep both sets of lines.
 """
+
 from __future__ import annotations
 
 import fcntl
 import json
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Optional
 
 LEDGER_DIR = "ledger"
 LEDGER_FILE = "verifications.jsonl"
@@ -99,7 +100,7 @@ class LedgerRead:
     problems: list[LedgerError]
 
 
-def read_ledger(root: Path, *, strict: bool = True, shown: Optional[str] = None) -> LedgerRead:
+def read_ledger(root: Path, *, strict: bool = True, shown: str | None = None) -> LedgerRead:
     """All rows in file order. strict: the first bad line raises; otherwise bad lines are collected."""
     path = ledger_path(root)
     shown = shown or f"{LEDGER_DIR}/{LEDGER_FILE}"
@@ -141,7 +142,9 @@ def merge_ledger(root: Path, other: Path) -> tuple[int, int]:
             try:
                 incoming.append(validate_row(json.loads(raw), str(other), n))
             except json.JSONDecodeError as exc:
-                raise LedgerError(str(other), n, f"not valid JSON ({exc.msg} at column {exc.colno})") from None
+                raise LedgerError(
+                    str(other), n, f"not valid JSON ({exc.msg} at column {exc.colno})"
+                ) from None
     have = {canonical(r) for r in read_ledger(root, strict=False).rows}
     new = []
     for r in incoming:

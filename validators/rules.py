@@ -3,12 +3,12 @@
 Pure functions over plain data, so every status can be tested with the inputs spelled out.
 Severity order, worst first: failing, unverified, stale-source, stale-env, stale-age, verified.
 """
+
 from __future__ import annotations
 
 import datetime as dt
 import re
 from dataclasses import dataclass, field
-from typing import Optional
 
 BAD = {"fail", "error", "timeout", "killed"}
 ORDER = ("failing", "unverified", "stale-source", "stale-env", "stale-age", "verified")
@@ -29,21 +29,26 @@ class SkillFacts:
 class Judgement:
     skill: str
     status: str
-    last_pass: Optional[str] = None
-    verified_on: Optional[str] = None
+    last_pass: str | None = None
+    verified_on: str | None = None
     reasons: list[str] = field(default_factory=list)
 
     def as_dict(self) -> dict:
-        return {"skill": self.skill, "status": self.status, "last_pass": self.last_pass,
-                "verified_on": self.verified_on, "reasons": list(self.reasons)}
+        return {
+            "skill": self.skill,
+            "status": self.status,
+            "last_pass": self.last_pass,
+            "verified_on": self.verified_on,
+            "reasons": list(self.reasons),
+        }
 
 
-def minor(version: Optional[str]) -> Optional[tuple[int, int]]:
+def minor(version: str | None) -> tuple[int, int] | None:
     m = re.match(r"^\s*(\d+)\.(\d+)", version or "")
     return (int(m.group(1)), int(m.group(2))) if m else None
 
 
-def major(version: Optional[str]) -> Optional[int]:
+def major(version: str | None) -> int | None:
     m = re.match(r"^\s*(\d+)", version or "")
     return int(m.group(1)) if m else None
 
@@ -62,7 +67,7 @@ def env_label(tier: str, fp: dict) -> str:
     return " · ".join(parts)
 
 
-def _cuda(fp: dict) -> Optional[str]:
+def _cuda(fp: dict) -> str | None:
     return fp.get("torch_cuda") or fp.get("nvcc")
 
 
@@ -93,8 +98,14 @@ def _date(at: str) -> dt.date:
     return dt.date.fromisoformat(at[:10])
 
 
-def judge(facts: SkillFacts, rows: list[dict], *, now: dt.datetime, env: Optional[dict] = None,
-          source_touched: Optional[str] = None) -> Judgement:
+def judge(
+    facts: SkillFacts,
+    rows: list[dict],
+    *,
+    now: dt.datetime,
+    env: dict | None = None,
+    source_touched: str | None = None,
+) -> Judgement:
     """The status of one skill. `rows` are its ledger rows in file order, any snippet hash."""
     today = now.date()
     current = [r for r in rows if r.get("snippet_sha256") == facts.snippet_sha256]
@@ -112,7 +123,9 @@ def judge(facts: SkillFacts, rows: list[dict], *, now: dt.datetime, env: Optiona
         if r["verdict"] in BAD:
             where = f" at SKILL.md line {r['line']}" if r.get("line") else ""
             msg = f": {r['message']}" if r.get("message") else ""
-            found["failing"].append(f"latest run on {label} was {r['verdict']} ({r['at'][:10]}){where}{msg}")
+            found["failing"].append(
+                f"latest run on {label} was {r['verdict']} ({r['at'][:10]}){where}{msg}"
+            )
 
     passes = [r for r in current if r["verdict"] == "pass" and r["tier"] in facts.tiers]
     if not passes:
@@ -125,27 +138,38 @@ def judge(facts: SkillFacts, rows: list[dict], *, now: dt.datetime, env: Optiona
         last = max(passes, key=lambda r: r["at"])
         last_day = _date(last["at"])
         if source_touched and source_touched[:10] > last_day.isoformat():
-            found["stale-source"].append(f"a watched upstream path changed on {source_touched[:10]}, "
-                                         f"after the last pass ({last_day.isoformat()})")
+            found["stale-source"].append(
+                f"a watched upstream path changed on {source_touched[:10]}, "
+                f"after the last pass ({last_day.isoformat()})"
+            )
         if env:
             gpu_declared = "gpu" in facts.tiers
             gaps = [env_gap(r, env, gpu_declared) for r in passes]
             if all(gaps):
                 newest_gap = env_gap(last, env, gpu_declared)
-                found["stale-env"].append("no pass on the environment asked about: " + "; ".join(newest_gap))
+                found["stale-env"].append(
+                    "no pass on the environment asked about: " + "; ".join(newest_gap)
+                )
         age = (today - last_day).days
         if age > facts.max_age_days:
-            found["stale-age"].append(f"last pass was {age} days ago (max_age_days {facts.max_age_days})")
+            found["stale-age"].append(
+                f"last pass was {age} days ago (max_age_days {facts.max_age_days})"
+            )
     audit_age = (today - facts.audit_date).days
     if audit_age > facts.max_age_days:
-        found["stale-age"].append(f"human audit of {facts.audit_date.isoformat()} is {audit_age} days old "
-                                  f"(max_age_days {facts.max_age_days})")
+        found["stale-age"].append(
+            f"human audit of {facts.audit_date.isoformat()} is {audit_age} days old "
+            f"(max_age_days {facts.max_age_days})"
+        )
 
     status = next((s for s in ORDER[:-1] if found[s]), "verified")
     reasons = [r for s in ORDER[:-1] for r in found[s]]
     if status == "verified" and last is not None:
         reasons.append(f"passed on {env_label(last['tier'], last.get('fingerprint') or {})}")
-    return Judgement(skill=facts.name, status=status,
-                     last_pass=last["at"] if last else None,
-                     verified_on=env_label(last["tier"], last.get("fingerprint") or {}) if last else None,
-                     reasons=reasons)
+    return Judgement(
+        skill=facts.name,
+        status=status,
+        last_pass=last["at"] if last else None,
+        verified_on=env_label(last["tier"], last.get("fingerprint") or {}) if last else None,
+        reasons=reasons,
+    )

@@ -1,4 +1,5 @@
 """Verify skills: lay out each snippet in a fresh directory, run it per tier in the sandbox, judge it."""
+
 from __future__ import annotations
 
 import datetime as dt
@@ -9,13 +10,20 @@ import stat
 import sys
 import tempfile
 import threading
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Optional
 
 from kbase.validators.fingerprint import fingerprint
-from kbase.validators.sandbox import Limits, SandboxResult, kill_all_live, network_isolation, run_sandboxed, tail
+from kbase.validators.sandbox import (
+    Limits,
+    SandboxResult,
+    kill_all_live,
+    network_isolation,
+    run_sandboxed,
+    tail,
+)
 from kbase.validators.snippets import SnippetError, SnippetLayout, layout_blocks, locate_failure
 from kbase.validators.tiers import cuda_preflight, gpu_for, plan_tiers
 
@@ -43,7 +51,7 @@ class RunOutcome:
     tier: str
     verdict: str
     duration_s: float
-    line: Optional[int] = None
+    line: int | None = None
     message: str = ""
     snippet_sha256: str = ""
     output_tail: str = ""
@@ -56,21 +64,27 @@ class RunOutcome:
         """The public `--json` row: shaped (and checked) by kbase.schema.RunResult."""
         from kbase.schema import RunResult
 
-        return RunResult(skill=self.skill, tier=self.tier, verdict=self.verdict, duration_s=round(self.duration_s, 3),
-                         line=self.line, message=self.message).model_dump(mode="json")
+        return RunResult(
+            skill=self.skill,
+            tier=self.tier,
+            verdict=self.verdict,
+            duration_s=round(self.duration_s, 3),
+            line=self.line,
+            message=self.message,
+        ).model_dump(mode="json")
 
 
 @dataclass
 class RunSettings:
     tier: str = "auto"
     workers: int = 1
-    memory_mb: Optional[int] = None  # None: the per-tier default
-    timeout_s: Optional[float] = None  # None: the skill's verification.timeout_s
+    memory_mb: int | None = None  # None: the per-tier default
+    timeout_s: float | None = None  # None: the skill's verification.timeout_s
     isolate: bool = True
-    root: Optional[Path] = None
+    root: Path | None = None
 
 
-def nvcc_arch_for(tier: str, min_cc: Optional[float]) -> str:
+def nvcc_arch_for(tier: str, min_cc: float | None) -> str:
     if tier != "gpu":
         return os.environ.get("KBASE_NVCC_ARCH", CPU_COMPILE_ARCH)
     gpu, _ = gpu_for(min_cc)
@@ -81,7 +95,9 @@ def nvcc_arch_for(tier: str, min_cc: Optional[float]) -> str:
     return f"sm_{major}{minor}{'a' if int(major) >= 9 else ''}"
 
 
-def _tier_env(tier: str, workdir: Path, arch: str, min_cc: Optional[float], workers: int) -> dict[str, str]:
+def _tier_env(
+    tier: str, workdir: Path, arch: str, min_cc: float | None, workers: int
+) -> dict[str, str]:
     env = {
         "KBASE_TIER": tier,
         "KBASE_NVCC_ARCH": arch,
@@ -99,7 +115,9 @@ def _tier_env(tier: str, workdir: Path, arch: str, min_cc: Optional[float], work
     if tier == "cpu-interpret":
         env["TRITON_INTERPRET"] = "1"
     if tier != "gpu":
-        env["CUDA_VISIBLE_DEVICES"] = ""  # CPU tiers must give the same verdict with or without a GPU
+        env["CUDA_VISIBLE_DEVICES"] = (
+            ""  # CPU tiers must give the same verdict with or without a GPU
+        )
     else:
         gpu, _ = gpu_for(min_cc)
         if gpu is not None:
@@ -113,12 +131,27 @@ def _tier_env(tier: str, workdir: Path, arch: str, min_cc: Optional[float], work
 
 def _steps(layout: SnippetLayout, tier: str, arch: str, timeout: float) -> list[list[str]]:
     if layout.python is not None:
-        return [[sys.executable, "-u", "-X", "faulthandler", "-c", _BOOTSTRAP, str(max(0.5, timeout - 0.3))]]
+        return [
+            [
+                sys.executable,
+                "-u",
+                "-X",
+                "faulthandler",
+                "-c",
+                _BOOTSTRAP,
+                str(max(0.5, timeout - 0.3)),
+            ]
+        ]
     cu = [f.name for f in layout.cuda_files]
     if tier == "gpu":
         host = [f.name for f in layout.files if f.lang in ("cpp", "c++", "c")]
-        return [["nvcc", f"-arch={arch}", "-Xptxas", "-v", "-o", "snippet_bin", *cu, *host], ["./snippet_bin"]]
-    return [["nvcc", f"-arch={arch}", "-Xptxas", "-v", "-c", name, "-o", name + ".o"] for name in cu]
+        return [
+            ["nvcc", f"-arch={arch}", "-Xptxas", "-v", "-o", "snippet_bin", *cu, *host],
+            ["./snippet_bin"],
+        ]
+    return [
+        ["nvcc", f"-arch={arch}", "-Xptxas", "-v", "-c", name, "-o", name + ".o"] for name in cu
+    ]
 
 
 def _last_line(text: str) -> str:
@@ -126,7 +159,9 @@ def _last_line(text: str) -> str:
     return lines[-1][:300] if lines else ""
 
 
-def _judge(res: SandboxResult, layout: SnippetLayout, limits: Limits, timeout: float) -> tuple[str, Optional[int], str]:
+def _judge(
+    res: SandboxResult, layout: SnippetLayout, limits: Limits, timeout: float
+) -> tuple[str, int | None, str]:
     output = res.stderr + "\n" + res.stdout
     if res.error:
         return "error", None, res.error
@@ -136,7 +171,11 @@ def _judge(res: SandboxResult, layout: SnippetLayout, limits: Limits, timeout: f
     if rc == 0:
         return "pass", None, _last_line(res.stdout)
     if rc == SKIP_EXIT:
-        return "skip", None, _last_line(res.stdout + "\n" + res.stderr) or "the snippet skipped itself (exit 77)"
+        return (
+            "skip",
+            None,
+            _last_line(res.stdout + "\n" + res.stderr) or "the snippet skipped itself (exit 77)",
+        )
     line = locate_failure(layout, output)
     if rc is not None and rc < 0:
         if -rc == signal.SIGXCPU:
@@ -158,6 +197,7 @@ def _rmtree(path: Path) -> None:
             func(p)
         except OSError:
             pass
+
     if sys.version_info >= (3, 12):
         shutil.rmtree(path, onexc=unlock)
     else:
@@ -182,12 +222,29 @@ def _run_tier(skill, tier: str, settings: RunSettings) -> RunOutcome:
     v = skill.meta.verification
     timeout = float(settings.timeout_s or v.timeout_s)
     gpu = tier == "gpu"
-    memory = settings.memory_mb if settings.memory_mb is not None else os.environ.get("KBASE_SANDBOX_MEMORY_MB")
-    memory = int(memory) if memory not in (None, "") else (DEFAULT_GPU_MEMORY_MB if gpu else DEFAULT_CPU_MEMORY_MB)
-    limits = Limits(timeout_s=timeout, memory_mb=memory or None, memory_kind="data" if gpu else "as")
-    base = RunOutcome(skill=skill.name, tier=tier, verdict="error", duration_s=0.0,
-                      snippet_sha256=skill.snippet_sha256(), fingerprint=fingerprint(tier, settings.root),
-                      at=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), executed=True)
+    memory = (
+        settings.memory_mb
+        if settings.memory_mb is not None
+        else os.environ.get("KBASE_SANDBOX_MEMORY_MB")
+    )
+    memory = (
+        int(memory)
+        if memory not in (None, "")
+        else (DEFAULT_GPU_MEMORY_MB if gpu else DEFAULT_CPU_MEMORY_MB)
+    )
+    limits = Limits(
+        timeout_s=timeout, memory_mb=memory or None, memory_kind="data" if gpu else "as"
+    )
+    base = RunOutcome(
+        skill=skill.name,
+        tier=tier,
+        verdict="error",
+        duration_s=0.0,
+        snippet_sha256=skill.snippet_sha256(),
+        fingerprint=fingerprint(tier, settings.root),
+        at=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        executed=True,
+    )
     try:
         layout = layout_blocks(skill.snippet_blocks())
     except SnippetError as exc:
@@ -196,7 +253,11 @@ def _run_tier(skill, tier: str, settings: RunSettings) -> RunOutcome:
     isolate = settings.isolate
     if gpu:
         device, _ = gpu_for(v.min_compute_capability)
-        visible = str(device.index) if device is not None and "CUDA_VISIBLE_DEVICES" not in os.environ else ""
+        visible = (
+            str(device.index)
+            if device is not None and "CUDA_VISIBLE_DEVICES" not in os.environ
+            else ""
+        )
         why, isolate = cuda_preflight(settings.isolate, limits.memory_mb, visible)
         if why:  # the machine's or the sandbox's fault, not the snippet's: not a verdict to record
             base.verdict, base.message, base.executed = "skip", why, False
@@ -209,11 +270,17 @@ def _run_tier(skill, tier: str, settings: RunSettings) -> RunOutcome:
         env = _tier_env(tier, workdir, arch, v.min_compute_capability, settings.workers)
         spent = 0.0
         outputs: list[str] = []
-        res: Optional[SandboxResult] = None
+        res: SandboxResult | None = None
         for argv in _steps(layout, tier, arch, timeout):
             left = timeout - spent
-            res = run_sandboxed(argv, workdir, Limits(left, limits.memory_mb, limits.memory_kind, limits.cpu_s),
-                                env, isolate=isolate, on_timeout_grace_s=1.0 if argv[0] == sys.executable else 0.0)
+            res = run_sandboxed(
+                argv,
+                workdir,
+                Limits(left, limits.memory_mb, limits.memory_kind, limits.cpu_s),
+                env,
+                isolate=isolate,
+                on_timeout_grace_s=1.0 if argv[0] == sys.executable else 0.0,
+            )
             spent += res.duration_s
             outputs.append(res.stderr + res.stdout)
             if res.returncode != 0 or res.timed_out or res.error:
@@ -224,7 +291,9 @@ def _run_tier(skill, tier: str, settings: RunSettings) -> RunOutcome:
         base.isolated = res.isolated
         base.output_tail = tail("\n".join(outputs))
         if base.verdict == "pass" and res.orphans_killed:
-            base.message = (base.message + f" ({res.orphans_killed} leftover process(es) killed)").strip()
+            base.message = (
+                base.message + f" ({res.orphans_killed} leftover process(es) killed)"
+            ).strip()
     except OSError as exc:
         base.message = f"could not prepare the run: {exc}"
     finally:
@@ -232,7 +301,7 @@ def _run_tier(skill, tier: str, settings: RunSettings) -> RunOutcome:
     return base
 
 
-def plan_skill(skill, asked: str) -> list[tuple[str, Optional[str]]]:
+def plan_skill(skill, asked: str) -> list[tuple[str, str | None]]:
     v = skill.meta.verification
     try:
         layout = layout_blocks(skill.snippet_blocks())
@@ -242,8 +311,9 @@ def plan_skill(skill, asked: str) -> list[tuple[str, Optional[str]]]:
     return plan_tiers(list(v.tiers), asked, has_py, has_cu, v.min_compute_capability)
 
 
-def verify_skills(skills: list, settings: RunSettings,
-                  on_done: Optional[Callable[[RunOutcome], None]] = None) -> list[RunOutcome]:
+def verify_skills(
+    skills: list, settings: RunSettings, on_done: Callable[[RunOutcome], None] | None = None
+) -> list[RunOutcome]:
     """Every (skill, tier) of the plan, in parallel over `workers`; results in skill, tier order."""
     jobs: list[tuple[int, object, str]] = []
     outcomes: dict[int, RunOutcome] = {}
@@ -253,8 +323,14 @@ def verify_skills(skills: list, settings: RunSettings,
             if reason is None:
                 jobs.append((order, skill, tier))
             else:
-                outcomes[order] = RunOutcome(skill=skill.name, tier=tier, verdict="skip", duration_s=0.0,
-                                             message=reason, snippet_sha256=skill.snippet_sha256())
+                outcomes[order] = RunOutcome(
+                    skill=skill.name,
+                    tier=tier,
+                    verdict="skip",
+                    duration_s=0.0,
+                    message=reason,
+                    snippet_sha256=skill.snippet_sha256(),
+                )
                 if on_done:
                     on_done(outcomes[order])
             order += 1
@@ -290,7 +366,7 @@ def _terminate_as_interrupt() -> Callable[[], None]:
     return lambda: signal.signal(signal.SIGTERM, previous)
 
 
-def isolation_note(settings: RunSettings, outcomes: Optional[list[RunOutcome]] = None) -> Optional[str]:
+def isolation_note(settings: RunSettings, outcomes: list[RunOutcome] | None = None) -> str | None:
     """None when snippets ran without network, else why (some of) them could not be cut off."""
     if not settings.isolate:
         return "network isolation turned off (--no-isolate)"
@@ -299,6 +375,8 @@ def isolation_note(settings: RunSettings, outcomes: Optional[list[RunOutcome]] =
         return f"snippets ran WITH network access: {why}"
     open_runs = [o for o in outcomes or [] if o.executed and not o.isolated]
     if open_runs:
-        return (f"{len(open_runs)} run(s) had network access: CUDA does not initialise inside a user "
-                "namespace on this machine, so the gpu tier runs without one")
+        return (
+            f"{len(open_runs)} run(s) had network access: CUDA does not initialise inside a user "
+            "namespace on this machine, so the gpu tier runs without one"
+        )
     return None

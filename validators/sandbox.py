@@ -6,6 +6,7 @@ started dies with it (even children that called setsid), it sees no credentials 
 environment, it cannot reach the network when user namespaces are available, and a runaway
 allocation hits a limit instead of the machine's OOM killer.
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -20,16 +21,33 @@ import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
 
 # Variables a snippet may inherit: toolchain locations and locale, never tokens or credentials.
 ENV_ALLOWLIST = (
-    "PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ",
-    "CUDA_HOME", "CUDA_PATH", "CUDA_ROOT", "LD_LIBRARY_PATH", "VIRTUAL_ENV", "CONDA_PREFIX",
-    "NVIDIA_VISIBLE_DEVICES", "NVIDIA_DRIVER_CAPABILITIES", "CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER",
-    "TRITON_PTXAS_PATH", "TRITON_CUOBJDUMP_PATH", "TRITON_NVDISASM_PATH", "TRITON_LIBCUDA_PATH",
-    "TRITON_DEFAULT_FP_FUSION", "OMP_NUM_THREADS", "MKL_NUM_THREADS",
-    "CC", "CXX",  # Triton builds its CUDA driver stub with the host compiler on first GPU use
+    "PATH",
+    "LANG",
+    "LC_ALL",
+    "LC_CTYPE",
+    "TZ",
+    "CUDA_HOME",
+    "CUDA_PATH",
+    "CUDA_ROOT",
+    "LD_LIBRARY_PATH",
+    "VIRTUAL_ENV",
+    "CONDA_PREFIX",
+    "NVIDIA_VISIBLE_DEVICES",
+    "NVIDIA_DRIVER_CAPABILITIES",
+    "CUDA_VISIBLE_DEVICES",
+    "CUDA_DEVICE_ORDER",
+    "TRITON_PTXAS_PATH",
+    "TRITON_CUOBJDUMP_PATH",
+    "TRITON_NVDISASM_PATH",
+    "TRITON_LIBCUDA_PATH",
+    "TRITON_DEFAULT_FP_FUSION",
+    "OMP_NUM_THREADS",
+    "MKL_NUM_THREADS",
+    "CC",
+    "CXX",  # Triton builds its CUDA driver stub with the host compiler on first GPU use
 )
 MARKER = "KBASE_SANDBOX_ID"
 TAIL_CHARS = 4000
@@ -38,16 +56,16 @@ TAIL_CHARS = 4000
 @dataclass
 class Limits:
     timeout_s: float
-    memory_mb: Optional[int] = 8192
+    memory_mb: int | None = 8192
     # RLIMIT_AS counts every mapping, which CUDA's huge virtual reservations exceed at once;
     # RLIMIT_DATA counts only private writable memory, so it still stops a host-side bomb.
     memory_kind: str = "as"  # "as" or "data"
-    cpu_s: Optional[int] = None  # default: timeout x cores (threads burn CPU faster than wall time)
+    cpu_s: int | None = None  # default: timeout x cores (threads burn CPU faster than wall time)
 
 
 @dataclass
 class SandboxResult:
-    returncode: Optional[int]  # negative: killed by that signal; None: never started
+    returncode: int | None  # negative: killed by that signal; None: never started
     stdout: str
     stderr: str
     duration_s: float
@@ -80,11 +98,13 @@ def network_isolation() -> tuple[bool, str]:
     except (OSError, subprocess.TimeoutExpired) as exc:
         return False, f"unshare -rn failed: {exc}"
     if probe.returncode != 0:
-        return False, "unprivileged user namespaces are not allowed here: " + (probe.stderr.strip() or f"exit {probe.returncode}")
+        return False, "unprivileged user namespaces are not allowed here: " + (
+            probe.stderr.strip() or f"exit {probe.returncode}"
+        )
     return True, ""
 
 
-def scrubbed_env(extra: dict[str, str], source: Optional[dict[str, str]] = None) -> dict[str, str]:
+def scrubbed_env(extra: dict[str, str], source: dict[str, str] | None = None) -> dict[str, str]:
     source = os.environ if source is None else source
     env = {k: source[k] for k in ENV_ALLOWLIST if k in source}
     env.setdefault("PATH", "/usr/local/bin:/usr/bin:/bin")
@@ -177,25 +197,51 @@ def _reader(stream, sink: list[bytes], cap: int) -> None:
     stream.close()
 
 
-def run_sandboxed(argv: list[str], cwd: Path, limits: Limits, env_extra: dict[str, str],
-                  *, isolate: bool = True, on_timeout_grace_s: float = 0.0) -> SandboxResult:
+def run_sandboxed(
+    argv: list[str],
+    cwd: Path,
+    limits: Limits,
+    env_extra: dict[str, str],
+    *,
+    isolate: bool = True,
+    on_timeout_grace_s: float = 0.0,
+) -> SandboxResult:
     """Run argv in cwd with the limits; always returns, never leaves a process behind."""
     token = uuid.uuid4().hex
     env = scrubbed_env({**env_extra, MARKER: token})
     use_ns, _why = network_isolation() if isolate else (False, "")
-    cmd = (["unshare", "-rn", *argv] if use_ns else list(argv))
+    cmd = ["unshare", "-rn", *argv] if use_ns else list(argv)
     start = time.monotonic()
     try:
-        proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, start_new_session=True, preexec_fn=_limit_setter(limits))
+        proc = subprocess.Popen(
+            cmd,
+            cwd=cwd,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+            preexec_fn=_limit_setter(limits),
+        )
     except OSError as exc:
-        return SandboxResult(None, "", "", time.monotonic() - start, False, use_ns, 0, error=f"cannot start {argv[0]}: {exc}")
+        return SandboxResult(
+            None,
+            "",
+            "",
+            time.monotonic() - start,
+            False,
+            use_ns,
+            0,
+            error=f"cannot start {argv[0]}: {exc}",
+        )
     with _live_lock:
         _live[proc.pid] = token
     out: list[bytes] = []
     err: list[bytes] = []
-    readers = [threading.Thread(target=_reader, args=(proc.stdout, out, 1 << 20), daemon=True),
-               threading.Thread(target=_reader, args=(proc.stderr, err, 1 << 20), daemon=True)]
+    readers = [
+        threading.Thread(target=_reader, args=(proc.stdout, out, 1 << 20), daemon=True),
+        threading.Thread(target=_reader, args=(proc.stderr, err, 1 << 20), daemon=True),
+    ]
     for t in readers:
         t.start()
     timed_out = False

@@ -1,4 +1,5 @@
 """`kbase new NAME`: a SKILL.md that passes lint and whose snippet passes on cpu-interpret as written."""
+
 from __future__ import annotations
 
 import datetime as dt
@@ -6,7 +7,7 @@ from pathlib import Path
 
 from kbase.schema import NAME_RE
 
-TEMPLATE = '''---
+TEMPLATE = """---
 name: {name}
 description: >-
   TODO one or two sentences: what this skill does and when an agent should reach for it.
@@ -76,7 +77,7 @@ print(f"ok: n={{n}} BLOCK={{block}} max_err={{(out - x * 3.0).abs().max().item()
 ## Notes
 
 TODO links, version caveats, related skills.
-'''
+"""
 
 
 class ScaffoldError(ValueError):
@@ -85,7 +86,9 @@ class ScaffoldError(ValueError):
 
 def new_skill(root: Path, name: str, *, today: dt.date | None = None, force: bool = False) -> Path:
     if not NAME_RE.match(name) or len(name) > 64:
-        raise ScaffoldError(f"skill name {name!r} must be kebab-case (lowercase letters, digits, single hyphens), at most 64 characters")
+        raise ScaffoldError(
+            f"skill name {name!r} must be kebab-case (lowercase letters, digits, single hyphens), at most 64 characters"
+        )
     folder = root / "skills" / name
     path = folder / "SKILL.md"
     if path.exists() and not force:

@@ -1,8 +1,9 @@
 """Resolve command-line skill names or paths to loaded skills, keeping load problems as text."""
+
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable
 
 
 class UnknownSkill(LookupError):
@@ -20,7 +21,9 @@ def skill_file(root: Path, ref: str) -> Path:
     named = root / "skills" / ref / "SKILL.md"
     if named.exists():
         return named
-    raise UnknownSkill(f"no skill {ref!r}: neither a path to a SKILL.md nor skills/{ref}/SKILL.md under {root}")
+    raise UnknownSkill(
+        f"no skill {ref!r}: neither a path to a SKILL.md nor skills/{ref}/SKILL.md under {root}"
+    )
 
 
 def load_skills(root: Path, refs: Iterable[str] | None):

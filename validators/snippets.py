@@ -5,17 +5,26 @@ concatenated into snippet.py, other blocks become snippet_<i>.cu (or the name gi
 `file=`). The line map lets a traceback line in snippet.py, or an nvcc diagnostic in a .cu file,
 be reported as a line of SKILL.md.
 """
+
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional
 
 PYTHON_LANGS = {"python", "py", "python3"}
 CUDA_LANGS = {"cuda", "cu"}
 OTHER_LANGS = {"cpp", "c++", "c", "h", "cuh", "hpp"}
-_EXT = {"cuda": ".cu", "cu": ".cu", "cpp": ".cpp", "c++": ".cpp", "c": ".c", "h": ".h", "cuh": ".cuh", "hpp": ".hpp"}
+_EXT = {
+    "cuda": ".cu",
+    "cu": ".cu",
+    "cpp": ".cpp",
+    "c++": ".cpp",
+    "c": ".c",
+    "h": ".h",
+    "cuh": ".cuh",
+    "hpp": ".hpp",
+}
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,80}$")
 
 
@@ -39,7 +48,7 @@ class SourceFile:
     def compiled(self) -> bool:
         return self.lang in CUDA_LANGS
 
-    def md_line(self, line: int) -> Optional[int]:
+    def md_line(self, line: int) -> int | None:
         for start, md_start, count in self.spans:
             if start <= line < start + count:
                 return md_start + (line - start)
@@ -51,14 +60,14 @@ class SnippetLayout:
     files: list[SourceFile]
 
     @property
-    def python(self) -> Optional[SourceFile]:
+    def python(self) -> SourceFile | None:
         return next((f for f in self.files if f.name == "snippet.py"), None)
 
     @property
     def cuda_files(self) -> list[SourceFile]:
         return [f for f in self.files if f.compiled]
 
-    def md_line(self, filename: str, line: int) -> Optional[int]:
+    def md_line(self, filename: str, line: int) -> int | None:
         base = Path(filename).name
         for f in self.files:
             if f.name == base:
@@ -70,10 +79,10 @@ class SnippetLayout:
             (directory / f.name).write_text(f.text, encoding="utf-8")
 
 
-def _file_option(info: str) -> Optional[str]:
+def _file_option(info: str) -> str | None:
     for word in info.split()[1:]:
         if word.startswith("file="):
-            return word[len("file="):]
+            return word[len("file=") :]
     return None
 
 
@@ -91,24 +100,34 @@ def layout_blocks(blocks) -> SnippetLayout:
         first_md_line = b.line + 1  # the code starts on the line after the opening fence
         if lang in PYTHON_LANGS:
             if _file_option(b.info):
-                raise SnippetError(b.line, "file= is only for non-Python blocks; Python blocks are joined into snippet.py")
+                raise SnippetError(
+                    b.line,
+                    "file= is only for non-Python blocks; Python blocks are joined into snippet.py",
+                )
             py_parts.append(code)
             py_spans.append((py_next_line, first_md_line, n_lines))
             py_next_line += n_lines
             continue
         if lang not in CUDA_LANGS and lang not in OTHER_LANGS:
-            raise SnippetError(b.line, f"snippet block language {b.lang or '(none)'!r} cannot run; "
-                                       "use python, cuda/cu, cpp, c, h or cuh")
+            raise SnippetError(
+                b.line,
+                f"snippet block language {b.lang or '(none)'!r} cannot run; "
+                "use python, cuda/cu, cpp, c, h or cuh",
+            )
         name = _file_option(b.info) or f"snippet_{other_index}{_EXT[lang]}"
         other_index += 1
         if not _SAFE_NAME.match(name) or name == "snippet.py":
             raise SnippetError(b.line, f"file name {name!r} is not a plain file name")
         if any(o.name == name for o in others):
             raise SnippetError(b.line, f"two snippet blocks write the same file {name!r}")
-        others.append(SourceFile(name=name, lang=lang, text=code, spans=[(1, first_md_line, n_lines)]))
+        others.append(
+            SourceFile(name=name, lang=lang, text=code, spans=[(1, first_md_line, n_lines)])
+        )
     files = list(others)
     if py_parts:
-        files.insert(0, SourceFile(name="snippet.py", lang="python", text="".join(py_parts), spans=py_spans))
+        files.insert(
+            0, SourceFile(name="snippet.py", lang="python", text="".join(py_parts), spans=py_spans)
+        )
     return SnippetLayout(files=files)
 
 
@@ -119,10 +138,10 @@ _PY_FRAME = re.compile(r'File "([^"]+)", line (\d+)')
 _CC_DIAG = re.compile(r"([A-Za-z0-9_.-]+\.(?:cu|cuh|cpp|c|h|hpp))(?:\((\d+)\)|:(\d+):)")
 
 
-def locate_failure(layout: SnippetLayout, output: str) -> Optional[int]:
+def locate_failure(layout: SnippetLayout, output: str) -> int | None:
     """The SKILL.md line that the output blames: the innermost snippet frame, or the first diagnostic."""
     names = {f.name for f in layout.files}
-    innermost: Optional[int] = None
+    innermost: int | None = None
     for m in _PY_FRAME.finditer(output):
         if Path(m.group(1)).name in names:
             line = layout.md_line(m.group(1), int(m.group(2)))

@@ -3,13 +3,13 @@
 It stays fast by caching on what it reads: the ledger (by mtime and size), each SKILL.md (by
 mtime and size) and the PR archive's folders; a warm call costs a few stat() calls.
 """
+
 from __future__ import annotations
 
 import datetime as dt
 import logging
 import threading
 from pathlib import Path
-from typing import Optional, Union
 
 from kbase.validators.ledger import ledger_path, read_ledger
 from kbase.validators.rules import Judgement, SkillFacts, judge
@@ -36,7 +36,7 @@ def _archive_sig(root: Path) -> tuple:
     return (_stat_sig(base),) + tuple(_stat_sig(p) for p in sorted(base.iterdir()) if p.is_dir())
 
 
-def _env_dict(env) -> Optional[dict]:
+def _env_dict(env) -> dict | None:
     if env is None or env is False:
         return None
     if env == "local":
@@ -78,7 +78,7 @@ def _rows_by_skill(root: Path) -> dict[str, list[dict]]:
     return grouped
 
 
-def source_touched(root: Path, skill) -> Optional[str]:
+def source_touched(root: Path, skill) -> str | None:
     """ISO date of the newest archived PR touching a watched path, or None (no watch, no archive)."""
     if not skill.meta.watch:
         return None
@@ -100,26 +100,42 @@ def source_touched(root: Path, skill) -> Optional[str]:
 
 def facts_of(skill) -> SkillFacts:
     m = skill.meta
-    return SkillFacts(name=m.name, tiers=list(m.verification.tiers), snippet_sha256=skill.snippet_sha256(),
-                      audit_date=m.audit.date, max_age_days=m.audit.max_age_days)
+    return SkillFacts(
+        name=m.name,
+        tiers=list(m.verification.tiers),
+        snippet_sha256=skill.snippet_sha256(),
+        audit_date=m.audit.date,
+        max_age_days=m.audit.max_age_days,
+    )
 
 
-def judgements(root: Path, *, now: Optional[dt.datetime] = None, env=None, skills: Optional[list] = None) -> dict[str, Judgement]:
+def judgements(
+    root: Path, *, now: dt.datetime | None = None, env=None, skills: list | None = None
+) -> dict[str, Judgement]:
     """Status of every loadable skill (or of `skills`), uncached; `env=None` skips the env rule."""
     from kbase.ingest.skills import find_skill_files
 
     root = Path(root).resolve()
-    now = now or dt.datetime.now(dt.timezone.utc)
+    now = now or dt.datetime.now(dt.UTC)
     env_d = _env_dict(env)
     rows = _rows_by_skill(root)
     if skills is None:
         skills = [s for s in (_load(p, root) for p in find_skill_files(root)) if s is not None]
-    return {s.name: judge(facts_of(s), rows.get(s.name, []), now=now, env=env_d,
-                          source_touched=source_touched(root, s)) for s in skills}
+    return {
+        s.name: judge(
+            facts_of(s),
+            rows.get(s.name, []),
+            now=now,
+            env=env_d,
+            source_touched=source_touched(root, s),
+        )
+        for s in skills
+    }
 
 
-def skill_statuses(root: Path, *, now: Optional[dt.datetime] = None,
-                   env: Union[None, str, dict, object] = None) -> dict:
+def skill_statuses(
+    root: Path, *, now: dt.datetime | None = None, env: None | str | dict | object = None
+) -> dict:
     """skill name -> kbase.schema.SkillAudit, cached until the ledger, a skill or the archive changes.
 
     env: the environment the caller asks about (a Fingerprint or dict with triton/torch/
@@ -128,20 +144,31 @@ def skill_statuses(root: Path, *, now: Optional[dt.datetime] = None,
     machine that will run the kernel.
     """
     from kbase.ingest.skills import find_skill_files
+
     from kbase.schema import SkillAudit
 
     root = Path(root).resolve()
-    now = now or dt.datetime.now(dt.timezone.utc)
+    now = now or dt.datetime.now(dt.UTC)
     env_d = _env_dict(env)
     files = find_skill_files(root)
-    key = (str(root), _stat_sig(ledger_path(root)), tuple((str(f), _stat_sig(f)) for f in files),
-           _archive_sig(root), now.date().isoformat(),
-           tuple(sorted((k, str(v)) for k, v in (env_d or {}).items() if k not in ("date", "git_commit"))))
+    key = (
+        str(root),
+        _stat_sig(ledger_path(root)),
+        tuple((str(f), _stat_sig(f)) for f in files),
+        _archive_sig(root),
+        now.date().isoformat(),
+        tuple(
+            sorted((k, str(v)) for k, v in (env_d or {}).items() if k not in ("date", "git_commit"))
+        ),
+    )
     with _lock:
         hit = _results.get(key)
         if hit is not None:
             return hit
-        out = {name: SkillAudit(**j.as_dict()) for name, j in judgements(root, now=now, env=env_d).items()}
+        out = {
+            name: SkillAudit(**j.as_dict())
+            for name, j in judgements(root, now=now, env=env_d).items()
+        }
         _results.clear()  # only the newest state matters; keeps memory flat in a long-lived server
         _results[key] = out
         return out

@@ -1,11 +1,11 @@
 """Which verification tiers this machine can run, and which a given skill should run here."""
+
 from __future__ import annotations
 
 import functools
 import importlib.util
 import os
 import shutil
-from typing import Optional
 
 from kbase.validators.fingerprint import GPU, gpus
 
@@ -20,11 +20,11 @@ def _has_module(name: str) -> bool:
         return False
 
 
-def machine_tiers() -> dict[str, Optional[str]]:
+def machine_tiers() -> dict[str, str | None]:
     """tier -> None when this machine can run it, else the reason it cannot."""
     triton = _has_module("triton")
     nvcc = shutil.which("nvcc") is not None
-    out: dict[str, Optional[str]] = {}
+    out: dict[str, str | None] = {}
     out["cpu-interpret"] = None if triton else "triton is not installed"
     out["cpu-compile"] = None if (triton or nvcc) else "neither triton nor nvcc is available"
     if os.environ.get("KBASE_NO_GPU"):
@@ -34,7 +34,7 @@ def machine_tiers() -> dict[str, Optional[str]]:
     return out
 
 
-def gpu_for(min_cc: Optional[float]) -> tuple[Optional[GPU], str]:
+def gpu_for(min_cc: float | None) -> tuple[GPU | None, str]:
     """The first GPU that meets min_cc, or (None, why)."""
     found = gpus()
     if not found:
@@ -48,8 +48,9 @@ def gpu_for(min_cc: Optional[float]) -> tuple[Optional[GPU], str]:
     return None, f"needs compute capability >= {min_cc}, this machine has {have}"
 
 
-def plan_tiers(declared: list[str], asked: str, has_python: bool, has_cuda: bool,
-               min_cc: Optional[float]) -> list[tuple[str, Optional[str]]]:
+def plan_tiers(
+    declared: list[str], asked: str, has_python: bool, has_cuda: bool, min_cc: float | None
+) -> list[tuple[str, str | None]]:
     """(tier, skip reason or None to run) for one skill.
 
     `auto` considers every tier the skill declares; an explicit tier is run only if declared,
@@ -57,13 +58,19 @@ def plan_tiers(declared: list[str], asked: str, has_python: bool, has_cuda: bool
     """
     available = machine_tiers()
     candidates = list(declared) if asked == "auto" else [asked]
-    plan: list[tuple[str, Optional[str]]] = []
+    plan: list[tuple[str, str | None]] = []
     for tier in candidates:
         if tier not in declared:
             plan.append((tier, f"the skill does not declare the {tier} tier"))
             continue
         reason = available.get(tier)
-        if reason is None and tier != "cpu-interpret" and not has_python and has_cuda and shutil.which("nvcc") is None:
+        if (
+            reason is None
+            and tier != "cpu-interpret"
+            and not has_python
+            and has_cuda
+            and shutil.which("nvcc") is None
+        ):
             reason = "nvcc is not on PATH"
         if reason is None and tier == "cpu-interpret" and not has_python:
             reason = "cpu-interpret runs Python snippets; this snippet has none"
@@ -94,7 +101,9 @@ _CUDA_PROBE = (
 
 
 @functools.cache
-def cuda_preflight(isolate: bool, memory_mb: Optional[int], visible: str = "") -> tuple[Optional[str], bool]:
+def cuda_preflight(
+    isolate: bool, memory_mb: int | None, visible: str = ""
+) -> tuple[str | None, bool]:
     """(why the gpu tier cannot run here, or None; whether CUDA works inside the network namespace).
 
     A sandbox that breaks CUDA would otherwise record every GPU skill as failing. So before the
@@ -115,11 +124,19 @@ def cuda_preflight(isolate: bool, memory_mb: Optional[int], visible: str = "") -
     with tempfile.TemporaryDirectory(prefix="kbase-cuda-probe-") as tmp:
         for iso, mem in attempts:
             env_run = {**env, "HOME": tmp}
-            res = run_sandboxed([sys.executable, "-c", _CUDA_PROBE], Path(tmp), Limits(60, mem, "data"), env_run, isolate=iso)
+            res = run_sandboxed(
+                [sys.executable, "-c", _CUDA_PROBE],
+                Path(tmp),
+                Limits(60, mem, "data"),
+                env_run,
+                isolate=iso,
+            )
             if res.returncode == 0:
                 if mem != memory_mb:
-                    return (f"CUDA does not initialise under the {memory_mb} MiB data limit; "
-                            "raise it with --memory-mb (0 removes it)"), False
+                    return (
+                        f"CUDA does not initialise under the {memory_mb} MiB data limit; "
+                        "raise it with --memory-mb (0 removes it)"
+                    ), False
                 return None, iso and res.isolated
             last = (res.stderr.strip().splitlines() or [res.error or f"exit {res.returncode}"])[-1]
     return f"the CUDA driver does not initialise in a child process: {last}", False

@@ -3,22 +3,38 @@
 gitpython is imported only inside `mine` (through kbase.ingest.mining), so the rest of the
 CLI runs on machines without it.
 """
-from __future__ import annotations
 
-from typing import Optional
+from __future__ import annotations
 
 import typer
 
-from kbase.commands.common import JsonOpt, RootOpt, console, err_console, fail, print_json, root_path
+from kbase.commands.common import (
+    JsonOpt,
+    RootOpt,
+    console,
+    err_console,
+    fail,
+    print_json,
+    root_path,
+)
 
 
-def mine(repo: str = typer.Option(..., "--repo", help="path of a local clone (not a shallow one)"),
-         name: str = typer.Option(..., "--name", help="archive name: cards go to pr_archive/<name>/"),
-         recipe: Optional[str] = typer.Option(None, "--recipe", help="recipe name (pr_archive/recipes/<name>.yaml) or file; "
-                                                                     "default: the recipe named like --name, if any"),
-         since: Optional[str] = typer.Option(None, "--since", help="mine only commits after this revision"),
-         full: bool = typer.Option(False, "--full", help="ignore the saved state and mine the whole history"),
-         root: Optional[str] = RootOpt, as_json: bool = JsonOpt) -> None:
+def mine(
+    repo: str = typer.Option(..., "--repo", help="path of a local clone (not a shallow one)"),
+    name: str = typer.Option(..., "--name", help="archive name: cards go to pr_archive/<name>/"),
+    recipe: str | None = typer.Option(
+        None,
+        "--recipe",
+        help="recipe name (pr_archive/recipes/<name>.yaml) or file; "
+        "default: the recipe named like --name, if any",
+    ),
+    since: str | None = typer.Option(None, "--since", help="mine only commits after this revision"),
+    full: bool = typer.Option(
+        False, "--full", help="ignore the saved state and mine the whole history"
+    ),
+    root: str | None = RootOpt,
+    as_json: bool = JsonOpt,
+) -> None:
     """Mine first-parent history of a clone into one card per PR under pr_archive/<name>/."""
     if since and full:
         raise fail("--since and --full cannot be used together")
@@ -37,12 +53,20 @@ def mine(repo: str = typer.Option(..., "--repo", help="path of a local clone (no
         import git  # noqa: F401  (gitpython drives the repository; checked here for a clear message)
     except ImportError as exc:
         raise fail(f"mining needs gitpython ({exc}); install it with `pip install gitpython`")
-    from kbase.ingest.mining import MiningError, mine as run_mine
-
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    with Progress(TextColumn(f"mining {name}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=err_console, transient=True, disable=not err_console.is_terminal) as bar:
+    from kbase.ingest.mining import MiningError
+    from kbase.ingest.mining import mine as run_mine
+
+    with Progress(
+        TextColumn(f"mining {name}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=err_console,
+        transient=True,
+        disable=not err_console.is_terminal,
+    ) as bar:
         task = bar.add_task("mine", total=None)
 
         def tick(done: int, total: int) -> None:
@@ -56,24 +80,35 @@ def mine(repo: str = typer.Option(..., "--repo", help="path of a local clone (no
     if as_json:
         print_json(report.as_dict())
         return
-    console.print(f"[bold]{name}[/bold]: {report.mode} ({report.reason or report.range})", highlight=False)
-    console.print(f"  commits {report.commits}, PRs {report.prs}, without a PR number {report.without_pr}; "
-                  f"cards written {report.written}, unchanged {report.unchanged}, removed {len(report.removed)}"
-                  f"{', kept with Notes ' + str(report.orphaned) if report.orphaned else ''}; {report.seconds:.2f}s",
-                  highlight=False)
+    console.print(
+        f"[bold]{name}[/bold]: {report.mode} ({report.reason or report.range})", highlight=False
+    )
+    console.print(
+        f"  commits {report.commits}, PRs {report.prs}, without a PR number {report.without_pr}; "
+        f"cards written {report.written}, unchanged {report.unchanged}, removed {len(report.removed)}"
+        f"{', kept with Notes ' + str(report.orphaned) if report.orphaned else ''}; {report.seconds:.2f}s",
+        highlight=False,
+    )
 
 
-def history(family: str = typer.Argument(..., help="family name from the recipe, e.g. qwen3"),
-            repo: str = typer.Option(..., "--repo", help="archive name (pr_archive/<name>/)"),
-            recipe: Optional[str] = typer.Option(None, "--recipe", help="take family globs from this recipe instead of the last mine"),
-            root: Optional[str] = RootOpt, as_json: bool = JsonOpt) -> None:
+def history(
+    family: str = typer.Argument(..., help="family name from the recipe, e.g. qwen3"),
+    repo: str = typer.Option(..., "--repo", help="archive name (pr_archive/<name>/)"),
+    recipe: str | None = typer.Option(
+        None, "--recipe", help="take family globs from this recipe instead of the last mine"
+    ),
+    root: str | None = RootOpt,
+    as_json: bool = JsonOpt,
+) -> None:
     """The family's timeline: date, PR, title, files and categories, oldest first."""
     from kbase.ingest.cards import read_families, timeline
 
     r = root_path(root)
     folder = r / "pr_archive" / repo
     if not folder.is_dir():
-        raise fail(f"no archive {repo!r} under {r / 'pr_archive'} (run `kbase mine --repo PATH --name {repo}` first)")
+        raise fail(
+            f"no archive {repo!r} under {r / 'pr_archive'} (run `kbase mine --repo PATH --name {repo}` first)"
+        )
     families = read_families(r, repo)
     if recipe:
         from kbase.ingest.recipes import RecipeError, find_recipe, load_recipe_file
@@ -95,7 +130,9 @@ def history(family: str = typer.Argument(..., help="family name from the recipe,
     for col in ("date", "PR", "title", "files", "categories"):
         table.add_column(col, overflow="fold")
     for row in rows:
-        files = ", ".join(row["files"][:3]) + (f" (+{len(row['files']) - 3})" if len(row["files"]) > 3 else "")
+        files = ", ".join(row["files"][:3]) + (
+            f" (+{len(row['files']) - 3})" if len(row["files"]) > 3 else ""
+        )
         title = row["title"] + (" [via rename]" if row["via_rename"] else "")
         table.add_row(row["date"][:10], f"#{row['pr']}", title, files, ", ".join(row["categories"]))
     console.print(table)

@@ -3,12 +3,12 @@
 This module must import on a machine without fastapi, uvicorn or mcp (a GPU box that only
 runs `kbase verify`): everything heavy is imported inside the command that needs it.
 """
+
 from __future__ import annotations
 
 import logging
 import sys
 from pathlib import Path
-from typing import Optional
 
 import typer
 
@@ -17,8 +17,11 @@ from kbase.commands.common import JsonOpt, RootOpt, console, fail, print_json, r
 
 def _logging(level: str) -> None:
     # stderr only: under MCP stdio, stdout belongs to the protocol.
-    logging.basicConfig(level=getattr(logging, level.upper(), logging.INFO), stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=getattr(logging, level.upper(), logging.INFO),
+        stream=sys.stderr,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
 
 
 def _need(module: str, command: str) -> None:
@@ -27,14 +30,24 @@ def _need(module: str, command: str) -> None:
     try:
         importlib.import_module(module)  # the command imports it next anyway
     except ImportError:
-        raise fail(f"`{command}` needs the {module!r} package, which is not installed here (pip install {module})")
+        raise fail(
+            f"`{command}` needs the {module!r} package, which is not installed here (pip install {module})"
+        )
 
 
-def mcp(http: Optional[str] = typer.Option(None, "--http", metavar="HOST:PORT",
-                                           help="serve streamable HTTP on HOST:PORT instead of stdio"),
-        no_index: bool = typer.Option(False, "--no-index", help="do not build a missing index at start-up"),
-        log_level: str = typer.Option("info", "--log-level", help="stderr log level"),
-        root: Optional[str] = RootOpt) -> None:
+def mcp(
+    http: str | None = typer.Option(
+        None,
+        "--http",
+        metavar="HOST:PORT",
+        help="serve streamable HTTP on HOST:PORT instead of stdio",
+    ),
+    no_index: bool = typer.Option(
+        False, "--no-index", help="do not build a missing index at start-up"
+    ),
+    log_level: str = typer.Option("info", "--log-level", help="stderr log level"),
+    root: str | None = RootOpt,
+) -> None:
     """Run the MCP server (stdio by default): tools search, get, history, stale."""
     _need("mcp", "kbase mcp")
     _logging(log_level)
@@ -52,39 +65,67 @@ def mcp(http: Optional[str] = typer.Option(None, "--http", metavar="HOST:PORT",
         pass
 
 
-def serve(host: str = typer.Option("127.0.0.1", "--host", help="interface to bind (default: loopback only)"),
-          port: int = typer.Option(8765, "--port", min=1, max=65535),
-          no_index: bool = typer.Option(False, "--no-index", help="do not build a missing index at start-up"),
-          log_level: str = typer.Option("warning", "--log-level", help="uvicorn/kbase log level (stderr)"),
-          root: Optional[str] = RootOpt) -> None:
+def serve(
+    host: str = typer.Option(
+        "127.0.0.1", "--host", help="interface to bind (default: loopback only)"
+    ),
+    port: int = typer.Option(8765, "--port", min=1, max=65535),
+    no_index: bool = typer.Option(
+        False, "--no-index", help="do not build a missing index at start-up"
+    ),
+    log_level: str = typer.Option(
+        "warning", "--log-level", help="uvicorn/kbase log level (stderr)"
+    ),
+    root: str | None = RootOpt,
+) -> None:
     """Run the read-only HTTP API: /search, /entries/{id}, /history/{repo}/{family}, /stale, /healthz."""
     _need("fastapi", "kbase serve")
     _need("uvicorn", "kbase serve")
     _logging(log_level)
     from kbase.serve.http_app import run
 
-    run(root=root_path(root), host=host, port=port, index_if_missing=not no_index, log_level=log_level)
+    run(
+        root=root_path(root),
+        host=host,
+        port=port,
+        index_if_missing=not no_index,
+        log_level=log_level,
+    )
 
 
-def export(dest: Path = typer.Argument(..., help="folder to write the skill folders into"),
-           fmt: str = typer.Option("agent-skills", "--format", help="only agent-skills for now"),
-           target: str = typer.Option("claude", "--target", help="claude or codex (codex adds agents/openai.yaml)"),
-           include_all: bool = typer.Option(False, "--all", help="also export every skill, not only the router"),
-           mcp_url: Optional[str] = typer.Option(None, "--mcp-url", help="a shared kbase MCP endpoint to name"),
-           root: Optional[str] = RootOpt, as_json: bool = JsonOpt) -> None:
+def export(
+    dest: Path = typer.Argument(..., help="folder to write the skill folders into"),
+    fmt: str = typer.Option("agent-skills", "--format", help="only agent-skills for now"),
+    target: str = typer.Option(
+        "claude", "--target", help="claude or codex (codex adds agents/openai.yaml)"
+    ),
+    include_all: bool = typer.Option(
+        False, "--all", help="also export every skill, not only the router"
+    ),
+    mcp_url: str | None = typer.Option(
+        None, "--mcp-url", help="a shared kbase MCP endpoint to name"
+    ),
+    root: str | None = RootOpt,
+    as_json: bool = JsonOpt,
+) -> None:
     """Export skills as Agent-Skills folders (a router skill; every skill with --all)."""
     from kbase.serve.export import ExportError, export_agent_skills
 
     if fmt != "agent-skills":
         raise fail(f"--format must be agent-skills, got {fmt!r}")
     try:
-        rep = export_agent_skills(root_path(root), dest, target=target, include_all=include_all, mcp_url=mcp_url)
+        rep = export_agent_skills(
+            root_path(root), dest, target=target, include_all=include_all, mcp_url=mcp_url
+        )
     except ExportError as exc:
         raise fail(str(exc))
     if as_json:
         print_json(rep.as_dict())
         return
-    console.print(f"exported {len(rep.skills)} skill folder(s), {len(rep.files)} file(s) to {rep.dest}", highlight=False)
+    console.print(
+        f"exported {len(rep.skills)} skill folder(s), {len(rep.files)} file(s) to {rep.dest}",
+        highlight=False,
+    )
     for s in rep.skipped:
         console.print(f"skipped {s}", highlight=False)
 

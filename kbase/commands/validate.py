@@ -3,26 +3,54 @@
 Only typer/rich at module level: this module is imported by every `kbase` invocation, including
 on the GPU machine where the search stack (chromadb, sentence-transformers) is not installed.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
-from typing import List, Optional
 
 import typer
 
-from kbase.commands.common import JsonOpt, RootOpt, console, err_console, fail, print_json, root_path
+from kbase.commands.common import (
+    JsonOpt,
+    RootOpt,
+    console,
+    err_console,
+    fail,
+    print_json,
+    root_path,
+)
 
-VERDICT_STYLE = {"pass": "green", "fail": "red", "error": "magenta", "timeout": "yellow", "killed": "red bold",
-                 "skip": "dim"}
-STATUS_STYLE = {"verified": "green", "failing": "red", "unverified": "dim", "stale-age": "yellow",
-                "stale-env": "blue", "stale-source": "magenta"}
+VERDICT_STYLE = {
+    "pass": "green",
+    "fail": "red",
+    "error": "magenta",
+    "timeout": "yellow",
+    "killed": "red bold",
+    "skip": "dim",
+}
+STATUS_STYLE = {
+    "verified": "green",
+    "failing": "red",
+    "unverified": "dim",
+    "stale-age": "yellow",
+    "stale-env": "blue",
+    "stale-source": "magenta",
+}
 
 TierOpt = typer.Option("auto", "--tier", help="auto | cpu-interpret | cpu-compile | gpu")
 WorkersOpt = typer.Option(1, "-j", "--workers", min=1, max=64, help="snippets run in parallel")
-TimeoutOpt = typer.Option(None, "--timeout", min=1, help="override every skill's verification.timeout_s")
-MemoryOpt = typer.Option(None, "--memory-mb", min=0,
-                         help="memory limit per run in MiB (CPU tiers: address space, default 8192; gpu: data, default 32768; 0: none)")
-IsolateOpt = typer.Option(True, "--isolate/--no-isolate", help="cut snippets off the network (unshare -rn) where possible")
+TimeoutOpt = typer.Option(
+    None, "--timeout", min=1, help="override every skill's verification.timeout_s"
+)
+MemoryOpt = typer.Option(
+    None,
+    "--memory-mb",
+    min=0,
+    help="memory limit per run in MiB (CPU tiers: address space, default 8192; gpu: data, default 32768; 0: none)",
+)
+IsolateOpt = typer.Option(
+    True, "--isolate/--no-isolate", help="cut snippets off the network (unshare -rn) where possible"
+)
 JunitOpt = typer.Option(None, "--junit", help="write a JUnit XML report here")
 
 
@@ -33,7 +61,7 @@ def _check_tier(tier: str) -> None:
         raise fail(f"--tier must be one of {', '.join(TIER_CHOICES)}, not {tier!r}")
 
 
-def _load(root: Path, names: Optional[List[str]]):
+def _load(root: Path, names: list[str] | None):
     from kbase.validators.select import UnknownSkill, load_skills
 
     try:
@@ -42,10 +70,19 @@ def _load(root: Path, names: Optional[List[str]]):
         raise fail(str(exc)) from None
 
 
-def _settings(root: Path, tier: str, workers: int, timeout: Optional[int], memory: Optional[int], isolate: bool):
+def _settings(
+    root: Path,
+    tier: str,
+    workers: int,
+    timeout: int | None,
+    memory: int | None,
+    isolate: bool,
+):
     from kbase.validators.runner import RunSettings
 
-    return RunSettings(tier=tier, workers=workers, timeout_s=timeout, memory_mb=memory, isolate=isolate, root=root)
+    return RunSettings(
+        tier=tier, workers=workers, timeout_s=timeout, memory_mb=memory, isolate=isolate, root=root
+    )
 
 
 def _run_with_progress(skills, settings, run):
@@ -55,8 +92,15 @@ def _run_with_progress(skills, settings, run):
     from kbase.validators.runner import plan_skill
 
     total = sum(len(plan_skill(s, settings.tier)) for s in skills)
-    with Progress(TextColumn("[bold]verify"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  TextColumn("{task.description}"), console=err_console, transient=True) as progress:
+    with Progress(
+        TextColumn("[bold]verify"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TextColumn("{task.description}"),
+        console=err_console,
+        transient=True,
+    ) as progress:
         task = progress.add_task("", total=total)
 
         def done(o) -> None:
@@ -74,7 +118,14 @@ def _runs_table(outcomes, paths: dict[str, str]) -> None:
     for o in outcomes:
         where = f"{paths.get(o.skill, o.skill)}:{o.line}" if o.line else ""
         style = VERDICT_STYLE.get(o.verdict, "")
-        table.add_row(o.skill, o.tier, f"[{style}]{o.verdict}[/]", f"{o.duration_s:.1f}", where, o.message[:160])
+        table.add_row(
+            o.skill,
+            o.tier,
+            f"[{style}]{o.verdict}[/]",
+            f"{o.duration_s:.1f}",
+            where,
+            o.message[:160],
+        )
     console.print(table)
 
 
@@ -82,11 +133,20 @@ def _bad(outcomes) -> bool:
     return any(o.verdict in ("fail", "error", "timeout", "killed") for o in outcomes)
 
 
-def verify(names: List[str] = typer.Argument(None, help="skill names or paths (default: all)"),
-           tier: str = TierOpt, workers: int = WorkersOpt, timeout: Optional[int] = TimeoutOpt,
-           memory_mb: Optional[int] = MemoryOpt, isolate: bool = IsolateOpt,
-           record: bool = typer.Option(True, "--record/--no-record", help="append the runs to ledger/verifications.jsonl"),
-           junit: Optional[Path] = JunitOpt, root: Optional[str] = RootOpt, as_json: bool = JsonOpt) -> None:
+def verify(
+    names: list[str] = typer.Argument(None, help="skill names or paths (default: all)"),
+    tier: str = TierOpt,
+    workers: int = WorkersOpt,
+    timeout: int | None = TimeoutOpt,
+    memory_mb: int | None = MemoryOpt,
+    isolate: bool = IsolateOpt,
+    record: bool = typer.Option(
+        True, "--record/--no-record", help="append the runs to ledger/verifications.jsonl"
+    ),
+    junit: Path | None = JunitOpt,
+    root: str | None = RootOpt,
+    as_json: bool = JsonOpt,
+) -> None:
     """Run skills' verification snippets in the sandbox; exit 1 when any run fails."""
     from kbase.validators.audit import Recorder
     from kbase.validators.report import junit_xml
@@ -112,8 +172,15 @@ def verify(names: List[str] = typer.Argument(None, help="skill names or paths (d
         junit.parent.mkdir(parents=True, exist_ok=True)
         junit.write_text(junit_xml(outcomes, problems, paths, "kbase-verify"), encoding="utf-8")
     if as_json:
-        print_json({"results": [o.result_dict() for o in outcomes], "problems": problems,
-                    "network_isolation": note is None, "isolation_note": note, "recorded": recorded})
+        print_json(
+            {
+                "results": [o.result_dict() for o in outcomes],
+                "problems": problems,
+                "network_isolation": note is None,
+                "isolation_note": note,
+                "recorded": recorded,
+            }
+        )
     else:
         _runs_table(outcomes, paths)
         for p in problems:
@@ -125,15 +192,25 @@ def verify(names: List[str] = typer.Argument(None, help="skill names or paths (d
         raise typer.Exit(1)
 
 
-def audit(names: List[str] = typer.Argument(None, help="skill names or paths (default: all)"),
-          tier: str = TierOpt, workers: int = WorkersOpt, timeout: Optional[int] = TimeoutOpt,
-          memory_mb: Optional[int] = MemoryOpt, isolate: bool = IsolateOpt,
-          no_run: bool = typer.Option(False, "--no-run", help="judge from the ledger only; run nothing"),
-          junit: Optional[Path] = JunitOpt,
-          markdown: Optional[Path] = typer.Option(None, "--markdown", help="write a Markdown report here"),
-          html: Optional[Path] = typer.Option(None, "--html", help="write a self-contained HTML report here"),
-          fail_on: str = typer.Option("failing", "--fail-on", help="failing | unverified | stale | never"),
-          root: Optional[str] = RootOpt, as_json: bool = JsonOpt) -> None:
+def audit(
+    names: list[str] = typer.Argument(None, help="skill names or paths (default: all)"),
+    tier: str = TierOpt,
+    workers: int = WorkersOpt,
+    timeout: int | None = TimeoutOpt,
+    memory_mb: int | None = MemoryOpt,
+    isolate: bool = IsolateOpt,
+    no_run: bool = typer.Option(False, "--no-run", help="judge from the ledger only; run nothing"),
+    junit: Path | None = JunitOpt,
+    markdown: Path | None = typer.Option(None, "--markdown", help="write a Markdown report here"),
+    html: Path | None = typer.Option(
+        None, "--html", help="write a self-contained HTML report here"
+    ),
+    fail_on: str = typer.Option(
+        "failing", "--fail-on", help="failing | unverified | stale | never"
+    ),
+    root: str | None = RootOpt,
+    as_json: bool = JsonOpt,
+) -> None:
     """Run what this machine can, append to the ledger, and report every skill's status."""
     from rich.table import Table
 
@@ -150,14 +227,23 @@ def audit(names: List[str] = typer.Argument(None, help="skill names or paths (de
         raise fail(str(exc)) from None
     skills, problems = _load(r, names)
     settings = _settings(r, tier, workers, timeout, memory_mb, isolate)
-    result = _run_with_progress(skills, settings, lambda done: run_audit(r, skills, problems, settings,
-                                                                         run=not no_run, on_done=done))
+    result = _run_with_progress(
+        skills,
+        settings,
+        lambda done: run_audit(r, skills, problems, settings, run=not no_run, on_done=done),
+    )
     write_reports(r, result, skills, junit=junit, markdown=markdown, html=html)
     if as_json:
-        print_json({"skills": result.judgements, "runs": [o.result_dict() for o in result.outcomes],
-                    "problems": problems, "recorded": result.recorded,
-                    "network_isolation": result.isolation_note is None if not no_run else None,
-                    "isolation_note": result.isolation_note})
+        print_json(
+            {
+                "skills": result.judgements,
+                "runs": [o.result_dict() for o in result.outcomes],
+                "problems": problems,
+                "recorded": result.recorded,
+                "network_isolation": result.isolation_note is None if not no_run else None,
+                "isolation_note": result.isolation_note,
+            }
+        )
     else:
         if result.outcomes:
             _runs_table(result.outcomes, result.skill_paths)
@@ -166,8 +252,13 @@ def audit(names: List[str] = typer.Argument(None, help="skill names or paths (de
             table.add_column(col, overflow="fold")
         for j in result.judgements:
             style = STATUS_STYLE.get(j["status"], "")
-            table.add_row(j["skill"], f"[{style}]{j['status']}[/]", (j["last_pass"] or "—")[:10],
-                          j["verified_on"] or "—", "; ".join(j["reasons"])[:300])
+            table.add_row(
+                j["skill"],
+                f"[{style}]{j['status']}[/]",
+                (j["last_pass"] or "—")[:10],
+                j["verified_on"] or "—",
+                "; ".join(j["reasons"])[:300],
+            )
         console.print(table)
         for p in problems:
             typer.echo(p)
@@ -176,9 +267,12 @@ def audit(names: List[str] = typer.Argument(None, help="skill names or paths (de
     raise typer.Exit(exit_code(result, fail_on))
 
 
-def new(name: str = typer.Argument(..., help="kebab-case skill name"),
-        force: bool = typer.Option(False, "--force", help="overwrite an existing SKILL.md"),
-        root: Optional[str] = RootOpt, as_json: bool = JsonOpt) -> None:
+def new(
+    name: str = typer.Argument(..., help="kebab-case skill name"),
+    force: bool = typer.Option(False, "--force", help="overwrite an existing SKILL.md"),
+    root: str | None = RootOpt,
+    as_json: bool = JsonOpt,
+) -> None:
     """Scaffold skills/NAME/SKILL.md: it passes lint and its snippet passes on cpu-interpret."""
     from kbase.validators.scaffold import ScaffoldError, new_skill
 
@@ -195,13 +289,26 @@ def new(name: str = typer.Argument(..., help="kebab-case skill name"),
         err_console.print(f"next: edit it, then `kbase check {name}`")
 
 
-def check(names: List[str] = typer.Argument(None, help="skill names or paths (with --changed: added to them)"),
-          changed: bool = typer.Option(False, "--changed", help="only skills changed since --base, uncommitted included"),
-          base: Optional[str] = typer.Option(None, "--base", help="revision to diff against (default: origin/main, main, HEAD)"),
-          tier: str = typer.Option("auto", "--tier", help="auto | cpu-interpret | cpu-compile | gpu"),
-          workers: int = WorkersOpt, isolate: bool = IsolateOpt,
-          record: bool = typer.Option(False, "--record/--no-record", help="append the runs to the ledger"),
-          junit: Optional[Path] = JunitOpt, root: Optional[str] = RootOpt, as_json: bool = JsonOpt) -> None:
+def check(
+    names: list[str] = typer.Argument(
+        None, help="skill names or paths (with --changed: added to them)"
+    ),
+    changed: bool = typer.Option(
+        False, "--changed", help="only skills changed since --base, uncommitted included"
+    ),
+    base: str | None = typer.Option(
+        None, "--base", help="revision to diff against (default: origin/main, main, HEAD)"
+    ),
+    tier: str = typer.Option("auto", "--tier", help="auto | cpu-interpret | cpu-compile | gpu"),
+    workers: int = WorkersOpt,
+    isolate: bool = IsolateOpt,
+    record: bool = typer.Option(
+        False, "--record/--no-record", help="append the runs to the ledger"
+    ),
+    junit: Path | None = JunitOpt,
+    root: str | None = RootOpt,
+    as_json: bool = JsonOpt,
+) -> None:
     """Lint and verify skills (by default the changed ones); exit 1 on any problem or failed run."""
     from kbase.ingest.skills import lint_paths
     from kbase.validators.audit import Recorder
@@ -235,28 +342,43 @@ def check(names: List[str] = typer.Argument(None, help="skill names or paths (wi
     problems = [str(p) for p in lint_paths(files, r)]
     skills, _load_problems = _load(r, [str(f) for f in files])
     settings = _settings(r, tier, workers, None, None, isolate)
-    outcomes = _run_with_progress(skills, settings,
-                                  lambda done: verify_skills(skills, settings, Recorder(r, done) if record else done))
+    outcomes = _run_with_progress(
+        skills,
+        settings,
+        lambda done: verify_skills(skills, settings, Recorder(r, done) if record else done),
+    )
     paths = {s.name: s.path for s in skills}
     if junit:
         junit.parent.mkdir(parents=True, exist_ok=True)
         junit.write_text(junit_xml(outcomes, problems, paths, "kbase-check"), encoding="utf-8")
     if as_json:
-        print_json({"base": used_base, "skills": [s.name for s in skills], "problems": problems,
-                    "results": [o.result_dict() for o in outcomes]})
+        print_json(
+            {
+                "base": used_base,
+                "skills": [s.name for s in skills],
+                "problems": problems,
+                "results": [o.result_dict() for o in outcomes],
+            }
+        )
     else:
         for p in problems:
             typer.echo(p)
         _runs_table(outcomes, paths)
-        err_console.print(f"checked {len(refs)} skill(s)" + (f" changed since {used_base}" if used_base else ""))
+        err_console.print(
+            f"checked {len(refs)} skill(s)" + (f" changed since {used_base}" if used_base else "")
+        )
     if problems or _bad(outcomes):
         raise typer.Exit(1)
 
 
-def merge_ledger(other: Path = typer.Argument(..., help="another copy of ledger/verifications.jsonl"),
-                 root: Optional[str] = RootOpt, as_json: bool = JsonOpt) -> None:
+def merge_ledger(
+    other: Path = typer.Argument(..., help="another copy of ledger/verifications.jsonl"),
+    root: str | None = RootOpt,
+    as_json: bool = JsonOpt,
+) -> None:
     """Append the runs another machine recorded (e.g. the GPU box's ledger) that this ledger lacks."""
-    from kbase.validators.ledger import LedgerError, merge_ledger as merge
+    from kbase.validators.ledger import LedgerError
+    from kbase.validators.ledger import merge_ledger as merge
 
     r = root_path(root)
     if not other.is_file():

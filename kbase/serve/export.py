@@ -9,13 +9,13 @@ Only the front-matter keys of the Agent Skills format are written (name, descrip
 compatibility, metadata with string values, allowed-tools); kbase's own keys (trigger, steps,
 failure modes) are rendered into the body and its audit status goes into metadata.
 """
+
 from __future__ import annotations
 
 import re
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional
 
 import yaml
 
@@ -39,8 +39,13 @@ class ExportReport:
     skipped: list[str] = field(default_factory=list)
 
     def as_dict(self) -> dict:
-        return {"dest": self.dest, "target": self.target, "skills": self.skills, "files": self.files,
-                "skipped": self.skipped}
+        return {
+            "dest": self.dest,
+            "target": self.target,
+            "skills": self.skills,
+            "files": self.files,
+            "skipped": self.skipped,
+        }
 
 
 def _front_matter(meta: dict) -> str:
@@ -71,17 +76,29 @@ def _write(report: ExportReport, base: Path, rel: str, text: str) -> None:
 def _prepare_dir(d: Path) -> None:
     if d.exists():
         if not (d / MARKER).exists():
-            raise ExportError(f"{d} exists and was not written by kbase export; remove it or pick another DEST")
+            raise ExportError(
+                f"{d} exists and was not written by kbase export; remove it or pick another DEST"
+            )
         shutil.rmtree(d)
     d.mkdir(parents=True)
     (d / MARKER).write_text("written by `kbase export`; safe to delete\n")
 
 
-def _openai_yaml(display: str, short: str, prompt: str, mcp: bool, mcp_url: Optional[str]) -> str:
-    doc: dict = {"interface": {"display_name": display, "short_description": short, "default_prompt": prompt},
-                 "policy": {"allow_implicit_invocation": True}}
+def _openai_yaml(display: str, short: str, prompt: str, mcp: bool, mcp_url: str | None) -> str:
+    doc: dict = {
+        "interface": {
+            "display_name": display,
+            "short_description": short,
+            "default_prompt": prompt,
+        },
+        "policy": {"allow_implicit_invocation": True},
+    }
     if mcp:
-        tool = {"type": "mcp", "value": "kbase", "description": "kbase knowledge-base MCP server (read-only)"}
+        tool = {
+            "type": "mcp",
+            "value": "kbase",
+            "description": "kbase knowledge-base MCP server (read-only)",
+        }
         if mcp_url:
             tool.update(transport="streamable_http", url=mcp_url)
         else:
@@ -102,7 +119,7 @@ ROUTER_DESCRIPTION = (
 )
 
 
-def _router_body(skills: list[tuple[str, str, str]], mcp_url: Optional[str]) -> str:
+def _router_body(skills: list[tuple[str, str, str]], mcp_url: str | None) -> str:
     lines = [
         "# Ask kbase about GPU kernels",
         "",
@@ -112,8 +129,8 @@ def _router_body(skills: list[tuple[str, str, str]], mcp_url: Optional[str]) -> 
         "## How to ask",
         "",
         "1. Search with the symptom, the literal error message or the topic:",
-        "   `kbase search \"illegal memory access after kernel launch\" --json -k 5`",
-        "   The answer is `{\"query\", \"hits\": [{id, title, status, section, snippet, path, line, ...}]}`.",
+        '   `kbase search "illegal memory access after kernel launch" --json -k 5`',
+        '   The answer is `{"query", "hits": [{id, title, status, section, snippet, path, line, ...}]}`.',
         "2. Read the best hit, or only the section the hit names:",
         "   `kbase get <id> --json` or `kbase get <id> --section steps --json`",
         "3. Filters: `--kind skill|pr`, `--repo NAME` (PR cards of one repo), `--tag archs=sm90`,",
@@ -155,12 +172,14 @@ def _strip_snippets(skill) -> str:
     for tok in MarkdownIt("commonmark").parse(skill.doc.body):
         if tok.type == "fence" and tok.map and marks & set(tok.info.split()[1:]):
             cut.append((tok.map[0], tok.map[1]))
-    pointer = "*(The verification code is in `scripts/`; see \"Verify it\" above.)*"
+    pointer = '*(The verification code is in `scripts/`; see "Verify it" above.)*'
     for start, end in reversed(cut):
         body_lines[start:end] = [pointer]
     text = "\n".join(body_lines).strip() + "\n"
     # Adjacent blocks (a .cu file and the Python driver) would leave the pointer twice in a row.
-    return re.sub(r"(" + re.escape(pointer) + r")(\s*\n\s*" + re.escape(pointer) + r")+", r"\1", text)
+    return re.sub(
+        r"(" + re.escape(pointer) + r")(\s*\n\s*" + re.escape(pointer) + r")+", r"\1", text
+    )
 
 
 def _scripts(skill) -> dict[str, str]:
@@ -182,13 +201,19 @@ def _verify_section(skill, scripts: dict[str, str]) -> list[str]:
     lines = ["## Verify it", "", f"The check asserts: {v.asserts}", ""]
     tiers = ", ".join(v.tiers)
     if "verify.py" in scripts:
-        lines.append(f"Run `cd scripts && KBASE_TIER=<tier> python verify.py` (tiers: {tiers}; exit 0 = pass, "
-                     "77 = skipped).")
+        lines.append(
+            f"Run `cd scripts && KBASE_TIER=<tier> python verify.py` (tiers: {tiers}; exit 0 = pass, "
+            "77 = skipped)."
+        )
         if "cpu-interpret" in v.tiers:
-            lines.append("On a machine without a GPU: `KBASE_TIER=cpu-interpret TRITON_INTERPRET=1 python verify.py`.")
+            lines.append(
+                "On a machine without a GPU: `KBASE_TIER=cpu-interpret TRITON_INTERPRET=1 python verify.py`."
+            )
     else:
         cu = next(iter(scripts))
-        lines.append(f"Build and run: `cd scripts && nvcc -arch=native {cu} -o verify && ./verify` (tiers: {tiers}).")
+        lines.append(
+            f"Build and run: `cd scripts && nvcc -arch=native {cu} -o verify && ./verify` (tiers: {tiers})."
+        )
     if v.min_compute_capability:
         lines.append(f"The GPU check needs compute capability {v.min_compute_capability} or newer.")
     lines += ["", "Files: " + ", ".join(f"[scripts/{n}](scripts/{n})" for n in scripts)]
@@ -197,8 +222,13 @@ def _verify_section(skill, scripts: dict[str, str]) -> list[str]:
 
 def _skill_markdown(skill, status: str, audit, scripts: dict[str, str]) -> str:
     m = skill.meta
-    metadata = {"kbase-id": m.name, "kbase-status": status, "kbase-audit-date": m.audit.date.isoformat(),
-                "kbase-tiers": " ".join(m.verification.tiers), "kbase-source": skill.path}
+    metadata = {
+        "kbase-id": m.name,
+        "kbase-status": status,
+        "kbase-audit-date": m.audit.date.isoformat(),
+        "kbase-tiers": " ".join(m.verification.tiers),
+        "kbase-source": skill.path,
+    }
     if audit is not None and audit.verified_on:
         metadata["kbase-verified-on"] = str(audit.verified_on)
     if audit is not None and audit.last_pass:
@@ -215,15 +245,24 @@ def _skill_markdown(skill, status: str, audit, scripts: dict[str, str]) -> str:
         compat += f" (GPU tier needs compute capability >= {m.verification.min_compute_capability})"
     fm["compatibility"] = _clip(compat, 500)
     fm["metadata"] = {k: str(v) for k, v in metadata.items()}
-    body = [skill.doc.title and f"# {skill.doc.title}" or f"# {m.name}", "",
-            f"Status in kbase: **{status}**" + (f" (last pass {audit.last_pass})" if audit and audit.last_pass else ""),
-            "", "## When to use", ""]
+    body = [
+        skill.doc.title and f"# {skill.doc.title}" or f"# {m.name}",
+        "",
+        f"Status in kbase: **{status}**"
+        + (f" (last pass {audit.last_pass})" if audit and audit.last_pass else ""),
+        "",
+        "## When to use",
+        "",
+    ]
     body += [f"- {_md_text(t)}" for t in m.trigger]
     body += ["", "## Steps", ""] + [f"{i}. {_md_text(s)}" for i, s in enumerate(m.steps, 1)]
     body += ["", "## Failure modes", ""]
     for f in m.failure_modes:
-        body += [f"- **Symptom:** {_md_text(f.symptom)}", f"  **Cause:** {_md_text(f.cause)}",
-                 f"  **Fix:** {_md_text(f.fix)}"]
+        body += [
+            f"- **Symptom:** {_md_text(f.symptom)}",
+            f"  **Cause:** {_md_text(f.cause)}",
+            f"  **Fix:** {_md_text(f.fix)}",
+        ]
     body += [""] + _verify_section(skill, scripts) + [""]
     rest = _strip_snippets(skill)
     # The body's own H1 repeats the title; drop it and demote nothing else.
@@ -237,8 +276,13 @@ def _skill_markdown(skill, status: str, audit, scripts: dict[str, str]) -> str:
 # --------------------------------------------------------------------------- entry point
 
 
-def export_agent_skills(root: Path, dest: Path, target: str = "claude", include_all: bool = False,
-                        mcp_url: Optional[str] = None) -> ExportReport:
+def export_agent_skills(
+    root: Path,
+    dest: Path,
+    target: str = "claude",
+    include_all: bool = False,
+    mcp_url: str | None = None,
+) -> ExportReport:
     from kbase.ingest.markdown import DocumentError
     from kbase.ingest.skills import find_skill_files, load_skill
 
@@ -253,21 +297,41 @@ def export_agent_skills(root: Path, dest: Path, target: str = "claude", include_
         try:
             skills.append(load_skill(f, root))
         except DocumentError as de:
-            rep.skipped.append(f"{f.parent.name}: {de.problems[0] if de.problems else 'does not load'}")
-    catalog = [(s.name, _oneline(s.doc.title or s.name),
-                statuses[s.name].status if s.name in statuses else "unverified") for s in skills]
+            rep.skipped.append(
+                f"{f.parent.name}: {de.problems[0] if de.problems else 'does not load'}"
+            )
+    catalog = [
+        (
+            s.name,
+            _oneline(s.doc.title or s.name),
+            statuses[s.name].status if s.name in statuses else "unverified",
+        )
+        for s in skills
+    ]
 
     rdir = dest / ROUTER
     _prepare_dir(rdir)
-    router_fm = {"name": ROUTER, "description": ROUTER_DESCRIPTION,
-                 "compatibility": "Needs the `kbase` command on PATH (pip install kbase) or a kbase MCP server.",
-                 "metadata": {"kbase-skills": str(len(skills)), "kbase-role": "router"},
-                 "allowed-tools": "Bash(kbase:*)" if target == "claude" else "Bash"}
+    router_fm = {
+        "name": ROUTER,
+        "description": ROUTER_DESCRIPTION,
+        "compatibility": "Needs the `kbase` command on PATH (pip install kbase) or a kbase MCP server.",
+        "metadata": {"kbase-skills": str(len(skills)), "kbase-role": "router"},
+        "allowed-tools": "Bash(kbase:*)" if target == "claude" else "Bash",
+    }
     _write(rep, rdir, "SKILL.md", _front_matter(router_fm) + "\n" + _router_body(catalog, mcp_url))
     if target == "codex":
-        _write(rep, rdir, "agents/openai.yaml", _openai_yaml(
-            "kbase GPU kernel knowledge", "Ask kbase before writing or debugging GPU kernels",
-            f"Use ${ROUTER} to look up what kbase knows about this kernel problem.", True, mcp_url))
+        _write(
+            rep,
+            rdir,
+            "agents/openai.yaml",
+            _openai_yaml(
+                "kbase GPU kernel knowledge",
+                "Ask kbase before writing or debugging GPU kernels",
+                f"Use ${ROUTER} to look up what kbase knows about this kernel problem.",
+                True,
+                mcp_url,
+            ),
+        )
     rep.skills.append(ROUTER)
 
     if include_all:
@@ -288,9 +352,21 @@ def export_agent_skills(root: Path, dest: Path, target: str = "claude", include_
                 _write(rep, d, f"scripts/{name}", text)
             if target == "codex":
                 title = _oneline(s.doc.title or s.name)
-                short = _clip(title, 64) if len(title) >= 25 else _clip(f"{title} (kbase skill)", 64)
-                _write(rep, d, "agents/openai.yaml",
-                       _openai_yaml(_clip(title, 64), short, f"Use ${s.name} for this kernel problem.", False, None))
+                short = (
+                    _clip(title, 64) if len(title) >= 25 else _clip(f"{title} (kbase skill)", 64)
+                )
+                _write(
+                    rep,
+                    d,
+                    "agents/openai.yaml",
+                    _openai_yaml(
+                        _clip(title, 64),
+                        short,
+                        f"Use ${s.name} for this kernel problem.",
+                        False,
+                        None,
+                    ),
+                )
             rep.skills.append(s.name)
     return rep
 

@@ -3,10 +3,11 @@
 Errors are JSON `{"error": {"status", "message"}}` with a 4xx code for bad input; an internal
 fault is logged on the server and answered with a bare 500, never a traceback.
 """
+
 from __future__ import annotations
 
 import logging
-from typing import Any, List, Optional
+from typing import Any
 
 from kbase.serve import params as P
 from kbase.serve.service import NotFound, Service, Unavailable
@@ -29,9 +30,12 @@ def create_app(service: Service):
 
     import kbase
 
-    app = FastAPI(title="kbase", version=kbase.__version__,
-                  description="Search a verified knowledge base of GPU-kernel engineering experience. "
-                              "Read-only. The same JSON as `kbase search --json` / `kbase get --json`.")
+    app = FastAPI(
+        title="kbase",
+        version=kbase.__version__,
+        description="Search a verified knowledge base of GPU-kernel engineering experience. "
+        "Read-only. The same JSON as `kbase search --json` / `kbase get --json`.",
+    )
 
     @app.middleware("http")
     async def _limit_body(request: Request, call_next):
@@ -76,33 +80,53 @@ def create_app(service: Service):
 
     @app.get("/search", summary="Search skills and PR cards")
     def search_get(
-        q: Optional[str] = Query(None, description="what you are looking for (also accepted as `query`)"),
-        query: Optional[str] = Query(None, include_in_schema=False),
-        k: Optional[str] = Query(None, description=f"number of hits, 1..{P.MAX_K}"),
-        kind: Optional[str] = Query(None, description="skill or pr"),
-        repo: Optional[str] = Query(None, description="only PR cards of this archive repo"),
-        tag: List[str] = Query([], description="key=value, repeatable (e.g. archs=sm90)"),
-        status: List[str] = Query([], description="only entries with this status, repeatable"),
-        mode: Optional[str] = Query(None, description="hybrid (default), bm25 or dense"),
-        since: Optional[str] = Query(None, description="only PR cards dated on or after YYYY-MM-DD"),
-        until: Optional[str] = Query(None, description="only PR cards dated on or before YYYY-MM-DD"),
+        q: str | None = Query(
+            None, description="what you are looking for (also accepted as `query`)"
+        ),
+        query: str | None = Query(None, include_in_schema=False),
+        k: str | None = Query(None, description=f"number of hits, 1..{P.MAX_K}"),
+        kind: str | None = Query(None, description="skill or pr"),
+        repo: str | None = Query(None, description="only PR cards of this archive repo"),
+        tag: list[str] = Query([], description="key=value, repeatable (e.g. archs=sm90)"),
+        status: list[str] = Query([], description="only entries with this status, repeatable"),
+        mode: str | None = Query(None, description="hybrid (default), bm25 or dense"),
+        since: str | None = Query(None, description="only PR cards dated on or after YYYY-MM-DD"),
+        until: str | None = Query(None, description="only PR cards dated on or before YYYY-MM-DD"),
     ) -> dict:
-        return _search({"query": q if q is not None else query, "k": k, "kind": kind, "repo": repo, "tags": tag,
-                        "status": status, "mode": mode, "since": since, "until": until})
+        return _search(
+            {
+                "query": q if q is not None else query,
+                "k": k,
+                "kind": kind,
+                "repo": repo,
+                "tags": tag,
+                "status": status,
+                "mode": mode,
+                "since": since,
+                "until": until,
+            }
+        )
 
     @app.post("/search", summary="Search, with the arguments in a JSON body")
-    def search_post(body: dict = Body(..., examples=[{"query": "illegal memory access", "k": 5}])) -> dict:
+    def search_post(
+        body: dict = Body(..., examples=[{"query": "illegal memory access", "k": 5}]),
+    ) -> dict:
         return _search(P.apply_aliases("search", body))
 
     @app.get("/entries/{entry_id}", summary="One entry in full (a PR id's '#' must be sent as %23)")
-    def entry(entry_id: str, section: Optional[str] = Query(None, description="only this section")) -> dict:
+    def entry(
+        entry_id: str, section: str | None = Query(None, description="only this section")
+    ) -> dict:
         doc = service.get(P.check_id(entry_id), P.check_section(section))
         return doc.model_dump(mode="json")
 
-    @app.get("/history/{repo}/{family}", summary="Timeline of one kernel family in one archived repo")
+    @app.get(
+        "/history/{repo}/{family}", summary="Timeline of one kernel family in one archived repo"
+    )
     def history(repo: str, family: str) -> dict:
-        return service.history(P.check_slug("repo", repo, required=True),
-                               P.check_slug("family", family, required=True))
+        return service.history(
+            P.check_slug("repo", repo, required=True), P.check_slug("family", family, required=True)
+        )
 
     @app.get("/stale", summary="Skills whose verification fails or is out of date")
     def stale() -> dict:
@@ -115,13 +139,27 @@ def create_app(service: Service):
     return app
 
 
-def run(root=None, home=None, host: str = "127.0.0.1", port: int = 8765, index_if_missing: bool = True,
-        log_level: str = "warning") -> None:
+def run(
+    root=None,
+    home=None,
+    host: str = "127.0.0.1",
+    port: int = 8765,
+    index_if_missing: bool = True,
+    log_level: str = "warning",
+) -> None:
     import uvicorn
 
     if host not in ("127.0.0.1", "localhost", "::1"):
-        log.warning("serving on %s: kbase has no authentication; put it behind something that has", host)
+        log.warning(
+            "serving on %s: kbase has no authentication; put it behind something that has", host
+        )
     service = Service.open(root=root, home=home, index_if_missing=index_if_missing)
     app = create_app(service)
-    uvicorn.run(app, host=host, port=port, log_level=log_level, access_log=log_level in ("info", "debug"),
-                server_header=False)
+    uvicorn.run(
+        app,
+        host=host,
+        port=port,
+        log_level=log_level,
+        access_log=log_level in ("info", "debug"),
+        server_header=False,
+    )

@@ -5,14 +5,23 @@ block whose size is capped by `max_chars`, because agent context is the scarce r
 Arguments are checked (and forgiving aliases such as `question` -> `query` applied) by a
 server middleware before the SDK's own validation, so a wrong guess gets a useful message.
 """
+
 from __future__ import annotations
 
 import dataclasses
 import logging
-from typing import Any, Optional
+from typing import Any
 
 from kbase.serve import params as P
-from kbase.serve.service import NotFound, Service, Unavailable, compact_hit, fit_entry, fit_hits, fit_list
+from kbase.serve.service import (
+    NotFound,
+    Service,
+    Unavailable,
+    compact_hit,
+    fit_entry,
+    fit_hits,
+    fit_list,
+)
 
 log = logging.getLogger("kbase.serve.mcp")
 
@@ -37,12 +46,17 @@ def _checked(tool: str, raw: dict[str, Any]) -> dict[str, Any]:
         out.pop("mode")  # agents get hybrid search; the mode knob is for benchmarks
         return out
     if tool == "get":
-        return {"id": P.check_id(a.get("id")), "section": P.check_section(a.get("section")),
-                "max_chars": P.check_max_chars(a.get("max_chars"), DEFAULT_GET_CHARS)}
+        return {
+            "id": P.check_id(a.get("id")),
+            "section": P.check_section(a.get("section")),
+            "max_chars": P.check_max_chars(a.get("max_chars"), DEFAULT_GET_CHARS),
+        }
     if tool == "history":
-        return {"repo": P.check_slug("repo", a.get("repo"), required=True),
-                "family": P.check_slug("family", a.get("family"), required=True),
-                "max_chars": P.check_max_chars(a.get("max_chars"))}
+        return {
+            "repo": P.check_slug("repo", a.get("repo"), required=True),
+            "family": P.check_slug("family", a.get("family"), required=True),
+            "max_chars": P.check_max_chars(a.get("max_chars")),
+        }
     if tool == "stale":
         return {"max_chars": P.check_max_chars(a.get("max_chars"))}
     return raw
@@ -50,7 +64,11 @@ def _checked(tool: str, raw: dict[str, Any]) -> dict[str, Any]:
 
 async def _arguments_middleware(ctx, call_next):
     """Rewrite tools/call arguments before the SDK validates them, or refuse them with a clear message."""
-    if ctx.method == "tools/call" and isinstance(ctx.params, dict) and ctx.params.get("name") in P.KNOWN_ARGS:
+    if (
+        ctx.method == "tools/call"
+        and isinstance(ctx.params, dict)
+        and ctx.params.get("name") in P.KNOWN_ARGS
+    ):
         name = ctx.params["name"]
         try:
             args = _checked(name, ctx.params.get("arguments") or {})
@@ -58,8 +76,10 @@ async def _arguments_middleware(ctx, call_next):
             from mcp.types import CallToolResult, TextContent
 
             log.info("refused %s arguments: %s", name, exc)
-            return CallToolResult(content=[TextContent(type="text", text=f"invalid arguments for {name}: {exc}")],
-                                  is_error=True)
+            return CallToolResult(
+                content=[TextContent(type="text", text=f"invalid arguments for {name}: {exc}")],
+                is_error=True,
+            )
         ctx = dataclasses.replace(ctx, params={**ctx.params, "arguments": args})
     return await call_next(ctx)
 
@@ -72,9 +92,14 @@ def build_server(service: Service):
 
     import kbase
 
-    srv = MCPServer("kbase", title="kbase: GPU-kernel knowledge base", instructions=INSTRUCTIONS,
-                    version=getattr(kbase, "__version__", "0"), middleware=[_arguments_middleware],
-                    log_level="WARNING")
+    srv = MCPServer(
+        "kbase",
+        title="kbase: GPU-kernel knowledge base",
+        instructions=INSTRUCTIONS,
+        version=getattr(kbase, "__version__", "0"),
+        middleware=[_arguments_middleware],
+        log_level="WARNING",
+    )
     ro = dict(readOnlyHint=True, destructiveHint=False, idempotentHint=True, openWorldHint=False)
 
     def _run(fn, *a):
@@ -84,27 +109,49 @@ def build_server(service: Service):
             raise ToolError(str(exc)) from None
 
     @srv.tool(annotations=ToolAnnotations(title="Search kbase", **ro), structured_output=False)
-    def search(query: str, k: int = P.DEFAULT_K, kind: Optional[str] = None, repo: Optional[str] = None,
-               tags: Optional[list[str]] = None, status: Optional[list[str]] = None,
-               since: Optional[str] = None, until: Optional[str] = None,
-               max_chars: int = P.DEFAULT_MAX_CHARS) -> str:
+    def search(
+        query: str,
+        k: int = P.DEFAULT_K,
+        kind: str | None = None,
+        repo: str | None = None,
+        tags: list[str] | None = None,
+        status: list[str] | None = None,
+        since: str | None = None,
+        until: str | None = None,
+        max_chars: int = P.DEFAULT_MAX_CHARS,
+    ) -> str:
         """Find skills and PR cards for a symptom, error message or topic; compact hits, then use get."""
-        args = {"query": query, "k": k, "kind": kind, "repo": repo, "tags": tags or [], "status": status or [],
-                "mode": "hybrid", "since": _run(P.check_day, "since", since), "until": _run(P.check_day, "until", until)}
+        args = {
+            "query": query,
+            "k": k,
+            "kind": kind,
+            "repo": repo,
+            "tags": tags or [],
+            "status": status or [],
+            "mode": "hybrid",
+            "since": _run(P.check_day, "since", since),
+            "until": _run(P.check_day, "until", until),
+        }
         hits = _run(service.search, args)
         return fit_hits(query, [compact_hit(h) for h in hits], max_chars)
 
-    @srv.tool(annotations=ToolAnnotations(title="Read a kbase entry", **ro), structured_output=False)
-    def get(id: str, section: Optional[str] = None, max_chars: int = DEFAULT_GET_CHARS) -> str:  # noqa: A002
+    @srv.tool(
+        annotations=ToolAnnotations(title="Read a kbase entry", **ro), structured_output=False
+    )
+    def get(id: str, section: str | None = None, max_chars: int = DEFAULT_GET_CHARS) -> str:  # noqa: A002
         """Read one entry in full (skill name or pr:<repo>#<N>), or only one section of it."""
         return fit_entry(_run(service.get, id, section), max_chars)
 
-    @srv.tool(annotations=ToolAnnotations(title="Kernel family history", **ro), structured_output=False)
+    @srv.tool(
+        annotations=ToolAnnotations(title="Kernel family history", **ro), structured_output=False
+    )
     def history(repo: str, family: str, max_chars: int = P.DEFAULT_MAX_CHARS) -> str:
         """Timeline of the archived PRs of one kernel family in one repo (e.g. repo=flashinfer, family=attention)."""
         return fit_list(_run(service.history, repo, family), "prs", max_chars)
 
-    @srv.tool(annotations=ToolAnnotations(title="Failing or stale skills", **ro), structured_output=False)
+    @srv.tool(
+        annotations=ToolAnnotations(title="Failing or stale skills", **ro), structured_output=False
+    )
     def stale(max_chars: int = P.DEFAULT_MAX_CHARS) -> str:
         """Skills whose verification fails or is out of date, worst first, with the reasons."""
         return fit_list(_run(service.stale), "skills", max_chars)
@@ -112,7 +159,7 @@ def build_server(service: Service):
     return srv
 
 
-def run(root=None, home=None, http: Optional[str] = None, index_if_missing: bool = True) -> None:
+def run(root=None, home=None, http: str | None = None, index_if_missing: bool = True) -> None:
     """Prepare the service (stdout kept clean for the protocol), then serve stdio or streamable HTTP."""
     import anyio
 
@@ -141,13 +188,20 @@ def _rejection(exc: Exception):
     errors = exc.errors() if hasattr(exc, "errors") else []
     for e in errors:
         inp = e.get("input")
-        if isinstance(inp, dict) and isinstance(inp.get("id"), (int, str)) and not isinstance(inp.get("id"), bool):
+        if (
+            isinstance(inp, dict)
+            and isinstance(inp.get("id"), (int, str))
+            and not isinstance(inp.get("id"), bool)
+        ):
             rid = inp["id"]
             break
     if any(e.get("type") == "json_invalid" for e in errors) or not errors:
         err = ErrorData(code=-32700, message="parse error: each line must be one JSON-RPC message")
     else:
-        err = ErrorData(code=-32600, message="invalid request: not a JSON-RPC 2.0 request, notification or response")
+        err = ErrorData(
+            code=-32600,
+            message="invalid request: not a JSON-RPC 2.0 request, notification or response",
+        )
     return SessionMessage(JSONRPCError(jsonrpc="2.0", id=rid, error=err))
 
 

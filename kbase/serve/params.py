@@ -4,11 +4,12 @@ Both front ends accept input from programs we do not control (agents, scripts, t
 so every value is checked here, once, with an error message an agent can act on. Nothing in
 this module imports a heavy dependency: it must load on a box without fastapi or mcp.
 """
+
 from __future__ import annotations
 
 import json
 import re
-from typing import Any, Optional
+from typing import Any
 
 from kbase.schema import NAME_RE
 
@@ -35,17 +36,48 @@ class ParamError(ValueError):
 
 # Agents guess argument names; these are the guesses we have seen or expect, mapped to ours.
 ALIASES: dict[str, dict[str, str]] = {
-    "search": {"question": "query", "q": "query", "text": "query", "search": "query", "prompt": "query",
-               "top_k": "k", "limit": "k", "n": "k", "num_results": "k", "count": "k",
-               "tag": "tags", "statuses": "status", "budget": "max_chars", "maxChars": "max_chars",
-               "max_length": "max_chars", "type": "kind"},
+    "search": {
+        "question": "query",
+        "q": "query",
+        "text": "query",
+        "search": "query",
+        "prompt": "query",
+        "top_k": "k",
+        "limit": "k",
+        "n": "k",
+        "num_results": "k",
+        "count": "k",
+        "tag": "tags",
+        "statuses": "status",
+        "budget": "max_chars",
+        "maxChars": "max_chars",
+        "max_length": "max_chars",
+        "type": "kind",
+    },
     "get": {"entry_id": "id", "name": "id", "skill": "id", "entry": "id", "heading": "section"},
-    "history": {"repository": "repo", "project": "repo", "name": "family", "kernel_family": "family",
-                "budget": "max_chars", "maxChars": "max_chars"},
+    "history": {
+        "repository": "repo",
+        "project": "repo",
+        "name": "family",
+        "kernel_family": "family",
+        "budget": "max_chars",
+        "maxChars": "max_chars",
+    },
     "stale": {"budget": "max_chars", "maxChars": "max_chars"},
 }
 KNOWN_ARGS: dict[str, tuple[str, ...]] = {
-    "search": ("query", "k", "kind", "repo", "tags", "status", "max_chars", "mode", "since", "until"),
+    "search": (
+        "query",
+        "k",
+        "kind",
+        "repo",
+        "tags",
+        "status",
+        "max_chars",
+        "mode",
+        "since",
+        "until",
+    ),
     "get": ("id", "section", "max_chars"),
     "history": ("repo", "family", "max_chars"),
     "stale": ("max_chars",),
@@ -67,7 +99,9 @@ def apply_aliases(tool: str, args: dict[str, Any]) -> dict[str, Any]:
     if known is not None:
         unknown = sorted(set(out) - set(known))
         if unknown:
-            raise ParamError(f"unknown argument(s) {', '.join(map(repr, unknown))}; {tool} takes {', '.join(known)}")
+            raise ParamError(
+                f"unknown argument(s) {', '.join(map(repr, unknown))}; {tool} takes {', '.join(known)}"
+            )
     return out
 
 
@@ -110,7 +144,7 @@ def check_max_chars(v: Any, default: int = DEFAULT_MAX_CHARS) -> int:
     return _int("max_chars", v, MIN_MAX_CHARS, MAX_MAX_CHARS, default)
 
 
-def _opt_str(name: str, v: Any) -> Optional[str]:
+def _opt_str(name: str, v: Any) -> str | None:
     if v is None:
         return None
     if not isinstance(v, str):
@@ -119,7 +153,7 @@ def _opt_str(name: str, v: Any) -> Optional[str]:
     return v or None
 
 
-def check_kind(v: Any) -> Optional[str]:
+def check_kind(v: Any) -> str | None:
     v = _opt_str("kind", v)
     if v is None:
         return None
@@ -137,22 +171,24 @@ def check_mode(v: Any) -> str:
     return v
 
 
-def check_day(name: str, v: Any) -> Optional[str]:
+def check_day(name: str, v: Any) -> str | None:
     v = _opt_str(name, v)
     if v is not None and not re.fullmatch(r"\d{4}-\d{2}-\d{2}", v):
         raise ParamError(f"{name} must be a date like 2025-01-31, got {v[:40]!r}")
     return v
 
 
-def check_slug(name: str, v: Any, required: bool = False) -> Optional[str]:
+def check_slug(name: str, v: Any, required: bool = False) -> str | None:
     v = _opt_str(name, v)
     if v is None:
         if required:
             raise ParamError(f"{name} is required")
         return None
     if not SLUG_RE.match(v) or ".." in v:
-        raise ParamError(f"{name} {v[:80]!r} is not a valid name (letters, digits, '.', '_', '+', '-'; "
-                         "at most 100 characters)")
+        raise ParamError(
+            f"{name} {v[:80]!r} is not a valid name (letters, digits, '.', '_', '+', '-'; "
+            "at most 100 characters)"
+        )
     return v
 
 
@@ -207,11 +243,13 @@ def check_id(v: Any) -> str:
         return v
     if PR_ID_RE.match(v) and ".." not in v:
         return v
-    raise ParamError(f"invalid id {v[:80]!r}: expected a skill name (lowercase words joined by '-') "
-                     "or pr:<repo>#<N>")
+    raise ParamError(
+        f"invalid id {v[:80]!r}: expected a skill name (lowercase words joined by '-') "
+        "or pr:<repo>#<N>"
+    )
 
 
-def check_section(v: Any) -> Optional[str]:
+def check_section(v: Any) -> str | None:
     v = _opt_str("section", v)
     if v is None:
         return None

@@ -4,6 +4,7 @@ One object per server process: it opens the knowledge base, builds the index onc
 if there is none, loads the embedding model once, and answers queries without ever indexing.
 Both front ends call it; they only translate transport details (JSON-RPC, HTTP).
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -12,7 +13,7 @@ import logging
 import os
 import sys
 import time
-from typing import Any, Optional
+from typing import Any
 
 from kbase.serve import params as P
 
@@ -56,8 +57,14 @@ class Service:
 
     # ------------------------------------------------------------------ start-up
     @classmethod
-    def open(cls, root=None, home=None, chroma_url: Optional[str] = None, index_if_missing: bool = True,
-             warm: bool = True) -> "Service":
+    def open(
+        cls,
+        root=None,
+        home=None,
+        chroma_url: str | None = None,
+        index_if_missing: bool = True,
+        warm: bool = True,
+    ) -> Service:
         from kbase.api import KnowledgeBase
 
         kb = KnowledgeBase(root=root, home=home, chroma_url=chroma_url)
@@ -76,8 +83,13 @@ class Service:
         if warm and self.kb.is_indexed():
             self.kb.warm_up()
             self.kb.statuses()  # the validators cache the ledger on first use
-        log.info("kbase ready in %.1fs (root %s, home %s%s)", time.perf_counter() - t0, self.kb.root, self.kb.home,
-                 f", chroma {self.kb.settings.chroma_url}" if self.kb.settings.chroma_url else "")
+        log.info(
+            "kbase ready in %.1fs (root %s, home %s%s)",
+            time.perf_counter() - t0,
+            self.kb.root,
+            self.kb.home,
+            f", chroma {self.kb.settings.chroma_url}" if self.kb.settings.chroma_url else "",
+        )
 
     # ------------------------------------------------------------------ queries
     def search(self, args: dict[str, Any]):
@@ -85,10 +97,18 @@ class Service:
         from kbase.api import NotIndexed
 
         try:
-            return self.kb.search(args["query"], k=args["k"], kind=args["kind"], repo=args["repo"],
-                                  tags=args["tags"] or None, status=args["status"] or None,
-                                  mode=args.get("mode", "hybrid"), auto_index=False,
-                                  since=args.get("since"), until=args.get("until"))
+            return self.kb.search(
+                args["query"],
+                k=args["k"],
+                kind=args["kind"],
+                repo=args["repo"],
+                tags=args["tags"] or None,
+                status=args["status"] or None,
+                mode=args.get("mode", "hybrid"),
+                auto_index=False,
+                since=args.get("since"),
+                until=args.get("until"),
+            )
         except NotIndexed as exc:
             raise Unavailable(str(exc)) from None
         except ValueError as exc:  # the API's own argument checks
@@ -98,7 +118,7 @@ class Service:
         hits = self.search(args)
         return {"query": args["query"], "hits": [h.model_dump(mode="json") for h in hits]}
 
-    def get(self, entry_id: str, section: Optional[str] = None):
+    def get(self, entry_id: str, section: str | None = None):
         from kbase.ingest.files import FileProblem
         from kbase.ingest.markdown import DocumentError
 
@@ -106,17 +126,26 @@ class Service:
             return self.kb.get(entry_id, section=section)
         except KeyError as exc:
             raise NotFound(str(exc.args[0]) if exc.args else f"no entry {entry_id!r}") from None
-        except (OSError, FileProblem, DocumentError) as exc:  # indexed, but the file went away or no longer reads
+        except (
+            OSError,
+            FileProblem,
+            DocumentError,
+        ) as exc:  # indexed, but the file went away or no longer reads
             log.warning("get %s: %s", entry_id, exc)
-            raise NotFound(f"entry {entry_id!r} is indexed but its file cannot be read now; re-index") from None
+            raise NotFound(
+                f"entry {entry_id!r} is indexed but its file cannot be read now; re-index"
+            ) from None
 
     def stale(self) -> dict:
         """Skills that are not verified right now, worst first, with the validators' reasons."""
         try:
             from kbase.validators.status import skill_statuses
         except ImportError:
-            return {"available": False, "message": "the validators are not installed here; no status is known",
-                    "skills": []}
+            return {
+                "available": False,
+                "message": "the validators are not installed here; no status is known",
+                "skills": [],
+            }
         try:
             statuses = skill_statuses(self.kb.root)
         except FileNotFoundError:
@@ -127,8 +156,12 @@ class Service:
         counts: dict[str, int] = {}
         for a in statuses.values():
             counts[a.status] = counts.get(a.status, 0) + 1
-        return {"available": True, "total": len(statuses), "counts": counts,
-                "skills": [a.model_dump(mode="json") for a in rows]}
+        return {
+            "available": True,
+            "total": len(statuses),
+            "counts": counts,
+            "skills": [a.model_dump(mode="json") for a in rows],
+        }
 
     def history(self, repo: str, family: str) -> dict:
         """The timeline of one kernel family in one archived repo: the JSON of `kbase history --json`."""
@@ -136,11 +169,21 @@ class Service:
         try:
             from kbase.ingest.cards import read_families, timeline
         except ImportError:
-            return {**base, "available": False, "message": "this kbase has no PR-archive module installed",
-                    "globs": [], "prs": []}
+            return {
+                **base,
+                "available": False,
+                "message": "this kbase has no PR-archive module installed",
+                "globs": [],
+                "prs": [],
+            }
         if not (self.kb.root / "pr_archive").is_dir():
-            return {**base, "available": False, "message": "no PR archive under this root (pr_archive/ is missing)",
-                    "globs": [], "prs": []}
+            return {
+                **base,
+                "available": False,
+                "message": "no PR archive under this root (pr_archive/ is missing)",
+                "globs": [],
+                "prs": [],
+            }
         if not (self.kb.root / "pr_archive" / repo).is_dir():
             raise NotFound(f"no archive {repo!r} under pr_archive/")
         families = read_families(self.kb.root, repo)
@@ -153,9 +196,12 @@ class Service:
     def health(self) -> dict:
         from kbase.retrieval.generations import current_id
 
-        return {"ok": self.kb.is_indexed(), "generation": current_id(self.kb.home),
-                "chroma": "server" if self.kb.settings.chroma_url else "embedded",
-                "uptime_s": round(time.time() - self.started, 1)}
+        return {
+            "ok": self.kb.is_indexed(),
+            "generation": current_id(self.kb.home),
+            "chroma": "server" if self.kb.settings.chroma_url else "embedded",
+            "uptime_s": round(time.time() - self.started, 1),
+        }
 
 
 # --------------------------------------------------------------------------- compact answers for agents
@@ -194,7 +240,10 @@ def fit_hits(query: str, hits: list[dict], max_chars: int) -> str:
     def render(shown: list[dict], omitted: int) -> str:
         out: dict[str, Any] = {"query": q, "hits": shown}
         if omitted:
-            out["truncated"] = {"omitted_hits": omitted, "hint": "raise max_chars or lower k, or call get on one id"}
+            out["truncated"] = {
+                "omitted_hits": omitted,
+                "hint": "raise max_chars or lower k, or call get on one id",
+            }
         return dumps(out)
 
     for width in (None, 160, 80):
@@ -210,7 +259,7 @@ def fit_hits(query: str, hits: list[dict], max_chars: int) -> str:
     return render([], len(hits))
 
 
-def _cut(s: str, width: Optional[int]) -> str:
+def _cut(s: str, width: int | None) -> str:
     if width is None or len(s) <= width:
         return s
     return s[:width].rstrip() + "…" if width else ""
@@ -229,8 +278,17 @@ def fit_entry(doc, max_chars: int) -> str:
     cut = text[: max(room, 0)]
     while cut and len(dumps(cut)) > room:  # escapes make the JSON longer than the raw text
         cut = cut[: int(len(cut) * 0.9)]
-    return dumps({**d, "text": cut, "truncated": {"shown_chars": len(cut), "total_chars": len(text),
-                                                 "hint": "ask for one section, or raise max_chars"}})
+    return dumps(
+        {
+            **d,
+            "text": cut,
+            "truncated": {
+                "shown_chars": len(cut),
+                "total_chars": len(text),
+                "hint": "ask for one section, or raise max_chars",
+            },
+        }
+    )
 
 
 def fit_list(obj: dict, key: str, max_chars: int) -> str:
