@@ -7,7 +7,7 @@ import re
 from collections.abc import Callable
 from pathlib import Path
 
-from kbase.config import Settings, default_model_path
+from kbase.config import Settings, default_model_path, model_installed
 from kbase.schema import EntryDoc, Hit, SectionText
 
 PR_STATUS = "mined"  # PR cards are facts read from git, not claims to verify
@@ -54,7 +54,10 @@ class KnowledgeBase:
         if self._query_embedder is None:
             from kbase.retrieval.onnx_query import load_query_embedder
 
-            model_path = self.settings.model_path or default_model_path()
+            # A base install has no model, only the index's ONNX export of it ("" says so).
+            model_path = self.settings.model_path or (
+                default_model_path() if model_installed() else ""
+            )
             self._query_embedder = load_query_embedder(self.home, model_path) or self.embedder()
         return self._query_embedder
 
