@@ -39,12 +39,23 @@ def _root_callback(
         is_eager=True,
         help="print the version and exit",
     ),
+    default_root: str | None = typer.Option(
+        None,
+        "--default-root",
+        envvar="KBASE_DEFAULT_ROOT",
+        help="knowledge base to use when neither --root nor KBASE_ROOT names one "
+        "(agent-runtime configurations set it)",
+    ),
 ) -> None:
     """kbase: search, verify and serve GPU-kernel engineering knowledge.
 
     The knowledge-base root is --root, else $KBASE_ROOT, else the nearest folder at or above the
     current one that holds skills/ or pr_archive/. `kbase init PATH` creates one.
     """
+    if default_root:
+        import os
+
+        os.environ["KBASE_DEFAULT_ROOT"] = default_root
 
 
 def init(

@@ -4,7 +4,9 @@ How the root is chosen, first match wins:
 
 1. `--root PATH` (or `KnowledgeBase(root=PATH)`);
 2. the `KBASE_ROOT` environment variable;
-3. the current directory or the nearest folder above it that holds `skills/` or `pr_archive/`
+3. `kbase --default-root PATH` (or `KBASE_DEFAULT_ROOT`): what an agent runtime's configuration
+   names, e.g. the Claude Code plugin names its own folder;
+4. the current directory or the nearest folder above it that holds `skills/` or `pr_archive/`
    (as git finds its repository), so an agent started anywhere inside a knowledge base finds it.
 
 A root must be an existing folder holding `skills/` or `pr_archive/`. Anything else is a
@@ -48,6 +50,10 @@ def find_root(root: str | os.PathLike | None = None, check: bool = True) -> Path
         env = os.environ.get("KBASE_ROOT")
         if env:
             root, how = env, "KBASE_ROOT"
+    if root is None or str(root) == "":
+        fallback = os.environ.get("KBASE_DEFAULT_ROOT")
+        if fallback:
+            root, how = fallback, "--default-root"
     if root is None or str(root) == "":
         cwd = Path.cwd().resolve()
         found = _search_up(cwd)

@@ -105,6 +105,9 @@ def export(
     mcp_url: str | None = typer.Option(
         None, "--mcp-url", help="a shared kbase MCP endpoint to name"
     ),
+    portable: bool = typer.Option(
+        False, "--portable", help="router names no root and lists no skills (plugin copy)"
+    ),
     root: str | None = RootOpt,
     as_json: bool = JsonOpt,
 ) -> None:
@@ -115,7 +118,12 @@ def export(
         raise fail(f"--format must be agent-skills, got {fmt!r}")
     try:
         rep = export_agent_skills(
-            root_path(root), dest, target=target, include_all=include_all, mcp_url=mcp_url
+            root_path(root),
+            dest,
+            target=target,
+            include_all=include_all,
+            mcp_url=mcp_url,
+            portable=portable,
         )
     except ExportError as exc:
         raise fail(str(exc))
