@@ -21,6 +21,7 @@ from kbase.ingest.card_format import existing_notes, notes_text, render_card, sp
 from kbase.ingest.cards import ARCHIVE_DIR
 from kbase.ingest.gitlog import CommitFacts, FileFacts, stream_history
 
+from kbase.errors import KbaseError
 from kbase.schema import FileChange, PRCard, Recipe
 
 STATE_FILE = ".state.json"
@@ -28,7 +29,7 @@ STATE_VERSION = 1
 SAMPLE_LIMIT = 20
 
 
-class MiningError(Exception):
+class MiningError(KbaseError):
     """A problem with the repository or the archive that the user must fix; the message says how."""
 
 
