@@ -21,6 +21,9 @@ from pathlib import Path
 
 import yaml
 
+from kbase.closed_sets import TIER_SPECS
+from kbase.errors import KbaseError
+
 ROUTER = "kbase-gpu-kernel-knowledge"
 TARGETS = ("claude", "codex")
 ALLOWED_KEYS = ("name", "description", "license", "compatibility", "metadata", "allowed-tools")
@@ -28,7 +31,7 @@ NAME_RE = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
 MARKER = ".kbase-export"  # marks folders we wrote, so a re-export may replace them and nothing else
 
 
-class ExportError(ValueError):
+class ExportError(KbaseError, ValueError):
     pass
 
 
@@ -240,9 +243,11 @@ def _verify_section(skill, scripts: dict[str, str]) -> list[str]:
             f"Run `cd scripts && KBASE_TIER=<tier> python verify.py` (tiers: {tiers}; exit 0 = pass, "
             "77 = skipped)."
         )
-        if "cpu-interpret" in v.tiers:
+        cpu = [t for t in v.tiers if TIER_SPECS[t].python_only and not TIER_SPECS[t].sees_gpu]
+        if cpu:
+            env = "".join(f" {k}={val}" for k, val in TIER_SPECS[cpu[0]].env.items())
             lines.append(
-                "On a machine without a GPU: `KBASE_TIER=cpu-interpret TRITON_INTERPRET=1 python verify.py`."
+                f"On a machine without a GPU: `KBASE_TIER={cpu[0]}{env} python verify.py`."
             )
     else:
         cu = next(iter(scripts))
@@ -422,10 +427,8 @@ def export_agent_skills(
 
 
 def _statuses(root: Path) -> dict:
-    try:
-        from kbase.validators.status import skill_statuses
-    except ImportError:
-        return {}
+    from kbase.validators.status import skill_statuses
+
     try:
         return skill_statuses(root)
     except FileNotFoundError:
