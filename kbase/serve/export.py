@@ -16,7 +16,7 @@ import re
 import shlex
 import shutil
 from dataclasses import dataclass, field
-from datetime import datetime, timezone, UTC
+from datetime import UTC, datetime
 from pathlib import Path
 
 import yaml
