@@ -9,13 +9,12 @@ lost: lists get a `next_cursor`, and an entry's text is cut, never emptied.
 
 from __future__ import annotations
 
-import base64
 import json
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from kbase.errors import InvalidArgument
+from kbase.serve.paging import decode_cursor, encode_cursor  # noqa: F401  (re-exported)
 
 MIN_TEXT_CHARS = 120  # an entry answer always carries at least this much of the text
 
@@ -129,25 +128,6 @@ class ProposeAnswer(BaseModel):
     status: Literal["draft"] = "draft"
     indexed: bool
     note: str | None = None
-
-
-# --------------------------------------------------------------------------- cursors
-
-
-def encode_cursor(offset: int) -> str:
-    return base64.urlsafe_b64encode(f"o:{offset}".encode()).decode().rstrip("=")
-
-
-def decode_cursor(cursor: str | None) -> int:
-    if not cursor:
-        return 0
-    try:
-        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
-        if raw.startswith("o:") and raw[2:].isdigit():
-            return int(raw[2:])
-    except (ValueError, UnicodeDecodeError):
-        pass
-    raise InvalidArgument("cursor is not one this server gave out; start without it", "cursor")
 
 
 # --------------------------------------------------------------------------- budgets
