@@ -401,7 +401,12 @@ def create_app(service: Service, allow_write: bool = False, hosts: set[str] | No
         e = parse_env(env)
         return {**kb.stale(e).model_dump(mode="json"), "env": e}
 
-    @app.get("/healthz", summary="Liveness and index generation", response_model=HealthOut)
+    @app.get(
+        "/healthz",
+        summary="Liveness and index generation",
+        response_model=HealthOut,
+        responses=error_responses(),
+    )
     def healthz() -> Any:
         return service.health()
 
@@ -436,6 +441,31 @@ def create_app(service: Service, allow_write: bool = False, hosts: set[str] | No
             _take()
             return kb.propose(body.title, body.symptom, body.cause, body.fix, body.snippet)
 
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            from fastapi.openapi.utils import get_openapi
+
+            spec = get_openapi(
+                title=app.title,
+                version=app.version,
+                summary=app.summary,
+                description=app.description,
+                routes=app.routes,
+                license_info=app.license_info,
+                servers=app.servers,
+            )
+            for ops in spec.get("paths", {}).values():
+                for op in ops.values():
+                    op["security"] = []  # no authentication: say so on every operation
+                    # FastAPI's own validation errors are answered as 400 (documented), never 422
+                    op.get("responses", {}).pop("422", None)
+            schemas = spec.get("components", {}).get("schemas", {})
+            for unused in ("HTTPValidationError", "ValidationError"):
+                schemas.pop(unused, None)
+            app.openapi_schema = spec
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
     return Guard(app, hosts if hosts is not None else allowed_hosts("127.0.0.1", env_hosts()))
 
 

@@ -20,13 +20,15 @@ class ErrorBody(BaseModel):
 
 def error_responses(*codes: int) -> dict[int | str, dict[str, Any]]:
     what = {
+        403: "the request came from a browser page of another Origin (no CORS)",
+        421: "the Host header does not name this server (DNS-rebinding guard)",
         400: "a parameter or the body is not accepted (the message names it and the valid values)",
         404: "no such entry, section, archive or family (the message names the nearest ones)",
         413: "the request body is larger than 64 KiB",
         429: "too many writes; try again later",
         503: "the server has no index yet (run `kbase index`)",
     }
-    return {c: {"model": ErrorBody, "description": what[c]} for c in codes}
+    return {c: {"model": ErrorBody, "description": what[c]} for c in (*codes, 403, 421)}
 
 
 class SearchBody(BaseModel):
