@@ -63,6 +63,6 @@ class ProblemsError(KbaseError):
 
     code = "problems"
 
-    def __init__(self, problems: list[Problem]):
-        self.problems = list(problems)
+    def __init__(self, problems: list[Problem] | Problem):
+        self.problems = list(problems) if isinstance(problems, (list, tuple)) else [problems]
         super().__init__("\n".join(str(p) for p in self.problems))
