@@ -17,7 +17,7 @@ from typing import Any
 from kbase.api_archive import ArchiveAPI
 from kbase.api_validate import ValidateAPI
 from kbase.closed_sets import PR_STATUS, STATUS_SPECS, severity
-from kbase.config import Settings, default_model_path
+from kbase.config import Settings, default_model_path, model_installed
 from kbase.errors import NotFound, NotIndexed, ProblemsError
 from kbase.schema import (
     EntryDoc,
@@ -77,9 +77,11 @@ class KnowledgeBase(ValidateAPI, ArchiveAPI):
         if self._query_embedder is None:
             from kbase.retrieval.onnx_query import load_query_embedder
 
-            self._query_embedder = (
-                load_query_embedder(self.home, self.model_path) or self.embedder()
+            # A base install has no model, only the index's ONNX export of it ("" says so).
+            model_path = self.settings.model_path or (
+                default_model_path() if model_installed() else ""
             )
+            self._query_embedder = load_query_embedder(self.home, model_path) or self.embedder()
         return self._query_embedder
 
     def vector_store(self) -> Any:

@@ -50,7 +50,9 @@ def collect_entries(root: Path) -> tuple[list[Entry], list[Problem], set[str]]:
     entries: list[Entry] = []
     problems: list[Problem] = []
     failed: set[str] = set()
-    for f in find_skill_files(root):
+    from kbase.drafts import find_draft_files
+
+    for f in find_skill_files(root) + find_draft_files(root):  # drafts: searchable, status draft
         try:
             entries.append(skill_entry(load_skill(f, root)))
         except DocumentError as de:

@@ -110,13 +110,18 @@ def export(
     mcp_url: str | None = typer.Option(
         None, "--mcp-url", help="a shared kbase MCP endpoint to name"
     ),
+    portable: bool = typer.Option(
+        False, "--portable", help="router names no root and lists no skills (plugin copy)"
+    ),
     root: str | None = RootOpt,
     as_json: bool = JsonOpt,
 ) -> None:
     """Export skills as Agent-Skills folders (a router skill; every skill with --all)."""
     if fmt != "agent-skills":
         raise fail(f"--format must be agent-skills, got {fmt!r}")
-    rep = kb(root).export(dest, target=target, include_all=include_all, mcp_url=mcp_url)
+    rep = kb(root).export(
+        dest, target=target, include_all=include_all, mcp_url=mcp_url, portable=portable
+    )
     if as_json:
         print_json(rep.as_dict())
         return
