@@ -158,9 +158,7 @@ def main() -> None:
     for r in rows:
         r.pop("archive")
 
-    table = Table(
-        title="kbase mine vs raw git log (best of %d)" % args.repeats, title_justify="left"
-    )
+    table = Table(title=f"kbase mine vs raw git log (best of {args.repeats})", title_justify="left")
     for col in (
         "repo",
         "commits",

@@ -1,9 +1,11 @@
-"""The text of a PR card: YAML front-matter (a schema.PRCard), a generated body, and a human Notes section.
+"""The text of a PR card: YAML front-matter (a schema.PRCard), a generated body, and a human Notes
+section.
 
 Layout of pr_archive/<name>/<N>.md:
 
     ---
-    <front-matter: repo, pr, url, sha, date, title, families, files, totals, categories, reverts, tags>
+    <front-matter: repo, pr, url, sha, date, title, families, files, totals, categories, reverts,
+    tags>
     ---
     # <title>
     ## Summary      generated from the front-matter facts by `summary_text`
@@ -246,7 +248,8 @@ def summary_text(card: PRCard, also: list[str] | None = None) -> str:
     parts = [f"PR #{card.pr} of {card.repo}, merged on {day} as commit {card.sha[:10]}."]
     nfiles = t.get("files", len(card.files))
     parts.append(
-        f"It changes {nfiles} file{'s' if nfiles != 1 else ''} (+{t.get('added', 0)}/-{t.get('deleted', 0)} lines"
+        f"It changes {nfiles} file{'s' if nfiles != 1 else ''} "
+        f"(+{t.get('added', 0)}/-{t.get('deleted', 0)} lines"
         + (f", {t['binary']} binary" if t.get("binary") else "")
         + ")."
     )
@@ -313,7 +316,9 @@ def _flow(items: list[Any]) -> str:
 
 def dump_meta(meta: dict[str, Any]) -> str:
     """Block YAML for the card front-matter. Hand-written because PyYAML's representer dominated
-    mining time; `split_card` reads it back with the ordinary YAML loader (see the round-trip test)."""
+    mining time; `split_card` reads it back with the ordinary YAML loader (see the round-trip
+    test).
+    """
     out: list[str] = []
     for key, val in meta.items():
         if key == "files":
@@ -367,7 +372,8 @@ def render_card(card: PRCard, notes: str = "", also: list[str] | None = None) ->
         lines.append(f"- {where} ({delta}){sym}")
     if len(card.files) > BODY_FILE_LIMIT:
         lines.append(
-            f"- ... and {len(card.files) - BODY_FILE_LIMIT} more files (all are listed in the front-matter)"
+            f"- ... and {len(card.files) - BODY_FILE_LIMIT} more files (all are listed in the "
+            "front-matter)"
         )
     if not card.files:
         lines.append("- (no file changes)")

@@ -154,7 +154,7 @@ def parse_log(stream, on_commit: Callable[[CommitFacts], None]) -> int:
             c = raw[0]
             if c == 43:  # '+'
                 rem -= 1
-                if kind is not None:
+                if kind is not None and cur is not None:
                     line = raw[1:].rstrip(b"\r\n")
                     # cheap byte tests first: this runs on every added line in the history
                     if kind == "py":
@@ -191,7 +191,7 @@ def parse_log(stream, on_commit: Callable[[CommitFacts], None]) -> int:
             if m and cur is not None:
                 old_n = int(m.group(1)) if m.group(1) is not None else 1
                 new_n = int(m.group(2)) if m.group(2) is not None else 1
-                if cur.added is not None:
+                if cur.added is not None and cur.deleted is not None:
                     cur.added += new_n
                     cur.deleted += old_n
                 rem = old_n + new_n

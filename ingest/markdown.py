@@ -131,7 +131,7 @@ def parse_body(body: str, body_line: int) -> tuple[list[Section], list[CodeBlock
             sections.append(Section(title="", level=0, line=body_line, text=intro))
     elif not headings and body.strip():
         sections.append(Section(title="", level=0, line=body_line, text=body.strip()))
-    for (start, level, title), (end, _, _) in zip(bounds, bounds[1:]):
+    for (start, level, title), (end, _, _) in zip(bounds, bounds[1:], strict=False):
         text = "\n".join(lines[start + 1 : end]).strip()
         sections.append(Section(title=title, level=level, line=body_line + start, text=text))
     return sections, blocks, doc_title

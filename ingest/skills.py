@@ -82,7 +82,8 @@ def load_skill(path: Path, root: Path) -> Skill:
                 path=shown,
                 line=doc.line_of(("verification",)),
                 field="verification.blocks",
-                message=f"no fenced block in the body is marked with {marks!r} (e.g. ```python verify)",
+                message=f"no fenced block in the body is marked with {marks!r} "
+                "(e.g. ```python verify)",
             )
         )
     for b in skill.snippet_blocks():

@@ -4,14 +4,17 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kbase.errors import InvalidArgument, KbaseError, NotFound
 from kbase.schema import HistoryResult
 
 
 class ArchiveAPI:
-    root: Path
+    if TYPE_CHECKING:  # provided by KnowledgeBase
+
+        @property
+        def root(self) -> Path: ...
 
     def history(self, repo: str, family: str, recipe: str | None = None) -> HistoryResult:
         """The timeline of one kernel family in one archived repo, oldest first.

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kbase.closed_sets import BAD_VERDICTS, FAIL_LEVELS, TIER_CHOICES
 from kbase.errors import InvalidArgument
@@ -79,7 +79,10 @@ def _write_junit(rep: RunReport, path: Path | None, suite: str) -> None:
 
 
 class ValidateAPI:
-    root: Path
+    if TYPE_CHECKING:  # provided by KnowledgeBase
+
+        @property
+        def root(self) -> Path: ...
 
     # ------------------------------------------------------------------ lint
     def lint(self, paths: Sequence[Path] | None = None) -> LintReport:

@@ -8,6 +8,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from kbase.schema import Chunk, Entry, Problem
 
@@ -91,7 +92,7 @@ def _vector_id(chunk: Chunk, content_hash: str) -> str:
 
 
 def _metadata(entry: Entry) -> dict:
-    md = {"kind": entry.kind, "entry_id": entry.id, "repo": entry.repo or ""}
+    md: dict[str, Any] = {"kind": entry.kind, "entry_id": entry.id, "repo": entry.repo or ""}
     for t in entry.tags:
         md[f"t:{t}"] = True
     return md
@@ -100,7 +101,7 @@ def _metadata(entry: Entry) -> dict:
 def build_index(
     root: Path,
     home: Path,
-    embedder_factory: Callable[[], object],
+    embedder_factory: Callable[[], Any],
     chroma_url: str | None = None,
     progress: Progress | None = None,
     gc: bool = True,

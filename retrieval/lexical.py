@@ -20,7 +20,7 @@ def chunk_tokens(chunk: Chunk, title: str) -> list[str]:
 def build_bm25(chunks: list[Chunk], titles: list[str], path: Path) -> None:
     import bm25s
 
-    corpus = [chunk_tokens(c, t) for c, t in zip(chunks, titles)] or [["<empty>"]]
+    corpus = [chunk_tokens(c, t) for c, t in zip(chunks, titles, strict=False)] or [["<empty>"]]
     retriever = bm25s.BM25()
     retriever.index(corpus, show_progress=False)
     retriever.save(str(path), show_progress=False)

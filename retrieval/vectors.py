@@ -87,4 +87,7 @@ class VectorStore:
         )
         if not res["ids"]:
             return []
-        return [(cid, 1.0 - float(d)) for cid, d in zip(res["ids"][0], res["distances"][0])]
+        return [
+            (cid, 1.0 - float(d))
+            for cid, d in zip(res["ids"][0], res["distances"][0], strict=False)
+        ]

@@ -11,6 +11,9 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"
 
+# Session fixtures of the serve tests, visible to every test module without an import there.
+from serve_fixtures import chroma_server, indexed_root, service  # noqa: E402, F401
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
 

@@ -1,4 +1,6 @@
-"""`kbase export --format agent-skills`: every exported file checked by a strict, independent validator."""
+"""`kbase export --format agent-skills`: every exported file checked by a strict, independent
+validator.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,6 @@
-"""`history` over HTTP and MCP against a small real PR archive, compared with `kbase history --json`."""
+"""`history` over HTTP and MCP against a small real PR archive, compared with `kbase history
+--json`.
+"""
 
 from __future__ import annotations
 
@@ -17,7 +19,9 @@ card_format = pytest.importorskip("kbase.ingest.card_format")
 
 @pytest.fixture(scope="module")
 def archive_root(tmp_path_factory):
-    """pr_archive/kern/ with four cards written by the archive's own renderer, and its family globs."""
+    """pr_archive/kern/ with four cards written by the archive's own renderer, and its
+    family globs.
+    """
     from kbase.schema import FileChange, PRCard
 
     root = tmp_path_factory.mktemp("archivekb")

@@ -1,4 +1,6 @@
-"""kbase new / verify / audit / check as an engineer runs them: real subprocesses, real git, real files."""
+"""kbase new / verify / audit / check as an engineer runs them: real subprocesses, real git, real
+files.
+"""
 
 from __future__ import annotations
 

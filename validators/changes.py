@@ -25,7 +25,9 @@ def _repo(root: Path):
 
 
 def changed_paths(root: Path, base: str | None = None) -> tuple[list[str], str]:
-    """(paths relative to the repo, the base used). Diffs the merge base against the working tree."""
+    """(paths relative to the repo, the base used). Diffs the merge base against the
+    working tree.
+    """
     repo, git = _repo(root)
     candidates = [base] if base else list(DEFAULT_BASES)
     chosen = None

@@ -1,4 +1,6 @@
-"""Verify skills: lay out each snippet in a fresh directory, run it per tier in the sandbox, judge it."""
+"""Verify skills: lay out each snippet in a fresh directory, run it per tier in the sandbox, judge
+it.
+"""
 
 from __future__ import annotations
 
@@ -64,14 +66,15 @@ class RunOutcome:
         """The public `--json` row: shaped (and checked) by kbase.schema.RunResult."""
         from kbase.schema import RunResult
 
-        return RunResult(
-            skill=self.skill,
-            tier=self.tier,
-            verdict=self.verdict,
-            duration_s=round(self.duration_s, 3),
-            line=self.line,
-            message=self.message,
-        ).model_dump(mode="json")
+        row = {
+            "skill": self.skill,
+            "tier": self.tier,
+            "verdict": self.verdict,
+            "duration_s": round(self.duration_s, 3),
+            "line": self.line,
+            "message": self.message,
+        }
+        return RunResult.model_validate(row).model_dump(mode="json")
 
 
 @dataclass
@@ -348,7 +351,7 @@ def verify_skills(
     return [outcomes[i] for i in sorted(outcomes)]
 
 
-def _terminate_as_interrupt() -> Callable[[], None]:
+def _terminate_as_interrupt() -> Callable[[], object]:
     """Make SIGTERM (what CI sends on cancel) unwind like Ctrl-C; returns the undo."""
     if threading.current_thread() is not threading.main_thread():
         return lambda: None

@@ -19,6 +19,7 @@ import subprocess
 import threading
 import time
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -104,15 +105,16 @@ def network_isolation() -> tuple[bool, str]:
     return True, ""
 
 
-def scrubbed_env(extra: dict[str, str], source: dict[str, str] | None = None) -> dict[str, str]:
-    source = os.environ if source is None else source
-    env = {k: source[k] for k in ENV_ALLOWLIST if k in source}
+def scrubbed_env(extra: dict[str, str], source: Mapping[str, str] | None = None) -> dict[str, str]:
+    src: Mapping[str, str] = os.environ if source is None else source
+    env = {k: src[k] for k in ENV_ALLOWLIST if k in src}
     env.setdefault("PATH", "/usr/local/bin:/usr/bin:/bin")
     env.update(extra)
     return env
 
 
 _PR_SET_PDEATHSIG = 1
+_libc: ctypes.CDLL | None
 try:
     _libc = ctypes.CDLL(None, use_errno=True)
 except OSError:  # not glibc-like; the registry below still cleans up on a normal exit

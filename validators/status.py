@@ -79,7 +79,9 @@ def _rows_by_skill(root: Path) -> dict[str, list[dict]]:
 
 
 def source_touched(root: Path, skill) -> str | None:
-    """ISO date of the newest archived PR touching a watched path, or None (no watch, no archive)."""
+    """ISO date of the newest archived PR touching a watched path, or None (no watch,
+    no archive).
+    """
     if not skill.meta.watch:
         return None
     from kbase.ingest.cards import latest_touch
@@ -134,7 +136,8 @@ def judgements(
 def skill_statuses(
     root: Path, *, now: dt.datetime | None = None, env: None | str | dict | object = None
 ) -> dict:
-    """skill name -> kbase.schema.SkillAudit, cached until the ledger, a skill or the archive changes.
+    """skill name -> kbase.schema.SkillAudit, cached until the ledger, a skill or the archive
+    changes.
 
     env: the environment the caller asks about (a Fingerprint or dict with triton/torch/
     torch_cuda/compute_capability), "local" for this machine, or None (the default) to ask about

@@ -27,11 +27,13 @@ log = logging.getLogger("kbase.serve.mcp")
 
 INSTRUCTIONS = """\
 kbase is a verified knowledge base of GPU-kernel engineering experience (CUDA, Triton, CUTLASS, \
-PyTorch kernels): skills with a runnable check of their claim, and mined pull requests of kernel repos.
+PyTorch kernels): skills with a runnable check of their claim, and mined pull requests of kernel \
+repos.
 Use it when you write, debug, tune or review GPU kernels: paste the symptom or the literal error \
 message into `search`, then `get` the best hit (or just the section the hit names) before acting.
 Each hit has a status: prefer `verified`; treat `failing` and `stale-*` as leads to double-check. \
-`history` shows how a kernel family evolved in one repo; `stale` lists skills whose check fails or is out of date.
+`history` shows how a kernel family evolved in one repo; `stale` lists skills whose check fails \
+or is out of date.
 Do not use it for general Python/C++ questions, for this project's own source (read the files), or \
 as a source of truth over a failing test in front of you. Everything is read-only."""
 
@@ -65,7 +67,9 @@ def _checked(tool: str, raw: dict[str, Any]) -> dict[str, Any]:
 
 
 async def _arguments_middleware(ctx, call_next):
-    """Rewrite tools/call arguments before the SDK validates them, or refuse them with a clear message."""
+    """Rewrite tools/call arguments before the SDK validates them, or refuse them with a clear
+    message.
+    """
     if (
         ctx.method == "tools/call"
         and isinstance(ctx.params, dict)
@@ -122,7 +126,9 @@ def build_server(service: Service):
         until: str | None = None,
         max_chars: int = P.DEFAULT_MAX_CHARS,
     ) -> str:
-        """Find skills and PR cards for a symptom, error message or topic; compact hits, then use get."""
+        """Find skills and PR cards for a symptom, error message or topic; compact hits, then use
+        get.
+        """
         q = _run(
             SearchQuery.parse,
             query=query,
@@ -148,7 +154,9 @@ def build_server(service: Service):
         annotations=ToolAnnotations(title="Kernel family history", **ro), structured_output=False
     )
     def history(repo: str, family: str, max_chars: int = P.DEFAULT_MAX_CHARS) -> str:
-        """Timeline of the archived PRs of one kernel family in one repo (e.g. repo=flashinfer, family=attention)."""
+        """Timeline of the archived PRs of one kernel family in one repo (e.g. repo=flashinfer,
+        family=attention).
+        """
         return fit_list(_run(service.history, repo, family), "prs", max_chars)
 
     @srv.tool(
@@ -162,7 +170,9 @@ def build_server(service: Service):
 
 
 def run(root=None, home=None, http: str | None = None, index_if_missing: bool = True) -> None:
-    """Prepare the service (stdout kept clean for the protocol), then serve stdio or streamable HTTP."""
+    """Prepare the service (stdout kept clean for the protocol), then serve stdio or streamable
+    HTTP.
+    """
     import anyio
 
     from kbase.serve.service import stdout_to_stderr
@@ -214,7 +224,7 @@ async def run_stdio(srv) -> None:
 
     low = srv._lowlevel_server  # what MCPServer.run_stdio_async drives too
     async with stdio_server() as (read_stream, write_stream):
-        fwd_send, fwd_recv = anyio.create_memory_object_stream(16)
+        fwd_send, fwd_recv = anyio.create_memory_object_stream[Any](16)
 
         async def pump() -> None:
             async with fwd_send:
