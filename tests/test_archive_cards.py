@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
+from conftest import CliRun, run_cli
 from kbase.ingest.card_format import fast_meta, render_card, split_card
 from kbase.ingest.cards import latest_touch, load_card_entries
 from kbase.ingest.recipes import RecipeError, load_recipe_file
@@ -312,10 +311,8 @@ def test_python_symbols(text, expected):
     assert python_symbol(text) == expected
 
 
-def _kbase(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "kbase.cli", *args], capture_output=True, text=True, cwd=cwd
-    )
+def _kbase(*args: str, cwd: Path) -> CliRun:
+    return run_cli(*args, cwd=cwd)
 
 
 def test_cli_mine_history_and_errors(tmp_path):

@@ -5,11 +5,10 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import anyio
 import pytest
+from conftest import run_cli
 from serve_fixtures import ThreadedUvicorn
 
 httpx = pytest.importorskip("httpx")
@@ -79,23 +78,7 @@ def history_service(archive_root):
 def test_http_history_matches_the_cli(archive_root, history_service):
     from kbase.serve.http_app import create_app
 
-    cli = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "kbase.cli",
-            "history",
-            "attention",
-            "--repo",
-            "kern",
-            "--root",
-            str(archive_root),
-            "--json",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    cli = run_cli("history", "attention", "--repo", "kern", "--root", str(archive_root), "--json")
     assert cli.returncode == 0, cli.stderr
     expected = json.loads(cli.stdout)
     assert [r["pr"] for r in expected["prs"]] == [11, 13]  # oldest first, attention only
