@@ -20,15 +20,17 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from kbase.errors import InvalidArgument, Unavailable
+
 ROOT_MARKERS = ("skills", "pr_archive")
 INDEX_EXTRA = "pip install 'gpu-kbase[index]'"
 
 
-class RootError(ValueError):
+class RootError(InvalidArgument):
     """The knowledge-base root is missing or is not a knowledge base."""
 
 
-class MissingExtra(ImportError):
+class MissingExtra(Unavailable, ImportError):
     """An optional part of kbase is not installed; the message names the extra to install."""
 
 

@@ -18,6 +18,8 @@ from pathlib import Path
 
 import yaml
 
+from kbase.errors import InvalidArgument
+
 DRAFTS = Path("skills") / "_drafts"
 DRAFT_STATUS = "draft"
 LIMITS = {"title": 120, "symptom": 2000, "cause": 2000, "fix": 2000, "snippet": 20_000}
@@ -35,7 +37,7 @@ SKIP_SNIPPET = (
 )
 
 
-class DraftError(ValueError):
+class DraftError(InvalidArgument):
     """A proposal that cannot be written; the message names the field."""
 
 

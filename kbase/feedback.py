@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
+from kbase.errors import InvalidArgument
+
 LOG = Path("feedback") / "log.jsonl"
 MAX_NOTE_CHARS = 1000
 MAX_NUDGE = 0.1  # a score moves by at most 10%: feedback orders near-ties, it never buries a hit
@@ -35,7 +37,7 @@ SOURCES = ("cli", "mcp", "http", "python")
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
 
 
-class FeedbackError(ValueError):
+class FeedbackError(InvalidArgument):
     """Feedback that cannot be recorded; the message names the field."""
 
 
