@@ -34,6 +34,7 @@ from kbase.ingest.gitlog import CommitFacts
 from kbase.ingest.graph import read_plan
 from kbase.ingest.logrun import stream_history
 
+from kbase.errors import KbaseError
 from kbase.schema import PRCard, Recipe
 
 STATE_FILE = ".state.json"
@@ -47,7 +48,7 @@ def card_stem(card: PRCard) -> str:
     return str(card.pr) if card.pr is not None else f"commit-{commit_ref(card.sha)}"
 
 
-class MiningError(Exception):
+class MiningError(KbaseError):
     """A problem with the repository or the archive that the user must fix; the message says how."""
 
 

@@ -409,6 +409,7 @@ def test_interrupted_mine_completes_on_rerun_without_duplicates(tmp_path):
     repo = tmp_path / "big"
     _fast_import_repo(repo, 2500)
     root = tmp_path / "kb"
+    (root / "pr_archive").mkdir(parents=True)  # a root must exist (kbase init)
     folder = root / "pr_archive" / "big"
     cmd = [
         sys.executable,
