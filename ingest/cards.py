@@ -359,15 +359,20 @@ def read_families(root: Path, repo: str) -> dict[str, list[str]]:
         return {}
 
 
-def timeline(root: Path, repo: str, family: str, globs: Iterable[str] | None = None) -> list[dict]:
-    """The family's PRs, oldest first. Renames are followed backwards: once a PR renames X to a path
-    of the family, older PRs that touched X belong to the timeline too (marked via_rename)."""
+def timeline(
+    root: Path, repo: str, family: str | None, globs: Iterable[str] | None = None
+) -> list[dict]:
+    """The family's PRs and direct pushes, oldest first (family None: every card touching
+    `globs`). Renames are followed backwards: once a card renames X to a path of the family,
+    older cards that touched X belong to the timeline too (marked via_rename)."""
     facts = sorted(card_facts(root, repo), key=lambda f: _when(f.date), reverse=True)
     rx = compile_globs(tuple(globs)) if globs else None
     followed: set[str] = set()
     rows: list[dict] = []
     for f in facts:
-        direct = family in f.families or (rx is not None and any(rx.match(p) for p in f.paths))
+        direct = (family is not None and family in f.families) or (
+            rx is not None and any(rx.match(p) for p in f.paths)
+        )
         via = not direct and any(p in followed for p in f.paths)
         if not (direct or via):
             continue

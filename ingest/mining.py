@@ -118,6 +118,9 @@ def open_repo(source: str | os.PathLike):
         ) from None
     except git.NoSuchPathError:
         raise MiningError(f"{p}: no such directory") from None
+    # every git call names the repository directly: a bare mirror without a `config` file
+    # (which gitpython takes for a work tree inside its parent) and worktrees then work alike
+    repo.git.update_environment(GIT_DIR=str(Path(repo.git_dir).resolve()))
     if not repo.head.is_valid():
         raise MiningError(f"{p}: the repository has no commits on HEAD")
     if repo.git.rev_parse("--is-shallow-repository").strip() == "true":
@@ -182,6 +185,8 @@ class _CardWriter:
                 )
         stem = card_stem(card)
         held = self.cards.get(stem)
+        if held is not None and (c.sha == held.sha or c.sha in held.also):
+            return  # the card read from disk already holds this commit
         if held is not None:
             # the same PR number on an older commit (a re-land, an empty follow-up): one card
             card = _combine(self, held, card)

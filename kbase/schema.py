@@ -289,10 +289,17 @@ class StaleReport(BaseModel):
     skills: list[SkillAudit]
 
 
+# a card for a merged PR (pr_archive/<name>/<N>.md) or for a commit pushed without one
+# (pr_archive/<name>/commit-<short-sha>.md, pr: null); both index as kind "pr"
+CardKind = Literal["pr", "commit"]
+
+
 class HistoryRow(BaseModel):
     model_config = ConfigDict(extra="allow")
 
-    pr: int
+    pr: int | None  # None: a commit pushed without a PR (its card is commit-<sha>.md)
+    sha: str = ""
+    kind: CardKind = "pr"
     date: str
     title: str
     files: list[str] = Field(default_factory=list)
@@ -301,10 +308,11 @@ class HistoryRow(BaseModel):
 
 
 class HistoryResult(BaseModel):
-    """The timeline of one kernel family in one archived repo, oldest first."""
+    """The timeline of one kernel family (or of paths: `kbase history --path`) in one archived
+    repo, oldest first."""
 
     repo: str
-    family: str
+    family: str | None
     available: bool = True  # False: this root has no PR archive at all (message says so)
     message: str | None = None
     globs: list[str] = Field(default_factory=list)
@@ -382,11 +390,6 @@ class FileChange(BaseModel):
     # per symbol, who named it: tree-sitter | scanner | hunk-header (no grammar for the language)
     named_by: list[str] = Field(default_factory=list)
     kernels: list[str] = Field(default_factory=list)  # the symbols that are GPU kernels
-
-
-# a card for a merged PR (pr_archive/<name>/<N>.md) or for a commit pushed without one
-# (pr_archive/<name>/commit-<short-sha>.md, pr: null); both index as kind "pr"
-CardKind = Literal["pr", "commit"]
 
 
 class PRCard(BaseModel):
