@@ -289,10 +289,17 @@ class StaleReport(BaseModel):
     skills: list[SkillAudit]
 
 
+# a card for a merged PR (pr_archive/<name>/<N>.md) or for a commit pushed without one
+# (pr_archive/<name>/commit-<short-sha>.md, pr: null); both index as kind "pr"
+CardKind = Literal["pr", "commit"]
+
+
 class HistoryRow(BaseModel):
     model_config = ConfigDict(extra="allow")
 
-    pr: int
+    pr: int | None  # None: a commit pushed without a PR (its card is commit-<sha>.md)
+    sha: str = ""
+    kind: CardKind = "pr"
     date: str
     title: str
     files: list[str] = Field(default_factory=list)
@@ -301,10 +308,11 @@ class HistoryRow(BaseModel):
 
 
 class HistoryResult(BaseModel):
-    """The timeline of one kernel family in one archived repo, oldest first."""
+    """The timeline of one kernel family (or of paths: `kbase history --path`) in one archived
+    repo, oldest first."""
 
     repo: str
-    family: str
+    family: str | None
     available: bool = True  # False: this root has no PR archive at all (message says so)
     message: str | None = None
     globs: list[str] = Field(default_factory=list)
@@ -379,15 +387,19 @@ class FileChange(BaseModel):
     deleted: int | None = None
     symbols: list[str] = Field(default_factory=list)
     old_path: str | None = None
+    # per symbol, who named it: tree-sitter | scanner | hunk-header (no grammar for the language)
+    named_by: list[str] = Field(default_factory=list)
+    kernels: list[str] = Field(default_factory=list)  # the symbols that are GPU kernels
 
 
 class PRCard(BaseModel):
-    """Front-matter of pr_archive/<name>/<N>.md."""
+    """Front-matter of pr_archive/<name>/<N>.md (or commit-<short-sha>.md for a direct push)."""
 
     model_config = ConfigDict(extra="forbid")
 
     repo: str
-    pr: int
+    pr: int | None
+    kind: CardKind = "pr"
     url: str | None = None
     sha: str
     date: str
@@ -398,6 +410,15 @@ class PRCard(BaseModel):
     categories: list[str] = Field(default_factory=list)
     reverts: int | None = None
     tags: Tags = Field(default_factory=Tags)
+    reverts_commit: str | None = None  # a reverted direct push (its sha, as the body names it)
+    reverted_by: list[str] = Field(default_factory=list)  # "#N" for a PR, a short sha for a push
+    description: str | None = None  # the commit body, cleaned of template boilerplate
+    co_authors: list[str] = Field(default_factory=list)
+    issues: list[int] = Field(default_factory=list)
+    numbers: list[str] = Field(default_factory=list)  # numbers with units from the description
+    touched: list[str] = Field(default_factory=list)  # symbols, ranked: kernels first, tests last
+    key_diff: str | None = None  # at most 20 diff lines from the most significant hunks
+    also: list[str] = Field(default_factory=list)  # other commits that carry the same PR number
 
 
 # --------------------------------------------------------------------------- recipes
