@@ -257,6 +257,8 @@ class EntryDoc(BaseModel):
     verified_at: str | None = None
     sections: list[SectionText] = Field(default_factory=list)
     text: str = ""
+    # what users said after acting on it (kbase/feedback.py): counts, last date, recent notes
+    feedback: dict[str, Any] | None = None
 
 
 class SearchResult(BaseModel):
