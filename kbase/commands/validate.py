@@ -49,7 +49,9 @@ MemoryOpt = typer.Option(
     help="memory limit per run in MiB (CPU tiers: address space, default 8192; gpu: data, default 32768; 0: none)",
 )
 IsolateOpt = typer.Option(
-    True, "--isolate/--no-isolate", help="cut snippets off the network (unshare -rn) where possible"
+    True,
+    "--sandbox/--unsafe-no-sandbox",
+    help="run snippets in the bubblewrap sandbox (default); without it rows never verify",
 )
 JunitOpt = typer.Option(None, "--junit", help="write a JUnit XML report here")
 
@@ -81,7 +83,12 @@ def _settings(
     from kbase.validators.runner import RunSettings
 
     return RunSettings(
-        tier=tier, workers=workers, timeout_s=timeout, memory_mb=memory, isolate=isolate, root=root
+        tier=tier,
+        workers=workers,
+        timeout_s=timeout,
+        memory_mb=memory,
+        unsafe_no_sandbox=not isolate,
+        root=root,
     )
 
 
@@ -106,7 +113,15 @@ def _run_with_progress(skills, settings, run):
         def done(o) -> None:
             progress.update(task, advance=1, description=f"{o.skill} [{o.tier}] {o.verdict}")
 
-        return run(done)
+        from kbase.validators.sandbox import SandboxUnavailable
+
+        try:
+            return run(done)
+        except SandboxUnavailable as exc:
+            raise fail(
+                f"refusing to run snippets without the sandbox: {exc}. Install bubblewrap "
+                "(apt-get install bubblewrap) or pass --unsafe-no-sandbox (such runs never verify)"
+            ) from None
 
 
 def _runs_table(outcomes, paths: dict[str, str]) -> None:
