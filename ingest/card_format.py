@@ -22,6 +22,7 @@ from typing import Any
 
 import yaml
 
+from kbase.errors import KbaseError
 from kbase.schema import PRCard
 
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -36,7 +37,7 @@ _COMMENT_RE = re.compile(r"<!--.*?-->", re.S)
 BODY_FILE_LIMIT = 60  # the body lists this many files; the front-matter always has all of them
 
 
-class CardError(ValueError):
+class CardError(KbaseError, ValueError):
     def __init__(self, message: str, line: int = 1, field: str | None = None):
         self.line = line
         self.field = field

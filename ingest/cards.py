@@ -19,6 +19,7 @@ from kbase.ingest.files import FileProblem, display_path, read_text
 from kbase.ingest.recipes import validation_problems
 from pydantic import ValidationError
 
+from kbase.errors import ProblemsError
 from kbase.globs import compile_globs
 from kbase.schema import Chunk, Entry, PRCard, Problem
 
@@ -142,10 +143,8 @@ def load_card(path: Path, root: Path) -> LoadedCard:
     )
 
 
-class CardProblems(Exception):
-    def __init__(self, problems: list[Problem]):
-        self.problems = problems
-        super().__init__("\n".join(map(str, problems)))
+class CardProblems(ProblemsError):
+    """A PR card that does not load; `.problems` says where and why."""
 
 
 def _key_line(yaml_text: str, key: str) -> int:

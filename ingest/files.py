@@ -5,15 +5,18 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from kbase.errors import ProblemsError
 from kbase.schema import Problem
 
 MAX_FILE_BYTES = 1_000_000  # a skill or card larger than this is almost surely a mistake
 
 
-class FileProblem(Exception):
+class FileProblem(ProblemsError):
+    """A file kbase will not read (size, encoding, binary, symlink); `.problem` says which."""
+
     def __init__(self, problem: Problem):
         self.problem = problem
-        super().__init__(str(problem))
+        super().__init__([problem])
 
 
 def display_path(path: Path, root: Path) -> str:

@@ -1,4 +1,4 @@
-"""Stream first-parent history out of one `git log -p -U0` process and parse it into commit facts.
+"""Stream the diffs of chosen commits out of one `git log -p -U0` and parse them into commit facts.
 
 One process for the whole range keeps mining close to the cost of git itself: no
 per-commit object lookups, no Python-side diffing. Line counts come from the hunk
@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import re
+import subprocess
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -104,7 +105,8 @@ def _paths_from_diff_header(rest: str) -> tuple[str, str]:
     return _strip_prefix(rest[:i], "a/"), _strip_prefix(rest[i + 1 :], "b/")
 
 
-def log_command(rev_range: str, attributes_file: str) -> list[str]:
+def log_command(attributes_file: str) -> list[str]:
+    """`git log` over the commits given on stdin, in that order, each against its first parent."""
     return [
         "-c",
         "core.quotepath=false",
@@ -115,7 +117,8 @@ def log_command(rev_range: str, attributes_file: str) -> list[str]:
         "-c",
         "diff.mnemonicPrefix=false",
         "log",
-        "--first-parent",
+        "--no-walk=unsorted",
+        "--stdin",
         "--diff-merges=first-parent",
         "-M",
         "-p",
@@ -126,8 +129,6 @@ def log_command(rev_range: str, attributes_file: str) -> list[str]:
         "--src-prefix=a/",
         "--dst-prefix=b/",
         f"--format={LOG_FORMAT}",
-        rev_range,
-        "--",
     ]
 
 
@@ -251,18 +252,26 @@ def _commit_header(blob: bytes) -> CommitFacts:
     )
 
 
-def stream_history(repo, rev_range: str, on_commit: Callable[[CommitFacts], None]) -> int:
-    """Run `git log` through gitpython on `repo` and parse its output as it arrives."""
+def stream_history(repo, shas: list[str], on_commit: Callable[[CommitFacts], None]) -> int:
+    """One `git log` on `repo` over `shas` (in that order), parsed as its output arrives."""
     import git  # gitpython, imported here so that the CLI starts without it
 
+    if not shas:
+        return 0
     fd, attrs = tempfile.mkstemp(prefix="kbase-attrs-", suffix=".gitattributes")
     try:
         with os.fdopen(fd, "w") as fh:
             fh.write(attributes_text())
         proc = repo.git.execute(
-            ["git", *log_command(rev_range, attrs)], as_process=True, stdout_as_string=False
+            ["git", *log_command(attrs)],
+            as_process=True,
+            stdout_as_string=False,
+            istream=subprocess.PIPE,
         )
         try:
+            # git reads every revision from stdin before it writes anything: no deadlock
+            proc.proc.stdin.write(("\n".join(shas) + "\n").encode())
+            proc.proc.stdin.close()
             n = parse_log(proc.stdout, on_commit)
         except BaseException:
             proc.proc.kill()
@@ -270,7 +279,7 @@ def stream_history(repo, rev_range: str, on_commit: Callable[[CommitFacts], None
         stderr = proc.proc.stderr.read() if proc.proc.stderr else b""
         status = proc.proc.wait()
         if status != 0:
-            raise git.GitCommandError(["git", "log", rev_range], status, stderr)
+            raise git.GitCommandError(["git", "log", "--stdin"], status, stderr)
         return n
     finally:
         os.unlink(attrs)

@@ -12,13 +12,12 @@ from typing import Any
 import yaml
 from markdown_it import MarkdownIt
 
+from kbase.errors import ProblemsError
 from kbase.schema import CodeBlock, Problem
 
 
-class DocumentError(Exception):
-    def __init__(self, problems: list[Problem]):
-        self.problems = problems
-        super().__init__("\n".join(str(p) for p in problems))
+class DocumentError(ProblemsError):
+    """A document that does not parse or validate; `.problems` says where and why."""
 
 
 @dataclass

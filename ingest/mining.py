@@ -1,4 +1,4 @@
-"""`kbase mine`: turn the first-parent history of a local clone into one card per PR.
+"""`kbase mine`: turn a clone's history (its main line and what merges bring in) into PR cards.
 
 Order of writes is what makes an interrupted mine safe: every card is written
 atomically (temporary file, then rename) and `.state.json` is written last, so a
@@ -20,7 +20,9 @@ from kbase.ingest import classify
 from kbase.ingest.card_format import existing_notes, notes_text, render_card, split_card
 from kbase.ingest.cards import ARCHIVE_DIR
 from kbase.ingest.gitlog import CommitFacts, FileFacts, stream_history
+from kbase.ingest.graph import read_plan
 
+from kbase.errors import KbaseError
 from kbase.schema import FileChange, PRCard, Recipe
 
 STATE_FILE = ".state.json"
@@ -28,7 +30,7 @@ STATE_VERSION = 1
 SAMPLE_LIMIT = 20
 
 
-class MiningError(Exception):
+class MiningError(KbaseError):
     """A problem with the repository or the archive that the user must fix; the message says how."""
 
 
@@ -44,6 +46,7 @@ class MineReport:
     prs: int = 0
     without_pr: int = 0
     without_pr_sample: list[dict] = field(default_factory=list)
+    behind_merges: int = 0  # commits brought in by merges that name no PR, mined like the main line
     written: int = 0
     unchanged: int = 0
     removed: list[int] = field(default_factory=list)
@@ -100,7 +103,8 @@ def open_repo(source: str | os.PathLike):
     if repo.git.rev_parse("--is-shallow-repository").strip() == "true":
         depth = len(repo.git.rev_list("--first-parent", "HEAD").split())
         raise MiningError(
-            f"{p}: shallow clone (only {depth} first-parent commit(s) are present, older PRs are missing); "
+            f"{p}: shallow clone (only {depth} first-parent commit(s) are present, "
+            "older PRs are missing); "
             "run `git fetch --unshallow` in it, then mine again"
         )
     return repo
@@ -178,7 +182,7 @@ def build_card(
 
 
 def _title_of(c: CommitFacts, style: str) -> str:
-    """The PR title: a merge commit keeps it in the body; a squash subject ends in ' (#N)', dropped here."""
+    """The PR title: a merge keeps it in the body; a squash subject's ' (#N)' is dropped."""
     if style == "merge":
         first = next((ln.strip() for ln in c.body.splitlines() if ln.strip()), "")
         if first:
@@ -214,7 +218,7 @@ class _CardWriter:
         files = [_to_change(f) for f in c.files]
         held = self.cards.get(pr)
         if held is not None:
-            # the same PR number on an older first-parent commit (a re-land, an empty follow-up): one card for both
+            # the same PR number on an older commit (a re-land, an empty follow-up): one card
             card, also = held
             files = _merge_files(card.files, files)
             card = build_card(self.recipe, self.matcher, pr, card.title, card.sha, card.date, files)
@@ -248,7 +252,7 @@ class _CardWriter:
     def _merge_with_existing(
         self, card: PRCard, also: list[str], old_text: str
     ) -> tuple[PRCard, list[str]]:
-        """An incremental run met a PR number that already has a card from an earlier, older commit."""
+        """An incremental run met a PR number that already has a card from an older commit."""
         try:
             old = PRCard.model_validate(split_card(old_text).meta)
         except Exception:
@@ -307,7 +311,10 @@ def mine(
     elif state.get("recipe_digest") != recipe.digest():
         report.reason = "the recipe changed since the last mine"
     elif not _is_ancestor(repo, state["last_sha"], head):
-        report.reason = f"history was rewritten: last mined commit {state['last_sha'][:12]} is not an ancestor of HEAD"
+        report.reason = (
+            f"history was rewritten: last mined commit {state['last_sha'][:12]} "
+            "is not an ancestor of HEAD"
+        )
     elif state["last_sha"] == head:
         report.mode, report.range, report.reason = (
             "noop",
@@ -318,7 +325,8 @@ def mine(
         report.mode, report.range = "incremental", f"{state['last_sha']}..{head}"
 
     if report.mode != "noop":
-        total = int(repo.git.rev_list("--first-parent", "--count", report.range))
+        walk = read_plan(repo, report.range, head)
+        total = len(walk.mine)
         writer = _CardWriter(
             folder, recipe, incremental=report.mode in ("incremental", "since"), report=report
         )
@@ -328,7 +336,15 @@ def mine(
             if progress:
                 progress(report.commits, total)
 
-        stream_history(repo, report.range, on_commit)
+        stream_history(repo, walk.mine, on_commit)
+        # commits that were not streamed still count: a PR's own branch commits, transport merges
+        for sha in walk.order:
+            if walk.role[sha] in ("spine", "side"):
+                continue
+            report.commits += 1
+            if walk.nodes[sha].pr is None:
+                report.without_pr += 1
+        report.behind_merges = walk.count("side")
         report.prs = len(writer.cards)
         if report.mode == "full":
             _drop_vanished(folder, set(writer.cards), report)
@@ -362,7 +378,7 @@ def mine(
 
 
 def _drop_vanished(folder: Path, kept: set[int], report: MineReport) -> None:
-    """After a full mine, cards of PRs that are no longer on the history go, unless people wrote Notes in them."""
+    """After a full mine, cards of PRs no longer in the history go, unless they hold Notes."""
     for p in folder.glob("*.md"):
         if not p.stem.isdigit() or int(p.stem) in kept:
             continue

@@ -17,15 +17,14 @@ from pathlib import Path
 import yaml
 from pydantic import ValidationError
 
+from kbase.errors import ProblemsError
 from kbase.schema import Problem, Recipe
 
 RECIPES_DIR = Path("pr_archive") / "recipes"
 
 
-class RecipeError(Exception):
-    def __init__(self, problems: list[Problem]):
-        self.problems = problems
-        super().__init__("\n".join(str(p) for p in problems))
+class RecipeError(ProblemsError):
+    """A recipe file that does not load; `.problems` says where and why."""
 
 
 # --------------------------------------------------------------------------- loading

@@ -1,37 +1,56 @@
-"""The Python API: `KnowledgeBase(root=...).index()`, `.search(query)`, `.get(id)`."""
+"""The Python API, and the only door the CLI, HTTP and MCP go through.
+
+`KnowledgeBase(root=...)`: `.index()`, `.search(query, ...)` / `.query(SearchQuery)`, `.get(id)`,
+`.list()`, `.history(repo, family)`, `.stale()`, `.health()`; the validators' and the miner's
+commands are in the mixins below (kbase/api_validate.py, kbase/api_archive.py). Every answer is a
+model from kbase/schema.py; every deliberate error is a `kbase.errors.KbaseError`.
+"""
 
 from __future__ import annotations
 
 import os
-import re
+import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
-from kbase.config import Settings, default_model_path
-from kbase.schema import EntryDoc, Hit, SectionText
+from kbase.api_archive import ArchiveAPI
+from kbase.api_validate import ValidateAPI
+from kbase.closed_sets import PR_STATUS, STATUS_SPECS, severity
+from kbase.config import Settings, default_model_path, model_installed
+from kbase.errors import NotFound, NotIndexed, ProblemsError
+from kbase.schema import (
+    EntryDoc,
+    EntrySummary,
+    Health,
+    Hit,
+    SearchQuery,
+    SearchResult,
+    SectionText,
+    SkillAudit,
+    StaleReport,
+)
 
-PR_STATUS = "mined"  # PR cards are facts read from git, not claims to verify
-DEMOTED = {"failing"}
+__all__ = ["KnowledgeBase", "NotIndexed", "PR_STATUS"]
+
+Progress = Callable[[str, int, int], None]
 
 
-class NotIndexed(RuntimeError):
-    pass
-
-
-class KnowledgeBase:
+class KnowledgeBase(ValidateAPI, ArchiveAPI):
     def __init__(
         self,
-        root: str | os.PathLike | None = None,
-        home: str | os.PathLike | None = None,
+        root: str | os.PathLike[str] | None = None,
+        home: str | os.PathLike[str] | None = None,
         model_path: str | None = None,
         chroma_url: str | None = None,
     ):
         self.settings = Settings.load(
             root=root, home=home, model_path=model_path, chroma_url=chroma_url
         )
-        self._embedder = None
-        self._query_embedder = None
-        self._searcher = None
+        self._embedder: Any = None
+        self._query_embedder: Any = None
+        self._searcher: Any = None
+        self.started = time.time()
 
     # ------------------------------------------------------------------ plumbing
     @property
@@ -42,28 +61,35 @@ class KnowledgeBase:
     def home(self) -> Path:
         return self.settings.home
 
-    def embedder(self):
+    @property
+    def model_path(self) -> str:
+        return self.settings.model_path or default_model_path()
+
+    def embedder(self) -> Any:
         if self._embedder is None:
             from kbase.retrieval.embed import get_embedder
 
-            self._embedder = get_embedder(self.settings.model_path or default_model_path())
+            self._embedder = get_embedder(self.model_path)
         return self._embedder
 
-    def query_embedder(self):
-        """ONNX Runtime when home/onnx matches the model (no torch import: fast CLI searches), else the torch model."""
+    def query_embedder(self) -> Any:
+        """ONNX Runtime when home/onnx matches the model (no torch import: fast CLI searches)."""
         if self._query_embedder is None:
             from kbase.retrieval.onnx_query import load_query_embedder
 
-            model_path = self.settings.model_path or default_model_path()
+            # A base install has no model, only the index's ONNX export of it ("" says so).
+            model_path = self.settings.model_path or (
+                default_model_path() if model_installed() else ""
+            )
             self._query_embedder = load_query_embedder(self.home, model_path) or self.embedder()
         return self._query_embedder
 
-    def vector_store(self):
+    def vector_store(self) -> Any:
         from kbase.retrieval.vectors import VectorStore
 
         return VectorStore(self.home, self.settings.chroma_url)
 
-    def searcher(self):
+    def searcher(self) -> Any:
         if self._searcher is None:
             from kbase.retrieval.searcher import Searcher
 
@@ -83,31 +109,49 @@ class KnowledgeBase:
         self.statuses()  # parses every skill and reads the ledger once; later calls hit its cache
 
     # ------------------------------------------------------------------ index
-    def index(self, progress: Callable[[str, int, int], None] | None = None, gc: bool = True):
+    def index(self, progress: Progress | None = None, gc: bool = True) -> Any:
+        """Build or update the index; returns retrieval.indexer.IndexReport (`.as_dict()`)."""
         from kbase.retrieval.indexer import build_index
 
         return build_index(
-            self.root, self.home, self.embedder, self.settings.chroma_url, progress=progress, gc=gc
+            self.root,
+            self.home,
+            self.embedder,
+            self.settings.chroma_url,
+            progress=progress,
+            gc=gc,
+            model_path=self.model_path,
         )
 
     # ------------------------------------------------------------------ status
-    def statuses(self) -> dict:
+    def statuses(self, env: Any = None) -> dict[str, SkillAudit]:
+        """skill name -> SkillAudit (cached by the validators until an input changes)."""
+        from kbase.validators.status import skill_statuses
+
         try:
-            from kbase.validators.status import skill_statuses
-        except ImportError:
-            return {}
-        try:
-            return skill_statuses(self.root)
+            return skill_statuses(self.root, env=env)
         except FileNotFoundError:
             return {}
 
-    def _status_of(self, entry, statuses: dict) -> tuple[str, str | None, str | None]:
+    def _status_of(self, entry: Any, statuses: dict[str, SkillAudit]) -> tuple[str, Any, Any]:
         if entry.kind == "pr":
             return PR_STATUS, None, None
         audit = statuses.get(entry.id)
         if audit is None:
             return "unverified", None, None
         return audit.status, audit.verified_on, audit.last_pass
+
+    def stale(self, env: Any = None) -> StaleReport:
+        """Skills that are not verified right now, worst first, with the validators' reasons."""
+        statuses = self.statuses(env)
+        rows = sorted(
+            (a for a in statuses.values() if a.status != "verified"),
+            key=lambda a: (severity(a.status), a.skill),
+        )
+        counts: dict[str, int] = {}
+        for a in statuses.values():
+            counts[a.status] = counts.get(a.status, 0) + 1
+        return StaleReport(total=len(statuses), counts=counts, skills=rows)
 
     # ------------------------------------------------------------------ search
     def search(
@@ -122,26 +166,42 @@ class KnowledgeBase:
         auto_index: bool = True,
         since: str | None = None,
         until: str | None = None,
+        env: Any = None,
     ) -> list[Hit]:
-        """`since`/`until` (YYYY-MM-DD, inclusive) keep only dated entries (PR cards) in that range."""
+        """The hits for one query; arguments as in kbase.schema.SearchQuery (InvalidArgument)."""
+        q = SearchQuery.parse(
+            query=query,
+            k=k,
+            kind=kind,
+            repo=repo,
+            tags=tags,
+            status=[status] if isinstance(status, str) else status,
+            mode=mode,
+            since=since,
+            until=until,
+            env=env,
+        )
+        return self.query(q, auto_index=auto_index).hits
+
+    def query(self, q: SearchQuery, auto_index: bool = True) -> SearchResult:
         from kbase.retrieval.searcher import make_snippet
 
-        if not query or not query.strip():
-            raise ValueError("query is empty")
-        if kind not in (None, "skill", "pr"):
-            raise ValueError(f"kind must be 'skill' or 'pr', got {kind!r}")
         if not self.is_indexed():
             if not auto_index:
                 raise NotIndexed(f"no index under {self.home}; run `kbase index`")
             self.index()
-        wanted = {status} if isinstance(status, str) else set(status or [])
-        for name, day in (("since", since), ("until", until)):
-            if day is not None and not re.fullmatch(r"\d{4}-\d{2}-\d{2}", day):
-                raise ValueError(f"{name} must be a date like 2025-01-31, got {day!r}")
+        wanted = set(q.status)
         cands = self.searcher().search(
-            query, k=k, kind=kind, repo=repo, tags=tags, mode=mode, since=since, until=until
+            q.query,
+            k=q.k,
+            kind=q.kind,
+            repo=q.repo,
+            tags=q.tags,
+            mode=q.mode,
+            since=q.since,
+            until=q.until,
         )
-        statuses = self.statuses() if any(c.entry.kind == "skill" for c in cands) else {}
+        statuses = self.statuses(q.env) if any(c.entry.kind == "skill" for c in cands) else {}
         hits: list[Hit] = []
         for c in cands:
             st, on, at = self._status_of(c.entry, statuses)
@@ -158,7 +218,7 @@ class KnowledgeBase:
                     path=c.entry.path,
                     line=chunk.line if chunk else c.entry.line,
                     section=chunk.section if chunk else "",
-                    snippet=make_snippet(chunk.text, query) if chunk else "",
+                    snippet=make_snippet(chunk.text, q.query) if chunk else "",
                     repo=c.entry.repo,
                     pr=c.entry.pr,
                     verified_on=on,
@@ -167,11 +227,42 @@ class KnowledgeBase:
             )
         if not wanted:
             # Failing entries stay findable but rank below healthy ones.
-            hits.sort(key=lambda h: h.status in DEMOTED)
-        return hits[:k]
+            hits.sort(key=lambda h: h.status in STATUS_SPECS and STATUS_SPECS[h.status].demoted)
+        return SearchResult(query=q.query, hits=hits[: q.k])
 
-    # ------------------------------------------------------------------ get
+    # ------------------------------------------------------------------ get / list
+    def _entries(self) -> list[Any]:
+        idx = self.searcher().index() if self.is_indexed() else None
+        if idx is not None:
+            return list(idx.entries)
+        from kbase.retrieval.indexer import collect_entries
+
+        return collect_entries(self.root)[0]
+
+    def list_entries(self, kind: str | None = None) -> list[EntrySummary]:
+        """Every entry (indexed, or parsed now when there is no index), with its status."""
+        entries = [e for e in self._entries() if kind is None or e.kind == kind]
+        statuses = self.statuses() if any(e.kind == "skill" for e in entries) else {}
+        out = []
+        for e in entries:
+            st, _, _ = self._status_of(e, statuses)
+            out.append(
+                EntrySummary(
+                    id=e.id,
+                    kind=e.kind,
+                    title=e.title,
+                    path=e.path,
+                    status=st,
+                    tags=e.tags,
+                    repo=e.repo,
+                    pr=e.pr,
+                    date=e.date,
+                )
+            )
+        return out
+
     def get(self, entry_id: str, section: str | None = None) -> EntryDoc:
+        """One entry in full, or one section of it. NotFound for an unknown id or section."""
         from kbase.ingest.files import read_text
         from kbase.ingest.markdown import parse_body, split_front_matter
 
@@ -182,10 +273,14 @@ class KnowledgeBase:
         if entry is None:
             entry = self._find_unindexed(entry_id)
         if entry is None:
-            raise KeyError(f"no entry with id {entry_id!r}")
-        path = self.root / entry.path
-        text = read_text(path, self.root)
-        _, body, body_line = split_front_matter(text, entry.path)
+            raise NotFound(f"no entry with id {entry_id!r}")
+        try:
+            text = read_text(self.root / entry.path, self.root)
+            _, body, body_line = split_front_matter(text, entry.path)
+        except (OSError, ProblemsError) as exc:  # indexed, but the file went away or broke since
+            raise NotFound(
+                f"entry {entry_id!r} is indexed but its file cannot be read now ({exc}); re-index"
+            ) from None
         sections, _, _ = parse_body(body, body_line)
         secs = [SectionText(title=s.title or "intro", line=s.line, text=s.text) for s in sections]
         for ch in entry.chunks:
@@ -196,7 +291,7 @@ class KnowledgeBase:
             want = section.strip().lower()
             secs = [s for s in secs if s.title.lower() == want]
             if not secs:
-                raise KeyError(f"entry {entry_id!r} has no section {section!r}")
+                raise NotFound(f"entry {entry_id!r} has no section {section!r}")
             text = "\n\n".join(s.text for s in secs)
         return EntryDoc(
             id=entry.id,
@@ -213,13 +308,12 @@ class KnowledgeBase:
             text=text,
         )
 
-    def _find_unindexed(self, entry_id: str):
+    def _find_unindexed(self, entry_id: str) -> Any:
         from kbase.retrieval.indexer import collect_entries
 
         if entry_id.startswith("pr:"):
             entries, _, _ = collect_entries(self.root)
             return next((e for e in entries if e.id == entry_id), None)
-        from kbase.ingest.markdown import DocumentError
         from kbase.ingest.skills import SKILL_FILE, load_skill, skill_entry
         from kbase.schema import NAME_RE
 
@@ -230,5 +324,20 @@ class KnowledgeBase:
             return None
         try:
             return skill_entry(load_skill(f, self.root))
-        except DocumentError:
+        except ProblemsError:
             return None
+
+    # ------------------------------------------------------------------ health
+    def health(self) -> Health:
+        from kbase.retrieval.generations import current_id
+
+        gen = current_id(self.home)
+        idx = self.searcher().index() if gen is not None else None
+        return Health(
+            ok=gen is not None,
+            generation=gen,
+            entries=len(idx.entries) if idx is not None else 0,
+            chroma="server" if self.settings.chroma_url else "embedded",
+        )
+
+    list = list_entries  # `kb.list()`: the name the docs use

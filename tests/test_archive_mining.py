@@ -1,5 +1,5 @@
-"""`kbase mine` on real git repositories built here: PR styles, renames, binaries, reverts, bad inputs,
-incremental runs, Notes preservation and rewritten history."""
+"""`kbase mine` on real git repositories built here: PR styles, renames, binaries, reverts,
+bad inputs, incremental runs, Notes preservation and rewritten history."""
 
 from __future__ import annotations
 
@@ -19,10 +19,7 @@ from kbase.ingest.card_format import split_card  # noqa: E402
 from kbase.ingest.cards import timeline  # noqa: E402
 from kbase.ingest.mining import MiningError, mine  # noqa: E402
 
-from kbase.schema import (
-    PRCard,  # noqa: E402
-    Recipe,  # noqa: E402
-)
+from kbase.schema import PRCard, Recipe  # noqa: E402
 
 RECIPE = Recipe(
     name="demo",
@@ -178,14 +175,34 @@ def test_merge_commits_use_first_parent_and_body_title(tmp_path):
     root = tmp_path / "kb"
     rep = mine(b.path, root, RECIPE)
     found = sorted(int(p.stem) for p in (root / "pr_archive" / "demo").glob("*.md"))
-    assert found == [5, 7]  # the branch's own "(#99)" commit is not on the first-parent line
+    assert found == [5, 7]  # "(#99)" is work inside PR #7's branch: the merge owns it
     c7, _ = _card(root, 7)
     assert c7.sha == merge_sha and c7.title == "Support Qwen3 MoE routing"
     assert sorted(f.path for f in c7.files) == ["models/qwen3.py", "models/qwen3_moe.py"]
     assert c7.families == ["qwen3"] and "feature" in c7.categories
     c5, _ = _card(root, 5)
     assert "docs" in c5.categories
-    assert rep.commits == 3 and rep.without_pr == 1
+    # every commit of the graph counts, the branch's two included; "#5" and "#7" are main's PRs
+    assert rep.commits == 5 and rep.without_pr == 2 and rep.behind_merges == 0
+
+
+def test_prs_behind_a_merge_that_names_no_pr_get_cards(tmp_path):
+    b = Builder(tmp_path / "repo")
+    b.commit("initial import", {"README.md": "demo\n"})
+    b.repo.git.checkout("-q", "-b", "dev")
+    b.commit("Add Qwen3 (#11)", {"models/qwen3.py": QWEN_V1})
+    b.commit("Route experts (#12)", {"models/qwen3_moe.py": "def route(x):\n    return x\n"})
+    b.repo.git.checkout("-q", "main")
+    b.commit("Docs tweak (#5)", {"docs/guide.md": "guide\n"})
+    with b.repo.git.custom_environment(**b._env()):
+        b.repo.git.merge("-q", "--no-ff", "dev", "-m", "merge dev to main")
+    root = tmp_path / "kb"
+    rep = mine(b.path, root, RECIPE)
+    found = sorted(int(p.stem) for p in (root / "pr_archive" / "demo").glob("*.md"))
+    assert found == [5, 11, 12]
+    c11, _ = _card(root, 11)
+    assert [f.path for f in c11.files] == ["models/qwen3.py"] and c11.families == ["qwen3"]
+    assert rep.commits == 5 and rep.behind_merges == 2
 
 
 def test_renames_binaries_and_reverts(tmp_path):
@@ -384,6 +401,7 @@ def test_interrupted_mine_completes_on_rerun_without_duplicates(tmp_path):
     repo = tmp_path / "big"
     _fast_import_repo(repo, 2500)
     root = tmp_path / "kb"
+    (root / "pr_archive").mkdir(parents=True)  # a root must exist (kbase init)
     folder = root / "pr_archive" / "big"
     cmd = [
         sys.executable,

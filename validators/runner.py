@@ -27,10 +27,10 @@ from kbase.validators.sandbox import (
 from kbase.validators.snippets import SnippetError, SnippetLayout, layout_blocks, locate_failure
 from kbase.validators.tiers import cuda_preflight, gpu_for, plan_tiers
 
+from kbase.closed_sets import TIER_SPECS
+
 SKIP_EXIT = 77  # the automake convention: "this test cannot run here"
 CPU_COMPILE_ARCH = "sm_90a"
-DEFAULT_CPU_MEMORY_MB = 8192
-DEFAULT_GPU_MEMORY_MB = 32768
 
 # The snippet runs under runpy so that a watchdog can print where it is stuck just before the
 # deadline; -X faulthandler does the same for crashes. Both feed the line mapping.
@@ -85,7 +85,7 @@ class RunSettings:
 
 
 def nvcc_arch_for(tier: str, min_cc: float | None) -> str:
-    if tier != "gpu":
+    if not TIER_SPECS[tier].sees_gpu:
         return os.environ.get("KBASE_NVCC_ARCH", CPU_COMPILE_ARCH)
     gpu, _ = gpu_for(min_cc)
     if gpu is None:
@@ -112,9 +112,9 @@ def _tier_env(
     }
     if "OMP_NUM_THREADS" not in os.environ:
         env["OMP_NUM_THREADS"] = str(max(1, (os.cpu_count() or 1) // max(1, workers)))
-    if tier == "cpu-interpret":
-        env["TRITON_INTERPRET"] = "1"
-    if tier != "gpu":
+    spec = TIER_SPECS[tier]
+    env.update(spec.env)
+    if not spec.sees_gpu:
         env["CUDA_VISIBLE_DEVICES"] = (
             ""  # CPU tiers must give the same verdict with or without a GPU
         )
@@ -143,7 +143,7 @@ def _steps(layout: SnippetLayout, tier: str, arch: str, timeout: float) -> list[
             ]
         ]
     cu = [f.name for f in layout.cuda_files]
-    if tier == "gpu":
+    if TIER_SPECS[tier].cuda_runs_binary:
         host = [f.name for f in layout.files if f.lang in ("cpp", "c++", "c")]
         return [
             ["nvcc", f"-arch={arch}", "-Xptxas", "-v", "-o", "snippet_bin", *cu, *host],
@@ -212,7 +212,7 @@ def run_tier(skill, tier: str, settings: RunSettings) -> RunOutcome:
 
     GPU runs take turns even with -j N: timings and memory checks mean nothing on a shared device.
     """
-    if tier == "gpu":
+    if TIER_SPECS[tier].exclusive:
         with _GPU_LOCK:
             return _run_tier(skill, tier, settings)
     return _run_tier(skill, tier, settings)
@@ -221,20 +221,14 @@ def run_tier(skill, tier: str, settings: RunSettings) -> RunOutcome:
 def _run_tier(skill, tier: str, settings: RunSettings) -> RunOutcome:
     v = skill.meta.verification
     timeout = float(settings.timeout_s or v.timeout_s)
-    gpu = tier == "gpu"
+    spec = TIER_SPECS[tier]
     memory = (
         settings.memory_mb
         if settings.memory_mb is not None
         else os.environ.get("KBASE_SANDBOX_MEMORY_MB")
     )
-    memory = (
-        int(memory)
-        if memory not in (None, "")
-        else (DEFAULT_GPU_MEMORY_MB if gpu else DEFAULT_CPU_MEMORY_MB)
-    )
-    limits = Limits(
-        timeout_s=timeout, memory_mb=memory or None, memory_kind="data" if gpu else "as"
-    )
+    memory = int(memory) if memory not in (None, "") else spec.default_memory_mb
+    limits = Limits(timeout_s=timeout, memory_mb=memory or None, memory_kind=spec.memory_kind)
     base = RunOutcome(
         skill=skill.name,
         tier=tier,
@@ -251,7 +245,7 @@ def _run_tier(skill, tier: str, settings: RunSettings) -> RunOutcome:
         base.line, base.message = exc.line, str(exc)
         return base
     isolate = settings.isolate
-    if gpu:
+    if spec.sees_gpu:
         device, _ = gpu_for(v.min_compute_capability)
         visible = (
             str(device.index)
