@@ -131,6 +131,13 @@ class SkillMeta(_Strict):
     related: list[str] = Field(default_factory=list)
     watch: list[Watch] = Field(default_factory=list)
     license: str | None = None
+    # Interim for the claims contract (#10 replaces both with its Claim model and literal triggers).
+    claims: list[dict[str, Any]] = Field(default_factory=list)
+
+    @field_validator("trigger", mode="before")
+    @classmethod
+    def _literal_triggers(cls, v: Any) -> Any:
+        return [x["literal"] if isinstance(x, dict) and "literal" in x else x for x in v]
 
     @field_validator("name")
     @classmethod
