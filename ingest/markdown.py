@@ -44,7 +44,8 @@ class Document:
         return node_line(self.meta_node, loc)
 
 
-_md = MarkdownIt("commonmark")
+# Only block structure is read (headings, fences); inline parsing was 60% of lint time.
+_md = MarkdownIt("commonmark").disable("inline")
 
 
 def split_front_matter(text: str, path: str) -> tuple[str, str, int]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -117,27 +118,70 @@ def find_skill_files(root: Path) -> list[Path]:
     )
 
 
-def lint_paths(paths: list[Path], root: Path) -> list[Problem]:
-    """Every problem in the given SKILL.md files (or skill folders), plus cross-skill checks."""
-    problems: list[Problem] = []
-    skills: list[Skill] = []
-    for p in paths:
-        f = p / SKILL_FILE if p.is_dir() else p
-        if not f.exists():
-            problems.append(Problem(path=display_path(f, root), message="no such file"))
-            continue
-        try:
-            skills.append(load_skill(f, root))
-        except DocumentError as de:
-            problems.extend(de.problems)
+# Below this many files a process pool costs more than it saves.
+PARALLEL_MIN = 256
+Related = list[tuple[str, str, int, int]]  # (path, related name, index, line)
+
+
+def _lint_file(f: Path, root: Path) -> tuple[list[Problem], Related]:
+    """One file's own problems, and the related-skill references to check against all skills."""
+    if not f.exists():
+        return [Problem(path=display_path(f, root), message="no such file")], []
+    try:
+        s = load_skill(f, root)
+    except DocumentError as de:
+        return de.problems, []
+    return [], [
+        (s.path, rel, i, s.doc.line_of(("related", i))) for i, rel in enumerate(s.meta.related)
+    ]
+
+
+def _lint_chunk(args: tuple[list[Path], Path]) -> list[tuple[list[Problem], Related]]:
+    files, root = args
+    return [_lint_file(f, root) for f in files]
+
+
+def workers_for(n: int) -> int:
+    """Processes worth starting for n files: the CPUs this process may use, 1 for small jobs."""
+    if n < PARALLEL_MIN:
+        return 1
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        cpus = os.cpu_count() or 1
+    return max(1, min(cpus, n // (PARALLEL_MIN // 2)))
+
+
+def lint_paths(paths: list[Path], root: Path, workers: int | None = None) -> list[Problem]:
+    """Every problem in the given SKILL.md files (or skill folders), plus cross-skill checks.
+
+    Large sets are parsed by a pool of processes (`workers`, default: one per usable CPU): parsing
+    is pure Python, so threads would not help. Problems come back in the order of `paths`.
+    """
+    files = [p / SKILL_FILE if p.is_dir() else p for p in paths]
+    n = workers if workers is not None else workers_for(len(files))
+    if n > 1:
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+
+        size = max(16, len(files) // (n * 4))
+        chunks = [(files[i : i + size], root) for i in range(0, len(files), size)]
+        ctx = multiprocessing.get_context(
+            "fork" if "fork" in multiprocessing.get_all_start_methods() else None
+        )
+        with ProcessPoolExecutor(max_workers=n, mp_context=ctx) as pool:
+            results = [r for part in pool.map(_lint_chunk, chunks) for r in part]
+    else:
+        results = [_lint_file(f, root) for f in files]
+    problems = [p for own, _ in results for p in own]
     known = {p.parent.name for p in find_skill_files(root)}
-    for s in skills:
-        for i, rel in enumerate(s.meta.related):
+    for _, refs in results:
+        for path, rel, i, line in refs:
             if rel not in known:
                 problems.append(
                     Problem(
-                        path=s.path,
-                        line=s.doc.line_of(("related", i)),
+                        path=path,
+                        line=line,
                         field=f"related.{i}",
                         message=f"related skill {rel!r} does not exist",
                     )
