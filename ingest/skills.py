@@ -11,7 +11,7 @@ from kbase.ingest.files import FileProblem, display_path, read_text
 from kbase.ingest.markdown import Document, DocumentError, parse_document
 from pydantic import ValidationError
 
-from kbase.schema import Chunk, CodeBlock, Entry, Problem, SkillMeta
+from kbase.schema import TAG_KEYS, Chunk, CodeBlock, Entry, Problem, SkillMeta
 
 SKILL_FILE = "SKILL.md"
 
@@ -215,9 +215,7 @@ def skill_entry(skill: Skill) -> Entry:
                 )
             )
 
-    tag_words = " ".join(
-        v for k in ("languages", "kernel_types", "archs", "techniques") for v in getattr(m.tags, k)
-    )
+    tag_words = " ".join(v for k in TAG_KEYS for v in getattr(m.tags, k))
     add(
         "summary",
         f"{title}\n{m.description}\nWhen: \n{_join(m.trigger)}\nTags: {tag_words}",
