@@ -6,6 +6,7 @@ import hashlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from kbase.ingest.files import FileProblem, display_path, read_text
 from kbase.ingest.markdown import Document, DocumentError, parse_document
@@ -141,9 +142,48 @@ def _lint_chunk(args: tuple[list[Path], Path]) -> list[tuple[list[Problem], Rela
     return [_lint_file(f, root) for f in files]
 
 
+def _entry_of(f: Path, root: Path) -> tuple[Entry | None, list[Problem]]:
+    try:
+        return skill_entry(load_skill(f, root)), []
+    except DocumentError as de:
+        return None, de.problems
+
+
+def _entry_chunk(args: tuple[list[Path], Path]) -> list[tuple[Entry | None, list[Problem]]]:
+    files, root = args
+    return [_entry_of(f, root) for f in files]
+
+
+def _in_pool(fn: Any, files: list[Path], root: Path, n: int) -> list[Any]:
+    """fn over chunks of files in n processes, results in the order of files."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    size = max(16, len(files) // (n * 4))
+    chunks = [(files[i : i + size], root) for i in range(0, len(files), size)]
+    methods = multiprocessing.get_all_start_methods()
+    ctx = multiprocessing.get_context("fork" if "fork" in methods else None)
+    with ProcessPoolExecutor(max_workers=n, mp_context=ctx) as pool:
+        return [r for part in pool.map(fn, chunks) for r in part]
+
+
+def load_entries(
+    files: list[Path], root: Path, workers: int | None = None
+) -> list[tuple[Entry | None, list[Problem]]]:
+    """(index entry or None, problems) per SKILL.md, in order; a process pool for large sets."""
+    n = workers if workers is not None else workers_for(len(files))
+    if n > 1:
+        return _in_pool(_entry_chunk, files, root, n)
+    return [_entry_of(f, root) for f in files]
+
+
 def workers_for(n: int) -> int:
     """Processes worth starting for n files: the CPUs this process may use, 1 for small jobs."""
-    if n < PARALLEL_MIN:
+    import threading
+
+    # fork copies only the calling thread: with others running (a server), a lock one of them
+    # holds could never be released in the child
+    if n < PARALLEL_MIN or threading.active_count() > 1:
         return 1
     try:
         cpus = len(os.sched_getaffinity(0))
@@ -161,16 +201,7 @@ def lint_paths(paths: list[Path], root: Path, workers: int | None = None) -> lis
     files = [p / SKILL_FILE if p.is_dir() else p for p in paths]
     n = workers if workers is not None else workers_for(len(files))
     if n > 1:
-        import multiprocessing
-        from concurrent.futures import ProcessPoolExecutor
-
-        size = max(16, len(files) // (n * 4))
-        chunks = [(files[i : i + size], root) for i in range(0, len(files), size)]
-        ctx = multiprocessing.get_context(
-            "fork" if "fork" in multiprocessing.get_all_start_methods() else None
-        )
-        with ProcessPoolExecutor(max_workers=n, mp_context=ctx) as pool:
-            results = [r for part in pool.map(_lint_chunk, chunks) for r in part]
+        results = _in_pool(_lint_chunk, files, root, n)
     else:
         results = [_lint_file(f, root) for f in files]
     problems = [p for own, _ in results for p in own]

@@ -46,19 +46,19 @@ class IndexReport:
 def collect_entries(root: Path) -> tuple[list[Entry], list[Problem], set[str]]:
     """Every skill and PR card under root, the problems found, and the paths that failed."""
     from kbase.ingest.files import display_path
-    from kbase.ingest.markdown import DocumentError
-    from kbase.ingest.skills import find_skill_files, load_skill, skill_entry
+    from kbase.ingest.skills import find_skill_files, load_entries
 
     entries: list[Entry] = []
     problems: list[Problem] = []
     failed: set[str] = set()
     from kbase.drafts import find_draft_files
 
-    for f in find_skill_files(root) + find_draft_files(root):  # drafts: searchable, status draft
-        try:
-            entries.append(skill_entry(load_skill(f, root)))
-        except DocumentError as de:
-            problems.extend(de.problems)
+    files = find_skill_files(root) + find_draft_files(root)  # drafts: searchable, status draft
+    for f, (entry, bad) in zip(files, load_entries(files, root), strict=True):
+        if entry is not None:
+            entries.append(entry)
+        else:
+            problems.extend(bad)
             failed.add(display_path(f, root))
     from kbase.ingest.cards import load_card_entries
 
