@@ -113,7 +113,10 @@ def lint_paths(paths: list[Path], root: Path) -> list[Problem]:
         except DocumentError as de:
             problems.extend(de.problems)
     known = {p.parent.name for p in find_skill_files(root)}
+    from kbase.validators.numbers import unbacked_numbers
+
     for s in skills:
+        problems.extend(unbacked_numbers(s))
         for i, rel in enumerate(s.meta.related):
             if rel not in known:
                 problems.append(

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kbase.validators.fingerprint import fingerprint
-from kbase.validators.ledger import append_rows, row_from_outcome
+from kbase.validators.ledger import append_rows, row_from_outcome, seal
 from kbase.validators.runner import RunOutcome, RunSettings, isolation_note, verify_skills
 from kbase.validators.status import judgements
 
@@ -37,7 +37,7 @@ def record(root: Path, outcomes: list[RunOutcome]) -> int:
             continue
         row = row_from_outcome(o)
         LedgerRow.model_validate(row)  # a malformed row must fail here, not in every later reader
-        rows.append(row)
+        rows.append(seal(row))
     return append_rows(root, rows)
 
 
@@ -48,10 +48,23 @@ class Recorder:
     """
 
     def __init__(self, root: Path, then: Callable[[RunOutcome], None] | None = None):
+        from kbase.validators.signing import signer_from_env, trusted_keys
+
         self.root, self.then, self.count = root, then, 0
+        signer = signer_from_env()  # loaded now, before any snippet runs; a bad key stops here
+        # With trusted keys configured, an unsigned row could only ever be self-reported: it
+        # would make `kbase ledger verify` fail, so it is not written.
+        self.enabled = signer is not None or not trusted_keys(root).configured
+        self.note = (
+            None
+            if self.enabled
+            else "runs not recorded: ledger/trusted-keys/ is configured and KBASE_SIGNING_KEY "
+            "is not set (unsigned rows would only be self-reported)"
+        )
 
     def __call__(self, outcome: RunOutcome) -> None:
-        self.count += record(self.root, [outcome])
+        if self.enabled:
+            self.count += record(self.root, [outcome])
         if self.then:
             self.then(outcome)
 

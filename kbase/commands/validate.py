@@ -114,9 +114,12 @@ def _run_with_progress(skills, settings, run):
             progress.update(task, advance=1, description=f"{o.skill} [{o.tier}] {o.verdict}")
 
         from kbase.validators.sandbox import SandboxUnavailable
+        from kbase.validators.signing import SigningError
 
         try:
             return run(done)
+        except SigningError as exc:
+            raise fail(f"cannot sign ledger rows: {exc}") from None
         except SandboxUnavailable as exc:
             raise fail(
                 f"refusing to run snippets without the sandbox: {exc}. Install bubblewrap "
@@ -202,6 +205,8 @@ def verify(
             typer.echo(p)
         if note:
             err_console.print(f"[yellow]warning:[/yellow] {note}")
+        if recorders and recorders[0].note:
+            err_console.print(f"[yellow]note:[/yellow] {recorders[0].note}")
         err_console.print(f"{len(outcomes)} run(s), {recorded} recorded in the ledger")
     if problems or _bad(outcomes):
         raise typer.Exit(1)
@@ -336,9 +341,13 @@ def check(
     r = root_path(root)
     refs = list(names or [])
     used_base = None
+    ledger_problems: list[str] = []
     if changed:
+        from kbase.validators.changes import ledger_change_problems
+
         try:
             found, used_base = changed_skills(r, base)
+            ledger_problems, _ = ledger_change_problems(r, base)
         except ChangesError as exc:
             raise fail(str(exc)) from None
         refs += [n for n in found if n not in refs]
@@ -346,15 +355,21 @@ def check(
         raise fail("name skills to check, or pass --changed")
     if not refs:
         if as_json:
-            print_json({"base": used_base, "skills": [], "problems": [], "results": []})
+            print_json(
+                {"base": used_base, "skills": [], "problems": ledger_problems, "results": []}
+            )
         else:
+            for p in ledger_problems:
+                typer.echo(p)
             err_console.print(f"no skill changed since {used_base}")
+        if ledger_problems:
+            raise typer.Exit(1)
         return
     try:
         files = [skill_file(r, ref) for ref in refs]
     except LookupError as exc:
         raise fail(str(exc)) from None
-    problems = [str(p) for p in lint_paths(files, r)]
+    problems = ledger_problems + [str(p) for p in lint_paths(files, r)]
     skills, _load_problems = _load(r, [str(f) for f in files])
     settings = _settings(r, tier, workers, None, None, isolate)
     outcomes = _run_with_progress(
