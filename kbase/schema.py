@@ -1,7 +1,7 @@
 """The one schema module: every data shape kbase reads, writes or serves.
 
-Everything else imports from here; this module imports nothing from kbase
-except the tag vocabulary (which is data, not behaviour).
+Everything else imports from here. The closed sets it types with live in kbase/closed_sets.py,
+the search arguments in kbase/search_query.py (re-exported here); the tag vocabulary is data.
 """
 
 from __future__ import annotations
@@ -14,14 +14,29 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-NAME_RE = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
+from kbase.closed_sets import (
+    TIERS,
+    EntryKind,
+    EntryStatus,
+    Mode,
+    SkillStatus,
+    Tier,
+    Verdict,
+)
+from kbase.search_query import SearchQuery
 
-Tier = Literal["cpu-interpret", "cpu-compile", "gpu"]
-TIERS: tuple[str, ...] = ("cpu-interpret", "cpu-compile", "gpu")
-Verdict = Literal["pass", "fail", "skip", "error", "timeout", "killed"]
-SkillStatus = Literal["verified", "failing", "stale-age", "stale-env", "stale-source", "unverified"]
-EntryKind = Literal["skill", "pr"]
-TAG_KEYS: tuple[str, ...] = ("languages", "kernel_types", "archs", "techniques")
+__all__ = [
+    "TIERS",
+    "Tier",
+    "Verdict",
+    "SkillStatus",
+    "EntryKind",
+    "EntryStatus",
+    "Mode",
+    "SearchQuery",
+]
+
+NAME_RE = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
 
 
 def _check_kebab(v: str) -> str:
@@ -90,6 +105,10 @@ class Tags(_Strict):
 
     def flat(self) -> list[str]:
         return [f"{k}={v}" for k in TAG_KEYS for v in getattr(self, k)]
+
+
+# The tag keys are the fields of Tags (a new key: a field here and its values in vocab.yaml).
+TAG_KEYS: tuple[str, ...] = tuple(Tags.model_fields)
 
 
 class Watch(_Strict):
@@ -265,17 +284,30 @@ class Entry(BaseModel):
 
 
 class Problem(BaseModel):
-    """A lint / parse error with a location a human can jump to."""
+    """A problem with a location a human can jump to; `--json` always prints these five keys.
+
+    `code` is a short kebab-case kind (`unbacked-number`, `duplicate-key`) when a tool should be
+    able to tell problems apart without parsing the message.
+    """
 
     path: str
     line: int = 0
     field: str | None = None
+    code: str | None = None
     message: str
 
     def __str__(self) -> str:
         where = f"{self.path}:{self.line}" if self.line else self.path
-        field = f" [{self.field}]" if self.field else ""
-        return f"{where}:{field} {self.message}"
+        tag = self.code or self.field
+        return f"{where}: [{tag}] {self.message}" if tag else f"{where}: {self.message}"
+
+    @classmethod
+    def from_text(cls, text: str) -> Problem:
+        """A problem from a `path:line: message` line (what older callers produced)."""
+        m = re.match(r"^(?P<path>[^:\n]+?)(?::(?P<line>\d+))?:\s(?P<msg>.*)$", text, re.S)
+        if not m:
+            return cls(path="", message=text)
+        return cls(path=m["path"], line=int(m["line"] or 0), message=m["msg"])
 
 
 # --------------------------------------------------------------------------- search results
@@ -318,11 +350,75 @@ class EntryDoc(BaseModel):
     verified_at: str | None = None
     sections: list[SectionText] = Field(default_factory=list)
     text: str = ""
+    # what users said after acting on it (kbase/feedback.py): counts, last date, recent notes
+    feedback: dict[str, Any] | None = None
 
 
 class SearchResult(BaseModel):
+    """What a search answers: `kbase search --json`, GET /search, MCP search (compacted)."""
+
     query: str
     hits: list[Hit]
+
+
+class EntrySummary(BaseModel):
+    """One line of `kbase list`."""
+
+    id: str
+    kind: EntryKind
+    title: str
+    path: str
+    status: str
+    tags: list[str] = Field(default_factory=list)
+    repo: str | None = None
+    pr: int | None = None
+    date: str | None = None
+
+
+class StaleReport(BaseModel):
+    """Skills that are not verified right now, worst first (the audit view of search)."""
+
+    available: bool = True
+    total: int
+    counts: dict[str, int]
+    skills: list[SkillAudit]
+
+
+# a card for a merged PR (pr_archive/<name>/<N>.md) or for a commit pushed without one
+# (pr_archive/<name>/commit-<short-sha>.md, pr: null); both index as kind "pr"
+CardKind = Literal["pr", "commit"]
+
+
+class HistoryRow(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    pr: int | None  # None: a commit pushed without a PR (its card is commit-<sha>.md)
+    sha: str = ""
+    kind: CardKind = "pr"
+    date: str
+    title: str
+    files: list[str] = Field(default_factory=list)
+    categories: list[str] = Field(default_factory=list)
+    via_rename: bool = False
+
+
+class HistoryResult(BaseModel):
+    """The timeline of one kernel family (or of paths: `kbase history --path`) in one archived
+    repo, oldest first."""
+
+    repo: str
+    family: str | None
+    available: bool = True  # False: this root has no PR archive at all (message says so)
+    message: str | None = None
+    globs: list[str] = Field(default_factory=list)
+    prs: list[HistoryRow] = Field(default_factory=list)
+
+
+class Health(BaseModel):
+    ok: bool
+    generation: str | None
+    entries: int = 0
+    chroma: Literal["server", "embedded"]
 
 
 # --------------------------------------------------------------------------- validators
@@ -429,15 +525,19 @@ class FileChange(BaseModel):
     deleted: int | None = None
     symbols: list[str] = Field(default_factory=list)
     old_path: str | None = None
+    # per symbol, who named it: tree-sitter | scanner | hunk-header (no grammar for the language)
+    named_by: list[str] = Field(default_factory=list)
+    kernels: list[str] = Field(default_factory=list)  # the symbols that are GPU kernels
 
 
 class PRCard(BaseModel):
-    """Front-matter of pr_archive/<name>/<N>.md."""
+    """Front-matter of pr_archive/<name>/<N>.md (or commit-<short-sha>.md for a direct push)."""
 
     model_config = ConfigDict(extra="forbid")
 
     repo: str
-    pr: int
+    pr: int | None
+    kind: CardKind = "pr"
     url: str | None = None
     sha: str
     date: str
@@ -448,6 +548,15 @@ class PRCard(BaseModel):
     categories: list[str] = Field(default_factory=list)
     reverts: int | None = None
     tags: Tags = Field(default_factory=Tags)
+    reverts_commit: str | None = None  # a reverted direct push (its sha, as the body names it)
+    reverted_by: list[str] = Field(default_factory=list)  # "#N" for a PR, a short sha for a push
+    description: str | None = None  # the commit body, cleaned of template boilerplate
+    co_authors: list[str] = Field(default_factory=list)
+    issues: list[int] = Field(default_factory=list)
+    numbers: list[str] = Field(default_factory=list)  # numbers with units from the description
+    touched: list[str] = Field(default_factory=list)  # symbols, ranked: kernels first, tests last
+    key_diff: str | None = None  # at most 20 diff lines from the most significant hunks
+    also: list[str] = Field(default_factory=list)  # other commits that carry the same PR number
 
 
 # --------------------------------------------------------------------------- recipes

@@ -60,7 +60,7 @@ def status_of(root: Path, name: str) -> dict:
 def signed_root(tmp_path):
     """A root whose ledger trusts one runner key, with one skill verified by a signed run."""
     root = tmp_path / "kb"
-    root.mkdir()
+    (root / "skills").mkdir(parents=True)
     keys = tmp_path / "keys"
     made = kbase("keygen", str(keys / "runner.key"), "--trust", "--json", root=root)
     assert made.returncode == 0, made.stderr

@@ -49,6 +49,7 @@ def fixture_skill(root: Path, name: str, snippet: str) -> Path:
 
 
 def test_new_scaffold_lints_verifies_and_audits_as_verified(tmp_path):
+    (tmp_path / "skills").mkdir()
     made = kbase("new", "my-first-skill", "--json", root=tmp_path)
     assert made.returncode == 0, made.stderr
     assert json.loads(made.stdout) == {"created": "skills/my-first-skill/SKILL.md"}

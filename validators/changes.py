@@ -5,10 +5,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from kbase.errors import KbaseError
+from kbase.schema import Problem
+
 DEFAULT_BASES = ("origin/main", "main", "origin/master", "master")
 
 
-class ChangesError(RuntimeError):
+class ChangesError(KbaseError, RuntimeError):
     pass
 
 
@@ -79,7 +82,7 @@ def changed_skills(root: Path, base: str | None = None) -> tuple[list[str], str]
     return sorted(n for n in names if (Path(root) / "skills" / n / "SKILL.md").exists()), used
 
 
-def ledger_change_problems(root: Path, base: str | None = None) -> tuple[list[str], str]:
+def ledger_change_problems(root: Path, base: str | None = None) -> tuple[list[Problem], str]:
     """What a change does to the ledger that a pull request must not do, judged by the base's keys.
 
     Every row of the base's ledger must still be there, unedited; every added row must be signed
@@ -158,4 +161,20 @@ def ledger_change_problems(root: Path, base: str | None = None) -> tuple[list[st
                 f"{shown}:{lineno}: [sig] added row for {row['skill']} is not signed by a key "
                 f"that {chosen} trusts (ledger/{TRUSTED_DIR}/)"
             )
-    return problems, chosen
+    return [_as_problem(p) for p in problems], chosen
+
+
+def _as_problem(text: str) -> Problem:
+    """`path:line: [field] message` (or `path: message`) as a kbase.schema.Problem."""
+    import re
+
+    m = re.match(
+        r"^(?P<path>[^:]+):(?:(?P<line>\d+):)?\s*(?:\[(?P<field>[^\]]+)\]\s*)?(?P<msg>.*)$",
+        text,
+        re.S,
+    )
+    if not m:
+        return Problem(path="ledger", message=text)
+    return Problem(
+        path=m["path"], line=int(m["line"] or 0), field=m["field"], message=m["msg"].strip()
+    )

@@ -27,10 +27,10 @@ from kbase.validators.sandbox import (
 from kbase.validators.snippets import SnippetError, SnippetLayout, layout_blocks, locate_failure
 from kbase.validators.tiers import cuda_preflight, gpu_for, plan_tiers
 
+from kbase.closed_sets import TIER_SPECS
+
 SKIP_EXIT = 77  # the automake convention: "this test cannot run here"
 CPU_COMPILE_ARCH = "sm_90a"
-DEFAULT_CPU_MEMORY_MB = 8192
-DEFAULT_GPU_MEMORY_MB = 32768
 
 # The snippet runs under runpy so that a watchdog can print where it is stuck just before the
 # deadline; -X faulthandler does the same for crashes. Both feed the line mapping.
@@ -91,7 +91,7 @@ class RunSettings:
 
 
 def nvcc_arch_for(tier: str, min_cc: float | None) -> str:
-    if tier != "gpu":
+    if not TIER_SPECS[tier].sees_gpu:
         return os.environ.get("KBASE_NVCC_ARCH", CPU_COMPILE_ARCH)
     gpu, _ = gpu_for(min_cc)
     if gpu is None:
@@ -118,9 +118,9 @@ def _tier_env(
     }
     if "OMP_NUM_THREADS" not in os.environ:
         env["OMP_NUM_THREADS"] = str(max(1, (os.cpu_count() or 1) // max(1, workers)))
-    if tier == "cpu-interpret":
-        env["TRITON_INTERPRET"] = "1"
-    if tier != "gpu":
+    spec = TIER_SPECS[tier]
+    env.update(spec.env)
+    if not spec.sees_gpu:
         env["CUDA_VISIBLE_DEVICES"] = (
             ""  # CPU tiers must give the same verdict with or without a GPU
         )
@@ -141,7 +141,7 @@ def _command(layout: SnippetLayout, tier: str, arch: str, timeout: float) -> lis
         watchdog = str(max(0.5, timeout - 0.3))
         return [sys.executable, "-u", "-X", "faulthandler", "-c", _BOOTSTRAP, watchdog]
     cu = [f.name for f in layout.cuda_files]
-    if tier == "gpu":
+    if TIER_SPECS[tier].cuda_runs_binary:
         host = [f.name for f in layout.files if f.lang in ("cpp", "c++", "c")]
         build = ["nvcc", f"-arch={arch}", "-Xptxas", "-v", "-o", "snippet_bin", *cu, *host]
         script = f"mkdir -p tmp && {shlex.join(build)} && exec ./snippet_bin"
@@ -207,13 +207,13 @@ def run_tier(skill, tier: str, settings: RunSettings) -> RunOutcome:
 
     GPU runs take turns even with -j N: timings and memory checks mean nothing on a shared device.
     """
-    if tier == "gpu":
+    if TIER_SPECS[tier].exclusive:
         with _GPU_LOCK:
             return _run_tier(skill, tier, settings)
     return _run_tier(skill, tier, settings)
 
 
-def _memory_for(settings: RunSettings, gpu: bool) -> int:
+def _memory_for(settings: RunSettings, tier: str) -> int:
     memory = (
         settings.memory_mb
         if settings.memory_mb is not None
@@ -221,17 +221,15 @@ def _memory_for(settings: RunSettings, gpu: bool) -> int:
     )
     if memory not in (None, ""):
         return int(memory)  # type: ignore[arg-type]
-    return DEFAULT_GPU_MEMORY_MB if gpu else DEFAULT_CPU_MEMORY_MB
+    return TIER_SPECS[tier].default_memory_mb
 
 
 def _run_tier(skill, tier: str, settings: RunSettings) -> RunOutcome:
     v = skill.meta.verification
     timeout = float(settings.timeout_s or v.timeout_s)
-    gpu = tier == "gpu"
-    memory = _memory_for(settings, gpu)
-    limits = Limits(
-        timeout_s=timeout, memory_mb=memory or None, memory_kind="data" if gpu else "as"
-    )
+    spec = TIER_SPECS[tier]
+    memory = _memory_for(settings, tier)
+    limits = Limits(timeout_s=timeout, memory_mb=memory or None, memory_kind=spec.memory_kind)
     if settings.disk_mb:
         limits.disk_mb = settings.disk_mb
     base = RunOutcome(
@@ -251,7 +249,7 @@ def _run_tier(skill, tier: str, settings: RunSettings) -> RunOutcome:
         return base
     sandboxed = not settings.unsafe_no_sandbox
     userns: bool | None = None
-    if gpu:
+    if spec.sees_gpu:
         device, _ = gpu_for(v.min_compute_capability)
         visible = (
             str(device.index)
@@ -277,7 +275,7 @@ def _run_tier(skill, tier: str, settings: RunSettings) -> RunOutcome:
             limits,
             env_for,
             sandboxed=sandboxed,
-            gpu=gpu,
+            gpu=spec.sees_gpu,
             userns=userns,
             literals=literals,
             on_timeout_grace_s=1.0 if argv[0] == sys.executable else 0.0,
@@ -349,7 +347,10 @@ def verify_skills(
     if jobs and not settings.unsafe_no_sandbox:
         ok, why = sandbox_status()
         if not ok:
-            raise SandboxUnavailable(why)
+            raise SandboxUnavailable(
+                f"refusing to run snippets without the sandbox: {why}. Install bubblewrap "
+                "(apt-get install bubblewrap) or pass --unsafe-no-sandbox (such runs never verify)"
+            )
     pool = ThreadPoolExecutor(max_workers=max(1, settings.workers))
     restore = _terminate_as_interrupt()
     try:

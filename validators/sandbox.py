@@ -31,6 +31,8 @@ from kbase.validators import bwrap
 from kbase.validators.cgroup import RunCgroup, join_in_child
 from kbase.validators.hostproc import kill_by_marker, libc_prctl_deathsig, rmtree, user_procs
 
+from kbase.errors import Unavailable
+
 # Variables a snippet may inherit: toolchain locations and locale, never tokens or credentials.
 ENV_ALLOWLIST = (
     "PATH",
@@ -106,7 +108,7 @@ class SandboxResult:
             return f"signal {-self.returncode}"
 
 
-class SandboxUnavailable(RuntimeError):
+class SandboxUnavailable(Unavailable):
     """Snippets may not run: no working bubblewrap and no --unsafe-no-sandbox."""
 
 

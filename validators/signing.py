@@ -21,14 +21,18 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from kbase.errors import KbaseError
+
 TRUSTED_DIR = "trusted-keys"
 PUB_PREFIX = "kbase-ed25519"
 # trust labels of a row
 TRUSTED, SELF_REPORTED, BAD_SIGNATURE = "trusted", "self-reported", "bad-signature"
 
 
-class SigningError(ValueError):
-    pass
+class SigningError(KbaseError, ValueError):
+    """A signing key that cannot be read or used; nothing is run or recorded."""
+
+    code = "signing"
 
 
 def _crypto():

@@ -6,11 +6,13 @@ import functools
 import importlib.util
 import os
 import shutil
+from collections.abc import Callable
 
 from kbase.validators.fingerprint import GPU, gpus
 
-TIERS = ("cpu-interpret", "cpu-compile", "gpu")
-TIER_CHOICES = ("auto",) + TIERS
+from kbase.closed_sets import TIER_CHOICES, TIER_SPECS, TIERS
+
+__all__ = ["TIERS", "TIER_CHOICES", "REQUIREMENTS", "machine_tiers", "plan_tiers", "gpu_for"]
 
 
 def _has_module(name: str) -> bool:
@@ -20,17 +22,27 @@ def _has_module(name: str) -> bool:
         return False
 
 
+def _need_gpu() -> str | None:
+    if os.environ.get("KBASE_NO_GPU"):
+        return "GPU tier disabled by KBASE_NO_GPU"
+    return None if gpus() else "no NVIDIA GPU found (nvidia-smi/NVML)"
+
+
+# What a TierSpec may need (closed_sets.TierSpec.needs_any): requirement -> None when this
+# machine has it, else why not.
+REQUIREMENTS: dict[str, Callable[[], str | None]] = {
+    "triton": lambda: None if _has_module("triton") else "triton is not installed",
+    "nvcc": lambda: None if shutil.which("nvcc") else "nvcc is not on PATH",
+    "gpu": _need_gpu,
+}
+
+
 def machine_tiers() -> dict[str, str | None]:
     """tier -> None when this machine can run it, else the reason it cannot."""
-    triton = _has_module("triton")
-    nvcc = shutil.which("nvcc") is not None
     out: dict[str, str | None] = {}
-    out["cpu-interpret"] = None if triton else "triton is not installed"
-    out["cpu-compile"] = None if (triton or nvcc) else "neither triton nor nvcc is available"
-    if os.environ.get("KBASE_NO_GPU"):
-        out["gpu"] = "GPU tier disabled by KBASE_NO_GPU"
-    else:
-        out["gpu"] = None if gpus() else "no NVIDIA GPU found (nvidia-smi/NVML)"
+    for name, spec in TIER_SPECS.items():
+        reasons = [REQUIREMENTS[r]() for r in spec.needs_any]
+        out[name] = None if any(r is None for r in reasons) else "; ".join(r for r in reasons if r)
     return out
 
 
@@ -64,17 +76,18 @@ def plan_tiers(
             plan.append((tier, f"the skill does not declare the {tier} tier"))
             continue
         reason = available.get(tier)
+        spec = TIER_SPECS[tier]
         if (
             reason is None
-            and tier != "cpu-interpret"
+            and not spec.python_only
             and not has_python
             and has_cuda
             and shutil.which("nvcc") is None
         ):
             reason = "nvcc is not on PATH"
-        if reason is None and tier == "cpu-interpret" and not has_python:
-            reason = "cpu-interpret runs Python snippets; this snippet has none"
-        if reason is None and tier == "gpu":
+        if reason is None and spec.python_only and not has_python:
+            reason = f"{tier} runs Python snippets; this snippet has none"
+        if reason is None and spec.sees_gpu:
             _gpu, reason = gpu_for(min_cc)
             reason = reason or None
         plan.append((tier, reason))
