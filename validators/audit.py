@@ -90,6 +90,7 @@ def run_audit(
     here = fingerprint("gpu", root)
     judged = judgements(root, now=now, env=here, skills=skills)
     listed = [judged[s.name].as_dict() for s in skills]
+    problems.extend(unseen_literals(root, skills))
     return AuditResult(
         judgements=listed,
         outcomes=outcomes,
@@ -100,6 +101,33 @@ def run_audit(
         recorded=recorded,
         skill_paths={s.name: s.path for s in skills},
     )
+
+
+def unseen_literals(root: Path, skills: list) -> list[Problem]:
+    """A literal trigger that no counted run of the current snippet printed, on any tier."""
+    from kbase.validators.status import _rows_by_skill
+
+    rows = _rows_by_skill(Path(root).resolve())
+    out: list[Problem] = []
+    for s in skills:
+        literals = list(getattr(s.meta, "literal_triggers", []) or [])
+        mine = [r for r in rows.get(s.name, []) if r.get("snippet_sha256") == s.snippet_sha256()]
+        if not literals or not mine:
+            continue
+        seen = {lit for r in mine for lit in r.get("literals_seen") or []}
+        for lit in literals:
+            if lit not in seen:
+                idx = s.meta.trigger.index(lit) if lit in s.meta.trigger else 0
+                out.append(
+                    Problem(
+                        path=s.path,
+                        line=s.doc.line_of(("trigger", idx)),
+                        field="trigger",
+                        message=f"literal trigger {lit!r} never appeared in the output of a "
+                        f"counted run ({len(mine)} run(s) of this snippet)",
+                    )
+                )
+    return out
 
 
 def exit_code(result: AuditResult, fail_on: str) -> int:

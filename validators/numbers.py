@@ -38,15 +38,23 @@ def _value(m: re.Match) -> float | None:
     return -v if m.group(0).startswith("-") else v
 
 
+def _clean(text: str) -> str:
+    return _VERSION.sub(" ", _URL.sub(" ", _CODE_SPAN.sub(" ", text)))
+
+
 def numbers_in(text: str) -> list[tuple[str, float]]:
     """(as written, value) for every number in a piece of prose."""
-    text = _URL.sub(" ", _CODE_SPAN.sub(" ", text))
-    text = _VERSION.sub(" ", text)
+    return [(w, v) for w, v, _ in _numbers_at(_clean(text))]
+
+
+def _numbers_at(text: str) -> list[tuple[str, float, str]]:
+    """(as written, value, the words around it) in already cleaned text."""
     out = []
     for m in NUMBER_RE.finditer(text):
         v = _value(m)
         if v is not None and math.isfinite(v):
-            out.append((m.group(0).strip(), v))
+            around = text[max(0, m.start() - 40) : m.end() + 40].lower()
+            out.append((m.group(0).strip(), v, around))
     return out
 
 
@@ -55,14 +63,16 @@ def _same(a: float, b: float) -> bool:
 
 
 @functools.cache
-def allowlist() -> tuple[tuple[float, str], ...]:
+def allowlist() -> tuple[tuple[float, tuple[str, ...], str], ...]:
+    """(value, words one of which must be near it (empty: any context), reason)."""
     import yaml
 
     raw = resources.files("kbase.data").joinpath("number_allowlist.yaml").read_text("utf-8")
     data = yaml.safe_load(raw) or {}
     out = []
     for item in data.get("numbers", []):
-        out.append((float(item["value"]), str(item["reason"])))
+        near = tuple(str(w).lower() for w in item.get("near") or ())
+        out.append((float(item["value"]), near, str(item["reason"])))
     return tuple(out)
 
 
@@ -74,8 +84,12 @@ def backing_values(claims) -> list[float]:
     return vals
 
 
-def _backed(v: float, backed: list[float]) -> bool:
-    return any(_same(v, b) for b in backed) or any(_same(v, a) for a, _ in allowlist())
+def _backed(v: float, around: str, backed: list[float]) -> bool:
+    if any(_same(v, b) for b in backed):
+        return True
+    return any(
+        _same(v, a) and (not near or any(w in around for w in near)) for a, near, _ in allowlist()
+    )
 
 
 def body_lines(text: str) -> list[tuple[int, str]]:
@@ -132,8 +146,8 @@ def unbacked_numbers(skill) -> list:
     problems = []
     for line, where, text in places:
         seen: set[str] = set()
-        for written, v in numbers_in(text):
-            if written in seen or _backed(v, backed):
+        for written, v, around in _numbers_at(_clean(text)):
+            if written in seen or _backed(v, around, backed):
                 continue
             seen.add(written)
             problems.append(
