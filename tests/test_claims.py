@@ -87,7 +87,8 @@ def test_nan_never_holds(tmp_path):
 def test_claim_measured_by_a_compiled_program_through_printf(tmp_path):
     code = (
         "import subprocess, sys\n"
-        "src = '#include <stdio.h>\\nint main(){printf(\"KBASE_MEASURE speedup %.2f\\\\n\", 1.75);}'\n"
+        "src = ('#include <stdio.h>\\n'\n"
+        "       'int main(){printf(\"KBASE_MEASURE speedup %.2f\\\\n\", 1.75);}')\n"
         "open('m.c', 'w').write(src)\n"
         "subprocess.run(['cc', 'm.c', '-o', 'm'], check=True)\n"
         "sys.stdout.flush()\n"
