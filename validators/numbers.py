@@ -7,7 +7,8 @@ kbase/data/number_allowlist.yaml (definitions that need no measurement, each wit
 
 What counts as a number: 448, 1.5, 1e-3, 2^-10 (and 2**-10), 1.5x / 2.0×, 67 %. Not numbers:
 digits inside identifiers (fp16, sm_90, e4m3, H100, float8_e4m3fn), list numbering at the start
-of a line, and version strings with two dots (12.8.1).
+of a line, version strings with two dots (12.8.1) and versions after a tool's name (Triton 3.6,
+CUDA 12.8): a version names an environment rather than stating a quantity.
 """
 
 from __future__ import annotations
@@ -25,6 +26,11 @@ _CODE_SPAN = re.compile(r"`+[^`]*`+")
 _URL = re.compile(r"https?://\S+|\]\([^)]*\)|<[^>]+>")
 _LIST_NUM = re.compile(r"^\s*\d+[.)]\s")
 _VERSION = re.compile(r"\b\d+\.\d+\.\d+\b")
+# a version names an environment, it is not a quantity: "Triton 3.6", "CUDA 12.8", "torch 2.11"
+_TOOL_VERSION = re.compile(
+    r"(?i)\b(triton|torch|pytorch|cuda|nvcc|python|cutlass|cudnn|cublas|driver|ptx isa|jax)"
+    r"\s+v?\d+(?:\.\d+)+"
+)
 
 
 def _value(m: re.Match) -> float | None:
@@ -39,7 +45,8 @@ def _value(m: re.Match) -> float | None:
 
 
 def _clean(text: str) -> str:
-    return _VERSION.sub(" ", _URL.sub(" ", _CODE_SPAN.sub(" ", text)))
+    text = _TOOL_VERSION.sub(" ", _URL.sub(" ", _CODE_SPAN.sub(" ", text)))
+    return _VERSION.sub(" ", text)
 
 
 def numbers_in(text: str) -> list[tuple[str, float]]:
