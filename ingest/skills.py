@@ -132,7 +132,9 @@ def _lint_file(f: Path, root: Path) -> tuple[list[Problem], Related]:
         s = load_skill(f, root)
     except DocumentError as de:
         return de.problems, []
-    return [], [
+    from kbase.validators.numbers import unbacked_numbers
+
+    return unbacked_numbers(s), [
         (s.path, rel, i, s.doc.line_of(("related", i))) for i, rel in enumerate(s.meta.related)
     ]
 

@@ -348,7 +348,10 @@ def verify_skills(
     if jobs and not settings.unsafe_no_sandbox:
         ok, why = sandbox_status()
         if not ok:
-            raise SandboxUnavailable(why)
+            raise SandboxUnavailable(
+                f"refusing to run snippets without the sandbox: {why}. Install bubblewrap "
+                "(apt-get install bubblewrap) or pass --unsafe-no-sandbox (such runs never verify)"
+            )
     pool = ThreadPoolExecutor(max_workers=max(1, settings.workers))
     restore = _terminate_as_interrupt()
     try:
