@@ -328,6 +328,12 @@ def mine(
     """Mine `source` into <root>/pr_archive/<recipe.name>/ and return what happened."""
     t0 = time.perf_counter()
     repo = open_repo(source)
+    if recipe.upstream is None:
+        from kbase.ingest.recipe_tools import origin_url
+
+        url = origin_url(str(repo.git_dir))
+        if url:  # links on the cards without a recipe: the web page of `origin`
+            recipe = recipe.model_copy(update={"upstream": url})
     head = repo.head.commit.hexsha
     folder = archive_dir(root, recipe.name)
     folder.mkdir(parents=True, exist_ok=True)

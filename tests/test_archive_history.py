@@ -170,3 +170,44 @@ def test_since_over_a_mined_range_and_a_pr_merged_twice_keep_their_facts(tmp_pat
     shutil.rmtree(root / "pr_archive" / "demo")
     mine(repo.working_dir, root, RECIPE)
     assert (root / "pr_archive" / "demo" / "7.md").read_text() == before
+
+
+def test_without_a_recipe_origin_gives_links_and_suggest_and_lint_help(tmp_path):
+    from kbase.ingest.recipe_tools import lint_families, repo_paths, suggest_families
+
+    repo = _repo(tmp_path)
+    files = {
+        "csrc/rmsnorm.cu": "void a() {}\n",
+        "csrc/rmsnorm_fused.cu": "void b() {}\n",
+        "include/x/rmsnorm.cuh": "void c() {}\n",
+        "csrc/moe_topk_renorm.cu": "void d() {}\n",
+        "csrc/moe_align.cu": "void e() {}\n",
+        "csrc/moe_route.cu": "void f() {}\n",
+        "flashx/attention/blackwell/a.py": "x = 1\n",
+        "flashx/attention/blackwell/b.py": "x = 1\n",
+        "flashx/attention/blackwell/c.py": "x = 1\n",
+    }
+    _commit(repo, "Add kernels (#1)", files, 1)
+    repo.git.remote("add", "origin", "git@github.com:example/flashx.git")
+    rep = mine(repo.working_dir, tmp_path / "kb", Recipe(name="flashx"))
+    card, _ = _load_named(tmp_path / "kb", "flashx", "1")
+    assert card.url == "https://github.com/example/flashx/pull/1" and rep.prs == 1
+
+    paths = repo_paths(str(Path(repo.git_dir)))
+    fams = suggest_families(paths)
+    assert fams["rmsnorm"] == ["csrc/*rmsnorm*.cu", "include/x/*rmsnorm*.cuh"]
+    assert fams["moe"] == ["csrc/*moe*.cu"] and fams["blackwell"] == [
+        "flashx/attention/blackwell/**"
+    ]
+    problems = lint_families(
+        {"norm": ["csrc/*norm*.cu", "csrc/gone_*.cu"], "moe": ["csrc/moe_*"]}, paths
+    )
+    msgs = {(p.glob, p.message.split(" (")[0]) for p in problems}
+    assert ("csrc/gone_*.cu", "matches no path in the repository's history") in msgs
+    stray = next(p for p in problems if p.glob == "csrc/*norm*.cu")
+    assert stray.examples == ["csrc/moe_topk_renorm.cu"] and "moe" in stray.message
+
+
+def _load_named(root: Path, name: str, stem: str) -> tuple[PRCard, str]:
+    text = (root / "pr_archive" / name / f"{stem}.md").read_text()
+    return PRCard.model_validate(split_card(text).meta), text
