@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import yaml
+from kbase.ingest.safe_yaml import MAX_DEPTH, too_deep_line
 
 from kbase.errors import KbaseError
 from kbase.schema import PRCard
@@ -80,7 +81,12 @@ def split_card(text: str) -> CardText:
     try:
         meta = fast_meta(yaml_text)
         if meta is None:
+            deep = too_deep_line(yaml_text)  # libyaml would overflow the C stack first
+            if deep is not None:
+                raise CardError(f"YAML nests deeper than {MAX_DEPTH} levels", deep + 2)
             meta = yaml.load(yaml_text, Loader=_Loader)
+    except RecursionError:  # thousands of nested brackets: reject the card, not the index run
+        raise CardError("malformed YAML: nested too deeply", 2) from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         raise CardError(

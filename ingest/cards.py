@@ -63,7 +63,7 @@ def _validation_problems(exc: ValidationError, yaml_text: str, shown: str) -> li
 
     try:
         node = yaml.compose(yaml_text, Loader=yaml.SafeLoader)
-    except yaml.YAMLError:
+    except (yaml.YAMLError, RecursionError):
         node = None
     return validation_problems(exc, shown, node, first_line=2)
 
