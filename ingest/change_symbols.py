@@ -92,8 +92,12 @@ def _parse_both(lang: str, data: bytes, old_tree=None):
         if ts is None:
             return py_scan_defs(data), None, None
         return ts, (py_scan_defs(data) if ts.errors else None), tree
-    if abs(data.count(b"{") - data.count(b"}")) > 2:
-        # braces that do not match defeat the grammar (and its error recovery is slow)
+    lines = data.count(b"\n")
+    if abs(data.count(b"{") - data.count(b"}")) > 2 or (
+        lines > 40 and data.count(b";") * 20 < lines
+    ):
+        # braces that do not match, or text with hardly a statement in it, defeat the grammar
+        # (and its error recovery is slow): the scanner reads it
         return scan_defs(data), None, None
     ts, tree = parse_tree(lang, data, old_tree)
     if ts is None:

@@ -95,8 +95,8 @@ def grammar_for(path: str) -> str | None:
 
 # tree-sitter parses sound code at several KB per millisecond; error recovery on broken
 # code can take a hundred times longer, so a parse past this budget is abandoned
-PARSE_BUDGET_S = 0.02
-PARSE_BUDGET_PER_KB_S = 0.002
+PARSE_BUDGET_S = 0.005
+PARSE_BUDGET_PER_KB_S = 0.0006
 
 
 def parse_defs(lang: str, src: bytes, old_tree=None) -> FileDefs | None:
