@@ -308,6 +308,9 @@ def bench_one(name: str, work: Path, limit: int | None, repeats: int, n_kills: i
         "ratio_cpu": round(best["mine"][1] / max(best["git"][1], 1e-6), 2),
         "noop_mode": noop["mode"],
         "noop_wall_s": round(noop_w, 3),
+        # the miner's own time (the report's `seconds`), without Python and CLI start-up
+        "mine_in_process_s": report["seconds"],
+        "noop_in_process_s": noop["seconds"],
     }
     row.update(coverage(repo, facts, root, name))
     row.update(revert_links(facts, root, name, upstream))

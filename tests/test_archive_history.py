@@ -211,3 +211,52 @@ def test_without_a_recipe_origin_gives_links_and_suggest_and_lint_help(tmp_path)
 def _load_named(root: Path, name: str, stem: str) -> tuple[PRCard, str]:
     text = (root / "pr_archive" / name / f"{stem}.md").read_text()
     return PRCard.model_validate(split_card(text).meta), text
+
+
+def test_a_killed_mine_resumes_from_its_checkpoint_byte_identical(tmp_path):
+    import os
+    import signal
+    import time
+
+    repo = _repo(tmp_path)
+    for i in range(80):
+        body = f"__global__ void K{i % 7}(float* y) {{\n  y[{i}] = {i}.f;\n}}\n"
+        msg = f"Tune kernel {i} (#{i + 1})" if i % 3 else f"direct tweak {i}"
+        _commit(repo, msg, {f"kernels/norm/k{i % 9}.cu": body}, 1 + i % 28)
+    ref = tmp_path / "ref"
+    (ref / "pr_archive").mkdir(parents=True)
+    mine(repo.working_dir, ref, RECIPE)
+
+    def snap(root: Path) -> dict[str, str]:
+        out = {}
+        for p in sorted((root / "pr_archive" / "demo").iterdir()):
+            text = p.read_text()
+            if p.name == ".state.json":
+                text = json.dumps({k: v for k, v in json.loads(text).items() if k != "mined_at"})
+            out[p.name] = text
+        return out
+
+    root = tmp_path / "kb"
+    (root / "pr_archive").mkdir(parents=True)
+    recipe_file = tmp_path / "demo.yaml"
+    recipe_file.write_text(
+        "name: demo\nupstream: https://github.com/example/demo\n"
+        "families:\n  norm: ['kernels/norm/**']\n"
+    )
+    cmd = [sys.executable, "-m", "kbase.cli", "mine", "--repo", repo.working_dir, "--name", "demo"]
+    cmd += ["--root", str(root), "--recipe", str(recipe_file), "--json"]
+    env = {**os.environ, "KBASE_MINE_CHECKPOINT_EVERY": "5"}
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    progress = root / "pr_archive" / "demo" / ".progress.json"
+    deadline = time.monotonic() + 120
+    while not progress.exists() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.005)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert progress.exists(), "the mine finished before a checkpoint was seen"
+    done = json.loads(progress.read_text())["done"]
+    r = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["resumed_after"] >= done > 0
+    assert not progress.exists()
+    assert snap(root) == snap(ref)
