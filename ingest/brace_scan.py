@@ -62,6 +62,17 @@ _NOT_NAMES = {
     "case",
     "new",
     "delete",
+    "constexpr",
+    "consteval",
+    "noexcept",
+    "requires",
+    "alignof",
+    "typeid",
+    "decltype",
+    "throw",
+    "co_await",
+    "co_return",
+    "__syncthreads",
 }
 
 
@@ -143,8 +154,13 @@ def function_name(sig: str, need_type: bool = False) -> str | None:
     last = name.rsplit("::", 1)[-1]
     if last in _NOT_NAMES or not name:
         return None
-    if need_type and not re.search(r"[\w*&>]\s*$", s[: m.start()]):
-        return None  # inside a body a definition has a return type; `a.f(` has none
+    before = s[: m.start()]
+    if need_type and (
+        not re.search(r"[\w*&>]\s*$", before)
+        or re.search(r"\b(?:if|else|for|while|switch|return|do|case|co_return)\s*$", before)
+        or re.search(r"[=(,]", before)
+    ):
+        return None  # inside a body a definition has a return type; `a.f(`, `if (` have none
     return name
 
 
