@@ -98,23 +98,47 @@ def test_http_history_matches_the_cli(archive_root, history_service):
         assert c.get("/history/nosuchrepo/attention").status_code == 404
 
 
-def test_mcp_history_within_a_budget(history_service):
+def test_mcp_history_newest_first_paged_within_a_budget(history_service):
     from mcp import Client
 
     from kbase.serve.mcp_server import build_server
 
+    def prs(r) -> list[int]:
+        assert not r.is_error, r.content[0].text
+        return [x["pr"] for x in r.structured_content["prs"]]
+
     async def main():
         async with Client(build_server(history_service)) as c:
-            full = await c.call_tool("history", {"repository": "kern", "family": "attention"})
-            tight = await c.call_tool(
-                "history", {"repo": "kern", "family": "attention", "max_chars": 300}
+            ask = c.call_tool
+            full = await ask("history", {"repository": "kern", "family": "attention"})
+            page1 = await ask("history", {"repo": "kern", "family": "attention", "limit": 1})
+            page2 = await ask(
+                "history",
+                {
+                    "repo": "kern",
+                    "family": "attention",
+                    "limit": 1,
+                    "cursor": page1.structured_content["next_cursor"],
+                },
             )
-            return full, tight
+            since = await ask(
+                "history", {"repo": "kern", "family": "attention", "since": "2025-02-01"}
+            )
+            until = await ask(
+                "history", {"repo": "kern", "family": "attention", "until": "2025-02-01"}
+            )
+            tight = await ask("history", {"repo": "kern", "family": "attention", "max_chars": 300})
+            bad = await ask("history", {"repo": "kern", "family": "attention", "cursor": "zzz"})
+            typo = await ask("history", {"repo": "kern", "family": "atention"})
+            return full, page1, page2, since, until, tight, bad, typo
 
-    full, tight = anyio.run(main)
-    assert not full.is_error and [r["pr"] for r in json.loads(full.content[0].text)["prs"]] == [
-        11,
-        13,
-    ]
-    assert not tight.is_error and len(tight.content[0].text) <= 300
-    assert "truncated" in json.loads(tight.content[0].text)
+    full, page1, page2, since, until, tight, bad, typo = anyio.run(main)
+    assert prs(full) == [13, 11] and full.structured_content["order"] == "newest-first"
+    assert full.structured_content["total"] == 2 and "next_cursor" not in full.structured_content
+    assert (
+        prs(page1) == [13] and prs(page2) == [11] and "next_cursor" not in page2.structured_content
+    )
+    assert prs(since) == [13] and prs(until) == [11]
+    assert len(tight.content[0].text) <= 300 and "truncated" in tight.structured_content
+    assert bad.is_error and "cursor" in bad.content[0].text
+    assert typo.is_error and "did you mean 'attention'" in typo.content[0].text
