@@ -286,8 +286,12 @@ class Searcher:
         qtok = {t for t in tokens(qp.lexical) if len(t) > 1}
         order = list(rows)
         if qtok:
+            # PR titles are subject lines, the best summary a card has. A skill's title is one
+            # heading among its trigger, description and steps; on the tuning half the feature
+            # only helped PR questions.
             for e in order:
-                X[rows[e], col["title"]] = len(qtok & idx.title_tokens(e)) / len(qtok)
+                if idx.entries[e].kind == "pr":
+                    X[rows[e], col["title"]] = len(qtok & idx.title_tokens(e)) / len(qtok)
         entries = idx.entries
         if qp.intent_first:
             dated = sorted((entries[e].date or "", e) for e in order if entries[e].date)
