@@ -51,17 +51,17 @@ def collect_entries(root: Path) -> tuple[list[Entry], list[Problem], set[str]]:
     entries: list[Entry] = []
     problems: list[Problem] = []
     failed: set[str] = set()
-    for f in find_skill_files(root):
+    from kbase.drafts import find_draft_files
+
+    for f in find_skill_files(root) + find_draft_files(root):  # drafts: searchable, status draft
         try:
             entries.append(skill_entry(load_skill(f, root)))
         except DocumentError as de:
             problems.extend(de.problems)
             failed.add(display_path(f, root))
-    try:
-        from kbase.ingest.cards import load_card_entries
-    except ImportError:  # the PR archive is optional
-        load_card_entries = None
-    if load_card_entries is not None and (root / "pr_archive").is_dir():
+    from kbase.ingest.cards import load_card_entries
+
+    if (root / "pr_archive").is_dir():
         cards, card_problems = load_card_entries(root)
         entries.extend(cards)
         problems.extend(card_problems)
@@ -116,8 +116,11 @@ def build_index(
     gc: bool = True,
     batch: int = 256,
     extra_entries: list[Entry] | None = None,
+    model_path: str | None = None,
 ) -> IndexReport:
-    """`extra_entries` come from elsewhere than root (benchmarks, other importers); pass them on every run."""
+    """`extra_entries` come from elsewhere than root (benchmarks, other importers); pass them on
+    every run. `model_path`: the embedding model's folder, so the ONNX query model can be checked
+    without loading it (default: the packaged model)."""
     from kbase.retrieval import generations as G
     from kbase.retrieval.lexical import build_bm25
     from kbase.retrieval.vectors import VectorStore, partition_key
@@ -196,7 +199,7 @@ def build_index(
         rep.seconds["bm25+write"] = time.perf_counter() - t3
         G.publish(home, gid, tmp)
         rep.generation = gid
-        _refresh_onnx(home, embedder_factory, embedder if todo else None)
+        _refresh_onnx(home, embedder_factory, embedder if todo else None, model_path)
 
         if gc and prev is not None:
             keep = set(wanted)
@@ -217,7 +220,10 @@ def build_index(
 
 
 def _refresh_onnx(
-    home: Path, embedder_factory: Callable[[], object], embedder: object = None
+    home: Path,
+    embedder_factory: Callable[[], object],
+    embedder: object = None,
+    model_path: str | None = None,
 ) -> None:
     """Keep home/onnx, the fast query embedder (retrieval/onnx_query.py), in step with the model.
     Only when torch is importable; a failure is a warning on stderr, never a failed index."""
@@ -231,8 +237,7 @@ def _refresh_onnx(
             return
         path = getattr(embedder, "model_path", None)
         if path is None:  # nothing was embedded: find the path without loading the model
-            settings = getattr(getattr(embedder_factory, "__self__", None), "settings", None)
-            path = getattr(settings, "model_path", None)
+            path = model_path
             if path is None:
                 from kbase.config import default_model_path
 
