@@ -15,11 +15,14 @@ import numpy as np
 from kbase.retrieval import fusion as F
 from kbase.retrieval.query import QueryPlan, plan
 
+from kbase.closed_sets import MODES as _PUBLIC_MODES
 from kbase.schema import Entry
 
 CANDIDATES = 100  # per retriever, entry level
 DENSE_PER_PARTITION = 150  # chunk hits asked of each Chroma collection
-MODES = ("hybrid", "bm25", "dense", "rrf")
+# The public modes (kbase.closed_sets.MODES) plus "rrf": the old reciprocal-rank fusion, kept
+# for the benchmarks' side-by-side comparison only.
+MODES = (*_PUBLIC_MODES, "rrf")
 _FIX = frozenset({"fix", "revert"})
 
 
