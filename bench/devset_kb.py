@@ -19,12 +19,14 @@ HISTORIES = ("lmdeploy", "flashinfer", "flash-attention", "deepgemm")
 
 
 def shared_dir() -> Path:
-    """KBASE_SHARED, else ../shared beside the checkout, else /work/shared."""
+    """KBASE_SHARED, else ../shared beside the checkout or shared/ in it, else /work/shared."""
     env = os.environ.get("KBASE_SHARED")
     if env:
         return Path(env)
-    beside = REPO.parent / "shared"
-    return beside if beside.exists() else Path("/work/shared")
+    for cand in (REPO.parent / "shared", REPO / "shared"):
+        if cand.exists():
+            return cand
+    return Path("/work/shared")
 
 
 def _log(msg: str) -> None:

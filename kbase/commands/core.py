@@ -62,8 +62,15 @@ def index(
     no_gc: bool = typer.Option(
         False, "--no-gc", help="keep vectors of removed entries (shared Chroma server readers)"
     ),
+    device: str | None = typer.Option(
+        None, "--device", help="embed on this torch device: cpu (default), cuda, cuda:1"
+    ),
 ) -> None:
     """Build or update the hybrid index (only changed entries are re-embedded)."""
+    if device:
+        import os
+
+        os.environ["KBASE_DEVICE"] = device
     rep = _run_index(kb(root), gc=not no_gc)
     if as_json:
         print_json(rep.as_dict())
