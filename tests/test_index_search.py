@@ -272,3 +272,35 @@ def test_date_filters_keep_dated_entries_in_range(kb, kb_root):
     assert kb.search(q, k=10, since="2026-01-01") == []
     with pytest.raises(ValueError):
         kb.search(q, since="last week")
+
+
+def test_index_device_is_checked_before_anything_is_loaded(kb_root, tmp_path):
+    write_topic_skills(kb_root)
+    env = {**os.environ, "KBASE_HOME": str(tmp_path / "home")}
+    bad = subprocess.run(
+        [sys.executable, "-m", "kbase.cli", "index", "--root", str(kb_root), "--device", "tpu"],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
+    assert bad.returncode == 2 and "--device must be cpu, cuda or cuda:N" in bad.stderr
+    assert not (tmp_path / "home" / "CURRENT").exists()
+    import torch
+
+    if not torch.cuda.is_available():
+        r = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "kbase.cli",
+                "index",
+                "--root",
+                str(kb_root),
+                "--device",
+                "cuda",
+            ],
+            capture_output=True,
+            text=True,
+            env=env,
+        )
+        assert r.returncode == 2 and "no CUDA GPU" in r.stderr

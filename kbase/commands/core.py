@@ -70,6 +70,15 @@ def index(
     if device:
         import os
 
+        from kbase.commands.common import fail
+
+        if device.startswith("cuda"):
+            import torch
+
+            if not torch.cuda.is_available():
+                raise fail(f"--device {device}: torch sees no CUDA GPU on this machine")
+        elif device != "cpu":
+            raise fail(f"--device must be cpu, cuda or cuda:N, got {device!r}")
         os.environ["KBASE_DEVICE"] = device
     rep = _run_index(kb(root), gc=not no_gc)
     if as_json:
