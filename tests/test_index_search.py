@@ -22,7 +22,7 @@ def kb(request, kb_root, embedder, tmp_path):
     url = SERVER if request.param == "server" else None
     home = tmp_path / "home"
     if url:
-        # Each test gets its own collection namespace on the shared server via a unique home-derived name.
+        # Each test gets its own collection prefix on the shared server, derived from its home.
         os.environ["KBASE_CHROMA_COLLECTION"] = f"t{abs(hash(str(tmp_path))) % 10**10}"
     kb = KnowledgeBase(root=kb_root, home=home, chroma_url=url)
     yield kb
