@@ -198,9 +198,12 @@ def main() -> None:
     ap.add_argument(
         "--scale", type=int, default=0, help="also measure an index of this many entries"
     )
+    ap.add_argument(
+        "--no-mine", action="store_true", help="reuse the archives already mined in --work"
+    )
     args = ap.parse_args()
     work = args.work or Path(tempfile.mkdtemp(prefix="kbase-devsets-"))
-    kb = build_kb(work)
+    kb = build_kb(work, mine=not args.no_mine)
     entries = len(kb.searcher().index().entries)
     pool = question_pool()
     res: dict = {"entries": entries, "warm": warm_latency(kb, pool, args.n, args.repo, args.tag)}

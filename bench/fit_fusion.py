@@ -121,8 +121,13 @@ def main() -> None:
     )
     ap.add_argument("--work", type=Path, default=None)
     ap.add_argument("--dry-run", action="store_true", help="print, do not write fusion.yaml")
+    ap.add_argument(
+        "--no-mine", action="store_true", help="reuse the archives already mined in --work"
+    )
     args = ap.parse_args()
-    kb = build_kb(args.work or Path(tempfile.mkdtemp(prefix="kbase-devsets-")))
+    kb = build_kb(
+        args.work or Path(tempfile.mkdtemp(prefix="kbase-devsets-")), mine=not args.no_mine
+    )
     kb.warm_up()
     ids = {e.id for e in kb.searcher().index().entries}
     t = time.perf_counter()
