@@ -13,7 +13,7 @@ from typing import Any
 from kbase.schema import Chunk, Entry, Problem
 
 PR_MAX_TOKENS = 128
-LEXICAL_ONLY_SECTIONS = frozenset({"files"})
+LEXICAL_ONLY_SECTIONS = frozenset({"files", "symbols"})
 Progress = Callable[[str, int, int], None]  # (stage, done, total)
 
 
@@ -93,9 +93,10 @@ def _vector_id(chunk: Chunk, content_hash: str) -> str:
 
 
 def dense_chunks(entry: Entry) -> list[Chunk]:
-    """The chunks that get a vector. A PR card's file lists are paths and symbol names: the
-    embedding model splits them into meaningless word pieces, BM25 matches them exactly, and they
-    were most of the embedding time (issue #11). So only the card's prose is embedded."""
+    """The chunks that get a vector. A PR card's file lists and touched symbols are paths and
+    identifiers: the embedding model splits them into meaningless word pieces, BM25 matches them
+    exactly, and they were most of the embedding time (issue #11). Only a card's prose (summary,
+    description, notes) is embedded."""
     if entry.kind != "pr":
         return entry.chunks
     return [c for c in entry.chunks if c.section not in LEXICAL_ONLY_SECTIONS]

@@ -16,11 +16,14 @@ import numpy as np
 from kbase.retrieval import fusion as F
 from kbase.retrieval.query import QueryPlan, plan
 
+from kbase.closed_sets import MODES as _PUBLIC_MODES
 from kbase.schema import Entry
 
 CANDIDATES = 100  # per retriever, entry level
 DENSE_PER_PARTITION = 150  # chunk hits asked of each Chroma collection
-MODES = ("hybrid", "bm25", "dense", "rrf")
+# The public modes (kbase.closed_sets.MODES) plus "rrf": the old reciprocal-rank fusion, kept
+# for the benchmarks' side-by-side comparison only.
+MODES = (*_PUBLIC_MODES, "rrf")
 _FIX = frozenset({"fix", "revert"})
 
 
@@ -290,8 +293,12 @@ class Searcher:
         qtok = {t for t in tokens(qp.lexical) if len(t) > 1}
         order = list(rows)
         if qtok:
+            # PR titles are subject lines, the best summary a card has. A skill's title is one
+            # heading among its trigger, description and steps; on the tuning half the feature
+            # only helped PR questions.
             for e in order:
-                X[rows[e], col["title"]] = len(qtok & idx.title_tokens(e)) / len(qtok)
+                if idx.entries[e].kind == "pr":
+                    X[rows[e], col["title"]] = len(qtok & idx.title_tokens(e)) / len(qtok)
         entries = idx.entries
         if qp.intent_first:
             dated = sorted((entries[e].date or "", e) for e in order if entries[e].date)

@@ -22,8 +22,7 @@ def kb(request, kb_root, embedder, tmp_path):
     url = SERVER if request.param == "server" else None
     home = tmp_path / "home"
     if url:
-        # Each test gets its own collection namespace on the shared server via a unique home-derived
-        # name.
+        # Each test gets its own collection prefix on the shared server, derived from its home.
         os.environ["KBASE_CHROMA_COLLECTION"] = f"t{abs(hash(str(tmp_path))) % 10**10}"
     kb = KnowledgeBase(root=kb_root, home=home, chroma_url=url)
     yield kb
@@ -236,3 +235,35 @@ def test_date_filters_keep_dated_entries_in_range(kb, kb_root):
     assert kb.search(q, k=10, since="2026-01-01") == []
     with pytest.raises(ValueError):
         kb.search(q, since="last week")
+
+
+def test_index_device_is_checked_before_anything_is_loaded(kb_root, tmp_path):
+    write_topic_skills(kb_root)
+    env = {**os.environ, "KBASE_HOME": str(tmp_path / "home")}
+    bad = subprocess.run(
+        [sys.executable, "-m", "kbase.cli", "index", "--root", str(kb_root), "--device", "tpu"],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
+    assert bad.returncode == 2 and "--device must be cpu, cuda or cuda:N" in bad.stderr
+    assert not (tmp_path / "home" / "CURRENT").exists()
+    import torch
+
+    if not torch.cuda.is_available():
+        r = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "kbase.cli",
+                "index",
+                "--root",
+                str(kb_root),
+                "--device",
+                "cuda",
+            ],
+            capture_output=True,
+            text=True,
+            env=env,
+        )
+        assert r.returncode == 2 and "no CUDA GPU" in r.stderr
