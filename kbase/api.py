@@ -15,10 +15,11 @@ from pathlib import Path
 from typing import Any
 
 from kbase.api_archive import ArchiveAPI
+from kbase.api_experience import ExperienceAPI
 from kbase.api_validate import ValidateAPI
-from kbase.closed_sets import PR_STATUS, STATUS_SPECS, severity
+from kbase.closed_sets import DRAFT_STATUS, PR_STATUS, STATUS_SPECS, severity
 from kbase.config import Settings, default_model_path, model_installed
-from kbase.errors import NotFound, NotIndexed, ProblemsError
+from kbase.errors import InvalidArgument, NotFound, NotIndexed, ProblemsError
 from kbase.schema import (
     EntryDoc,
     EntrySummary,
@@ -36,7 +37,7 @@ __all__ = ["KnowledgeBase", "NotIndexed", "PR_STATUS"]
 Progress = Callable[[str, int, int], None]
 
 
-class KnowledgeBase(ValidateAPI, ArchiveAPI):
+class KnowledgeBase(ValidateAPI, ArchiveAPI, ExperienceAPI):
     def __init__(
         self,
         root: str | os.PathLike[str] | None = None,
@@ -136,6 +137,8 @@ class KnowledgeBase(ValidateAPI, ArchiveAPI):
     def _status_of(self, entry: Any, statuses: dict[str, SkillAudit]) -> tuple[str, Any, Any]:
         if entry.kind == "pr":
             return PR_STATUS, None, None
+        if entry.path.startswith("skills/_drafts/"):
+            return DRAFT_STATUS, None, None
         audit = statuses.get(entry.id)
         if audit is None:
             return "unverified", None, None
@@ -191,6 +194,7 @@ class KnowledgeBase(ValidateAPI, ArchiveAPI):
                 raise NotIndexed(f"no index under {self.home}; run `kbase index`")
             self.index()
         wanted = set(q.status)
+        self._check_archive_names(q)
         cands = self.searcher().search(
             q.query,
             k=q.k,
@@ -225,10 +229,39 @@ class KnowledgeBase(ValidateAPI, ArchiveAPI):
                     verified_at=at,
                 )
             )
+        from kbase.feedback import rerank
+
+        hits = rerank(hits, self.root)  # a mild nudge from users' feedback, near-ties only
         if not wanted:
             # Failing entries stay findable but rank below healthy ones.
             hits.sort(key=lambda h: h.status in STATUS_SPECS and STATUS_SPECS[h.status].demoted)
         return SearchResult(query=q.query, hits=hits[: q.k])
+
+    def _check_archive_names(self, q: SearchQuery) -> None:
+        """An archive repo or family/category tag that nothing in the index has is a typo."""
+        from kbase.search_query import ARCHIVE_TAG_KEYS
+        from kbase.suggest import did_you_mean
+
+        asked = [t for t in q.tags if t.split("=", 1)[0] in ARCHIVE_TAG_KEYS]
+        if not q.repo and not asked:
+            return
+        known = {
+            t for e in self._entries() for t in e.tags if t.split("=", 1)[0] in ARCHIVE_TAG_KEYS
+        }
+        if q.repo and f"repo={q.repo}" not in known:
+            repos = [t[5:] for t in known if t.startswith("repo=")]
+            raise InvalidArgument(
+                f"no archive repo {q.repo!r} in the index" + did_you_mean(q.repo, repos, "repos"),
+                "repo",
+            )
+        for t in asked:
+            if t not in known:
+                key, value = t.split("=", 1)
+                vals = [x.split("=", 1)[1] for x in known if x.startswith(key + "=")]
+                raise InvalidArgument(
+                    f"no PR card has {key} {value!r}" + did_you_mean(value, vals, f"{key} values"),
+                    "tags",
+                )
 
     # ------------------------------------------------------------------ get / list
     def _entries(self) -> list[Any]:
@@ -273,7 +306,10 @@ class KnowledgeBase(ValidateAPI, ArchiveAPI):
         if entry is None:
             entry = self._find_unindexed(entry_id)
         if entry is None:
-            raise NotFound(f"no entry with id {entry_id!r}")
+            from kbase.suggest import did_you_mean
+
+            ids = [e.id for e in self._entries()]
+            raise NotFound(f"no entry with id {entry_id!r}" + did_you_mean(entry_id, ids, "ids"))
         try:
             text = read_text(self.root / entry.path, self.root)
             _, body, body_line = split_front_matter(text, entry.path)
@@ -291,7 +327,15 @@ class KnowledgeBase(ValidateAPI, ArchiveAPI):
             want = section.strip().lower()
             secs = [s for s in secs if s.title.lower() == want]
             if not secs:
-                raise NotFound(f"entry {entry_id!r} has no section {section!r}")
+                from kbase.suggest import did_you_mean
+
+                titles = [s.title for s in sections] + [
+                    c.section for c in entry.chunks if c.section in ("trigger", "steps")
+                ]
+                raise NotFound(
+                    f"entry {entry_id!r} has no section {section!r}"
+                    + did_you_mean(section, titles, "sections")
+                )
             text = "\n\n".join(s.text for s in secs)
         return EntryDoc(
             id=entry.id,
@@ -306,6 +350,7 @@ class KnowledgeBase(ValidateAPI, ArchiveAPI):
             verified_at=at,
             sections=secs,
             text=text,
+            feedback=self._feedback_of(entry.id),
         )
 
     def _find_unindexed(self, entry_id: str) -> Any:
@@ -320,6 +365,8 @@ class KnowledgeBase(ValidateAPI, ArchiveAPI):
         if not NAME_RE.match(entry_id):
             return None
         f = self.root / "skills" / entry_id / SKILL_FILE
+        if not f.exists():
+            f = self.root / "skills" / "_drafts" / entry_id / SKILL_FILE
         if not f.exists():
             return None
         try:

@@ -13,11 +13,18 @@ from kbase.schema import HistoryResult
 class ArchiveAPI:
     root: Path
 
-    def history(self, repo: str, family: str, recipe: str | None = None) -> HistoryResult:
+    def history(
+        self,
+        repo: str,
+        family: str | None,
+        recipe: str | None = None,
+        paths: list[str] | None = None,
+    ) -> HistoryResult:
         """The timeline of one kernel family in one archived repo, oldest first.
 
         `recipe` takes the family's globs from that recipe instead of the last mine. With no
         pr_archive/ at all the answer says so (`available: false`) rather than failing.
+        `paths` (globs) asks for every PR and direct push touching them, with no family needed.
         """
         from kbase.ingest.cards import read_families, timeline
 
@@ -33,6 +40,16 @@ class ArchiveAPI:
                 f"no archive {repo!r} under pr_archive/ "
                 f"(run `kbase mine --repo PATH --name {repo}` first)"
             )
+        if paths:
+            globs = list(paths) + (
+                list(read_families(self.root, repo).get(family, [])) if family else []
+            )
+            rows = timeline(self.root, repo, family, globs)
+            return HistoryResult.model_validate(
+                {"repo": repo, "family": family, "globs": globs, "prs": rows}
+            )
+        if not family:
+            raise InvalidArgument("name a family or give --path GLOB", "family")
         families = read_families(self.root, repo)
         if recipe:
             from kbase.ingest.recipes import find_recipe, load_recipe_file

@@ -98,7 +98,7 @@ class ValidateAPI:
             workers=opts.workers,
             timeout_s=opts.timeout_s,
             memory_mb=opts.memory_mb,
-            isolate=opts.isolate,
+            unsafe_no_sandbox=not opts.isolate,
             root=self.root,
         )
 

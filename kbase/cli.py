@@ -84,11 +84,11 @@ app.command()(init)
 
 
 def main() -> None:
-    from kbase.config import MissingExtra, RootError
+    from kbase.errors import KbaseError
 
     try:
         app()
-    except (RootError, MissingExtra) as exc:
+    except KbaseError as exc:  # raised outside a command's own error translation
         from kbase.commands.common import fail
 
         raise SystemExit(fail(str(exc)).exit_code) from None

@@ -106,9 +106,12 @@ assert tuple(VERDICT_SPECS) == VERDICTS
 SkillStatus = Literal["failing", "unverified", "stale-source", "stale-env", "stale-age", "verified"]
 # A PR card is a fact read from git, not a claim to verify: its status is always "mined".
 EntryStatus = Literal[
-    "failing", "unverified", "stale-source", "stale-env", "stale-age", "verified", "mined"
+    "failing", "unverified", "stale-source", "stale-env", "stale-age", "verified", "mined", "draft"
 ]
 PR_STATUS = "mined"
+# A skill proposed from experience under skills/_drafts/ (kbase/drafts.py): unreviewed, so it is
+# "draft" whatever the ledger says, until a person moves it to skills/<name>/.
+DRAFT_STATUS = "draft"
 
 
 @dataclass(frozen=True)

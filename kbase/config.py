@@ -20,17 +20,17 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from kbase.errors import InvalidArgument, Unavailable
+from kbase.errors import KbaseError
 
 ROOT_MARKERS = ("skills", "pr_archive")
 INDEX_EXTRA = "pip install 'gpu-kbase[index]'"
 
 
-class RootError(InvalidArgument):
+class RootError(KbaseError, ValueError):
     """The knowledge-base root is missing or is not a knowledge base."""
 
 
-class MissingExtra(Unavailable, ImportError):
+class MissingExtra(KbaseError, ImportError):
     """An optional part of kbase is not installed; the message names the extra to install."""
 
 

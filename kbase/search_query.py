@@ -90,14 +90,32 @@ def str_list(name: str, v: Any, limit: int) -> list[str]:
     return out
 
 
+# Tag keys of PR cards (ingest/cards.py) besides the vocabulary's; their values are open sets.
+ARCHIVE_TAG_KEYS = ("family", "category", "repo")
+
+
 def normalize_tag(tag: str) -> str:
-    """`archs=hopper` as well as `archs=sm90`; keys outside the vocabulary pass through."""
-    from kbase.vocab import canonical_value
+    """`archs=hopper` as well as `archs=sm90`; an unknown key or value names the nearest ones."""
+    from kbase.suggest import did_you_mean
+    from kbase.vocab import canonical_value, vocabulary
 
     if "=" not in tag:
         raise ValueError(f"tag filter must look like key=value, got {tag[:100]!r}")
     key, value = (s.strip() for s in tag.split("=", 1))
-    return f"{key}={canonical_value(key, value) or value}"
+    vocab = vocabulary()
+    if key in ARCHIVE_TAG_KEYS:  # open sets: the search checks them against the index
+        check_slug(key, value, required=True)
+        return f"{key}={value}"
+    if key not in vocab:
+        keys = [*vocab, *ARCHIVE_TAG_KEYS]
+        raise ValueError(f"unknown tag key {key[:40]!r}" + did_you_mean(key, keys, "tag keys"))
+    canon = canonical_value(key, value)
+    if canon is None:
+        names = [*vocab[key]["values"], *vocab[key]["aliases"]]
+        raise ValueError(
+            f"unknown {key} value {value[:40]!r}" + did_you_mean(value, names, f"{key} values")
+        )
+    return f"{key}={canon}"
 
 
 class SearchQuery(BaseModel):

@@ -58,7 +58,7 @@ def mined(request, tmp_path_factory):
     report = mine(repo, root, recipe)
     cards = {
         int(p.stem): PRCard.model_validate(split_card(p.read_text()).meta)
-        for p in (root / "pr_archive" / name).glob("*.md")
+        for p in (root / "pr_archive" / name).glob("[0-9]*.md")
     }
     with data.open(encoding="utf-8") as fh:
         facts = [json.loads(line) for _, line in zip(range(LIMITS[name]), fh, strict=False)]

@@ -199,7 +199,7 @@ def test_cli_search_json_shape(kb_root, tmp_path):
         text=True,
         timeout=120,
     )
-    assert missing.returncode == 2 and "no entry" in missing.stderr
+    assert missing.returncode == 1 and "no entry" in missing.stderr
 
 
 def test_cli_index_exits_nonzero_on_bad_entry_but_indexes_rest(kb_root, tmp_path):

@@ -47,6 +47,9 @@ def row_from_outcome(o) -> dict:
         "stderr_tail": o.output_tail[-STDERR_TAIL:],
         "fingerprint": o.fingerprint,
         "isolated": o.isolated,
+        "limits": o.limits,
+        "claims": o.claims,
+        "literals_seen": o.literals_seen,
         "at": o.at,
     }
 

@@ -70,18 +70,23 @@ def mine(
 
 
 def history(
-    family: str = typer.Argument(..., help="family name from the recipe, e.g. qwen3"),
+    family: str | None = typer.Argument(None, help="family name from the recipe, e.g. qwen3"),
     repo: str = typer.Option(..., "--repo", help="archive name (pr_archive/<name>/)"),
+    path: list[str] = typer.Option(
+        [],
+        "--path",
+        help="path glob (`*` in one segment, `**` across); repeatable; no family needed",
+    ),
     recipe: str | None = typer.Option(
         None, "--recipe", help="take family globs from this recipe instead of the last mine"
     ),
     root: str | None = RootOpt,
     as_json: bool = JsonOpt,
 ) -> None:
-    """The family's timeline: date, PR, title, files and categories, oldest first."""
+    """The family's (or the paths') timeline: date, PR or commit, title, files, categories."""
     from kbase.errors import NotFound
 
-    result = kb(root).history(repo, family, recipe=recipe)
+    result = kb(root).history(repo, family, recipe=recipe, paths=path or None)
     if not result.available:
         raise NotFound(f"no archive {repo!r}: {result.message}")
     if as_json:
@@ -89,7 +94,8 @@ def history(
         return
     from rich.table import Table
 
-    table = Table(title=f"{repo} / {family}: {len(result.prs)} PR(s)", title_justify="left")
+    what = family or " ".join(path)
+    table = Table(title=f"{repo} / {what}: {len(result.prs)} card(s)", title_justify="left")
     for col in ("date", "PR", "title", "files", "categories"):
         table.add_column(col, overflow="fold")
     for row in result.prs:
@@ -97,7 +103,7 @@ def history(
         title = row.title + (" [via rename]" if row.via_rename else "")
         table.add_row(
             row.date[:10],
-            f"#{row.pr}",
+            f"#{row.pr}" if row.pr is not None else row.sha[:12],
             title,
             ", ".join(row.files[:3]) + more,
             ", ".join(row.categories),

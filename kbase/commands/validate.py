@@ -36,7 +36,9 @@ MemoryOpt = typer.Option(
     + ")",
 )
 IsolateOpt = typer.Option(
-    True, "--isolate/--no-isolate", help="cut snippets off the network (unshare -rn) where possible"
+    True,
+    "--sandbox/--unsafe-no-sandbox",
+    help="run snippets in the bubblewrap sandbox (default); without it rows never verify",
 )
 JunitOpt = typer.Option(None, "--junit", help="write a JUnit XML report here")
 
