@@ -73,7 +73,7 @@ def bench_empty(runs: int, isolate: bool) -> dict:
         path.parent.mkdir(parents=True)
         path.write_text(EMPTY_SKILL)
         skill = load_skill(path, Path(tmp))
-        settings = RunSettings(tier="cpu-interpret", root=Path(tmp), isolate=isolate)
+        settings = RunSettings(tier="cpu-interpret", root=Path(tmp), unsafe_no_sandbox=not isolate)
         times = []
         for _ in range(runs):
             t0 = time.perf_counter()
@@ -140,7 +140,7 @@ def main() -> int:
         table.add_column(col)
     for e in result["empty"]:
         table.add_row(
-            f"empty snippet, {'unshare -rn' if e['isolate'] else 'no namespace'}",
+            f"empty snippet, {'bubblewrap sandbox' if e['isolate'] else '--unsafe-no-sandbox'}",
             f"{e['median_ms']} ms median",
             f"min {e['min_ms']} / max {e['max_ms']} ms over {e['runs']} runs",
         )

@@ -1,4 +1,5 @@
-"""Serving benchmark: `kbase serve` under concurrent HTTP load, MCP search latency, and the same
+"""Serving benchmark: `kbase serve` under concurrent HTTP load, MCP over streamable HTTP under the
+same number of concurrent sessions, MCP stdio search latency, and the same
 load with the vectors in a Chroma server (team mode) instead of the embedded store.
 
     python bench/bench_serve.py                      # 32 clients x 50 queries; JSON in bench/results/serve.json
@@ -182,6 +183,56 @@ def mcp_latency(root: Path, home: Path, env: dict, qs: list[str]) -> dict:
     return anyio.run(main)
 
 
+async def mcp_http_load(url: str, qs: list[str], clients: int) -> dict:
+    """`clients` MCP sessions over streamable HTTP at once, each calling search len(qs) times."""
+    from mcp import Client
+
+    lat: list[float] = []
+    errors: list[str] = []
+
+    async def client(i: int) -> None:
+        try:
+            async with Client(url) as c:
+                for j in range(len(qs)):
+                    q = f"{qs[(i + j) % len(qs)]} mcp {i} {j}"
+                    t = time.perf_counter()
+                    r = await c.call_tool("search", {"query": q, "k": 5})
+                    lat.append(time.perf_counter() - t)
+                    if r.is_error:
+                        errors.append(r.content[0].text[:200])
+        except Exception as exc:  # a broken session is an error, counted, not a crash
+            errors.append(f"session {i}: {type(exc).__name__}: {str(exc)[:150]}")
+
+    t0 = time.perf_counter()
+    await asyncio.gather(*(client(i) for i in range(clients)))
+    wall = time.perf_counter() - t0
+    return {
+        **summary_ms(lat),
+        "p99_ms": round(percentile([x * 1000 for x in lat], 99), 3),
+        "requests": len(lat),
+        "errors": len(errors),
+        "error_samples": errors[:5],
+        "wall_s": round(wall, 2),
+        "throughput_qps": round(len(lat) / max(wall, 1e-9), 1),
+    }
+
+
+def mcp_http(root: Path, home: Path, env: dict, qs: list[str], clients: int, tmp: Path) -> dict:
+    port = free_port()
+    proc = start(
+        [KBASE, "mcp", "--root", str(root), "--no-index", "--http", f"127.0.0.1:{port}"],
+        dict(env, KBASE_HOME=str(home)),
+        tmp / "mcp-http.log",
+    )
+    try:
+        wait_http(f"http://127.0.0.1:{port}/mcp", proc)
+        url = f"http://127.0.0.1:{port}/mcp"
+        asyncio.run(mcp_http_load(url, qs[:1], clients))  # sessions and first touches
+        return asyncio.run(mcp_http_load(url, qs, clients))
+    finally:
+        stop(proc)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--clients", type=int, default=32)
@@ -213,6 +264,7 @@ def main() -> None:
             "embedded", root, tmp / "home-embedded", env, qs, args, tmp
         )
         result["mcp_search"] = mcp_latency(root, tmp / "home-embedded", env, qs)
+        result["mcp_http"] = mcp_http(root, tmp / "home-embedded", env, qs, args.clients, tmp)
 
         if not args.no_chroma:
             chroma = shutil.which("chroma") or str(Path(sys.executable).with_name("chroma"))
@@ -261,6 +313,16 @@ def main() -> None:
                     str(r["errors"]),
                     str(r["requests"]),
                 )
+    r = result["mcp_http"]
+    table.add_row(
+        f"MCP search (streamable HTTP, {args.clients} sessions)",
+        f"{r['p50_ms']:.1f}",
+        f"{r['p95_ms']:.1f}",
+        f"{r['p99_ms']:.1f}",
+        f"{r['throughput_qps']:.1f}",
+        str(r["errors"]),
+        str(r["requests"]),
+    )
     m = result["mcp_search"]
     table.add_row(
         "MCP search (stdio, sequential)",

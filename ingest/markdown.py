@@ -10,15 +10,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import yaml
+from kbase.ingest.safe_yaml import YamlProblem, load_yaml
 from markdown_it import MarkdownIt
 
+from kbase.errors import ProblemsError
 from kbase.schema import CodeBlock, Problem
 
 
-class DocumentError(Exception):
-    def __init__(self, problems: list[Problem]):
-        self.problems = problems
-        super().__init__("\n".join(str(p) for p in problems))
+class DocumentError(ProblemsError):
+    """A document that does not parse or validate; `.problems` says where and why."""
 
 
 @dataclass
@@ -92,16 +92,11 @@ def node_line(node: Any, loc: tuple[Any, ...]) -> int:
 
 
 def parse_yaml(yaml_text: str, path: str) -> tuple[dict[str, Any], Any]:
+    """The front-matter mapping and its node tree (for line numbers); DocumentError otherwise."""
     try:
-        node = yaml.compose(yaml_text, Loader=yaml.SafeLoader)
-        data = yaml.safe_load(yaml_text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
-        line = mark.line + 2 if mark is not None else 1
-        problem = getattr(exc, "problem", None) or str(exc)
-        raise DocumentError(
-            [Problem(path=path, line=line, message=f"malformed YAML: {problem}")]
-        ) from None
+        data, node = load_yaml(yaml_text, path, first_line=2)
+    except YamlProblem as exc:
+        raise DocumentError(exc.problems) from None
     if data is None:
         raise DocumentError([Problem(path=path, line=1, message="front-matter is empty")])
     if not isinstance(data, dict):

@@ -1,4 +1,4 @@
-"""`kbase mine`: turn the first-parent history of a local clone into one card per PR.
+"""`kbase mine`: turn a clone's history (its main line and what merges bring in) into PR cards.
 
 Order of writes is what makes an interrupted mine safe: every card is written
 atomically (temporary file, then rename) and `.state.json` is written last, so a
@@ -17,18 +17,38 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kbase.ingest import classify
+from kbase.ingest.bodies import BodyFacts
+from kbase.ingest.card_build import (
+    SHORT_SHA,
+    body_facts,
+    build_card,
+    commit_ref,
+    key_diff,
+    merge_files,
+    title_of,
+    to_change,
+)
 from kbase.ingest.card_format import existing_notes, notes_text, render_card, split_card
 from kbase.ingest.cards import ARCHIVE_DIR
-from kbase.ingest.gitlog import CommitFacts, FileFacts, stream_history
+from kbase.ingest.gitlog import CommitFacts
+from kbase.ingest.graph import read_plan
+from kbase.ingest.logrun import stream_history
 
-from kbase.schema import FileChange, PRCard, Recipe
+from kbase.errors import KbaseError
+from kbase.schema import PRCard, Recipe
 
 STATE_FILE = ".state.json"
 STATE_VERSION = 1
 SAMPLE_LIMIT = 20
+WARNING_LIMIT = 200
 
 
-class MiningError(Exception):
+def card_stem(card: PRCard) -> str:
+    """File name (without .md) of a card: the PR number, or commit-<short sha> for a direct push."""
+    return str(card.pr) if card.pr is not None else f"commit-{commit_ref(card.sha)}"
+
+
+class MiningError(KbaseError):
     """A problem with the repository or the archive that the user must fix; the message says how."""
 
 
@@ -44,10 +64,13 @@ class MineReport:
     prs: int = 0
     without_pr: int = 0
     without_pr_sample: list[dict] = field(default_factory=list)
+    behind_merges: int = 0  # commits brought in by merges that name no PR, mined like the main line
+    direct_pushes: int = 0  # commits with no PR number that got a commit card
+    warnings: list[str] = field(default_factory=list)  # missing blobs and the like
     written: int = 0
     unchanged: int = 0
-    removed: list[int] = field(default_factory=list)
-    orphaned: list[int] = field(default_factory=list)
+    removed: list[str] = field(default_factory=list)
+    orphaned: list[str] = field(default_factory=list)
     seconds: float = 0.0
 
     def as_dict(self) -> dict:
@@ -95,12 +118,16 @@ def open_repo(source: str | os.PathLike):
         ) from None
     except git.NoSuchPathError:
         raise MiningError(f"{p}: no such directory") from None
+    # every git call names the repository directly: a bare mirror without a `config` file
+    # (which gitpython takes for a work tree inside its parent) and worktrees then work alike
+    repo.git.update_environment(GIT_DIR=str(Path(repo.git_dir).resolve()))
     if not repo.head.is_valid():
         raise MiningError(f"{p}: the repository has no commits on HEAD")
     if repo.git.rev_parse("--is-shallow-repository").strip() == "true":
         depth = len(repo.git.rev_list("--first-parent", "HEAD").split())
         raise MiningError(
-            f"{p}: shallow clone (only {depth} first-parent commit(s) are present, older PRs are missing); "
+            f"{p}: shallow clone (only {depth} first-parent commit(s) are present, "
+            "older PRs are missing); "
             "run `git fetch --unshallow` in it, then mine again"
         )
     return repo
@@ -116,79 +143,9 @@ def _is_ancestor(repo, old: str, new: str) -> bool:
         return False
 
 
-def _to_change(f: FileFacts) -> FileChange:
-    return FileChange(
-        path=f.path, old_path=f.old_path, added=f.added, deleted=f.deleted, symbols=f.symbols
-    )
-
-
-def _merge_files(into: list[FileChange], extra: list[FileChange]) -> list[FileChange]:
-    by_path = {f.path: f for f in into}
-    for f in extra:
-        have = by_path.get(f.path)
-        if have is None:
-            by_path[f.path] = f
-            continue
-        added = None if have.added is None or f.added is None else have.added + f.added
-        deleted = None if have.deleted is None or f.deleted is None else have.deleted + f.deleted
-        syms = list(dict.fromkeys(have.symbols + f.symbols))
-        by_path[f.path] = have.model_copy(
-            update={
-                "added": added,
-                "deleted": deleted,
-                "symbols": syms,
-                "old_path": have.old_path or f.old_path,
-            }
-        )
-    return sorted(by_path.values(), key=lambda x: x.path)
-
-
-def build_card(
-    recipe: Recipe, matcher, pr: int, title: str, sha: str, date: str, files: list[FileChange]
-) -> PRCard:
-    fams: set[str] = set()
-    for f in files:
-        fams.update(matcher.families_of(f.path))
-        if f.old_path:
-            fams.update(matcher.families_of(f.old_path))
-    paths = [f.path for f in files]
-    cats = classify.categories(title, paths)
-    totals = {
-        "files": len(files),
-        "added": sum(f.added or 0 for f in files),
-        "deleted": sum(f.deleted or 0 for f in files),
-    }
-    binary = sum(1 for f in files if f.added is None)
-    if binary:
-        totals["binary"] = binary
-    return PRCard(
-        repo=recipe.name,
-        pr=pr,
-        url=recipe.pr_url(pr),
-        sha=sha,
-        date=date,
-        title=title,
-        families=sorted(fams),
-        files=files,
-        totals=totals,
-        categories=cats,
-        reverts=classify.reverted_pr(title) if "revert" in cats else None,
-        tags=classify.tags(title, paths),
-    )
-
-
-def _title_of(c: CommitFacts, style: str) -> str:
-    """The PR title: a merge commit keeps it in the body; a squash subject ends in ' (#N)', dropped here."""
-    if style == "merge":
-        first = next((ln.strip() for ln in c.body.splitlines() if ln.strip()), "")
-        if first:
-            return first
-        return c.subject
-    return classify.PR_SUFFIX.sub("", c.subject).strip() or c.subject
-
-
 class _CardWriter:
-    """Accumulates commits newest-first and writes one card per PR as soon as it is known."""
+    """Accumulates commits newest-first and writes one card per PR (or direct push) as soon as
+    it is known; revert links in both directions are settled in `link_reverts` at the end."""
 
     def __init__(self, folder: Path, recipe: Recipe, incremental: bool, report: MineReport):
         self.folder = folder
@@ -196,70 +153,160 @@ class _CardWriter:
         self.matcher = recipe.matcher()
         self.incremental = incremental
         self.report = report
-        self.cards: dict[int, tuple[PRCard, list[str]]] = {}
+        self.cards: dict[str, PRCard] = {}  # card file stem -> card
         self.seen_shas: set[str] = set()
 
     def __call__(self, c: CommitFacts) -> None:
         self.report.commits += 1
         self.seen_shas.add(c.sha)
+        for f in c.files:
+            if f.problem and len(self.report.warnings) < WARNING_LIMIT:
+                self.report.warnings.append(f"{c.sha[:12]}: {f.problem}; its symbols are skipped")
         found = classify.pr_number(c.subject)
-        if found is None:
+        pr, style = found if found else (None, None)
+        files = sorted((to_change(f) for f in c.files), key=lambda f: f.path)
+        card = build_card(
+            self.recipe,
+            self.matcher,
+            pr=pr,
+            title=title_of(c, style),
+            sha=c.sha,
+            date=c.date,
+            files=files,
+            body=body_facts(c, pr, style),
+            key=key_diff(c.files, files),
+        )
+        if pr is None:
             self.report.without_pr += 1
+            self.report.direct_pushes += 1
             if len(self.report.without_pr_sample) < SAMPLE_LIMIT:
                 self.report.without_pr_sample.append(
                     {"sha": c.sha, "date": c.date, "subject": c.subject}
                 )
-            return
-        pr, style = found
-        files = [_to_change(f) for f in c.files]
-        held = self.cards.get(pr)
+        stem = card_stem(card)
+        held = self.cards.get(stem)
+        if held is not None and (c.sha == held.sha or c.sha in held.also):
+            return  # the card read from disk already holds this commit
         if held is not None:
-            # the same PR number on an older first-parent commit (a re-land, an empty follow-up): one card for both
-            card, also = held
-            files = _merge_files(card.files, files)
-            card = build_card(self.recipe, self.matcher, pr, card.title, card.sha, card.date, files)
-            self._write(card, also + [c.sha])
-            return
-        card = build_card(
-            self.recipe,
-            self.matcher,
-            pr,
-            _title_of(c, style),
-            c.sha,
-            c.date,
-            sorted(files, key=lambda f: f.path),
-        )
-        self._write(card, [])
+            # the same PR number on an older commit (a re-land, an empty follow-up): one card
+            card = _combine(self, held, card)
+        self._write(stem, card)
 
-    def _write(self, card: PRCard, also: list[str]) -> None:
-        path = self.folder / f"{card.pr}.md"
+    def _write(self, stem: str, card: PRCard) -> None:
+        path = self.folder / f"{stem}.md"
         old_text = path.read_text(encoding="utf-8") if path.exists() else ""
-        notes = existing_notes(old_text)
-        if old_text and self.incremental and card.pr not in self.cards:
-            card, also = self._merge_with_existing(card, also, old_text)
-        self.cards[card.pr] = (card, also)
-        text = render_card(card, notes, also)
+        if old_text and self.incremental and stem not in self.cards:
+            card = self._merge_with_existing(card, old_text)
+        self.cards[stem] = card
+        self._put(path, card, old_text)
+
+    def _put(self, path: Path, card: PRCard, old_text: str) -> None:
+        text = render_card(card, existing_notes(old_text), card.also)
         if text == old_text:
             self.report.unchanged += 1
             return
         atomic_write(path, text)
         self.report.written += 1
 
-    def _merge_with_existing(
-        self, card: PRCard, also: list[str], old_text: str
-    ) -> tuple[PRCard, list[str]]:
-        """An incremental run met a PR number that already has a card from an earlier, older commit."""
+    def _merge_with_existing(self, card: PRCard, old_text: str) -> PRCard:
+        """An incremental run met a card that exists already: facts on disk are never dropped."""
         try:
             old = PRCard.model_validate(split_card(old_text).meta)
         except Exception:
-            return card, also
-        if old.sha == card.sha or old.sha in self.seen_shas:
-            return card, also
-        files = _merge_files(old.files, card.files)
-        merged = build_card(
-            self.recipe, self.matcher, card.pr, card.title, card.sha, card.date, files
-        )
-        return merged, also + [old.sha]
+            return card
+        if card.sha == old.sha or card.sha in old.also:
+            # this commit is already in the card (a re-run over a mined range, a resumed mine)
+            return old.model_copy(update={"reverted_by": old.reverted_by})
+        if old.sha in self.seen_shas:
+            return card
+        return _combine(self, card, old)
+
+    def link_reverts(self) -> None:
+        """Give every reverted card its `reverted_by`, from the reverts this run wrote. A target
+        mined in an earlier run is read from disk and rewritten."""
+        by_sha: dict[str, str] = {}
+        for stem, card in self.cards.items():
+            for sha in (card.sha, *card.also):
+                by_sha[sha[:SHORT_SHA]] = stem
+        wanted: dict[str, set[str]] = {}
+        for stem, card in self.cards.items():
+            ref = f"#{card.pr}" if card.pr is not None else commit_ref(card.sha)
+            target = None
+            if card.reverts is not None:
+                target = str(card.reverts)
+            elif card.reverts_commit:
+                target = by_sha.get(card.reverts_commit[:SHORT_SHA]) or _find_by_sha(
+                    self.folder, card.reverts_commit
+                )
+            if target is not None and target != stem:
+                wanted.setdefault(target, set()).add(ref)
+        for stem, refs in sorted(wanted.items()):
+            card = self.cards.get(stem)
+            path = self.folder / f"{stem}.md"
+            old_text = path.read_text(encoding="utf-8") if path.exists() else ""
+            if card is None:
+                if not old_text:
+                    continue
+                try:
+                    card = PRCard.model_validate(split_card(old_text).meta)
+                except Exception:
+                    continue
+            merged = sorted(set(card.reverted_by) | refs, key=_ref_order)
+            if merged != card.reverted_by:
+                card = card.model_copy(update={"reverted_by": merged})
+                self.cards[stem] = card
+                self._put(path, card, old_text)
+
+
+def _ref_order(ref: str) -> tuple[int, int, str]:
+    return (0, int(ref[1:]), "") if ref.startswith("#") else (1, 0, ref)
+
+
+def _find_by_sha(folder: Path, sha: str) -> str | None:
+    """The card (file stem) of an earlier run whose commit is `sha` (a prefix is enough)."""
+    short = sha[:SHORT_SHA]
+    p = folder / f"commit-{short}.md"
+    if p.exists():
+        return p.stem
+    for p in folder.glob("*.md"):
+        try:
+            head = p.read_text(encoding="utf-8")[:4000]
+        except OSError:
+            continue
+        if f"\nsha: {short}" in head or f"\nsha: {sha}" in head:
+            return p.stem
+    return None
+
+
+def _combine(w: _CardWriter, newer: PRCard, older: PRCard) -> PRCard:
+    files = merge_files(newer.files, older.files)
+    also = list(dict.fromkeys([*newer.also, older.sha, *older.also]))
+    also = [s for s in also if s != newer.sha]
+    body = BodyFacts(
+        description=newer.description or older.description or "",
+        co_authors=list(dict.fromkeys(newer.co_authors + older.co_authors)),
+        issues=list(dict.fromkeys(newer.issues + older.issues)),
+        reverts_pr=newer.reverts if newer.reverts is not None else older.reverts,
+        reverts_commit=newer.reverts_commit or older.reverts_commit,
+        numbers=list(dict.fromkeys(newer.numbers + older.numbers)),
+    )
+    card = build_card(
+        w.recipe,
+        w.matcher,
+        pr=newer.pr,
+        title=newer.title,
+        sha=newer.sha,
+        date=newer.date,
+        files=files,
+        body=body,
+        key=newer.key_diff or older.key_diff,
+        also=also,
+    )
+    return card.model_copy(
+        update={
+            "reverted_by": sorted(set(newer.reverted_by) | set(older.reverted_by), key=_ref_order)
+        }
+    )
 
 
 def _sweep_temporary(folder: Path) -> None:
@@ -307,7 +354,10 @@ def mine(
     elif state.get("recipe_digest") != recipe.digest():
         report.reason = "the recipe changed since the last mine"
     elif not _is_ancestor(repo, state["last_sha"], head):
-        report.reason = f"history was rewritten: last mined commit {state['last_sha'][:12]} is not an ancestor of HEAD"
+        report.reason = (
+            f"history was rewritten: last mined commit {state['last_sha'][:12]} "
+            "is not an ancestor of HEAD"
+        )
     elif state["last_sha"] == head:
         report.mode, report.range, report.reason = (
             "noop",
@@ -318,7 +368,8 @@ def mine(
         report.mode, report.range = "incremental", f"{state['last_sha']}..{head}"
 
     if report.mode != "noop":
-        total = int(repo.git.rev_list("--first-parent", "--count", report.range))
+        walk = read_plan(repo, report.range, head)
+        total = len(walk.mine)
         writer = _CardWriter(
             folder, recipe, incremental=report.mode in ("incremental", "since"), report=report
         )
@@ -328,8 +379,17 @@ def mine(
             if progress:
                 progress(report.commits, total)
 
-        stream_history(repo, report.range, on_commit)
-        report.prs = len(writer.cards)
+        stream_history(repo, walk.mine, on_commit)
+        # commits that were not streamed still count: a PR's own branch commits, transport merges
+        for sha in walk.order:
+            if walk.role[sha] in ("spine", "side"):
+                continue
+            report.commits += 1
+            if walk.nodes[sha].pr is None:
+                report.without_pr += 1
+        writer.link_reverts()
+        report.behind_merges = walk.count("side")
+        report.prs = sum(1 for c in writer.cards.values() if c.pr is not None)
         if report.mode == "full":
             _drop_vanished(folder, set(writer.cards), report)
 
@@ -361,19 +421,19 @@ def mine(
     return report
 
 
-def _drop_vanished(folder: Path, kept: set[int], report: MineReport) -> None:
-    """After a full mine, cards of PRs that are no longer on the history go, unless people wrote Notes in them."""
+def _drop_vanished(folder: Path, kept: set[str], report: MineReport) -> None:
+    """After a full mine, cards no longer in the history go, unless they hold Notes."""
     for p in folder.glob("*.md"):
-        if not p.stem.isdigit() or int(p.stem) in kept:
+        if not (p.stem.isdigit() or p.stem.startswith("commit-")) or p.stem in kept:
             continue
         try:
             notes = notes_text(existing_notes(p.read_text(encoding="utf-8")))
         except OSError:
             continue
         if notes:
-            report.orphaned.append(int(p.stem))
+            report.orphaned.append(p.stem)
         else:
             p.unlink()
-            report.removed.append(int(p.stem))
-    report.orphaned.sort()
-    report.removed.sort()
+            report.removed.append(p.stem)
+    report.orphaned.sort(key=lambda s: (len(s), s))
+    report.removed.sort(key=lambda s: (len(s), s))

@@ -85,9 +85,26 @@ def load_skill(path: Path, root: Path) -> Skill:
                 message=f"no fenced block in the body is marked with {marks!r} (e.g. ```python verify)",
             )
         )
+    for b in skill.snippet_blocks():
+        if _is_empty_code(b.code):
+            problems.append(
+                Problem(
+                    path=shown,
+                    line=b.line,
+                    field="verification.blocks",
+                    code="empty-snippet",
+                    message=f"the ```{b.info} block has no code: it would pass without "
+                    "checking anything",
+                )
+            )
     if problems:
         raise DocumentError(problems)
     return skill
+
+
+def _is_empty_code(code: str) -> bool:
+    """Nothing but blank lines and comments (`#` or `//`)."""
+    return all(not ln.strip() or ln.lstrip().startswith(("#", "//")) for ln in code.splitlines())
 
 
 def find_skill_files(root: Path) -> list[Path]:

@@ -1,37 +1,57 @@
-"""The Python API: `KnowledgeBase(root=...).index()`, `.search(query)`, `.get(id)`."""
+"""The Python API, and the only door the CLI, HTTP and MCP go through.
+
+`KnowledgeBase(root=...)`: `.index()`, `.search(query, ...)` / `.query(SearchQuery)`, `.get(id)`,
+`.list()`, `.history(repo, family)`, `.stale()`, `.health()`; the validators' and the miner's
+commands are in the mixins below (kbase/api_validate.py, kbase/api_archive.py). Every answer is a
+model from kbase/schema.py; every deliberate error is a `kbase.errors.KbaseError`.
+"""
 
 from __future__ import annotations
 
 import os
-import re
+import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
-from kbase.config import Settings, default_model_path
-from kbase.schema import EntryDoc, Hit, SectionText
+from kbase.api_archive import ArchiveAPI
+from kbase.api_experience import ExperienceAPI
+from kbase.api_validate import ValidateAPI
+from kbase.closed_sets import DRAFT_STATUS, PR_STATUS, STATUS_SPECS, severity
+from kbase.config import Settings, default_model_path, model_installed
+from kbase.errors import InvalidArgument, NotFound, NotIndexed, ProblemsError
+from kbase.schema import (
+    EntryDoc,
+    EntrySummary,
+    Health,
+    Hit,
+    SearchQuery,
+    SearchResult,
+    SectionText,
+    SkillAudit,
+    StaleReport,
+)
 
-PR_STATUS = "mined"  # PR cards are facts read from git, not claims to verify
-DEMOTED = {"failing"}
+__all__ = ["KnowledgeBase", "NotIndexed", "PR_STATUS"]
+
+Progress = Callable[[str, int, int], None]
 
 
-class NotIndexed(RuntimeError):
-    pass
-
-
-class KnowledgeBase:
+class KnowledgeBase(ValidateAPI, ArchiveAPI, ExperienceAPI):
     def __init__(
         self,
-        root: str | os.PathLike | None = None,
-        home: str | os.PathLike | None = None,
+        root: str | os.PathLike[str] | None = None,
+        home: str | os.PathLike[str] | None = None,
         model_path: str | None = None,
         chroma_url: str | None = None,
     ):
         self.settings = Settings.load(
             root=root, home=home, model_path=model_path, chroma_url=chroma_url
         )
-        self._embedder = None
-        self._query_embedder = None
-        self._searcher = None
+        self._embedder: Any = None
+        self._query_embedder: Any = None
+        self._searcher: Any = None
+        self.started = time.time()
 
     # ------------------------------------------------------------------ plumbing
     @property
@@ -42,28 +62,35 @@ class KnowledgeBase:
     def home(self) -> Path:
         return self.settings.home
 
-    def embedder(self):
+    @property
+    def model_path(self) -> str:
+        return self.settings.model_path or default_model_path()
+
+    def embedder(self) -> Any:
         if self._embedder is None:
             from kbase.retrieval.embed import get_embedder
 
-            self._embedder = get_embedder(self.settings.model_path or default_model_path())
+            self._embedder = get_embedder(self.model_path)
         return self._embedder
 
-    def query_embedder(self):
-        """ONNX Runtime when home/onnx matches the model (no torch import: fast CLI searches), else the torch model."""
+    def query_embedder(self) -> Any:
+        """ONNX Runtime when home/onnx matches the model (no torch import: fast CLI searches)."""
         if self._query_embedder is None:
             from kbase.retrieval.onnx_query import load_query_embedder
 
-            model_path = self.settings.model_path or default_model_path()
+            # A base install has no model, only the index's ONNX export of it ("" says so).
+            model_path = self.settings.model_path or (
+                default_model_path() if model_installed() else ""
+            )
             self._query_embedder = load_query_embedder(self.home, model_path) or self.embedder()
         return self._query_embedder
 
-    def vector_store(self):
+    def vector_store(self) -> Any:
         from kbase.retrieval.vectors import VectorStore
 
         return VectorStore(self.home, self.settings.chroma_url)
 
-    def searcher(self):
+    def searcher(self) -> Any:
         if self._searcher is None:
             from kbase.retrieval.searcher import Searcher
 
@@ -83,31 +110,51 @@ class KnowledgeBase:
         self.statuses()  # parses every skill and reads the ledger once; later calls hit its cache
 
     # ------------------------------------------------------------------ index
-    def index(self, progress: Callable[[str, int, int], None] | None = None, gc: bool = True):
+    def index(self, progress: Progress | None = None, gc: bool = True) -> Any:
+        """Build or update the index; returns retrieval.indexer.IndexReport (`.as_dict()`)."""
         from kbase.retrieval.indexer import build_index
 
         return build_index(
-            self.root, self.home, self.embedder, self.settings.chroma_url, progress=progress, gc=gc
+            self.root,
+            self.home,
+            self.embedder,
+            self.settings.chroma_url,
+            progress=progress,
+            gc=gc,
+            model_path=self.model_path,
         )
 
     # ------------------------------------------------------------------ status
-    def statuses(self) -> dict:
+    def statuses(self, env: Any = None) -> dict[str, SkillAudit]:
+        """skill name -> SkillAudit (cached by the validators until an input changes)."""
+        from kbase.validators.status import skill_statuses
+
         try:
-            from kbase.validators.status import skill_statuses
-        except ImportError:
-            return {}
-        try:
-            return skill_statuses(self.root)
+            return skill_statuses(self.root, env=env)
         except FileNotFoundError:
             return {}
 
-    def _status_of(self, entry, statuses: dict) -> tuple[str, str | None, str | None]:
+    def _status_of(self, entry: Any, statuses: dict[str, SkillAudit]) -> tuple[str, Any, Any]:
         if entry.kind == "pr":
             return PR_STATUS, None, None
+        if entry.path.startswith("skills/_drafts/"):
+            return DRAFT_STATUS, None, None
         audit = statuses.get(entry.id)
         if audit is None:
             return "unverified", None, None
         return audit.status, audit.verified_on, audit.last_pass
+
+    def stale(self, env: Any = None) -> StaleReport:
+        """Skills that are not verified right now, worst first, with the validators' reasons."""
+        statuses = self.statuses(env)
+        rows = sorted(
+            (a for a in statuses.values() if a.status != "verified"),
+            key=lambda a: (severity(a.status), a.skill),
+        )
+        counts: dict[str, int] = {}
+        for a in statuses.values():
+            counts[a.status] = counts.get(a.status, 0) + 1
+        return StaleReport(total=len(statuses), counts=counts, skills=rows)
 
     # ------------------------------------------------------------------ search
     def search(
@@ -122,26 +169,43 @@ class KnowledgeBase:
         auto_index: bool = True,
         since: str | None = None,
         until: str | None = None,
+        env: Any = None,
     ) -> list[Hit]:
-        """`since`/`until` (YYYY-MM-DD, inclusive) keep only dated entries (PR cards) in that range."""
+        """The hits for one query; arguments as in kbase.schema.SearchQuery (InvalidArgument)."""
+        q = SearchQuery.parse(
+            query=query,
+            k=k,
+            kind=kind,
+            repo=repo,
+            tags=tags,
+            status=[status] if isinstance(status, str) else status,
+            mode=mode,
+            since=since,
+            until=until,
+            env=env,
+        )
+        return self.query(q, auto_index=auto_index).hits
+
+    def query(self, q: SearchQuery, auto_index: bool = True) -> SearchResult:
         from kbase.retrieval.searcher import make_snippet
 
-        if not query or not query.strip():
-            raise ValueError("query is empty")
-        if kind not in (None, "skill", "pr"):
-            raise ValueError(f"kind must be 'skill' or 'pr', got {kind!r}")
         if not self.is_indexed():
             if not auto_index:
                 raise NotIndexed(f"no index under {self.home}; run `kbase index`")
             self.index()
-        wanted = {status} if isinstance(status, str) else set(status or [])
-        for name, day in (("since", since), ("until", until)):
-            if day is not None and not re.fullmatch(r"\d{4}-\d{2}-\d{2}", day):
-                raise ValueError(f"{name} must be a date like 2025-01-31, got {day!r}")
+        wanted = set(q.status)
+        self._check_archive_names(q)
         cands = self.searcher().search(
-            query, k=k, kind=kind, repo=repo, tags=tags, mode=mode, since=since, until=until
+            q.query,
+            k=q.k,
+            kind=q.kind,
+            repo=q.repo,
+            tags=q.tags,
+            mode=q.mode,
+            since=q.since,
+            until=q.until,
         )
-        statuses = self.statuses() if any(c.entry.kind == "skill" for c in cands) else {}
+        statuses = self.statuses(q.env) if any(c.entry.kind == "skill" for c in cands) else {}
         hits: list[Hit] = []
         for c in cands:
             st, on, at = self._status_of(c.entry, statuses)
@@ -158,20 +222,80 @@ class KnowledgeBase:
                     path=c.entry.path,
                     line=chunk.line if chunk else c.entry.line,
                     section=chunk.section if chunk else "",
-                    snippet=make_snippet(chunk.text, query) if chunk else "",
+                    snippet=make_snippet(chunk.text, q.query) if chunk else "",
                     repo=c.entry.repo,
                     pr=c.entry.pr,
                     verified_on=on,
                     verified_at=at,
                 )
             )
+        from kbase.feedback import rerank
+
+        hits = rerank(hits, self.root)  # a mild nudge from users' feedback, near-ties only
         if not wanted:
             # Failing entries stay findable but rank below healthy ones.
-            hits.sort(key=lambda h: h.status in DEMOTED)
-        return hits[:k]
+            hits.sort(key=lambda h: h.status in STATUS_SPECS and STATUS_SPECS[h.status].demoted)
+        return SearchResult(query=q.query, hits=hits[: q.k])
 
-    # ------------------------------------------------------------------ get
+    def _check_archive_names(self, q: SearchQuery) -> None:
+        """An archive repo or family/category tag that nothing in the index has is a typo."""
+        from kbase.search_query import ARCHIVE_TAG_KEYS
+        from kbase.suggest import did_you_mean
+
+        asked = [t for t in q.tags if t.split("=", 1)[0] in ARCHIVE_TAG_KEYS]
+        if not q.repo and not asked:
+            return
+        known = {
+            t for e in self._entries() for t in e.tags if t.split("=", 1)[0] in ARCHIVE_TAG_KEYS
+        }
+        if q.repo and f"repo={q.repo}" not in known:
+            repos = [t[5:] for t in known if t.startswith("repo=")]
+            raise InvalidArgument(
+                f"no archive repo {q.repo!r} in the index" + did_you_mean(q.repo, repos, "repos"),
+                "repo",
+            )
+        for t in asked:
+            if t not in known:
+                key, value = t.split("=", 1)
+                vals = [x.split("=", 1)[1] for x in known if x.startswith(key + "=")]
+                raise InvalidArgument(
+                    f"no PR card has {key} {value!r}" + did_you_mean(value, vals, f"{key} values"),
+                    "tags",
+                )
+
+    # ------------------------------------------------------------------ get / list
+    def _entries(self) -> list[Any]:
+        idx = self.searcher().index() if self.is_indexed() else None
+        if idx is not None:
+            return list(idx.entries)
+        from kbase.retrieval.indexer import collect_entries
+
+        return collect_entries(self.root)[0]
+
+    def list_entries(self, kind: str | None = None) -> list[EntrySummary]:
+        """Every entry (indexed, or parsed now when there is no index), with its status."""
+        entries = [e for e in self._entries() if kind is None or e.kind == kind]
+        statuses = self.statuses() if any(e.kind == "skill" for e in entries) else {}
+        out = []
+        for e in entries:
+            st, _, _ = self._status_of(e, statuses)
+            out.append(
+                EntrySummary(
+                    id=e.id,
+                    kind=e.kind,
+                    title=e.title,
+                    path=e.path,
+                    status=st,
+                    tags=e.tags,
+                    repo=e.repo,
+                    pr=e.pr,
+                    date=e.date,
+                )
+            )
+        return out
+
     def get(self, entry_id: str, section: str | None = None) -> EntryDoc:
+        """One entry in full, or one section of it. NotFound for an unknown id or section."""
         from kbase.ingest.files import read_text
         from kbase.ingest.markdown import parse_body, split_front_matter
 
@@ -182,10 +306,17 @@ class KnowledgeBase:
         if entry is None:
             entry = self._find_unindexed(entry_id)
         if entry is None:
-            raise KeyError(f"no entry with id {entry_id!r}")
-        path = self.root / entry.path
-        text = read_text(path, self.root)
-        _, body, body_line = split_front_matter(text, entry.path)
+            from kbase.suggest import did_you_mean
+
+            ids = [e.id for e in self._entries()]
+            raise NotFound(f"no entry with id {entry_id!r}" + did_you_mean(entry_id, ids, "ids"))
+        try:
+            text = read_text(self.root / entry.path, self.root)
+            _, body, body_line = split_front_matter(text, entry.path)
+        except (OSError, ProblemsError) as exc:  # indexed, but the file went away or broke since
+            raise NotFound(
+                f"entry {entry_id!r} is indexed but its file cannot be read now ({exc}); re-index"
+            ) from None
         sections, _, _ = parse_body(body, body_line)
         secs = [SectionText(title=s.title or "intro", line=s.line, text=s.text) for s in sections]
         for ch in entry.chunks:
@@ -196,7 +327,15 @@ class KnowledgeBase:
             want = section.strip().lower()
             secs = [s for s in secs if s.title.lower() == want]
             if not secs:
-                raise KeyError(f"entry {entry_id!r} has no section {section!r}")
+                from kbase.suggest import did_you_mean
+
+                titles = [s.title for s in sections] + [
+                    c.section for c in entry.chunks if c.section in ("trigger", "steps")
+                ]
+                raise NotFound(
+                    f"entry {entry_id!r} has no section {section!r}"
+                    + did_you_mean(section, titles, "sections")
+                )
             text = "\n\n".join(s.text for s in secs)
         return EntryDoc(
             id=entry.id,
@@ -211,15 +350,15 @@ class KnowledgeBase:
             verified_at=at,
             sections=secs,
             text=text,
+            feedback=self._feedback_of(entry.id),
         )
 
-    def _find_unindexed(self, entry_id: str):
+    def _find_unindexed(self, entry_id: str) -> Any:
         from kbase.retrieval.indexer import collect_entries
 
         if entry_id.startswith("pr:"):
             entries, _, _ = collect_entries(self.root)
             return next((e for e in entries if e.id == entry_id), None)
-        from kbase.ingest.markdown import DocumentError
         from kbase.ingest.skills import SKILL_FILE, load_skill, skill_entry
         from kbase.schema import NAME_RE
 
@@ -227,8 +366,25 @@ class KnowledgeBase:
             return None
         f = self.root / "skills" / entry_id / SKILL_FILE
         if not f.exists():
+            f = self.root / "skills" / "_drafts" / entry_id / SKILL_FILE
+        if not f.exists():
             return None
         try:
             return skill_entry(load_skill(f, self.root))
-        except DocumentError:
+        except ProblemsError:
             return None
+
+    # ------------------------------------------------------------------ health
+    def health(self) -> Health:
+        from kbase.retrieval.generations import current_id
+
+        gen = current_id(self.home)
+        idx = self.searcher().index() if gen is not None else None
+        return Health(
+            ok=gen is not None,
+            generation=gen,
+            entries=len(idx.entries) if idx is not None else 0,
+            chroma="server" if self.settings.chroma_url else "embedded",
+        )
+
+    list = list_entries  # `kb.list()`: the name the docs use

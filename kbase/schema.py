@@ -1,7 +1,7 @@
 """The one schema module: every data shape kbase reads, writes or serves.
 
-Everything else imports from here; this module imports nothing from kbase
-except the tag vocabulary (which is data, not behaviour).
+Everything else imports from here. The closed sets it types with live in kbase/closed_sets.py,
+the search arguments in kbase/search_query.py (re-exported here); the tag vocabulary is data.
 """
 
 from __future__ import annotations
@@ -12,16 +12,31 @@ import json
 import re
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from kbase.closed_sets import (
+    TIERS,
+    EntryKind,
+    EntryStatus,
+    Mode,
+    SkillStatus,
+    Tier,
+    Verdict,
+)
+from kbase.search_query import SearchQuery
+
+__all__ = [
+    "TIERS",
+    "Tier",
+    "Verdict",
+    "SkillStatus",
+    "EntryKind",
+    "EntryStatus",
+    "Mode",
+    "SearchQuery",
+]
 
 NAME_RE = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
-
-Tier = Literal["cpu-interpret", "cpu-compile", "gpu"]
-TIERS: tuple[str, ...] = ("cpu-interpret", "cpu-compile", "gpu")
-Verdict = Literal["pass", "fail", "skip", "error", "timeout", "killed"]
-SkillStatus = Literal["verified", "failing", "stale-age", "stale-env", "stale-source", "unverified"]
-EntryKind = Literal["skill", "pr"]
-TAG_KEYS: tuple[str, ...] = ("languages", "kernel_types", "archs", "techniques")
 
 
 def _check_kebab(v: str) -> str:
@@ -92,9 +107,69 @@ class Tags(_Strict):
         return [f"{k}={v}" for k in TAG_KEYS for v in getattr(self, k)]
 
 
+# The tag keys are the fields of Tags (a new key: a field here and its values in vocab.yaml).
+TAG_KEYS: tuple[str, ...] = tuple(Tags.model_fields)
+
+
 class Watch(_Strict):
     repo: str = Field(min_length=1, description="archive repo name, e.g. flashinfer")
     paths: list[str] = Field(min_length=1, description="path globs inside that repo")
+
+
+class Claim(_Strict):
+    """One thing a skill states: measured by its snippet (`expect`) or cited (`cite`)."""
+
+    id: str = Field(min_length=1, max_length=64, description="kebab-case, unique in the skill")
+    text: str = Field(min_length=1, description="the claim in the skill's own words")
+    expect: str | None = Field(
+        default=None, description='a relation on the measured value: ">= 1.5", "in [a, b]", ...'
+    )
+    tiers: list[Tier] | None = Field(
+        default=None, description="tiers the measurement applies to (default: every declared tier)"
+    )
+    cite: str | None = Field(default=None, description="URL of a source for an unmeasurable fact")
+    locator: str | None = Field(default=None, description="where in the cited source")
+
+    @field_validator("id")
+    @classmethod
+    def _kebab_id(cls, v: str) -> str:
+        if not NAME_RE.match(v):
+            raise ValueError("claim id must be kebab-case: lowercase letters, digits, hyphens")
+        return v
+
+    @field_validator("expect")
+    @classmethod
+    def _relation(cls, v: str | None) -> str | None:
+        if v is None:
+            return v
+        from kbase.validators.claims import RelationError, parse_relation
+
+        try:
+            parse_relation(v)
+        except RelationError as exc:
+            raise ValueError(str(exc)) from None
+        return v
+
+    @field_validator("cite")
+    @classmethod
+    def _cite_url(cls, v: str | None) -> str | None:
+        return _check_url(v, "cite") if v is not None else v
+
+    @model_validator(mode="after")
+    def _measured_or_cited(self) -> Claim:
+        if (self.expect is None) == (self.cite is None):
+            raise ValueError("a claim has either expect (measured) or cite + locator (cited)")
+        if self.cite is not None and not (self.locator or "").strip():
+            raise ValueError("a cited claim needs a locator: where in the source it says so")
+        if self.tiers is not None and self.expect is None:
+            raise ValueError("tiers only applies to a measured claim (one with expect)")
+        return self
+
+
+class LiteralTrigger(_Strict):
+    """A trigger that is the exact text a tool prints; the snippet must make the tool print it."""
+
+    literal: str = Field(min_length=1)
 
 
 class SkillMeta(_Strict):
@@ -112,11 +187,48 @@ class SkillMeta(_Strict):
     related: list[str] = Field(default_factory=list)
     watch: list[Watch] = Field(default_factory=list)
     license: str | None = None
+    claims: list[Claim] = Field(default_factory=list)
+    literal_triggers: list[str] = Field(
+        default_factory=list,
+        exclude=True,
+        description="derived from `- literal:` trigger items; not written in the front-matter",
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _literal_triggers(cls, data: Any) -> Any:
+        """`- literal: "text"` trigger items become plain trigger text plus a literal to check."""
+        if not isinstance(data, dict):
+            return data
+        if "literal_triggers" in data:
+            raise ValueError('write literal triggers as `- literal: "..."` items under trigger')
+        items = data.get("trigger")
+        if isinstance(items, list):
+            literals = []
+            plain: list[Any] = []
+            for item in items:
+                if isinstance(item, dict):
+                    lit = LiteralTrigger.model_validate(item).literal
+                    literals.append(lit)
+                    plain.append(lit)
+                else:
+                    plain.append(item)
+            data = {**data, "trigger": plain, "literal_triggers": literals}
+        return data
 
     @field_validator("name")
     @classmethod
     def _kebab(cls, v: str) -> str:
         return _check_kebab(v)
+
+    @field_validator("claims")
+    @classmethod
+    def _unique_claim_ids(cls, v: list[Claim]) -> list[Claim]:
+        ids = [c.id for c in v]
+        dups = sorted({i for i in ids if ids.count(i) > 1})
+        if dups:
+            raise ValueError(f"duplicate claim id(s): {', '.join(dups)}")
+        return v
 
     @field_validator("sources")
     @classmethod
@@ -172,17 +284,30 @@ class Entry(BaseModel):
 
 
 class Problem(BaseModel):
-    """A lint / parse error with a location a human can jump to."""
+    """A problem with a location a human can jump to; `--json` always prints these five keys.
+
+    `code` is a short kebab-case kind (`unbacked-number`, `duplicate-key`) when a tool should be
+    able to tell problems apart without parsing the message.
+    """
 
     path: str
     line: int = 0
     field: str | None = None
+    code: str | None = None
     message: str
 
     def __str__(self) -> str:
         where = f"{self.path}:{self.line}" if self.line else self.path
-        field = f" [{self.field}]" if self.field else ""
-        return f"{where}:{field} {self.message}"
+        tag = self.code or self.field
+        return f"{where}: [{tag}] {self.message}" if tag else f"{where}: {self.message}"
+
+    @classmethod
+    def from_text(cls, text: str) -> Problem:
+        """A problem from a `path:line: message` line (what older callers produced)."""
+        m = re.match(r"^(?P<path>[^:\n]+?)(?::(?P<line>\d+))?:\s(?P<msg>.*)$", text, re.S)
+        if not m:
+            return cls(path="", message=text)
+        return cls(path=m["path"], line=int(m["line"] or 0), message=m["msg"])
 
 
 # --------------------------------------------------------------------------- search results
@@ -225,11 +350,75 @@ class EntryDoc(BaseModel):
     verified_at: str | None = None
     sections: list[SectionText] = Field(default_factory=list)
     text: str = ""
+    # what users said after acting on it (kbase/feedback.py): counts, last date, recent notes
+    feedback: dict[str, Any] | None = None
 
 
 class SearchResult(BaseModel):
+    """What a search answers: `kbase search --json`, GET /search, MCP search (compacted)."""
+
     query: str
     hits: list[Hit]
+
+
+class EntrySummary(BaseModel):
+    """One line of `kbase list`."""
+
+    id: str
+    kind: EntryKind
+    title: str
+    path: str
+    status: str
+    tags: list[str] = Field(default_factory=list)
+    repo: str | None = None
+    pr: int | None = None
+    date: str | None = None
+
+
+class StaleReport(BaseModel):
+    """Skills that are not verified right now, worst first (the audit view of search)."""
+
+    available: bool = True
+    total: int
+    counts: dict[str, int]
+    skills: list[SkillAudit]
+
+
+# a card for a merged PR (pr_archive/<name>/<N>.md) or for a commit pushed without one
+# (pr_archive/<name>/commit-<short-sha>.md, pr: null); both index as kind "pr"
+CardKind = Literal["pr", "commit"]
+
+
+class HistoryRow(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    pr: int | None  # None: a commit pushed without a PR (its card is commit-<sha>.md)
+    sha: str = ""
+    kind: CardKind = "pr"
+    date: str
+    title: str
+    files: list[str] = Field(default_factory=list)
+    categories: list[str] = Field(default_factory=list)
+    via_rename: bool = False
+
+
+class HistoryResult(BaseModel):
+    """The timeline of one kernel family (or of paths: `kbase history --path`) in one archived
+    repo, oldest first."""
+
+    repo: str
+    family: str | None
+    available: bool = True  # False: this root has no PR archive at all (message says so)
+    message: str | None = None
+    globs: list[str] = Field(default_factory=list)
+    prs: list[HistoryRow] = Field(default_factory=list)
+
+
+class Health(BaseModel):
+    ok: bool
+    generation: str | None
+    entries: int = 0
+    chroma: Literal["server", "embedded"]
 
 
 # --------------------------------------------------------------------------- validators
@@ -252,6 +441,16 @@ class Fingerprint(BaseModel):
     interpret: bool = False
 
 
+class ClaimResult(BaseModel):
+    """One measured claim in one run: the value reported and whether it held on that tier."""
+
+    id: str
+    value: float | None = None
+    expect: str
+    holds: bool | None = None
+    raw: str | None = Field(default=None, description="the reported text when not a finite number")
+
+
 class RunResult(BaseModel):
     skill: str
     tier: Tier
@@ -259,6 +458,7 @@ class RunResult(BaseModel):
     duration_s: float
     line: int | None = None
     message: str = ""
+    claims: list[ClaimResult] = Field(default_factory=list)
 
 
 class LedgerRow(BaseModel):
@@ -274,12 +474,44 @@ class LedgerRow(BaseModel):
     at: str
 
 
+class ClaimCounts(BaseModel):
+    """Per skill: measured claims that hold, fail or were never measured; and cited ones."""
+
+    held: int = 0
+    failed: int = 0
+    unmeasured: int = 0
+    cited: int = 0
+
+
+class ClaimMeasurement(BaseModel):
+    """A claim's value on one environment, rendered from a ledger row."""
+
+    env: str
+    value: float | None = None
+    raw: str | None = None
+    holds: bool | None = None
+    at: str
+    signed: bool = False
+
+
+class ClaimView(BaseModel):
+    """A claim as `kbase get` and search hits show it: its text and what was measured where."""
+
+    id: str
+    text: str
+    expect: str | None = None
+    cite: str | None = None
+    locator: str | None = None
+    measured: list[ClaimMeasurement] = Field(default_factory=list)
+
+
 class SkillAudit(BaseModel):
     skill: str
     status: SkillStatus
     last_pass: str | None = None
     verified_on: str | None = None
     reasons: list[str] = Field(default_factory=list)
+    claims: ClaimCounts | None = None
 
 
 # --------------------------------------------------------------------------- PR archive
@@ -293,15 +525,19 @@ class FileChange(BaseModel):
     deleted: int | None = None
     symbols: list[str] = Field(default_factory=list)
     old_path: str | None = None
+    # per symbol, who named it: tree-sitter | scanner | hunk-header (no grammar for the language)
+    named_by: list[str] = Field(default_factory=list)
+    kernels: list[str] = Field(default_factory=list)  # the symbols that are GPU kernels
 
 
 class PRCard(BaseModel):
-    """Front-matter of pr_archive/<name>/<N>.md."""
+    """Front-matter of pr_archive/<name>/<N>.md (or commit-<short-sha>.md for a direct push)."""
 
     model_config = ConfigDict(extra="forbid")
 
     repo: str
-    pr: int
+    pr: int | None
+    kind: CardKind = "pr"
     url: str | None = None
     sha: str
     date: str
@@ -312,6 +548,15 @@ class PRCard(BaseModel):
     categories: list[str] = Field(default_factory=list)
     reverts: int | None = None
     tags: Tags = Field(default_factory=Tags)
+    reverts_commit: str | None = None  # a reverted direct push (its sha, as the body names it)
+    reverted_by: list[str] = Field(default_factory=list)  # "#N" for a PR, a short sha for a push
+    description: str | None = None  # the commit body, cleaned of template boilerplate
+    co_authors: list[str] = Field(default_factory=list)
+    issues: list[int] = Field(default_factory=list)
+    numbers: list[str] = Field(default_factory=list)  # numbers with units from the description
+    touched: list[str] = Field(default_factory=list)  # symbols, ranked: kernels first, tests last
+    key_diff: str | None = None  # at most 20 diff lines from the most significant hunks
+    also: list[str] = Field(default_factory=list)  # other commits that carry the same PR number
 
 
 # --------------------------------------------------------------------------- recipes

@@ -12,6 +12,7 @@ from pathlib import Path
 from kbase.schema import Chunk, Entry, Problem
 
 PR_MAX_TOKENS = 128
+LEXICAL_ONLY_SECTIONS = frozenset({"files"})
 Progress = Callable[[str, int, int], None]  # (stage, done, total)
 
 
@@ -50,17 +51,17 @@ def collect_entries(root: Path) -> tuple[list[Entry], list[Problem], set[str]]:
     entries: list[Entry] = []
     problems: list[Problem] = []
     failed: set[str] = set()
-    for f in find_skill_files(root):
+    from kbase.drafts import find_draft_files
+
+    for f in find_skill_files(root) + find_draft_files(root):  # drafts: searchable, status draft
         try:
             entries.append(skill_entry(load_skill(f, root)))
         except DocumentError as de:
             problems.extend(de.problems)
             failed.add(display_path(f, root))
-    try:
-        from kbase.ingest.cards import load_card_entries
-    except ImportError:  # the PR archive is optional
-        load_card_entries = None
-    if load_card_entries is not None and (root / "pr_archive").is_dir():
+    from kbase.ingest.cards import load_card_entries
+
+    if (root / "pr_archive").is_dir():
         cards, card_problems = load_card_entries(root)
         entries.extend(cards)
         problems.extend(card_problems)
@@ -90,6 +91,15 @@ def _vector_id(chunk: Chunk, content_hash: str) -> str:
     return f"{chunk.entry_id}::{content_hash[:12]}::{chunk.id.rsplit('::', 1)[-1]}"
 
 
+def dense_chunks(entry: Entry) -> list[Chunk]:
+    """The chunks that get a vector. A PR card's file lists are paths and symbol names: the
+    embedding model splits them into meaningless word pieces, BM25 matches them exactly, and they
+    were most of the embedding time (issue #11). So only the card's prose is embedded."""
+    if entry.kind != "pr":
+        return entry.chunks
+    return [c for c in entry.chunks if c.section not in LEXICAL_ONLY_SECTIONS]
+
+
 def _metadata(entry: Entry) -> dict:
     md = {"kind": entry.kind, "entry_id": entry.id, "repo": entry.repo or ""}
     for t in entry.tags:
@@ -106,11 +116,14 @@ def build_index(
     gc: bool = True,
     batch: int = 256,
     extra_entries: list[Entry] | None = None,
+    model_path: str | None = None,
 ) -> IndexReport:
-    """`extra_entries` come from elsewhere than root (benchmarks, other importers); pass them on every run."""
+    """`extra_entries` come from elsewhere than root (benchmarks, other importers); pass them on
+    every run. `model_path`: the embedding model's folder, so the ONNX query model can be checked
+    without loading it (default: the packaged model)."""
     from kbase.retrieval import generations as G
     from kbase.retrieval.lexical import build_bm25
-    from kbase.retrieval.vectors import VectorStore
+    from kbase.retrieval.vectors import VectorStore, partition_key
 
     rep = IndexReport()
     t0 = time.perf_counter()
@@ -136,14 +149,21 @@ def build_index(
             for c in e.chunks:
                 c.id = _vector_id(c, e.content_hash)
         wanted = [c.id for e in entries for c in e.chunks]
-        have = store.existing_ids(wanted)
-        todo = [e for e in entries if any(c.id not in have for c in e.chunks)]
+        by_part: dict[str, list[str]] = {}
+        for e in entries:
+            by_part.setdefault(partition_key(e.kind, e.repo), []).extend(
+                c.id for c in dense_chunks(e)
+            )
+        have: set[str] = set()
+        for key, ids in by_part.items():
+            have |= store.existing_ids(key, ids)
+        todo = [e for e in entries if any(c.id not in have for c in dense_chunks(e))]
         rep.seconds["diff"] = time.perf_counter() - t1
 
         t2 = time.perf_counter()
         if todo:
             embedder = embedder_factory()
-            chunks = [(e, c) for e in todo for c in e.chunks]
+            chunks = [(e, c) for e in todo for c in dense_chunks(e)]
             chunks.sort(key=lambda ec: ec[0].kind != "skill")  # skills first, then PR cards
             for i in range(0, len(chunks), batch):
                 part = chunks[i : i + batch]
@@ -152,11 +172,16 @@ def build_index(
                     vecs = embedder.embed(texts, max_length=PR_MAX_TOKENS)
                 else:
                     vecs = embedder.embed(texts)
-                store.upsert(
-                    [c.id for _, c in part],
-                    vecs,
-                    [{**_metadata(e), "section": c.section} for e, c in part],
-                )
+                groups: dict[str, list[int]] = {}
+                for j, (e, _) in enumerate(part):
+                    groups.setdefault(partition_key(e.kind, e.repo), []).append(j)
+                for key, rows in groups.items():
+                    store.upsert(
+                        key,
+                        [part[j][1].id for j in rows],
+                        [vecs[j] for j in rows],
+                        [{**_metadata(part[j][0]), "section": part[j][1].section} for j in rows],
+                    )
                 if progress:
                     progress("embed", min(i + batch, len(chunks)), len(chunks))
             rep.embedded_entries = sorted(e.id for e in todo)
@@ -174,12 +199,18 @@ def build_index(
         rep.seconds["bm25+write"] = time.perf_counter() - t3
         G.publish(home, gid, tmp)
         rep.generation = gid
-        _refresh_onnx(home, embedder_factory, embedder if todo else None)
+        _refresh_onnx(home, embedder_factory, embedder if todo else None, model_path)
 
         if gc and prev is not None:
-            stale = {c.id for e in prev.entries for c in e.chunks} - set(wanted)
-            if stale:
-                store.delete(stale)
+            keep = set(wanted)
+            stale: dict[str, set[str]] = {}
+            for e in prev.entries:
+                for c in dense_chunks(e):
+                    if c.id not in keep:
+                        stale.setdefault(partition_key(e.kind, e.repo), set()).add(c.id)
+            for key, ids in stale.items():
+                store.delete(key, ids)
+        store.close()
         rep.entries = len(entries)
         rep.chunks = len(wanted)
         rep.seconds["total"] = time.perf_counter() - t0
@@ -189,7 +220,10 @@ def build_index(
 
 
 def _refresh_onnx(
-    home: Path, embedder_factory: Callable[[], object], embedder: object = None
+    home: Path,
+    embedder_factory: Callable[[], object],
+    embedder: object = None,
+    model_path: str | None = None,
 ) -> None:
     """Keep home/onnx, the fast query embedder (retrieval/onnx_query.py), in step with the model.
     Only when torch is importable; a failure is a warning on stderr, never a failed index."""
@@ -203,8 +237,7 @@ def _refresh_onnx(
             return
         path = getattr(embedder, "model_path", None)
         if path is None:  # nothing was embedded: find the path without loading the model
-            settings = getattr(getattr(embedder_factory, "__self__", None), "settings", None)
-            path = getattr(settings, "model_path", None)
+            path = model_path
             if path is None:
                 from kbase.config import default_model_path
 

@@ -201,6 +201,15 @@ def load_query_embedder(home: str | os.PathLike, model_path: str) -> OnnxQueryEm
     if not enabled():
         return None
     d = Path(home) / ONNX_DIR
+    if not model_path:
+        # Base install (no torch, no model package): the export kbase index made is the model.
+        if read_meta(d) is None:
+            return None
+        with _lock:
+            emb = _loaded.get((str(d.resolve()), "as-exported"))
+            if emb is None:
+                emb = _loaded[(str(d.resolve()), "as-exported")] = OnnxQueryEmbedder(d)
+        return emb
     try:
         fp = model_fingerprint(model_path)
         if fp is None or not is_fresh(d, model_path, fp):

@@ -360,7 +360,7 @@ def test_cli_mine_history_and_errors(tmp_path):
     assert r.returncode == 0 and "#3" in r.stdout
 
     r = _kbase("history", "nope", "--repo", "demo", "--root", str(kb), cwd=tmp_path)
-    assert r.returncode == 2 and "unknown family 'nope'" in r.stderr and "qwen3" in r.stderr
+    assert r.returncode == 1 and "unknown family 'nope'" in r.stderr and "qwen3" in r.stderr
     r = _kbase("mine", "--repo", str(tmp_path), "--name", "demo", "--root", str(kb), cwd=tmp_path)
     assert r.returncode == 2 and "not a git repository" in r.stderr
     r = _kbase(

@@ -1,4 +1,4 @@
-"""Mining replayed real histories (../shared): family PR sets agree with plain `git log`, symbols survive.
+"""Mining replayed real histories (../shared): family PR sets agree with `git log`, symbols survive.
 
 The shared history files are read at run time only; nothing from them is stored here.
 Histories are replayed with --limit to keep the test short.
@@ -7,6 +7,7 @@ Histories are replayed with --limit to keep the test short.
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -24,10 +25,15 @@ from kbase.ingest.symbols import _PLACEHOLDER, C_EXT, C_STOP, PY_EXT, PY_STOP  #
 from kbase.schema import PRCard  # noqa: E402
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-SHARED = REPO_ROOT.parent / "shared"
+SHARED = Path(
+    os.environ.get("KBASE_SHARED")
+    or next((str(p) for p in (REPO_ROOT.parent / "shared", Path("/work/shared")) if p.exists()), "")
+    or REPO_ROOT.parent / "shared"
+)
 REPLAY = SHARED / "tools" / "replay_history.py"
 LIMITS = {"lmdeploy": 1000, "flashinfer": 1200}
 PR_RX = re.compile(r"\(#(\d+)\)\s*$")
+MERGE_RX = re.compile(r"^Merge pull request #(\d+)\b")
 
 pytestmark = pytest.mark.skipif(
     not REPLAY.exists(), reason=f"shared histories not found at {SHARED}"
@@ -52,30 +58,33 @@ def mined(request, tmp_path_factory):
     report = mine(repo, root, recipe)
     cards = {
         int(p.stem): PRCard.model_validate(split_card(p.read_text()).meta)
-        for p in (root / "pr_archive" / name).glob("*.md")
+        for p in (root / "pr_archive" / name).glob("[0-9]*.md")
     }
     with data.open(encoding="utf-8") as fh:
-        facts = [json.loads(line) for _, line in zip(range(LIMITS[name]), fh)]
+        facts = [json.loads(line) for _, line in zip(range(LIMITS[name]), fh, strict=False)]
     return name, repo, recipe, report, cards, facts
 
 
-def _git_log_prs(repo: Path, globs: list[str]) -> set[int]:
-    out = subprocess.run(
-        [
-            "git",
-            "-C",
-            str(repo),
-            "log",
-            "--first-parent",
-            "--format=%s",
-            "--",
-            *[f":(glob){g}" for g in globs],
-        ],
-        check=True,
-        capture_output=True,
-        text=True,
+def _git(repo: Path, *args: str) -> str:
+    return subprocess.run(
+        ["git", "-C", str(repo), *args], check=True, capture_output=True, text=True
     ).stdout
-    return {int(m.group(1)) for line in out.splitlines() if (m := PR_RX.search(line))}
+
+
+def _git_log_prs(repo: Path, globs: list[str]) -> set[int]:
+    """PRs whose change touches `globs`, asked of git directly: every non-merge commit anywhere in
+    the graph (`--full-history`, so commits behind merges count), plus each PR merge diffed against
+    its first parent (path limiting hides a merge whose tree matches its branch's)."""
+    spec = ["--", *[f":(glob){g}" for g in globs]]
+    out = _git(repo, "log", "--full-history", "--no-merges", "--format=%s", *spec)
+    prs = {int(m.group(1)) for line in out.splitlines() if (m := PR_RX.search(line))}
+    for line in _git(repo, "log", "--merges", "--format=%H %P%x1f%s").splitlines():
+        head, subject = line.split("\x1f", 1)
+        sha, first = head.split()[:2]
+        m = MERGE_RX.match(subject) or PR_RX.search(subject)
+        if m and _git(repo, "diff", "--name-only", first, sha, *spec).strip():
+            prs.add(int(m.group(1)))
+    return prs
 
 
 def test_counts_match_the_history(mined):
@@ -93,7 +102,8 @@ def test_family_pr_sets_equal_git_log_pathspecs(mined):
         expected = _git_log_prs(repo, globs)
         found = {pr for pr, c in cards.items() if family in c.families}
         assert found == expected, (
-            f"{name}/{family}: only mined {sorted(found - expected)[:5]}, only git {sorted(expected - found)[:5]}"
+            f"{name}/{family}: only mined {sorted(found - expected)[:5]}, "
+            f"only git {sorted(expected - found)[:5]}"
         )
         checked += bool(expected)
     assert checked >= 3, f"{name}: too few families with PRs in the replayed range to compare"

@@ -218,3 +218,27 @@ def test_cli_export_json(root, tmp_path):
         timeout=120,
     )
     assert bad.returncode == 2 and "agent-skills" in bad.stderr
+
+
+def test_export_dates_statuses_and_names_the_root(root, tmp_path):
+    from datetime import datetime
+
+    from kbase.serve.export import ROUTER, export_agent_skills
+
+    dest = tmp_path / "out"
+    rep = export_agent_skills(root, dest, target="codex", include_all=True)
+    when = datetime.fromisoformat(rep.exported_at)
+    assert when.tzinfo is not None
+    router = (dest / ROUTER / "SKILL.md").read_text()
+    fm = yaml.safe_load(router[4:].partition("\n---\n")[0])
+    assert fm["metadata"]["kbase-exported-at"] == rep.exported_at
+    assert f"Statuses as of the export ({rep.exported_at})" in router
+    assert f"--root {root.resolve()}" in router  # the CLI lines work from any folder
+    assert "pip install kbase" not in router.replace("never `pip install kbase`", "")
+    tool = yaml.safe_load((dest / ROUTER / "agents" / "openai.yaml").read_text())
+    assert tool["dependencies"]["tools"][0]["command"] == f"kbase mcp --root {root.resolve()}"
+    name = sorted(p.name for p in (root / "skills").iterdir())[0]
+    skill = (dest / name / "SKILL.md").read_text()
+    sfm = yaml.safe_load(skill[4:].partition("\n---\n")[0])
+    assert sfm["metadata"]["kbase-exported-at"] == rep.exported_at
+    assert f"as of the export at {rep.exported_at}" in skill

@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import pytest
 
+from kbase.schema import SearchQuery
 from kbase.serve import params as P
+
+
+def _q(**kw):
+    return SearchQuery.parse(query="x", **kw)
 
 
 def test_aliases_map_to_canonical_names_and_unknown_names_are_reported():
@@ -21,13 +26,13 @@ def test_aliases_map_to_canonical_names_and_unknown_names_are_reported():
 
 
 def test_lists_accept_json_strings_and_comma_lists_and_canonicalise_tags():
-    assert P.check_tags('["archs=hopper"]') == ["archs=sm90"]
-    assert P.check_tags("archs=H100, languages=triton") == ["archs=sm90", "languages=triton"]
-    assert P.check_status("verified,failing") == ["verified", "failing"]
+    assert _q(tags='["archs=hopper"]').tags == ["archs=sm90"]
+    assert _q(tags="archs=H100, languages=triton").tags == ["archs=sm90", "languages=triton"]
+    assert _q(status="verified,failing").status == ["verified", "failing"]
     with pytest.raises(P.ParamError, match="list of strings"):
-        P.check_tags("[not json")
+        _q(tags="[not json")
     with pytest.raises(P.ParamError, match="at most 16"):
-        P.check_tags([f"archs=sm{i}" for i in range(17)])
+        _q(tags=[f"archs=sm{i}" for i in range(17)])
 
 
 @pytest.mark.parametrize(
@@ -53,12 +58,12 @@ def test_ids(value, ok):
 
 
 def test_numbers_and_query_limits():
-    assert P.check_k(None) == P.DEFAULT_K and P.check_k("7") == 7 and P.check_k(3.0) == 3
+    assert _q(k=None).k == P.DEFAULT_K and _q(k="7").k == 7 and _q(k=3.0).k == 3
     for bad in (True, "seven", 0, 51, 2.5):
         with pytest.raises(P.ParamError, match="k must"):
-            P.check_k(bad)
-    assert P.check_query("  warp  ") == "warp"
+            _q(k=bad)
+    assert SearchQuery.parse(query="  warp  ").query == "warp"
     with pytest.raises(P.ParamError, match="2001 characters long; the limit is 2000"):
-        P.check_query("x" * 2001)
+        SearchQuery.parse(query="x" * 2001)
     with pytest.raises(P.ParamError, match="NUL"):
-        P.check_query("a\x00b")
+        SearchQuery.parse(query="a\x00b")

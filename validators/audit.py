@@ -12,14 +12,15 @@ from kbase.validators.ledger import append_rows, row_from_outcome
 from kbase.validators.runner import RunOutcome, RunSettings, isolation_note, verify_skills
 from kbase.validators.status import judgements
 
-FAIL_LEVELS = ("failing", "unverified", "stale", "never")
+from kbase.closed_sets import FAIL_LEVELS
+from kbase.schema import Problem
 
 
 @dataclass
 class AuditResult:
     judgements: list[dict]
     outcomes: list[RunOutcome]
-    problems: list[str]
+    problems: list[Problem]
     fingerprint: dict
     isolation_note: str | None
     now: dt.datetime
@@ -59,7 +60,7 @@ class Recorder:
 def run_audit(
     root: Path,
     skills: list,
-    problems: list[str],
+    problems: list[Problem],
     settings: RunSettings,
     *,
     run: bool = True,
@@ -93,12 +94,7 @@ def exit_code(result: AuditResult, fail_on: str) -> int:
     if fail_on == "never":
         return 0
     statuses = {j["status"] for j in result.judgements}
-    bad = {"failing"}
-    if fail_on in ("unverified", "stale"):
-        bad.add("unverified")
-    if fail_on == "stale":
-        bad |= {"stale-age", "stale-env", "stale-source"}
-    return 1 if (statuses & bad or result.problems) else 0
+    return 1 if (statuses & FAIL_LEVELS[fail_on] or result.problems) else 0
 
 
 def rows_for_report(root: Path) -> dict[str, list[dict]]:

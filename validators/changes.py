@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from kbase.errors import KbaseError
+
 DEFAULT_BASES = ("origin/main", "main", "origin/master", "master")
 
 
-class ChangesError(RuntimeError):
+class ChangesError(KbaseError, RuntimeError):
     pass
 
 

@@ -19,6 +19,8 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from kbase.closed_sets import TIER_SPECS
+
 
 @dataclass(frozen=True)
 class GPU:
@@ -177,8 +179,9 @@ def fingerprint(tier: str | None = None, root: Path | None = None) -> dict:
     """
     fp = dict(_static(str(root) if root else None))
     fp["date"] = dt.datetime.now(dt.UTC).date().isoformat()
-    fp["interpret"] = tier == "cpu-interpret"
-    if tier is not None and tier != "gpu":
+    spec = TIER_SPECS.get(tier or "")
+    fp["interpret"] = bool(spec and spec.env.get("TRITON_INTERPRET") == "1")
+    if spec is not None and not spec.sees_gpu:
         fp["gpu_name"] = None
         fp["compute_capability"] = None
     return fp

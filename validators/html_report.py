@@ -10,22 +10,11 @@ from html import escape
 
 from kbase.validators.rules import env_label
 
-VERDICT_COLOUR = {
-    "pass": "#2e9b4f",
-    "fail": "#d64545",
-    "error": "#b03a8a",
-    "timeout": "#e08a1e",
-    "killed": "#8b1e1e",
-    "skip": "#9aa3ad",
-}
-STATUS_COLOUR = {
-    "verified": "#2e9b4f",
-    "failing": "#d64545",
-    "unverified": "#9aa3ad",
-    "stale-age": "#e0b01e",
-    "stale-env": "#3b7dd8",
-    "stale-source": "#8a5cd6",
-}
+from kbase.closed_sets import STATUS_SPECS, TIERS, VERDICT_SPECS, severity
+from kbase.schema import Problem
+
+VERDICT_COLOUR = {v: s.colour for v, s in VERDICT_SPECS.items()}
+STATUS_COLOUR = {v: s.colour for v, s in STATUS_SPECS.items()}
 
 _CSS = """
 body{font:14px/1.4 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:24px;color:#1d232a;background:#fff}
@@ -58,7 +47,8 @@ def _matrix(
             key = (skill, label)
             if key not in latest or r["at"] >= latest[key]["at"]:
                 latest[key] = r
-    cols = sorted(envs, key=lambda e: (("cpu-interpret", "cpu-compile", "gpu").index(envs[e]), e))
+    order = {t: i for i, t in enumerate(TIERS)}  # a tier a newer ledger names sorts last
+    cols = sorted(envs, key=lambda e: (order.get(envs[e], len(order)), e))
     head = "".join(f'<th class="env">{escape(c)}</th>' for c in cols)
     out = [f"<table><tr><th>skill</th><th>status</th>{head}</tr>"]
     for j in judgements:
@@ -74,7 +64,7 @@ def _matrix(
                 title += f": {r['message']}"
             cls = "v old" if old else "v"
             cells.append(
-                f'<td class="{cls}" style="background:{VERDICT_COLOUR[r["verdict"]]}" '
+                f'<td class="{cls}" style="background:{VERDICT_COLOUR.get(r["verdict"], "#666")}" '
                 f'title="{escape(title)}">{escape(r["verdict"])}<br>{r["at"][5:10]}</td>'
             )
         out.append(
@@ -139,7 +129,7 @@ def html_report(
     now: dt.datetime,
     fingerprint: dict,
     isolation_note: str | None,
-    problems: list[str],
+    problems: list[Problem],
 ) -> str:
     ages: dict[str, tuple[int | None, int]] = {}
     for j in judgements:
@@ -156,7 +146,9 @@ def html_report(
         for k in ("python", "torch", "triton", "nvcc", "gpu_name", "compute_capability")
         if fingerprint.get(k)
     )
-    summary = " ".join(f"{_badge(s)} {n}" for s, n in sorted(counts.items()))
+    summary = " ".join(
+        f"{_badge(s)} {n}" for s, n in sorted(counts.items(), key=lambda kv: severity(kv[0]))
+    )
     legend = "".join(
         f'<span><span class="badge" style="background:{c}">{v}</span></span>'
         for v, c in VERDICT_COLOUR.items()
@@ -171,7 +163,7 @@ def html_report(
     probs = (
         (
             "<h2>Skills that do not load</h2><ul>"
-            + "".join(f"<li><code>{escape(p)}</code></li>" for p in problems)
+            + "".join(f"<li><code>{escape(str(p))}</code></li>" for p in problems)
             + "</ul>"
         )
         if problems

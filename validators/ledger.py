@@ -13,15 +13,18 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from kbase import closed_sets
+from kbase.errors import KbaseError
+
 LEDGER_DIR = "ledger"
 LEDGER_FILE = "verifications.jsonl"
-VERDICTS = {"pass", "fail", "skip", "error", "timeout", "killed"}
-TIERS = {"cpu-interpret", "cpu-compile", "gpu"}
+VERDICTS = frozenset(closed_sets.VERDICTS)
+TIERS = frozenset(closed_sets.TIERS)
 REQUIRED = ("skill", "snippet_sha256", "tier", "verdict", "duration_s", "fingerprint", "at")
 STDERR_TAIL = 1500
 
 
-class LedgerError(ValueError):
+class LedgerError(KbaseError, ValueError):
     def __init__(self, path: str, line: int, message: str):
         self.path, self.line = path, line
         super().__init__(f"{path}:{line}: {message}")
@@ -44,6 +47,9 @@ def row_from_outcome(o) -> dict:
         "stderr_tail": o.output_tail[-STDERR_TAIL:],
         "fingerprint": o.fingerprint,
         "isolated": o.isolated,
+        "limits": o.limits,
+        "claims": o.claims,
+        "literals_seen": o.literals_seen,
         "at": o.at,
     }
 

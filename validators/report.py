@@ -5,18 +5,17 @@ from __future__ import annotations
 import datetime as dt
 from xml.etree import ElementTree as ET
 
-STATUS_ICON = {
-    "verified": "✅",
-    "failing": "❌",
-    "unverified": "⚪",
-    "stale-age": "🕒",
-    "stale-env": "🔄",
-    "stale-source": "📝",
-}
+from kbase.closed_sets import STATUS_SPECS, VERDICT_SPECS, severity
+from kbase.schema import Problem
+
+
+def _icon(status: str) -> str:
+    spec = STATUS_SPECS.get(status)
+    return spec.icon if spec else ""
 
 
 def junit_xml(
-    outcomes: list, problems: list[str], skill_paths: dict[str, str], suite: str = "kbase"
+    outcomes: list, problems: list[Problem], skill_paths: dict[str, str], suite: str = "kbase"
 ) -> str:
     """One testcase per skill x tier (and one per load problem), the shape CI test viewers expect."""
     root = ET.Element("testsuites")
@@ -37,28 +36,29 @@ def junit_xml(
         if o.line:
             case.set("line", str(o.line))
         where = f"{skill_paths.get(o.skill, o.skill)}:{o.line}: " if o.line else ""
-        if o.verdict == "skip":
+        kind = VERDICT_SPECS[o.verdict].junit
+        if kind == "skipped":
             counts["skipped"] += 1
             ET.SubElement(case, "skipped", message=o.message)
-        elif o.verdict == "fail":
-            counts["failures"] += 1
-            el = ET.SubElement(case, "failure", message=where + o.message, type="fail")
-            el.text = o.output_tail
-        elif o.verdict != "pass":
-            counts["errors"] += 1
-            el = ET.SubElement(case, "error", message=where + o.message, type=o.verdict)
+        elif kind in ("failure", "error"):
+            counts["failures" if kind == "failure" else "errors"] += 1
+            el = ET.SubElement(case, kind, message=where + o.message, type=o.verdict)
             el.text = o.output_tail
     for p in problems:
         counts["tests"] += 1
         counts["errors"] += 1
-        case = ET.SubElement(ts, "testcase", classname="skills.lint", name=p.split(":")[0])
-        ET.SubElement(case, "error", message=p, type="lint")
+        case = ET.SubElement(ts, "testcase", classname="skills.lint", name=p.path)
+        ET.SubElement(case, "error", message=str(p), type="lint")
     for k, v in counts.items():
         ts.set(k, str(v))
     ts.set("time", f"{total_time:.3f}")
     ts.set("timestamp", dt.datetime.now(dt.UTC).isoformat(timespec="seconds"))
     ET.indent(root)
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
+
+
+def _by_severity(item: tuple[str, int]) -> int:
+    return severity(item[0])
 
 
 def _cell(text: str) -> str:
@@ -68,7 +68,7 @@ def _cell(text: str) -> str:
 def markdown_report(
     judgements: list[dict],
     outcomes: list,
-    problems: list[str],
+    problems: list[Problem],
     *,
     generated: str,
     fingerprint: dict,
@@ -88,7 +88,7 @@ def markdown_report(
         lines += [f"> **Warning:** {isolation_note}", ""]
     lines.append(
         "Summary: "
-        + ", ".join(f"{STATUS_ICON.get(s, '')} {s}: {n}" for s, n in sorted(counts.items()))
+        + ", ".join(f"{_icon(s)} {s}: {n}" for s, n in sorted(counts.items(), key=_by_severity))
     )
     lines += [
         "",
@@ -97,7 +97,7 @@ def markdown_report(
     ]
     for j in judgements:
         lines.append(
-            f"| {_cell(j['skill'])} | {STATUS_ICON.get(j['status'], '')} {j['status']} | "
+            f"| {_cell(j['skill'])} | {_icon(j['status'])} {j['status']} | "
             f"{_cell((j['last_pass'] or '—')[:10])} | {_cell(j['verified_on'] or '—')} | "
             f"{_cell('; '.join(j['reasons']))} |"
         )
@@ -115,5 +115,5 @@ def markdown_report(
                 f"| {_cell(o.skill)} | {o.tier} | {o.verdict} | {o.duration_s:.1f} | {o.line or ''} | {_cell(o.message[:200])} |"
             )
     if problems:
-        lines += ["", "## Skills that do not load", ""] + [f"- `{_cell(p)}`" for p in problems]
+        lines += ["", "## Skills that do not load", ""] + [f"- `{_cell(str(p))}`" for p in problems]
     return "\n".join(lines) + "\n"

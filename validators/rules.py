@@ -1,7 +1,7 @@
 """The staleness rules: from a skill's ledger rows (and the world around it) to one status with reasons.
 
 Pure functions over plain data, so every status can be tested with the inputs spelled out.
-Severity order, worst first: failing, unverified, stale-source, stale-env, stale-age, verified.
+The severity order (worst first) is kbase.closed_sets.STATUS_ORDER.
 """
 
 from __future__ import annotations
@@ -10,8 +10,9 @@ import datetime as dt
 import re
 from dataclasses import dataclass, field
 
-BAD = {"fail", "error", "timeout", "killed"}
-ORDER = ("failing", "unverified", "stale-source", "stale-env", "stale-age", "verified")
+from kbase.closed_sets import BAD_VERDICTS as BAD
+from kbase.closed_sets import STATUS_ORDER as ORDER
+from kbase.closed_sets import TIER_SPECS
 
 
 @dataclass
@@ -43,6 +44,11 @@ class Judgement:
         }
 
 
+def _on_gpu(tier: str) -> bool:
+    spec = TIER_SPECS.get(tier)
+    return spec is not None and spec.sees_gpu
+
+
 def minor(version: str | None) -> tuple[int, int] | None:
     m = re.match(r"^\s*(\d+)\.(\d+)", version or "")
     return (int(m.group(1)), int(m.group(2))) if m else None
@@ -56,7 +62,7 @@ def major(version: str | None) -> int | None:
 def env_label(tier: str, fp: dict) -> str:
     """A short name for the environment a run happened in; also the column of the HTML matrix."""
     parts = [tier]
-    if tier == "gpu":
+    if _on_gpu(tier):
         gpu = fp.get("gpu_name") or "GPU"
         cc = fp.get("compute_capability")
         parts.append(f"{gpu} (cc {cc})" if cc else gpu)
@@ -75,19 +81,20 @@ def env_gap(row: dict, env: dict, gpu_declared: bool) -> list[str]:
     """Why a pass does not speak for `env` (empty when it does): older versions or another arch."""
     fp = row.get("fingerprint") or {}
     want_cc = env.get("compute_capability")
-    if row["tier"] == "gpu" and not want_cc:
+    if _on_gpu(row["tier"]) and not want_cc:
         return []  # an environment without a GPU cannot re-run a GPU pass, so cannot outdate it
     gaps = []
     for pkg in ("triton", "torch"):
         have, want = minor(fp.get(pkg)), minor(env.get(pkg))
         if have and want and have < want:
             gaps.append(f"{pkg} {fp[pkg]} < {env[pkg]}")
-    if row["tier"] != "cpu-interpret":
+    spec = TIER_SPECS.get(row["tier"])
+    if spec is None or not spec.python_only:  # the interpreter never touches CUDA
         have_c, want_c = major(_cuda(fp)), major(_cuda(env))
         if have_c and want_c and have_c < want_c:
             gaps.append(f"CUDA {_cuda(fp)} < {_cuda(env)}")
     if want_cc and gpu_declared:
-        if row["tier"] != "gpu":
+        if not _on_gpu(row["tier"]):
             gaps.append(f"not run on a GPU (asked about cc {want_cc})")
         elif fp.get("compute_capability") != want_cc:
             gaps.append(f"ran on cc {fp.get('compute_capability')}, asked about cc {want_cc}")
@@ -143,7 +150,7 @@ def judge(
                 f"after the last pass ({last_day.isoformat()})"
             )
         if env:
-            gpu_declared = "gpu" in facts.tiers
+            gpu_declared = any(_on_gpu(t) for t in facts.tiers)
             gaps = [env_gap(r, env, gpu_declared) for r in passes]
             if all(gaps):
                 newest_gap = env_gap(last, env, gpu_declared)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 from pathlib import Path
 
+from kbase.errors import KbaseError
 from kbase.schema import NAME_RE
 
 TEMPLATE = """---
@@ -80,7 +81,7 @@ TODO links, version caveats, related skills.
 """
 
 
-class ScaffoldError(ValueError):
+class ScaffoldError(KbaseError, ValueError):
     pass
 
 

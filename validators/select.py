@@ -1,13 +1,17 @@
-"""Resolve command-line skill names or paths to loaded skills, keeping load problems as text."""
+"""Resolve command-line skill names or paths to loaded skills, keeping their load problems."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from pathlib import Path
 
+from kbase.errors import NotFound
 
-class UnknownSkill(LookupError):
-    pass
+
+class UnknownSkill(NotFound):
+    """A name or path on the command line that is no skill: bad usage (exit 2)."""
+
+    exit_code = 2
 
 
 def skill_file(root: Path, ref: str) -> Path:
@@ -27,7 +31,7 @@ def skill_file(root: Path, ref: str) -> Path:
 
 
 def load_skills(root: Path, refs: Iterable[str] | None):
-    """(skills, problems as `path:line: [field] message` strings). Unknown names raise UnknownSkill."""
+    """(skills, load problems). Unknown names raise UnknownSkill."""
     from kbase.ingest.markdown import DocumentError
     from kbase.ingest.skills import find_skill_files, load_skill
 
@@ -42,5 +46,5 @@ def load_skills(root: Path, refs: Iterable[str] | None):
         try:
             skills.append(load_skill(f, root))
         except DocumentError as exc:
-            problems.extend(str(p) for p in exc.problems)
+            problems.extend(exc.problems)
     return skills, problems

@@ -12,6 +12,8 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from kbase.errors import KbaseError
+
 PYTHON_LANGS = {"python", "py", "python3"}
 CUDA_LANGS = {"cuda", "cu"}
 OTHER_LANGS = {"cpp", "c++", "c", "h", "cuh", "hpp"}
@@ -28,7 +30,7 @@ _EXT = {
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,80}$")
 
 
-class SnippetError(ValueError):
+class SnippetError(KbaseError, ValueError):
     """A snippet block that cannot be laid out (bad language or file name); carries the .md line."""
 
     def __init__(self, line: int, message: str):

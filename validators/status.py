@@ -82,10 +82,8 @@ def source_touched(root: Path, skill) -> str | None:
     """ISO date of the newest archived PR touching a watched path, or None (no watch, no archive)."""
     if not skill.meta.watch:
         return None
-    try:
-        from kbase.ingest.cards import latest_touch
-    except (ImportError, AttributeError):
-        return None
+    from kbase.ingest.cards import latest_touch
+
     newest = None
     for w in skill.meta.watch:
         try:

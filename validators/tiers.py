@@ -6,11 +6,13 @@ import functools
 import importlib.util
 import os
 import shutil
+from collections.abc import Callable
 
 from kbase.validators.fingerprint import GPU, gpus
 
-TIERS = ("cpu-interpret", "cpu-compile", "gpu")
-TIER_CHOICES = ("auto",) + TIERS
+from kbase.closed_sets import TIER_CHOICES, TIER_SPECS, TIERS
+
+__all__ = ["TIERS", "TIER_CHOICES", "REQUIREMENTS", "machine_tiers", "plan_tiers", "gpu_for"]
 
 
 def _has_module(name: str) -> bool:
@@ -20,17 +22,27 @@ def _has_module(name: str) -> bool:
         return False
 
 
+def _need_gpu() -> str | None:
+    if os.environ.get("KBASE_NO_GPU"):
+        return "GPU tier disabled by KBASE_NO_GPU"
+    return None if gpus() else "no NVIDIA GPU found (nvidia-smi/NVML)"
+
+
+# What a TierSpec may need (closed_sets.TierSpec.needs_any): requirement -> None when this
+# machine has it, else why not.
+REQUIREMENTS: dict[str, Callable[[], str | None]] = {
+    "triton": lambda: None if _has_module("triton") else "triton is not installed",
+    "nvcc": lambda: None if shutil.which("nvcc") else "nvcc is not on PATH",
+    "gpu": _need_gpu,
+}
+
+
 def machine_tiers() -> dict[str, str | None]:
     """tier -> None when this machine can run it, else the reason it cannot."""
-    triton = _has_module("triton")
-    nvcc = shutil.which("nvcc") is not None
     out: dict[str, str | None] = {}
-    out["cpu-interpret"] = None if triton else "triton is not installed"
-    out["cpu-compile"] = None if (triton or nvcc) else "neither triton nor nvcc is available"
-    if os.environ.get("KBASE_NO_GPU"):
-        out["gpu"] = "GPU tier disabled by KBASE_NO_GPU"
-    else:
-        out["gpu"] = None if gpus() else "no NVIDIA GPU found (nvidia-smi/NVML)"
+    for name, spec in TIER_SPECS.items():
+        reasons = [REQUIREMENTS[r]() for r in spec.needs_any]
+        out[name] = None if any(r is None for r in reasons) else "; ".join(r for r in reasons if r)
     return out
 
 
@@ -64,17 +76,18 @@ def plan_tiers(
             plan.append((tier, f"the skill does not declare the {tier} tier"))
             continue
         reason = available.get(tier)
+        spec = TIER_SPECS[tier]
         if (
             reason is None
-            and tier != "cpu-interpret"
+            and not spec.python_only
             and not has_python
             and has_cuda
             and shutil.which("nvcc") is None
         ):
             reason = "nvcc is not on PATH"
-        if reason is None and tier == "cpu-interpret" and not has_python:
-            reason = "cpu-interpret runs Python snippets; this snippet has none"
-        if reason is None and tier == "gpu":
+        if reason is None and spec.python_only and not has_python:
+            reason = f"{tier} runs Python snippets; this snippet has none"
+        if reason is None and spec.sees_gpu:
             _gpu, reason = gpu_for(min_cc)
             reason = reason or None
         plan.append((tier, reason))
@@ -102,41 +115,47 @@ _CUDA_PROBE = (
 
 @functools.cache
 def cuda_preflight(
-    isolate: bool, memory_mb: int | None, visible: str = ""
-) -> tuple[str | None, bool]:
-    """(why the gpu tier cannot run here, or None; whether CUDA works inside the network namespace).
+    sandboxed: bool, memory_mb: int | None, visible: str = ""
+) -> tuple[str | None, bool | None]:
+    """(why the gpu tier cannot run here, or None; whether to use a user namespace).
 
     A sandbox that breaks CUDA would otherwise record every GPU skill as failing. So before the
-    first GPU run we create a context the way snippets will, and step back (no namespace, then no
-    memory limit) to tell the sandbox's fault from the machine's.
+    first GPU run we create a context the way snippets will, in the sandbox with the GPU device
+    nodes; if that fails with a user namespace we try without one (possible as root: the other
+    namespaces, the read-only root and the private directories stay), then without the memory
+    limit, to tell the sandbox's fault from the machine's.
     """
     import sys
-    import tempfile
-    from pathlib import Path
 
-    from kbase.validators.sandbox import Limits, run_sandboxed
+    from kbase.validators.sandbox import Limits, SandboxUnavailable, run_sandboxed
 
-    env = {"CUDA_DEVICE_ORDER": "PCI_BUS_ID", "CUDA_VISIBLE_DEVICES": visible} if visible else {}
-    attempts = [(True, memory_mb), (False, memory_mb)] if isolate else [(False, memory_mb)]
+    extra = {"CUDA_DEVICE_ORDER": "PCI_BUS_ID", "CUDA_VISIBLE_DEVICES": visible} if visible else {}
+    attempts: list[tuple[bool | None, int | None]] = (
+        [(True, memory_mb), (False, memory_mb)] if sandboxed else [(None, memory_mb)]
+    )
     if memory_mb:
-        attempts.append((False, None))
+        attempts.append((attempts[-1][0], None))
     last = ""
-    with tempfile.TemporaryDirectory(prefix="kbase-cuda-probe-") as tmp:
-        for iso, mem in attempts:
-            env_run = {**env, "HOME": tmp}
+    for userns, mem in attempts:
+        try:
             res = run_sandboxed(
                 [sys.executable, "-c", _CUDA_PROBE],
-                Path(tmp),
+                {},
                 Limits(60, mem, "data"),
-                env_run,
-                isolate=iso,
+                lambda w: {**extra, "HOME": w},
+                sandboxed=sandboxed,
+                gpu=True,
+                userns=userns,
             )
-            if res.returncode == 0:
-                if mem != memory_mb:
-                    return (
-                        f"CUDA does not initialise under the {memory_mb} MiB data limit; "
-                        "raise it with --memory-mb (0 removes it)"
-                    ), False
-                return None, iso and res.isolated
-            last = (res.stderr.strip().splitlines() or [res.error or f"exit {res.returncode}"])[-1]
-    return f"the CUDA driver does not initialise in a child process: {last}", False
+        except SandboxUnavailable as exc:
+            return f"no sandbox for the gpu tier: {exc}", None
+        if res.returncode == 0:
+            if mem != memory_mb:
+                return (
+                    f"CUDA does not initialise under the {memory_mb} MiB memory limit; "
+                    "raise it with --memory-mb (0 removes it)"
+                ), None
+            return None, userns
+        last = (res.stderr.strip().splitlines() or [res.error or f"exit {res.returncode}"])[-1]
+    where = "in the sandbox" if sandboxed else "in a child process"
+    return f"the CUDA driver does not initialise {where}: {last}", None

@@ -1,7 +1,7 @@
 """PR archive sub-commands: `kbase mine` and `kbase history`.
 
-gitpython is imported only inside `mine` (through kbase.ingest.mining), so the rest of the
-CLI runs on machines without it.
+gitpython is imported only inside `mine` (through the façade), so the rest of the CLI runs on
+machines without it.
 """
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ from kbase.commands.common import (
     RootOpt,
     console,
     err_console,
-    fail,
+    handles_errors,
+    kb,
     print_json,
-    root_path,
 )
 
 
@@ -36,27 +36,7 @@ def mine(
     as_json: bool = JsonOpt,
 ) -> None:
     """Mine first-parent history of a clone into one card per PR under pr_archive/<name>/."""
-    if since and full:
-        raise fail("--since and --full cannot be used together")
-    from kbase.ingest.recipes import RecipeError, resolve_recipe
-
-    r = root_path(root)
-    try:
-        rec = resolve_recipe(recipe, name, r)
-    except RecipeError as re_:
-        for p in re_.problems:
-            err_console.print(str(p), highlight=False, markup=False, soft_wrap=True)
-        raise typer.Exit(2)
-    except ValueError as exc:  # --name that is not kebab-case
-        raise fail(f"--name {name!r}: {exc}")
-    try:
-        import git  # noqa: F401  (gitpython drives the repository; checked here for a clear message)
-    except ImportError as exc:
-        raise fail(f"mining needs gitpython ({exc}); install it with `pip install gitpython`")
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-    from kbase.ingest.mining import MiningError
-    from kbase.ingest.mining import mine as run_mine
 
     with Progress(
         TextColumn(f"mining {name}"),
@@ -73,71 +53,64 @@ def mine(
             if done % 25 == 0 or done == total:
                 bar.update(task, completed=done, total=total)
 
-        try:
-            report = run_mine(repo, r, rec, since=since, full=full, progress=tick)
-        except MiningError as exc:
-            raise fail(str(exc))
+        report = kb(root).mine(repo, name, recipe, since=since, full=full, progress=tick)
     if as_json:
         print_json(report.as_dict())
         return
     console.print(
         f"[bold]{name}[/bold]: {report.mode} ({report.reason or report.range})", highlight=False
     )
+    kept = f", kept with Notes {report.orphaned}" if report.orphaned else ""
     console.print(
         f"  commits {report.commits}, PRs {report.prs}, without a PR number {report.without_pr}; "
-        f"cards written {report.written}, unchanged {report.unchanged}, removed {len(report.removed)}"
-        f"{', kept with Notes ' + str(report.orphaned) if report.orphaned else ''}; {report.seconds:.2f}s",
+        f"cards written {report.written}, unchanged {report.unchanged}, "
+        f"removed {len(report.removed)}{kept}; {report.seconds:.2f}s",
         highlight=False,
     )
 
 
 def history(
-    family: str = typer.Argument(..., help="family name from the recipe, e.g. qwen3"),
+    family: str | None = typer.Argument(None, help="family name from the recipe, e.g. qwen3"),
     repo: str = typer.Option(..., "--repo", help="archive name (pr_archive/<name>/)"),
+    path: list[str] = typer.Option(
+        [],
+        "--path",
+        help="path glob (`*` in one segment, `**` across); repeatable; no family needed",
+    ),
     recipe: str | None = typer.Option(
         None, "--recipe", help="take family globs from this recipe instead of the last mine"
     ),
     root: str | None = RootOpt,
     as_json: bool = JsonOpt,
 ) -> None:
-    """The family's timeline: date, PR, title, files and categories, oldest first."""
-    from kbase.ingest.cards import read_families, timeline
+    """The family's (or the paths') timeline: date, PR or commit, title, files, categories."""
+    from kbase.errors import NotFound
 
-    r = root_path(root)
-    folder = r / "pr_archive" / repo
-    if not folder.is_dir():
-        raise fail(
-            f"no archive {repo!r} under {r / 'pr_archive'} (run `kbase mine --repo PATH --name {repo}` first)"
-        )
-    families = read_families(r, repo)
-    if recipe:
-        from kbase.ingest.recipes import RecipeError, find_recipe, load_recipe_file
-
-        try:
-            families = load_recipe_file(find_recipe(recipe, r), r).families
-        except RecipeError as re_:
-            raise fail("; ".join(map(str, re_.problems)))
-    if family not in families:
-        known = ", ".join(sorted(families)) or "none recorded; mine with a recipe"
-        raise fail(f"unknown family {family!r} for {repo} (known: {known})")
-    rows = timeline(r, repo, family, families[family])
+    result = kb(root).history(repo, family, recipe=recipe, paths=path or None)
+    if not result.available:
+        raise NotFound(f"no archive {repo!r}: {result.message}")
     if as_json:
-        print_json({"repo": repo, "family": family, "globs": families[family], "prs": rows})
+        print_json(result.model_dump(mode="json"))
         return
     from rich.table import Table
 
-    table = Table(title=f"{repo} / {family}: {len(rows)} PR(s)", title_justify="left")
+    what = family or " ".join(path)
+    table = Table(title=f"{repo} / {what}: {len(result.prs)} card(s)", title_justify="left")
     for col in ("date", "PR", "title", "files", "categories"):
         table.add_column(col, overflow="fold")
-    for row in rows:
-        files = ", ".join(row["files"][:3]) + (
-            f" (+{len(row['files']) - 3})" if len(row["files"]) > 3 else ""
+    for row in result.prs:
+        more = f" (+{len(row.files) - 3})" if len(row.files) > 3 else ""
+        title = row.title + (" [via rename]" if row.via_rename else "")
+        table.add_row(
+            row.date[:10],
+            f"#{row.pr}" if row.pr is not None else row.sha[:12],
+            title,
+            ", ".join(row.files[:3]) + more,
+            ", ".join(row.categories),
         )
-        title = row["title"] + (" [via rename]" if row["via_rename"] else "")
-        table.add_row(row["date"][:10], f"#{row['pr']}", title, files, ", ".join(row["categories"]))
     console.print(table)
 
 
 def register(app: typer.Typer) -> None:
-    app.command()(mine)
-    app.command()(history)
+    app.command()(handles_errors(mine))
+    app.command()(handles_errors(history))

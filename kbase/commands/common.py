@@ -1,13 +1,17 @@
-"""Options and output helpers shared by every sub-command."""
+"""Options and output helpers shared by every sub-command, and the one error translation."""
 
 from __future__ import annotations
 
+import functools
 import json
 import sys
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import typer
 from rich.console import Console
+
+from kbase.errors import KbaseError, ProblemsError
 
 RootOpt = typer.Option(
     None, "--root", envvar="KBASE_ROOT", help="knowledge-base root (holds skills/ and pr_archive/)"
@@ -17,13 +21,15 @@ JsonOpt = typer.Option(False, "--json", help="print machine-readable JSON")
 console = Console()
 err_console = Console(stderr=True)
 
+F = TypeVar("F", bound=Callable[..., Any])
+
 
 def print_json(obj: Any) -> None:
     sys.stdout.write(json.dumps(obj, ensure_ascii=False, indent=None, default=str) + "\n")
 
 
 def fail(message: str, code: int = 2) -> typer.Exit:
-    """Print `error: message` to stderr (no markup parsing, no wrapping) and return the Exit to raise."""
+    """Print `error: message` to stderr (no markup, no wrapping); return the Exit to raise."""
     from rich.text import Text
 
     err_console.print(
@@ -32,7 +38,48 @@ def fail(message: str, code: int = 2) -> typer.Exit:
     return typer.Exit(code)
 
 
-def root_path(root: str | None):
+def error_json(exc: KbaseError) -> dict[str, Any]:
+    """`--json` output of a command that could not do its work: the same problem shape as lint."""
+    from kbase.schema import Problem
+
+    if isinstance(exc, ProblemsError):
+        problems = exc.problems
+    else:
+        field = getattr(exc, "field", None)
+        problems = [Problem(path="", field=field, code=exc.code, message=str(exc))]
+    return {"error": exc.code, "problems": [p.model_dump() for p in problems]}
+
+
+def handles_errors(fn: F) -> F:
+    """Translate every KbaseError the façade raises into `error: ...` on stderr and exit 2.
+
+    With --json the same problems are also printed on stdout, so a script gets JSON either way.
+    """
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except KbaseError as exc:
+            if kwargs.get("as_json"):
+                print_json(error_json(exc))
+            if isinstance(exc, ProblemsError):
+                for p in exc.problems:
+                    err_console.print(str(p), highlight=False, markup=False, soft_wrap=True)
+                raise typer.Exit(exc.exit_code) from None
+            raise fail(str(exc), code=exc.exit_code) from None
+
+    return wrapper  # type: ignore[return-value]
+
+
+def root_path(root: str | None) -> Any:
     from kbase.config import find_root
 
     return find_root(root)
+
+
+def kb(root: str | None) -> Any:
+    """The façade every command goes through."""
+    from kbase.api import KnowledgeBase
+
+    return KnowledgeBase(root=root)

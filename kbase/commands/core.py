@@ -1,19 +1,21 @@
-"""Core sub-commands: index, search, get, lint."""
+"""Core sub-commands: index, search, get, list, lint. Each translates to one KnowledgeBase call."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import typer
 
+from kbase.closed_sets import ENTRY_STATUSES, KINDS, MODES
 from kbase.commands.common import (
     JsonOpt,
     RootOpt,
     console,
     err_console,
-    fail,
+    handles_errors,
+    kb,
     print_json,
-    root_path,
 )
 
 
@@ -23,28 +25,18 @@ def lint(
     as_json: bool = JsonOpt,
 ) -> None:
     """Check skills against the format; print `path:line: message` per problem, exit 1 on any."""
-    from kbase.ingest.skills import find_skill_files, lint_paths
-
-    r = root_path(root)
-    targets = [p.resolve() for p in paths] if paths else find_skill_files(r)
-    problems = lint_paths(targets, r)
+    rep = kb(root).lint(paths or None)
     if as_json:
-        print_json({"checked": len(targets), "problems": [p.model_dump() for p in problems]})
+        print_json(rep.as_dict())
     else:
-        for p in problems:
+        for p in rep.problems:
             typer.echo(str(p))
-        err_console.print(f"{len(targets)} skill(s) checked, {len(problems)} problem(s)")
-    if problems:
+        err_console.print(f"{rep.checked} skill(s) checked, {len(rep.problems)} problem(s)")
+    if rep.problems:
         raise typer.Exit(1)
 
 
-def _kb(root: str | None):
-    from kbase.api import KnowledgeBase
-
-    return KnowledgeBase(root=root)
-
-
-def _run_index(kb, quiet: bool = False, gc: bool = True):
+def _run_index(base: Any, quiet: bool = False, gc: bool = True) -> Any:
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     with Progress(
@@ -61,7 +53,7 @@ def _run_index(kb, quiet: bool = False, gc: bool = True):
         def cb(stage: str, done: int, total: int) -> None:
             prog.update(task, description=stage, completed=done, total=total)
 
-        return kb.index(progress=cb, gc=gc)
+        return base.index(progress=cb, gc=gc)
 
 
 def index(
@@ -72,15 +64,16 @@ def index(
     ),
 ) -> None:
     """Build or update the hybrid index (only changed entries are re-embedded)."""
-    rep = _run_index(_kb(root), gc=not no_gc)
+    rep = _run_index(kb(root), gc=not no_gc)
     if as_json:
         print_json(rep.as_dict())
     else:
         for p in rep.problems:
             typer.echo(str(p), err=True)
         console.print(
-            f"indexed {rep.entries} entries ({rep.chunks} chunks); embedded {len(rep.embedded_entries)} "
-            f"changed entries; removed {len(rep.removed_entries)}; {len(rep.problems)} problem(s) "
+            f"indexed {rep.entries} entries ({rep.chunks} chunks); "
+            f"embedded {len(rep.embedded_entries)} changed entries; "
+            f"removed {len(rep.removed_entries)}; {len(rep.problems)} problem(s) "
             f"in {rep.seconds.get('total', 0):.2f}s",
             highlight=False,
         )
@@ -96,14 +89,16 @@ def search(
     query: str = typer.Argument(
         ..., help="what you are looking for: a symptom, an error message, a topic"
     ),
-    k: int = typer.Option(5, "-k", min=1, max=50, help="number of hits"),
-    kind: str | None = typer.Option(None, "--kind", help="skill or pr"),
+    k: int = typer.Option(5, "-k", help="number of hits (1-50)"),
+    kind: str | None = typer.Option(None, "--kind", help=" or ".join(KINDS)),
     repo: str | None = typer.Option(None, "--repo", help="only PR cards of this archive repo"),
     tag: list[str] = typer.Option([], "--tag", help="key=value, e.g. archs=sm90 (repeatable)"),
     status: list[str] = typer.Option(
-        [], "--status", help="only entries with this status (repeatable)"
+        [],
+        "--status",
+        help=f"only entries with this status (repeatable): {', '.join(ENTRY_STATUSES)}",
     ),
-    mode: str = typer.Option("hybrid", "--mode", help="hybrid, bm25 or dense"),
+    mode: str = typer.Option("hybrid", "--mode", help=", ".join(MODES)),
     since: str | None = typer.Option(
         None, "--since", help="only PR cards dated on or after YYYY-MM-DD"
     ),
@@ -114,37 +109,37 @@ def search(
     as_json: bool = JsonOpt,
 ) -> None:
     """Search skills and PR cards (builds the index on first use)."""
-    kb = _kb(root)
-    if not kb.is_indexed():
-        rep = _run_index(kb, quiet=as_json)
+    from kbase.schema import SearchQuery
+
+    q = SearchQuery.parse(
+        query=query,
+        k=k,
+        kind=kind,
+        repo=repo,
+        tags=tag,
+        status=status,
+        mode=mode,
+        since=since,
+        until=until,
+    )
+    base = kb(root)
+    if not base.is_indexed():
+        rep = _run_index(base, quiet=as_json)
         for p in rep.problems:
             typer.echo(str(p), err=True)
-    try:
-        hits = kb.search(
-            query,
-            k=k,
-            kind=kind,
-            repo=repo,
-            tags=tag,
-            status=status or None,
-            mode=mode,
-            since=since,
-            until=until,
-        )
-    except ValueError as exc:
-        raise fail(str(exc))
+    result = base.query(q)
     if as_json:
-        print_json({"query": query, "hits": [h.model_dump(mode="json") for h in hits]})
+        print_json(result.model_dump(mode="json"))
         return
     from rich.table import Table
 
     table = Table(show_lines=False, header_style="bold")
     for col in ("#", "id", "status", "where", "snippet"):
         table.add_column(col, overflow="fold")
-    for i, h in enumerate(hits, 1):
+    for i, h in enumerate(result.hits, 1):
         table.add_row(str(i), h.id, h.status, f"{h.path}:{h.line} ({h.section})", h.snippet[:160])
     console.print(table)
-    if not hits:
+    if not result.hits:
         err_console.print("no hits")
 
 
@@ -157,11 +152,7 @@ def get(
     as_json: bool = JsonOpt,
 ) -> None:
     """Print one entry in full."""
-    kb = _kb(root)
-    try:
-        doc = kb.get(entry_id, section=section)
-    except KeyError as exc:
-        raise fail(str(exc.args[0]), code=1)
+    doc = kb(root).get(entry_id, section=section)
     if as_json:
         print_json(doc.model_dump(mode="json"))
         return
@@ -171,8 +162,27 @@ def get(
     typer.echo(doc.text)
 
 
+def list_entries(
+    kind: str | None = typer.Option(None, "--kind", help=" or ".join(KINDS)),
+    root: str | None = RootOpt,
+    as_json: bool = JsonOpt,
+) -> None:
+    """List every entry with its status (from the index, or parsed now when there is none)."""
+    from kbase.errors import InvalidArgument
+
+    if kind is not None and kind not in KINDS:
+        raise InvalidArgument(f"kind must be one of {', '.join(KINDS)}, got {kind!r}", "kind")
+    rows = kb(root).list(kind=kind)
+    if as_json:
+        print_json({"entries": [r.model_dump(mode="json") for r in rows]})
+        return
+    for r in rows:
+        typer.echo(f"{r.id}\t{r.status}\t{r.title}")
+
+
 def register(app: typer.Typer) -> None:
-    app.command()(index)
-    app.command()(search)
-    app.command()(get)
-    app.command()(lint)
+    app.command()(handles_errors(index))
+    app.command()(handles_errors(search))
+    app.command()(handles_errors(get))
+    app.command("list")(handles_errors(list_entries))
+    app.command()(handles_errors(lint))

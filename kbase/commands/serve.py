@@ -12,7 +12,16 @@ from pathlib import Path
 
 import typer
 
-from kbase.commands.common import JsonOpt, RootOpt, console, fail, print_json, root_path
+from kbase.commands.common import (
+    JsonOpt,
+    RootOpt,
+    console,
+    fail,
+    handles_errors,
+    kb,
+    print_json,
+    root_path,
+)
 
 
 def _logging(level: str) -> None:
@@ -30,7 +39,7 @@ def _need(module: str, command: str) -> None:
     try:
         importlib.import_module(module)  # the command imports it next anyway
     except ImportError:
-        raise fail(
+        raise fail(  # noqa: B904  (the import error itself says nothing the message does not)
             f"`{command}` needs the {module!r} package, which is not installed here (pip install {module})"
         )
 
@@ -52,13 +61,9 @@ def mcp(
     _need("mcp", "kbase mcp")
     _logging(log_level)
     from kbase.serve.mcp_server import parse_hostport, run
-    from kbase.serve.params import ParamError
 
     if http:
-        try:
-            parse_hostport(http)
-        except ParamError as exc:
-            raise fail(str(exc))
+        parse_hostport(http)  # a bad HOST:PORT is an InvalidArgument before any start-up work
     try:
         run(root=root_path(root), http=http, index_if_missing=not no_index)
     except KeyboardInterrupt:
@@ -105,20 +110,18 @@ def export(
     mcp_url: str | None = typer.Option(
         None, "--mcp-url", help="a shared kbase MCP endpoint to name"
     ),
+    portable: bool = typer.Option(
+        False, "--portable", help="router names no root and lists no skills (plugin copy)"
+    ),
     root: str | None = RootOpt,
     as_json: bool = JsonOpt,
 ) -> None:
     """Export skills as Agent-Skills folders (a router skill; every skill with --all)."""
-    from kbase.serve.export import ExportError, export_agent_skills
-
     if fmt != "agent-skills":
         raise fail(f"--format must be agent-skills, got {fmt!r}")
-    try:
-        rep = export_agent_skills(
-            root_path(root), dest, target=target, include_all=include_all, mcp_url=mcp_url
-        )
-    except ExportError as exc:
-        raise fail(str(exc))
+    rep = kb(root).export(
+        dest, target=target, include_all=include_all, mcp_url=mcp_url, portable=portable
+    )
     if as_json:
         print_json(rep.as_dict())
         return
@@ -131,6 +134,6 @@ def export(
 
 
 def register(app: typer.Typer) -> None:
-    app.command()(mcp)
-    app.command()(serve)
-    app.command()(export)
+    app.command()(handles_errors(mcp))
+    app.command()(handles_errors(serve))
+    app.command()(handles_errors(export))

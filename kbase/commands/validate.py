@@ -7,37 +7,22 @@ on the GPU machine where the search stack (chromadb, sentence-transformers) is n
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import typer
 
+from kbase.closed_sets import FAIL_LEVELS, STATUS_SPECS, TIER_CHOICES, TIER_SPECS, VERDICT_SPECS
 from kbase.commands.common import (
     JsonOpt,
     RootOpt,
     console,
     err_console,
-    fail,
+    handles_errors,
+    kb,
     print_json,
-    root_path,
 )
 
-VERDICT_STYLE = {
-    "pass": "green",
-    "fail": "red",
-    "error": "magenta",
-    "timeout": "yellow",
-    "killed": "red bold",
-    "skip": "dim",
-}
-STATUS_STYLE = {
-    "verified": "green",
-    "failing": "red",
-    "unverified": "dim",
-    "stale-age": "yellow",
-    "stale-env": "blue",
-    "stale-source": "magenta",
-}
-
-TierOpt = typer.Option("auto", "--tier", help="auto | cpu-interpret | cpu-compile | gpu")
+TierOpt = typer.Option("auto", "--tier", help=" | ".join(TIER_CHOICES))
 WorkersOpt = typer.Option(1, "-j", "--workers", min=1, max=64, help="snippets run in parallel")
 TimeoutOpt = typer.Option(
     None, "--timeout", min=1, help="override every skill's verification.timeout_s"
@@ -46,70 +31,62 @@ MemoryOpt = typer.Option(
     None,
     "--memory-mb",
     min=0,
-    help="memory limit per run in MiB (CPU tiers: address space, default 8192; gpu: data, default 32768; 0: none)",
+    help="memory limit per run in MiB, 0 for none (default: "
+    + "; ".join(f"{t.name} {t.default_memory_mb}" for t in TIER_SPECS.values())
+    + ")",
 )
 IsolateOpt = typer.Option(
-    True, "--isolate/--no-isolate", help="cut snippets off the network (unshare -rn) where possible"
+    True,
+    "--sandbox/--unsafe-no-sandbox",
+    help="run snippets in the bubblewrap sandbox (default); without it rows never verify",
 )
 JunitOpt = typer.Option(None, "--junit", help="write a JUnit XML report here")
 
 
-def _check_tier(tier: str) -> None:
-    from kbase.validators.tiers import TIER_CHOICES
+class _Bar:
+    """A progress bar on stderr, sized when the façade reports the planned (skill, tier) runs."""
 
-    if tier not in TIER_CHOICES:
-        raise fail(f"--tier must be one of {', '.join(TIER_CHOICES)}, not {tier!r}")
+    def __enter__(self) -> _Bar:
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+        )
+
+        self.progress = Progress(
+            TextColumn("[bold]verify"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            TextColumn("{task.description}"),
+            console=err_console,
+            transient=True,
+        )
+        self.progress.__enter__()
+        self.task = self.progress.add_task("", total=None)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.progress.__exit__(*exc)
+
+    def plan(self, total: int) -> None:
+        self.progress.update(self.task, total=total)
+
+    def done(self, o: Any) -> None:
+        self.progress.update(self.task, advance=1, description=f"{o.skill} [{o.tier}] {o.verdict}")
 
 
-def _load(root: Path, names: list[str] | None):
-    from kbase.validators.select import UnknownSkill, load_skills
+def _opts(tier: str, workers: int, timeout: int | None, memory: int | None, isolate: bool) -> Any:
+    from kbase.api_validate import RunOptions
 
-    try:
-        return load_skills(root, names)
-    except UnknownSkill as exc:
-        raise fail(str(exc)) from None
-
-
-def _settings(
-    root: Path,
-    tier: str,
-    workers: int,
-    timeout: int | None,
-    memory: int | None,
-    isolate: bool,
-):
-    from kbase.validators.runner import RunSettings
-
-    return RunSettings(
-        tier=tier, workers=workers, timeout_s=timeout, memory_mb=memory, isolate=isolate, root=root
+    return RunOptions(
+        tier=tier, workers=workers, timeout_s=timeout, memory_mb=memory, isolate=isolate
     )
 
 
-def _run_with_progress(skills, settings, run):
-    """Run `run(on_done)` with a progress bar on stderr sized by the planned (skill, tier) pairs."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-    from kbase.validators.runner import plan_skill
-
-    total = sum(len(plan_skill(s, settings.tier)) for s in skills)
-    with Progress(
-        TextColumn("[bold]verify"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        TextColumn("{task.description}"),
-        console=err_console,
-        transient=True,
-    ) as progress:
-        task = progress.add_task("", total=total)
-
-        def done(o) -> None:
-            progress.update(task, advance=1, description=f"{o.skill} [{o.tier}] {o.verdict}")
-
-        return run(done)
-
-
-def _runs_table(outcomes, paths: dict[str, str]) -> None:
+def _runs_table(outcomes: list[Any], paths: dict[str, str]) -> None:
     from rich.table import Table
 
     table = Table(title="verification runs", show_lines=False)
@@ -117,7 +94,8 @@ def _runs_table(outcomes, paths: dict[str, str]) -> None:
         table.add_column(col, overflow="fold")
     for o in outcomes:
         where = f"{paths.get(o.skill, o.skill)}:{o.line}" if o.line else ""
-        style = VERDICT_STYLE.get(o.verdict, "")
+        spec = VERDICT_SPECS.get(o.verdict)
+        style = spec.style if spec else ""
         table.add_row(
             o.skill,
             o.tier,
@@ -127,10 +105,6 @@ def _runs_table(outcomes, paths: dict[str, str]) -> None:
             o.message[:160],
         )
     console.print(table)
-
-
-def _bad(outcomes) -> bool:
-    return any(o.verdict in ("fail", "error", "timeout", "killed") for o in outcomes)
 
 
 def verify(
@@ -148,47 +122,29 @@ def verify(
     as_json: bool = JsonOpt,
 ) -> None:
     """Run skills' verification snippets in the sandbox; exit 1 when any run fails."""
-    from kbase.validators.audit import Recorder
-    from kbase.validators.report import junit_xml
-    from kbase.validators.runner import isolation_note, verify_skills
-
-    _check_tier(tier)
-    r = root_path(root)
-    skills, problems = _load(r, names)
-    settings = _settings(r, tier, workers, timeout, memory_mb, isolate)
-    recorders: list[Recorder] = []
-
-    def run(done):
-        if record:
-            recorders.append(Recorder(r, done))
-            done = recorders[0]
-        return verify_skills(skills, settings, done)
-
-    outcomes = _run_with_progress(skills, settings, run)
-    recorded = recorders[0].count if recorders else 0
-    note = isolation_note(settings, outcomes)
-    paths = {s.name: s.path for s in skills}
-    if junit:
-        junit.parent.mkdir(parents=True, exist_ok=True)
-        junit.write_text(junit_xml(outcomes, problems, paths, "kbase-verify"), encoding="utf-8")
+    opts = _opts(tier, workers, timeout, memory_mb, isolate)
+    with _Bar() as bar:
+        rep = kb(root).verify(
+            names, opts, record=record, junit=junit, on_plan=bar.plan, on_done=bar.done
+        )
     if as_json:
         print_json(
             {
-                "results": [o.result_dict() for o in outcomes],
-                "problems": problems,
-                "network_isolation": note is None,
-                "isolation_note": note,
-                "recorded": recorded,
+                "results": rep.results(),
+                "problems": rep.problem_dicts(),
+                "network_isolation": rep.isolation_note is None,
+                "isolation_note": rep.isolation_note,
+                "recorded": rep.recorded,
             }
         )
     else:
-        _runs_table(outcomes, paths)
-        for p in problems:
-            typer.echo(p)
-        if note:
-            err_console.print(f"[yellow]warning:[/yellow] {note}")
-        err_console.print(f"{len(outcomes)} run(s), {recorded} recorded in the ledger")
-    if problems or _bad(outcomes):
+        _runs_table(rep.outcomes, rep.skill_paths)
+        for p in rep.problems:
+            typer.echo(str(p))
+        if rep.isolation_note:
+            err_console.print(f"[yellow]warning:[/yellow] {rep.isolation_note}")
+        err_console.print(f"{len(rep.outcomes)} run(s), {rep.recorded} recorded in the ledger")
+    if rep.failed:
         raise typer.Exit(1)
 
 
@@ -205,53 +161,46 @@ def audit(
     html: Path | None = typer.Option(
         None, "--html", help="write a self-contained HTML report here"
     ),
-    fail_on: str = typer.Option(
-        "failing", "--fail-on", help="failing | unverified | stale | never"
-    ),
+    fail_on: str = typer.Option("failing", "--fail-on", help=" | ".join(FAIL_LEVELS)),
     root: str | None = RootOpt,
     as_json: bool = JsonOpt,
 ) -> None:
     """Run what this machine can, append to the ledger, and report every skill's status."""
     from rich.table import Table
 
-    from kbase.validators.audit import FAIL_LEVELS, exit_code, run_audit, write_reports
-    from kbase.validators.ledger import LedgerError, read_ledger
-
-    _check_tier(tier)
-    if fail_on not in FAIL_LEVELS:
-        raise fail(f"--fail-on must be one of {', '.join(FAIL_LEVELS)}, not {fail_on!r}")
-    r = root_path(root)
-    try:
-        read_ledger(r, strict=True)  # a corrupt ledger is reported by line before any work is done
-    except LedgerError as exc:
-        raise fail(str(exc)) from None
-    skills, problems = _load(r, names)
-    settings = _settings(r, tier, workers, timeout, memory_mb, isolate)
-    result = _run_with_progress(
-        skills,
-        settings,
-        lambda done: run_audit(r, skills, problems, settings, run=not no_run, on_done=done),
-    )
-    write_reports(r, result, skills, junit=junit, markdown=markdown, html=html)
+    opts = _opts(tier, workers, timeout, memory_mb, isolate)
+    with _Bar() as bar:
+        rep = kb(root).audit(
+            names,
+            opts,
+            run=not no_run,
+            fail_on=fail_on,
+            junit=junit,
+            markdown=markdown,
+            html=html,
+            on_plan=bar.plan,
+            on_done=bar.done,
+        )
     if as_json:
         print_json(
             {
-                "skills": result.judgements,
-                "runs": [o.result_dict() for o in result.outcomes],
-                "problems": problems,
-                "recorded": result.recorded,
-                "network_isolation": result.isolation_note is None if not no_run else None,
-                "isolation_note": result.isolation_note,
+                "skills": rep.judgements,
+                "runs": rep.results(),
+                "problems": rep.problem_dicts(),
+                "recorded": rep.recorded,
+                "network_isolation": rep.isolation_note is None if rep.ran else None,
+                "isolation_note": rep.isolation_note,
             }
         )
     else:
-        if result.outcomes:
-            _runs_table(result.outcomes, result.skill_paths)
+        if rep.outcomes:
+            _runs_table(rep.outcomes, rep.skill_paths)
         table = Table(title="skill status")
         for col in ("skill", "status", "last pass", "verified on", "reasons"):
             table.add_column(col, overflow="fold")
-        for j in result.judgements:
-            style = STATUS_STYLE.get(j["status"], "")
+        for j in rep.judgements:
+            spec = STATUS_SPECS.get(j["status"])
+            style = spec.style if spec else ""
             table.add_row(
                 j["skill"],
                 f"[{style}]{j['status']}[/]",
@@ -260,11 +209,11 @@ def audit(
                 "; ".join(j["reasons"])[:300],
             )
         console.print(table)
-        for p in problems:
-            typer.echo(p)
-        if result.isolation_note:
-            err_console.print(f"[yellow]warning:[/yellow] {result.isolation_note}")
-    raise typer.Exit(exit_code(result, fail_on))
+        for p in rep.problems:
+            typer.echo(str(p))
+        if rep.isolation_note:
+            err_console.print(f"[yellow]warning:[/yellow] {rep.isolation_note}")
+    raise typer.Exit(rep.exit_code)
 
 
 def new(
@@ -274,14 +223,7 @@ def new(
     as_json: bool = JsonOpt,
 ) -> None:
     """Scaffold skills/NAME/SKILL.md: it passes lint and its snippet passes on cpu-interpret."""
-    from kbase.validators.scaffold import ScaffoldError, new_skill
-
-    r = root_path(root)
-    try:
-        path = new_skill(r, name, force=force)
-    except ScaffoldError as exc:
-        raise fail(str(exc)) from None
-    shown = str(path.relative_to(r))
+    shown = str(kb(root).new_skill(name, force=force))
     if as_json:
         print_json({"created": shown})
     else:
@@ -299,7 +241,7 @@ def check(
     base: str | None = typer.Option(
         None, "--base", help="revision to diff against (default: origin/main, main, HEAD)"
     ),
-    tier: str = typer.Option("auto", "--tier", help="auto | cpu-interpret | cpu-compile | gpu"),
+    tier: str = TierOpt,
     workers: int = WorkersOpt,
     isolate: bool = IsolateOpt,
     record: bool = typer.Option(
@@ -310,64 +252,38 @@ def check(
     as_json: bool = JsonOpt,
 ) -> None:
     """Lint and verify skills (by default the changed ones); exit 1 on any problem or failed run."""
-    from kbase.ingest.skills import lint_paths
-    from kbase.validators.audit import Recorder
-    from kbase.validators.changes import ChangesError, changed_skills
-    from kbase.validators.report import junit_xml
-    from kbase.validators.runner import verify_skills
-    from kbase.validators.select import skill_file
-
-    _check_tier(tier)
-    r = root_path(root)
-    refs = list(names or [])
-    used_base = None
-    if changed:
-        try:
-            found, used_base = changed_skills(r, base)
-        except ChangesError as exc:
-            raise fail(str(exc)) from None
-        refs += [n for n in found if n not in refs]
-    elif not refs:
-        raise fail("name skills to check, or pass --changed")
-    if not refs:
-        if as_json:
-            print_json({"base": used_base, "skills": [], "problems": [], "results": []})
-        else:
-            err_console.print(f"no skill changed since {used_base}")
-        return
-    try:
-        files = [skill_file(r, ref) for ref in refs]
-    except LookupError as exc:
-        raise fail(str(exc)) from None
-    problems = [str(p) for p in lint_paths(files, r)]
-    skills, _load_problems = _load(r, [str(f) for f in files])
-    settings = _settings(r, tier, workers, None, None, isolate)
-    outcomes = _run_with_progress(
-        skills,
-        settings,
-        lambda done: verify_skills(skills, settings, Recorder(r, done) if record else done),
-    )
-    paths = {s.name: s.path for s in skills}
-    if junit:
-        junit.parent.mkdir(parents=True, exist_ok=True)
-        junit.write_text(junit_xml(outcomes, problems, paths, "kbase-check"), encoding="utf-8")
+    opts = _opts(tier, workers, None, None, isolate)
+    with _Bar() as bar:
+        rep = kb(root).check(
+            names,
+            changed=changed,
+            base=base,
+            opts=opts,
+            record=record,
+            junit=junit,
+            on_plan=bar.plan,
+            on_done=bar.done,
+        )
     if as_json:
         print_json(
             {
-                "base": used_base,
-                "skills": [s.name for s in skills],
-                "problems": problems,
-                "results": [o.result_dict() for o in outcomes],
+                "base": rep.base,
+                "skills": list(rep.skill_paths),
+                "problems": rep.problem_dicts(),
+                "results": rep.results(),
             }
         )
+    elif not rep.ran:
+        err_console.print(f"no skill changed since {rep.base}")
     else:
-        for p in problems:
-            typer.echo(p)
-        _runs_table(outcomes, paths)
+        for p in rep.problems:
+            typer.echo(str(p))
+        _runs_table(rep.outcomes, rep.skill_paths)
         err_console.print(
-            f"checked {len(refs)} skill(s)" + (f" changed since {used_base}" if used_base else "")
+            f"checked {len(rep.skill_paths)} skill(s)"
+            + (f" changed since {rep.base}" if rep.base else "")
         )
-    if problems or _bad(outcomes):
+    if rep.failed:
         raise typer.Exit(1)
 
 
@@ -376,17 +292,8 @@ def merge_ledger(
     root: str | None = RootOpt,
     as_json: bool = JsonOpt,
 ) -> None:
-    """Append the runs another machine recorded (e.g. the GPU box's ledger) that this ledger lacks."""
-    from kbase.validators.ledger import LedgerError
-    from kbase.validators.ledger import merge_ledger as merge
-
-    r = root_path(root)
-    if not other.is_file():
-        raise fail(f"{other}: no such file")
-    try:
-        added, present = merge(r, other)
-    except LedgerError as exc:
-        raise fail(str(exc)) from None
+    """Append the runs another machine recorded (e.g. the GPU box's ledger) that ours lacks."""
+    added, present = kb(root).merge_ledger(other)
     if as_json:
         print_json({"added": added, "already_present": present})
     else:
@@ -394,8 +301,8 @@ def merge_ledger(
 
 
 def register(app: typer.Typer) -> None:
-    app.command()(verify)
-    app.command()(audit)
-    app.command()(new)
-    app.command()(check)
-    app.command("merge-ledger")(merge_ledger)
+    app.command()(handles_errors(verify))
+    app.command()(handles_errors(audit))
+    app.command()(handles_errors(new))
+    app.command()(handles_errors(check))
+    app.command("merge-ledger")(handles_errors(merge_ledger))

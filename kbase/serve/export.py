@@ -13,11 +13,16 @@ failure modes) are rendered into the body and its audit status goes into metadat
 from __future__ import annotations
 
 import re
+import shlex
 import shutil
 from dataclasses import dataclass, field
+from datetime import datetime, timezone, UTC
 from pathlib import Path
 
 import yaml
+
+from kbase.closed_sets import TIER_SPECS
+from kbase.errors import KbaseError
 
 ROUTER = "kbase-gpu-kernel-knowledge"
 TARGETS = ("claude", "codex")
@@ -26,7 +31,7 @@ NAME_RE = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
 MARKER = ".kbase-export"  # marks folders we wrote, so a re-export may replace them and nothing else
 
 
-class ExportError(ValueError):
+class ExportError(KbaseError, ValueError):
     pass
 
 
@@ -37,11 +42,13 @@ class ExportReport:
     skills: list[str] = field(default_factory=list)
     files: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
+    exported_at: str = ""
 
     def as_dict(self) -> dict:
         return {
             "dest": self.dest,
             "target": self.target,
+            "exported_at": self.exported_at,
             "skills": self.skills,
             "files": self.files,
             "skipped": self.skipped,
@@ -84,7 +91,9 @@ def _prepare_dir(d: Path) -> None:
     (d / MARKER).write_text("written by `kbase export`; safe to delete\n")
 
 
-def _openai_yaml(display: str, short: str, prompt: str, mcp: bool, mcp_url: str | None) -> str:
+def _openai_yaml(
+    display: str, short: str, prompt: str, mcp: bool, mcp_url: str | None, root: str | None
+) -> str:
     doc: dict = {
         "interface": {
             "display_name": display,
@@ -102,7 +111,9 @@ def _openai_yaml(display: str, short: str, prompt: str, mcp: bool, mcp_url: str 
         if mcp_url:
             tool.update(transport="streamable_http", url=mcp_url)
         else:
-            tool.update(transport="stdio", command="kbase mcp")
+            # Codex starts the server in the agent's own project: name the root, or it finds none.
+            cmd = f"kbase mcp --root {shlex.quote(root)}" if root else "kbase mcp"
+            tool.update(transport="stdio", command=cmd)
         doc["dependencies"] = {"tools": [tool]}
     return yaml.safe_dump(doc, sort_keys=False, allow_unicode=True, width=100)
 
@@ -119,7 +130,20 @@ ROUTER_DESCRIPTION = (
 )
 
 
-def _router_body(skills: list[tuple[str, str, str]], mcp_url: str | None) -> str:
+INSTALL_HINT = (
+    "Needs the `kbase` command, installed from the kbase git repository or a clone of it "
+    "(distribution gpu-kbase, e.g. `uv tool install 'gpu-kbase[index] @ git+<kbase repo URL>'`; "
+    "never `pip install kbase`, an unrelated PyPI project), or a kbase MCP server."
+)
+
+
+def _router_body(
+    skills: list[tuple[str, str, str]] | None,
+    mcp_url: str | None,
+    root: str | None,
+    exported_at: str,
+) -> str:
+    r = f" --root {shlex.quote(root)}" if root else ""
     lines = [
         "# Ask kbase about GPU kernels",
         "",
@@ -128,17 +152,24 @@ def _router_body(skills: list[tuple[str, str, str]], mcp_url: str | None) -> str
         "",
         "## How to ask",
         "",
+        "If an MCP server named `kbase` is configured, use its tools: `search` (query, k, kind, repo, tags,",
+        "status, env), `get` (id, section), `history` (repo, family, since, until, limit), `list`, `stale`;",
+        "`feedback` and `propose` when the server allows writes. Otherwise use the command line:",
+        "",
         "1. Search with the symptom, the literal error message or the topic:",
-        '   `kbase search "illegal memory access after kernel launch" --json -k 5`',
+        f'   `kbase search "illegal memory access after kernel launch" --json -k 5{r}`',
         '   The answer is `{"query", "hits": [{id, title, status, section, snippet, path, line, ...}]}`.',
         "2. Read the best hit, or only the section the hit names:",
-        "   `kbase get <id> --json` or `kbase get <id> --section steps --json`",
+        f"   `kbase get <id> --json{r}` or `kbase get <id> --section steps --json{r}`",
         "3. Filters: `--kind skill|pr`, `--repo NAME` (PR cards of one repo), `--tag archs=sm90`,",
         "   `--status verified`.",
         "",
-        "If an MCP server named `kbase` is configured, use its tools instead: `search` (query, k, kind, repo,",
-        "tags, status, max_chars), `get` (id, section), `history` (repo, family), `stale`.",
+        "Which knowledge base answers: `--root PATH`, else `$KBASE_ROOT`, else the nearest folder at or",
+        "above the current one holding `skills/` or `pr_archive/`; with none of these kbase exits 2 and",
+        "says so (it never answers from an empty folder).",
     ]
+    if root:
+        lines += ["", f"This export names the knowledge base at `{root}`."]
     if mcp_url:
         lines += ["", f"This team runs it over streamable HTTP at `{mcp_url}`."]
     lines += [
@@ -149,12 +180,19 @@ def _router_body(skills: list[tuple[str, str, str]], mcp_url: str | None) -> str
         "- `stale-age`, `stale-env`, `stale-source`: probably right but not re-checked for this setup; confirm",
         "  with the skill's verification script before relying on a number.",
         "- `failing`: the check fails now. Treat the skill as a lead, not a fact.",
+        "- `draft`: proposed from experience, not reviewed or verified yet.",
         "- `mined`: a pull request card, a fact about what changed upstream and why.",
         "",
         "A test failing in front of you beats any entry. Cite the entry id when you act on it.",
     ]
     if skills:
-        lines += ["", "## What is in it", ""]
+        lines += [
+            "",
+            "## What is in it",
+            "",
+            f"Statuses as of the export ({exported_at}); kbase itself answers with current ones.",
+            "",
+        ]
         lines += [f"- `{name}` ({status}): {title}" for name, title, status in skills]
     return "\n".join(lines) + "\n"
 
@@ -205,9 +243,11 @@ def _verify_section(skill, scripts: dict[str, str]) -> list[str]:
             f"Run `cd scripts && KBASE_TIER=<tier> python verify.py` (tiers: {tiers}; exit 0 = pass, "
             "77 = skipped)."
         )
-        if "cpu-interpret" in v.tiers:
+        cpu = [t for t in v.tiers if TIER_SPECS[t].python_only and not TIER_SPECS[t].sees_gpu]
+        if cpu:
+            env = "".join(f" {k}={val}" for k, val in TIER_SPECS[cpu[0]].env.items())
             lines.append(
-                "On a machine without a GPU: `KBASE_TIER=cpu-interpret TRITON_INTERPRET=1 python verify.py`."
+                f"On a machine without a GPU: `KBASE_TIER={cpu[0]}{env} python verify.py`."
             )
     else:
         cu = next(iter(scripts))
@@ -220,7 +260,9 @@ def _verify_section(skill, scripts: dict[str, str]) -> list[str]:
     return lines
 
 
-def _skill_markdown(skill, status: str, audit, scripts: dict[str, str]) -> str:
+def _skill_markdown(
+    skill, status: str, audit, scripts: dict[str, str], exported_at: str = ""
+) -> str:
     m = skill.meta
     metadata = {
         "kbase-id": m.name,
@@ -228,6 +270,7 @@ def _skill_markdown(skill, status: str, audit, scripts: dict[str, str]) -> str:
         "kbase-audit-date": m.audit.date.isoformat(),
         "kbase-tiers": " ".join(m.verification.tiers),
         "kbase-source": skill.path,
+        "kbase-exported-at": exported_at,
     }
     if audit is not None and audit.verified_on:
         metadata["kbase-verified-on"] = str(audit.verified_on)
@@ -249,7 +292,8 @@ def _skill_markdown(skill, status: str, audit, scripts: dict[str, str]) -> str:
         skill.doc.title and f"# {skill.doc.title}" or f"# {m.name}",
         "",
         f"Status in kbase: **{status}**"
-        + (f" (last pass {audit.last_pass})" if audit and audit.last_pass else ""),
+        + (f" (last pass {audit.last_pass})" if audit and audit.last_pass else "")
+        + f", as of the export at {exported_at}; `kbase get {m.name}` gives the current one.",
         "",
         "## When to use",
         "",
@@ -282,7 +326,9 @@ def export_agent_skills(
     target: str = "claude",
     include_all: bool = False,
     mcp_url: str | None = None,
+    portable: bool = False,
 ) -> ExportReport:
+    """`portable`: the router names no root and lists no skills (the copy shipped in the plugin)."""
     from kbase.ingest.markdown import DocumentError
     from kbase.ingest.skills import find_skill_files, load_skill
 
@@ -290,8 +336,10 @@ def export_agent_skills(
         raise ExportError(f"target must be one of {', '.join(TARGETS)}, got {target!r}")
     dest = Path(dest).resolve()
     dest.mkdir(parents=True, exist_ok=True)
-    rep = ExportReport(dest=str(dest), target=target)
+    exported_at = datetime.now(UTC).replace(microsecond=0).isoformat()
+    rep = ExportReport(dest=str(dest), target=target, exported_at=exported_at)
     statuses = _statuses(root)
+    root_s = None if portable else str(Path(root).resolve())
     skills = []
     for f in find_skill_files(root):
         try:
@@ -314,11 +362,16 @@ def export_agent_skills(
     router_fm = {
         "name": ROUTER,
         "description": ROUTER_DESCRIPTION,
-        "compatibility": "Needs the `kbase` command on PATH (pip install kbase) or a kbase MCP server.",
-        "metadata": {"kbase-skills": str(len(skills)), "kbase-role": "router"},
+        "compatibility": INSTALL_HINT,
+        "metadata": {"kbase-role": "router"},
         "allowed-tools": "Bash(kbase:*)" if target == "claude" else "Bash",
     }
-    _write(rep, rdir, "SKILL.md", _front_matter(router_fm) + "\n" + _router_body(catalog, mcp_url))
+    if not portable:
+        router_fm["metadata"].update(
+            {"kbase-skills": str(len(skills)), "kbase-exported-at": exported_at}
+        )
+    body = _router_body(None if portable else catalog, mcp_url, root_s, exported_at)
+    _write(rep, rdir, "SKILL.md", _front_matter(router_fm) + "\n" + body)
     if target == "codex":
         _write(
             rep,
@@ -330,6 +383,7 @@ def export_agent_skills(
                 f"Use ${ROUTER} to look up what kbase knows about this kernel problem.",
                 True,
                 mcp_url,
+                root_s,
             ),
         )
     rep.skills.append(ROUTER)
@@ -347,7 +401,7 @@ def export_agent_skills(
                 continue
             d = dest / s.name
             _prepare_dir(d)
-            _write(rep, d, "SKILL.md", _skill_markdown(s, status, audit, scripts))
+            _write(rep, d, "SKILL.md", _skill_markdown(s, status, audit, scripts, exported_at))
             for name, text in scripts.items():
                 _write(rep, d, f"scripts/{name}", text)
             if target == "codex":
@@ -365,6 +419,7 @@ def export_agent_skills(
                         f"Use ${s.name} for this kernel problem.",
                         False,
                         None,
+                        None,
                     ),
                 )
             rep.skills.append(s.name)
@@ -372,10 +427,8 @@ def export_agent_skills(
 
 
 def _statuses(root: Path) -> dict:
-    try:
-        from kbase.validators.status import skill_statuses
-    except ImportError:
-        return {}
+    from kbase.validators.status import skill_statuses
+
     try:
         return skill_statuses(root)
     except FileNotFoundError:

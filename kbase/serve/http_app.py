@@ -9,8 +9,10 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from kbase.closed_sets import KINDS, MODE_HELP
+from kbase.errors import KbaseError
 from kbase.serve import params as P
-from kbase.serve.service import NotFound, Service, Unavailable
+from kbase.serve.service import Service
 
 log = logging.getLogger("kbase.serve.http")
 
@@ -44,17 +46,13 @@ def create_app(service: Service):
             return _error(413, f"request body larger than {MAX_BODY_BYTES} bytes")
         return await call_next(request)
 
-    @app.exception_handler(P.ParamError)
-    async def _bad_param(_req, exc: P.ParamError):
-        return _error(400, str(exc))
-
-    @app.exception_handler(NotFound)
-    async def _not_found(_req, exc: NotFound):
-        return _error(404, str(exc))
-
-    @app.exception_handler(Unavailable)
-    async def _unavailable(_req, exc: Unavailable):
-        return _error(503, str(exc))
+    @app.exception_handler(KbaseError)
+    async def _kbase_error(_req, exc: KbaseError):
+        # deliberate errors carry their status (400 bad input, 404, 503 no index) and a message
+        # meant for the client; a 500 here is a broken file in the knowledge base, not a crash
+        if exc.http_status >= 500:
+            log.warning("%s", exc)
+        return _error(exc.http_status, str(exc))
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(_req, exc: RequestValidationError):
@@ -75,8 +73,8 @@ def create_app(service: Service):
         return _error(500, "internal error (logged on the server)")
 
     def _search(raw: dict[str, Any]) -> dict:
-        args = P.search_args(raw)
-        return service.search_json(args)
+        query, _max_chars = P.search_args(raw)
+        return service.search(query).model_dump(mode="json")
 
     @app.get("/search", summary="Search skills and PR cards")
     def search_get(
@@ -85,11 +83,11 @@ def create_app(service: Service):
         ),
         query: str | None = Query(None, include_in_schema=False),
         k: str | None = Query(None, description=f"number of hits, 1..{P.MAX_K}"),
-        kind: str | None = Query(None, description="skill or pr"),
+        kind: str | None = Query(None, description=" or ".join(KINDS)),
         repo: str | None = Query(None, description="only PR cards of this archive repo"),
         tag: list[str] = Query([], description="key=value, repeatable (e.g. archs=sm90)"),
         status: list[str] = Query([], description="only entries with this status, repeatable"),
-        mode: str | None = Query(None, description="hybrid (default), bm25 or dense"),
+        mode: str | None = Query(None, description=", ".join(MODE_HELP)),
         since: str | None = Query(None, description="only PR cards dated on or after YYYY-MM-DD"),
         until: str | None = Query(None, description="only PR cards dated on or before YYYY-MM-DD"),
     ) -> dict:

@@ -12,11 +12,11 @@ import dataclasses
 import logging
 from typing import Any
 
+from kbase.errors import KbaseError
+from kbase.schema import SearchQuery
 from kbase.serve import params as P
 from kbase.serve.service import (
-    NotFound,
     Service,
-    Unavailable,
     compact_hit,
     fit_entry,
     fit_hits,
@@ -42,8 +42,10 @@ def _checked(tool: str, raw: dict[str, Any]) -> dict[str, Any]:
     """Aliases applied and every value checked; what the tool function will receive."""
     a = P.apply_aliases(tool, raw)
     if tool == "search":
-        out = P.search_args(a)
-        out.pop("mode")  # agents get hybrid search; the mode knob is for benchmarks
+        query, max_chars = P.search_args(a)
+        # agents get hybrid search; the mode knob is for benchmarks
+        out = query.model_dump(exclude={"mode", "env"})
+        out["max_chars"] = max_chars
         return out
     if tool == "get":
         return {
@@ -102,10 +104,10 @@ def build_server(service: Service):
     )
     ro = dict(readOnlyHint=True, destructiveHint=False, idempotentHint=True, openWorldHint=False)
 
-    def _run(fn, *a):
+    def _run(fn, *a, **kw):
         try:
-            return fn(*a)
-        except (P.ParamError, NotFound, Unavailable) as exc:
+            return fn(*a, **kw)
+        except KbaseError as exc:
             raise ToolError(str(exc)) from None
 
     @srv.tool(annotations=ToolAnnotations(title="Search kbase", **ro), structured_output=False)
@@ -121,19 +123,19 @@ def build_server(service: Service):
         max_chars: int = P.DEFAULT_MAX_CHARS,
     ) -> str:
         """Find skills and PR cards for a symptom, error message or topic; compact hits, then use get."""
-        args = {
-            "query": query,
-            "k": k,
-            "kind": kind,
-            "repo": repo,
-            "tags": tags or [],
-            "status": status or [],
-            "mode": "hybrid",
-            "since": _run(P.check_day, "since", since),
-            "until": _run(P.check_day, "until", until),
-        }
-        hits = _run(service.search, args)
-        return fit_hits(query, [compact_hit(h) for h in hits], max_chars)
+        q = _run(
+            SearchQuery.parse,
+            query=query,
+            k=k,
+            kind=kind,
+            repo=repo,
+            tags=tags,
+            status=status,
+            since=since,
+            until=until,
+        )
+        result = _run(service.search, q)
+        return fit_hits(result.query, [compact_hit(h) for h in result.hits], max_chars)
 
     @srv.tool(
         annotations=ToolAnnotations(title="Read a kbase entry", **ro), structured_output=False

@@ -2,7 +2,8 @@
 
 One object per server process: it opens the knowledge base, builds the index once at start-up
 if there is none, loads the embedding model once, and answers queries without ever indexing.
-Both front ends call it; they only translate transport details (JSON-RPC, HTTP).
+Every answer comes from `KnowledgeBase`; this module adds only what a long-lived server needs
+(start-up, uptime) and the compact, size-capped JSON that agents get.
 """
 
 from __future__ import annotations
@@ -13,23 +14,19 @@ import logging
 import os
 import sys
 import time
+from collections.abc import Iterator
 from typing import Any
 
-from kbase.serve import params as P
+from kbase.errors import NotFound, NotIndexed, Unavailable
+from kbase.schema import EntryDoc, SearchQuery, SearchResult
+
+__all__ = ["NotFound", "Service", "Unavailable", "stdout_to_stderr", "dumps"]
 
 log = logging.getLogger("kbase.serve")
 
 
-class NotFound(LookupError):
-    """The id (or section, or archive family) does not exist: a 404, not a server fault."""
-
-
-class Unavailable(RuntimeError):
-    """The server cannot answer right now (no index yet): a 503."""
-
-
 @contextlib.contextmanager
-def stdout_to_stderr():
+def stdout_to_stderr() -> Iterator[None]:
     """Send anything written to fd 1 to stderr for the duration.
 
     Under MCP stdio, stdout is the protocol channel: a stray print or a native library's
@@ -51,7 +48,9 @@ def dumps(obj: Any) -> str:
 
 
 class Service:
-    def __init__(self, kb):
+    """A KnowledgeBase held open by a server: prepared once, then asked read-only questions."""
+
+    def __init__(self, kb: Any):
         self.kb = kb
         self.started = time.time()
 
@@ -59,8 +58,8 @@ class Service:
     @classmethod
     def open(
         cls,
-        root=None,
-        home=None,
+        root: Any = None,
+        home: Any = None,
         chroma_url: str | None = None,
         index_if_missing: bool = True,
         warm: bool = True,
@@ -82,7 +81,6 @@ class Service:
                 log.warning("%s", p)
         if warm and self.kb.is_indexed():
             self.kb.warm_up()
-            self.kb.statuses()  # the validators cache the ledger on first use
         log.info(
             "kbase ready in %.1fs (root %s, home %s%s)",
             time.perf_counter() - t0,
@@ -92,116 +90,31 @@ class Service:
         )
 
     # ------------------------------------------------------------------ queries
-    def search(self, args: dict[str, Any]):
-        """Full hits, as `kbase search --json` prints them. args come from params.search_args."""
-        from kbase.api import NotIndexed
-
+    def search(self, q: SearchQuery) -> SearchResult:
+        """A server never indexes inside a request: no index is a 503, not a long wait."""
         try:
-            return self.kb.search(
-                args["query"],
-                k=args["k"],
-                kind=args["kind"],
-                repo=args["repo"],
-                tags=args["tags"] or None,
-                status=args["status"] or None,
-                mode=args.get("mode", "hybrid"),
-                auto_index=False,
-                since=args.get("since"),
-                until=args.get("until"),
-            )
+            result: SearchResult = self.kb.query(q, auto_index=False)
         except NotIndexed as exc:
             raise Unavailable(str(exc)) from None
-        except ValueError as exc:  # the API's own argument checks
-            raise P.ParamError(str(exc)) from None
+        return result
 
-    def search_json(self, args: dict[str, Any]) -> dict:
-        hits = self.search(args)
-        return {"query": args["query"], "hits": [h.model_dump(mode="json") for h in hits]}
+    def get(self, entry_id: str, section: str | None = None) -> EntryDoc:
+        doc: EntryDoc = self.kb.get(entry_id, section=section)
+        return doc
 
-    def get(self, entry_id: str, section: str | None = None):
-        from kbase.ingest.files import FileProblem
-        from kbase.ingest.markdown import DocumentError
+    def stale(self) -> dict[str, Any]:
+        out: dict[str, Any] = self.kb.stale().model_dump(mode="json")
+        return out
 
-        try:
-            return self.kb.get(entry_id, section=section)
-        except KeyError as exc:
-            raise NotFound(str(exc.args[0]) if exc.args else f"no entry {entry_id!r}") from None
-        except (
-            OSError,
-            FileProblem,
-            DocumentError,
-        ) as exc:  # indexed, but the file went away or no longer reads
-            log.warning("get %s: %s", entry_id, exc)
-            raise NotFound(
-                f"entry {entry_id!r} is indexed but its file cannot be read now; re-index"
-            ) from None
+    def history(self, repo: str, family: str) -> dict[str, Any]:
+        """The JSON of `kbase history --json`."""
+        out: dict[str, Any] = self.kb.history(repo, family).model_dump(mode="json")
+        return out
 
-    def stale(self) -> dict:
-        """Skills that are not verified right now, worst first, with the validators' reasons."""
-        try:
-            from kbase.validators.status import skill_statuses
-        except ImportError:
-            return {
-                "available": False,
-                "message": "the validators are not installed here; no status is known",
-                "skills": [],
-            }
-        try:
-            statuses = skill_statuses(self.kb.root)
-        except FileNotFoundError:
-            statuses = {}
-        order = {"failing": 0, "stale-source": 1, "stale-env": 2, "stale-age": 3, "unverified": 4}
-        rows = [a for a in statuses.values() if a.status != "verified"]
-        rows.sort(key=lambda a: (order.get(a.status, 9), a.skill))
-        counts: dict[str, int] = {}
-        for a in statuses.values():
-            counts[a.status] = counts.get(a.status, 0) + 1
-        return {
-            "available": True,
-            "total": len(statuses),
-            "counts": counts,
-            "skills": [a.model_dump(mode="json") for a in rows],
-        }
-
-    def history(self, repo: str, family: str) -> dict:
-        """The timeline of one kernel family in one archived repo: the JSON of `kbase history --json`."""
-        base = {"repo": repo, "family": family}
-        try:
-            from kbase.ingest.cards import read_families, timeline
-        except ImportError:
-            return {
-                **base,
-                "available": False,
-                "message": "this kbase has no PR-archive module installed",
-                "globs": [],
-                "prs": [],
-            }
-        if not (self.kb.root / "pr_archive").is_dir():
-            return {
-                **base,
-                "available": False,
-                "message": "no PR archive under this root (pr_archive/ is missing)",
-                "globs": [],
-                "prs": [],
-            }
-        if not (self.kb.root / "pr_archive" / repo).is_dir():
-            raise NotFound(f"no archive {repo!r} under pr_archive/")
-        families = read_families(self.kb.root, repo)
-        if family not in families:
-            known = ", ".join(sorted(families)) or "none recorded"
-            raise NotFound(f"unknown family {family!r} for {repo} (known: {known})")
-        rows = timeline(self.kb.root, repo, family, families[family])
-        return {**base, "available": True, "globs": list(families[family]), "prs": rows}
-
-    def health(self) -> dict:
-        from kbase.retrieval.generations import current_id
-
-        return {
-            "ok": self.kb.is_indexed(),
-            "generation": current_id(self.kb.home),
-            "chroma": "server" if self.kb.settings.chroma_url else "embedded",
-            "uptime_s": round(time.time() - self.started, 1),
-        }
+    def health(self) -> dict[str, Any]:
+        out: dict[str, Any] = self.kb.health().model_dump(mode="json")
+        out["uptime_s"] = round(time.time() - self.started, 1)
+        return out
 
 
 # --------------------------------------------------------------------------- compact answers for agents

@@ -1,0 +1,110 @@
+"""Which commits of a range carry history worth a card, from the commit graph alone (no diffs).
+
+The first-parent line of the branch is the spine. A merge on it that names a PR
+("Merge pull request #N") owns everything its second parent brings in: those are the
+PR's own work-in-progress commits and get no card of their own. A merge that names no
+PR ("merge dev to main", "Merge branch 'main' of ...") only transports commits: its
+second parent's first-parent line is walked like the spine, recursively, so the PRs and
+direct pushes behind it get their cards and the merge itself gets none.
+
+Sides are claimed oldest merge first, so a commit reachable from two merges belongs to
+the older one, which is what `git log P1..P2` of each merge would say.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from kbase.ingest import classify
+
+GRAPH_FORMAT = "%H%x1f%P%x1f%s"
+
+
+@dataclass
+class Node:
+    sha: str
+    parents: list[str]
+    subject: str
+    pr: int | None
+    style: str | None  # "merge" | "squash" | None
+
+
+@dataclass
+class Plan:
+    """`mine`: the commits to stream, newest first; `role`: why each commit is (not) mined."""
+
+    order: list[str]  # every commit of the range, newest first (topological)
+    nodes: dict[str, Node]
+    mine: list[str] = field(default_factory=list)
+    role: dict[str, str] = field(default_factory=dict)  # spine | side | pr-internal | transport
+
+    def count(self, role: str) -> int:
+        return sum(1 for r in self.role.values() if r == role)
+
+
+def parse_graph(text: str) -> tuple[list[str], dict[str, Node]]:
+    order: list[str] = []
+    nodes: dict[str, Node] = {}
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        sha, parents, subject = (line.split("\x1f", 2) + ["", ""])[:3]
+        found = classify.pr_number(subject)
+        nodes[sha] = Node(
+            sha=sha,
+            parents=parents.split(),
+            subject=subject,
+            pr=found[0] if found else None,
+            style=found[1] if found else None,
+        )
+        order.append(sha)
+    return order, nodes
+
+
+def plan(order: list[str], nodes: dict[str, Node], head: str) -> Plan:
+    """Decide the role of every commit in the range `order` (newest first) whose tip is `head`."""
+    out = Plan(order=order, nodes=nodes)
+    claimed: dict[str, str] = out.role
+
+    def line(tip: str, role: str) -> None:
+        chain: list[str] = []
+        x: str | None = tip
+        while x is not None and x in nodes and x not in claimed:
+            claimed[x] = role
+            chain.append(x)
+            ps = nodes[x].parents
+            x = ps[0] if ps else None
+        for sha in reversed(chain):  # oldest merge first
+            n = nodes[sha]
+            if len(n.parents) < 2:
+                continue
+            if n.pr is not None:
+                for p in n.parents[1:]:
+                    _claim_all(p, nodes, claimed)
+            else:
+                claimed[sha] = "transport"
+                for p in n.parents[1:]:
+                    line(p, "side")
+
+    line(head, "spine")
+    # commits the walk never reached (a range whose tip is not `head`): mine them as side work
+    for sha in order:
+        claimed.setdefault(sha, "side")
+    out.mine = [s for s in order if claimed[s] in ("spine", "side")]
+    return out
+
+
+def _claim_all(tip: str, nodes: dict[str, Node], claimed: dict[str, str]) -> None:
+    stack = [tip]
+    while stack:
+        x = stack.pop()
+        if x not in nodes or x in claimed:
+            continue
+        claimed[x] = "pr-internal"
+        stack.extend(nodes[x].parents)
+
+
+def read_plan(repo, rev_range: str, head: str) -> Plan:
+    text = repo.git.log("--topo-order", f"--format={GRAPH_FORMAT}", rev_range)
+    order, nodes = parse_graph(text)
+    return plan(order, nodes, head)

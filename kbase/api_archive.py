@@ -1,0 +1,92 @@
+"""The PR-archive part of `KnowledgeBase`: family timelines and mining (a mixin of kbase.api)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from kbase.errors import InvalidArgument, KbaseError, NotFound
+from kbase.schema import HistoryResult
+
+
+class ArchiveAPI:
+    root: Path
+
+    def history(
+        self,
+        repo: str,
+        family: str | None,
+        recipe: str | None = None,
+        paths: list[str] | None = None,
+    ) -> HistoryResult:
+        """The timeline of one kernel family in one archived repo, oldest first.
+
+        `recipe` takes the family's globs from that recipe instead of the last mine. With no
+        pr_archive/ at all the answer says so (`available: false`) rather than failing.
+        `paths` (globs) asks for every PR and direct push touching them, with no family needed.
+        """
+        from kbase.ingest.cards import read_families, timeline
+
+        if not (self.root / "pr_archive").is_dir():
+            return HistoryResult(
+                repo=repo,
+                family=family,
+                available=False,
+                message="no PR archive under this root (pr_archive/ is missing)",
+            )
+        if not (self.root / "pr_archive" / repo).is_dir():
+            raise NotFound(
+                f"no archive {repo!r} under pr_archive/ "
+                f"(run `kbase mine --repo PATH --name {repo}` first)"
+            )
+        if paths:
+            globs = list(paths) + (
+                list(read_families(self.root, repo).get(family, [])) if family else []
+            )
+            rows = timeline(self.root, repo, family, globs)
+            return HistoryResult.model_validate(
+                {"repo": repo, "family": family, "globs": globs, "prs": rows}
+            )
+        if not family:
+            raise InvalidArgument("name a family or give --path GLOB", "family")
+        families = read_families(self.root, repo)
+        if recipe:
+            from kbase.ingest.recipes import find_recipe, load_recipe_file
+
+            families = load_recipe_file(find_recipe(recipe, self.root), self.root).families
+        if family not in families:
+            known = ", ".join(sorted(families)) or "none recorded; mine with a recipe"
+            raise NotFound(f"unknown family {family!r} for {repo} (known: {known})")
+        rows = timeline(self.root, repo, family, families[family])
+        return HistoryResult.model_validate(
+            {"repo": repo, "family": family, "globs": list(families[family]), "prs": rows}
+        )
+
+    def mine(
+        self,
+        repo_path: str,
+        name: str,
+        recipe: str | None = None,
+        since: str | None = None,
+        full: bool = False,
+        progress: Callable[[int, int], None] | None = None,
+    ) -> Any:
+        """Mine a clone's first-parent history into pr_archive/<name>/; returns a MineReport."""
+        if since and full:
+            raise InvalidArgument("--since and --full cannot be used together", "since")
+        from kbase.ingest.recipes import resolve_recipe
+
+        try:
+            rec = resolve_recipe(recipe, name, self.root)
+        except ValueError as exc:  # a name that is not kebab-case
+            raise InvalidArgument(f"--name {name!r}: {exc}", "name") from None
+        try:
+            import git  # noqa: F401  (gitpython drives the repository; checked for a clear message)
+        except ImportError as exc:
+            raise KbaseError(
+                f"mining needs gitpython ({exc}); install it with `pip install gitpython`"
+            ) from None
+        from kbase.ingest.mining import mine as run_mine
+
+        return run_mine(repo_path, self.root, rec, since=since, full=full, progress=progress)

@@ -1,0 +1,249 @@
+"""The validators' part of `KnowledgeBase`: lint, verify, audit, check, new, merge-ledger.
+
+A mixin of kbase.api.KnowledgeBase, so the CLI reaches the validators only through the façade.
+Progress is reported through callbacks (`on_plan(total_runs)`, `on_done(outcome)`); printing is
+the adapter's business.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kbase.closed_sets import BAD_VERDICTS, FAIL_LEVELS, TIER_CHOICES
+from kbase.errors import InvalidArgument
+from kbase.schema import Problem
+
+OnDone = Callable[[Any], None]
+OnPlan = Callable[[int], None]
+
+
+@dataclass
+class LintReport:
+    checked: int
+    problems: list[Problem]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"checked": self.checked, "problems": [p.model_dump() for p in self.problems]}
+
+
+@dataclass
+class RunReport:
+    """What verify, check and audit ran and found. `outcomes` are validators.runner.RunOutcome."""
+
+    outcomes: list[Any] = field(default_factory=list)
+    problems: list[Problem] = field(default_factory=list)
+    skill_paths: dict[str, str] = field(default_factory=dict)
+    recorded: int = 0
+    isolation_note: str | None = None
+    ran: bool = True
+    base: str | None = None  # check --changed: the revision diffed against
+    judgements: list[dict[str, Any]] = field(default_factory=list)  # audit only
+    exit_code: int = 0
+
+    @property
+    def failed(self) -> bool:
+        return bool(self.problems) or any(o.verdict in BAD_VERDICTS for o in self.outcomes)
+
+    def results(self) -> list[dict[str, Any]]:
+        return [o.result_dict() for o in self.outcomes]
+
+    def problem_dicts(self) -> list[dict[str, Any]]:
+        return [p.model_dump() for p in self.problems]
+
+
+@dataclass
+class RunOptions:
+    tier: str = "auto"
+    workers: int = 1
+    timeout_s: int | None = None
+    memory_mb: int | None = None
+    isolate: bool = True
+
+    def __post_init__(self) -> None:
+        if self.tier not in TIER_CHOICES:
+            raise InvalidArgument(
+                f"--tier must be one of {', '.join(TIER_CHOICES)}, not {self.tier!r}", "tier"
+            )
+
+
+def _write_junit(rep: RunReport, path: Path | None, suite: str) -> None:
+    if path is None:
+        return
+    from kbase.validators.report import junit_xml
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(junit_xml(rep.outcomes, rep.problems, rep.skill_paths, suite), encoding="utf-8")
+
+
+class ValidateAPI:
+    root: Path
+
+    # ------------------------------------------------------------------ lint
+    def lint(self, paths: Sequence[Path] | None = None) -> LintReport:
+        """Every problem in the given SKILL.md files or skill folders (default: all skills)."""
+        from kbase.ingest.skills import find_skill_files, lint_paths
+
+        targets = [Path(p).resolve() for p in paths] if paths else find_skill_files(self.root)
+        return LintReport(checked=len(targets), problems=lint_paths(targets, self.root))
+
+    # ------------------------------------------------------------------ runs
+    def _settings(self, opts: RunOptions) -> Any:
+        from kbase.validators.runner import RunSettings
+
+        return RunSettings(
+            tier=opts.tier,
+            workers=opts.workers,
+            timeout_s=opts.timeout_s,
+            memory_mb=opts.memory_mb,
+            unsafe_no_sandbox=not opts.isolate,
+            root=self.root,
+        )
+
+    def _plan(self, skills: list[Any], tier: str, on_plan: OnPlan | None) -> None:
+        from kbase.validators.runner import plan_skill
+
+        if on_plan:
+            on_plan(sum(len(plan_skill(s, tier)) for s in skills))
+
+    def verify(
+        self,
+        names: Sequence[str] | None = None,
+        opts: RunOptions | None = None,
+        *,
+        record: bool = True,
+        junit: Path | None = None,
+        on_plan: OnPlan | None = None,
+        on_done: OnDone | None = None,
+    ) -> RunReport:
+        """Run skills' snippets in the sandbox; with `record`, each run goes to the ledger."""
+        from kbase.validators.audit import Recorder
+        from kbase.validators.runner import isolation_note, verify_skills
+        from kbase.validators.select import load_skills
+
+        opts = opts or RunOptions()
+        skills, problems = load_skills(self.root, names)
+        settings = self._settings(opts)
+        self._plan(skills, opts.tier, on_plan)
+        recorder = Recorder(self.root, on_done) if record else None
+        outcomes = verify_skills(skills, settings, recorder or on_done)
+        rep = RunReport(
+            outcomes=outcomes,
+            problems=problems,
+            skill_paths={s.name: s.path for s in skills},
+            recorded=recorder.count if recorder else 0,
+            isolation_note=isolation_note(settings, outcomes),
+        )
+        _write_junit(rep, junit, "kbase-verify")
+        return rep
+
+    def audit(
+        self,
+        names: Sequence[str] | None = None,
+        opts: RunOptions | None = None,
+        *,
+        run: bool = True,
+        fail_on: str = "failing",
+        junit: Path | None = None,
+        markdown: Path | None = None,
+        html: Path | None = None,
+        on_plan: OnPlan | None = None,
+        on_done: OnDone | None = None,
+    ) -> RunReport:
+        """Run what this machine can, append to the ledger, judge every skill, write reports."""
+        from kbase.validators.audit import exit_code, run_audit, write_reports
+        from kbase.validators.ledger import read_ledger
+        from kbase.validators.select import load_skills
+
+        if fail_on not in FAIL_LEVELS:
+            raise InvalidArgument(
+                f"--fail-on must be one of {', '.join(FAIL_LEVELS)}, not {fail_on!r}", "fail_on"
+            )
+        opts = opts or RunOptions()
+        read_ledger(self.root, strict=True)  # a corrupt ledger is reported before any work
+        skills, problems = load_skills(self.root, names)
+        settings = self._settings(opts)
+        if run:
+            self._plan(skills, opts.tier, on_plan)
+        result = run_audit(self.root, skills, problems, settings, run=run, on_done=on_done)
+        write_reports(self.root, result, skills, junit=junit, markdown=markdown, html=html)
+        return RunReport(
+            outcomes=result.outcomes,
+            problems=problems,
+            skill_paths=result.skill_paths,
+            recorded=result.recorded,
+            isolation_note=result.isolation_note,
+            ran=run,
+            judgements=result.judgements,
+            exit_code=exit_code(result, fail_on),
+        )
+
+    def check(
+        self,
+        names: Sequence[str] | None = None,
+        *,
+        changed: bool = False,
+        base: str | None = None,
+        opts: RunOptions | None = None,
+        record: bool = False,
+        junit: Path | None = None,
+        on_plan: OnPlan | None = None,
+        on_done: OnDone | None = None,
+    ) -> RunReport:
+        """Lint and verify the named skills, plus (with `changed`) those changed since `base`."""
+        from kbase.ingest.skills import lint_paths
+        from kbase.validators.audit import Recorder
+        from kbase.validators.changes import changed_skills
+        from kbase.validators.runner import verify_skills
+        from kbase.validators.select import load_skills, skill_file
+
+        opts = opts or RunOptions()
+        refs = list(names or [])
+        used_base = None
+        if changed:
+            found, used_base = changed_skills(self.root, base)
+            refs += [n for n in found if n not in refs]
+        elif not refs:
+            raise InvalidArgument("name skills to check, or pass --changed", "names")
+        if not refs:
+            return RunReport(base=used_base, ran=False)
+        files = [skill_file(self.root, ref) for ref in refs]
+        problems = lint_paths(files, self.root)
+        skills, _ = load_skills(self.root, [str(f) for f in files])
+        settings = self._settings(opts)
+        self._plan(skills, opts.tier, on_plan)
+        done = Recorder(self.root, on_done) if record else on_done
+        outcomes = verify_skills(skills, settings, done)
+        rep = RunReport(
+            outcomes=outcomes,
+            problems=problems,
+            skill_paths={s.name: s.path for s in skills},
+            recorded=done.count if isinstance(done, Recorder) else 0,
+            base=used_base,
+        )
+        _write_junit(rep, junit, "kbase-check")
+        return rep
+
+    # ------------------------------------------------------------------ files
+    def new_skill(self, name: str, force: bool = False) -> Path:
+        """Scaffold skills/NAME/SKILL.md; returns its path relative to the root."""
+        from kbase.validators.scaffold import new_skill
+
+        return new_skill(self.root, name, force=force).relative_to(self.root)
+
+    def merge_ledger(self, other: Path) -> tuple[int, int]:
+        """Append the runs `other` recorded that this ledger lacks: (added, already present)."""
+        from kbase.errors import NotFound
+        from kbase.validators.ledger import merge_ledger
+
+        if not Path(other).is_file():
+            raise NotFound(f"{other}: no such file")
+        return merge_ledger(self.root, Path(other))
+
+    def export(self, dest: Path, **kw: Any) -> Any:
+        """Agent-Skills folders under dest (kbase.serve.export.export_agent_skills)."""
+        from kbase.serve.export import export_agent_skills
+
+        return export_agent_skills(self.root, dest, **kw)

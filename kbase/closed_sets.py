@@ -1,0 +1,200 @@
+"""Every closed set kbase knows, each defined once with its behaviour beside it.
+
+Tiers, verdicts, skill statuses (with the one severity order), search modes, entry kinds and the
+failure levels of `kbase audit --fail-on`. Reports, rules, the runner, export and the adapters
+read these tables; none of them spells a member out again. Adding a member is an edit here
+(plus, for a tier, whatever new machine requirement it brings: validators/tiers.py).
+
+Tag keys are the fields of `kbase.schema.Tags` (`TAG_KEYS` there); their values are in
+kbase/data/vocab.yaml.
+This module imports nothing from kbase, so every layer may import it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal, get_args
+
+# --------------------------------------------------------------------------- verification tiers
+
+Tier = Literal["cpu-interpret", "cpu-compile", "gpu"]
+
+
+@dataclass(frozen=True)
+class TierSpec:
+    name: str
+    summary: str
+    # what the machine needs, any one of these (probes in validators/tiers.py: REQUIREMENTS)
+    needs_any: tuple[str, ...]
+    # how the runner runs it
+    env: dict[str, str] = field(default_factory=dict)  # extra environment for the snippet
+    sees_gpu: bool = False  # False: CUDA_VISIBLE_DEVICES="" and the fingerprint omits the GPU
+    python_only: bool = False  # only Python snippets run here (no nvcc step)
+    cuda_runs_binary: bool = False  # CUDA snippets: build and run (True) or compile only (False)
+    exclusive: bool = False  # runs take turns even with -j N (timings on a shared device lie)
+    memory_kind: Literal["as", "data"] = "as"  # which rlimit caps memory (CUDA maps huge VA)
+    default_memory_mb: int = 8192
+    # how reports show it
+    colour: str = "#5b6672"
+
+
+TIER_SPECS: dict[str, TierSpec] = {
+    s.name: s
+    for s in (
+        TierSpec(
+            name="cpu-interpret",
+            summary="Triton's interpreter on the CPU: semantics, no GPU, no compiler",
+            needs_any=("triton",),
+            env={"TRITON_INTERPRET": "1"},
+            python_only=True,
+            colour="#3b7dd8",
+        ),
+        TierSpec(
+            name="cpu-compile",
+            summary="compile for a GPU target without one: Triton/nvcc codegen, ptxas resources",
+            needs_any=("triton", "nvcc"),
+            colour="#8a5cd6",
+        ),
+        TierSpec(
+            name="gpu",
+            summary="run on an NVIDIA GPU: numbers, timings, hardware behaviour",
+            needs_any=("gpu",),
+            sees_gpu=True,
+            cuda_runs_binary=True,
+            exclusive=True,
+            memory_kind="data",
+            default_memory_mb=32768,
+            colour="#2e9b4f",
+        ),
+    )
+}
+TIERS: tuple[str, ...] = get_args(Tier)
+TIER_CHOICES: tuple[str, ...] = ("auto", *TIERS)
+assert tuple(TIER_SPECS) == TIERS, "TIER_SPECS and Tier must list the same tiers, in order"
+
+# --------------------------------------------------------------------------- verdicts of one run
+
+Verdict = Literal["pass", "fail", "skip", "error", "timeout", "killed"]
+
+
+@dataclass(frozen=True)
+class VerdictSpec:
+    name: str
+    bad: bool  # the run failed: the skill is failing, the command exits 1
+    colour: str  # HTML
+    style: str  # rich (terminal)
+    junit: Literal["pass", "skipped", "failure", "error"]
+
+
+VERDICT_SPECS: dict[str, VerdictSpec] = {
+    s.name: s
+    for s in (
+        VerdictSpec("pass", False, "#2e9b4f", "green", "pass"),
+        VerdictSpec("fail", True, "#d64545", "red", "failure"),
+        VerdictSpec("skip", False, "#9aa3ad", "dim", "skipped"),
+        VerdictSpec("error", True, "#b03a8a", "magenta", "error"),
+        VerdictSpec("timeout", True, "#e08a1e", "yellow", "error"),
+        VerdictSpec("killed", True, "#8b1e1e", "red bold", "error"),
+    )
+}
+VERDICTS: tuple[str, ...] = get_args(Verdict)
+BAD_VERDICTS: frozenset[str] = frozenset(v for v, s in VERDICT_SPECS.items() if s.bad)
+assert tuple(VERDICT_SPECS) == VERDICTS
+
+# --------------------------------------------------------------------------- skill statuses
+
+SkillStatus = Literal["failing", "unverified", "stale-source", "stale-env", "stale-age", "verified"]
+# A PR card is a fact read from git, not a claim to verify: its status is always "mined".
+EntryStatus = Literal[
+    "failing", "unverified", "stale-source", "stale-env", "stale-age", "verified", "mined", "draft"
+]
+PR_STATUS = "mined"
+# A skill proposed from experience under skills/_drafts/ (kbase/drafts.py): unreviewed, so it is
+# "draft" whatever the ledger says, until a person moves it to skills/<name>/.
+DRAFT_STATUS = "draft"
+
+
+@dataclass(frozen=True)
+class StatusSpec:
+    name: str
+    meaning: str
+    colour: str  # HTML
+    style: str  # rich
+    icon: str  # Markdown
+    stale: bool = False  # one of the stale-* family (`--fail-on stale`)
+    demoted: bool = False  # ranked below healthy entries in search results
+
+
+# THE severity order, worst first: rules pick the first status that has a reason, `stale`
+# lists worst first, reports sort by it.
+STATUS_SPECS: dict[str, StatusSpec] = {
+    s.name: s
+    for s in (
+        StatusSpec(
+            "failing",
+            "the latest run on some environment failed",
+            "#d64545",
+            "red",
+            "❌",
+            demoted=True,
+        ),
+        StatusSpec("unverified", "never passed with the current snippet", "#9aa3ad", "dim", "⚪"),
+        StatusSpec(
+            "stale-source",
+            "a watched upstream path changed after the last pass",
+            "#8a5cd6",
+            "magenta",
+            "📝",
+            stale=True,
+        ),
+        StatusSpec(
+            "stale-env",
+            "no pass on the environment asked about",
+            "#3b7dd8",
+            "blue",
+            "🔄",
+            stale=True,
+        ),
+        StatusSpec(
+            "stale-age",
+            "last pass or human audit is too old",
+            "#e0b01e",
+            "yellow",
+            "🕒",
+            stale=True,
+        ),
+        StatusSpec("verified", "passed recently, nothing outdates it", "#2e9b4f", "green", "✅"),
+    )
+}
+STATUS_ORDER: tuple[str, ...] = get_args(SkillStatus)
+ENTRY_STATUSES: tuple[str, ...] = get_args(EntryStatus)
+assert tuple(STATUS_SPECS) == STATUS_ORDER
+
+
+def severity(status: str) -> int:
+    """0 for the worst status; unknown statuses sort last."""
+    return STATUS_ORDER.index(status) if status in STATUS_ORDER else len(STATUS_ORDER)
+
+
+# `kbase audit --fail-on LEVEL`: the statuses that make the audit exit 1.
+FAIL_LEVELS: dict[str, frozenset[str]] = {
+    "failing": frozenset({"failing"}),
+    "unverified": frozenset({"failing", "unverified"}),
+    "stale": frozenset({"failing", "unverified"} | {n for n, s in STATUS_SPECS.items() if s.stale}),
+    "never": frozenset(),
+}
+
+# --------------------------------------------------------------------------- search
+
+Mode = Literal["hybrid", "bm25", "dense"]
+MODE_HELP: dict[str, str] = {
+    "hybrid": "BM25 and dense ranks fused (the default)",
+    "bm25": "lexical only: exact identifiers and error strings",
+    "dense": "embeddings only: paraphrases",
+}
+MODES: tuple[str, ...] = get_args(Mode)
+assert tuple(MODE_HELP) == MODES
+
+EntryKind = Literal["skill", "pr"]
+KINDS: tuple[str, ...] = get_args(EntryKind)
+KIND_ALIASES: dict[str, str] = {"skills": "skill", "prs": "pr", "pull-request": "pr", "card": "pr"}

@@ -1,0 +1,214 @@
+"""Draft skills proposed from experience: `skills/_drafts/<name>/SKILL.md`.
+
+An agent that just solved a kernel problem proposes what it learned (title, the symptom or the
+literal error text, the cause, the fix, optionally a snippet). The draft is a complete SKILL.md
+that passes lint, is indexed and searchable with status `draft`, and stays `draft` whatever the
+ledger says: becoming `verified` takes a person's review (moving the folder to `skills/<name>/`
+in a reviewed change) and then a passing sandboxed run of its snippet. Without a snippet the
+draft gets one that exits 77 (skipped), which can never count as a pass.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from dataclasses import dataclass
+from datetime import date
+from pathlib import Path
+
+import yaml
+
+from kbase.errors import InvalidArgument
+
+DRAFTS = Path("skills") / "_drafts"
+DRAFT_STATUS = "draft"
+LIMITS = {"title": 120, "symptom": 2000, "cause": 2000, "fix": 2000, "snippet": 20_000}
+MAX_TAGS = 8
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+_NAME_OK = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
+# Numbers in prose must be backed by a claim (kbase lint); a proposer's numbers are quoted as code
+# instead, which is what they are until a reviewer turns them into claims.
+_NUMBERY = re.compile(r"(?<![`\w])([\w.:/=<>+*-]*\d[\w.:/=<>+*-]*)(?![`\w])")
+
+SKIP_SNIPPET = (
+    "# No check was proposed with this draft: a reviewer writes one before it can be verified.\n"
+    'print("draft: no verification snippet yet")\n'
+    "raise SystemExit(77)  # skip: never a pass\n"
+)
+
+
+class DraftError(InvalidArgument):
+    """A proposal that cannot be written; the message names the field."""
+
+
+@dataclass
+class Draft:
+    name: str
+    path: str  # relative to the root
+    lint_problems: list[str]
+
+    def as_dict(self) -> dict:
+        return {"name": self.name, "path": self.path, "status": DRAFT_STATUS}
+
+
+def is_draft_path(path: str) -> bool:
+    return path.replace("\\", "/").startswith(DRAFTS.as_posix() + "/")
+
+
+def find_draft_files(root: Path) -> list[Path]:
+    base = Path(root) / DRAFTS
+    if not base.is_dir():
+        return []
+    return sorted(
+        p / "SKILL.md" for p in base.iterdir() if p.is_dir() and (p / "SKILL.md").exists()
+    )
+
+
+def _text(field: str, v: object, required: bool = True) -> str:
+    if v is None or (isinstance(v, str) and not v.strip()):
+        if required:
+            raise DraftError(f"{field} is required")
+        return ""
+    if not isinstance(v, str):
+        raise DraftError(f"{field} must be a string, got {type(v).__name__}")
+    v = unicodedata.normalize("NFC", v.replace("\r\n", "\n")).strip()
+    if len(v) > LIMITS[field]:
+        raise DraftError(f"{field} is {len(v)} characters long; the limit is {LIMITS[field]}")
+    if _CONTROL.search(v):
+        raise DraftError(f"{field} contains control characters")
+    if field != "snippet" and "```" in v:
+        raise DraftError(f"{field} may not contain a code fence (```); pass code as the snippet")
+    if field == "title" and "\n" in v:
+        raise DraftError("title must be one line")
+    return v
+
+
+def slug(title: str) -> str:
+    ascii_ = unicodedata.normalize("NFKD", title).encode("ascii", "ignore").decode()
+    words = re.findall(r"[a-z0-9]+", ascii_.lower())
+    out: list[str] = []
+    for w in words:  # whole words only, at most 48 characters
+        if len("-".join([*out, w])) > 48:
+            break
+        out.append(w)
+    return "-".join(out) or "proposal"
+
+
+def _quote_numbers(s: str) -> str:
+    """One line of prose with every number-bearing token set as code (see _NUMBERY)."""
+    s = re.sub(r"\s+", " ", s).strip()
+    parts = re.split(r"(`[^`]*`)", s)  # leave existing code spans alone
+    return "".join(p if p.startswith("`") else _NUMBERY.sub(r"`\1`", p) for p in parts)
+
+
+def _render(
+    name: str, title: str, symptom: str, cause: str, fix: str, snippet: str, tags: dict, today: date
+) -> str:
+    lines = [ln for ln in symptom.splitlines() if ln.strip()]
+    fm = {
+        "name": name,
+        "description": _quote_numbers(f"Draft from experience: {title}. Fix: {fix}")[:1000],
+        "trigger": [_quote_numbers(ln)[:300] for ln in lines[:5]] or [_quote_numbers(title)],
+        "steps": [_quote_numbers(fix)],
+        "failure_modes": [
+            {
+                "symptom": _quote_numbers(lines[0] if lines else title),
+                "cause": _quote_numbers(cause),
+                "fix": _quote_numbers(fix),
+            }
+        ],
+        "verification": {
+            "tiers": ["cpu-interpret"],
+            "timeout_s": 120,
+            "asserts": "unreviewed: what the proposer's snippet checks, if it has one",
+        },
+        "audit": {"date": today.isoformat(), "by": "kbase propose (unreviewed draft)"},
+        "tags": tags,
+    }
+    head = yaml.safe_dump(fm, sort_keys=False, allow_unicode=True, width=100)
+    body = [
+        f"# {title}",
+        "",
+        "Proposed from an agent's or engineer's experience; not reviewed, not verified.",
+        "",
+        "## Symptom",
+        "",
+        "```text",
+        symptom,
+        "```",
+        "",
+        "## Cause",
+        "",
+        _quote_numbers(cause),
+        "",
+        "## Fix",
+        "",
+        _quote_numbers(fix),
+        "",
+        "## Verification",
+        "",
+        "```python verify",
+        (snippet or SKIP_SNIPPET).rstrip("\n"),
+        "```",
+        "",
+    ]
+    return "---\n" + head + "---\n" + "\n".join(body)
+
+
+def propose(
+    root: Path,
+    title: str,
+    symptom: str,
+    cause: str,
+    fix: str,
+    snippet: str | None = None,
+    tags: dict[str, list[str]] | None = None,
+    name: str | None = None,
+    known_ids: set[str] | None = None,
+    today: date | None = None,
+) -> Draft:
+    """Write a new draft; refuses a name already used by a skill or a draft."""
+    from kbase.ingest.skills import lint_paths
+    from kbase.schema import Tags
+
+    title = _text("title", title)
+    symptom = _text("symptom", symptom)
+    cause = _text("cause", cause)
+    fix = _text("fix", fix)
+    code = _text("snippet", snippet, required=False)
+    if name is None:
+        name = slug(title)
+    if not isinstance(name, str) or not _NAME_OK.match(name) or len(name) > 64:
+        raise DraftError(f"name {str(name)[:80]!r} must be kebab-case, at most 64 characters")
+    try:
+        tag_model = Tags(**(tags or {}))
+    except Exception as exc:  # pydantic names the key and the value
+        raise DraftError(f"tags: {exc}") from None
+    if sum(len(v) for v in tag_model.model_dump().values()) > MAX_TAGS:
+        raise DraftError(f"at most {MAX_TAGS} tag values")
+    root = Path(root)
+    if (root / "skills" / name).exists() or (known_ids is not None and name in known_ids):
+        raise DraftError(f"a skill named {name!r} exists already; pass another name")
+    folder = root / DRAFTS / name
+    if folder.exists():
+        raise DraftError(f"a draft named {name!r} exists already ({folder.relative_to(root)})")
+    text = _render(
+        name,
+        title,
+        symptom,
+        cause,
+        fix,
+        code,
+        {k: v for k, v in tag_model.model_dump().items() if v},
+        today or date.today(),
+    )
+    folder.mkdir(parents=True)
+    f = folder / "SKILL.md"
+    f.write_text(text, encoding="utf-8")
+    problems = [str(p) for p in lint_paths([f], root)]
+    if problems:
+        # Never leave a draft that does not lint: the proposer gets the problems instead.
+        f.unlink()
+        folder.rmdir()
+        raise DraftError("the draft does not pass lint: " + "; ".join(problems[:5]))
+    return Draft(name=name, path=f.relative_to(root).as_posix(), lint_problems=[])

@@ -1,0 +1,226 @@
+"""Transport guards for the HTTP servers (`kbase serve`, `kbase mcp --http`).
+
+`Guard` is plain ASGI middleware in front of the app. It
+- answers 421 when the Host header is not one this server answers to and 403 when a browser
+  Origin is not allowed (a DNS-rebinding page cannot reach a server bound to loopback);
+- reads the whole request body itself, counting bytes as they arrive, so a chunked upload is cut
+  off at `max_body` like one with a Content-Length (413), and within `body_timeout` seconds (408);
+- refuses a query string or a JSON body that is not valid UTF-8, or whose JSON holds a lone
+  surrogate escape such as "\\ud800", with 400 before any handler sees it.
+
+`GuardedH11Protocol` closes a connection whose request headers do not arrive within
+`header_timeout` seconds (uvicorn has an idle keep-alive timeout but none for a slow header).
+Every refusal is `{"error": {"status", "message"}}`, like the API's own errors.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Awaitable, Callable, Iterable
+from typing import Any
+from urllib.parse import unquote_to_bytes
+
+log = logging.getLogger("kbase.serve.guard")
+
+Scope = dict[str, Any]
+Message = dict[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+
+MAX_BODY_BYTES = 64 * 1024
+BODY_TIMEOUT_S = 10.0
+HEADER_TIMEOUT_S = 10.0
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
+
+
+def allowed_hosts(bind_host: str = "127.0.0.1", extra: Iterable[str] = ()) -> set[str]:
+    """Host names (ports do not matter) a server bound to bind_host answers to.
+
+    Loopback names always; the bind address when it is a specific one; plus `extra`, e.g. the
+    name a reverse proxy forwards (`KBASE_ALLOWED_HOSTS=kbase.internal,10.0.0.5`).
+    """
+    names = set(LOOPBACK)
+    if bind_host not in ("0.0.0.0", "::", ""):
+        names.add(bind_host.strip("[]").lower())
+    names |= {h.strip().strip("[]").lower() for h in extra if h.strip()}
+    return names
+
+
+def env_hosts() -> list[str]:
+    import os
+
+    return [h for h in os.environ.get("KBASE_ALLOWED_HOSTS", "").split(",") if h.strip()]
+
+
+def _hostname(value: str) -> str | None:
+    """The name in a Host header or an Origin URL, lower-case, without port or brackets."""
+    v = value.strip().lower()
+    if "://" in v:
+        v = v.split("://", 1)[1]
+    v = v.split("/", 1)[0]
+    if v.startswith("["):
+        end = v.find("]")
+        return v[1:end] if end > 0 else None
+    name, _, port = v.partition(":")
+    if port and not port.isdigit():
+        return None
+    return name or None
+
+
+async def _respond(send: Send, status: int, message: str) -> None:
+    body = json.dumps({"error": {"status": status, "message": message}}).encode()
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(body)).encode()),
+                (b"connection", b"close"),
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})
+
+
+def _reject_surrogates(obj: Any) -> None:
+    if isinstance(obj, str):
+        obj.encode("utf-8")  # a lone surrogate raises UnicodeEncodeError
+    elif isinstance(obj, dict):
+        for k, v in obj.items():
+            _reject_surrogates(k)
+            _reject_surrogates(v)
+    elif isinstance(obj, list):
+        for v in obj:
+            _reject_surrogates(v)
+
+
+class Guard:
+    def __init__(
+        self,
+        app,
+        hosts: set[str] | None = None,
+        max_body: int = MAX_BODY_BYTES,
+        body_timeout: float = BODY_TIMEOUT_S,
+        check_json: bool = True,
+    ):
+        self.app = app
+        self.hosts = {h.lower() for h in (hosts if hosts is not None else allowed_hosts())}
+        self.max_body = max_body
+        self.body_timeout = body_timeout
+        self.check_json = check_json
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+        host = headers.get("host", "")
+        if _hostname(host) not in self.hosts:
+            log.info("refused Host %r", host[:100])
+            await _respond(send, 421, "this server does not answer to that Host header")
+            return
+        origin = headers.get("origin")
+        if origin is not None and _hostname(origin) not in self.hosts:
+            log.info("refused Origin %r", origin[:100])
+            await _respond(send, 403, "cross-origin requests from that Origin are not allowed")
+            return
+        try:
+            unquote_to_bytes(scope.get("query_string", b"").decode("latin-1")).decode("utf-8")
+        except UnicodeDecodeError:
+            await _respond(send, 400, "the query string is not valid UTF-8")
+            return
+        size = headers.get("content-length")
+        if size is not None and (not size.isdigit() or int(size) > self.max_body):
+            await _respond(send, 413, f"request body larger than {self.max_body} bytes")
+            return
+        body, problem = await self._read_body(receive)
+        if problem is not None:
+            await _respond(send, *problem)
+            return
+        if body and self.check_json and "json" in headers.get("content-type", ""):
+            try:
+                _reject_surrogates(json.loads(body.decode("utf-8")))
+            except UnicodeError:
+                await _respond(send, 400, "the body is not valid UTF-8 (or has a lone surrogate)")
+                return
+            except ValueError:
+                pass  # not JSON at all: the app's own validation answers that
+        await self.app(scope, _replay(body, receive), send)
+
+    async def _read_body(self, receive: Receive) -> tuple[bytes, tuple[int, str] | None]:
+        import anyio
+
+        chunks: list[bytes] = []
+        total = 0
+        try:
+            with anyio.fail_after(self.body_timeout):
+                while True:
+                    msg = await receive()
+                    if msg["type"] == "http.disconnect":
+                        return b"", (400, "client disconnected")
+                    chunk = msg.get("body", b"")
+                    total += len(chunk)
+                    if total > self.max_body:
+                        return b"", (413, f"request body larger than {self.max_body} bytes")
+                    chunks.append(chunk)
+                    if not msg.get("more_body", False):
+                        return b"".join(chunks), None
+        except TimeoutError:
+            return b"", (408, f"the request body did not arrive within {self.body_timeout:g} s")
+
+
+def _replay(body: bytes, receive: Receive) -> Receive:
+    sent = False
+
+    async def replay() -> Message:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()  # later calls wait for the disconnect, as the server would give
+
+    return replay
+
+
+def guarded_protocol(header_timeout: float = HEADER_TIMEOUT_S):
+    """uvicorn's h11 protocol, closing connections whose request headers are too slow."""
+    import h11
+    from uvicorn.protocols.http.h11_impl import H11Protocol
+
+    class GuardedH11Protocol(H11Protocol):
+        _header_timer = None
+
+        def connection_made(self, transport) -> None:  # type: ignore[override]
+            super().connection_made(transport)
+            self._arm()
+
+        def data_received(self, data: bytes) -> None:
+            super().data_received(data)
+            if self.conn.their_state is h11.IDLE:
+                self._arm()  # a new request is starting: its headers get the same deadline
+            else:
+                self._disarm()
+
+        def connection_lost(self, exc) -> None:
+            self._disarm()
+            super().connection_lost(exc)
+
+        def _arm(self) -> None:
+            if self._header_timer is None:
+                self._header_timer = self.loop.call_later(header_timeout, self._headers_late)
+
+        def _disarm(self) -> None:
+            if self._header_timer is not None:
+                self._header_timer.cancel()
+                self._header_timer = None
+
+        def _headers_late(self) -> None:
+            self._header_timer = None
+            if self.conn.their_state is h11.IDLE and not self.transport.is_closing():
+                if self.cycle is None or self.cycle.response_complete:
+                    log.info("closed a connection whose request headers were too slow")
+                    self.transport.close()
+
+    return GuardedH11Protocol
