@@ -1,4 +1,5 @@
-"""Benchmark the validators: full CPU-tier audit wall time with 1 and 2 workers, and per-snippet overhead.
+"""Benchmark the validators: full CPU-tier audit wall time with 1 and 2 workers, and per-snippet
+overhead.
 
     python bench/bench_audit.py [--root .] [--workers 1 2] [--empty-runs 10] [--skip-audit]
 
@@ -73,7 +74,7 @@ def bench_empty(runs: int, isolate: bool) -> dict:
         path.parent.mkdir(parents=True)
         path.write_text(EMPTY_SKILL)
         skill = load_skill(path, Path(tmp))
-        settings = RunSettings(tier="cpu-interpret", root=Path(tmp), isolate=isolate)
+        settings = RunSettings(tier="cpu-interpret", root=Path(tmp), unsafe_no_sandbox=not isolate)
         times = []
         for _ in range(runs):
             t0 = time.perf_counter()
@@ -140,7 +141,7 @@ def main() -> int:
         table.add_column(col)
     for e in result["empty"]:
         table.add_row(
-            f"empty snippet, {'unshare -rn' if e['isolate'] else 'no namespace'}",
+            f"empty snippet, {'bubblewrap sandbox' if e['isolate'] else '--unsafe-no-sandbox'}",
             f"{e['median_ms']} ms median",
             f"min {e['min_ms']} / max {e['max_ms']} ms over {e['runs']} runs",
         )

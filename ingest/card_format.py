@@ -1,14 +1,23 @@
-"""The text of a PR card: YAML front-matter (a schema.PRCard), a generated body, and a human Notes section.
+"""The text of a PR card: YAML front-matter (a schema.PRCard), a generated body, human Notes.
 
-Layout of pr_archive/<name>/<N>.md:
+Layout of pr_archive/<name>/<N>.md (commit-<short sha>.md for a direct push, `pr: null`):
 
     ---
-    <front-matter: repo, pr, url, sha, date, title, families, files, totals, categories, reverts, tags>
+    <front-matter: repo, pr, [kind], url, sha, date, title, families, files, totals,
+     categories, reverts, tags, then the optional reverts_commit, description, key_diff,
+     reverted_by, co_authors, issues, numbers, touched, also>
     ---
     # <title>
     ## Summary      generated from the front-matter facts by `summary_text`
+    ## Description  the cleaned commit body (PR description), when there is one
+    ## Touched      ranked symbols: every kernel, then up to TOUCHED_LIMIT others
+    ## Key diff     at most 20 lines of the most significant hunks
+    ## Links        PR, commit, issues, co-authors, reverts, numbers
     ## Files        generated
     ## Notes        written by people; re-mining copies it over byte for byte
+
+Each generated section is a `## ` heading followed by plain text, so `section()` reads any of
+them back (retrieval indexes Summary, Description, Files and Notes).
 
 Everything above `## Notes` belongs to the miner and is rewritten on every mine.
 """
@@ -21,6 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import yaml
+from kbase.ingest.safe_yaml import MAX_DEPTH, too_deep_line
 
 from kbase.errors import KbaseError
 from kbase.schema import PRCard
@@ -71,7 +81,12 @@ def split_card(text: str) -> CardText:
     try:
         meta = fast_meta(yaml_text)
         if meta is None:
+            deep = too_deep_line(yaml_text)  # libyaml would overflow the C stack first
+            if deep is not None:
+                raise CardError(f"YAML nests deeper than {MAX_DEPTH} levels", deep + 2)
             meta = yaml.load(yaml_text, Loader=_Loader)
+    except RecursionError:  # thousands of nested brackets: reject the card, not the index run
+        raise CardError("malformed YAML: nested too deeply", 2) from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         raise CardError(
@@ -209,6 +224,8 @@ def existing_notes(text: str) -> str:
 def card_meta(card: PRCard) -> dict[str, Any]:
     """Front-matter as an ordered mapping; empty optional keys are left out to keep cards short."""
     d: dict[str, Any] = {"repo": card.repo, "pr": card.pr}
+    if card.kind != "pr":
+        d["kind"] = card.kind
     if card.url:
         d["url"] = card.url
     d.update(sha=card.sha, date=card.date, title=card.title, families=list(card.families))
@@ -218,6 +235,10 @@ def card_meta(card: PRCard) -> dict[str, Any]:
         if f.old_path:
             fd["old_path"] = f.old_path
         fd.update(added=f.added, deleted=f.deleted, symbols=list(f.symbols))
+        if f.named_by:
+            fd["named_by"] = list(f.named_by)
+        if f.kernels:
+            fd["kernels"] = list(f.kernels)
         files.append(fd)
     d["files"] = files
     d["totals"] = dict(card.totals)
@@ -226,6 +247,12 @@ def card_meta(card: PRCard) -> dict[str, Any]:
         d["reverts"] = card.reverts
     tags = {k: v for k, v in card.tags.model_dump().items() if v}
     d["tags"] = tags
+    for key in ("reverts_commit", "description", "key_diff"):
+        if getattr(card, key):
+            d[key] = getattr(card, key)
+    for key in ("reverted_by", "co_authors", "issues", "numbers", "touched", "also"):
+        if getattr(card, key):
+            d[key] = list(getattr(card, key))
     return d
 
 
@@ -237,10 +264,14 @@ def summary_text(card: PRCard, also: list[str] | None = None) -> str:
     """One paragraph of facts in our own words; the index embeds it, so it reads as plain prose."""
     t = card.totals
     day = card.date[:10]
-    parts = [f"PR #{card.pr} of {card.repo}, merged on {day} as commit {card.sha[:10]}."]
+    if card.pr is None:
+        parts = [f"Commit {card.sha[:12]} of {card.repo}, pushed on {day} without a PR."]
+    else:
+        parts = [f"PR #{card.pr} of {card.repo}, merged on {day} as commit {card.sha[:10]}."]
     nfiles = t.get("files", len(card.files))
     parts.append(
-        f"It changes {nfiles} file{'s' if nfiles != 1 else ''} (+{t.get('added', 0)}/-{t.get('deleted', 0)} lines"
+        f"It changes {nfiles} file{'s' if nfiles != 1 else ''} "
+        f"(+{t.get('added', 0)}/-{t.get('deleted', 0)} lines"
         + (f", {t['binary']} binary" if t.get("binary") else "")
         + ")."
     )
@@ -249,6 +280,12 @@ def summary_text(card: PRCard, also: list[str] | None = None) -> str:
     parts.append("Categories: " + ", ".join(card.categories) + ".")
     if card.reverts is not None:
         parts.append(f"It reverts PR #{card.reverts}.")
+    elif card.reverts_commit:
+        parts.append(f"It reverts commit {card.reverts_commit}.")
+    if card.reverted_by:
+        parts.append(
+            "It was reverted by " + ", ".join(_ref_words(r) for r in card.reverted_by) + "."
+        )
     tg = card.tags
     if tg.kernel_types:
         parts.append("Kernel types: " + ", ".join(tg.kernel_types) + ".")
@@ -267,11 +304,11 @@ def summary_text(card: PRCard, also: list[str] | None = None) -> str:
             + "."
         )
     biggest = sorted(card.files, key=lambda f: -((f.added or 0) + (f.deleted or 0)))[:3]
-    syms = [s for f in biggest for s in f.symbols[:4]]
     if biggest:
         parts.append("Largest changes: " + ", ".join(f.path for f in biggest) + ".")
-    if syms:
-        parts.append("Symbols touched there: " + ", ".join(dict.fromkeys(syms)) + ".")
+    kernels = [s for f in card.files for s in f.kernels]
+    if kernels:
+        parts.append("Kernels touched: " + ", ".join(dict.fromkeys(kernels)) + ".")
     if also:
         parts.append(
             "The same PR number also appears on commit"
@@ -307,7 +344,7 @@ def _flow(items: list[Any]) -> str:
 
 def dump_meta(meta: dict[str, Any]) -> str:
     """Block YAML for the card front-matter. Hand-written because PyYAML's representer dominated
-    mining time; `split_card` reads it back with the ordinary YAML loader (see the round-trip test)."""
+    mining time; `split_card` reads it back with the ordinary YAML loader (round-trip test)."""
     out: list[str] = []
     for key, val in meta.items():
         if key == "files":
@@ -339,6 +376,13 @@ def dump_meta(meta: dict[str, Any]) -> str:
     return "\n".join(out) + "\n"
 
 
+def _ref_words(ref: str) -> str:
+    return f"PR {ref}" if ref.startswith("#") else f"commit {ref}"
+
+
+TOUCHED_LIMIT = 30  # symbols listed in the body after every kernel; all are in the front-matter
+
+
 def render_card(card: PRCard, notes: str = "", also: list[str] | None = None) -> str:
     meta = dump_meta(card_meta(card))
     lines = [
@@ -351,9 +395,24 @@ def render_card(card: PRCard, notes: str = "", also: list[str] | None = None) ->
         "",
         summary_text(card, also),
         "",
-        "## Files",
-        "",
     ]
+    if card.description:
+        lines += ["## Description", "", card.description, ""]
+    if card.touched:
+        kernels = {k for f in card.files for k in f.kernels}
+        shown = [s for s in card.touched if s in kernels]
+        shown += [s for s in card.touched if s not in kernels][: max(0, TOUCHED_LIMIT - len(shown))]
+        lines += ["## Touched", ""]
+        lines += [f"- `{s}`" + (" (kernel)" if s in kernels else "") for s in shown]
+        if len(card.touched) > len(shown):
+            lines.append(f"- ... and {len(card.touched) - len(shown)} more (see the front-matter)")
+        lines.append("")
+    if card.key_diff:
+        lines += ["## Key diff", "", "```diff", card.key_diff, "```", ""]
+    links = _links(card)
+    if links:
+        lines += ["## Links", ""] + [f"- {x}" for x in links] + [""]
+    lines += ["## Files", ""]
     for f in card.files[:BODY_FILE_LIMIT]:
         where = f"`{f.old_path}` -> `{f.path}`" if f.old_path else f"`{f.path}`"
         delta = "binary" if f.added is None else f"+{f.added}/-{f.deleted}"
@@ -361,7 +420,8 @@ def render_card(card: PRCard, notes: str = "", also: list[str] | None = None) ->
         lines.append(f"- {where} ({delta}){sym}")
     if len(card.files) > BODY_FILE_LIMIT:
         lines.append(
-            f"- ... and {len(card.files) - BODY_FILE_LIMIT} more files (all are listed in the front-matter)"
+            f"- ... and {len(card.files) - BODY_FILE_LIMIT} more files "
+            "(all are listed in the front-matter)"
         )
     if not card.files:
         lines.append("- (no file changes)")
@@ -371,6 +431,31 @@ def render_card(card: PRCard, notes: str = "", also: list[str] | None = None) ->
     if not notes.endswith("\n"):
         notes += "\n"
     return text + notes
+
+
+def _links(card: PRCard) -> list[str]:
+    base = card.url.rsplit("/pull/", 1)[0] if card.url and "/pull/" in card.url else None
+    if base is None and card.url and "/commit/" in card.url:
+        base = card.url.rsplit("/commit/", 1)[0]
+    out: list[str] = []
+    if card.pr is not None and card.url:
+        out.append(f"PR: {card.url}")
+    out.append(f"Commit: {base + '/commit/' + card.sha if base else card.sha}")
+    if card.issues:
+        out.append(
+            "Issues: " + ", ".join(f"{base}/issues/{n}" if base else f"#{n}" for n in card.issues)
+        )
+    if card.co_authors:
+        out.append("Co-authors: " + ", ".join(card.co_authors))
+    if card.reverts is not None:
+        out.append(f"Reverts: PR #{card.reverts}")
+    elif card.reverts_commit:
+        out.append(f"Reverts: commit {card.reverts_commit}")
+    if card.reverted_by:
+        out.append("Reverted by: " + ", ".join(_ref_words(r) for r in card.reverted_by))
+    if card.numbers:
+        out.append("Numbers: " + ", ".join(card.numbers))
+    return out
 
 
 def section(body: str, heading: str) -> tuple[str, int]:

@@ -63,7 +63,7 @@ def _validation_problems(exc: ValidationError, yaml_text: str, shown: str) -> li
 
     try:
         node = yaml.compose(yaml_text, Loader=yaml.SafeLoader)
-    except yaml.YAMLError:
+    except (yaml.YAMLError, RecursionError):
         node = None
     return validation_problems(exc, shown, node, first_line=2)
 
@@ -108,14 +108,16 @@ def load_card(path: Path, root: Path) -> LoadedCard:
                 )
             ]
         )
-    if path.stem != str(card.pr):
+    want = str(card.pr) if card.pr is not None else f"commit-{card.sha[:12]}"
+    if path.stem != want:
+        what = f"pr {card.pr}" if card.pr is not None else f"commit {card.sha[:12]} (pr: null)"
         raise CardProblems(
             [
                 Problem(
                     path=shown,
                     line=3,
                     field="pr",
-                    message=f"pr {card.pr} does not match the file name {path.name!r}",
+                    message=f"{what} does not match the file name {path.name!r}",
                 )
             ]
         )
@@ -154,13 +156,19 @@ def _key_line(yaml_text: str, key: str) -> int:
     return 1
 
 
-def entry_id(repo: str, pr: int) -> str:
-    return f"pr:{repo}#{pr}"
+def entry_id(repo: str, pr: int | None, sha: str = "") -> str:
+    """`pr:<repo>#<N>` for a PR card, `commit:<repo>@<short sha>` for a direct push."""
+    return f"pr:{repo}#{pr}" if pr is not None else f"commit:{repo}@{sha[:12]}"
+
+
+def card_label(c: PRCard) -> str:
+    return f"PR #{c.pr}" if c.pr is not None else f"commit {c.sha[:12]}"
 
 
 def card_entry(lc: LoadedCard) -> Entry:
     c = lc.card
-    eid = entry_id(c.repo, c.pr)
+    eid = entry_id(c.repo, c.pr, c.sha)
+    label = card_label(c)
     chunks: list[Chunk] = []
 
     def add(sec: str, text: str, line: int) -> None:
@@ -178,7 +186,7 @@ def card_entry(lc: LoadedCard) -> Entry:
             )
 
     summary, s_off = section(lc.body, "Summary")
-    head = [f"{c.title}", f"{c.repo} PR #{c.pr}, {c.date[:10]}"]
+    head = [f"{c.title}", f"{c.repo} {label}, {c.date[:10]}"]
     if c.families:
         head.append("Families: " + ", ".join(c.families))
     head.append("Categories: " + ", ".join(c.categories))
@@ -201,17 +209,31 @@ def card_entry(lc: LoadedCard) -> Entry:
         part = "\n".join(lines[i : i + FILES_PER_CHUNK])
         add(
             "files",
-            f"Files changed by {c.repo} PR #{c.pr} ({c.title}):\n{part}",
+            f"Files changed by {c.repo} {label} ({c.title}):\n{part}",
             lc.body_line + f_off if f_off else 1,
+        )
+    desc, d_off = section(lc.body, "Description")
+    if desc:
+        add(
+            "description",
+            f"Description of {c.repo} {label} ({c.title}):\n{desc}",
+            lc.body_line + d_off,
+        )
+    if c.touched:
+        add(
+            "symbols",
+            f"Kernels and functions touched by {c.repo} {label} ({c.title}): "
+            + ", ".join(c.touched[:60]),
+            lc.body_line + section(lc.body, "Touched")[1],
         )
     notes = notes_text(lc.notes)
     if notes:
-        add("notes", f"Notes on {c.repo} PR #{c.pr} ({c.title}):\n{notes}", lc.notes_line)
+        add("notes", f"Notes on {c.repo} {label} ({c.title}):\n{notes}", lc.notes_line)
     tags = (
         c.tags.flat()
         + [f"family={f}" for f in c.families]
         + [f"category={x}" for x in c.categories]
-        + [f"repo={c.repo}"]
+        + [f"repo={c.repo}", f"card={c.kind}"]
     )
     return Entry(
         id=eid,
@@ -231,7 +253,9 @@ def card_entry(lc: LoadedCard) -> Entry:
 
 
 def load_card_entries(root: Path) -> tuple[list[Entry], list[Problem]]:
-    """Every card under <root>/pr_archive as an index Entry (kind "pr"); bad cards become Problems and are skipped."""
+    """Every card under <root>/pr_archive as an index Entry (kind "pr"); bad cards become Problems
+    and are skipped.
+    """
     root = Path(root)
     entries: list[Entry] = []
     problems: list[Problem] = []
@@ -250,7 +274,7 @@ def load_card_entries(root: Path) -> tuple[list[Entry], list[Problem]]:
 class CardFacts:
     """What staleness and timelines need, without building an Entry."""
 
-    pr: int
+    pr: int | None  # None for a direct push's commit card
     date: str
     title: str
     paths: tuple[str, ...]  # every path and old path the PR touched
@@ -259,6 +283,8 @@ class CardFacts:
     categories: tuple[str, ...]
     nfiles: int
     reverts: int | None
+    sha: str = ""
+    reverted_by: tuple[str, ...] = ()
 
 
 # (path) -> (mtime_ns, size, facts): re-parsed only when the file changes, so repeated
@@ -295,6 +321,8 @@ def card_facts(root: Path, repo: str) -> list[CardFacts]:
                 categories=tuple(c.categories),
                 nfiles=len(c.files),
                 reverts=c.reverts,
+                sha=c.sha,
+                reverted_by=tuple(c.reverted_by),
             )
         except CardProblems:
             facts = None
@@ -311,7 +339,9 @@ def _when(date: str) -> _dt.datetime:
 
 def latest_touch(root: Path, repo: str, globs: list[str]) -> str | None:
     """ISO date of the newest card in pr_archive/<repo>/ touching a path that matches any glob
-    (`*` within a segment, `**` across segments, a directory matches what is under it); None if none."""
+    (`*` within a segment, `**` across segments, a directory matches what is under it); None if
+    none.
+    """
     if not globs:
         return None
     rx = compile_globs(tuple(globs))
@@ -333,15 +363,20 @@ def read_families(root: Path, repo: str) -> dict[str, list[str]]:
         return {}
 
 
-def timeline(root: Path, repo: str, family: str, globs: Iterable[str] | None = None) -> list[dict]:
-    """The family's PRs, oldest first. Renames are followed backwards: once a PR renames X to a path
-    of the family, older PRs that touched X belong to the timeline too (marked via_rename)."""
+def timeline(
+    root: Path, repo: str, family: str | None, globs: Iterable[str] | None = None
+) -> list[dict]:
+    """The family's PRs and direct pushes, oldest first (family None: every card touching
+    `globs`). Renames are followed backwards: once a card renames X to a path of the family,
+    older cards that touched X belong to the timeline too (marked via_rename)."""
     facts = sorted(card_facts(root, repo), key=lambda f: _when(f.date), reverse=True)
     rx = compile_globs(tuple(globs)) if globs else None
     followed: set[str] = set()
     rows: list[dict] = []
     for f in facts:
-        direct = family in f.families or (rx is not None and any(rx.match(p) for p in f.paths))
+        direct = (family is not None and family in f.families) or (
+            rx is not None and any(rx.match(p) for p in f.paths)
+        )
         via = not direct and any(p in followed for p in f.paths)
         if not (direct or via):
             continue
@@ -353,11 +388,14 @@ def timeline(root: Path, repo: str, family: str, globs: Iterable[str] | None = N
             {
                 "date": f.date,
                 "pr": f.pr,
+                "sha": f.sha,
+                "kind": "pr" if f.pr is not None else "commit",
                 "title": f.title,
                 "categories": list(f.categories),
                 "files": matched,
                 "files_total": f.nfiles,
                 "reverts": f.reverts,
+                "reverted_by": list(f.reverted_by),
                 "via_rename": via,
             }
         )

@@ -31,9 +31,15 @@ def read_text(path: Path, root: Path, max_bytes: int = MAX_FILE_BYTES) -> str:
     shown = display_path(path, root)
     real = Path(os.path.realpath(path))
     real_root = Path(os.path.realpath(root))
-    if path.is_symlink() and real_root not in real.parents and real != real_root:
+    # A file under the root must stay under it once symlinks (the file's or a folder's) resolve.
+    inside = Path(os.path.abspath(root)) in Path(os.path.abspath(path)).parents
+    if (inside or path.is_symlink()) and real_root not in real.parents:
         raise FileProblem(
-            Problem(path=shown, message=f"symlink points outside the knowledge-base root ({real})")
+            Problem(
+                path=shown,
+                code="outside-root",
+                message=f"symlink points outside the knowledge-base root ({real})",
+            )
         )
     try:
         size = real.stat().st_size
@@ -46,8 +52,16 @@ def read_text(path: Path, root: Path, max_bytes: int = MAX_FILE_BYTES) -> str:
             Problem(path=shown, message=f"file is too large ({size} bytes; limit {max_bytes})")
         )
     data = real.read_bytes()
-    if b"\x00" in data[:8192]:
-        raise FileProblem(Problem(path=shown, message="file looks binary (contains NUL bytes)"))
+    nul = data.find(b"\x00")
+    if nul >= 0:
+        raise FileProblem(
+            Problem(
+                path=shown,
+                line=data.count(b"\n", 0, nul) + 1,
+                code="binary",
+                message=f"file looks binary (a NUL byte at offset {nul})",
+            )
+        )
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -61,4 +75,14 @@ def read_text(path: Path, root: Path, max_bytes: int = MAX_FILE_BYTES) -> str:
         ) from None
     if not text.strip():
         raise FileProblem(Problem(path=shown, message="file is empty"))
-    return text.replace("\r\n", "\n").lstrip("\ufeff")
+    text = text.replace("\r\n", "\n")
+    if "\r" in text and "\n" not in text.rstrip("\r"):
+        raise FileProblem(
+            Problem(
+                path=shown,
+                line=1,
+                code="line-endings",
+                message="lines end in a bare CR (old Mac style); save the file with LF endings",
+            )
+        )
+    return text.lstrip("\ufeff")

@@ -8,17 +8,19 @@ lines that define something.
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from kbase.ingest.symbols import added_definition, attributes_text, language_kind, symbol_of
+from kbase.ingest.change_symbols import SymbolNamer
+from kbase.ingest.definitions import grammar_for
+from kbase.ingest.symbols import added_definition, language_kind, symbol_of
 
 MAX_SYMBOLS = 16
-_HUNK = re.compile(rb"^@@@* -\d+(?:,(\d+))? \+\d+(?:,(\d+))? @@@* ?(.*)$")
+_HUNK = re.compile(rb"^@@@* -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@@* ?(.*)$")
+_INDEX = re.compile(r"^index ([0-9a-f]+)\.\.([0-9a-f]+)")
+DIFF_KEEP = 12  # diff lines kept per hunk for the card's key-diff excerpt
+HUNKS_KEEP = 40  # hunks kept per commit for it
 _HEADER_END = b"\x1d"
 # %b is the body: merge commits keep the PR title there
 LOG_FORMAT = "%x1e%H%x1f%P%x1f%cI%x1f%s%x1f%b%x1d"
@@ -31,10 +33,21 @@ class FileFacts:
     added: int | None = 0
     deleted: int | None = 0
     symbols: list[str] = field(default_factory=list)
+    named_by: list[str] = field(default_factory=list)  # per symbol: tree-sitter|scanner|hunk-header
+    kinds: list[str] = field(default_factory=list)  # per symbol: kernel|function|method|class|macro
+    weights: list[int] = field(default_factory=list)  # per symbol: changed lines inside it
+    old_blob: str | None = None
+    new_blob: str | None = None
+    hunks: list[tuple[int, int, int, int]] = field(default_factory=list)
+    excerpts: list[tuple[int, int, list[str]]] = field(default_factory=list)  # (old, new, lines)
+    problem: str | None = None
 
     def add_symbol(self, name: str | None) -> None:
         if name and name not in self.symbols and len(self.symbols) < MAX_SYMBOLS:
             self.symbols.append(name)
+            self.named_by.append("hunk-header")
+            self.kinds.append("function")
+            self.weights.append(1)
 
 
 @dataclass
@@ -118,6 +131,7 @@ def log_command(attributes_file: str) -> list[str]:
         "diff.mnemonicPrefix=false",
         "log",
         "--no-walk=unsorted",
+        "--full-index",
         "--stdin",
         "--diff-merges=first-parent",
         "-M",
@@ -132,8 +146,15 @@ def log_command(attributes_file: str) -> list[str]:
     ]
 
 
-def parse_log(stream, on_commit: Callable[[CommitFacts], None]) -> int:
-    """Feed each parsed commit to `on_commit` as soon as its diff is complete; returns the count."""
+def parse_log(
+    stream,
+    on_commit: Callable[[CommitFacts], None],
+    namer: SymbolNamer | None = None,
+    last_ok: Callable[[], bool] | None = None,
+) -> int:
+    """Feed each parsed commit to `on_commit` as soon as its diff is complete; returns the count.
+    With a `namer`, files in a language with a grammar get their symbols from parsed code.
+    `last_ok` is asked before the final commit is handed on (git may have died inside it)."""
     commit: CommitFacts | None = None
     cur: FileFacts | None = None
     kind: str | None = None
@@ -143,18 +164,26 @@ def parse_log(stream, on_commit: Callable[[CommitFacts], None]) -> int:
     count = 0
     minus_path: str | None = None
 
+    excerpt: list[str] | None = None
+    kept = 0
+
     def finish() -> None:
         nonlocal count
         if commit is not None:
+            if namer is not None:
+                _name_symbols(commit, namer)
             on_commit(commit)
             count += 1
 
     for raw in stream:
         if rem:
             c = raw[0]
+            if c == 43 or c == 45:
+                if excerpt is not None and len(excerpt) < DIFF_KEEP:
+                    excerpt.append(raw.rstrip(b"\r\n").decode("utf-8", "replace")[:160])
             if c == 43:  # '+'
                 rem -= 1
-                if kind is not None:
+                if kind is not None and cur is not None:
                     line = raw[1:].rstrip(b"\r\n")
                     # cheap byte tests first: this runs on every added line in the history
                     if kind == "py":
@@ -189,33 +218,41 @@ def parse_log(stream, on_commit: Callable[[CommitFacts], None]) -> int:
         if c == b"@":
             m = _HUNK.match(raw.rstrip(b"\r\n"))
             if m and cur is not None:
-                old_n = int(m.group(1)) if m.group(1) is not None else 1
-                new_n = int(m.group(2)) if m.group(2) is not None else 1
-                if cur.added is not None:
+                old_n = int(m.group(2)) if m.group(2) is not None else 1
+                new_n = int(m.group(4)) if m.group(4) is not None else 1
+                cur.hunks.append((int(m.group(1)), old_n, int(m.group(3)), new_n))
+                if kept < HUNKS_KEEP:
+                    kept += 1
+                    excerpt = []
+                    cur.excerpts.append((int(m.group(1)), int(m.group(3)), excerpt))
+                else:
+                    excerpt = None
+                if cur.added is not None and cur.deleted is not None:
                     cur.added += new_n
                     cur.deleted += old_n
                 rem = old_n + new_n
                 in_header = False
-                ctx = m.group(3)
+                ctx = m.group(5)
                 if ctx and kind is not None:
                     cur.add_symbol(symbol_of(cur.path, ctx.decode("utf-8", "replace")))
             continue
         if c == b"\x1e":
             finish()
-            commit, cur, kind, in_header = None, None, None, False
+            commit, cur, kind, in_header, excerpt, kept = None, None, None, False, None, 0
             if _HEADER_END in raw:
                 commit = _commit_header(raw)
             else:
                 head_buf = [raw]
             continue
         if raw.startswith(b"diff --git "):
+            excerpt = None
             a, b = _paths_from_diff_header(
                 raw[11:].rstrip(b"\r\n").decode("utf-8", "surrogateescape")
             )
             cur = FileFacts(path=b, old_path=a if a != b else None)
             if commit is not None:
                 commit.files.append(cur)
-            kind = language_kind(cur.path)
+            kind = _hunk_kind(cur.path, namer)
             in_header = True
             minus_path = None
             continue
@@ -223,20 +260,44 @@ def parse_log(stream, on_commit: Callable[[CommitFacts], None]) -> int:
             text = raw.rstrip(b"\r\n").decode("utf-8", "surrogateescape")
             if text.startswith("rename from "):
                 cur.old_path = unquote_path(text[12:])
+            elif text.startswith("index "):
+                im = _INDEX.match(text)
+                if im:
+                    cur.old_blob, cur.new_blob = im.group(1), im.group(2)
             elif text.startswith("rename to "):
                 cur.path = unquote_path(text[10:])
-                kind = language_kind(cur.path)
+                kind = _hunk_kind(cur.path, namer)
             elif text.startswith("--- ") and text[4:] != "/dev/null":
                 minus_path = _strip_prefix(text[4:], "a/")
             elif text.startswith("+++ ") and text[4:] != "/dev/null":
                 cur.path = _strip_prefix(text[4:], "b/")
-                kind = language_kind(cur.path)
+                kind = _hunk_kind(cur.path, namer)
                 if minus_path is not None and minus_path != cur.path:
                     cur.old_path = minus_path
             elif text.startswith("Binary files ") or text.startswith("GIT binary patch"):
                 cur.added = cur.deleted = None
-    finish()
+    if last_ok is None or last_ok():
+        finish()
     return count
+
+
+def _name_symbols(commit: CommitFacts, namer: SymbolNamer) -> None:
+    """Symbols of every file of the commit from parsed code, its blobs read in one batch."""
+    todo = [f for f in commit.files if f.hunks and grammar_for(f.path) is not None]
+    namer.prefetch([(f.path, f.old_blob, f.new_blob, f.hunks) for f in todo])
+    for f in todo:
+        named = namer.name(f.path, f.old_blob, f.new_blob, f.hunks)
+        if named is None:
+            continue
+        f.symbols, f.named_by, f.kinds = named.symbols, named.named_by, named.kinds
+        f.weights, f.problem = named.lines, named.problem
+
+
+def _hunk_kind(path: str, namer: SymbolNamer | None) -> str | None:
+    """The hunk-header language of `path`, only where no grammar will name its symbols."""
+    if namer is not None and grammar_for(path) is not None:
+        return None
+    return language_kind(path)
 
 
 def _commit_header(blob: bytes) -> CommitFacts:
@@ -250,36 +311,3 @@ def _commit_header(blob: bytes) -> CommitFacts:
         subject=subject.strip(),
         body=body.strip(),
     )
-
-
-def stream_history(repo, shas: list[str], on_commit: Callable[[CommitFacts], None]) -> int:
-    """One `git log` on `repo` over `shas` (in that order), parsed as its output arrives."""
-    import git  # gitpython, imported here so that the CLI starts without it
-
-    if not shas:
-        return 0
-    fd, attrs = tempfile.mkstemp(prefix="kbase-attrs-", suffix=".gitattributes")
-    try:
-        with os.fdopen(fd, "w") as fh:
-            fh.write(attributes_text())
-        proc = repo.git.execute(
-            ["git", *log_command(attrs)],
-            as_process=True,
-            stdout_as_string=False,
-            istream=subprocess.PIPE,
-        )
-        try:
-            # git reads every revision from stdin before it writes anything: no deadlock
-            proc.proc.stdin.write(("\n".join(shas) + "\n").encode())
-            proc.proc.stdin.close()
-            n = parse_log(proc.stdout, on_commit)
-        except BaseException:
-            proc.proc.kill()
-            raise
-        stderr = proc.proc.stderr.read() if proc.proc.stderr else b""
-        status = proc.proc.wait()
-        if status != 0:
-            raise git.GitCommandError(["git", "log", "--stdin"], status, stderr)
-        return n
-    finally:
-        os.unlink(attrs)

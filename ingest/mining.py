@@ -17,17 +17,37 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kbase.ingest import classify
+from kbase.ingest.bodies import BodyFacts
+from kbase.ingest.card_build import (
+    SHORT_SHA,
+    body_facts,
+    build_card,
+    commit_ref,
+    key_diff,
+    merge_files,
+    title_of,
+    to_change,
+)
 from kbase.ingest.card_format import existing_notes, notes_text, render_card, split_card
 from kbase.ingest.cards import ARCHIVE_DIR
-from kbase.ingest.gitlog import CommitFacts, FileFacts, stream_history
+from kbase.ingest.gitlog import CommitFacts
 from kbase.ingest.graph import read_plan
+from kbase.ingest.logrun import stream_history
 
 from kbase.errors import KbaseError
-from kbase.schema import FileChange, PRCard, Recipe
+from kbase.schema import PRCard, Recipe
 
 STATE_FILE = ".state.json"
+PROGRESS_FILE = ".progress.json"  # only while a mine runs: where a killed one resumes
+CHECKPOINT_EVERY = int(os.environ.get("KBASE_MINE_CHECKPOINT_EVERY", "100"))
 STATE_VERSION = 1
 SAMPLE_LIMIT = 20
+WARNING_LIMIT = 200
+
+
+def card_stem(card: PRCard) -> str:
+    """File name (without .md) of a card: the PR number, or commit-<short sha> for a direct push."""
+    return str(card.pr) if card.pr is not None else f"commit-{commit_ref(card.sha)}"
 
 
 class MiningError(KbaseError):
@@ -47,10 +67,13 @@ class MineReport:
     without_pr: int = 0
     without_pr_sample: list[dict] = field(default_factory=list)
     behind_merges: int = 0  # commits brought in by merges that name no PR, mined like the main line
+    direct_pushes: int = 0  # commits with no PR number that got a commit card
+    warnings: list[str] = field(default_factory=list)  # missing blobs and the like
+    resumed_after: int = 0  # commits an interrupted run had mined already (0: a fresh run)
     written: int = 0
     unchanged: int = 0
-    removed: list[int] = field(default_factory=list)
-    orphaned: list[int] = field(default_factory=list)
+    removed: list[str] = field(default_factory=list)
+    orphaned: list[str] = field(default_factory=list)
     seconds: float = 0.0
 
     def as_dict(self) -> dict:
@@ -98,6 +121,9 @@ def open_repo(source: str | os.PathLike):
         ) from None
     except git.NoSuchPathError:
         raise MiningError(f"{p}: no such directory") from None
+    # every git call names the repository directly: a bare mirror without a `config` file
+    # (which gitpython takes for a work tree inside its parent) and worktrees then work alike
+    repo.git.update_environment(GIT_DIR=str(Path(repo.git_dir).resolve()))
     if not repo.head.is_valid():
         raise MiningError(f"{p}: the repository has no commits on HEAD")
     if repo.git.rev_parse("--is-shallow-repository").strip() == "true":
@@ -120,79 +146,9 @@ def _is_ancestor(repo, old: str, new: str) -> bool:
         return False
 
 
-def _to_change(f: FileFacts) -> FileChange:
-    return FileChange(
-        path=f.path, old_path=f.old_path, added=f.added, deleted=f.deleted, symbols=f.symbols
-    )
-
-
-def _merge_files(into: list[FileChange], extra: list[FileChange]) -> list[FileChange]:
-    by_path = {f.path: f for f in into}
-    for f in extra:
-        have = by_path.get(f.path)
-        if have is None:
-            by_path[f.path] = f
-            continue
-        added = None if have.added is None or f.added is None else have.added + f.added
-        deleted = None if have.deleted is None or f.deleted is None else have.deleted + f.deleted
-        syms = list(dict.fromkeys(have.symbols + f.symbols))
-        by_path[f.path] = have.model_copy(
-            update={
-                "added": added,
-                "deleted": deleted,
-                "symbols": syms,
-                "old_path": have.old_path or f.old_path,
-            }
-        )
-    return sorted(by_path.values(), key=lambda x: x.path)
-
-
-def build_card(
-    recipe: Recipe, matcher, pr: int, title: str, sha: str, date: str, files: list[FileChange]
-) -> PRCard:
-    fams: set[str] = set()
-    for f in files:
-        fams.update(matcher.families_of(f.path))
-        if f.old_path:
-            fams.update(matcher.families_of(f.old_path))
-    paths = [f.path for f in files]
-    cats = classify.categories(title, paths)
-    totals = {
-        "files": len(files),
-        "added": sum(f.added or 0 for f in files),
-        "deleted": sum(f.deleted or 0 for f in files),
-    }
-    binary = sum(1 for f in files if f.added is None)
-    if binary:
-        totals["binary"] = binary
-    return PRCard(
-        repo=recipe.name,
-        pr=pr,
-        url=recipe.pr_url(pr),
-        sha=sha,
-        date=date,
-        title=title,
-        families=sorted(fams),
-        files=files,
-        totals=totals,
-        categories=cats,
-        reverts=classify.reverted_pr(title) if "revert" in cats else None,
-        tags=classify.tags(title, paths),
-    )
-
-
-def _title_of(c: CommitFacts, style: str) -> str:
-    """The PR title: a merge keeps it in the body; a squash subject's ' (#N)' is dropped."""
-    if style == "merge":
-        first = next((ln.strip() for ln in c.body.splitlines() if ln.strip()), "")
-        if first:
-            return first
-        return c.subject
-    return classify.PR_SUFFIX.sub("", c.subject).strip() or c.subject
-
-
 class _CardWriter:
-    """Accumulates commits newest-first and writes one card per PR as soon as it is known."""
+    """Accumulates commits newest-first and writes one card per PR (or direct push) as soon as
+    it is known; revert links in both directions are settled in `link_reverts` at the end."""
 
     def __init__(self, folder: Path, recipe: Recipe, incremental: bool, report: MineReport):
         self.folder = folder
@@ -200,70 +156,161 @@ class _CardWriter:
         self.matcher = recipe.matcher()
         self.incremental = incremental
         self.report = report
-        self.cards: dict[int, tuple[PRCard, list[str]]] = {}
+        self.cards: dict[str, PRCard] = {}  # card file stem -> card
         self.seen_shas: set[str] = set()
 
     def __call__(self, c: CommitFacts) -> None:
         self.report.commits += 1
         self.seen_shas.add(c.sha)
+        for f in c.files:
+            if f.problem and len(self.report.warnings) < WARNING_LIMIT:
+                self.report.warnings.append(f"{c.sha[:12]}: {f.problem}; its symbols are skipped")
         found = classify.pr_number(c.subject)
-        if found is None:
+        pr, style = found if found else (None, None)
+        files = sorted((to_change(f) for f in c.files), key=lambda f: f.path)
+        card = build_card(
+            self.recipe,
+            self.matcher,
+            pr=pr,
+            title=title_of(c, style),
+            sha=c.sha,
+            date=c.date,
+            files=files,
+            body=body_facts(c, pr, style),
+            key=key_diff(c.files, files),
+        )
+        if pr is None:
             self.report.without_pr += 1
+            self.report.direct_pushes += 1
             if len(self.report.without_pr_sample) < SAMPLE_LIMIT:
                 self.report.without_pr_sample.append(
                     {"sha": c.sha, "date": c.date, "subject": c.subject}
                 )
-            return
-        pr, style = found
-        files = [_to_change(f) for f in c.files]
-        held = self.cards.get(pr)
+        stem = card_stem(card)
+        held = self.cards.get(stem)
+        if held is not None and (c.sha == held.sha or c.sha in held.also):
+            return  # the card read from disk already holds this commit
         if held is not None:
             # the same PR number on an older commit (a re-land, an empty follow-up): one card
-            card, also = held
-            files = _merge_files(card.files, files)
-            card = build_card(self.recipe, self.matcher, pr, card.title, card.sha, card.date, files)
-            self._write(card, also + [c.sha])
-            return
-        card = build_card(
-            self.recipe,
-            self.matcher,
-            pr,
-            _title_of(c, style),
-            c.sha,
-            c.date,
-            sorted(files, key=lambda f: f.path),
-        )
-        self._write(card, [])
+            card = _combine(self, held, card)
+        self._write(stem, card)
 
-    def _write(self, card: PRCard, also: list[str]) -> None:
-        path = self.folder / f"{card.pr}.md"
+    def _write(self, stem: str, card: PRCard) -> None:
+        path = self.folder / f"{stem}.md"
         old_text = path.read_text(encoding="utf-8") if path.exists() else ""
-        notes = existing_notes(old_text)
-        if old_text and self.incremental and card.pr not in self.cards:
-            card, also = self._merge_with_existing(card, also, old_text)
-        self.cards[card.pr] = (card, also)
-        text = render_card(card, notes, also)
+        if old_text and self.incremental and stem not in self.cards:
+            card = self._merge_with_existing(card, old_text)
+        self.cards[stem] = card
+        self._put(path, card, old_text)
+
+    def _put(self, path: Path, card: PRCard, old_text: str) -> None:
+        text = render_card(card, existing_notes(old_text), card.also)
         if text == old_text:
             self.report.unchanged += 1
             return
         atomic_write(path, text)
         self.report.written += 1
 
-    def _merge_with_existing(
-        self, card: PRCard, also: list[str], old_text: str
-    ) -> tuple[PRCard, list[str]]:
-        """An incremental run met a PR number that already has a card from an older commit."""
+    def _merge_with_existing(self, card: PRCard, old_text: str) -> PRCard:
+        """An incremental run met a card that exists already: facts on disk are never dropped."""
         try:
             old = PRCard.model_validate(split_card(old_text).meta)
         except Exception:
-            return card, also
-        if old.sha == card.sha or old.sha in self.seen_shas:
-            return card, also
-        files = _merge_files(old.files, card.files)
-        merged = build_card(
-            self.recipe, self.matcher, card.pr, card.title, card.sha, card.date, files
-        )
-        return merged, also + [old.sha]
+            return card
+        if card.sha == old.sha or card.sha in old.also:
+            # this commit is already in the card (a re-run over a mined range, a resumed mine)
+            return old.model_copy(update={"reverted_by": old.reverted_by})
+        if old.sha in self.seen_shas:
+            return card
+        return _combine(self, card, old)
+
+    def link_reverts(self) -> None:
+        """Give every reverted card its `reverted_by`, from the reverts this run wrote. A target
+        mined in an earlier run is read from disk and rewritten."""
+        by_sha: dict[str, str] = {}
+        for stem, card in self.cards.items():
+            for sha in (card.sha, *card.also):
+                by_sha[sha[:SHORT_SHA]] = stem
+        wanted: dict[str, set[str]] = {}
+        for stem, card in self.cards.items():
+            ref = f"#{card.pr}" if card.pr is not None else commit_ref(card.sha)
+            target = None
+            if card.reverts is not None:
+                target = str(card.reverts)
+            elif card.reverts_commit:
+                target = by_sha.get(card.reverts_commit[:SHORT_SHA]) or _find_by_sha(
+                    self.folder, card.reverts_commit
+                )
+            if target is not None and target != stem:
+                wanted.setdefault(target, set()).add(ref)
+        for stem, refs in sorted(wanted.items()):
+            held = self.cards.get(stem)
+            path = self.folder / f"{stem}.md"
+            old_text = path.read_text(encoding="utf-8") if path.exists() else ""
+            if held is None:
+                if not old_text:
+                    continue
+                try:
+                    held = PRCard.model_validate(split_card(old_text).meta)
+                except Exception:
+                    continue
+            card = held
+            merged = sorted(set(card.reverted_by) | refs, key=_ref_order)
+            if merged != card.reverted_by:
+                card = card.model_copy(update={"reverted_by": merged})
+                self.cards[stem] = card
+                self._put(path, card, old_text)
+
+
+def _ref_order(ref: str) -> tuple[int, int, str]:
+    return (0, int(ref[1:]), "") if ref.startswith("#") else (1, 0, ref)
+
+
+def _find_by_sha(folder: Path, sha: str) -> str | None:
+    """The card (file stem) of an earlier run whose commit is `sha` (a prefix is enough)."""
+    short = sha[:SHORT_SHA]
+    p = folder / f"commit-{short}.md"
+    if p.exists():
+        return p.stem
+    for p in folder.glob("*.md"):
+        try:
+            head = p.read_text(encoding="utf-8")[:4000]
+        except OSError:
+            continue
+        if f"\nsha: {short}" in head or f"\nsha: {sha}" in head:
+            return p.stem
+    return None
+
+
+def _combine(w: _CardWriter, newer: PRCard, older: PRCard) -> PRCard:
+    files = merge_files(newer.files, older.files)
+    also = list(dict.fromkeys([*newer.also, older.sha, *older.also]))
+    also = [s for s in also if s != newer.sha]
+    body = BodyFacts(
+        description=newer.description or older.description or "",
+        co_authors=list(dict.fromkeys(newer.co_authors + older.co_authors)),
+        issues=list(dict.fromkeys(newer.issues + older.issues)),
+        reverts_pr=newer.reverts if newer.reverts is not None else older.reverts,
+        reverts_commit=newer.reverts_commit or older.reverts_commit,
+        numbers=list(dict.fromkeys(newer.numbers + older.numbers)),
+    )
+    card = build_card(
+        w.recipe,
+        w.matcher,
+        pr=newer.pr,
+        title=newer.title,
+        sha=newer.sha,
+        date=newer.date,
+        files=files,
+        body=body,
+        key=newer.key_diff or older.key_diff,
+        also=also,
+    )
+    return card.model_copy(
+        update={
+            "reverted_by": sorted(set(newer.reverted_by) | set(older.reverted_by), key=_ref_order)
+        }
+    )
 
 
 def _sweep_temporary(folder: Path) -> None:
@@ -285,6 +332,12 @@ def mine(
     """Mine `source` into <root>/pr_archive/<recipe.name>/ and return what happened."""
     t0 = time.perf_counter()
     repo = open_repo(source)
+    if recipe.upstream is None:
+        from kbase.ingest.recipe_tools import origin_url
+
+        url = origin_url(str(repo.git_dir))
+        if url:  # links on the cards without a recipe: the web page of `origin`
+            recipe = recipe.model_copy(update={"upstream": url})
     head = repo.head.commit.hexsha
     folder = archive_dir(root, recipe.name)
     folder.mkdir(parents=True, exist_ok=True)
@@ -324,19 +377,32 @@ def mine(
     else:
         report.mode, report.range = "incremental", f"{state['last_sha']}..{head}"
 
+    key = {
+        "version": STATE_VERSION,
+        "head": head,
+        "range": report.range,
+        "mode": report.mode,
+        "recipe_digest": recipe.digest(),
+    }
     if report.mode != "noop":
         walk = read_plan(repo, report.range, head)
         total = len(walk.mine)
         writer = _CardWriter(
             folder, recipe, incremental=report.mode in ("incremental", "since"), report=report
         )
+        skip = _resume(folder, key, writer, walk.mine)
+        done = skip
 
         def on_commit(c: CommitFacts) -> None:
+            nonlocal done
             writer(c)
+            done += 1
+            if done % CHECKPOINT_EVERY == 0 and done < total:
+                _checkpoint(folder, key, done, writer)
             if progress:
-                progress(report.commits, total)
+                progress(done, total)
 
-        stream_history(repo, walk.mine, on_commit)
+        stream_history(repo, walk.mine[skip:], on_commit)
         # commits that were not streamed still count: a PR's own branch commits, transport merges
         for sha in walk.order:
             if walk.role[sha] in ("spine", "side"):
@@ -344,8 +410,9 @@ def mine(
             report.commits += 1
             if walk.nodes[sha].pr is None:
                 report.without_pr += 1
+        writer.link_reverts()
         report.behind_merges = walk.count("side")
-        report.prs = len(writer.cards)
+        report.prs = sum(1 for c in writer.cards.values() if c.pr is not None)
         if report.mode == "full":
             _drop_vanished(folder, set(writer.cards), report)
 
@@ -373,23 +440,72 @@ def mine(
         atomic_write(
             folder / STATE_FILE, json.dumps(new_state, indent=2, ensure_ascii=False) + "\n"
         )
+    (folder / PROGRESS_FILE).unlink(missing_ok=True)
     report.seconds = round(time.perf_counter() - t0, 3)
     return report
 
 
-def _drop_vanished(folder: Path, kept: set[int], report: MineReport) -> None:
-    """After a full mine, cards of PRs no longer in the history go, unless they hold Notes."""
+_COUNTERS = ("commits", "without_pr", "direct_pushes", "written", "unchanged")
+
+
+def _checkpoint(folder: Path, key: dict, done: int, writer: _CardWriter) -> None:
+    """Every card of the first `done` streamed commits is on disk: say so, so that a killed
+    mine resumes after them instead of starting over."""
+    r = writer.report
+    data = {
+        "key": key,
+        "done": done,
+        "stems": list(writer.cards),
+        "counters": {k: getattr(r, k) for k in _COUNTERS},
+        "without_pr_sample": r.without_pr_sample,
+        "warnings": r.warnings,
+    }
+    atomic_write(folder / PROGRESS_FILE, json.dumps(data, ensure_ascii=False) + "\n")
+
+
+def _resume(folder: Path, key: dict, writer: _CardWriter, order: list[str]) -> int:
+    """Commits of `order` already mined by an interrupted run with the same key (0: none).
+    The cards it wrote are read back, so merges and revert links come out as uninterrupted."""
+    p = folder / PROGRESS_FILE
+    try:
+        data = json.loads(p.read_text(encoding="utf-8")) if p.exists() else None
+    except (OSError, ValueError):
+        data = None
+    if not data or data.get("key") != key or not 0 < data.get("done", 0) <= len(order):
+        p.unlink(missing_ok=True)
+        return 0
+    cards: dict[str, PRCard] = {}
+    for stem in data["stems"]:
+        try:
+            text = (folder / f"{stem}.md").read_text(encoding="utf-8")
+            cards[stem] = PRCard.model_validate(split_card(text).meta)
+        except Exception:  # a card gone or damaged since: start over, nothing is lost
+            p.unlink(missing_ok=True)
+            return 0
+    writer.cards.update(cards)
+    done = int(data["done"])
+    writer.seen_shas.update(order[:done])
+    for k, v in data["counters"].items():
+        setattr(writer.report, k, v)
+    writer.report.without_pr_sample = list(data.get("without_pr_sample", []))
+    writer.report.warnings = list(data.get("warnings", []))
+    writer.report.resumed_after = done
+    return done
+
+
+def _drop_vanished(folder: Path, kept: set[str], report: MineReport) -> None:
+    """After a full mine, cards no longer in the history go, unless they hold Notes."""
     for p in folder.glob("*.md"):
-        if not p.stem.isdigit() or int(p.stem) in kept:
+        if not (p.stem.isdigit() or p.stem.startswith("commit-")) or p.stem in kept:
             continue
         try:
             notes = notes_text(existing_notes(p.read_text(encoding="utf-8")))
         except OSError:
             continue
         if notes:
-            report.orphaned.append(int(p.stem))
+            report.orphaned.append(p.stem)
         else:
             p.unlink()
-            report.removed.append(int(p.stem))
-    report.orphaned.sort()
-    report.removed.sort()
+            report.removed.append(p.stem)
+    report.orphaned.sort(key=lambda s: (len(s), s))
+    report.removed.sort(key=lambda s: (len(s), s))

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import yaml
+from kbase.ingest.safe_yaml import YamlProblem, load_yaml
 from pydantic import ValidationError
 
 from kbase.errors import ProblemsError
@@ -65,18 +65,9 @@ def load_recipe_file(path: Path, root: Path | None = None) -> Recipe:
             [Problem(path=shown, message=f"cannot read recipe: {exc.strerror}")]
         ) from None
     try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        line = mark.line + 1 if mark is not None else 1
-        raise RecipeError(
-            [
-                Problem(
-                    path=shown, line=line, message=f"malformed YAML: {getattr(exc, 'problem', exc)}"
-                )
-            ]
-        ) from None
+        data, node = load_yaml(text, shown, first_line=1)
+    except YamlProblem as exc:
+        raise RecipeError(exc.problems) from None
     if not isinstance(data, dict):
         raise RecipeError([Problem(path=shown, line=1, message="a recipe must be a YAML mapping")])
     try:

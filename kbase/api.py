@@ -144,6 +144,14 @@ class KnowledgeBase(ValidateAPI, ArchiveAPI, ExperienceAPI):
             return "unverified", None, None
         return audit.status, audit.verified_on, audit.last_pass
 
+    def _claims_of(self, entry: Any) -> list[Any]:
+        """A skill's claims with the values measured per environment, from the ledger."""
+        if entry.kind != "skill" or entry.path.startswith("skills/_drafts/"):
+            return []
+        from kbase.validators.claim_views import claim_views
+
+        return claim_views(self.root, entry.id)
+
     def stale(self, env: Any = None) -> StaleReport:
         """Skills that are not verified right now, worst first, with the validators' reasons."""
         statuses = self.statuses(env)
@@ -227,6 +235,7 @@ class KnowledgeBase(ValidateAPI, ArchiveAPI, ExperienceAPI):
                     pr=c.entry.pr,
                     verified_on=on,
                     verified_at=at,
+                    claims=self._claims_of(c.entry),
                 )
             )
         from kbase.feedback import rerank
@@ -350,6 +359,7 @@ class KnowledgeBase(ValidateAPI, ArchiveAPI, ExperienceAPI):
             verified_at=at,
             sections=secs,
             text=text,
+            claims=self._claims_of(entry),
             feedback=self._feedback_of(entry.id),
         )
 

@@ -4,20 +4,30 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kbase.errors import InvalidArgument, KbaseError, NotFound
 from kbase.schema import HistoryResult
 
 
 class ArchiveAPI:
-    root: Path
+    if TYPE_CHECKING:  # provided by KnowledgeBase
 
-    def history(self, repo: str, family: str, recipe: str | None = None) -> HistoryResult:
+        @property
+        def root(self) -> Path: ...
+
+    def history(
+        self,
+        repo: str,
+        family: str | None,
+        recipe: str | None = None,
+        paths: list[str] | None = None,
+    ) -> HistoryResult:
         """The timeline of one kernel family in one archived repo, oldest first.
 
         `recipe` takes the family's globs from that recipe instead of the last mine. With no
         pr_archive/ at all the answer says so (`available: false`) rather than failing.
+        `paths` (globs) asks for every PR and direct push touching them, with no family needed.
         """
         from kbase.ingest.cards import read_families, timeline
 
@@ -38,6 +48,16 @@ class ArchiveAPI:
                 + did_you_mean(repo, repos, "archives")
                 + f" (to add one: `kbase mine --repo PATH --name {repo}`)"
             )
+        if paths:
+            globs = list(paths) + (
+                list(read_families(self.root, repo).get(family, [])) if family else []
+            )
+            rows = timeline(self.root, repo, family, globs)
+            return HistoryResult.model_validate(
+                {"repo": repo, "family": family, "globs": globs, "prs": rows}
+            )
+        if not family:
+            raise InvalidArgument("name a family or give --path GLOB", "family")
         families = read_families(self.root, repo)
         if recipe:
             from kbase.ingest.recipes import find_recipe, load_recipe_file
@@ -82,3 +102,38 @@ class ArchiveAPI:
         from kbase.ingest.mining import mine as run_mine
 
         return run_mine(repo_path, self.root, rec, since=since, full=full, progress=progress)
+
+    def recipe_suggest(self, repo_path: str, name: str, write: bool = False) -> dict[str, Any]:
+        """Families proposed from a clone's directories and file names; `write` saves the recipe."""
+        from kbase.ingest.recipe_tools import suggest_for_repo
+
+        text, fams, upstream = suggest_for_repo(repo_path, name)
+        dest = None
+        if write:
+            dest = self.root / "pr_archive" / "recipes" / f"{name}.yaml"
+            if dest.exists():
+                raise InvalidArgument(f"{dest} exists; edit it or remove it first", "name")
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            dest.write_text(text, encoding="utf-8")
+        return {
+            "name": name,
+            "upstream": upstream,
+            "families": fams,
+            "written": str(dest) if dest else None,
+            "text": text,
+        }
+
+    def recipe_lint(self, recipe: str, repo_path: str) -> dict[str, Any]:
+        """Globs that match nothing in the clone's history or pull in another family's files."""
+        from kbase.ingest.mining import open_repo
+        from kbase.ingest.recipe_tools import lint_families, repo_paths
+        from kbase.ingest.recipes import find_recipe, load_recipe_file
+
+        path = find_recipe(recipe, self.root)
+        rec = load_recipe_file(path, self.root)
+        paths = repo_paths(str(open_repo(repo_path).git_dir))
+        return {
+            "recipe": str(path),
+            "paths": len(paths),
+            "problems": lint_families(rec.families, paths),
+        }

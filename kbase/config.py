@@ -20,13 +20,13 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from kbase.errors import InvalidArgument, KbaseError
+from kbase.errors import KbaseError
 
 ROOT_MARKERS = ("skills", "pr_archive")
 INDEX_EXTRA = "pip install 'gpu-kbase[index]'"
 
 
-class RootError(InvalidArgument):
+class RootError(KbaseError, ValueError):
     """The knowledge-base root is missing or is not a knowledge base."""
 
 

@@ -38,6 +38,7 @@ class NotFound(KbaseError, KeyError):
     """An id, section, archive or family that does not exist."""
 
     http_status = 404
+    exit_code = 1  # docs/agents.md: an unknown id is a finding, not bad usage
     code = "not-found"
 
     def __str__(self) -> str:  # KeyError would quote the message
@@ -63,6 +64,6 @@ class ProblemsError(KbaseError):
 
     code = "problems"
 
-    def __init__(self, problems: list[Problem]):
-        self.problems = list(problems)
+    def __init__(self, problems: list[Problem] | Problem):
+        self.problems = list(problems) if isinstance(problems, (list, tuple)) else [problems]
         super().__init__("\n".join(str(p) for p in self.problems))

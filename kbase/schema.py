@@ -12,7 +12,7 @@ import json
 import re
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from kbase.closed_sets import (
     TIERS,
@@ -96,7 +96,7 @@ class Tags(_Strict):
     archs: list[str] = Field(default_factory=list)
     techniques: list[str] = Field(default_factory=list)
 
-    @field_validator("languages", "kernel_types", "archs", "techniques")
+    @field_validator("*")  # every field is a tag key with its values in vocab.yaml
     @classmethod
     def _canonical(cls, v: list[str], info) -> list[str]:
         from kbase.vocab import canonicalize
@@ -116,6 +116,62 @@ class Watch(_Strict):
     paths: list[str] = Field(min_length=1, description="path globs inside that repo")
 
 
+class Claim(_Strict):
+    """One thing a skill states: measured by its snippet (`expect`) or cited (`cite`)."""
+
+    id: str = Field(min_length=1, max_length=64, description="kebab-case, unique in the skill")
+    text: str = Field(min_length=1, description="the claim in the skill's own words")
+    expect: str | None = Field(
+        default=None, description='a relation on the measured value: ">= 1.5", "in [a, b]", ...'
+    )
+    tiers: list[Tier] | None = Field(
+        default=None, description="tiers the measurement applies to (default: every declared tier)"
+    )
+    cite: str | None = Field(default=None, description="URL of a source for an unmeasurable fact")
+    locator: str | None = Field(default=None, description="where in the cited source")
+
+    @field_validator("id")
+    @classmethod
+    def _kebab_id(cls, v: str) -> str:
+        if not NAME_RE.match(v):
+            raise ValueError("claim id must be kebab-case: lowercase letters, digits, hyphens")
+        return v
+
+    @field_validator("expect")
+    @classmethod
+    def _relation(cls, v: str | None) -> str | None:
+        if v is None:
+            return v
+        from kbase.validators.claims import RelationError, parse_relation
+
+        try:
+            parse_relation(v)
+        except RelationError as exc:
+            raise ValueError(str(exc)) from None
+        return v
+
+    @field_validator("cite")
+    @classmethod
+    def _cite_url(cls, v: str | None) -> str | None:
+        return _check_url(v, "cite") if v is not None else v
+
+    @model_validator(mode="after")
+    def _measured_or_cited(self) -> Claim:
+        if (self.expect is None) == (self.cite is None):
+            raise ValueError("a claim has either expect (measured) or cite + locator (cited)")
+        if self.cite is not None and not (self.locator or "").strip():
+            raise ValueError("a cited claim needs a locator: where in the source it says so")
+        if self.tiers is not None and self.expect is None:
+            raise ValueError("tiers only applies to a measured claim (one with expect)")
+        return self
+
+
+class LiteralTrigger(_Strict):
+    """A trigger that is the exact text a tool prints; the snippet must make the tool print it."""
+
+    literal: str = Field(min_length=1)
+
+
 class SkillMeta(_Strict):
     """YAML front-matter of skills/<name>/SKILL.md."""
 
@@ -131,11 +187,48 @@ class SkillMeta(_Strict):
     related: list[str] = Field(default_factory=list)
     watch: list[Watch] = Field(default_factory=list)
     license: str | None = None
+    claims: list[Claim] = Field(default_factory=list)
+    literal_triggers: list[str] = Field(
+        default_factory=list,
+        exclude=True,
+        description="derived from `- literal:` trigger items; not written in the front-matter",
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _literal_triggers(cls, data: Any) -> Any:
+        """`- literal: "text"` trigger items become plain trigger text plus a literal to check."""
+        if not isinstance(data, dict):
+            return data
+        if "literal_triggers" in data:
+            raise ValueError('write literal triggers as `- literal: "..."` items under trigger')
+        items = data.get("trigger")
+        if isinstance(items, list):
+            literals = []
+            plain: list[Any] = []
+            for item in items:
+                if isinstance(item, dict):
+                    lit = LiteralTrigger.model_validate(item).literal
+                    literals.append(lit)
+                    plain.append(lit)
+                else:
+                    plain.append(item)
+            data = {**data, "trigger": plain, "literal_triggers": literals}
+        return data
 
     @field_validator("name")
     @classmethod
     def _kebab(cls, v: str) -> str:
         return _check_kebab(v)
+
+    @field_validator("claims")
+    @classmethod
+    def _unique_claim_ids(cls, v: list[Claim]) -> list[Claim]:
+        ids = [c.id for c in v]
+        dups = sorted({i for i in ids if ids.count(i) > 1})
+        if dups:
+            raise ValueError(f"duplicate claim id(s): {', '.join(dups)}")
+        return v
 
     @field_validator("sources")
     @classmethod
@@ -234,6 +327,7 @@ class Hit(BaseModel):
     pr: int | None = None
     verified_on: str | None = None
     verified_at: str | None = None
+    claims: list[ClaimView] = Field(default_factory=list, description="skills: claims, measured")
 
 
 class SectionText(BaseModel):
@@ -257,6 +351,7 @@ class EntryDoc(BaseModel):
     verified_at: str | None = None
     sections: list[SectionText] = Field(default_factory=list)
     text: str = ""
+    claims: list[ClaimView] = Field(default_factory=list, description="skills: claims, measured")
     # what users said after acting on it (kbase/feedback.py): counts, last date, recent notes
     feedback: dict[str, Any] | None = None
 
@@ -291,10 +386,17 @@ class StaleReport(BaseModel):
     skills: list[SkillAudit]
 
 
+# a card for a merged PR (pr_archive/<name>/<N>.md) or for a commit pushed without one
+# (pr_archive/<name>/commit-<short-sha>.md, pr: null); both index as kind "pr"
+CardKind = Literal["pr", "commit"]
+
+
 class HistoryRow(BaseModel):
     model_config = ConfigDict(extra="allow")
 
-    pr: int
+    pr: int | None  # None: a commit pushed without a PR (its card is commit-<sha>.md)
+    sha: str = ""
+    kind: CardKind = "pr"
     date: str
     title: str
     files: list[str] = Field(default_factory=list)
@@ -303,10 +405,11 @@ class HistoryRow(BaseModel):
 
 
 class HistoryResult(BaseModel):
-    """The timeline of one kernel family in one archived repo, oldest first."""
+    """The timeline of one kernel family (or of paths: `kbase history --path`) in one archived
+    repo, oldest first."""
 
     repo: str
-    family: str
+    family: str | None
     available: bool = True  # False: this root has no PR archive at all (message says so)
     message: str | None = None
     globs: list[str] = Field(default_factory=list)
@@ -340,6 +443,16 @@ class Fingerprint(BaseModel):
     interpret: bool = False
 
 
+class ClaimResult(BaseModel):
+    """One measured claim in one run: the value reported and whether it held on that tier."""
+
+    id: str
+    value: float | None = None
+    expect: str
+    holds: bool | None = None
+    raw: str | None = Field(default=None, description="the reported text when not a finite number")
+
+
 class RunResult(BaseModel):
     skill: str
     tier: Tier
@@ -347,6 +460,7 @@ class RunResult(BaseModel):
     duration_s: float
     line: int | None = None
     message: str = ""
+    claims: list[ClaimResult] = Field(default_factory=list)
 
 
 class LedgerRow(BaseModel):
@@ -362,12 +476,45 @@ class LedgerRow(BaseModel):
     at: str
 
 
+class ClaimCounts(BaseModel):
+    """Per skill: measured claims that hold, fail or were never measured; and cited ones."""
+
+    held: int = 0
+    failed: int = 0
+    unmeasured: int = 0
+    cited: int = 0
+
+
+class ClaimMeasurement(BaseModel):
+    """A claim's value on one environment, rendered from a ledger row."""
+
+    env: str
+    value: float | None = None
+    raw: str | None = None
+    holds: bool | None = None
+    at: str
+    signed: bool = False
+
+
+class ClaimView(BaseModel):
+    """A claim as `kbase get` and search hits show it: its text and what was measured where."""
+
+    id: str
+    text: str
+    expect: str | None = None
+    cite: str | None = None
+    locator: str | None = None
+    measured: list[ClaimMeasurement] = Field(default_factory=list)
+    rendered: str = Field(default="", description="the claim and its measurements, one line")
+
+
 class SkillAudit(BaseModel):
     skill: str
     status: SkillStatus
     last_pass: str | None = None
     verified_on: str | None = None
     reasons: list[str] = Field(default_factory=list)
+    claims: ClaimCounts | None = None
 
 
 # --------------------------------------------------------------------------- PR archive
@@ -381,15 +528,19 @@ class FileChange(BaseModel):
     deleted: int | None = None
     symbols: list[str] = Field(default_factory=list)
     old_path: str | None = None
+    # per symbol, who named it: tree-sitter | scanner | hunk-header (no grammar for the language)
+    named_by: list[str] = Field(default_factory=list)
+    kernels: list[str] = Field(default_factory=list)  # the symbols that are GPU kernels
 
 
 class PRCard(BaseModel):
-    """Front-matter of pr_archive/<name>/<N>.md."""
+    """Front-matter of pr_archive/<name>/<N>.md (or commit-<short-sha>.md for a direct push)."""
 
     model_config = ConfigDict(extra="forbid")
 
     repo: str
-    pr: int
+    pr: int | None
+    kind: CardKind = "pr"
     url: str | None = None
     sha: str
     date: str
@@ -400,6 +551,15 @@ class PRCard(BaseModel):
     categories: list[str] = Field(default_factory=list)
     reverts: int | None = None
     tags: Tags = Field(default_factory=Tags)
+    reverts_commit: str | None = None  # a reverted direct push (its sha, as the body names it)
+    reverted_by: list[str] = Field(default_factory=list)  # "#N" for a PR, a short sha for a push
+    description: str | None = None  # the commit body, cleaned of template boilerplate
+    co_authors: list[str] = Field(default_factory=list)
+    issues: list[int] = Field(default_factory=list)
+    numbers: list[str] = Field(default_factory=list)  # numbers with units from the description
+    touched: list[str] = Field(default_factory=list)  # symbols, ranked: kernels first, tests last
+    key_diff: str | None = None  # at most 20 diff lines from the most significant hunks
+    also: list[str] = Field(default_factory=list)  # other commits that carry the same PR number
 
 
 # --------------------------------------------------------------------------- recipes

@@ -8,10 +8,12 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from kbase.schema import Chunk, Entry, Problem
 
 PR_MAX_TOKENS = 128
+LEXICAL_ONLY_SECTIONS = frozenset({"files", "symbols"})
 Progress = Callable[[str, int, int], None]  # (stage, done, total)
 
 
@@ -44,19 +46,19 @@ class IndexReport:
 def collect_entries(root: Path) -> tuple[list[Entry], list[Problem], set[str]]:
     """Every skill and PR card under root, the problems found, and the paths that failed."""
     from kbase.ingest.files import display_path
-    from kbase.ingest.markdown import DocumentError
-    from kbase.ingest.skills import find_skill_files, load_skill, skill_entry
+    from kbase.ingest.skills import find_skill_files, load_entries
 
     entries: list[Entry] = []
     problems: list[Problem] = []
     failed: set[str] = set()
     from kbase.drafts import find_draft_files
 
-    for f in find_skill_files(root) + find_draft_files(root):  # drafts: searchable, status draft
-        try:
-            entries.append(skill_entry(load_skill(f, root)))
-        except DocumentError as de:
-            problems.extend(de.problems)
+    files = find_skill_files(root) + find_draft_files(root)  # drafts: searchable, status draft
+    for f, (entry, bad) in zip(files, load_entries(files, root), strict=True):
+        if entry is not None:
+            entries.append(entry)
+        else:
+            problems.extend(bad)
             failed.add(display_path(f, root))
     from kbase.ingest.cards import load_card_entries
 
@@ -90,8 +92,18 @@ def _vector_id(chunk: Chunk, content_hash: str) -> str:
     return f"{chunk.entry_id}::{content_hash[:12]}::{chunk.id.rsplit('::', 1)[-1]}"
 
 
+def dense_chunks(entry: Entry) -> list[Chunk]:
+    """The chunks that get a vector. A PR card's file lists and touched symbols are paths and
+    identifiers: the embedding model splits them into meaningless word pieces, BM25 matches them
+    exactly, and they were most of the embedding time (issue #11). Only a card's prose (summary,
+    description, notes) is embedded."""
+    if entry.kind != "pr":
+        return entry.chunks
+    return [c for c in entry.chunks if c.section not in LEXICAL_ONLY_SECTIONS]
+
+
 def _metadata(entry: Entry) -> dict:
-    md = {"kind": entry.kind, "entry_id": entry.id, "repo": entry.repo or ""}
+    md: dict[str, Any] = {"kind": entry.kind, "entry_id": entry.id, "repo": entry.repo or ""}
     for t in entry.tags:
         md[f"t:{t}"] = True
     return md
@@ -100,7 +112,7 @@ def _metadata(entry: Entry) -> dict:
 def build_index(
     root: Path,
     home: Path,
-    embedder_factory: Callable[[], object],
+    embedder_factory: Callable[[], Any],
     chroma_url: str | None = None,
     progress: Progress | None = None,
     gc: bool = True,
@@ -113,7 +125,7 @@ def build_index(
     without loading it (default: the packaged model)."""
     from kbase.retrieval import generations as G
     from kbase.retrieval.lexical import build_bm25
-    from kbase.retrieval.vectors import VectorStore
+    from kbase.retrieval.vectors import VectorStore, partition_key
 
     rep = IndexReport()
     t0 = time.perf_counter()
@@ -139,14 +151,21 @@ def build_index(
             for c in e.chunks:
                 c.id = _vector_id(c, e.content_hash)
         wanted = [c.id for e in entries for c in e.chunks]
-        have = store.existing_ids(wanted)
-        todo = [e for e in entries if any(c.id not in have for c in e.chunks)]
+        by_part: dict[str, list[str]] = {}
+        for e in entries:
+            by_part.setdefault(partition_key(e.kind, e.repo), []).extend(
+                c.id for c in dense_chunks(e)
+            )
+        have: set[str] = set()
+        for key, ids in by_part.items():
+            have |= store.existing_ids(key, ids)
+        todo = [e for e in entries if any(c.id not in have for c in dense_chunks(e))]
         rep.seconds["diff"] = time.perf_counter() - t1
 
         t2 = time.perf_counter()
         if todo:
             embedder = embedder_factory()
-            chunks = [(e, c) for e in todo for c in e.chunks]
+            chunks = [(e, c) for e in todo for c in dense_chunks(e)]
             chunks.sort(key=lambda ec: ec[0].kind != "skill")  # skills first, then PR cards
             for i in range(0, len(chunks), batch):
                 part = chunks[i : i + batch]
@@ -155,11 +174,16 @@ def build_index(
                     vecs = embedder.embed(texts, max_length=PR_MAX_TOKENS)
                 else:
                     vecs = embedder.embed(texts)
-                store.upsert(
-                    [c.id for _, c in part],
-                    vecs,
-                    [{**_metadata(e), "section": c.section} for e, c in part],
-                )
+                groups: dict[str, list[int]] = {}
+                for j, (e, _) in enumerate(part):
+                    groups.setdefault(partition_key(e.kind, e.repo), []).append(j)
+                for key, rows in groups.items():
+                    store.upsert(
+                        key,
+                        [part[j][1].id for j in rows],
+                        [vecs[j] for j in rows],
+                        [{**_metadata(part[j][0]), "section": part[j][1].section} for j in rows],
+                    )
                 if progress:
                     progress("embed", min(i + batch, len(chunks)), len(chunks))
             rep.embedded_entries = sorted(e.id for e in todo)
@@ -180,9 +204,15 @@ def build_index(
         _refresh_onnx(home, embedder_factory, embedder if todo else None, model_path)
 
         if gc and prev is not None:
-            stale = {c.id for e in prev.entries for c in e.chunks} - set(wanted)
-            if stale:
-                store.delete(stale)
+            kept = set(wanted)
+            stale: dict[str, set[str]] = {}
+            for e in prev.entries:
+                for c in dense_chunks(e):
+                    if c.id not in kept:
+                        stale.setdefault(partition_key(e.kind, e.repo), set()).add(c.id)
+            for key, gone in stale.items():
+                store.delete(key, gone)
+        store.close()
         rep.entries = len(entries)
         rep.chunks = len(wanted)
         rep.seconds["total"] = time.perf_counter() - t0

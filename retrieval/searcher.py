@@ -1,39 +1,30 @@
-"""Hybrid search: BM25 and dense ranks fused with reciprocal rank fusion, at entry level."""
+"""Hybrid search: BM25 and dense candidates scored together by a fitted linear ranker
+(retrieval/fusion.py), at entry level, after the question is analysed (retrieval/query.py).
+"""
 
 from __future__ import annotations
 
 import re
+import sys
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
-from kbase.retrieval.glossary import expand
+from kbase.retrieval import fusion as F
+from kbase.retrieval.query import QueryPlan, plan
 
+from kbase.closed_sets import MODES as _PUBLIC_MODES
 from kbase.schema import Entry
 
-# Weighted RRF. A small k and double weight on BM25 won on the dev set (bench/bench_search.py):
-# queries here are full of literal identifiers and error strings, where exact lexical matches
-# are the strongest evidence, and dense retrieval mostly breaks ties and rescues paraphrases.
-RRF_K = 5
-WEIGHTS = (2.0, 1.0)  # (bm25, dense)
 CANDIDATES = 100  # per retriever, entry level
-# The embedding model splits identifiers and paths into word pieces that carry little
-# meaning, so the more of the query is code, the less the dense list counts:
-# weight = max(0, 1 - CODE_SLOPE * share of code-like words). Tuned with the skills dev set
-# and the PR-archive query set together (bench/bench_search.py, bench/bench_archive_eval.py).
-CODE_SLOPE = 5.0
-_CODE_WORD = re.compile(r"[A-Za-z0-9]_[A-Za-z0-9]|[a-z][A-Z]|\w\.\w|/|::|\(\)")
-
-
-def dense_weight(query: str) -> float:
-    words = query.split()
-    code = sum(bool(_CODE_WORD.search(w)) for w in words)
-    return max(0.0, 1.0 - CODE_SLOPE * code / max(1, len(words)))
-
-
-MODES = ("hybrid", "bm25", "dense")
+DENSE_PER_PARTITION = 150  # chunk hits asked of each Chroma collection
+# The public modes (kbase.closed_sets.MODES) plus "rrf": the old reciprocal-rank fusion, kept
+# for the benchmarks' side-by-side comparison only.
+MODES = (*_PUBLIC_MODES, "rrf")
+_FIX = frozenset({"fix", "revert"})
 
 
 @dataclass
@@ -52,7 +43,9 @@ class LoadedIndex:
         self.gen_id = gen.gen_id
         self.entries: list[Entry] = gen.entries
         self.by_id = {e.id: i for i, e in enumerate(self.entries)}
-        chunk_entry, chunk_local, chunk_ids = [], [], {}
+        chunk_entry: list[int] = []
+        chunk_local: list[int] = []
+        chunk_ids: dict[str, int] = {}
         for ei, e in enumerate(self.entries):
             for ci, c in enumerate(e.chunks):
                 chunk_ids[c.id] = len(chunk_entry)
@@ -64,6 +57,26 @@ class LoadedIndex:
         self.kind = np.asarray([e.kind for e in self.entries])
         self.repo = np.asarray([e.repo or "" for e in self.entries])
         self.lexical = Lexical(gen.path / "bm25")
+        from kbase.retrieval.vectors import partition_key
+
+        self.partitions = sorted({partition_key(e.kind, e.repo) for e in self.entries})
+        self._titles: list[frozenset[str]] | None = None
+
+    def title_tokens(self, i: int) -> frozenset[str]:
+        if self._titles is None:  # built on first use: most readers never need all of them
+            from kbase.retrieval.tokenize import tokens
+
+            self._titles = [frozenset(tokens(e.title)) for e in self.entries]
+        return self._titles[i]
+
+    def partitions_for(self, kind: str | None, repo: str | None) -> list[str]:
+        from kbase.retrieval.vectors import partition_key
+
+        if repo:
+            return [partition_key("pr", repo)] if kind in (None, "pr") else []
+        if kind:
+            return [p for p in self.partitions if p == kind or p.startswith(f"{kind}--")]
+        return list(self.partitions)
 
     def entry_mask(
         self,
@@ -85,7 +98,7 @@ class LoadedIndex:
                 (t in e.tags for e in self.entries), dtype=bool, count=len(self.entries)
             )
         if since or until:
-            # ISO dates compare as strings on their YYYY-MM-DD prefix; undated entries (skills) drop out
+            # ISO dates compare as strings on their YYYY-MM-DD prefix; undated entries drop out
             days = [(e.date or "")[:10] for e in self.entries]
             mask &= np.fromiter(
                 (bool(d) and (not since or d >= since) and (not until or d <= until) for d in days),
@@ -106,13 +119,9 @@ def normalize_tag(tag: str) -> str:
     return f"{key}={canon or value}"
 
 
-def _where(kind, repo, tags) -> dict | None:
-    conds = []
-    if kind:
-        conds.append({"kind": kind})
-    if repo:
-        conds.append({"repo": repo})
-    conds.extend({f"t:{t}": True} for t in tags or [])
+def _where(tags: list[str] | None) -> dict | None:
+    """Tag filters stay a Chroma `where` inside the chosen partitions (kind and repo need none)."""
+    conds = [{f"t:{t}": True} for t in tags or []]
     if not conds:
         return None
     return conds[0] if len(conds) == 1 else {"$and": conds}
@@ -140,20 +149,32 @@ def _best_per_entry(
     return out
 
 
+@dataclass
+class Pool:
+    """The candidate entries of one query with one feature row each (see fusion.FEATURES)."""
+
+    entries: list[int]
+    features: np.ndarray  # (len(entries), len(FEATURES))
+    chunk: list[int]  # best chunk position per candidate, -1 if unknown
+    bm25_order: list[int]  # candidate rows in BM25 order
+    dense_order: list[int]  # candidate rows in dense order
+
+
 class Searcher:
     def __init__(
         self,
         home: Path,
-        vector_store_factory: Callable[[], object],
-        embedder_factory: Callable[[], object],
+        vector_store_factory: Callable[[], Any],
+        embedder_factory: Callable[[], Any],
     ):
         self.home = home
         self._store_factory = vector_store_factory
         self._embedder_factory = embedder_factory
         self._store = None
         self._loaded: LoadedIndex | None = None
-        self._stamp = None
+        self._stamp: tuple[int, int] | None = None
         self._lock = threading.Lock()
+        self.weights = F.weights_vector()
 
     def index(self) -> LoadedIndex | None:
         from kbase.retrieval import generations as G
@@ -164,22 +185,52 @@ class Searcher:
                 if self._loaded is None or stamp != self._stamp:
                     gen = G.load_generation(self.home)
                     self._loaded = LoadedIndex(self.home, gen) if gen else None
+                    if self._stamp is not None:
+                        # Another process re-indexed: collection handles (and an embedded
+                        # client's view of them) may be stale.
+                        self._reset_store()
                     self._stamp = stamp
         return self._loaded
+
+    def _reset_store(self) -> None:
+        store, self._store = self._store, None
+        if store is not None and hasattr(store, "close"):
+            store.close()
 
     def store(self):
         if self._store is None:
             self._store = self._store_factory()
         return self._store
 
+    # ------------------------------------------------------------ retrievers
     def _bm25(self, idx: LoadedIndex, text: str, mask) -> list[tuple[int, int, float]]:
         return _best_per_entry(idx.lexical.scores(text), idx, mask)
+
+    def _query_store(self, vec, keys: list[str], where) -> list[tuple[str, float]]:
+        try:
+            return self.store().query(vec, n=DENSE_PER_PARTITION, keys=keys, where=where)
+        except Exception as exc:  # noqa: BLE001
+            # A re-index by another process can leave this reader's handles pointing at
+            # deleted collections or vectors: reopen once, then fall back to BM25 alone.
+            self._reset_store()
+            try:
+                return self.store().query(vec, n=DENSE_PER_PARTITION, keys=keys, where=where)
+            except Exception:  # noqa: BLE001
+                print(
+                    f"kbase: warning: vector search failed ({type(exc).__name__}: {exc}); "
+                    "answering from BM25 alone",
+                    file=sys.stderr,
+                )
+                return []
 
     def _dense(
         self, idx: LoadedIndex, text: str, kind, repo, tags, mask=None
     ) -> list[tuple[int, int, float]]:
+        keys = idx.partitions_for(kind, repo)
+        if not keys:
+            return []
         vec = self._embedder_factory().embed_query(text)
-        rows = self.store().query(vec, n=CANDIDATES * 3, where=_where(kind, repo, tags))
+        rows = self._query_store(vec, keys, _where(tags))
         out, seen = [], set()
         for cid, sim in rows:
             p = idx.chunk_ids.get(cid)
@@ -187,15 +238,99 @@ class Searcher:
                 e = int(idx.chunk_entry[p])
             else:
                 # A vector from a newer/older generation of the same entry: credit the entry.
-                e = idx.by_id.get(cid.split("::", 1)[0])
-                if e is None:
+                found = idx.by_id.get(cid.split("::", 1)[0])
+                if found is None:
                     continue
+                e = found
                 p = -1
             if e not in seen and (mask is None or mask[e]):
                 seen.add(e)
                 out.append((e, p, sim))
+                if len(out) >= CANDIDATES:
+                    break
         return out
 
+    # ------------------------------------------------------------ features
+    def pool(
+        self,
+        idx: LoadedIndex,
+        qp: QueryPlan,
+        kind=None,
+        repo=None,
+        tags=None,
+        mask=None,
+        use_bm25: bool = True,
+        use_dense: bool = True,
+    ) -> Pool:
+        bm = self._bm25(idx, qp.lexical, mask) if use_bm25 else []
+        de = self._dense(idx, qp.dense, kind, repo, tags, mask) if use_dense else []
+        rows: dict[int, int] = {}
+        chunk: list[int] = []
+        for e, p, _ in bm + de:
+            if e not in rows:
+                rows[e] = len(rows)
+                chunk.append(p)
+            elif chunk[rows[e]] < 0 <= p:
+                chunk[rows[e]] = p
+        X = np.zeros((len(rows), len(F.FEATURES)), dtype=np.float64)
+        col = {f: i for i, f in enumerate(F.FEATURES)}
+        if bm:
+            top = bm[0][2] or 1.0
+            for rank, (e, _, s) in enumerate(bm):
+                X[rows[e], col["bm25"]] = s / top
+                X[rows[e], col["bm25_rr"]] = 1.0 / (F.RR_K + rank + 1)
+        if de:
+            hi, lo = de[0][2], de[-1][2]
+            span = (hi - lo) or 1.0
+            code = F.code_share(qp.text)
+            for rank, (e, _, s) in enumerate(de):
+                X[rows[e], col["dense"]] = (s - lo) / span
+                rr = 1.0 / (F.RR_K + rank + 1)
+                X[rows[e], col["dense_rr"]] = rr
+                X[rows[e], col["dense_code"]] = rr * code
+        from kbase.retrieval.tokenize import tokens
+
+        qtok = {t for t in tokens(qp.lexical) if len(t) > 1}
+        order = list(rows)
+        if qtok:
+            # PR titles are subject lines, the best summary a card has. A skill's title is one
+            # heading among its trigger, description and steps; on the tuning half the feature
+            # only helped PR questions.
+            for e in order:
+                if idx.entries[e].kind == "pr":
+                    X[rows[e], col["title"]] = len(qtok & idx.title_tokens(e)) / len(qtok)
+        entries = idx.entries
+        if qp.intent_first:
+            dated = sorted((entries[e].date or "", e) for e in order if entries[e].date)
+            n = max(1, len(dated) - 1)
+            for r, (_, e) in enumerate(dated):
+                X[rows[e], col["oldest"]] = 1.0 - r / n
+            for e in order:
+                if "feature" in entries[e].categories:
+                    X[rows[e], col["first_feature"]] = 1.0
+        if qp.intent_fix or qp.intent_revert:
+            for e in order:
+                cats = set(entries[e].categories)
+                if qp.intent_fix and cats & _FIX:
+                    X[rows[e], col["fix"]] = 1.0
+                if qp.intent_revert and "revert" in cats:
+                    X[rows[e], col["revert"]] = 1.0
+        if qp.since or qp.until:
+            for e in order:
+                d = (entries[e].date or "")[:10]
+                if not d:
+                    continue
+                inside = (not qp.since or d >= qp.since) and (not qp.until or d <= qp.until)
+                X[rows[e], col["in_range" if inside else "out_range"]] = 1.0
+        return Pool(
+            entries=order,
+            features=X,
+            chunk=chunk,
+            bm25_order=[rows[e] for e, _, _ in bm],
+            dense_order=[rows[e] for e, _, _ in de],
+        )
+
+    # ------------------------------------------------------------ search
     def search(
         self,
         query: str,
@@ -206,39 +341,49 @@ class Searcher:
         mode: str = "hybrid",
         since: str | None = None,
         until: str | None = None,
-        weights: tuple[float, float] = WEIGHTS,
+        weights: dict[str, float] | None = None,
     ) -> list[Candidate]:
+        """`weights` overrides the fitted fusion weights (by feature name), for experiments."""
         if mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}")
         idx = self.index()
         if idx is None:
             return []
         tags = [normalize_tag(t) for t in tags or []]
-        exp = expand(query)
+        qp = plan(query)
         mask = idx.entry_mask(kind, repo, tags, since, until)
-        lists = []
-        if mode in ("hybrid", "bm25"):
-            lists.append((weights[0], self._bm25(idx, exp.lexical, mask)))
-        if mode == "dense":
-            lists.append((1.0, self._dense(idx, exp.dense, kind, repo, tags, mask)))
-        elif mode == "hybrid":
-            w_dense = weights[1] * dense_weight(query)
-            if w_dense > 0:
-                lists.append((w_dense, self._dense(idx, exp.dense, kind, repo, tags, mask)))
-        fused: dict[int, float] = {}
-        best_chunk: dict[int, tuple[float, int]] = {}
-        for w, ranked in lists:
-            for rank, (e, p, _s) in enumerate(ranked):
-                contrib = w / (RRF_K + rank + 1)
-                fused[e] = fused.get(e, 0.0) + contrib
-                if p >= 0 and (e not in best_chunk or contrib > best_chunk[e][0]):
-                    best_chunk[e] = (contrib, p)
-        order = sorted(fused.items(), key=lambda kv: -kv[1])
+        pool = self.pool(
+            idx,
+            qp,
+            kind,
+            repo,
+            tags,
+            mask,
+            use_bm25=mode != "dense",
+            use_dense=mode != "bm25",
+        )
+        if mode == "bm25":
+            order = pool.bm25_order
+            scores = pool.features[order, F.FEATURES.index("bm25")]
+        elif mode == "dense":
+            order = pool.dense_order
+            scores = pool.features[order, F.FEATURES.index("dense")]
+        else:
+            w = (
+                F.weights_vector(F.DEFAULT_WEIGHTS if mode == "rrf" else weights)
+                if (weights is not None or mode == "rrf")
+                else self.weights
+            )
+            s = pool.features @ w
+            order = sorted(range(len(pool.entries)), key=lambda r: -s[r])
+            scores = s[order]
         out = []
-        for e, score in order[: max(k, 0) * 4 + 20]:
-            p = best_chunk.get(e, (0.0, -1))[1]
+        for r, score in zip(order[: max(k, 0) * 4 + 20], scores, strict=False):
+            p = pool.chunk[r]
             local = int(idx.chunk_local[p]) if p >= 0 else 0
-            out.append(Candidate(entry=idx.entries[e], score=score, chunk_index=local))
+            out.append(
+                Candidate(entry=idx.entries[pool.entries[r]], score=float(score), chunk_index=local)
+            )
         return out
 
 

@@ -8,7 +8,9 @@ for a word segmenter.
 
 from __future__ import annotations
 
+import functools
 import re
+from importlib import resources
 
 _TOKEN = re.compile(
     r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*"  # identifiers, dotted paths
@@ -35,6 +37,12 @@ def _stem(word: str) -> str:
 
 
 def tokens(text: str) -> list[str]:
+    """Base tokens plus one concept token per abbreviation group found (see concepts())."""
+    base = base_tokens(text)
+    return base + concepts(base)
+
+
+def base_tokens(text: str) -> list[str]:
     out: list[str] = []
     for m in _TOKEN.finditer(text):
         tok = m.group(0)
@@ -60,3 +68,65 @@ def tokens(text: str) -> list[str]:
             continue
         out.append(_stem(low))
     return out
+
+
+# ---------------------------------------------------------------- abbreviation groups
+CONCEPT_PREFIX = "\u00a7"  # "§": cannot come out of _TOKEN, so a concept never collides with a word
+MAX_PHRASE = 6
+
+
+@functools.cache
+def _groups() -> tuple[dict[tuple[str, ...], int], tuple[tuple[str, ...], ...]]:
+    """{base-token tuple of a form: group index}, and each group's forms (canonical first)."""
+    import yaml
+
+    try:
+        raw = resources.files("kbase.data").joinpath("abbreviations.yaml").read_text("utf-8")
+    except FileNotFoundError:
+        return {}, ()
+    groups = tuple(tuple(str(f) for f in g) for g in (yaml.safe_load(raw) or {}).get("groups", []))
+    table: dict[tuple[str, ...], int] = {}
+    for gi, forms in enumerate(groups):
+        for form in forms:
+            key = tuple(base_tokens(form))
+            if key and len(key) <= MAX_PHRASE:
+                table.setdefault(key, gi)
+    return table, groups
+
+
+def group_count() -> int:
+    return len(_groups()[1])
+
+
+def concept_token(group: int) -> str:
+    return f"{CONCEPT_PREFIX}{group}"
+
+
+def matched_spans(base: list[str]) -> list[tuple[int, int, int]]:
+    """(group, start, length) for every form found as a run of consecutive base tokens."""
+    table, _ = _groups()
+    out: list[tuple[int, int, int]] = []
+    n = len(base)
+    for i in range(n):
+        for L in range(1, min(MAX_PHRASE, n - i) + 1):
+            g = table.get(tuple(base[i : i + L]))
+            if g is not None:
+                out.append((g, i, L))
+    return out
+
+
+def matched_groups(base: list[str]) -> list[int]:
+    """Groups whose forms occur in the tokens, in order of first match."""
+    found: list[int] = []
+    for g, _, _ in matched_spans(base):
+        if g not in found:
+            found.append(g)
+    return found
+
+
+def concepts(base: list[str]) -> list[str]:
+    return [concept_token(g) for g in matched_groups(base)]
+
+
+def group_forms(group: int) -> tuple[str, ...]:
+    return _groups()[1][group]

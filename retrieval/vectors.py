@@ -1,11 +1,17 @@
 """Chroma as the vector store: embedded PersistentClient by default, a server when
 KBASE_CHROMA_URL is set. We always pass our own embeddings, so Chroma never loads
 (or downloads) an embedding function of its own.
+
+Vectors are partitioned into one collection per kind and PR repo (`<base>--skill`,
+`<base>--pr--<repo>`): the common filters (kind, repo) then pick collections instead of asking
+Chroma for a `where` scan, which cost several times an unfiltered query (issue #11).
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
+import re
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -13,6 +19,7 @@ from urllib.parse import urlparse
 
 COLLECTION = "kbase_chunks"
 _BATCH = 1000
+_UNSAFE = re.compile(r"[^A-Za-z0-9_-]+")
 
 
 def _client(home: Path, chroma_url: str | None):
@@ -33,58 +40,138 @@ def _client(home: Path, chroma_url: str | None):
     return chromadb.PersistentClient(path=str(home / "chroma"), settings=settings)
 
 
+def partition_key(kind: str, repo: str | None) -> str:
+    """The partition an entry's vectors live in: 'skill' or 'pr--<repo>'."""
+    if kind != "pr":
+        return kind
+    return f"pr--{repo or '_'}"
+
+
 class VectorStore:
     def __init__(self, home: Path, chroma_url: str | None = None, collection: str | None = None):
         self.client = _client(home, chroma_url)
-        # Several knowledge bases can share one Chroma server under different collection names.
-        collection = collection or os.environ.get("KBASE_CHROMA_COLLECTION") or COLLECTION
-        self.collection_name = collection
-        self.col = self.client.get_or_create_collection(
-            name=collection, embedding_function=None, metadata={"hnsw:space": "cosine"}
-        )
+        # Several knowledge bases can share one Chroma server under different collection prefixes.
+        self.base = collection or os.environ.get("KBASE_CHROMA_COLLECTION") or COLLECTION
+        self.collection_name = self.base  # kept for callers that print it
+        self._cols: dict[str, Any] = {}
 
-    def count(self) -> int:
-        return self.col.count()
+    # ------------------------------------------------------------ collections
+    def collection_for(self, key: str) -> str:
+        name = f"{self.base}--{_UNSAFE.sub('_', key)}"
+        if len(name) > 60:  # Chroma caps names at 63 characters
+            digest = hashlib.sha1(name.encode()).hexdigest()[:10]
+            name = f"{name[:48]}-{digest}"
+        return name
 
-    def existing_ids(self, ids: list[str]) -> set[str]:
-        found: set[str] = set()
-        for i in range(0, len(ids), _BATCH):
-            got = self.col.get(ids=ids[i : i + _BATCH], include=[])
-            found.update(got["ids"])
-        return found
+    def _col(self, key: str, create: bool):
+        col = self._cols.get(key)
+        if col is not None:
+            return col
+        name = self.collection_for(key)
+        if create:
+            col = self.client.get_or_create_collection(
+                name=name, embedding_function=None, metadata={"hnsw:space": "cosine"}
+            )
+        else:
+            try:
+                col = self.client.get_collection(name=name, embedding_function=None)
+            except Exception:  # noqa: BLE001 - chromadb raises different types across versions
+                return None
+        self._cols[key] = col
+        return col
+
+    def close(self) -> None:
+        """Release the client. An embedded client shares one in-process Chroma system per path;
+        when the last one closes, the system stops, and the next client reads the files afresh:
+        how a reader picks up vectors that another process wrote (issue #11)."""
+        self._cols.clear()
+        close = getattr(self.client, "close", None)
+        if close is not None:
+            try:
+                close()
+            except Exception:  # noqa: BLE001 - closing twice or a server gone away
+                pass
+
+    def count(self, keys: Iterable[str] | None = None) -> int:
+        if keys is None:
+            return sum(c.count() for c in self._all_collections())
+        return sum(c.count() for k in keys if (c := self._col(k, create=False)) is not None)
+
+    def _all_collections(self) -> list:
+        prefix = f"{self.base}--"
+        out = []
+        for c in self.client.list_collections():
+            name = c if isinstance(c, str) else c.name
+            if name.startswith(prefix):
+                out.append(self.client.get_collection(name=name, embedding_function=None))
+        return out
 
     def all_ids(self) -> set[str]:
         out: set[str] = set()
-        offset = 0
-        while True:
-            got = self.col.get(include=[], limit=5000, offset=offset)
-            if not got["ids"]:
-                return out
-            out.update(got["ids"])
-            offset += len(got["ids"])
+        for col in self._all_collections():
+            offset = 0
+            while True:
+                got = col.get(include=[], limit=5000, offset=offset)
+                if not got["ids"]:
+                    break
+                out.update(got["ids"])
+                offset += len(got["ids"])
+        return out
 
-    def upsert(self, ids: list[str], vectors, metadatas: list[dict[str, Any]]) -> None:
+    # ------------------------------------------------------------ writes
+    def existing_ids(self, key: str, ids: list[str]) -> set[str]:
+        col = self._col(key, create=False)
+        found: set[str] = set()
+        if col is None:
+            return found
         for i in range(0, len(ids), _BATCH):
-            self.col.upsert(
+            got = col.get(ids=ids[i : i + _BATCH], include=[])
+            found.update(got["ids"])
+        return found
+
+    def upsert(self, key: str, ids: list[str], vectors, metadatas: list[dict[str, Any]]) -> None:
+        col = self._col(key, create=True)
+        for i in range(0, len(ids), _BATCH):
+            col.upsert(
                 ids=ids[i : i + _BATCH],
                 embeddings=[list(map(float, v)) for v in vectors[i : i + _BATCH]],
                 metadatas=metadatas[i : i + _BATCH],
             )
 
-    def delete(self, ids: Iterable[str]) -> None:
+    def delete(self, key: str, ids: Iterable[str]) -> None:
+        col = self._col(key, create=False)
         ids = list(ids)
+        if col is None or not ids:
+            return
         for i in range(0, len(ids), _BATCH):
-            self.col.delete(ids=ids[i : i + _BATCH])
+            col.delete(ids=ids[i : i + _BATCH])
 
+    # ------------------------------------------------------------ reads
     def query(
-        self, vector: list[float], n: int, where: dict[str, Any] | None = None
+        self,
+        vector: list[float],
+        n: int,
+        keys: Iterable[str],
+        where: dict[str, Any] | None = None,
     ) -> list[tuple[str, float]]:
-        """(chunk id, cosine similarity) best first."""
-        # chromadb >= 1.5 caps n_results at the collection size itself; asking count() first
-        # would cost a round trip per query against a server.
-        res = self.col.query(
-            query_embeddings=[vector], n_results=n, where=where or None, include=["distances"]
-        )
-        if not res["ids"]:
-            return []
-        return [(cid, 1.0 - float(d)) for cid, d in zip(res["ids"][0], res["distances"][0])]
+        """(chunk id, cosine similarity) best first, over the given partitions."""
+        rows: list[tuple[str, float]] = []
+        for key in keys:
+            col = self._col(key, create=False)
+            if col is None:
+                continue
+            # chromadb >= 1.5 caps n_results at the collection size itself; asking count()
+            # first would cost a round trip per query against a server.
+            res = col.query(
+                query_embeddings=[vector],
+                n_results=n,
+                where=where or None,
+                include=["distances"],
+            )
+            if res["ids"]:
+                rows.extend(
+                    (cid, 1.0 - float(d))
+                    for cid, d in zip(res["ids"][0], res["distances"][0], strict=True)
+                )
+        rows.sort(key=lambda r: -r[1])
+        return rows[:n]

@@ -119,7 +119,8 @@ def test_squash_commits_become_cards_with_facts(tmp_path):
     assert (rep.mode, rep.commits, rep.prs, rep.without_pr) == ("full", 4, 3, 1)
     assert rep.without_pr_sample[0]["sha"] == shas["init"]
     cards = sorted(p.name for p in (root / "pr_archive" / "demo").glob("*.md"))
-    assert cards == ["1.md", "2.md", "3.md"]
+    # the commit pushed without a PR gets a commit card
+    assert cards == ["1.md", "2.md", "3.md", f"commit-{shas['init'][:12]}.md"]
 
     c1, _ = _card(root, 1)
     assert c1.sha == shas["1"] and c1.title == "[Feature] Add Qwen3 model"
@@ -127,7 +128,8 @@ def test_squash_commits_become_cards_with_facts(tmp_path):
     assert c1.date.startswith("2024-01-02T12:00:00")
     assert c1.families == ["qwen3"] and "feature" in c1.categories
     assert c1.files[0].path == "models/qwen3.py" and c1.files[0].added == QWEN_V1.count("\n")
-    assert {"Qwen3Attention", "forward"} <= set(c1.files[0].symbols)
+    # a method is named inside its class
+    assert {"Qwen3Attention", "Qwen3Attention.forward"} <= set(c1.files[0].symbols)
 
     c2, text2 = _card(root, 2)
     assert c2.families == ["rmsnorm"] and "fix" in c2.categories
@@ -174,7 +176,7 @@ def test_merge_commits_use_first_parent_and_body_title(tmp_path):
 
     root = tmp_path / "kb"
     rep = mine(b.path, root, RECIPE)
-    found = sorted(int(p.stem) for p in (root / "pr_archive" / "demo").glob("*.md"))
+    found = sorted(int(p.stem) for p in (root / "pr_archive" / "demo").glob("[0-9]*.md"))
     assert found == [5, 7]  # "(#99)" is work inside PR #7's branch: the merge owns it
     c7, _ = _card(root, 7)
     assert c7.sha == merge_sha and c7.title == "Support Qwen3 MoE routing"
@@ -198,7 +200,7 @@ def test_prs_behind_a_merge_that_names_no_pr_get_cards(tmp_path):
         b.repo.git.merge("-q", "--no-ff", "dev", "-m", "merge dev to main")
     root = tmp_path / "kb"
     rep = mine(b.path, root, RECIPE)
-    found = sorted(int(p.stem) for p in (root / "pr_archive" / "demo").glob("*.md"))
+    found = sorted(int(p.stem) for p in (root / "pr_archive" / "demo").glob("[0-9]*.md"))
     assert found == [5, 11, 12]
     c11, _ = _card(root, 11)
     assert [f.path for f in c11.files] == ["models/qwen3.py"] and c11.families == ["qwen3"]
@@ -255,9 +257,15 @@ def test_repo_without_pr_numbers_reports_them(tmp_path):
         b.commit(f"change {i}", {f"f{i}.py": f"x = {i}\n"})
     root = tmp_path / "kb"
     rep = mine(b.path, root, RECIPE)
-    assert (rep.commits, rep.prs, rep.without_pr, rep.written) == (3, 0, 3, 0)
+    assert (rep.commits, rep.prs, rep.without_pr, rep.direct_pushes) == (3, 0, 3, 3)
     assert [s["subject"] for s in rep.without_pr_sample] == ["change 2", "change 1", "change 0"]
-    assert list((root / "pr_archive" / "demo").glob("*.md")) == []
+    # direct pushes get commit cards, kind "commit", pr null, titled by their subject
+    cards = sorted((root / "pr_archive" / "demo").glob("*.md"))
+    assert rep.written == 3 and all(p.stem.startswith("commit-") for p in cards)
+    loaded = [PRCard.model_validate(split_card(p.read_text()).meta) for p in cards]
+    assert {(c.kind, c.pr) for c in loaded} == {("commit", None)}
+    assert sorted(c.title for c in loaded) == ["change 0", "change 1", "change 2"]
+    assert all(p.stem == f"commit-{c.sha[:12]}" for p, c in zip(cards, loaded, strict=True))
 
 
 def test_shallow_clone_and_non_git_paths_are_refused(tmp_path):
@@ -308,7 +316,7 @@ def test_incremental_noop_since_and_notes_preserved(tmp_path):
     assert "rope_scale" in _card(root, 4)[0].files[0].symbols
 
     rep = mine(b.path, root, RECIPE, full=True)
-    assert rep.mode == "full" and rep.written == 0 and rep.unchanged == 4
+    assert rep.mode == "full" and rep.written == 0 and rep.unchanged == 5  # 4 PRs, 1 push
     assert card1.read_text().endswith(note)
 
     rep = mine(b.path, root, RECIPE, since="HEAD~2")
@@ -337,7 +345,7 @@ def test_rewritten_history_is_remined_without_losing_notes(tmp_path):
     b.commit("Bump docs (#9)", {"docs/x.md": "x\n"})
     rep = mine(b.path, root, RECIPE)
     assert rep.mode == "full" and "rewritten" in rep.reason
-    assert rep.removed == [8] and rep.orphaned == []
+    assert rep.removed == ["8"] and rep.orphaned == []
     c3, text3 = _card(root, 3)
     assert (
         c3.sha == b.repo.head.commit.parents[0].hexsha
@@ -352,7 +360,7 @@ def test_rewritten_history_is_remined_without_losing_notes(tmp_path):
     p9.write_text(p9.read_text().split("## Notes")[0] + "## Notes\n\nWorth keeping.\n")
     b.repo.git.reset("-q", "--hard", "HEAD~1")
     rep = mine(b.path, root, RECIPE)
-    assert rep.orphaned == [9] and p9.exists()
+    assert rep.orphaned == ["9"] and p9.exists()
 
 
 def test_duplicate_pr_numbers_share_one_card(tmp_path):

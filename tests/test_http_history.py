@@ -1,13 +1,14 @@
-"""`history` over HTTP and MCP against a small real PR archive, compared with `kbase history --json`."""
+"""`history` over HTTP and MCP against a small real PR archive, compared with `kbase history
+--json`.
+"""
 
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import anyio
 import pytest
+from conftest import run_cli
 from serve_fixtures import ThreadedUvicorn
 
 httpx = pytest.importorskip("httpx")
@@ -17,7 +18,9 @@ card_format = pytest.importorskip("kbase.ingest.card_format")
 
 @pytest.fixture(scope="module")
 def archive_root(tmp_path_factory):
-    """pr_archive/kern/ with four cards written by the archive's own renderer, and its family globs."""
+    """pr_archive/kern/ with four cards written by the archive's own renderer, and its
+    family globs.
+    """
     from kbase.schema import FileChange, PRCard
 
     root = tmp_path_factory.mktemp("archivekb")
@@ -75,23 +78,7 @@ def history_service(archive_root):
 def test_http_history_matches_the_cli(archive_root, history_service):
     from kbase.serve.http_app import create_app
 
-    cli = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "kbase.cli",
-            "history",
-            "attention",
-            "--repo",
-            "kern",
-            "--root",
-            str(archive_root),
-            "--json",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    cli = run_cli("history", "attention", "--repo", "kern", "--root", str(archive_root), "--json")
     assert cli.returncode == 0, cli.stderr
     expected = json.loads(cli.stdout)
     assert [r["pr"] for r in expected["prs"]] == [11, 13]  # oldest first, attention only

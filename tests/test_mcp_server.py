@@ -7,7 +7,6 @@ import time
 
 import anyio
 import pytest
-from serve_fixtures import indexed_root, service  # noqa: F401  (pytest fixtures)
 
 pytest.importorskip("mcp")
 
@@ -167,7 +166,7 @@ def test_max_chars_caps_the_whole_answer(service):
     ]
     answers = call(service, calls)
     sizes = []
-    for (_, args), (err, text) in zip(calls, answers):
+    for (_, args), (err, text) in zip(calls, answers, strict=False):
         assert not err, text
         assert len(text) <= args["max_chars"]
         sizes.append(len(json.loads(text)["hits"]))
@@ -233,7 +232,7 @@ def test_bad_input_is_refused_clearly_and_the_server_stays_up(service, indexed_r
     answers = call(service, calls)
     assert time.perf_counter() - t0 < 20  # a 1 MB query is refused, not embedded
     *bad, (last_err, last) = answers
-    for (name, args), (err, text) in zip(calls, bad):
+    for (name, args), (err, text) in zip(calls, bad, strict=False):
         assert err, (name, str(args)[:80])
         assert "Traceback" not in text and len(text) < 400
     assert "2000" in bad[0][1]  # says what the limit is

@@ -11,7 +11,6 @@ from pathlib import Path
 
 import anyio
 import pytest
-from serve_fixtures import indexed_root  # noqa: F401  (pytest fixture)
 
 pytest.importorskip("mcp")
 

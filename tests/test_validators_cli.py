@@ -1,4 +1,5 @@
-"""kbase new / verify / audit / check as an engineer runs them: real subprocesses, real git, real files."""
+"""kbase new / verify / audit / check as an engineer runs them: real git, real files, the real
+sandbox (in-process CLI calls; a subprocess where a signal is the point)."""
 
 from __future__ import annotations
 
@@ -12,18 +13,15 @@ from pathlib import Path
 from xml.etree import ElementTree as ET
 
 import pytest
+from conftest import CliRun, run_cli
 
 FIX = Path(__file__).parent / "fixtures" / "validators"
+sys.path.insert(0, str(FIX))
+from attacks import host_procs_with  # noqa: E402
 
 
-def kbase(*args: str, root: Path, cwd: Path | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "kbase.cli", *args, "--root", str(root)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=cwd or root,
-    )
+def kbase(*args: str, root: Path, cwd: Path | None = None) -> CliRun:
+    return run_cli(*args, "--root", str(root), cwd=cwd or root)
 
 
 def fixture_skill(root: Path, name: str, snippet: str) -> Path:
@@ -47,6 +45,7 @@ def fixture_skill(root: Path, name: str, snippet: str) -> Path:
 
 
 def test_new_scaffold_lints_verifies_and_audits_as_verified(tmp_path):
+    (tmp_path / "skills").mkdir()
     made = kbase("new", "my-first-skill", "--json", root=tmp_path)
     assert made.returncode == 0, made.stderr
     assert json.loads(made.stdout) == {"created": "skills/my-first-skill/SKILL.md"}
@@ -58,7 +57,15 @@ def test_new_scaffold_lints_verifies_and_audits_as_verified(tmp_path):
     results = json.loads(ran.stdout)["results"]
     by_tier = {r["tier"]: r for r in results}
     assert by_tier["cpu-interpret"]["verdict"] == "pass"
-    assert set(results[0]) == {"skill", "tier", "verdict", "duration_s", "line", "message"}
+    assert set(results[0]) == {
+        "skill",
+        "tier",
+        "verdict",
+        "duration_s",
+        "line",
+        "message",
+        "claims",
+    }
     rows = (tmp_path / "ledger" / "verifications.jsonl").read_text().splitlines()
     assert len(rows) == 1 and json.loads(rows[0])["verdict"] == "pass"
 
@@ -179,14 +186,16 @@ def test_check_changed_verifies_only_what_the_branch_touched(tmp_path):
 
 
 def test_terminating_kbase_keeps_finished_rows_and_kills_the_running_snippet(tmp_path):
-    import os
     import signal
     import time
 
     fixture_skill(tmp_path, "a-quick", "assert_fail.py")
-    pidfile = tmp_path / "loop.pid"
+    marker = f"kbase-loop-{time.time_ns()}"
+    # a child with a marked command line: the host can see it start and check it is gone
     code = (
-        (FIX / "snippets" / "infinite_loop.py").read_text().replace("PIDFILE", repr(str(pidfile)))
+        "import subprocess\n"
+        f"subprocess.Popen(['/bin/sh', '-c', 'while :; do sleep 0.1; done; : {marker}'])\n"
+        + (FIX / "snippets" / "infinite_loop.py").read_text()
     )
     loop = tmp_path / "skills" / "z-loop" / "SKILL.md"
     loop.parent.mkdir(parents=True)
@@ -220,19 +229,18 @@ def test_terminating_kbase_keeps_finished_rows_and_kills_the_running_snippet(tmp
         stderr=subprocess.PIPE,
     )
     deadline = time.monotonic() + 60
-    while not pidfile.exists() and time.monotonic() < deadline:
+    while not host_procs_with(marker) and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert pidfile.exists(), proc.communicate(timeout=5)
+    assert host_procs_with(marker), proc.communicate(timeout=5)
     time.sleep(0.2)
     start = time.monotonic()
     proc.send_signal(signal.SIGTERM)
     proc.communicate(timeout=30)
     assert time.monotonic() - start < 10 and proc.returncode != 0
-    looping = int(pidfile.read_text())
-    assert (
-        not os.path.exists(f"/proc/{looping}")
-        or open(f"/proc/{looping}/stat").read().rsplit(")", 1)[1].split()[0] == "Z"
-    )
+    deadline = time.monotonic() + 3
+    while host_procs_with(marker) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert host_procs_with(marker) == []
     rows = [
         json.loads(ln)
         for ln in (tmp_path / "ledger" / "verifications.jsonl").read_text().splitlines()

@@ -1,27 +1,27 @@
-"""Verify skills: lay out each snippet in a fresh directory, run it per tier in the sandbox, judge it."""
+"""Verify skills: lay out each snippet, run it per tier in the sandbox, judge it and its claims."""
 
 from __future__ import annotations
 
 import datetime as dt
 import os
-import shutil
+import shlex
 import signal
-import stat
 import sys
-import tempfile
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from kbase.validators.claims import judge_measures
 from kbase.validators.fingerprint import fingerprint
 from kbase.validators.sandbox import (
     Limits,
     SandboxResult,
+    SandboxUnavailable,
     kill_all_live,
-    network_isolation,
     run_sandboxed,
+    sandbox_status,
     tail,
 )
 from kbase.validators.snippets import SnippetError, SnippetLayout, layout_blocks, locate_failure
@@ -36,6 +36,7 @@ CPU_COMPILE_ARCH = "sm_90a"
 # deadline; -X faulthandler does the same for crashes. Both feed the line mapping.
 _BOOTSTRAP = (
     "import faulthandler, os, runpy, sys\n"
+    "os.makedirs(os.environ.get('TMPDIR') or 'tmp', exist_ok=True)\n"
     "faulthandler.dump_traceback_later(float(sys.argv.pop(1)), exit=False)\n"
     "path = os.path.abspath('snippet.py')\n"
     "sys.argv[0] = path\n"
@@ -59,19 +60,24 @@ class RunOutcome:
     isolated: bool = False
     executed: bool = False  # False for skips decided before running anything
     at: str = ""
+    claims: list[dict] = field(default_factory=list)  # {"id", "value", "expect", "holds"}
+    literals_seen: list[str] = field(default_factory=list)
+    limits: dict = field(default_factory=dict)
 
     def result_dict(self) -> dict:
         """The public `--json` row: shaped (and checked) by kbase.schema.RunResult."""
         from kbase.schema import RunResult
 
-        return RunResult(
-            skill=self.skill,
-            tier=self.tier,
-            verdict=self.verdict,
-            duration_s=round(self.duration_s, 3),
-            line=self.line,
-            message=self.message,
-        ).model_dump(mode="json")
+        row = {
+            "skill": self.skill,
+            "tier": self.tier,
+            "verdict": self.verdict,
+            "duration_s": round(self.duration_s, 3),
+            "line": self.line,
+            "message": self.message,
+            "claims": self.claims,
+        }
+        return RunResult.model_validate(row).model_dump(mode="json", exclude_none=False)
 
 
 @dataclass
@@ -80,7 +86,8 @@ class RunSettings:
     workers: int = 1
     memory_mb: int | None = None  # None: the per-tier default
     timeout_s: float | None = None  # None: the skill's verification.timeout_s
-    isolate: bool = True
+    unsafe_no_sandbox: bool = False  # run without bubblewrap: rows say isolated=false
+    disk_mb: int | None = None  # size of the run's tmpfs (None: Limits' default)
     root: Path | None = None
 
 
@@ -96,17 +103,17 @@ def nvcc_arch_for(tier: str, min_cc: float | None) -> str:
 
 
 def _tier_env(
-    tier: str, workdir: Path, arch: str, min_cc: float | None, workers: int
+    tier: str, workdir: str, arch: str, min_cc: float | None, workers: int
 ) -> dict[str, str]:
     env = {
         "KBASE_TIER": tier,
         "KBASE_NVCC_ARCH": arch,
-        "HOME": str(workdir),
-        "TMPDIR": str(workdir / "tmp"),
-        "TRITON_CACHE_DIR": str(workdir / ".triton-cache"),
-        "TRITON_HOME": str(workdir),
-        "XDG_CACHE_HOME": str(workdir / ".cache"),
-        "TORCHINDUCTOR_CACHE_DIR": str(workdir / ".inductor-cache"),
+        "HOME": workdir,
+        "TMPDIR": f"{workdir}/tmp",
+        "TRITON_CACHE_DIR": f"{workdir}/.triton-cache",
+        "TRITON_HOME": workdir,
+        "XDG_CACHE_HOME": f"{workdir}/.cache",
+        "TORCHINDUCTOR_CACHE_DIR": f"{workdir}/.inductor-cache",
         "PYTHONDONTWRITEBYTECODE": "1",
         "PYTHONUNBUFFERED": "1",
     }
@@ -129,29 +136,23 @@ def _tier_env(
     return env
 
 
-def _steps(layout: SnippetLayout, tier: str, arch: str, timeout: float) -> list[list[str]]:
+def _command(layout: SnippetLayout, tier: str, arch: str, timeout: float) -> list[str]:
+    """One command per run: the sandbox holds one working directory for the whole run."""
     if layout.python is not None:
-        return [
-            [
-                sys.executable,
-                "-u",
-                "-X",
-                "faulthandler",
-                "-c",
-                _BOOTSTRAP,
-                str(max(0.5, timeout - 0.3)),
-            ]
-        ]
+        watchdog = str(max(0.5, timeout - 0.3))
+        return [sys.executable, "-u", "-X", "faulthandler", "-c", _BOOTSTRAP, watchdog]
     cu = [f.name for f in layout.cuda_files]
     if TIER_SPECS[tier].cuda_runs_binary:
         host = [f.name for f in layout.files if f.lang in ("cpp", "c++", "c")]
-        return [
-            ["nvcc", f"-arch={arch}", "-Xptxas", "-v", "-o", "snippet_bin", *cu, *host],
-            ["./snippet_bin"],
+        build = ["nvcc", f"-arch={arch}", "-Xptxas", "-v", "-o", "snippet_bin", *cu, *host]
+        script = f"mkdir -p tmp && {shlex.join(build)} && exec ./snippet_bin"
+    else:
+        compiles = [
+            shlex.join(["nvcc", f"-arch={arch}", "-Xptxas", "-v", "-c", n, "-o", n + ".o"])
+            for n in cu
         ]
-    return [
-        ["nvcc", f"-arch={arch}", "-Xptxas", "-v", "-c", name, "-o", name + ".o"] for name in cu
-    ]
+        script = " && ".join(["mkdir -p tmp", *compiles])
+    return ["/bin/sh", "-c", script]
 
 
 def _last_line(text: str) -> str:
@@ -177,31 +178,26 @@ def _judge(
             _last_line(res.stdout + "\n" + res.stderr) or "the snippet skipped itself (exit 77)",
         )
     line = locate_failure(layout, output)
+    hit = f"memory limit ({limits.memory_mb} MiB for the run) hit" if res.memory_hit else ""
+    if res.pids_hit:
+        hit = (hit + "; " if hit else "") + f"process limit ({limits.pids}) hit"
     if rc is not None and rc < 0:
         if -rc == signal.SIGXCPU:
             return "killed", line, f"CPU-time limit exceeded ({res.signal_name})"
+        if -rc == signal.SIGXFSZ:
+            return "killed", line, f"file-size limit ({limits.disk_mb} MiB) exceeded (SIGXFSZ)"
         why = f"killed by {res.signal_name}"
-        if -rc == signal.SIGKILL:
+        if hit:
+            why += f": {hit}"
+        elif -rc == signal.SIGKILL:
             why += " (out of memory, or killed from outside)"
         return "killed", line, why
     last = _last_line(res.stderr) or _last_line(res.stdout) or f"exit status {rc}"
-    if any(sign in output for sign in _MEMORY_SIGNS) and limits.memory_mb:
+    if hit:
+        last = f"{hit}: {last}"
+    elif any(sign in output for sign in _MEMORY_SIGNS) and limits.memory_mb:
         last = f"memory limit ({limits.memory_mb} MiB) hit: {last}"
     return "fail", line, last
-
-
-def _rmtree(path: Path) -> None:
-    def unlock(func, p, _exc):  # a snippet may have chmod'ed its own files read-only
-        try:
-            os.chmod(p, stat.S_IRWXU)
-            func(p)
-        except OSError:
-            pass
-
-    if sys.version_info >= (3, 12):
-        shutil.rmtree(path, onexc=unlock)
-    else:
-        shutil.rmtree(path, onerror=unlock)
 
 
 _GPU_LOCK = threading.Lock()
@@ -218,17 +214,25 @@ def run_tier(skill, tier: str, settings: RunSettings) -> RunOutcome:
     return _run_tier(skill, tier, settings)
 
 
-def _run_tier(skill, tier: str, settings: RunSettings) -> RunOutcome:
-    v = skill.meta.verification
-    timeout = float(settings.timeout_s or v.timeout_s)
-    spec = TIER_SPECS[tier]
+def _memory_for(settings: RunSettings, tier: str) -> int:
     memory = (
         settings.memory_mb
         if settings.memory_mb is not None
         else os.environ.get("KBASE_SANDBOX_MEMORY_MB")
     )
-    memory = int(memory) if memory not in (None, "") else spec.default_memory_mb
+    if memory not in (None, ""):
+        return int(memory)
+    return TIER_SPECS[tier].default_memory_mb
+
+
+def _run_tier(skill, tier: str, settings: RunSettings) -> RunOutcome:
+    v = skill.meta.verification
+    timeout = float(settings.timeout_s or v.timeout_s)
+    spec = TIER_SPECS[tier]
+    memory = _memory_for(settings, tier)
     limits = Limits(timeout_s=timeout, memory_mb=memory or None, memory_kind=spec.memory_kind)
+    if settings.disk_mb:
+        limits.disk_mb = settings.disk_mb
     base = RunOutcome(
         skill=skill.name,
         tier=tier,
@@ -244,7 +248,8 @@ def _run_tier(skill, tier: str, settings: RunSettings) -> RunOutcome:
     except SnippetError as exc:
         base.line, base.message = exc.line, str(exc)
         return base
-    isolate = settings.isolate
+    sandboxed = not settings.unsafe_no_sandbox
+    userns: bool | None = None
     if spec.sees_gpu:
         device, _ = gpu_for(v.min_compute_capability)
         visible = (
@@ -252,46 +257,58 @@ def _run_tier(skill, tier: str, settings: RunSettings) -> RunOutcome:
             if device is not None and "CUDA_VISIBLE_DEVICES" not in os.environ
             else ""
         )
-        why, isolate = cuda_preflight(settings.isolate, limits.memory_mb, visible)
+        why, userns = cuda_preflight(sandboxed, limits.memory_mb, visible)
         if why:  # the machine's or the sandbox's fault, not the snippet's: not a verdict to record
             base.verdict, base.message, base.executed = "skip", why, False
             return base
     arch = nvcc_arch_for(tier, v.min_compute_capability)
-    workdir = Path(tempfile.mkdtemp(prefix=f"kbase-verify-{skill.name[:40]}-"))
+    files = {f.name: f.text for f in layout.files}
+    literals = list(getattr(skill.meta, "literal_triggers", []) or [])
+
+    def env_for(workdir: str) -> dict[str, str]:
+        return _tier_env(tier, workdir, arch, v.min_compute_capability, settings.workers)
+
+    argv = _command(layout, tier, arch, timeout)
     try:
-        (workdir / "tmp").mkdir()
-        layout.write(workdir)
-        env = _tier_env(tier, workdir, arch, v.min_compute_capability, settings.workers)
-        spent = 0.0
-        outputs: list[str] = []
-        res: SandboxResult | None = None
-        for argv in _steps(layout, tier, arch, timeout):
-            left = timeout - spent
-            res = run_sandboxed(
-                argv,
-                workdir,
-                Limits(left, limits.memory_mb, limits.memory_kind, limits.cpu_s),
-                env,
-                isolate=isolate,
-                on_timeout_grace_s=1.0 if argv[0] == sys.executable else 0.0,
-            )
-            spent += res.duration_s
-            outputs.append(res.stderr + res.stdout)
-            if res.returncode != 0 or res.timed_out or res.error:
-                break
-        assert res is not None
-        base.verdict, base.line, base.message = _judge(res, layout, limits, timeout)
-        base.duration_s = spent
-        base.isolated = res.isolated
-        base.output_tail = tail("\n".join(outputs))
-        if base.verdict == "pass" and res.orphans_killed:
-            base.message = (
-                base.message + f" ({res.orphans_killed} leftover process(es) killed)"
-            ).strip()
+        res = run_sandboxed(
+            argv,
+            files,
+            limits,
+            env_for,
+            sandboxed=sandboxed,
+            gpu=spec.sees_gpu,
+            userns=userns,
+            literals=literals,
+            on_timeout_grace_s=1.0 if argv[0] == sys.executable else 0.0,
+        )
+    except SandboxUnavailable as exc:
+        base.verdict, base.executed = "skip", False
+        base.message = f"not run: no sandbox ({exc}); pass --unsafe-no-sandbox to run unisolated"
+        return base
     except OSError as exc:
         base.message = f"could not prepare the run: {exc}"
-    finally:
-        _rmtree(workdir)
+        return base
+    base.verdict, base.line, base.message = _judge(res, layout, limits, timeout)
+    base.duration_s = res.duration_s
+    base.isolated = res.isolated
+    base.limits = res.limits
+    base.literals_seen = res.literals_seen
+    base.output_tail = tail(res.stderr + res.stdout)
+    claims = list(getattr(skill.meta, "claims", []) or [])
+    if base.verdict in ("pass", "fail") or res.measures:
+        cv = judge_measures(claims, tier, list(v.tiers), res.measures)
+        base.claims = cv.results
+        if base.verdict == "pass":
+            if cv.unknown or cv.missing:
+                base.verdict, base.message = "error", cv.message()
+            elif cv.failed:
+                base.verdict, base.message = "fail", cv.message()
+    if base.verdict == "pass" and res.memory_hit:
+        base.message = (base.message + " (the run hit its memory limit)").strip()
+    if base.verdict == "pass" and res.orphans_killed:
+        base.message = (
+            base.message + f" ({res.orphans_killed} leftover process(es) killed)"
+        ).strip()
     return base
 
 
@@ -328,6 +345,13 @@ def verify_skills(
                 if on_done:
                     on_done(outcomes[order])
             order += 1
+    if jobs and not settings.unsafe_no_sandbox:
+        ok, why = sandbox_status()
+        if not ok:
+            raise SandboxUnavailable(
+                f"refusing to run snippets without the sandbox: {why}. Install bubblewrap "
+                "(apt-get install bubblewrap) or pass --unsafe-no-sandbox (such runs never verify)"
+            )
     pool = ThreadPoolExecutor(max_workers=max(1, settings.workers))
     restore = _terminate_as_interrupt()
     try:
@@ -348,7 +372,7 @@ def verify_skills(
     return [outcomes[i] for i in sorted(outcomes)]
 
 
-def _terminate_as_interrupt() -> Callable[[], None]:
+def _terminate_as_interrupt() -> Callable[[], object]:
     """Make SIGTERM (what CI sends on cancel) unwind like Ctrl-C; returns the undo."""
     if threading.current_thread() is not threading.main_thread():
         return lambda: None
@@ -361,16 +385,13 @@ def _terminate_as_interrupt() -> Callable[[], None]:
 
 
 def isolation_note(settings: RunSettings, outcomes: list[RunOutcome] | None = None) -> str | None:
-    """None when snippets ran without network, else why (some of) them could not be cut off."""
-    if not settings.isolate:
-        return "network isolation turned off (--no-isolate)"
-    ok, why = network_isolation()
+    """None when every snippet ran in the sandbox, else why (some of) them did not."""
+    if settings.unsafe_no_sandbox:
+        return "snippets ran WITHOUT the sandbox (--unsafe-no-sandbox): their rows never verify"
+    ok, why = sandbox_status()
     if not ok:
-        return f"snippets ran WITH network access: {why}"
+        return f"no sandbox here ({why}): nothing was run"
     open_runs = [o for o in outcomes or [] if o.executed and not o.isolated]
     if open_runs:
-        return (
-            f"{len(open_runs)} run(s) had network access: CUDA does not initialise inside a user "
-            "namespace on this machine, so the gpu tier runs without one"
-        )
+        return f"{len(open_runs)} run(s) ran outside the sandbox"
     return None

@@ -9,7 +9,9 @@ from kbase.errors import NotFound
 
 
 class UnknownSkill(NotFound):
-    """A name or path on the command line that is no skill."""
+    """A name or path on the command line that is no skill: bad usage (exit 2)."""
+
+    exit_code = 2
 
 
 def skill_file(root: Path, ref: str) -> Path:

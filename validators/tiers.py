@@ -107,7 +107,8 @@ _CUDA_PROBE = (
     "rc = cu.cuDeviceGetCount(ctypes.byref(n))\n"
     "if rc or n.value < 1: sys.exit(f'cuDeviceGetCount returned {rc}, {n.value} device(s)')\n"
     "dev, ctx = ctypes.c_int(), ctypes.c_void_p()\n"
-    "rc = cu.cuDeviceGet(ctypes.byref(dev), 0) or cu.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), dev)\n"
+    "rc = cu.cuDeviceGet(ctypes.byref(dev), 0) or cu.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), "
+    "dev)\n"
     "if rc: sys.exit(f'creating a context returned {rc}')\n"
     "print('cuda ok')\n"
 )
@@ -115,41 +116,47 @@ _CUDA_PROBE = (
 
 @functools.cache
 def cuda_preflight(
-    isolate: bool, memory_mb: int | None, visible: str = ""
-) -> tuple[str | None, bool]:
-    """(why the gpu tier cannot run here, or None; whether CUDA works inside the network namespace).
+    sandboxed: bool, memory_mb: int | None, visible: str = ""
+) -> tuple[str | None, bool | None]:
+    """(why the gpu tier cannot run here, or None; whether to use a user namespace).
 
     A sandbox that breaks CUDA would otherwise record every GPU skill as failing. So before the
-    first GPU run we create a context the way snippets will, and step back (no namespace, then no
-    memory limit) to tell the sandbox's fault from the machine's.
+    first GPU run we create a context the way snippets will, in the sandbox with the GPU device
+    nodes; if that fails with a user namespace we try without one (possible as root: the other
+    namespaces, the read-only root and the private directories stay), then without the memory
+    limit, to tell the sandbox's fault from the machine's.
     """
     import sys
-    import tempfile
-    from pathlib import Path
 
-    from kbase.validators.sandbox import Limits, run_sandboxed
+    from kbase.validators.sandbox import Limits, SandboxUnavailable, run_sandboxed
 
-    env = {"CUDA_DEVICE_ORDER": "PCI_BUS_ID", "CUDA_VISIBLE_DEVICES": visible} if visible else {}
-    attempts = [(True, memory_mb), (False, memory_mb)] if isolate else [(False, memory_mb)]
+    extra = {"CUDA_DEVICE_ORDER": "PCI_BUS_ID", "CUDA_VISIBLE_DEVICES": visible} if visible else {}
+    attempts: list[tuple[bool | None, int | None]] = (
+        [(True, memory_mb), (False, memory_mb)] if sandboxed else [(None, memory_mb)]
+    )
     if memory_mb:
-        attempts.append((False, None))
+        attempts.append((attempts[-1][0], None))
     last = ""
-    with tempfile.TemporaryDirectory(prefix="kbase-cuda-probe-") as tmp:
-        for iso, mem in attempts:
-            env_run = {**env, "HOME": tmp}
+    for userns, mem in attempts:
+        try:
             res = run_sandboxed(
                 [sys.executable, "-c", _CUDA_PROBE],
-                Path(tmp),
+                {},
                 Limits(60, mem, "data"),
-                env_run,
-                isolate=iso,
+                lambda w: {**extra, "HOME": w},
+                sandboxed=sandboxed,
+                gpu=True,
+                userns=userns,
             )
-            if res.returncode == 0:
-                if mem != memory_mb:
-                    return (
-                        f"CUDA does not initialise under the {memory_mb} MiB data limit; "
-                        "raise it with --memory-mb (0 removes it)"
-                    ), False
-                return None, iso and res.isolated
-            last = (res.stderr.strip().splitlines() or [res.error or f"exit {res.returncode}"])[-1]
-    return f"the CUDA driver does not initialise in a child process: {last}", False
+        except SandboxUnavailable as exc:
+            return f"no sandbox for the gpu tier: {exc}", None
+        if res.returncode == 0:
+            if mem != memory_mb:
+                return (
+                    f"CUDA does not initialise under the {memory_mb} MiB memory limit; "
+                    "raise it with --memory-mb (0 removes it)"
+                ), None
+            return None, userns
+        last = (res.stderr.strip().splitlines() or [res.error or f"exit {res.returncode}"])[-1]
+    where = "in the sandbox" if sandboxed else "in a child process"
+    return f"the CUDA driver does not initialise {where}: {last}", None

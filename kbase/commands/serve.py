@@ -40,7 +40,8 @@ def _need(module: str, command: str) -> None:
         importlib.import_module(module)  # the command imports it next anyway
     except ImportError:
         raise fail(  # noqa: B904  (the import error itself says nothing the message does not)
-            f"`{command}` needs the {module!r} package, which is not installed here (pip install {module})"
+            f"`{command}` needs the {module!r} package, which is not installed here (pip install "
+            f"{module})"
         )
 
 
@@ -94,7 +95,9 @@ def serve(
     ),
     root: str | None = RootOpt,
 ) -> None:
-    """Run the HTTP API: /search, /entries/{id}, /history/{repo}/{family}, /list, /stale, /healthz."""
+    """Run the HTTP API: /search, /entries/{id}, /history/{repo}/{family}, /list, /stale,
+    /healthz.
+    """
     _need("fastapi", "kbase serve")
     _need("uvicorn", "kbase serve")
     _logging(log_level)

@@ -36,7 +36,9 @@ MemoryOpt = typer.Option(
     + ")",
 )
 IsolateOpt = typer.Option(
-    True, "--isolate/--no-isolate", help="cut snippets off the network (unshare -rn) where possible"
+    True,
+    "--sandbox/--unsafe-no-sandbox",
+    help="run snippets in the bubblewrap sandbox (default); without it rows never verify",
 )
 JunitOpt = typer.Option(None, "--junit", help="write a JUnit XML report here")
 
@@ -141,6 +143,8 @@ def verify(
             typer.echo(str(p))
         if rep.isolation_note:
             err_console.print(f"[yellow]warning:[/yellow] {rep.isolation_note}")
+        for note in rep.notes:
+            err_console.print(f"[yellow]note:[/yellow] {note}")
         err_console.print(f"{len(rep.outcomes)} run(s), {rep.recorded} recorded in the ledger")
     if rep.failed:
         raise typer.Exit(1)
@@ -272,6 +276,8 @@ def check(
             }
         )
     elif not rep.ran:
+        for p in rep.problems:
+            typer.echo(str(p))
         err_console.print(f"no skill changed since {rep.base}")
     else:
         for p in rep.problems:

@@ -1,0 +1,265 @@
+"""A brace-matching scanner for C, C++ and CUDA: definition spans where tree-sitter gave up.
+
+Real kernel headers defeat the grammars (macros in declarators, `__launch_bounds__`,
+signatures split by `#if`), yet their shape is simple: a signature, then a `{`, then a
+body that ends at the matching `}`. The scanner skips comments, strings and
+preprocessor lines, matches braces, and reads the text between the previous `;`, `{`
+or `}` and each `{` as that block's signature: a namespace, a class, a function (its
+name is the identifier before the parameter list), or a plain block.
+"""
+
+from __future__ import annotations
+
+import bisect
+import re
+
+from kbase.ingest.definitions import CLASS, FUNCTION, KERNEL, MACRO, METHOD, FileDefs, Span
+
+_TOKEN = re.compile(
+    r"//[^\n]*"
+    r"|/\*.*?(?:\*/|\Z)"
+    r'|R"([^(\s]{0,16})\(.*?\)\1"'
+    r'|"(?:\\.|[^"\\\n])*"'
+    r"|'(?:\\.|[^'\\\n])*'"
+    r"|^[ \t]*#(?:\\\r?\n|[^\n])*"
+    r"|[{};]",
+    re.S | re.M,
+)
+_NOISE = re.compile(
+    r'//[^\n]*|/\*.*?\*/|^[ \t]*#(?:\\\r?\n|[^\n])*|"(?:\\.|[^"\\\n])*"', re.S | re.M
+)
+_DEFINE = re.compile(r"[ \t]*#[ \t]*define[ \t]+([A-Za-z_]\w*)")
+_DIRECTIVE = re.compile(r"[ \t]*#[ \t]*([a-z]+)")
+_ACCESS = re.compile(r"^\s*(?:public|private|protected)\s*:\s*")
+_TEMPLATE_HEAD = re.compile(r"^\s*template\s*")
+_CLASS_HEAD = re.compile(
+    r"^(?:typedef\s+)?(?:class|struct|union)\s+"
+    r"(?:(?:__align__|alignas|__declspec|__attribute__)\s*\(+[^)]*\)+\s*|\[\[[^\]]*\]\]\s*)*"
+    r"([A-Za-z_]\w*)"
+)
+# attribute-like wrappers whose parentheses are not a parameter list
+_ATTR_CALL = re.compile(
+    r"\b(?:__launch_bounds__|__attribute__|alignas|__align__|__declspec|noexcept|throw|"
+    r"decltype|__cluster_dims__|requires)\s*\("
+)
+_NAME_BEFORE = re.compile(
+    r"((?:[A-Za-z_]\w*\s*(?:<[^<>;{}]*(?:<[^<>;{}]*>[^<>;{}]*)*>)?\s*::\s*)*"
+    r"(?:~\s*)?(?:operator\s*(?:\(\)|[^\s(]+)|[A-Za-z_]\w*))\s*$"
+)
+_NOT_NAMES = {
+    "if",
+    "for",
+    "while",
+    "switch",
+    "catch",
+    "return",
+    "sizeof",
+    "defined",
+    "static_assert",
+    "else",
+    "do",
+    "try",
+    "case",
+    "new",
+    "delete",
+    "constexpr",
+    "consteval",
+    "noexcept",
+    "requires",
+    "alignof",
+    "typeid",
+    "decltype",
+    "throw",
+    "co_await",
+    "co_return",
+    "__syncthreads",
+}
+
+
+def _balanced_end(s: str, i: int) -> int:
+    """Index after the parenthesis group that opens at s[i] == '('."""
+    depth = 0
+    for j in range(i, len(s)):
+        c = s[j]
+        if c == "(":
+            depth += 1
+        elif c == ")":
+            depth -= 1
+            if depth == 0:
+                return j + 1
+    return len(s)
+
+
+def _strip_template_head(sig: str) -> str:
+    while True:
+        m = _TEMPLATE_HEAD.match(sig)
+        if not m or m.end() >= len(sig) or sig[m.end()] != "<":
+            return sig
+        depth, j = 0, m.end()
+        for j in range(m.end(), len(sig)):
+            if sig[j] == "<":
+                depth += 1
+            elif sig[j] == ">":
+                depth -= 1
+                if depth == 0:
+                    break
+        sig = sig[j + 1 :]
+
+
+def _without_attr_calls(sig: str) -> str:
+    while True:
+        m = _ATTR_CALL.search(sig)
+        if not m:
+            return sig
+        end = _balanced_end(sig, m.end() - 1)
+        sig = sig[: m.start()] + " " + sig[end:]
+
+
+def function_name(sig: str, need_type: bool = False) -> str | None:
+    """The name of the function whose signature (everything before its `{`) is `sig`."""
+    s = _without_attr_calls(_strip_template_head(sig))
+    # the parameter list is the last top-level group: drop a constructor's initialiser list
+    # (`) : a(x), b{y}`) and a trailing return type first
+    groups: list[tuple[int, int]] = []
+    i = 0
+    while i < len(s):
+        if s[i] == "(":
+            end = _balanced_end(s, i)
+            if end >= len(s) and s.count("(", i) > s.count(")", i):
+                return None  # the brace opens inside an argument list: `f({a, b})`
+            groups.append((i, end))
+            rest = s[end:]
+            m = re.match(r"\s*(?:const|volatile|override|final|mutable|&&?|\s)*:(?!:)", rest)
+            if m:
+                break
+            i = end
+            continue
+        if s.startswith("->", i):
+            break
+        if s[i] == "=" and not s.startswith("==", i) and "operator" not in s[max(0, i - 12) : i]:
+            return None  # an initialiser or a lambda bound to a name
+        i += 1
+    m = None
+    while groups:
+        start = groups.pop()[0]
+        m = _NAME_BEFORE.search(s[:start])
+        # `) KB_REQUIRES(...)`: an all-caps macro after the parameter list is an attribute
+        if m and groups and re.fullmatch(r"[A-Z][A-Z0-9_]+", m.group(1).strip()):
+            continue
+        break
+    if not m:
+        return None
+    name = re.sub(r"\s+", "", m.group(1))
+    name = re.sub(r"<[^:]*?>(?=::)", "", name)
+    last = name.rsplit("::", 1)[-1]
+    if last in _NOT_NAMES or not name:
+        return None
+    before = s[: m.start()]
+    if need_type and (
+        not re.search(r"[\w*&>]\s*$", before)
+        or re.search(r"\b(?:if|else|for|while|switch|return|do|case|co_return)\s*$", before)
+        or re.search(r"[=(,]", before)
+    ):
+        return None  # inside a body a definition has a return type; `a.f(`, `if (` have none
+    return name
+
+
+def scan_defs(src: bytes | str) -> FileDefs:
+    text = src.decode("utf-8", "replace") if isinstance(src, bytes) else src
+    line_starts = [0] + [m.end() for m in re.finditer(r"\n", text)]
+
+    def line_of(pos: int) -> int:
+        return bisect.bisect_right(line_starts, pos)
+
+    out = FileDefs(method="scanner")
+    # frame: (kind, name, start_line) with kind in ns | class | func | block
+    stack: list[tuple[str, str, int]] = []
+    sig_from = 0
+    in_func = 0
+    stray = 0
+    # `#if` stack: True while the current branch is one after the first (`#elif`, `#else`);
+    # only the first branch of each conditional is read, so braces split by `#if` balance
+    cond: list[bool] = []
+    for m in _TOKEN.finditer(text):
+        tok = m.group(0)
+        c = tok[0]
+        if c in "/\"'R":
+            continue
+        if c != "{" and c != "}" and c != ";":
+            d = _DIRECTIVE.match(tok)
+            word = d.group(1) if d else ""
+            if word in ("if", "ifdef", "ifndef"):
+                cond.append(False)
+            elif word in ("elif", "else", "elifdef", "elifndef") and cond:
+                cond[-1] = True
+            elif word == "endif" and cond:
+                cond.pop()
+            elif word == "define" and not any(cond):
+                macro = _DEFINE.match(tok)
+                if macro:
+                    out.spans.append(
+                        Span(line_of(m.start()), line_of(m.end() - 1), macro.group(1), MACRO)
+                    )
+            continue
+        if any(cond):
+            continue
+        if c == ";":
+            sig_from = m.end()
+            continue
+        if c == "}":
+            if not stack:
+                stray += 1
+            if stack:
+                kind, name, start = stack.pop()
+                if kind == "func":
+                    in_func -= 1
+                if kind in ("func", "class") and name:
+                    span_kind = name.split("\x00")[1] if "\x00" in name else CLASS
+                    out.spans.append(
+                        Span(start, line_of(m.start()), name.split("\x00")[0], span_kind)
+                    )
+            sig_from = m.end()
+            continue
+        # an opening brace: read its signature
+        raw = text[sig_from : m.start()]
+        sig = _ACCESS.sub("", _NOISE.sub(" ", raw)).strip()
+        lead = re.search(r"\S", _NOISE.sub(lambda x: " " * len(x.group(0)), raw))
+        start = line_of(sig_from + lead.start()) if lead else line_of(m.start())
+        sig_from = m.end()
+        # the innermost class frame already holds the qualified name
+        scope = [n for k, n, _ in stack if k == "class"][-1:]
+        frame = ("block", "", start)
+        flat = " ".join(sig.split())
+        if in_func:
+            fname = function_name(flat, need_type=True) if flat else None
+            if fname:
+                frame = ("func", f"{fname}\x00{FUNCTION}", start)
+        elif re.search(r"\bnamespace\b[\w:\s]*$", flat) or re.fullmatch(r"extern\s*", flat):
+            frame = ("ns", "", start)
+        else:
+            core = _strip_template_head(flat).strip()
+            cm = _CLASS_HEAD.match(core)
+            if cm and "(" not in core[: cm.end()]:
+                qual = "::".join((*scope, cm.group(1)))
+                frame = ("class", qual, start)
+            elif not re.match(r"^(?:enum|typedef\s+enum)\b", core) and flat:
+                fname = function_name(flat)
+                if fname:
+                    if "__global__" in flat:
+                        kind = KERNEL
+                    elif scope or "::" in fname:
+                        kind = METHOD
+                    else:
+                        kind = FUNCTION
+                    full = "::".join((*scope, fname)) if scope and "::" not in fname else fname
+                    frame = ("func", f"{full}\x00{kind}", start)
+        if frame[0] == "func":
+            in_func += 1
+        stack.append(frame)
+    last = len(line_starts)
+    out.balanced = not stack and not stray
+    for kind, name, start in stack:  # unclosed at the end of the file
+        if kind in ("func", "class") and name:
+            span_kind = name.split("\x00")[1] if "\x00" in name else CLASS
+            out.spans.append(Span(start, last, name.split("\x00")[0], span_kind))
+    return out.finish()

@@ -1,0 +1,208 @@
+"""Build a card (schema.PRCard) from one commit's facts, or from two commits of the same PR.
+
+Symbols are ranked here (kernels and public ops first, tests last), the key-diff excerpt is
+cut from the most significant hunks, and the commit body is read into description,
+co-authors, issue links, revert targets and numbers.
+"""
+
+from __future__ import annotations
+
+from kbase.ingest import classify
+from kbase.ingest.bodies import BodyFacts, read_body
+from kbase.ingest.change_symbols import rank_key
+from kbase.ingest.gitlog import CommitFacts, FileFacts
+
+from kbase.schema import FileChange, PRCard, Recipe
+
+KEY_DIFF_LINES = 20
+SHORT_SHA = 12
+
+
+def commit_ref(sha: str) -> str:
+    return sha[:SHORT_SHA]
+
+
+def to_change(f: FileFacts) -> FileChange:
+    order = sorted(
+        range(len(f.symbols)),
+        key=lambda i: rank_key(
+            f.symbols[i],
+            f.kinds[i] if i < len(f.kinds) else "function",
+            f.path,
+            f.weights[i] if i < len(f.weights) else 1,
+        ),
+    )
+    named = [f.named_by[i] if i < len(f.named_by) else "hunk-header" for i in order]
+    return FileChange(
+        path=f.path,
+        old_path=f.old_path,
+        added=f.added,
+        deleted=f.deleted,
+        symbols=[f.symbols[i] for i in order],
+        named_by=named,
+        kernels=[f.symbols[i] for i in order if i < len(f.kinds) and f.kinds[i] == "kernel"],
+    )
+
+
+def merge_files(into: list[FileChange], extra: list[FileChange]) -> list[FileChange]:
+    """Two commits of one PR: counts add up, symbols and kernels are united."""
+    by_path = {f.path: f for f in into}
+    for f in extra:
+        have = by_path.get(f.path)
+        if have is None:
+            by_path[f.path] = f
+            continue
+        added = None if have.added is None or f.added is None else have.added + f.added
+        deleted = None if have.deleted is None or f.deleted is None else have.deleted + f.deleted
+        syms = list(have.symbols)
+        # cards from before symbols were parsed have no named_by: hunk headers named them
+        named = list(have.named_by) + ["hunk-header"] * (len(syms) - len(have.named_by))
+        for i, s in enumerate(f.symbols):
+            if s not in syms:
+                syms.append(s)
+                named.append(f.named_by[i] if i < len(f.named_by) else "hunk-header")
+        by_path[f.path] = have.model_copy(
+            update={
+                "added": added,
+                "deleted": deleted,
+                "symbols": syms,
+                "named_by": named,
+                "kernels": list(dict.fromkeys(have.kernels + f.kernels)),
+                "old_path": have.old_path or f.old_path,
+            }
+        )
+    return sorted(by_path.values(), key=lambda x: x.path)
+
+
+def ranked_symbols(files: list[FileChange]) -> list[str]:
+    best: dict[str, tuple[int, int, str]] = {}
+    for f in files:
+        kernels = set(f.kernels)
+        for pos, s in enumerate(f.symbols):
+            kind = "kernel" if s in kernels else "function"
+            key = rank_key(s, kind, f.path, 0)
+            # within a group, a symbol listed earlier in a bigger file ranks higher
+            key = (key[0], pos - ((f.added or 0) + (f.deleted or 0)), s)
+            if s not in best or key < best[s]:
+                best[s] = key
+    return sorted(best, key=lambda s: best[s])
+
+
+def key_diff(facts: list[FileFacts], files: list[FileChange]) -> str | None:
+    """At most KEY_DIFF_LINES lines: hunks of the files whose symbols rank highest, no tests."""
+    by_path = {f.path: f for f in facts}
+
+    def file_rank(fc: FileChange) -> tuple:
+        top = (
+            min(
+                rank_key(s, "kernel" if s in fc.kernels else "function", fc.path, 0)[0]
+                for s in fc.symbols
+            )
+            if fc.symbols
+            else 6
+        )
+        return (top, -((fc.added or 0) + (fc.deleted or 0)), fc.path)
+
+    out: list[str] = []
+    for fc in sorted(files, key=file_rank):
+        ff = by_path.get(fc.path)
+        if ff is None or not ff.excerpts or file_rank(fc)[0] >= 5:
+            continue
+        if len(out) + 2 > KEY_DIFF_LINES:
+            break
+        out.append(f"--- {fc.path}")
+        for _, new_start, lines in ff.excerpts:
+            if len(out) + 2 > KEY_DIFF_LINES:
+                break
+            out.append(f"@@ +{new_start}")
+            room = KEY_DIFF_LINES - len(out)
+            out.extend(lines[:room])
+        if len(out) >= KEY_DIFF_LINES:
+            break
+    return "\n".join(out[:KEY_DIFF_LINES]) if out else None
+
+
+def body_facts(c: CommitFacts, pr: int | None, style: str | None) -> BodyFacts:
+    body = c.body
+    if style == "merge":  # the first body line of a merge commit is the PR title
+        lines = body.splitlines()
+        first = next((i for i, ln in enumerate(lines) if ln.strip()), None)
+        body = "\n".join(lines[first + 1 :]) if first is not None else ""
+    return read_body(body, pr)
+
+
+def build_card(
+    recipe: Recipe,
+    matcher,
+    *,
+    pr: int | None,
+    title: str,
+    sha: str,
+    date: str,
+    files: list[FileChange],
+    body: BodyFacts | None = None,
+    key: str | None = None,
+    also: list[str] | None = None,
+) -> PRCard:
+    fams: set[str] = set()
+    for f in files:
+        fams.update(matcher.families_of(f.path))
+        if f.old_path:
+            fams.update(matcher.families_of(f.old_path))
+    paths = [f.path for f in files]
+    cats = classify.categories(title, paths)
+    totals = {
+        "files": len(files),
+        "added": sum(f.added or 0 for f in files),
+        "deleted": sum(f.deleted or 0 for f in files),
+    }
+    binary = sum(1 for f in files if f.added is None)
+    if binary:
+        totals["binary"] = binary
+    b = body or BodyFacts()
+    reverts = None
+    if "revert" in cats:
+        reverts = classify.reverted_pr(title)
+        if reverts is None:
+            reverts = b.reverts_pr
+    if reverts is not None and reverts == pr:
+        reverts = None
+    return PRCard(
+        repo=recipe.name,
+        pr=pr,
+        kind="pr" if pr is not None else "commit",
+        url=recipe.pr_url(pr) if pr is not None else _commit_url(recipe, sha),
+        sha=sha,
+        date=date,
+        title=title,
+        families=sorted(fams),
+        files=files,
+        totals=totals,
+        categories=cats,
+        reverts=reverts,
+        tags=classify.tags(title, paths),
+        reverts_commit=commit_ref(b.reverts_commit) if b.reverts_commit else None,
+        description=b.description or None,
+        co_authors=list(b.co_authors),
+        issues=list(b.issues),
+        numbers=list(b.numbers),
+        touched=ranked_symbols(files),
+        key_diff=key,
+        also=list(also or []),
+    )
+
+
+def _commit_url(recipe: Recipe, sha: str) -> str | None:
+    return f"{recipe.upstream}/commit/{sha}" if recipe.upstream else None
+
+
+def title_of(c: CommitFacts, style: str | None) -> str:
+    """The PR title: a merge keeps it in the body; a squash subject's ' (#N)' is dropped."""
+    if style == "merge":
+        first = next((ln.strip() for ln in c.body.splitlines() if ln.strip()), "")
+        if first:
+            return first
+        return c.subject
+    if style is None:
+        return c.subject
+    return classify.PR_SUFFIX.sub("", c.subject).strip() or c.subject

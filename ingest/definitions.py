@@ -1,0 +1,331 @@
+"""Definition spans of one source file from its tree-sitter parse: which lines each function,
+`Class::method`, CUDA kernel, Python method, class or macro covers.
+
+Only the declaration levels of the tree are visited (namespaces, class bodies, templates,
+`#if` blocks; Python blocks for nested definitions), never expressions, so a large
+header costs one parse and a few thousand node visits. Regions tree-sitter could not
+parse (ERROR nodes) are returned as line ranges; callers ask the brace scanner there.
+"""
+
+from __future__ import annotations
+
+import bisect
+from dataclasses import dataclass, field
+from functools import cache
+
+KERNEL = "kernel"
+FUNCTION = "function"
+METHOD = "method"
+CLASS = "class"
+MACRO = "macro"
+
+
+@dataclass(frozen=True)
+class Span:
+    start: int  # 1-based, inclusive
+    end: int
+    name: str
+    kind: str
+
+
+@dataclass
+class FileDefs:
+    """Every definition span of one blob, plus the line ranges where the parse failed."""
+
+    spans: list[Span] = field(default_factory=list)
+    errors: list[tuple[int, int]] = field(default_factory=list)
+    method: str = "tree-sitter"
+    balanced: bool = True  # the scanner matched every brace (unused for tree-sitter defs)
+    _starts: list[int] = field(default_factory=list, repr=False)
+    _owner: list[Span | None] | None = field(default=None, repr=False)
+
+    def finish(self) -> FileDefs:
+        self.spans.sort(key=lambda s: (s.start, -s.end))
+        self._starts = [s.start for s in self.spans]
+        self.errors.sort()
+        return self
+
+    def enclosing(self, line: int) -> Span | None:
+        """The innermost span that holds `line`: spans nest or are disjoint, so among those that
+        hold it the one that starts last is the innermost."""
+        for j in range(bisect.bisect_right(self._starts, line) - 1, -1, -1):
+            if self.spans[j].end >= line:
+                return self.spans[j]
+        return None
+
+    def owner(self, line: int) -> Span | None:
+        """`enclosing` through a per-line table: outer spans painted first, inner ones over them."""
+        if self._owner is None:
+            n = max((sp.end for sp in self.spans), default=0) + 1
+            table: list[Span | None] = [None] * (n + 1)
+            for sp in self.spans:  # sorted by start, outer before inner
+                table[sp.start : sp.end + 1] = [sp] * (sp.end - sp.start + 1)
+            self._owner = table
+        return self._owner[line] if 0 <= line < len(self._owner) else None
+
+    def in_error(self, line: int) -> bool:
+        i = bisect.bisect_right(self.errors, (line, 1 << 30))
+        return i > 0 and self.errors[i - 1][1] >= line
+
+
+@cache
+def _parser(lang: str):
+    import importlib
+
+    from tree_sitter import Language, Parser
+
+    grammar = {"py": "tree_sitter_python", "cuda": "tree_sitter_cuda"}.get(lang, "tree_sitter_cpp")
+    mod = importlib.import_module(grammar)
+    return Parser(Language(mod.language()))
+
+
+def grammar_for(path: str) -> str | None:
+    """`py`, `cuda`, `cpp` or None (no grammar: hunk headers only)."""
+    p = path.lower()
+    if p.endswith((".py", ".pyi")):
+        return "py"
+    if p.endswith((".cu", ".cuh")):
+        return "cuda"
+    if p.endswith((".c", ".cc", ".cpp", ".cxx", ".h", ".hh", ".hpp", ".hxx", ".inl", ".hip")):
+        return "cuda"  # a superset of C++: CUDA qualifiers appear in .h files too
+    return None
+
+
+# tree-sitter parses sound code at several KB per millisecond; error recovery on broken
+# code can take a hundred times longer, so a parse past this budget is abandoned
+PARSE_BUDGET_S = 0.005
+PARSE_BUDGET_PER_KB_S = 0.0006
+
+
+def parse_defs(lang: str, src: bytes, old_tree=None) -> FileDefs | None:
+    """Definition spans from tree-sitter, or None when the parse ran past its time budget.
+    `old_tree`: the tree of another version of the file, already edited to this one's
+    coordinates (tree-sitter then re-parses only what changed)."""
+    return parse_tree(lang, src, old_tree)[0]
+
+
+def parse_tree(lang: str, src: bytes, old_tree=None):
+    """(FileDefs or None, the tree or None)."""
+    import time
+
+    budget = PARSE_BUDGET_S + PARSE_BUDGET_PER_KB_S * len(src) / 1024
+    # CPU time of this thread: a busy machine must not change which method names a symbol
+    t0 = time.thread_time()
+    parser = _parser(lang)
+    try:
+        read = lambda off, _pt: src[off : off + 65536]  # noqa: E731
+        stop = lambda *_: time.thread_time() - t0 > budget  # noqa: E731
+        if old_tree is None:
+            tree = parser.parse(read, progress_callback=stop)
+        else:
+            tree = parser.parse(read, old_tree, progress_callback=stop)
+    except ValueError:  # cancelled by the progress callback
+        parser.reset()
+        return None, None
+    out = FileDefs()
+    if lang == "py":
+        _py_block(tree.root_node, (), out, src)
+    else:
+        _c_block(tree.root_node, (), out, src)
+    return out.finish(), tree
+
+
+def line_starts(src: bytes) -> list[int]:
+    out = [0]
+    i = src.find(b"\n")
+    while i >= 0:
+        out.append(i + 1)
+        i = src.find(b"\n", i + 1)
+    if out[-1] != len(src):
+        out.append(len(src))
+    return out
+
+
+def edit_tree(tree, src: bytes, dst: bytes, hunks: list[tuple[int, int, int, int]], to_old: bool):
+    """Edit `tree` (parsed from `src`) so that it describes `dst`, from -U0 hunks
+    (old_start, old_count, new_start, new_count); `to_old`: src is the new side."""
+    a, b = line_starts(src), line_starts(dst)
+
+    def at(starts: list[int], line: int) -> int:
+        return starts[min(max(line, 0), len(starts) - 1)]
+
+    for os_, on, ns, nn in reversed(hunks):  # bottom-up: offsets above stay valid
+        s_start, s_n, d_start, d_n = (ns, nn, os_, on) if to_old else (os_, on, ns, nn)
+        s0 = s_start - 1 if s_n else s_start  # a count of 0 means "after line start"
+        d0 = d_start - 1 if d_n else d_start
+        start = at(a, s0)
+        tree.edit(
+            start_byte=start,
+            old_end_byte=at(a, s0 + s_n),
+            new_end_byte=start + (at(b, d0 + d_n) - at(b, d0)),
+            start_point=(s0, 0),
+            old_end_point=(s0 + s_n, 0),
+            new_end_point=(s0 + d_n, 0),
+        )
+    return tree
+
+
+def _line_span(node) -> tuple[int, int]:
+    end_row, end_col = node.end_point
+    # a node ending at column 0 of a line ends on the line before
+    end = end_row if end_col == 0 and end_row > node.start_point[0] else end_row + 1
+    return node.start_point[0] + 1, end
+
+
+def _text(node, src: bytes) -> str:
+    return src[node.start_byte : node.end_byte].decode("utf-8", "replace")
+
+
+# ----------------------------------------------------------------------------- Python
+
+
+def _py_block(node, scope: tuple[str, ...], out: FileDefs, src: bytes) -> None:
+    for child in node.children:
+        t = child.type
+        target, outer = child, child
+        if t == "decorated_definition":
+            target = child.child_by_field_name("definition")
+            if target is None:
+                continue
+            t = target.type
+        if t == "ERROR":
+            out.errors.append(_line_span(child))
+            continue
+        if t not in ("function_definition", "class_definition"):
+            if t in ("if_statement", "try_statement", "with_statement", "else_clause", "block"):
+                _py_block(child, scope, out, src)  # definitions under `if TYPE_CHECKING:` etc.
+            continue
+        name_node = target.child_by_field_name("name")
+        if name_node is None:
+            continue
+        name = ".".join((*scope, _text(name_node, src)))
+        start, end = _line_span(outer)
+        kind = CLASS if t == "class_definition" else (METHOD if scope else FUNCTION)
+        if kind != CLASS and _is_triton_kernel(outer, src):
+            kind = KERNEL
+        out.spans.append(Span(start, end, name, kind))
+        body = target.child_by_field_name("body")
+        if body is not None:
+            _py_block(body, (*scope, _text(name_node, src)), out, src)
+
+
+def _is_triton_kernel(node, src: bytes) -> bool:
+    if node.type != "decorated_definition":
+        return False
+    return any(
+        c.type == "decorator" and "jit" in _text(c, src) and "triton" in _text(c, src)
+        for c in node.children
+    )
+
+
+# ----------------------------------------------------------------------------- C, C++, CUDA
+
+_C_CONTAINERS = {
+    "translation_unit",
+    "declaration_list",
+    "preproc_if",
+    "preproc_ifdef",
+    "preproc_else",
+    "preproc_elif",
+    "preproc_elifdef",
+    "linkage_specification",
+}
+_C_CLASSES = {"class_specifier", "struct_specifier", "union_specifier"}
+
+
+def _c_block(node, scope: tuple[str, ...], out: FileDefs, src: bytes) -> None:
+    for child in node.children:
+        _c_item(child, child, scope, out, src)
+
+
+def _c_item(child, outer, scope: tuple[str, ...], out: FileDefs, src: bytes) -> None:
+    t = child.type
+    if t == "ERROR":
+        out.errors.append(_line_span(child))
+        return
+    if t in _C_CONTAINERS:
+        _c_block(child, scope, out, src)
+        return
+    if t == "namespace_definition":
+        body = child.child_by_field_name("body")
+        if body is not None:
+            _c_block(body, scope, out, src)
+        return
+    if t == "template_declaration":
+        for c in child.children:
+            if c.type in ("function_definition", "declaration", "class_specifier") or (
+                c.type in _C_CLASSES
+            ):
+                _c_item(c, outer, scope, out, src)
+        return
+    if t in ("preproc_function_def", "preproc_def"):
+        name = child.child_by_field_name("name")
+        if name is not None:
+            out.spans.append(Span(*_line_span(child), _text(name, src), MACRO))
+        return
+    if t in ("declaration", "field_declaration", "type_definition") and child.children:
+        for c in child.children:  # `struct X {...} x;`, `typedef struct {...} Y;`
+            if c.type in _C_CLASSES:
+                _c_item(c, outer if t != "type_definition" else c, scope, out, src)
+        return
+    if child.has_error and t in (*_C_CLASSES, "function_definition"):
+        # a definition that holds a parse error (braces split by `#if`, macros in odd
+        # places) may have swallowed its neighbours: its lines go to the scanner
+        out.errors.append(_line_span(outer))
+        if t == "function_definition":
+            return
+    if t in _C_CLASSES:
+        name = child.child_by_field_name("name")
+        body = child.child_by_field_name("body")
+        if name is None or body is None:
+            return
+        cname = _text(name, src)
+        qual = "::".join((*scope, cname))
+        out.spans.append(Span(*_line_span(outer), qual, CLASS))
+        for c in body.children:
+            _c_item(c, c, (*scope, cname), out, src)
+        return
+    if t == "function_definition":
+        decl = child.child_by_field_name("declarator")
+        name = _declarator_name(decl, src)
+        if not name:
+            return
+        full = "::".join((*scope, name)) if scope and "::" not in name else name
+        body = child.child_by_field_name("body")
+        head = src[child.start_byte : body.start_byte if body is not None else child.end_byte]
+        if b"__global__" in head:
+            kind = KERNEL
+        elif scope or "::" in name:
+            kind = METHOD
+        else:
+            kind = FUNCTION
+        out.spans.append(Span(*_line_span(outer), full, kind))
+        return
+
+
+def _declarator_name(decl, src: bytes) -> str | None:
+    """The name inside a (possibly pointer/reference) function declarator."""
+    depth = 0
+    while decl is not None and depth < 8:
+        depth += 1
+        t = decl.type
+        if t == "function_declarator":
+            inner = decl.child_by_field_name("declarator")
+            if inner is None:
+                return None
+            if inner.type in (
+                "identifier",
+                "field_identifier",
+                "qualified_identifier",
+                "destructor_name",
+                "operator_name",
+                "template_function",
+            ):
+                text = _text(inner, src)
+                if inner.type == "template_function":
+                    text = text.split("<", 1)[0]
+                return " ".join(text.split())
+            decl = inner
+            continue
+        decl = decl.child_by_field_name("declarator")
+    return None

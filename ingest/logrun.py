@@ -1,0 +1,140 @@
+"""Run `git log` over the commits a mine needs and survive a repository with missing objects.
+
+A partial or damaged clone makes `git log -p` die at the first commit whose diff needs a
+blob it lacks. The commits before it are kept; that commit is rebuilt file by file (a
+file whose blob is missing is recorded without counts, with a warning); the log resumes
+after it.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import tempfile
+from collections.abc import Callable
+
+from kbase.ingest.blobs import BlobReader
+from kbase.ingest.change_symbols import SymbolNamer
+from kbase.ingest.gitlog import LOG_FORMAT, CommitFacts, FileFacts, log_command, parse_log
+from kbase.ingest.symbols import attributes_text
+
+from kbase.errors import KbaseError
+
+
+class LogError(KbaseError):
+    """git itself failed for a reason other than a missing object."""
+
+
+def _git(git_dir: str) -> list[str]:
+    return ["git", f"--git-dir={git_dir}"]
+
+
+def stream_history(
+    repo, shas: list[str], on_commit: Callable[[CommitFacts], None], parse_code: bool = True
+) -> int:
+    """Hand `on_commit` the facts of every commit in `shas`, in that order."""
+    if not shas:
+        return 0
+    git_dir = str(repo.git_dir)
+    fd, attrs = tempfile.mkstemp(prefix="kbase-attrs-", suffix=".gitattributes")
+    reader = BlobReader(git_dir)
+    namer = SymbolNamer(reader.read, reader.read_many) if parse_code else None
+    try:
+        with os.fdopen(fd, "w") as fh:
+            fh.write(attributes_text())
+        pos = 0
+        while pos < len(shas):
+            done, err = _run(git_dir, attrs, shas[pos:], on_commit, namer)
+            pos += done
+            if err is None:
+                break
+            if pos >= len(shas):
+                raise LogError(err)
+            on_commit(_salvage(git_dir, attrs, shas[pos], namer, err))
+            pos += 1
+        return len(shas)
+    finally:
+        reader.close()
+        os.unlink(attrs)
+
+
+def _run(
+    git_dir: str,
+    attrs: str,
+    shas: list[str],
+    on_commit: Callable[[CommitFacts], None],
+    namer: SymbolNamer | None,
+) -> tuple[int, str | None]:
+    """(commits handed on, git's error or None)."""
+    with tempfile.TemporaryFile() as errf:
+        proc = subprocess.Popen(
+            [*_git(git_dir), *log_command(attrs)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=errf,
+        )
+        assert proc.stdin is not None and proc.stdout is not None
+        try:
+            # git reads every revision from stdin before it writes anything: no deadlock
+            proc.stdin.write(("\n".join(shas) + "\n").encode())
+            proc.stdin.close()
+            n = parse_log(proc.stdout, on_commit, namer, last_ok=lambda: proc.wait() == 0)
+        except BaseException:
+            proc.kill()
+            proc.wait()
+            raise
+        status = proc.wait()
+        errf.seek(0)
+        err = errf.read().decode("utf-8", "replace").strip()
+    return n, (None if status == 0 else err or f"git log exited with {status}")
+
+
+def _salvage(
+    git_dir: str, attrs: str, sha: str, namer: SymbolNamer | None, why: str
+) -> CommitFacts:
+    """One commit rebuilt from per-file diffs; files whose diff git cannot produce keep their
+    path and a problem, without counts."""
+    base = _git(git_dir)
+    head = subprocess.run(
+        [*base, "show", "-s", f"--format={LOG_FORMAT}", sha], capture_output=True, check=False
+    )
+    if head.returncode != 0:
+        raise LogError(f"{sha}: {why}")
+    parents = subprocess.run(
+        [*base, "rev-parse", f"{sha}^@"], capture_output=True, text=True, check=False
+    ).stdout.split()
+    listing = subprocess.run(
+        [*base, "diff-tree", "-r", "-M", "--no-commit-id", "--name-only", "-z"]
+        + ([parents[0], sha] if parents else ["--root", sha]),
+        capture_output=True,
+        check=False,
+    )
+    if listing.returncode != 0:
+        raise LogError(f"{sha}: {why}; {listing.stderr.decode('utf-8', 'replace').strip()}")
+    paths = [p.decode("utf-8", "surrogateescape") for p in listing.stdout.split(b"\0") if p]
+    chunks: list[bytes] = [head.stdout]
+    broken: list[FileFacts] = []
+    diff_cmd = log_command(attrs)
+    diff_cmd = diff_cmd[: diff_cmd.index("log")] + ["diff", "-M", "-p", "-U0", "--full-index"]
+    for path in paths:
+        rng = [parents[0], sha] if parents else ["4b825dc642cb6eb9a060e54bf8d69288fbee4904", sha]
+        one = subprocess.run([*base, *diff_cmd, *rng, "--", path], capture_output=True)
+        if one.returncode == 0:
+            chunks.append(one.stdout)
+        else:
+            msg = one.stderr.decode("utf-8", "replace").strip().splitlines()
+            broken.append(
+                FileFacts(
+                    path=path,
+                    added=None,
+                    deleted=None,
+                    problem=f"{path}: git could not read it "
+                    f"({msg[-1] if msg else 'missing object'})",
+                )
+            )
+    got: list[CommitFacts] = []
+    parse_log(iter(b"".join(chunks).splitlines(keepends=True)), got.append, namer)
+    commit = got[0]
+    commit.files.extend(broken)
+    commit.files.sort(key=lambda f: f.path)
+    return commit

@@ -1,0 +1,130 @@
+"""YAML that cannot crash a command: depth-limited, duplicate keys refused, libyaml when present.
+
+PyYAML builds documents recursively: 5,000 nested `[` raise RecursionError in the pure-Python
+loader and overflow the C stack (a segfault) in libyaml's composer. So nesting is bounded before
+anything recursive runs: a cheap upper bound from the text decides whether the exact (iterative)
+token scan is needed at all, which keeps ordinary front-matter at one parse.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import yaml
+
+from kbase.errors import ProblemsError
+from kbase.schema import Problem
+
+MAX_DEPTH = 32  # real front-matter nests 4-5 levels; anything near this is an accident or an attack
+_Loader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_BRACKETS = re.compile(r"[\[\]{}]")
+_LINE_PREFIX = re.compile(r"^[ \t?:-]*", re.M)
+_OPEN = (yaml.BlockMappingStartToken, yaml.BlockSequenceStartToken)
+_OPEN_FLOW = (yaml.FlowMappingStartToken, yaml.FlowSequenceStartToken)
+_CLOSE = (yaml.BlockEndToken, yaml.FlowMappingEndToken, yaml.FlowSequenceEndToken)
+
+
+class YamlProblem(ProblemsError):
+    """YAML that is malformed, too deep or repeats a key; callers re-raise as their own error."""
+
+
+def _depth_bound(text: str) -> int:
+    """An upper bound of the nesting depth (quotes ignored, so it can only over-estimate)."""
+    flow = deepest = 0
+    for m in _BRACKETS.finditer(text):
+        flow += 1 if m.group() in "[{" else -1
+        deepest = max(deepest, flow)
+    block = max((len(p) for p in _LINE_PREFIX.findall(text)), default=0)
+    return deepest + block + 2
+
+
+def too_deep_line(text: str) -> int | None:
+    """0-based line where nesting first exceeds MAX_DEPTH, or None. The scanner is iterative."""
+    if _depth_bound(text) <= MAX_DEPTH:
+        return None
+    depth = 0
+    try:
+        for tok in yaml.scan(text, Loader=_Loader):
+            if isinstance(tok, _OPEN) or isinstance(tok, _OPEN_FLOW):
+                depth += 1
+                if depth > MAX_DEPTH:
+                    return int(tok.start_mark.line)
+            elif isinstance(tok, _CLOSE):
+                depth -= 1
+    except yaml.YAMLError:
+        return None  # the parse below reports the syntax error with its line
+    return None
+
+
+def _duplicate_keys(node: Any, path: str, first_line: int) -> list[Problem]:
+    """Every mapping key given twice (YAML would silently keep the last), both lines named."""
+    problems = []
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, yaml.MappingNode):
+            seen: dict[Any, int] = {}
+            for k, v in n.value:
+                if isinstance(k, yaml.ScalarNode) and k.value != "<<":
+                    line = k.start_mark.line + first_line
+                    if k.value in seen:
+                        problems.append(
+                            Problem(
+                                path=path,
+                                line=line,
+                                field=str(k.value),
+                                code="duplicate-key",
+                                message=f"key {k.value!r} is given twice (lines {seen[k.value]} "
+                                f"and {line}); YAML would silently keep the last one",
+                            )
+                        )
+                    else:
+                        seen[k.value] = line
+                stack.append(v)
+        elif isinstance(n, yaml.SequenceNode):
+            stack.extend(n.value)
+    return problems
+
+
+def load_yaml(text: str, path: str, first_line: int = 1) -> tuple[Any, Any]:
+    """(data, node tree) of one YAML document; YamlProblem names the file and line of any fault.
+
+    first_line: the file line of the text's first line (2 for front-matter after `---`).
+    """
+    deep = too_deep_line(text)
+    if deep is not None:
+        raise YamlProblem(
+            [
+                Problem(
+                    path=path,
+                    line=deep + first_line,
+                    code="too-deep",
+                    message=f"YAML nests deeper than {MAX_DEPTH} levels here; flatten it",
+                )
+            ]
+        )
+    loader = _Loader(text)
+    try:
+        node = loader.get_single_node()
+        dups = _duplicate_keys(node, path, first_line) if node is not None else []
+        if dups:
+            raise YamlProblem(dups)
+        data = loader.construct_document(node) if node is not None else None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+        line = mark.line + first_line if mark is not None else first_line
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise YamlProblem(
+            [
+                Problem(
+                    path=path,
+                    line=line,
+                    code="malformed-yaml",
+                    message=f"malformed YAML: {problem}",
+                )
+            ]
+        ) from None
+    finally:
+        loader.dispose()
+    return data, node

@@ -1,0 +1,59 @@
+"""The hybrid ranker: a linear score over a few signals per candidate entry, with weights fitted on
+the tuning halves of the hand-written dev sets (bench/fit_fusion.py writes kbase/data/fusion.yaml).
+
+Signals: BM25 and dense evidence (normalised score and reciprocal rank), how much of the question
+the title covers, and priors that only fire when the question asks for them (the oldest feature PR
+for "first"/"introduced", fixes and reverts for "broke"/"regression", a date range).
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from importlib import resources
+
+import numpy as np
+
+FEATURES = (
+    "bm25",  # BM25 score / best BM25 score among the candidates
+    "bm25_rr",  # 1 / (RR_K + rank) in the BM25 list
+    "dense",  # cosine rescaled to [0, 1] over the dense list
+    "dense_rr",  # 1 / (RR_K + rank) in the dense list
+    "dense_code",  # dense_rr x share of code-like words in the question
+    "title",  # share of the question's words (and concepts) found in a PR card's title
+    "first_feature",  # question says first/introduced and the PR is a feature
+    "oldest",  # question says first/introduced: 1 for the oldest dated candidate .. 0 newest
+    "fix",  # question says broke/regression/crash and the PR is a fix or a revert
+    "revert",  # question says reverted and the PR is a revert
+    "in_range",  # question names a date and the entry's date is in it
+    "out_range",  # question names a date and the entry is dated outside it
+)
+RR_K = 5
+# The weights of the old reciprocal-rank fusion: the fallback when no fitted file exists.
+DEFAULT_WEIGHTS = {"bm25_rr": 2.0, "dense_rr": 1.0}
+_CODE_WORD = re.compile(r"[A-Za-z0-9]_[A-Za-z0-9]|[a-z][A-Z]|\w\.\w|/|::|\(\)")
+
+
+def code_share(query: str) -> float:
+    words = query.split()
+    return sum(bool(_CODE_WORD.search(w)) for w in words) / max(1, len(words))
+
+
+@functools.cache
+def fitted() -> dict:
+    """kbase/data/fusion.yaml as a dict; {} when absent."""
+    import yaml
+
+    try:
+        text = resources.files("kbase.data").joinpath("fusion.yaml").read_text("utf-8")
+    except FileNotFoundError:
+        return {}
+    return yaml.safe_load(text) or {}
+
+
+def weights_vector(weights: dict[str, float] | None = None) -> np.ndarray:
+    w = weights if weights is not None else (fitted().get("weights") or DEFAULT_WEIGHTS)
+    unknown = set(w) - set(FEATURES)
+    if unknown:
+        raise ValueError(f"unknown fusion features {sorted(unknown)}; known: {FEATURES}")
+    return np.asarray([float(w.get(f, 0.0)) for f in FEATURES], dtype=np.float64)

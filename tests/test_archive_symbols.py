@@ -1,0 +1,114 @@
+"""Symbols from parsed code: each fixture under tests/fixtures/mining/ is a file before and after a
+change (or only one side: a new or deleted file) with the hand-written definitions that enclose
+every changed line. Mining a real repository built from it must name exactly those."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+
+git = pytest.importorskip("git")
+
+from kbase.ingest.brace_scan import scan_defs  # noqa: E402
+from kbase.ingest.card_format import split_card  # noqa: E402
+from kbase.ingest.mining import mine  # noqa: E402
+
+from kbase.schema import PRCard, Recipe  # noqa: E402
+
+FIXTURES = Path(__file__).parent / "fixtures" / "mining"
+CASES = sorted(p.name for p in FIXTURES.iterdir() if (p / "truth.yaml").exists())
+RECIPE = Recipe(name="fix", upstream="https://github.com/example/fix", families={})
+
+
+def _mine_case(case: str, tmp: Path) -> tuple[dict, PRCard]:
+    d = FIXTURES / case
+    truth = yaml.safe_load((d / "truth.yaml").read_text())
+    before = next(d.glob("before.*"), None)
+    after = next(d.glob("after.*"), None)
+    repo = git.Repo.init(tmp / "repo", initial_branch="main")
+    with repo.config_writer() as cw:
+        cw.set_value("user", "name", "T").set_value("user", "email", "t@example.invalid")
+    target = tmp / "repo" / truth["path"]
+    target.parent.mkdir(parents=True, exist_ok=True)
+    (tmp / "repo" / "README.md").write_text("fixture\n")
+    repo.git.add("README.md")
+    if before is not None:
+        shutil.copy(before, target)
+        repo.git.add(truth["path"])
+    repo.git.commit("-q", "-m", "base (#1)")
+    if after is not None:
+        shutil.copy(after, target)
+        repo.git.add(truth["path"])
+    else:
+        repo.git.rm("-q", truth["path"])
+    repo.git.commit("-q", "-m", "the change (#2)")
+    mine(tmp / "repo", tmp / "kb", RECIPE)
+    text = (tmp / "kb" / "pr_archive" / "fix" / "2.md").read_text()
+    return truth, PRCard.model_validate(split_card(text).meta)
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_symbols_are_the_enclosing_definitions(case, tmp_path):
+    truth, card = _mine_case(case, tmp_path)
+    (f,) = [x for x in card.files if x.path == truth["path"]]
+    assert sorted(f.symbols) == sorted(truth["symbols"])
+    assert sorted(f.kernels) == sorted(truth.get("kernels") or [])
+    assert len(f.named_by) == len(f.symbols)
+    assert set(f.named_by) <= {"tree-sitter", "scanner"}
+    # no cap drops a kernel, and kernels rank first on the card
+    kernels = truth.get("kernels") or []
+    assert card.touched[: len(kernels)] == [s for s in card.touched if s in kernels]
+
+
+def test_braces_split_by_preprocessor_are_read_by_the_scanner(tmp_path):
+    truth, card = _mine_case("preproc_braces", tmp_path)
+    (f,) = card.files
+    by = dict(zip(f.symbols, f.named_by, strict=True))
+    assert by["load_or_zero"] == "scanner"
+    long_kernel = next(s for s in f.kernels if len(s) > 60)
+    assert long_kernel in card.touched[:1]
+
+
+def test_scanner_reads_signatures_before_the_body():
+    src = b"""
+namespace a {
+template <int N>
+__global__ void __launch_bounds__(N * 32)
+    K(float* x)
+    EXTRA_MACRO(N > 0) {
+  if (x) { x[0] = 1; }
+}
+struct S {
+  S(int v) : v_(v), w_{v} {}
+  int get() const { return v_; }
+  int v_, w_;
+};
+int S2::put(int y) { return y; }
+template <int M> __device__ void g(int z) {
+  if constexpr (M > 1) { z++; }
+  auto h = [&](int y) { return y; };
+}
+}
+"""
+    d = scan_defs(src)
+    names = {(s.name, s.kind) for s in d.spans}
+    assert ("K", "kernel") in names
+    assert {("S::S", "method"), ("S::get", "method"), ("S2::put", "method")} <= names
+    assert d.balanced and d.owner(7).name == "K"
+    # control statements and lambdas inside a body are no definitions
+    assert not names & {("constexpr", "function"), ("h", "function")} and d.owner(18).name == "g"
+
+
+def test_a_missing_blob_is_a_warning_not_a_traceback(tmp_path):
+    truth, _ = _mine_case("python_methods", tmp_path)
+    repo = git.Repo(tmp_path / "repo")
+    blob = repo.git.rev_parse(f"HEAD:{truth['path']}")
+    obj = tmp_path / "repo" / ".git" / "objects" / blob[:2] / blob[2:]
+    obj.chmod(0o644)
+    obj.unlink()
+    rep = mine(tmp_path / "repo", tmp_path / "kb2", RECIPE)
+    assert rep.prs == 2
+    assert any(blob[:12] in w and truth["path"] in w for w in rep.warnings)

@@ -1,0 +1,144 @@
+"""Inputs that must not crash a command: the bad file is refused with path:line, the rest served."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import anyio
+import httpx
+import pytest
+from conftest import skill_text
+from serve_fixtures import ThreadedUvicorn, synthetic_skill
+from typer.testing import CliRunner
+
+from kbase.cli import app
+
+GOOD = "good-skill"
+VERIFY = "\n```python verify\nassert 1 + 1 == 2\n```\n"
+
+
+def _hostile(root: Path, outside: Path) -> dict[str, str]:
+    """name -> text each hostile SKILL.md must be rejected with."""
+    skills = root / "skills"
+
+    def put(name: str, text: str | bytes) -> None:
+        (skills / name).mkdir(parents=True, exist_ok=True)
+        f = skills / name / "SKILL.md"
+        f.write_bytes(text if isinstance(text, bytes) else text.encode())
+
+    put(GOOD, synthetic_skill(GOOD, "warp shuffle reductions", "zebracorn"))
+    put("deep-flow", skill_text("deep-flow", extra="notes: " + "[" * 5000 + "]" * 5000 + "\n"))
+    nested = (
+        "notes:\n" + "".join(" " * i + f"k{i}:\n" for i in range(1, 1100)) + " " * 1100 + "v: 1\n"
+    )
+    put("deep-block", skill_text("deep-block", extra=nested))
+    put(
+        "very-deep", skill_text("very-deep", extra="notes: " + "[" * 200_000 + "]" * 200_000 + "\n")
+    )
+    dup = skill_text("dup-keys", extra="verification:\n  tiers: [gpu]\n  asserts: other\n")
+    put("dup-keys", dup + VERIFY)
+    put("empty-snippet", skill_text("empty-snippet") + "\n```python verify\n# TODO\n\n```\n")
+    late_nul = skill_text("late-nul", body="x" * 9000 + "\x00 hidden") + VERIFY
+    put("late-nul", late_nul)
+    put("cr-only", (skill_text("cr-only") + VERIFY).replace("\n", "\r"))
+    (outside / "escaped").mkdir(parents=True)
+    (outside / "escaped" / "SKILL.md").write_text(skill_text("escaped") + VERIFY)
+    os.symlink(outside / "escaped", skills / "escaped")
+    return {
+        "deep-flow": "nests deeper than 32 levels",
+        "deep-block": "nests deeper than 32 levels",
+        "very-deep": "nests deeper than 32 levels",
+        "dup-keys": "key 'verification' is given twice (lines",
+        "empty-snippet": "block has no code",
+        "late-nul": "NUL byte at offset",
+        "cr-only": "bare CR",
+        "escaped": "outside the knowledge-base root",
+    }
+
+
+@pytest.fixture(scope="module")
+def hostile(tmp_path_factory):
+    root = tmp_path_factory.mktemp("hostile")
+    expected = _hostile(root, tmp_path_factory.mktemp("outside"))
+    return root, expected
+
+
+def _by_skill(problems: list[dict]) -> dict[str, list[dict]]:
+    out: dict[str, list[dict]] = {}
+    for p in problems:
+        out.setdefault(Path(p["path"]).parent.name, []).append(p)
+    return out
+
+
+def test_lint_names_each_bad_file_and_line_and_passes_the_good_one(hostile):
+    root, expected = hostile
+    res = CliRunner().invoke(app, ["lint", "--root", str(root), "--json"])
+    assert res.exit_code == 1, res.output
+    found = _by_skill(json.loads(res.stdout)["problems"])
+    assert GOOD not in found
+    for name, message in expected.items():
+        assert name in found, f"{name} was not reported: {found}"
+        assert any(message in p["message"] for p in found[name]), found[name]
+        assert all(set(p) == {"path", "line", "field", "code", "message"} for p in found[name])
+    dup = found["dup-keys"][0]
+    assert dup["code"] == "duplicate-key" and dup["line"] > 10
+    assert found["deep-flow"][0]["line"] > 1 and found["empty-snippet"][0]["line"] > 20
+
+
+def test_deep_cards_are_refused_without_killing_the_index(hostile):
+    from kbase.ingest.card_format import CardError, split_card
+
+    for depth in (5000, 200_000):
+        with pytest.raises(CardError, match="nests deeper"):
+            split_card("---\nrepo: x\ntags: " + "[" * depth + "]" * depth + "\n---\nbody\n")
+
+
+def test_index_search_check_serve_and_mcp_keep_working(hostile):
+    from mcp import Client
+
+    from kbase.api import KnowledgeBase
+    from kbase.serve.http_app import create_app
+    from kbase.serve.mcp_server import build_server
+    from kbase.serve.service import Service
+
+    root, expected = hostile
+    kb = KnowledgeBase(root=root, home=root / ".kbase", chroma_url="")
+    rep = kb.index()
+    assert rep.entries == 1
+    reported = {Path(p.path).parent.name for p in rep.problems}
+    assert reported == set(expected)
+    assert [h.id for h in kb.search("zebracorn warp shuffle", k=3)] == [GOOD]
+
+    res = CliRunner().invoke(app, ["index", "--root", str(root), "--json"])
+    assert res.exit_code == 1 and json.loads(res.stdout)["entries"] == 1
+    res = CliRunner().invoke(app, ["search", "zebracorn", "--root", str(root), "--json"])
+    assert res.exit_code == 0 and json.loads(res.stdout)["hits"][0]["id"] == GOOD
+    res = CliRunner().invoke(app, ["check", "deep-flow", "dup-keys", "--root", str(root)])
+    assert res.exit_code == 1 and "nests deeper" in res.stdout and "given twice" in res.stdout
+
+    service = Service(kb)
+    service.prepare(index_if_missing=False, warm=False)
+    with ThreadedUvicorn(create_app(service)) as srv:
+        hits = httpx.get(f"{srv.url}/search", params={"q": "zebracorn"}, timeout=60).json()
+        stale = httpx.get(f"{srv.url}/stale", timeout=60).json()
+    assert [h["id"] for h in hits["hits"]] == [GOOD]
+    assert [s["skill"] for s in stale["skills"]] == [GOOD]
+
+    async def mcp_search():
+        async with Client(build_server(service)) as c:
+            return await c.call_tool("search", {"query": "zebracorn"})
+
+    out = anyio.run(mcp_search)
+    assert not out.is_error and GOOD in out.content[0].text
+
+
+def test_parallel_lint_reports_exactly_what_one_process_does(hostile):
+    from kbase.ingest.skills import find_skill_files, lint_paths
+
+    root, _ = hostile
+    files = find_skill_files(root)
+    one = lint_paths(files, root, workers=1)
+    assert len(one) >= 8
+    assert lint_paths(files, root, workers=2) == one

@@ -1,0 +1,249 @@
+"""A cgroup per sandboxed run: memory and process count limited for the run as a whole.
+
+Per-process rlimits let three 800 MiB processes through a 1 GiB limit; a cgroup counts them
+together. cgroup v1 (separate `memory` and `pids` hierarchies) and v2 (one unified hierarchy)
+are both handled; where neither is writable the run goes on with rlimits only and its ledger row
+says so. The child joins the cgroup between fork and exec (`join_in_child`), so there is no window
+in which it runs unlimited.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+CGROUP_ROOT = Path(os.environ.get("KBASE_CGROUP_ROOT", "/sys/fs/cgroup"))
+_V2_PARENT = "kbase"  # v2 fallback: <root>/kbase, a cgroup with no processes of its own
+
+
+def _own_paths() -> dict[str, str]:
+    """controller (or "" for v2) -> this process's cgroup path, from /proc/self/cgroup."""
+    out: dict[str, str] = {}
+    try:
+        text = Path("/proc/self/cgroup").read_text()
+    except OSError:
+        return out
+    for line in text.splitlines():
+        parts = line.split(":", 2)
+        if len(parts) != 3:
+            continue
+        _, ctrls, path = parts
+        for c in ctrls.split(",") if ctrls else [""]:
+            out[c] = path
+    return out
+
+
+def _write(path: Path, value: str) -> None:
+    with open(path, "w") as fh:
+        fh.write(value)
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text()
+    except OSError:
+        return ""
+
+
+def _events(path: Path) -> dict[str, int]:
+    out = {}
+    for line in _read(path).splitlines():
+        k, _, v = line.partition(" ")
+        if v.strip().lstrip("-").isdigit():
+            out[k] = int(v)
+    return out
+
+
+def _state(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return ""
+
+
+def _comm(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/comm") as fh:
+            return fh.read().strip()
+    except OSError:
+        return ""
+
+
+@dataclass
+class RunCgroup:
+    """The cgroup directories of one run (one per v1 controller, or one v2 directory)."""
+
+    version: str  # "v1" | "v2"
+    dirs: dict[str, Path]  # "memory"/"pids" -> directory (v2: both point at the same one)
+    memory_mb: int | None
+    pids: int | None
+    problems: list[str] = field(default_factory=list)
+
+    # ------------------------------------------------------------------ setup
+
+    @classmethod
+    def create(cls, memory_mb: int | None, pids: int | None) -> RunCgroup | None:
+        """A fresh cgroup with the limits applied, or None when this machine does not let us."""
+        if os.environ.get("KBASE_CGROUP", "auto") == "off":
+            return None
+        token = f"kbase-run-{uuid.uuid4().hex[:12]}"
+        if (CGROUP_ROOT / "cgroup.controllers").exists():
+            return cls._create_v2(token, memory_mb, pids)
+        return cls._create_v1(token, memory_mb, pids)
+
+    @classmethod
+    def _create_v1(cls, token: str, memory_mb: int | None, pids: int | None) -> RunCgroup | None:
+        own = _own_paths()
+        dirs: dict[str, Path] = {}
+        for ctrl in ("memory", "pids"):
+            base = CGROUP_ROOT / ctrl / own.get(ctrl, "/").lstrip("/")
+            if not base.is_dir():
+                continue
+            try:
+                (base / token).mkdir()
+                dirs[ctrl] = base / token
+            except OSError:
+                continue
+        if not dirs:
+            return None
+        cg = cls("v1", dirs, None, None)
+        try:
+            if memory_mb and "memory" in dirs:
+                nbytes = str(memory_mb * 1024 * 1024)
+                _write(dirs["memory"] / "memory.limit_in_bytes", nbytes)
+                swap = dirs["memory"] / "memory.memsw.limit_in_bytes"
+                if swap.exists():  # otherwise the run could spill past the limit into swap
+                    _write(swap, nbytes)
+                cg.memory_mb = memory_mb
+            if pids and "pids" in dirs:
+                _write(dirs["pids"] / "pids.max", str(pids))
+                cg.pids = pids
+        except OSError as exc:
+            cg.problems.append(f"cgroup v1 limit not applied: {exc}")
+        if cg.memory_mb is None and cg.pids is None:
+            cg.remove()
+            return None
+        return cg
+
+    @classmethod
+    def _create_v2(cls, token: str, memory_mb: int | None, pids: int | None) -> RunCgroup | None:
+        own = _own_paths().get("", "/").lstrip("/")
+        # Our own cgroup holds processes (us), so by the no-internal-process rule it can only
+        # delegate controllers when it is the root; otherwise use <root>/kbase, which is empty.
+        candidates = [CGROUP_ROOT / own, CGROUP_ROOT / _V2_PARENT]
+        for parent in candidates:
+            try:
+                parent.mkdir(exist_ok=True)
+                enabled = set(_read(parent / "cgroup.subtree_control").split())
+                want = {"memory", "pids"} & set(_read(parent / "cgroup.controllers").split())
+                if want - enabled:
+                    _write(parent / "cgroup.subtree_control", " ".join(f"+{c}" for c in want))
+                d = parent / token
+                d.mkdir()
+            except OSError:
+                continue
+            cg = cls("v2", {"memory": d, "pids": d}, None, None)
+            try:
+                if memory_mb and (d / "memory.max").exists():
+                    _write(d / "memory.max", str(memory_mb * 1024 * 1024))
+                    if (d / "memory.swap.max").exists():
+                        _write(d / "memory.swap.max", "0")
+                    cg.memory_mb = memory_mb
+                if pids and (d / "pids.max").exists():
+                    _write(d / "pids.max", str(pids))
+                    cg.pids = pids
+            except OSError as exc:
+                cg.problems.append(f"cgroup v2 limit not applied: {exc}")
+            if cg.memory_mb is None and cg.pids is None:
+                cg.remove()
+                continue
+            return cg
+        return None
+
+    def procs_files(self) -> list[str]:
+        return sorted({str(d / "cgroup.procs") for d in self.dirs.values()})
+
+    # ------------------------------------------------------------------ after the run
+
+    def pids_inside(self) -> set[int]:
+        found: set[int] = set()
+        for f in self.procs_files():
+            found |= {int(x) for x in _read(Path(f)).split() if x.isdigit()}
+        return found
+
+    def kill_all(self) -> int:
+        """SIGKILL whatever is left in the cgroup until it is empty; returns how many were alive.
+
+        Processes already exiting (zombies, or dying with their PID namespace) do not count.
+        """
+        killed: set[int] = set()
+        # bwrap's own init may still be on its way out; it is not something the snippet left
+        alive = {
+            p for p in self.pids_inside() if _state(p) not in ("Z", "X", "") and _comm(p) != "bwrap"
+        }
+        kill_file = self.dirs["memory"] / "cgroup.kill" if self.version == "v2" else None
+        for _ in range(200):
+            pids = self.pids_inside()
+            if not pids:
+                break
+            if kill_file is not None and kill_file.exists():
+                try:
+                    _write(kill_file, "1")
+                except OSError:
+                    kill_file = None
+            for pid in pids:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    pass
+            killed |= pids
+            time.sleep(0.001)
+        return len(alive & killed)
+
+    def memory_hit(self) -> bool:
+        """The run reached its memory limit (the kernel refused or OOM-killed inside it)."""
+        d = self.dirs.get("memory")
+        if d is None or self.memory_mb is None:
+            return False
+        if self.version == "v2":
+            ev = _events(d / "memory.events")
+            return ev.get("oom_kill", 0) > 0 or ev.get("max", 0) > 0
+        ev = _events(d / "memory.oom_control")
+        failcnt = _read(d / "memory.failcnt").strip()
+        return ev.get("oom_kill", 0) > 0 or (failcnt.isdigit() and int(failcnt) > 0)
+
+    def pids_hit(self) -> bool:
+        d = self.dirs.get("pids")
+        if d is None or self.pids is None:
+            return False
+        return _events(d / "pids.events").get("max", 0) > 0
+
+    def remove(self) -> None:
+        for d in sorted(set(self.dirs.values()), reverse=True):
+            for _ in range(50):
+                try:
+                    d.rmdir()
+                    break
+                except FileNotFoundError:
+                    break
+                except OSError:  # processes still exiting
+                    time.sleep(0.002)
+
+    def describe(self) -> dict:
+        return {"version": self.version, "memory_mb": self.memory_mb, "pids": self.pids}
+
+
+def join_in_child(procs_files: list[str]) -> None:
+    """Between fork and exec: move this (child) process into the run's cgroup(s)."""
+    me = str(os.getpid())
+    for f in procs_files:
+        fd = os.open(f, os.O_WRONLY)
+        try:
+            os.write(fd, me.encode())
+        finally:
+            os.close(fd)
