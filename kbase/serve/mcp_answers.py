@@ -16,7 +16,7 @@ from pydantic import BaseModel, Field
 
 from kbase.serve.paging import decode_cursor, encode_cursor  # noqa: F401  (re-exported)
 
-MIN_TEXT_CHARS = 120  # an entry answer always carries at least this much of the text
+MIN_TEXT_CHARS = 80  # an entry answer always carries at least this much of the text
 
 
 def dumps(obj: Any) -> str:
@@ -30,7 +30,7 @@ class More(BaseModel):
 
 
 class Truncation(BaseModel):
-    omitted: int = Field(0, description="items (hits, PRs, skills, entries) left out")
+    omitted: int | None = Field(None, description="items (hits, PRs, skills, entries) left out")
     shown_chars: int | None = Field(None, description="characters of the text shown")
     total_chars: int | None = Field(None, description="characters of the whole text")
     hint: str
@@ -63,7 +63,9 @@ class EntryAnswer(BaseModel):
     id: str
     kind: Literal["skill", "pr"]
     title: str
-    path: str
+    path: str | None = Field(
+        None, description="file in the knowledge base (dropped first on a tight budget)"
+    )
     status: str
     repo: str | None = None
     pr: int | None = None
@@ -171,16 +173,18 @@ def fit_entry(doc: dict[str, Any], max_chars: int) -> dict[str, Any]:
     out = dict(doc)
     if len(dumps(out)) <= max_chars:
         return out
-    for drop in ((), ("tags",), ("tags", "sections")):
+    drops = ((), ("tags",), ("tags", "sections"), ("tags", "sections", "feedback", "path"))
+    drops += (("tags", "sections", "feedback", "path", "verified_on", "verified_at", "repo"),)
+    for drop in drops:
         head = {k: v for k, v in out.items() if k not in drop}
         head["text"] = ""
         head["truncated"] = {
             "shown_chars": len(text),
             "total_chars": len(text),
-            "hint": "ask for one section, or raise max_chars",
+            "hint": "ask for a section or raise max_chars",
         }
         room = max_chars - len(dumps(head))
-        if room >= MIN_TEXT_CHARS or drop == ("tags", "sections"):
+        if room >= MIN_TEXT_CHARS or drop == drops[-1]:
             break
     cut = text[: max(room, MIN_TEXT_CHARS)]
     while len(cut) > MIN_TEXT_CHARS and len(dumps(cut)) - 2 > room:
