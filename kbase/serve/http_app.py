@@ -150,8 +150,9 @@ def create_app(service: Service, allow_write: bool = False, hosts: set[str] | No
 
             methods = set()
             for route in app.routes:
-                if getattr(route, "methods", None) and route.matches(req.scope)[0] != Match.NONE:
-                    methods |= set(route.methods)
+                route_methods = getattr(route, "methods", None)
+                if route_methods and route.matches(req.scope)[0] != Match.NONE:
+                    methods |= set(route_methods)
             headers = {"Allow": ", ".join(sorted(methods))}
         return _error(exc.status_code, str(exc.detail), headers)
 
