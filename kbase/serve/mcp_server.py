@@ -221,7 +221,7 @@ async def run_stdio(srv) -> None:
 
     low = srv._lowlevel_server  # what MCPServer.run_stdio_async drives too
     async with stdio_server() as (read_stream, write_stream):
-        fwd_send, fwd_recv = anyio.create_memory_object_stream(16)
+        fwd_send, fwd_recv = anyio.create_memory_object_stream[Any](16)
 
         async def pump() -> None:
             async with fwd_send:

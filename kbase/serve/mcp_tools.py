@@ -11,7 +11,7 @@ import threading
 import time
 from typing import Annotated, Any, Literal
 
-from pydantic import Field
+from pydantic import BaseModel, Field
 
 from kbase.closed_sets import ENTRY_STATUSES, EntryStatus
 from kbase.envspec import ENV_HELP, parse_env
@@ -73,7 +73,7 @@ class RateLimit:
             self.calls.append(now)
 
 
-def _result(model: type, data: dict[str, Any]) -> Any:
+def _result(model: type[BaseModel], data: dict[str, Any]) -> Any:
     """Structured content checked against the tool's output model, and the same JSON as text."""
     from mcp.types import CallToolResult, TextContent
 
