@@ -79,6 +79,14 @@ def _write_junit(rep: RunReport, path: Path | None, suite: str) -> None:
     path.write_text(junit_xml(rep.outcomes, rep.problems, rep.skill_paths, suite), encoding="utf-8")
 
 
+def keygen_pair(path: Path, *, comment: str = "", force: bool = False) -> dict[str, Any]:
+    """An ed25519 key pair for signing ledger rows; needs no knowledge base."""
+    from kbase.validators.signing import keygen
+
+    priv, pub, kid = keygen(Path(path), comment=comment, force=force)
+    return {"private": str(priv), "public": str(pub), "key_id": kid, "trusted": None}
+
+
 class ValidateAPI:
     root: Path
 
@@ -257,16 +265,15 @@ class ValidateAPI:
         ledger/trusted-keys/."""
         import shutil
 
-        from kbase.validators.signing import keygen
-
-        priv, pub, kid = keygen(Path(path), comment=comment, force=force)
+        info = keygen_pair(Path(path), comment=comment, force=force)
+        pub = Path(info["public"])
         trusted = None
         if trust:
             dest = self.root / "ledger" / "trusted-keys" / pub.name
             dest.parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(pub, dest)
             trusted = str(dest.relative_to(self.root))
-        return {"private": str(priv), "public": str(pub), "key_id": kid, "trusted": trusted}
+        return {**info, "trusted": trusted}
 
     def ledger_verify(self) -> Any:
         """validators.ledger_check.LedgerCheck: every row valid and signed as trust requires."""

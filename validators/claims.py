@@ -12,14 +12,16 @@ import math
 import re
 from dataclasses import dataclass
 
+from kbase.errors import InvalidArgument
+
 _NUM = r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?"
 _REL = re.compile(rf"^\s*(>=|<=|==|>|<)\s*({_NUM})\s*$")
 _IN = re.compile(rf"^\s*in\s*\[\s*({_NUM})\s*,\s*({_NUM})\s*\]\s*$")
 RELATION_HELP = 'a relation: ">= x", "<= x", "> x", "< x", "== x" or "in [a, b]"'
 
 
-class RelationError(ValueError):
-    pass
+class RelationError(InvalidArgument):
+    """An `expect` that is not one of the relations claims may use."""
 
 
 @dataclass(frozen=True)
