@@ -303,8 +303,8 @@ class KnowledgeBase(ValidateAPI, ArchiveAPI, ExperienceAPI):
             )
         return out
 
-    def get(self, entry_id: str, section: str | None = None) -> EntryDoc:
-        """One entry in full, or one section of it. NotFound for an unknown id or section."""
+    def get(self, entry_id: str, section: str | None = None, env: Any = None) -> EntryDoc:
+        """One entry in full, or one section of it (status judged for `env`, as in search)."""
         from kbase.ingest.files import read_text
         from kbase.ingest.markdown import parse_body, split_front_matter
 
@@ -331,7 +331,7 @@ class KnowledgeBase(ValidateAPI, ArchiveAPI, ExperienceAPI):
         for ch in entry.chunks:
             if ch.section in ("trigger", "steps", "failure_modes"):
                 secs.append(SectionText(title=ch.section, line=ch.line, text=ch.text))
-        st, on, at = self._status_of(entry, self.statuses() if entry.kind == "skill" else {})
+        st, on, at = self._status_of(entry, self.statuses(env) if entry.kind == "skill" else {})
         if section is not None:
             want = section.strip().lower()
             secs = [s for s in secs if s.title.lower() == want]

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kbase.closed_sets import BAD_VERDICTS, FAIL_LEVELS, TIER_CHOICES
 from kbase.errors import InvalidArgument
@@ -79,16 +79,11 @@ def _write_junit(rep: RunReport, path: Path | None, suite: str) -> None:
     path.write_text(junit_xml(rep.outcomes, rep.problems, rep.skill_paths, suite), encoding="utf-8")
 
 
-def keygen_pair(path: Path, *, comment: str = "", force: bool = False) -> dict[str, Any]:
-    """An ed25519 key pair for signing ledger rows; needs no knowledge base."""
-    from kbase.validators.signing import keygen
-
-    priv, pub, kid = keygen(Path(path), comment=comment, force=force)
-    return {"private": str(priv), "public": str(pub), "key_id": kid, "trusted": None}
-
-
 class ValidateAPI:
-    root: Path
+    if TYPE_CHECKING:  # provided by KnowledgeBase
+
+        @property
+        def root(self) -> Path: ...
 
     # ------------------------------------------------------------------ lint
     def lint(self, paths: Sequence[Path] | None = None) -> LintReport:
@@ -258,6 +253,14 @@ class ValidateAPI:
         return merge_ledger(self.root, Path(other))
 
     # ------------------------------------------------------------------ trust
+    @staticmethod
+    def new_keypair(path: Path, *, comment: str = "", force: bool = False) -> dict[str, Any]:
+        """An ed25519 key pair for signing rows; needs no knowledge base."""
+        from kbase.validators.signing import keygen
+
+        priv, pub, kid = keygen(Path(path), comment=comment, force=force)
+        return {"private": str(priv), "public": str(pub), "key_id": kid, "trusted": None}
+
     def keygen(
         self, path: Path, *, comment: str = "", trust: bool = False, force: bool = False
     ) -> dict[str, Any]:
@@ -265,7 +268,7 @@ class ValidateAPI:
         ledger/trusted-keys/."""
         import shutil
 
-        info = keygen_pair(Path(path), comment=comment, force=force)
+        info = self.new_keypair(Path(path), comment=comment, force=force)
         pub = Path(info["public"])
         trusted = None
         if trust:

@@ -96,7 +96,7 @@ class Tags(_Strict):
     archs: list[str] = Field(default_factory=list)
     techniques: list[str] = Field(default_factory=list)
 
-    @field_validator("languages", "kernel_types", "archs", "techniques")
+    @field_validator("*")  # every field is a tag key with its values in vocab.yaml
     @classmethod
     def _canonical(cls, v: list[str], info) -> list[str]:
         from kbase.vocab import canonicalize

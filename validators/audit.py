@@ -1,4 +1,6 @@
-"""One audit: run what this machine can, append to the ledger, judge every skill, write the reports."""
+"""One audit: run what this machine can, append to the ledger, judge every skill, write
+the reports.
+"""
 
 from __future__ import annotations
 
@@ -131,7 +133,9 @@ def unseen_literals(root: Path, skills: list) -> list[Problem]:
 
 
 def exit_code(result: AuditResult, fail_on: str) -> int:
-    """1 when something at or above the --fail-on level is present (load problems count as failing)."""
+    """1 when something at or above the --fail-on level is present (load problems count
+    as failing).
+    """
     if fail_on == "never":
         return 0
     statuses = {j["status"] for j in result.judgements}

@@ -50,7 +50,7 @@ def _merge_base(root: Path, base: str | None):
 
 
 def changed_paths(root: Path, base: str | None = None) -> tuple[list[str], str]:
-    """(paths relative to the repo, the base used). Diffs the merge base against the working tree."""
+    """(paths relative to the repo, the base used): the merge base against the working tree."""
     repo, git, ref, chosen = _merge_base(root, base)
     try:
         diffed = repo.git.diff("--name-only", "--no-renames", ref, "--").splitlines()

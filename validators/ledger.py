@@ -35,7 +35,9 @@ def ledger_path(root: Path) -> Path:
 
 
 def row_from_outcome(o) -> dict:
-    """A ledger row for a RunOutcome that actually executed (skips decided up front are not runs)."""
+    """A ledger row for a RunOutcome that actually executed (skips decided up front
+    are not runs).
+    """
     return {
         "skill": o.skill,
         "snippet_sha256": o.snippet_sha256,
@@ -90,7 +92,9 @@ def validate_row(row: object, path: str, line: int) -> dict:
 
 
 def append_rows(root: Path, rows: Iterable[dict]) -> int:
-    """Append under an exclusive lock, each row in one write so parallel appenders never interleave."""
+    """Append under an exclusive lock, each row in one write so parallel appenders never
+    interleave.
+    """
     rows = list(rows)
     if not rows:
         return 0
@@ -123,7 +127,9 @@ class LedgerRead:
 def read_ledger(
     root: Path, *, strict: bool = True, shown: str | None = None, path: Path | None = None
 ) -> LedgerRead:
-    """All rows in file order. strict: the first bad line raises; otherwise bad lines are collected."""
+    """All rows in file order. strict: the first bad line raises; otherwise bad lines
+    are collected.
+    """
     path = path or ledger_path(root)
     shown = shown or f"{LEDGER_DIR}/{path.name}"
     rows: list[dict] = []
@@ -152,7 +158,8 @@ def read_ledger(
 
 
 def merge_ledger(root: Path, other: Path) -> tuple[int, int]:
-    """Append the rows of another copy of the ledger (e.g. fetched from the GPU box) that ours lacks.
+    """Append the rows of another copy of the ledger (e.g. fetched from the GPU box) that ours
+    lacks.
 
     Returns (added, already present). Every row of `other` is validated first, so a bad file adds
     nothing. Rows are copied as they are, signatures included: re-serialising a row canonically

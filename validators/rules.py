@@ -1,4 +1,5 @@
-"""The staleness rules: from a skill's ledger rows (and the world around it) to one status with reasons.
+"""The staleness rules: from a skill's ledger rows (and the world around it) to one status with
+reasons.
 
 Pure functions over plain data, so every status can be tested with the inputs spelled out.
 The severity order (worst first) is kbase.closed_sets.STATUS_ORDER.
@@ -134,7 +135,7 @@ def judge(
         key = (r["tier"], env_label(r["tier"], r.get("fingerprint") or {}))
         if key not in latest or r["at"] >= latest[key]["at"]:
             latest[key] = r
-    for (tier, label), r in sorted(latest.items()):
+    for (_tier, label), r in sorted(latest.items()):
         if r["verdict"] in BAD:
             where = f" at SKILL.md line {r['line']}" if r.get("line") else ""
             msg = f": {r['message']}" if r.get("message") else ""

@@ -24,7 +24,7 @@ import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -121,9 +121,9 @@ def sandbox_status() -> tuple[bool, str]:
     return s.ok, s.why_not
 
 
-def scrubbed_env(extra: dict[str, str], source: dict[str, str] | None = None) -> dict[str, str]:
-    source = os.environ if source is None else source
-    env = {k: source[k] for k in ENV_ALLOWLIST if k in source}
+def scrubbed_env(extra: dict[str, str], source: Mapping[str, str] | None = None) -> dict[str, str]:
+    src: Mapping[str, str] = os.environ if source is None else source
+    env = {k: src[k] for k in ENV_ALLOWLIST if k in src}
     env.setdefault("PATH", "/usr/local/bin:/usr/bin:/bin")
     env.update(extra)
     return env

@@ -98,7 +98,9 @@ def _ledger_split(root: Path) -> tuple[dict[str, list[dict]], dict[str, int]]:
 
 
 def source_touched(root: Path, skill) -> str | None:
-    """ISO date of the newest archived PR touching a watched path, or None (no watch, no archive)."""
+    """ISO date of the newest archived PR touching a watched path, or None (no watch,
+    no archive).
+    """
     if not skill.meta.watch:
         return None
     from kbase.ingest.cards import latest_touch
@@ -155,7 +157,8 @@ def judgements(
 def skill_statuses(
     root: Path, *, now: dt.datetime | None = None, env: None | str | dict | object = None
 ) -> dict:
-    """skill name -> kbase.schema.SkillAudit, cached until the ledger, a skill or the archive changes.
+    """skill name -> kbase.schema.SkillAudit, cached until the ledger, a skill or the archive
+    changes.
 
     env: the environment the caller asks about (a Fingerprint or dict with triton/torch/
     torch_cuda/compute_capability), "local" for this machine, or None (the default) to ask about

@@ -28,9 +28,9 @@ def keygen(
     if trust:
         info = kb(root).keygen(path, comment=comment, trust=True, force=force)
     else:  # a key pair needs no knowledge base
-        from kbase.api_validate import keygen_pair
+        from kbase.api import KnowledgeBase
 
-        info = keygen_pair(path, comment=comment, force=force)
+        info = KnowledgeBase.new_keypair(path, comment=comment, force=force)
     if as_json:
         print_json(info)
         return
