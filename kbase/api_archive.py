@@ -4,14 +4,17 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kbase.errors import InvalidArgument, KbaseError, NotFound
 from kbase.schema import HistoryResult
 
 
 class ArchiveAPI:
-    root: Path
+    if TYPE_CHECKING:  # provided by KnowledgeBase
+
+        @property
+        def root(self) -> Path: ...
 
     def history(
         self,
@@ -36,9 +39,14 @@ class ArchiveAPI:
                 message="no PR archive under this root (pr_archive/ is missing)",
             )
         if not (self.root / "pr_archive" / repo).is_dir():
+            from kbase.suggest import did_you_mean
+
+            repos = [p.name for p in (self.root / "pr_archive").iterdir() if p.is_dir()]
+            repos = [r for r in repos if not r.startswith(".") and r != "recipes"]
             raise NotFound(
-                f"no archive {repo!r} under pr_archive/ "
-                f"(run `kbase mine --repo PATH --name {repo}` first)"
+                f"no archive {repo!r} under pr_archive/"
+                + did_you_mean(repo, repos, "archives")
+                + f" (to add one: `kbase mine --repo PATH --name {repo}`)"
             )
         if paths:
             globs = list(paths) + (
@@ -56,8 +64,12 @@ class ArchiveAPI:
 
             families = load_recipe_file(find_recipe(recipe, self.root), self.root).families
         if family not in families:
+            from kbase.suggest import nearest
+
             known = ", ".join(sorted(families)) or "none recorded; mine with a recipe"
-            raise NotFound(f"unknown family {family!r} for {repo} (known: {known})")
+            near = nearest(family, families)
+            hint = f"did you mean {' or '.join(map(repr, near))}? " if near else ""
+            raise NotFound(f"unknown family {family!r} for {repo} ({hint}known: {known})")
         rows = timeline(self.root, repo, family, families[family])
         return HistoryResult.model_validate(
             {"repo": repo, "family": family, "globs": list(families[family]), "prs": rows}
@@ -90,3 +102,38 @@ class ArchiveAPI:
         from kbase.ingest.mining import mine as run_mine
 
         return run_mine(repo_path, self.root, rec, since=since, full=full, progress=progress)
+
+    def recipe_suggest(self, repo_path: str, name: str, write: bool = False) -> dict[str, Any]:
+        """Families proposed from a clone's directories and file names; `write` saves the recipe."""
+        from kbase.ingest.recipe_tools import suggest_for_repo
+
+        text, fams, upstream = suggest_for_repo(repo_path, name)
+        dest = None
+        if write:
+            dest = self.root / "pr_archive" / "recipes" / f"{name}.yaml"
+            if dest.exists():
+                raise InvalidArgument(f"{dest} exists; edit it or remove it first", "name")
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            dest.write_text(text, encoding="utf-8")
+        return {
+            "name": name,
+            "upstream": upstream,
+            "families": fams,
+            "written": str(dest) if dest else None,
+            "text": text,
+        }
+
+    def recipe_lint(self, recipe: str, repo_path: str) -> dict[str, Any]:
+        """Globs that match nothing in the clone's history or pull in another family's files."""
+        from kbase.ingest.mining import open_repo
+        from kbase.ingest.recipe_tools import lint_families, repo_paths
+        from kbase.ingest.recipes import find_recipe, load_recipe_file
+
+        path = find_recipe(recipe, self.root)
+        rec = load_recipe_file(path, self.root)
+        paths = repo_paths(str(open_repo(repo_path).git_dir))
+        return {
+            "recipe": str(path),
+            "paths": len(paths),
+            "problems": lint_families(rec.families, paths),
+        }

@@ -111,6 +111,57 @@ def history(
     console.print(table)
 
 
+recipe_app = typer.Typer(help="Recipes without writing one by hand: suggest families, lint globs.")
+
+
+def recipe_suggest(
+    repo: str = typer.Option(..., "--repo", help="path of a local clone"),
+    name: str = typer.Option(..., "--name", help="archive name for the recipe"),
+    write: bool = typer.Option(
+        False, "--write", help="save it as pr_archive/recipes/<name>.yaml (never overwrites)"
+    ),
+    root: str | None = RootOpt,
+    as_json: bool = JsonOpt,
+) -> None:
+    """Propose families from the directory structure and file names (upstream from origin)."""
+    out = kb(root).recipe_suggest(repo, name, write=write)
+    text, dest = out.pop("text"), out["written"]
+    if as_json:
+        print_json(out)
+        return
+    console.print(text, highlight=False, markup=False, end="")
+    if dest:
+        err_console.print(f"written to {dest}", highlight=False)
+
+
+def recipe_lint(
+    recipe: str = typer.Argument(..., help="recipe name (pr_archive/recipes/<name>.yaml) or file"),
+    repo: str = typer.Option(..., "--repo", help="path of a local clone to check the globs on"),
+    root: str | None = RootOpt,
+    as_json: bool = JsonOpt,
+) -> None:
+    """Globs that match nothing in the history, or pull in files named after another family."""
+    out = kb(root).recipe_lint(recipe, repo)
+    path, paths, problems = out["recipe"], out["paths"], out["problems"]
+    if as_json:
+        print_json(
+            {"recipe": str(path), "paths": len(paths), "problems": [p.__dict__ for p in problems]}
+        )
+    else:
+        for p in problems:
+            ex = f" e.g. {', '.join(p.examples)}" if p.examples else ""
+            console.print(
+                f"{path}: {p.family}: {p.glob}: {p.message}{ex}", highlight=False, markup=False
+            )
+        if not problems:
+            console.print(f"{path}: every glob matches, none pulls in another family's files")
+    if problems:
+        raise typer.Exit(1)
+
+
 def register(app: typer.Typer) -> None:
+    recipe_app.command("suggest")(handles_errors(recipe_suggest))
+    recipe_app.command("lint")(handles_errors(recipe_lint))
+    app.add_typer(recipe_app, name="recipe")
     app.command()(handles_errors(mine))
     app.command()(handles_errors(history))
