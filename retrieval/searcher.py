@@ -57,14 +57,17 @@ class LoadedIndex:
         from kbase.retrieval.vectors import partition_key
 
         self.partitions = sorted({partition_key(e.kind, e.repo) for e in self.entries})
-        self._titles: list[frozenset[str]] | None = None
+        self._titles: dict[int, frozenset[str]] = {}
 
     def title_tokens(self, i: int) -> frozenset[str]:
-        if self._titles is None:  # built on first use: most readers never need all of them
+        """Tokens of entry i's title, computed when a query first needs them (a cold search
+        would otherwise tokenize every title of the index)."""
+        got = self._titles.get(i)
+        if got is None:
             from kbase.retrieval.tokenize import tokens
 
-            self._titles = [frozenset(tokens(e.title)) for e in self.entries]
-        return self._titles[i]
+            got = self._titles[i] = frozenset(tokens(self.entries[i].title))
+        return got
 
     def partitions_for(self, kind: str | None, repo: str | None) -> list[str]:
         from kbase.retrieval.vectors import partition_key
