@@ -22,8 +22,9 @@ from kbase.ingest.definitions import (
     METHOD,
     FileDefs,
     Span,
+    edit_tree,
     grammar_for,
-    parse_defs,
+    parse_tree,
 )
 
 CACHE_BLOBS = 2048
@@ -84,21 +85,24 @@ def py_scan_defs(src: bytes) -> FileDefs:
     return out.finish()
 
 
-def _parse_both(lang: str, data: bytes) -> tuple[FileDefs, FileDefs | None]:
-    """(primary spans, scanner spans for the primary's error regions)."""
+def _parse_both(lang: str, data: bytes, old_tree=None):
+    """(primary spans, scanner spans for the primary's error regions, tree or None)."""
     if lang == "py":
-        ts = parse_defs(lang, data)
+        ts, tree = parse_tree(lang, data, old_tree)
         if ts is None:
-            return py_scan_defs(data), None
-        return ts, (py_scan_defs(data) if ts.errors else None)
-    scan = scan_defs(data)
-    if not scan.balanced:
-        # braces that do not match (in the first branch of every #if) defeat the grammar too
-        return scan, None
-    ts = parse_defs(lang, data)
+            return py_scan_defs(data), None, None
+        return ts, (py_scan_defs(data) if ts.errors else None), tree
+    lines = data.count(b"\n")
+    if abs(data.count(b"{") - data.count(b"}")) > 2 or (
+        lines > 40 and data.count(b";") * 20 < lines
+    ):
+        # braces that do not match, or text with hardly a statement in it, defeat the grammar
+        # (and its error recovery is slow): the scanner reads it
+        return scan_defs(data), None, None
+    ts, tree = parse_tree(lang, data, old_tree)
     if ts is None:
-        return scan, None
-    return ts, (scan if ts.errors else None)
+        return scan_defs(data), None, None
+    return ts, (scan_defs(data) if ts.errors else None), tree
 
 
 class SymbolNamer:
@@ -111,11 +115,16 @@ class SymbolNamer:
         self.read_many = read_many
         self._pending: dict[str, bytes | None] = {}
         self._cache: OrderedDict[str, tuple[FileDefs, FileDefs | None] | None] = OrderedDict()
+        # path -> (blob, tree, contents) of the version parsed last: the next version of that
+        # file met (one commit older) is parsed incrementally from it
+        self._trees: dict[str, tuple[str, object, bytes]] = {}
         self.parsed = 0
 
-    def _defs(self, lang: str, blob: str) -> tuple[FileDefs, FileDefs | None] | None:
+    def _defs(
+        self, lang: str, blob: str, path: str = "", base: tuple | None = None
+    ) -> tuple[FileDefs, FileDefs | None] | None:
         """(tree-sitter defs, scanner defs where the parse has ERROR regions), or None when the
-        blob cannot be read."""
+        blob cannot be read. `base`: (other blob, hunks, to_old) to parse incrementally from."""
         if blob in self._cache:
             self._cache.move_to_end(blob)
             return self._cache[blob]
@@ -123,7 +132,16 @@ class SymbolNamer:
         got: tuple[FileDefs, FileDefs | None] | None = None
         if data is not None:
             self.parsed += 1
-            got = _parse_both(lang, data)
+            old_tree = None
+            held = self._trees.pop(path, None)
+            if base is not None and held is not None and held[0] == base[0]:
+                old_tree = edit_tree(held[1], held[2], data, base[1], base[2])
+            ts, scan, tree = _parse_both(lang, data, old_tree)
+            got = (ts, scan)
+            if tree is not None and path:
+                self._trees[path] = (blob, tree, data)
+                if len(self._trees) > CACHE_BLOBS // 8:
+                    self._trees.pop(next(iter(self._trees)))
         self._cache[blob] = got
         if len(self._cache) > CACHE_BLOBS:
             self._cache.popitem(last=False)
@@ -161,7 +179,8 @@ class SymbolNamer:
         for side, blob, needed in (("new", new_blob, need_new), ("old", old_blob, need_old)):
             if not needed or not blob:
                 continue
-            got = self._defs(lang, blob)
+            base = (new_blob, hunks, True) if side == "old" and new_blob else None
+            got = self._defs(lang, blob, path, base)
             if got is None:
                 out.problem = f"blob {blob[:12]} ({side} {path}) is missing from the repository"
                 continue

@@ -70,14 +70,12 @@ class FileDefs:
 
 @cache
 def _parser(lang: str):
+    import importlib
+
     from tree_sitter import Language, Parser
 
-    if lang == "py":
-        import tree_sitter_python as mod
-    elif lang == "cuda":
-        import tree_sitter_cuda as mod
-    else:
-        import tree_sitter_cpp as mod
+    grammar = {"py": "tree_sitter_python", "cuda": "tree_sitter_cuda"}.get(lang, "tree_sitter_cpp")
+    mod = importlib.import_module(grammar)
     return Parser(Language(mod.language()))
 
 
@@ -95,12 +93,19 @@ def grammar_for(path: str) -> str | None:
 
 # tree-sitter parses sound code at several KB per millisecond; error recovery on broken
 # code can take a hundred times longer, so a parse past this budget is abandoned
-PARSE_BUDGET_S = 0.02
-PARSE_BUDGET_PER_KB_S = 0.002
+PARSE_BUDGET_S = 0.005
+PARSE_BUDGET_PER_KB_S = 0.0006
 
 
-def parse_defs(lang: str, src: bytes) -> FileDefs | None:
-    """Definition spans from tree-sitter, or None when the parse ran past its time budget."""
+def parse_defs(lang: str, src: bytes, old_tree=None) -> FileDefs | None:
+    """Definition spans from tree-sitter, or None when the parse ran past its time budget.
+    `old_tree`: the tree of another version of the file, already edited to this one's
+    coordinates (tree-sitter then re-parses only what changed)."""
+    return parse_tree(lang, src, old_tree)[0]
+
+
+def parse_tree(lang: str, src: bytes, old_tree=None):
+    """(FileDefs or None, the tree or None)."""
     import time
 
     budget = PARSE_BUDGET_S + PARSE_BUDGET_PER_KB_S * len(src) / 1024
@@ -108,19 +113,56 @@ def parse_defs(lang: str, src: bytes) -> FileDefs | None:
     t0 = time.thread_time()
     parser = _parser(lang)
     try:
-        tree = parser.parse(
-            lambda off, _pt: src[off : off + 65536],
-            progress_callback=lambda *_: time.thread_time() - t0 > budget,
-        )
+        read = lambda off, _pt: src[off : off + 65536]  # noqa: E731
+        stop = lambda *_: time.thread_time() - t0 > budget  # noqa: E731
+        if old_tree is None:
+            tree = parser.parse(read, progress_callback=stop)
+        else:
+            tree = parser.parse(read, old_tree, progress_callback=stop)
     except ValueError:  # cancelled by the progress callback
         parser.reset()
-        return None
+        return None, None
     out = FileDefs()
     if lang == "py":
         _py_block(tree.root_node, (), out, src)
     else:
         _c_block(tree.root_node, (), out, src)
-    return out.finish()
+    return out.finish(), tree
+
+
+def line_starts(src: bytes) -> list[int]:
+    out = [0]
+    i = src.find(b"\n")
+    while i >= 0:
+        out.append(i + 1)
+        i = src.find(b"\n", i + 1)
+    if out[-1] != len(src):
+        out.append(len(src))
+    return out
+
+
+def edit_tree(tree, src: bytes, dst: bytes, hunks: list[tuple[int, int, int, int]], to_old: bool):
+    """Edit `tree` (parsed from `src`) so that it describes `dst`, from -U0 hunks
+    (old_start, old_count, new_start, new_count); `to_old`: src is the new side."""
+    a, b = line_starts(src), line_starts(dst)
+
+    def at(starts: list[int], line: int) -> int:
+        return starts[min(max(line, 0), len(starts) - 1)]
+
+    for os_, on, ns, nn in reversed(hunks):  # bottom-up: offsets above stay valid
+        s_start, s_n, d_start, d_n = (ns, nn, os_, on) if to_old else (os_, on, ns, nn)
+        s0 = s_start - 1 if s_n else s_start  # a count of 0 means "after line start"
+        d0 = d_start - 1 if d_n else d_start
+        start = at(a, s0)
+        tree.edit(
+            start_byte=start,
+            old_end_byte=at(a, s0 + s_n),
+            new_end_byte=start + (at(b, d0 + d_n) - at(b, d0)),
+            start_point=(s0, 0),
+            old_end_point=(s0 + s_n, 0),
+            new_end_point=(s0 + d_n, 0),
+        )
+    return tree
 
 
 def _line_span(node) -> tuple[int, int]:

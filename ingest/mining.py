@@ -38,6 +38,8 @@ from kbase.errors import KbaseError
 from kbase.schema import PRCard, Recipe
 
 STATE_FILE = ".state.json"
+PROGRESS_FILE = ".progress.json"  # only while a mine runs: where a killed one resumes
+CHECKPOINT_EVERY = int(os.environ.get("KBASE_MINE_CHECKPOINT_EVERY", "100"))
 STATE_VERSION = 1
 SAMPLE_LIMIT = 20
 WARNING_LIMIT = 200
@@ -67,6 +69,7 @@ class MineReport:
     behind_merges: int = 0  # commits brought in by merges that name no PR, mined like the main line
     direct_pushes: int = 0  # commits with no PR number that got a commit card
     warnings: list[str] = field(default_factory=list)  # missing blobs and the like
+    resumed_after: int = 0  # commits an interrupted run had mined already (0: a fresh run)
     written: int = 0
     unchanged: int = 0
     removed: list[str] = field(default_factory=list)
@@ -241,16 +244,17 @@ class _CardWriter:
             if target is not None and target != stem:
                 wanted.setdefault(target, set()).add(ref)
         for stem, refs in sorted(wanted.items()):
-            card = self.cards.get(stem)
+            held = self.cards.get(stem)
             path = self.folder / f"{stem}.md"
             old_text = path.read_text(encoding="utf-8") if path.exists() else ""
-            if card is None:
+            if held is None:
                 if not old_text:
                     continue
                 try:
-                    card = PRCard.model_validate(split_card(old_text).meta)
+                    held = PRCard.model_validate(split_card(old_text).meta)
                 except Exception:
                     continue
+            card = held
             merged = sorted(set(card.reverted_by) | refs, key=_ref_order)
             if merged != card.reverted_by:
                 card = card.model_copy(update={"reverted_by": merged})
@@ -328,6 +332,12 @@ def mine(
     """Mine `source` into <root>/pr_archive/<recipe.name>/ and return what happened."""
     t0 = time.perf_counter()
     repo = open_repo(source)
+    if recipe.upstream is None:
+        from kbase.ingest.recipe_tools import origin_url
+
+        url = origin_url(str(repo.git_dir))
+        if url:  # links on the cards without a recipe: the web page of `origin`
+            recipe = recipe.model_copy(update={"upstream": url})
     head = repo.head.commit.hexsha
     folder = archive_dir(root, recipe.name)
     folder.mkdir(parents=True, exist_ok=True)
@@ -367,19 +377,32 @@ def mine(
     else:
         report.mode, report.range = "incremental", f"{state['last_sha']}..{head}"
 
+    key = {
+        "version": STATE_VERSION,
+        "head": head,
+        "range": report.range,
+        "mode": report.mode,
+        "recipe_digest": recipe.digest(),
+    }
     if report.mode != "noop":
         walk = read_plan(repo, report.range, head)
         total = len(walk.mine)
         writer = _CardWriter(
             folder, recipe, incremental=report.mode in ("incremental", "since"), report=report
         )
+        skip = _resume(folder, key, writer, walk.mine)
+        done = skip
 
         def on_commit(c: CommitFacts) -> None:
+            nonlocal done
             writer(c)
+            done += 1
+            if done % CHECKPOINT_EVERY == 0 and done < total:
+                _checkpoint(folder, key, done, writer)
             if progress:
-                progress(report.commits, total)
+                progress(done, total)
 
-        stream_history(repo, walk.mine, on_commit)
+        stream_history(repo, walk.mine[skip:], on_commit)
         # commits that were not streamed still count: a PR's own branch commits, transport merges
         for sha in walk.order:
             if walk.role[sha] in ("spine", "side"):
@@ -417,8 +440,57 @@ def mine(
         atomic_write(
             folder / STATE_FILE, json.dumps(new_state, indent=2, ensure_ascii=False) + "\n"
         )
+    (folder / PROGRESS_FILE).unlink(missing_ok=True)
     report.seconds = round(time.perf_counter() - t0, 3)
     return report
+
+
+_COUNTERS = ("commits", "without_pr", "direct_pushes", "written", "unchanged")
+
+
+def _checkpoint(folder: Path, key: dict, done: int, writer: _CardWriter) -> None:
+    """Every card of the first `done` streamed commits is on disk: say so, so that a killed
+    mine resumes after them instead of starting over."""
+    r = writer.report
+    data = {
+        "key": key,
+        "done": done,
+        "stems": list(writer.cards),
+        "counters": {k: getattr(r, k) for k in _COUNTERS},
+        "without_pr_sample": r.without_pr_sample,
+        "warnings": r.warnings,
+    }
+    atomic_write(folder / PROGRESS_FILE, json.dumps(data, ensure_ascii=False) + "\n")
+
+
+def _resume(folder: Path, key: dict, writer: _CardWriter, order: list[str]) -> int:
+    """Commits of `order` already mined by an interrupted run with the same key (0: none).
+    The cards it wrote are read back, so merges and revert links come out as uninterrupted."""
+    p = folder / PROGRESS_FILE
+    try:
+        data = json.loads(p.read_text(encoding="utf-8")) if p.exists() else None
+    except (OSError, ValueError):
+        data = None
+    if not data or data.get("key") != key or not 0 < data.get("done", 0) <= len(order):
+        p.unlink(missing_ok=True)
+        return 0
+    cards: dict[str, PRCard] = {}
+    for stem in data["stems"]:
+        try:
+            text = (folder / f"{stem}.md").read_text(encoding="utf-8")
+            cards[stem] = PRCard.model_validate(split_card(text).meta)
+        except Exception:  # a card gone or damaged since: start over, nothing is lost
+            p.unlink(missing_ok=True)
+            return 0
+    writer.cards.update(cards)
+    done = int(data["done"])
+    writer.seen_shas.update(order[:done])
+    for k, v in data["counters"].items():
+        setattr(writer.report, k, v)
+    writer.report.without_pr_sample = list(data.get("without_pr_sample", []))
+    writer.report.warnings = list(data.get("warnings", []))
+    writer.report.resumed_after = done
+    return done
 
 
 def _drop_vanished(folder: Path, kept: set[str], report: MineReport) -> None:

@@ -40,13 +40,16 @@ class Embedder:
                 raise RuntimeError(f"device {device!r} asked for, but torch sees no CUDA GPU")
         self.device = device
         self.model = SentenceTransformer(model_path, device=device, local_files_only=True)
-        self.full_length = int(self.model.max_seq_length)
+        self.full_length = int(self.model.max_seq_length or 256)  # None: the MiniLM default
         self.name = os.path.basename(os.path.normpath(model_path))
         dim_fn = (
             getattr(self.model, "get_embedding_dimension", None)
             or self.model.get_sentence_embedding_dimension
         )
-        self.dim = int(dim_fn())
+        dim = dim_fn()
+        if dim is None:
+            raise ValueError(f"{model_path}: the model does not say its embedding dimension")
+        self.dim = int(dim)
         self._prep = getattr(self.model, "preprocess", None) or self.model.tokenize
         self._query_cache = functools.lru_cache(maxsize=2048)(self._embed_query)
 

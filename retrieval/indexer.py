@@ -8,6 +8,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from kbase.schema import Chunk, Entry, Problem
 
@@ -93,19 +94,19 @@ def collect_entries(
     """Every skill and PR card under root, the problems found, and the paths that failed.
     `reuse`: path -> PR-card Entry of the previous generation (same parser fingerprint)."""
     from kbase.ingest.files import display_path
-    from kbase.ingest.markdown import DocumentError
-    from kbase.ingest.skills import find_skill_files, load_skill, skill_entry
+    from kbase.ingest.skills import find_skill_files, load_entries
 
     entries: list[Entry] = []
     problems: list[Problem] = []
     failed: set[str] = set()
     from kbase.drafts import find_draft_files
 
-    for f in find_skill_files(root) + find_draft_files(root):  # drafts: searchable, status draft
-        try:
-            entries.append(skill_entry(load_skill(f, root)))
-        except DocumentError as de:
-            problems.extend(de.problems)
+    files = find_skill_files(root) + find_draft_files(root)  # drafts: searchable, status draft
+    for f, (entry, bad) in zip(files, load_entries(files, root), strict=True):
+        if entry is not None:
+            entries.append(entry)
+        else:
+            problems.extend(bad)
             failed.add(display_path(f, root))
     if (root / "pr_archive").is_dir():
         cards, card_problems = _cards(root, reuse or {})
@@ -148,7 +149,7 @@ def dense_chunks(entry: Entry) -> list[Chunk]:
 
 
 def _metadata(entry: Entry) -> dict:
-    md = {"kind": entry.kind, "entry_id": entry.id, "repo": entry.repo or ""}
+    md: dict[str, Any] = {"kind": entry.kind, "entry_id": entry.id, "repo": entry.repo or ""}
     for t in entry.tags:
         md[f"t:{t}"] = True
     return md
@@ -157,7 +158,7 @@ def _metadata(entry: Entry) -> dict:
 def build_index(
     root: Path,
     home: Path,
-    embedder_factory: Callable[[], object],
+    embedder_factory: Callable[[], Any],
     chroma_url: str | None = None,
     progress: Progress | None = None,
     gc: bool = True,
@@ -258,14 +259,14 @@ def build_index(
         _refresh_onnx(home, embedder_factory, embedder if todo else None, model_path)
 
         if gc and prev is not None:
-            keep = set(wanted)
+            kept = set(wanted)
             stale: dict[str, set[str]] = {}
             for e in prev.entries:
                 for c in dense_chunks(e):
-                    if c.id not in keep:
+                    if c.id not in kept:
                         stale.setdefault(partition_key(e.kind, e.repo), set()).add(c.id)
-            for key, ids in stale.items():
-                store.delete(key, ids)
+            for key, gone in stale.items():
+                store.delete(key, gone)
         store.close()
         rep.entries = len(entries)
         rep.chunks = len(wanted)

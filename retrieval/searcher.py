@@ -10,6 +10,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from kbase.retrieval import fusion as F
@@ -42,7 +43,9 @@ class LoadedIndex:
         self.gen_id = gen.gen_id
         self.entries: list[Entry] = gen.entries
         self.by_id = {e.id: i for i, e in enumerate(self.entries)}
-        chunk_entry, chunk_local, chunk_ids = [], [], {}
+        chunk_entry: list[int] = []
+        chunk_local: list[int] = []
+        chunk_ids: dict[str, int] = {}
         for ei, e in enumerate(self.entries):
             for ci, c in enumerate(e.chunks):
                 chunk_ids[c.id] = len(chunk_entry)
@@ -164,15 +167,15 @@ class Searcher:
     def __init__(
         self,
         home: Path,
-        vector_store_factory: Callable[[], object],
-        embedder_factory: Callable[[], object],
+        vector_store_factory: Callable[[], Any],
+        embedder_factory: Callable[[], Any],
     ):
         self.home = home
         self._store_factory = vector_store_factory
         self._embedder_factory = embedder_factory
         self._store = None
         self._loaded: LoadedIndex | None = None
-        self._stamp = None
+        self._stamp: tuple[int, int] | None = None
         self._lock = threading.Lock()
         self.weights = F.weights_vector()
 
@@ -238,9 +241,10 @@ class Searcher:
                 e = int(idx.chunk_entry[p])
             else:
                 # A vector from a newer/older generation of the same entry: credit the entry.
-                e = idx.by_id.get(cid.split("::", 1)[0])
-                if e is None:
+                found = idx.by_id.get(cid.split("::", 1)[0])
+                if found is None:
                     continue
+                e = found
                 p = -1
             if e not in seen and (mask is None or mask[e]):
                 seen.add(e)

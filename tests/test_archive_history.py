@@ -170,3 +170,93 @@ def test_since_over_a_mined_range_and_a_pr_merged_twice_keep_their_facts(tmp_pat
     shutil.rmtree(root / "pr_archive" / "demo")
     mine(repo.working_dir, root, RECIPE)
     assert (root / "pr_archive" / "demo" / "7.md").read_text() == before
+
+
+def test_without_a_recipe_origin_gives_links_and_suggest_and_lint_help(tmp_path):
+    from kbase.ingest.recipe_tools import lint_families, repo_paths, suggest_families
+
+    repo = _repo(tmp_path)
+    files = {
+        "csrc/rmsnorm.cu": "void a() {}\n",
+        "csrc/rmsnorm_fused.cu": "void b() {}\n",
+        "include/x/rmsnorm.cuh": "void c() {}\n",
+        "csrc/moe_topk_renorm.cu": "void d() {}\n",
+        "csrc/moe_align.cu": "void e() {}\n",
+        "csrc/moe_route.cu": "void f() {}\n",
+        "flashx/attention/blackwell/a.py": "x = 1\n",
+        "flashx/attention/blackwell/b.py": "x = 1\n",
+        "flashx/attention/blackwell/c.py": "x = 1\n",
+    }
+    _commit(repo, "Add kernels (#1)", files, 1)
+    repo.git.remote("add", "origin", "git@github.com:example/flashx.git")
+    rep = mine(repo.working_dir, tmp_path / "kb", Recipe(name="flashx"))
+    card, _ = _load_named(tmp_path / "kb", "flashx", "1")
+    assert card.url == "https://github.com/example/flashx/pull/1" and rep.prs == 1
+
+    paths = repo_paths(str(Path(repo.git_dir)))
+    fams = suggest_families(paths)
+    assert fams["rmsnorm"] == ["csrc/*rmsnorm*.cu", "include/x/*rmsnorm*.cuh"]
+    assert fams["moe"] == ["csrc/*moe*.cu"] and fams["blackwell"] == [
+        "flashx/attention/blackwell/**"
+    ]
+    problems = lint_families(
+        {"norm": ["csrc/*norm*.cu", "csrc/gone_*.cu"], "moe": ["csrc/moe_*"]}, paths
+    )
+    msgs = {(p.glob, p.message.split(" (")[0]) for p in problems}
+    assert ("csrc/gone_*.cu", "matches no path in the repository's history") in msgs
+    stray = next(p for p in problems if p.glob == "csrc/*norm*.cu")
+    assert stray.examples == ["csrc/moe_topk_renorm.cu"] and "moe" in stray.message
+
+
+def _load_named(root: Path, name: str, stem: str) -> tuple[PRCard, str]:
+    text = (root / "pr_archive" / name / f"{stem}.md").read_text()
+    return PRCard.model_validate(split_card(text).meta), text
+
+
+def test_a_killed_mine_resumes_from_its_checkpoint_byte_identical(tmp_path):
+    import os
+    import signal
+    import time
+
+    repo = _repo(tmp_path)
+    for i in range(80):
+        body = f"__global__ void K{i % 7}(float* y) {{\n  y[{i}] = {i}.f;\n}}\n"
+        msg = f"Tune kernel {i} (#{i + 1})" if i % 3 else f"direct tweak {i}"
+        _commit(repo, msg, {f"kernels/norm/k{i % 9}.cu": body}, 1 + i % 28)
+    ref = tmp_path / "ref"
+    (ref / "pr_archive").mkdir(parents=True)
+    mine(repo.working_dir, ref, RECIPE)
+
+    def snap(root: Path) -> dict[str, str]:
+        out = {}
+        for p in sorted((root / "pr_archive" / "demo").iterdir()):
+            text = p.read_text()
+            if p.name == ".state.json":
+                text = json.dumps({k: v for k, v in json.loads(text).items() if k != "mined_at"})
+            out[p.name] = text
+        return out
+
+    root = tmp_path / "kb"
+    (root / "pr_archive").mkdir(parents=True)
+    recipe_file = tmp_path / "demo.yaml"
+    recipe_file.write_text(
+        "name: demo\nupstream: https://github.com/example/demo\n"
+        "families:\n  norm: ['kernels/norm/**']\n"
+    )
+    cmd = [sys.executable, "-m", "kbase.cli", "mine", "--repo", repo.working_dir, "--name", "demo"]
+    cmd += ["--root", str(root), "--recipe", str(recipe_file), "--json"]
+    env = {**os.environ, "KBASE_MINE_CHECKPOINT_EVERY": "5"}
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    progress = root / "pr_archive" / "demo" / ".progress.json"
+    deadline = time.monotonic() + 120
+    while not progress.exists() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.005)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert progress.exists(), "the mine finished before a checkpoint was seen"
+    done = json.loads(progress.read_text())["done"]
+    r = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["resumed_after"] >= done > 0
+    assert not progress.exists()
+    assert snap(root) == snap(ref)

@@ -20,7 +20,7 @@ pytest.importorskip("git")
 from kbase.ingest.card_format import split_card  # noqa: E402
 from kbase.ingest.mining import mine  # noqa: E402
 from kbase.ingest.recipes import load_recipe_file  # noqa: E402
-from kbase.ingest.symbols import _PLACEHOLDER, C_EXT, C_STOP, PY_EXT, PY_STOP  # noqa: E402
+from kbase.ingest.symbols import C_EXT, PY_EXT  # noqa: E402
 
 from kbase.schema import PRCard  # noqa: E402
 
@@ -109,34 +109,33 @@ def test_family_pr_sets_equal_git_log_pathspecs(mined):
     assert checked >= 3, f"{name}: too few families with PRs in the replayed range to compare"
 
 
-def test_symbols_for_c_family_and_python_files(mined):
-    name, _, _, _, cards, facts = mined
-    stop = C_STOP | PY_STOP | {"template", "Type"}
-    seen: dict[str, list[int]] = {"c": [0, 0], "py": [0, 0]}  # [expected symbols, found]
-    for f in facts:
-        if f["pr"] is None or f["pr"] not in cards:
-            continue
-        card_files = {x.path: set(x.symbols) for x in cards[f["pr"]].files}
-        for ch in f["files"]:
-            path = ch["path"]
-            group = "c" if path.endswith(C_EXT) else "py" if path.endswith(PY_EXT) else None
-            if group is None or not ch["added"] or path not in card_files:
+def test_symbols_name_definitions_of_the_replayed_files(mined):
+    """Replayed file contents are synthetic (a definition line above each change, braces left
+    open), so the hunk-header symbols in the history are no ground truth for the parser; the
+    fixtures under tests/fixtures/mining carry that. Here: every C-family and Python file change
+    is named by the parser or the scanner, never by hunk headers, and every name it gives is a
+    definition present in the file before or after the change."""
+    name, repo, _, _, cards, _ = mined
+    methods: set[str] = set()
+    checked = 0
+    for pr in sorted(cards)[:: max(1, len(cards) // 150)]:
+        card = cards[pr]
+        for f in card.files:
+            if not f.symbols or not f.path.endswith(C_EXT + PY_EXT):
                 continue
-            want = [s for s in ch["symbols"] if s not in stop and not _PLACEHOLDER.match(s)]
-            seen[group][0] += len(want)
-            seen[group][1] += sum(1 for s in want if s in card_files[path])
-    for group, (want, got) in seen.items():
-        assert want >= 20, f"{name}: too few {group} symbols in the replayed range"
-        assert got / want >= 0.9, f"{name}: only {got}/{want} {group} symbols recovered"
-    exts = {Path(x.path).suffix for c in cards.values() for x in c.files if x.symbols}
-    assert {".py", ".h"} <= exts and exts & {".cu", ".cuh", ".cc"}
-    junk = {s for c in cards.values() for x in c.files for s in x.symbols} & {
-        "template",
-        "Type",
-        "void",
-        "T",
-        "std",
-        "import",
-        "__launch_bounds__",
-    }
-    assert junk == set()
+            methods.update(f.named_by)
+            text = _git(repo, "show", f"{card.sha}:{f.path}") if f.added else ""
+            try:
+                text += _git(repo, "show", f"{card.sha}^1:{f.old_path or f.path}")
+            except subprocess.CalledProcessError:
+                pass
+            for sym in f.symbols:
+                last = re.split(r"::|\.", sym)[-1]
+                assert re.search(
+                    rf"(?:def|class)\s+{re.escape(last)}\b|\b{re.escape(last)}\s*\(", text
+                ), f"{name} #{pr} {f.path}: {sym} is not defined in the file"
+                checked += 1
+    assert checked >= 100, f"{name}: too few symbols checked ({checked})"
+    assert methods and methods <= {"tree-sitter", "scanner"}
+    # no check for junk names here: the replays define `void void() {`, `def import(...)`;
+    # tests/test_archive_symbols.py holds the parser to exact symbol sets on real shapes

@@ -87,6 +87,10 @@ struct S {
   int v_, w_;
 };
 int S2::put(int y) { return y; }
+template <int M> __device__ void g(int z) {
+  if constexpr (M > 1) { z++; }
+  auto h = [&](int y) { return y; };
+}
 }
 """
     d = scan_defs(src)
@@ -94,6 +98,8 @@ int S2::put(int y) { return y; }
     assert ("K", "kernel") in names
     assert {("S::S", "method"), ("S::get", "method"), ("S2::put", "method")} <= names
     assert d.balanced and d.owner(7).name == "K"
+    # control statements and lambdas inside a body are no definitions
+    assert not names & {("constexpr", "function"), ("h", "function")} and d.owner(18).name == "g"
 
 
 def test_a_missing_blob_is_a_warning_not_a_traceback(tmp_path):

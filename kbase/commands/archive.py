@@ -16,6 +16,7 @@ from kbase.commands.common import (
     handles_errors,
     kb,
     print_json,
+    root_path,
 )
 
 
@@ -111,6 +112,80 @@ def history(
     console.print(table)
 
 
+recipe_app = typer.Typer(help="Recipes without writing one by hand: suggest families, lint globs.")
+
+
+def recipe_suggest(
+    repo: str = typer.Option(..., "--repo", help="path of a local clone"),
+    name: str = typer.Option(..., "--name", help="archive name for the recipe"),
+    write: bool = typer.Option(
+        False, "--write", help="save it as pr_archive/recipes/<name>.yaml (never overwrites)"
+    ),
+    root: str | None = RootOpt,
+    as_json: bool = JsonOpt,
+) -> None:
+    """Propose families from the directory structure and file names (upstream from origin)."""
+    from kbase.errors import InvalidArgument
+    from kbase.ingest.recipe_tools import suggest_for_repo
+
+    text, fams, upstream = suggest_for_repo(repo, name)
+    dest = None
+    if write:
+        dest = root_path(root) / "pr_archive" / "recipes" / f"{name}.yaml"
+        if dest.exists():
+            raise InvalidArgument(f"{dest} exists; edit it or remove it first", "name")
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        dest.write_text(text, encoding="utf-8")
+    if as_json:
+        print_json(
+            {
+                "name": name,
+                "upstream": upstream,
+                "families": fams,
+                "written": str(dest) if dest else None,
+            }
+        )
+        return
+    console.print(text, highlight=False, markup=False, end="")
+    if dest:
+        err_console.print(f"written to {dest}", highlight=False)
+
+
+def recipe_lint(
+    recipe: str = typer.Argument(..., help="recipe name (pr_archive/recipes/<name>.yaml) or file"),
+    repo: str = typer.Option(..., "--repo", help="path of a local clone to check the globs on"),
+    root: str | None = RootOpt,
+    as_json: bool = JsonOpt,
+) -> None:
+    """Globs that match nothing in the history, or pull in files named after another family."""
+    from kbase.ingest.mining import open_repo
+    from kbase.ingest.recipe_tools import lint_families, repo_paths
+    from kbase.ingest.recipes import find_recipe, load_recipe_file
+
+    r = root_path(root)
+    path = find_recipe(recipe, r)
+    rec = load_recipe_file(path, r)
+    paths = repo_paths(str(open_repo(repo).git_dir))
+    problems = lint_families(rec.families, paths)
+    if as_json:
+        print_json(
+            {"recipe": str(path), "paths": len(paths), "problems": [p.__dict__ for p in problems]}
+        )
+    else:
+        for p in problems:
+            ex = f" e.g. {', '.join(p.examples)}" if p.examples else ""
+            console.print(
+                f"{path}: {p.family}: {p.glob}: {p.message}{ex}", highlight=False, markup=False
+            )
+        if not problems:
+            console.print(f"{path}: every glob matches, none pulls in another family's files")
+    if problems:
+        raise typer.Exit(1)
+
+
 def register(app: typer.Typer) -> None:
+    recipe_app.command("suggest")(handles_errors(recipe_suggest))
+    recipe_app.command("lint")(handles_errors(recipe_lint))
+    app.add_typer(recipe_app, name="recipe")
     app.command()(handles_errors(mine))
     app.command()(handles_errors(history))

@@ -176,6 +176,10 @@ def get(
         f"[bold]{doc.title}[/bold]  ({doc.id}, {doc.status})  {doc.path}", highlight=False
     )
     typer.echo(doc.text)
+    if doc.claims and section is None:
+        typer.echo("\nClaims (measured values from the ledger):")
+        for c in doc.claims:
+            typer.echo(f"- {c.id}: {c.rendered}")
 
 
 def list_entries(
