@@ -8,7 +8,8 @@ card facts at run time, so no history content is stored in the repository.
 
     python3 bench/bench_archive_eval.py [--limit N] [--per-template 4] [--seed 7] [--keep DIR]
 
-Writes bench/results/bench_archive_eval.json (with every query and its ranks) and prints Hit@5 and MRR@10.
+Writes bench/results/bench_archive_eval.json (with every query and its ranks) and prints Hit@5
+and MRR@10.
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""Benchmark the validators: full CPU-tier audit wall time with 1 and 2 workers, and per-snippet overhead.
+"""Benchmark the validators: full CPU-tier audit wall time with 1 and 2 workers, and per-snippet
+overhead.
 
     python bench/bench_audit.py [--root .] [--workers 1 2] [--empty-runs 10] [--skip-audit]
 

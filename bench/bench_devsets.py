@@ -96,9 +96,12 @@ def main() -> None:
     )
     ap.add_argument("--work", type=Path, default=None, help="work folder to keep and reuse")
     ap.add_argument("--limit", type=int, default=None, help="replay only the first N commits")
+    ap.add_argument(
+        "--no-mine", action="store_true", help="reuse the archives already mined in --work"
+    )
     args = ap.parse_args()
     work = args.work or Path(tempfile.mkdtemp(prefix="kbase-devsets-"))
-    kb = build_kb(work, args.limit)
+    kb = build_kb(work, args.limit, mine=not args.no_mine)
     kb.warm_up()
     res = run(kb)
     print_tables(res, Console(width=140))

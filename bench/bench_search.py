@@ -128,7 +128,8 @@ def quality(work: Path) -> dict:
     res = evaluate(kb, queries, kind="skill")
     table = Table(
         title=f"retrieval quality on the dev set ({len(queries)} queries, "
-        f"{sum(q.lang == 'zh' for q in queries)} Chinese, {sum(q.type == 'error' for q in queries)} error messages)"
+        f"{sum(q.lang == 'zh' for q in queries)} Chinese, "
+        f"{sum(q.type == 'error' for q in queries)} error messages)"
     )
     for col in ("method", "Hit@1", "Hit@5", "MRR"):
         table.add_column(col)
@@ -243,7 +244,8 @@ def main() -> None:
             t.add_row("model load", f"{lat['model_load_s']} s")
             t.add_row(
                 "full build",
-                f"{lat['build_s']} s ({lat['build_docs_per_s']} entries/s, {lat['build_chunks_per_s']} chunks/s)",
+                f"{lat['build_s']} s ({lat['build_docs_per_s']} entries/s, "
+                f"{lat['build_chunks_per_s']} chunks/s)",
             )
             t.add_row(
                 "re-index after editing one skill",
@@ -257,7 +259,8 @@ def main() -> None:
             )
             t.add_row(
                 "keyword scan of Markdown p50 / p95",
-                f"{lat['keyword_scan_baseline']['p50_ms']} / {lat['keyword_scan_baseline']['p95_ms']} ms",
+                f"{lat['keyword_scan_baseline']['p50_ms']} / "
+                f"{lat['keyword_scan_baseline']['p95_ms']} ms",
             )
             console.print(t)
         out = write_result("search", result)

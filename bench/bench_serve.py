@@ -2,13 +2,15 @@
 same number of concurrent sessions, MCP stdio search latency, and the same
 load with the vectors in a Chroma server (team mode) instead of the embedded store.
 
-    python bench/bench_serve.py                      # 32 clients x 50 queries; JSON in bench/results/serve.json
+    python bench/bench_serve.py                      # 32 clients x 50 queries; JSON in
+    bench/results/serve.json
     python bench/bench_serve.py --clients 8 --queries 10   # a quick look
 
 Servers are real subprocesses (`kbase serve`, `kbase mcp`, `chroma run`) on free loopback ports;
 the clients run here. Queries are built from the skills' own trigger lines, and each client adds
 its own variant words, so the server's query-embedding cache does not turn the run into a cache test
-(`--repeat` runs a second pass with every client sending the same 50 queries, which the cache helps).
+(`--repeat` runs a second pass with every client sending the same 50 queries, which the cache
+helps).
 """
 
 from __future__ import annotations
@@ -145,7 +147,8 @@ def serve_and_load(name: str, root: Path, home: Path, env: dict, qs, args, tmp: 
         wait_http(f"http://127.0.0.1:{port}/healthz", proc)
         startup = time.perf_counter() - t1
         res = {"index_s": round(index_s, 2), "startup_s": round(startup, 2)}
-        # one unrecorded request per client first: connection set-up and first-touch costs are not load
+        # one unrecorded request per client first: connection set-up and first-touch costs are not
+        # load
         asyncio.run(http_load(f"http://127.0.0.1:{port}", qs[:1], args.clients, True))
         res["distinct"] = asyncio.run(http_load(f"http://127.0.0.1:{port}", qs, args.clients, True))
         if args.repeat:
@@ -257,7 +260,8 @@ def main() -> None:
         root = make_root(tmp)
         qs = queries(root, args.queries)
         console.print(
-            f"root: {len(list((root / 'skills').iterdir()))} skills; {len(qs)} queries x {args.clients} clients"
+            f"root: {len(list((root / 'skills').iterdir()))} skills; {len(qs)} queries x "
+            f"{args.clients} clients"
         )
 
         result["embedded"] = serve_and_load(

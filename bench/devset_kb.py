@@ -19,12 +19,14 @@ HISTORIES = ("lmdeploy", "flashinfer", "flash-attention", "deepgemm")
 
 
 def shared_dir() -> Path:
-    """KBASE_SHARED, else ../shared beside the checkout, else /work/shared."""
+    """KBASE_SHARED, else ../shared beside the checkout or shared/ in it, else /work/shared."""
     env = os.environ.get("KBASE_SHARED")
     if env:
         return Path(env)
-    beside = REPO.parent / "shared"
-    return beside if beside.exists() else Path("/work/shared")
+    for cand in (REPO.parent / "shared", REPO / "shared"):
+        if cand.exists():
+            return cand
+    return Path("/work/shared")
 
 
 def _log(msg: str) -> None:
@@ -56,8 +58,9 @@ def mine_archives(work: Path, root: Path, limit: int | None = None) -> None:
         subprocess.run(cmd, check=True, capture_output=True)
 
 
-def build_kb(work: Path, limit: int | None = None, fresh_skills: bool = True):
-    """KnowledgeBase over work/kb (skills + mined archives), indexed under work/home."""
+def build_kb(work: Path, limit: int | None = None, fresh_skills: bool = True, mine: bool = True):
+    """KnowledgeBase over work/kb (skills + mined archives), indexed under work/home.
+    mine=False reuses the archives already in work/kb as they are."""
     from kbase.api import KnowledgeBase
 
     work.mkdir(parents=True, exist_ok=True)
@@ -66,9 +69,10 @@ def build_kb(work: Path, limit: int | None = None, fresh_skills: bool = True):
     if fresh_skills or not (root / "skills").exists():
         shutil.rmtree(root / "skills", ignore_errors=True)
         shutil.copytree(REPO / "skills", root / "skills")
-    t = time.perf_counter()
-    mine_archives(work, root, limit)
-    _log(f"replayed and mined in {time.perf_counter() - t:.1f}s")
+    if mine or not (root / "pr_archive").is_dir():
+        t = time.perf_counter()
+        mine_archives(work, root, limit)
+        _log(f"replayed and mined in {time.perf_counter() - t:.1f}s")
     kb = KnowledgeBase(root=root, home=work / "home")
     t = time.perf_counter()
     last = [0.0]

@@ -195,10 +195,10 @@ def scan_defs(src: bytes | str) -> FileDefs:
             elif word == "endif" and cond:
                 cond.pop()
             elif word == "define" and not any(cond):
-                name = _DEFINE.match(tok)
-                if name:
+                macro = _DEFINE.match(tok)
+                if macro:
                     out.spans.append(
-                        Span(line_of(m.start()), line_of(m.end() - 1), name.group(1), MACRO)
+                        Span(line_of(m.start()), line_of(m.end() - 1), macro.group(1), MACRO)
                     )
             continue
         if any(cond):
@@ -231,9 +231,9 @@ def scan_defs(src: bytes | str) -> FileDefs:
         frame = ("block", "", start)
         flat = " ".join(sig.split())
         if in_func:
-            name = function_name(flat, need_type=True) if flat else None
-            if name:
-                frame = ("func", f"{name}\x00{FUNCTION}", start)
+            fname = function_name(flat, need_type=True) if flat else None
+            if fname:
+                frame = ("func", f"{fname}\x00{FUNCTION}", start)
         elif re.search(r"\bnamespace\b[\w:\s]*$", flat) or re.fullmatch(r"extern\s*", flat):
             frame = ("ns", "", start)
         else:
@@ -243,15 +243,15 @@ def scan_defs(src: bytes | str) -> FileDefs:
                 qual = "::".join((*scope, cm.group(1)))
                 frame = ("class", qual, start)
             elif not re.match(r"^(?:enum|typedef\s+enum)\b", core) and flat:
-                name = function_name(flat)
-                if name:
+                fname = function_name(flat)
+                if fname:
                     if "__global__" in flat:
                         kind = KERNEL
-                    elif scope or "::" in name:
+                    elif scope or "::" in fname:
                         kind = METHOD
                     else:
                         kind = FUNCTION
-                    full = "::".join((*scope, name)) if scope and "::" not in name else name
+                    full = "::".join((*scope, fname)) if scope and "::" not in fname else fname
                     frame = ("func", f"{full}\x00{kind}", start)
         if frame[0] == "func":
             in_func += 1

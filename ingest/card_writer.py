@@ -136,16 +136,17 @@ class CardWriter:
             if target is not None and target != stem:
                 wanted.setdefault(target, set()).add(ref)
         for stem, refs in sorted(wanted.items()):
-            card = self.cards.get(stem)
+            held = self.cards.get(stem)
             path = self.folder / f"{stem}.md"
             old_text = path.read_text(encoding="utf-8") if path.exists() else ""
-            if card is None:
+            if held is None:
                 if not old_text:
                     continue
                 try:
-                    card = PRCard.model_validate(split_card(old_text).meta)
+                    held = PRCard.model_validate(split_card(old_text).meta)
                 except Exception:
                     continue
+            card = held
             merged = sorted(set(card.reverted_by) | refs, key=_ref_order)
             if merged != card.reverted_by:
                 card = card.model_copy(update={"reverted_by": merged})

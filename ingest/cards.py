@@ -253,7 +253,9 @@ def card_entry(lc: LoadedCard) -> Entry:
 
 
 def load_card_entries(root: Path) -> tuple[list[Entry], list[Problem]]:
-    """Every card under <root>/pr_archive as an index Entry (kind "pr"); bad cards become Problems and are skipped."""
+    """Every card under <root>/pr_archive as an index Entry (kind "pr"); bad cards become Problems
+    and are skipped.
+    """
     root = Path(root)
     entries: list[Entry] = []
     problems: list[Problem] = []
@@ -337,7 +339,9 @@ def _when(date: str) -> _dt.datetime:
 
 def latest_touch(root: Path, repo: str, globs: list[str]) -> str | None:
     """ISO date of the newest card in pr_archive/<repo>/ touching a path that matches any glob
-    (`*` within a segment, `**` across segments, a directory matches what is under it); None if none."""
+    (`*` within a segment, `**` across segments, a directory matches what is under it); None if
+    none.
+    """
     if not globs:
         return None
     rx = compile_globs(tuple(globs))

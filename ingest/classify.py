@@ -45,7 +45,8 @@ _TITLE_RULES: list[tuple[str, re.Pattern[str]]] = [
         "perf",
         re.compile(
             r"\b(perf(ormance)?|optimi[sz](e|es|ed|ation|ing)|speed(s|up|-up|ed)?|faster|accelerat\w*|"
-            r"latency|throughput|efficien\w*|tun(e|ed|ing)|boost|reduce overhead|fast path|lower overhead)\b",
+            r"latency|throughput|efficien\w*|tun(e|ed|ing)|boost|reduce overhead|fast path|lower "
+            r"overhead)\b",
             re.I,
         ),
     ),
@@ -313,7 +314,9 @@ def _ext(path: str) -> str:
 
 
 def tags(title: str, paths: Iterable[str]) -> Tags:
-    """Vocabulary tags (kernel_types, languages, archs, techniques) from the title and the code paths."""
+    """Vocabulary tags (kernel_types, languages, archs, techniques) from the title and the code
+    paths.
+    """
     paths = list(paths)
     code = [
         p for p in paths if p.lower().endswith(_CODE_EXT) and not _is_test(p) and not _is_doc(p)

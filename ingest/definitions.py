@@ -70,14 +70,12 @@ class FileDefs:
 
 @cache
 def _parser(lang: str):
+    import importlib
+
     from tree_sitter import Language, Parser
 
-    if lang == "py":
-        import tree_sitter_python as mod
-    elif lang == "cuda":
-        import tree_sitter_cuda as mod
-    else:
-        import tree_sitter_cpp as mod
+    grammar = {"py": "tree_sitter_python", "cuda": "tree_sitter_cuda"}.get(lang, "tree_sitter_cpp")
+    mod = importlib.import_module(grammar)
     return Parser(Language(mod.language()))
 
 

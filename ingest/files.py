@@ -82,7 +82,7 @@ def read_text(path: Path, root: Path, max_bytes: int = MAX_FILE_BYTES) -> str:
                 path=shown,
                 line=1,
                 code="line-endings",
-                message="lines end in a bare CR (old Mac style); save the file with LF line endings",
+                message="lines end in a bare CR (old Mac style); save the file with LF endings",
             )
         )
     return text.lstrip("\ufeff")

@@ -183,7 +183,7 @@ def parse_log(
                     excerpt.append(raw.rstrip(b"\r\n").decode("utf-8", "replace")[:160])
             if c == 43:  # '+'
                 rem -= 1
-                if kind is not None:
+                if kind is not None and cur is not None:
                     line = raw[1:].rstrip(b"\r\n")
                     # cheap byte tests first: this runs on every added line in the history
                     if kind == "py":
@@ -227,7 +227,7 @@ def parse_log(
                     cur.excerpts.append((int(m.group(1)), int(m.group(3)), excerpt))
                 else:
                     excerpt = None
-                if cur.added is not None:
+                if cur.added is not None and cur.deleted is not None:
                     cur.added += new_n
                     cur.deleted += old_n
                 rem = old_n + new_n

@@ -18,8 +18,10 @@ from kbase.ingest.change_symbols import SymbolNamer
 from kbase.ingest.gitlog import LOG_FORMAT, CommitFacts, FileFacts, log_command, parse_log
 from kbase.ingest.symbols import attributes_text
 
+from kbase.errors import KbaseError
 
-class LogError(Exception):
+
+class LogError(KbaseError):
     """git itself failed for a reason other than a missing object."""
 
 

@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import hashlib
+import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from kbase.ingest.files import FileProblem, display_path, read_text
 from kbase.ingest.markdown import Document, DocumentError, parse_document
 from pydantic import ValidationError
 
-from kbase.schema import Chunk, CodeBlock, Entry, Problem, SkillMeta
+from kbase.schema import TAG_KEYS, Chunk, CodeBlock, Entry, Problem, SkillMeta
 
 SKILL_FILE = "SKILL.md"
 
@@ -82,7 +84,8 @@ def load_skill(path: Path, root: Path) -> Skill:
                 path=shown,
                 line=doc.line_of(("verification",)),
                 field="verification.blocks",
-                message=f"no fenced block in the body is marked with {marks!r} (e.g. ```python verify)",
+                message=f"no fenced block in the body is marked with {marks!r} "
+                "(e.g. ```python verify)",
             )
         )
     for b in skill.snippet_blocks():
@@ -116,27 +119,102 @@ def find_skill_files(root: Path) -> list[Path]:
     )
 
 
-def lint_paths(paths: list[Path], root: Path) -> list[Problem]:
-    """Every problem in the given SKILL.md files (or skill folders), plus cross-skill checks."""
-    problems: list[Problem] = []
-    skills: list[Skill] = []
-    for p in paths:
-        f = p / SKILL_FILE if p.is_dir() else p
-        if not f.exists():
-            problems.append(Problem(path=display_path(f, root), message="no such file"))
-            continue
-        try:
-            skills.append(load_skill(f, root))
-        except DocumentError as de:
-            problems.extend(de.problems)
+# Below this many files a process pool costs more than it saves.
+PARALLEL_MIN = 256
+Related = list[tuple[str, str, int, int]]  # (path, related name, index, line)
+
+
+def _lint_file(f: Path, root: Path) -> tuple[list[Problem], Related]:
+    """One file's own problems, and the related-skill references to check against all skills."""
+    if not f.exists():
+        return [Problem(path=display_path(f, root), message="no such file")], []
+    try:
+        s = load_skill(f, root)
+    except DocumentError as de:
+        return de.problems, []
+    from kbase.validators.numbers import unbacked_numbers
+
+    return unbacked_numbers(s), [
+        (s.path, rel, i, s.doc.line_of(("related", i))) for i, rel in enumerate(s.meta.related)
+    ]
+
+
+def _lint_chunk(args: tuple[list[Path], Path]) -> list[tuple[list[Problem], Related]]:
+    files, root = args
+    return [_lint_file(f, root) for f in files]
+
+
+def _entry_of(f: Path, root: Path) -> tuple[Entry | None, list[Problem]]:
+    try:
+        return skill_entry(load_skill(f, root)), []
+    except DocumentError as de:
+        return None, de.problems
+
+
+def _entry_chunk(args: tuple[list[Path], Path]) -> list[tuple[Entry | None, list[Problem]]]:
+    files, root = args
+    return [_entry_of(f, root) for f in files]
+
+
+def _in_pool(fn: Any, files: list[Path], root: Path, n: int) -> list[Any]:
+    """fn over chunks of files in n processes, results in the order of files."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    size = max(16, len(files) // (n * 4))
+    chunks = [(files[i : i + size], root) for i in range(0, len(files), size)]
+    methods = multiprocessing.get_all_start_methods()
+    ctx = multiprocessing.get_context("fork" if "fork" in methods else None)
+    with ProcessPoolExecutor(max_workers=n, mp_context=ctx) as pool:
+        return [r for part in pool.map(fn, chunks) for r in part]
+
+
+def load_entries(
+    files: list[Path], root: Path, workers: int | None = None
+) -> list[tuple[Entry | None, list[Problem]]]:
+    """(index entry or None, problems) per SKILL.md, in order; a process pool for large sets."""
+    n = workers if workers is not None else workers_for(len(files))
+    if n > 1:
+        return _in_pool(_entry_chunk, files, root, n)
+    return [_entry_of(f, root) for f in files]
+
+
+def workers_for(n: int) -> int:
+    """Processes worth starting for n files: the CPUs this process may use, 1 for small jobs."""
+    import threading
+
+    # fork copies only the calling thread: with others running (a server), a lock one of them
+    # holds could never be released in the child
+    if n < PARALLEL_MIN or threading.active_count() > 1:
+        return 1
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        cpus = os.cpu_count() or 1
+    return max(1, min(cpus, n // (PARALLEL_MIN // 2)))
+
+
+def lint_paths(paths: list[Path], root: Path, workers: int | None = None) -> list[Problem]:
+    """Every problem in the given SKILL.md files (or skill folders), plus cross-skill checks.
+
+    Large sets are parsed by a pool of processes (`workers`, default: one per usable CPU): parsing
+    is pure Python, so threads would not help. Problems come back in the order of `paths`.
+    """
+    files = [p / SKILL_FILE if p.is_dir() else p for p in paths]
+    n = workers if workers is not None else workers_for(len(files))
+    if n > 1:
+        results = _in_pool(_lint_chunk, files, root, n)
+    else:
+        results = [_lint_file(f, root) for f in files]
+    problems = [p for own, _ in results for p in own]
     known = {p.parent.name for p in find_skill_files(root)}
-    for s in skills:
-        for i, rel in enumerate(s.meta.related):
+    for _, refs in results:
+        for path, rel, i, line in refs:
             if rel not in known:
                 problems.append(
                     Problem(
-                        path=s.path,
-                        line=s.doc.line_of(("related", i)),
+                        path=path,
+                        line=line,
                         field=f"related.{i}",
                         message=f"related skill {rel!r} does not exist",
                     )
@@ -170,9 +248,7 @@ def skill_entry(skill: Skill) -> Entry:
                 )
             )
 
-    tag_words = " ".join(
-        v for k in ("languages", "kernel_types", "archs", "techniques") for v in getattr(m.tags, k)
-    )
+    tag_words = " ".join(v for k in TAG_KEYS for v in getattr(m.tags, k))
     add(
         "summary",
         f"{title}\n{m.description}\nWhen: \n{_join(m.trigger)}\nTags: {tag_words}",

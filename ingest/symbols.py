@@ -214,7 +214,8 @@ C_STOP = {
     "at",
     "c10",
 }
-# template parameter placeholders: real code names things this way, but they are types, not definitions
+# template parameter placeholders: real code names things this way, but they are types, not
+# definitions
 _PLACEHOLDER = re.compile(
     r"^(?:[A-Z]\d?|Type|Types|DType\w*|IdType|scalar_t|index_t|T[A-Z]\w*_t|Args|Ts)$"
 )

@@ -144,6 +144,14 @@ class KnowledgeBase(ValidateAPI, ArchiveAPI, ExperienceAPI):
             return "unverified", None, None
         return audit.status, audit.verified_on, audit.last_pass
 
+    def _claims_of(self, entry: Any) -> list[Any]:
+        """A skill's claims with the values measured per environment, from the ledger."""
+        if entry.kind != "skill" or entry.path.startswith("skills/_drafts/"):
+            return []
+        from kbase.validators.claim_views import claim_views
+
+        return claim_views(self.root, entry.id)
+
     def stale(self, env: Any = None) -> StaleReport:
         """Skills that are not verified right now, worst first, with the validators' reasons."""
         statuses = self.statuses(env)
@@ -227,6 +235,7 @@ class KnowledgeBase(ValidateAPI, ArchiveAPI, ExperienceAPI):
                     pr=c.entry.pr,
                     verified_on=on,
                     verified_at=at,
+                    claims=self._claims_of(c.entry),
                 )
             )
         from kbase.feedback import rerank
@@ -294,8 +303,8 @@ class KnowledgeBase(ValidateAPI, ArchiveAPI, ExperienceAPI):
             )
         return out
 
-    def get(self, entry_id: str, section: str | None = None) -> EntryDoc:
-        """One entry in full, or one section of it. NotFound for an unknown id or section."""
+    def get(self, entry_id: str, section: str | None = None, env: Any = None) -> EntryDoc:
+        """One entry in full, or one section of it (status judged for `env`, as in search)."""
         from kbase.ingest.files import read_text
         from kbase.ingest.markdown import parse_body, split_front_matter
 
@@ -322,7 +331,7 @@ class KnowledgeBase(ValidateAPI, ArchiveAPI, ExperienceAPI):
         for ch in entry.chunks:
             if ch.section in ("trigger", "steps", "failure_modes"):
                 secs.append(SectionText(title=ch.section, line=ch.line, text=ch.text))
-        st, on, at = self._status_of(entry, self.statuses() if entry.kind == "skill" else {})
+        st, on, at = self._status_of(entry, self.statuses(env) if entry.kind == "skill" else {})
         if section is not None:
             want = section.strip().lower()
             secs = [s for s in secs if s.title.lower() == want]
@@ -350,6 +359,7 @@ class KnowledgeBase(ValidateAPI, ArchiveAPI, ExperienceAPI):
             verified_at=at,
             sections=secs,
             text=text,
+            claims=self._claims_of(entry),
             feedback=self._feedback_of(entry.id),
         )
 

@@ -4,14 +4,17 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kbase.errors import InvalidArgument, KbaseError, NotFound
 from kbase.schema import HistoryResult
 
 
 class ArchiveAPI:
-    root: Path
+    if TYPE_CHECKING:  # provided by KnowledgeBase
+
+        @property
+        def root(self) -> Path: ...
 
     def history(
         self,
@@ -36,9 +39,14 @@ class ArchiveAPI:
                 message="no PR archive under this root (pr_archive/ is missing)",
             )
         if not (self.root / "pr_archive" / repo).is_dir():
+            from kbase.suggest import did_you_mean
+
+            repos = [p.name for p in (self.root / "pr_archive").iterdir() if p.is_dir()]
+            repos = [r for r in repos if not r.startswith(".") and r != "recipes"]
             raise NotFound(
-                f"no archive {repo!r} under pr_archive/ "
-                f"(run `kbase mine --repo PATH --name {repo}` first)"
+                f"no archive {repo!r} under pr_archive/"
+                + did_you_mean(repo, repos, "archives")
+                + f" (to add one: `kbase mine --repo PATH --name {repo}`)"
             )
         if paths:
             globs = list(paths) + (
@@ -56,8 +64,12 @@ class ArchiveAPI:
 
             families = load_recipe_file(find_recipe(recipe, self.root), self.root).families
         if family not in families:
+            from kbase.suggest import nearest
+
             known = ", ".join(sorted(families)) or "none recorded; mine with a recipe"
-            raise NotFound(f"unknown family {family!r} for {repo} (known: {known})")
+            near = nearest(family, families)
+            hint = f"did you mean {' or '.join(map(repr, near))}? " if near else ""
+            raise NotFound(f"unknown family {family!r} for {repo} ({hint}known: {known})")
         rows = timeline(self.root, repo, family, families[family])
         return HistoryResult.model_validate(
             {"repo": repo, "family": family, "globs": list(families[family]), "prs": rows}

@@ -8,13 +8,16 @@ kbase/drafts.py; an id must name an existing entry (else NotFound with the neare
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kbase.errors import NotFound
 
 
 class ExperienceAPI:
-    root: Path
+    if TYPE_CHECKING:  # provided by KnowledgeBase
+
+        @property
+        def root(self) -> Path: ...
 
     def _entries(self) -> list[Any]:  # provided by KnowledgeBase
         raise NotImplementedError

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kbase.closed_sets import BAD_VERDICTS, FAIL_LEVELS, TIER_CHOICES
 from kbase.errors import InvalidArgument
@@ -42,6 +42,7 @@ class RunReport:
     base: str | None = None  # check --changed: the revision diffed against
     judgements: list[dict[str, Any]] = field(default_factory=list)  # audit only
     exit_code: int = 0
+    notes: list[str] = field(default_factory=list)  # e.g. why runs were not recorded
 
     @property
     def failed(self) -> bool:
@@ -79,7 +80,10 @@ def _write_junit(rep: RunReport, path: Path | None, suite: str) -> None:
 
 
 class ValidateAPI:
-    root: Path
+    if TYPE_CHECKING:  # provided by KnowledgeBase
+
+        @property
+        def root(self) -> Path: ...
 
     # ------------------------------------------------------------------ lint
     def lint(self, paths: Sequence[Path] | None = None) -> LintReport:
@@ -135,6 +139,7 @@ class ValidateAPI:
             skill_paths={s.name: s.path for s in skills},
             recorded=recorder.count if recorder else 0,
             isolation_note=isolation_note(settings, outcomes),
+            notes=[recorder.note] if recorder and recorder.note else [],
         )
         _write_junit(rep, junit, "kbase-verify")
         return rep
@@ -202,15 +207,20 @@ class ValidateAPI:
         opts = opts or RunOptions()
         refs = list(names or [])
         used_base = None
+        ledger_problems: list[Problem] = []
         if changed:
+            from kbase.validators.changes import ledger_change_problems
+
             found, used_base = changed_skills(self.root, base)
+            # the ledger is append-only and only trusted runners may add to it
+            ledger_problems, _ = ledger_change_problems(self.root, base)
             refs += [n for n in found if n not in refs]
         elif not refs:
             raise InvalidArgument("name skills to check, or pass --changed", "names")
         if not refs:
-            return RunReport(base=used_base, ran=False)
+            return RunReport(base=used_base, ran=False, problems=ledger_problems)
         files = [skill_file(self.root, ref) for ref in refs]
-        problems = lint_paths(files, self.root)
+        problems = ledger_problems + lint_paths(files, self.root)
         skills, _ = load_skills(self.root, [str(f) for f in files])
         settings = self._settings(opts)
         self._plan(skills, opts.tier, on_plan)
@@ -241,6 +251,37 @@ class ValidateAPI:
         if not Path(other).is_file():
             raise NotFound(f"{other}: no such file")
         return merge_ledger(self.root, Path(other))
+
+    # ------------------------------------------------------------------ trust
+    def keygen(
+        self, path: Path, *, comment: str = "", trust: bool = False, force: bool = False
+    ) -> dict[str, Any]:
+        """An ed25519 key pair for signing rows; with `trust`, its public key joins
+        ledger/trusted-keys/."""
+        import shutil
+
+        from kbase.validators.signing import keygen
+
+        priv, pub, kid = keygen(Path(path), comment=comment, force=force)
+        trusted = None
+        if trust:
+            dest = self.root / "ledger" / "trusted-keys" / pub.name
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(pub, dest)
+            trusted = str(dest.relative_to(self.root))
+        return {"private": str(priv), "public": str(pub), "key_id": kid, "trusted": trusted}
+
+    def ledger_verify(self) -> Any:
+        """validators.ledger_check.LedgerCheck: every row valid and signed as trust requires."""
+        from kbase.validators.ledger_check import verify_ledger
+
+        return verify_ledger(self.root)
+
+    def ledger_quarantine(self) -> tuple[int, int, str]:
+        """Move rows no trusted key signed out of the ledger: (kept, moved, where to)."""
+        from kbase.validators.ledger_check import quarantine
+
+        return quarantine(self.root)
 
     def export(self, dest: Path, **kw: Any) -> Any:
         """Agent-Skills folders under dest (kbase.serve.export.export_agent_skills)."""

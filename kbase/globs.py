@@ -69,7 +69,9 @@ def glob_match(path: str, patterns: Iterable[str]) -> bool:
 
 
 class FamilyMatcher:
-    """Which families a path belongs to; memoised, since the same paths recur in thousands of commits."""
+    """Which families a path belongs to; memoised, since the same paths recur in thousands of
+    commits.
+    """
 
     def __init__(self, families: dict[str, list[str]]):
         self._families = [

@@ -96,7 +96,7 @@ class Tags(_Strict):
     archs: list[str] = Field(default_factory=list)
     techniques: list[str] = Field(default_factory=list)
 
-    @field_validator("languages", "kernel_types", "archs", "techniques")
+    @field_validator("*")  # every field is a tag key with its values in vocab.yaml
     @classmethod
     def _canonical(cls, v: list[str], info) -> list[str]:
         from kbase.vocab import canonicalize
@@ -327,6 +327,7 @@ class Hit(BaseModel):
     pr: int | None = None
     verified_on: str | None = None
     verified_at: str | None = None
+    claims: list[ClaimView] = Field(default_factory=list, description="skills: claims, measured")
 
 
 class SectionText(BaseModel):
@@ -350,6 +351,7 @@ class EntryDoc(BaseModel):
     verified_at: str | None = None
     sections: list[SectionText] = Field(default_factory=list)
     text: str = ""
+    claims: list[ClaimView] = Field(default_factory=list, description="skills: claims, measured")
     # what users said after acting on it (kbase/feedback.py): counts, last date, recent notes
     feedback: dict[str, Any] | None = None
 
@@ -503,6 +505,7 @@ class ClaimView(BaseModel):
     cite: str | None = None
     locator: str | None = None
     measured: list[ClaimMeasurement] = Field(default_factory=list)
+    rendered: str = Field(default="", description="the claim and its measurements, one line")
 
 
 class SkillAudit(BaseModel):

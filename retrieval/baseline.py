@@ -22,7 +22,7 @@ def keyword_count_search(
     texts = texts if texts is not None else [entry_text(e) for e in entries]
     words = _words(query)
     scored = []
-    for e, t in zip(entries, texts):
+    for e, t in zip(entries, texts, strict=False):
         s = sum(t.count(w) for w in words)
         if s:
             scored.append((e.id, float(s)))

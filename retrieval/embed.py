@@ -12,8 +12,13 @@ _lock = threading.Lock()
 _models: dict[str, Embedder] = {}
 
 
+def default_device() -> str:
+    """KBASE_DEVICE (`kbase index --device` sets it): cpu, cuda, cuda:1 ...; default cpu."""
+    return os.environ.get("KBASE_DEVICE", "").strip() or "cpu"
+
+
 class Embedder:
-    def __init__(self, model_path: str):
+    def __init__(self, model_path: str, device: str = "cpu"):
         # Belt and braces: the path is local, and the hub must never be consulted.
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -28,24 +33,35 @@ class Embedder:
         hf_logging.set_verbosity_error()
 
         self.model_path = model_path
-        self.model = SentenceTransformer(model_path, device="cpu", local_files_only=True)
-        self.full_length = int(self.model.max_seq_length)
+        if device.startswith("cuda"):
+            import torch
+
+            if not torch.cuda.is_available():
+                raise RuntimeError(f"device {device!r} asked for, but torch sees no CUDA GPU")
+        self.device = device
+        self.model = SentenceTransformer(model_path, device=device, local_files_only=True)
+        self.full_length = int(self.model.max_seq_length or 256)  # None: the MiniLM default
         self.name = os.path.basename(os.path.normpath(model_path))
         dim_fn = (
             getattr(self.model, "get_embedding_dimension", None)
             or self.model.get_sentence_embedding_dimension
         )
-        self.dim = int(dim_fn())
+        dim = dim_fn()
+        if dim is None:
+            raise ValueError(f"{model_path}: the model does not say its embedding dimension")
+        self.dim = int(dim)
         self._prep = getattr(self.model, "preprocess", None) or self.model.tokenize
         self._query_cache = functools.lru_cache(maxsize=2048)(self._embed_query)
 
     def embed(
-        self, texts: list[str], batch_size: int = 64, max_length: int | None = None
+        self, texts: list[str], batch_size: int | None = None, max_length: int | None = None
     ) -> np.ndarray:
         """`max_length` truncates long texts: attention cost grows with length, so PR cards
         (thousands of long file lists) embed their first 128 word pieces; BM25 sees it all."""
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
+        if batch_size is None:  # a GPU wants big batches; on CPU 64 keeps padding waste low
+            batch_size = 64 if self.device == "cpu" else 512
         self.model.max_seq_length = min(max_length or self.full_length, self.full_length)
         try:
             vecs = self.model.encode(
@@ -74,10 +90,12 @@ class Embedder:
         return list(self._query_cache(text))
 
 
-def get_embedder(model_path: str) -> Embedder:
-    """One model per process: loading costs seconds, queries cost milliseconds."""
+def get_embedder(model_path: str, device: str | None = None) -> Embedder:
+    """One model per process and device: loading costs seconds, queries cost milliseconds."""
+    device = device or default_device()
+    key = model_path if device == "cpu" else f"{model_path}@{device}"
     with _lock:
-        emb = _models.get(model_path)
+        emb = _models.get(key)
         if emb is None:
-            emb = _models[model_path] = Embedder(model_path)
+            emb = _models[key] = Embedder(model_path, device)
         return emb

@@ -59,7 +59,7 @@ def load_queries(folder: Path, pattern: str = "*.yaml") -> list[EvalQuery]:
 def score(ranked_ids: list[list[str]], queries: list[EvalQuery]) -> Scores:
     h1 = h5 = rr = 0.0
     misses = []
-    for ids, q in zip(ranked_ids, queries):
+    for ids, q in zip(ranked_ids, queries, strict=False):
         rank = next((i for i, x in enumerate(ids) if x in q.expected), None)
         if rank is not None:
             h1 += rank == 0

@@ -20,7 +20,7 @@ FEATURES = (
     "dense",  # cosine rescaled to [0, 1] over the dense list
     "dense_rr",  # 1 / (RR_K + rank) in the dense list
     "dense_code",  # dense_rr x share of code-like words in the question
-    "title",  # share of the question's words (and concepts) found in the title
+    "title",  # share of the question's words (and concepts) found in a PR card's title
     "first_feature",  # question says first/introduced and the PR is a feature
     "oldest",  # question says first/introduced: 1 for the oldest dated candidate .. 0 newest
     "fix",  # question says broke/regression/crash and the PR is a fix or a revert

@@ -61,9 +61,9 @@ def expand(query: str) -> Expansion:
                 if en not in added:
                     added.append(en)
     for w in _WORD.findall(query):
-        en = aliases.get(w.lower())
-        if en and en not in added:
-            added.append(en)
+        alias = aliases.get(w.lower())
+        if alias and alias not in added:
+            added.append(alias)
     if added:
         # leftover CJK particles only add [UNK] noise to an English-only embedding model
         dense = re.sub(r"[\u3400-\u9fff\uff00-\uffef\u3000-\u303f]+", " ", dense)

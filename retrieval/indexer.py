@@ -8,11 +8,12 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from kbase.schema import Chunk, Entry, Problem
 
 PR_MAX_TOKENS = 128
-LEXICAL_ONLY_SECTIONS = frozenset({"files"})
+LEXICAL_ONLY_SECTIONS = frozenset({"files", "symbols"})
 Progress = Callable[[str, int, int], None]  # (stage, done, total)
 
 
@@ -45,19 +46,19 @@ class IndexReport:
 def collect_entries(root: Path) -> tuple[list[Entry], list[Problem], set[str]]:
     """Every skill and PR card under root, the problems found, and the paths that failed."""
     from kbase.ingest.files import display_path
-    from kbase.ingest.markdown import DocumentError
-    from kbase.ingest.skills import find_skill_files, load_skill, skill_entry
+    from kbase.ingest.skills import find_skill_files, load_entries
 
     entries: list[Entry] = []
     problems: list[Problem] = []
     failed: set[str] = set()
     from kbase.drafts import find_draft_files
 
-    for f in find_skill_files(root) + find_draft_files(root):  # drafts: searchable, status draft
-        try:
-            entries.append(skill_entry(load_skill(f, root)))
-        except DocumentError as de:
-            problems.extend(de.problems)
+    files = find_skill_files(root) + find_draft_files(root)  # drafts: searchable, status draft
+    for f, (entry, bad) in zip(files, load_entries(files, root), strict=True):
+        if entry is not None:
+            entries.append(entry)
+        else:
+            problems.extend(bad)
             failed.add(display_path(f, root))
     from kbase.ingest.cards import load_card_entries
 
@@ -92,16 +93,17 @@ def _vector_id(chunk: Chunk, content_hash: str) -> str:
 
 
 def dense_chunks(entry: Entry) -> list[Chunk]:
-    """The chunks that get a vector. A PR card's file lists are paths and symbol names: the
-    embedding model splits them into meaningless word pieces, BM25 matches them exactly, and they
-    were most of the embedding time (issue #11). So only the card's prose is embedded."""
+    """The chunks that get a vector. A PR card's file lists and touched symbols are paths and
+    identifiers: the embedding model splits them into meaningless word pieces, BM25 matches them
+    exactly, and they were most of the embedding time (issue #11). Only a card's prose (summary,
+    description, notes) is embedded."""
     if entry.kind != "pr":
         return entry.chunks
     return [c for c in entry.chunks if c.section not in LEXICAL_ONLY_SECTIONS]
 
 
 def _metadata(entry: Entry) -> dict:
-    md = {"kind": entry.kind, "entry_id": entry.id, "repo": entry.repo or ""}
+    md: dict[str, Any] = {"kind": entry.kind, "entry_id": entry.id, "repo": entry.repo or ""}
     for t in entry.tags:
         md[f"t:{t}"] = True
     return md
@@ -110,7 +112,7 @@ def _metadata(entry: Entry) -> dict:
 def build_index(
     root: Path,
     home: Path,
-    embedder_factory: Callable[[], object],
+    embedder_factory: Callable[[], Any],
     chroma_url: str | None = None,
     progress: Progress | None = None,
     gc: bool = True,
@@ -202,14 +204,14 @@ def build_index(
         _refresh_onnx(home, embedder_factory, embedder if todo else None, model_path)
 
         if gc and prev is not None:
-            keep = set(wanted)
+            kept = set(wanted)
             stale: dict[str, set[str]] = {}
             for e in prev.entries:
                 for c in dense_chunks(e):
-                    if c.id not in keep:
+                    if c.id not in kept:
                         stale.setdefault(partition_key(e.kind, e.repo), set()).add(c.id)
-            for key, ids in stale.items():
-                store.delete(key, ids)
+            for key, gone in stale.items():
+                store.delete(key, gone)
         store.close()
         rep.entries = len(entries)
         rep.chunks = len(wanted)

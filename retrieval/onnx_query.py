@@ -1,4 +1,5 @@
-"""Fast query embeddings: the sentence-transformers transformer exported to ONNX, run with onnxruntime.
+"""Fast query embeddings: the sentence-transformers transformer exported to ONNX, run with
+onnxruntime.
 
 A CLI search embeds one short query. Importing sentence-transformers, transformers and torch
 and loading the model costs seconds; onnxruntime + tokenizers cost milliseconds. So `kbase index`
@@ -21,6 +22,7 @@ import shutil
 import tempfile
 import threading
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -75,7 +77,9 @@ def _fp_key(fp: dict) -> str:
 
 
 def pooling_settings(model_path: str | os.PathLike) -> dict:
-    """What the sentence-transformers pipeline does after the transformer, read from its config files."""
+    """What the sentence-transformers pipeline does after the transformer, read from its config
+    files.
+    """
     p = Path(model_path)
     modules = json.loads((p / "modules.json").read_text(encoding="utf-8"))
     pool_cfg: dict = {}
@@ -130,7 +134,8 @@ class OnnxQueryEmbedder:
     """`embed_query(text)` with onnxruntime; the same vector as Embedder.embed_query."""
 
     def __init__(self, onnx_dir: str | os.PathLike, threads: int | None = None):
-        # model.onnx is ORT's optimized graph with external weights (model.onnx.data); see _optimize.
+        # model.onnx is ORT's optimized graph with external weights (model.onnx.data); see
+        # _optimize.
         import onnxruntime as ort
         from tokenizers import Tokenizer
 
@@ -197,7 +202,9 @@ class OnnxQueryEmbedder:
 
 
 def load_query_embedder(home: str | os.PathLike, model_path: str) -> OnnxQueryEmbedder | None:
-    """The ONNX query embedder of `home/onnx/` if it is an export of the model at model_path, else None."""
+    """The ONNX query embedder of `home/onnx/` if it is an export of the model at model_path, else
+    None.
+    """
     if not enabled():
         return None
     d = Path(home) / ONNX_DIR
@@ -226,7 +233,9 @@ def load_query_embedder(home: str | os.PathLike, model_path: str) -> OnnxQueryEm
 
 # ---------------------------------------------------------------------------- export side
 def _export_model(auto_model, path: Path) -> None:
-    """torch.onnx.export of the HF transformer: (input_ids, attention_mask, token_type_ids) -> token embeddings."""
+    """torch.onnx.export of the HF transformer: (input_ids, attention_mask, token_type_ids) -> token
+    embeddings.
+    """
     import warnings
 
     import torch
@@ -246,7 +255,7 @@ def _export_model(auto_model, path: Path) -> None:
     mask = (ids != 0).long()
     dyn = {n: {0: "batch", 1: "sequence"} for n in (*INPUTS, OUTPUT)}
 
-    patch = contextlib.nullcontext()
+    patch: contextlib.AbstractContextManager[Any] = contextlib.nullcontext()
     try:
         import onnx  # noqa: F401
     except ImportError:
@@ -323,7 +332,8 @@ def _replace_dir(tmp: Path, out: Path) -> None:
 
 
 def export_onnx(model_path: str, out_dir: str | os.PathLike, embedder=None) -> Path:
-    """Export the model at model_path to out_dir (model.onnx, tokenizer.json, meta.json), atomically.
+    """Export the model at model_path to out_dir (model.onnx, tokenizer.json, meta.json),
+    atomically.
 
     `embedder` is a loaded kbase Embedder of that model (loaded with get_embedder if omitted);
     the export is checked against its `embed_query` before it is published.
@@ -349,7 +359,7 @@ def export_onnx(model_path: str, out_dir: str | os.PathLike, embedder=None) -> P
         prior = _exported.get(_fp_key(fp))
         if prior is not None and prior != out and is_fresh(prior, model_path, fp):
             # Already exported in this process (another home): link or copy instead of re-tracing.
-            for name in [*read_meta(prior)["files"], "meta.json"]:
+            for name in [*(read_meta(prior) or {}).get("files", []), "meta.json"]:
                 try:
                     os.link(prior / name, tmp / name)
                 except OSError:
@@ -392,7 +402,9 @@ def export_onnx(model_path: str, out_dir: str | os.PathLike, embedder=None) -> P
 
 
 def ensure_onnx(home: str | os.PathLike, model_path: str, embedder=None) -> Path | None:
-    """Export to home/onnx unless a fresh export is there already; returns the dir, or None if disabled."""
+    """Export to home/onnx unless a fresh export is there already; returns the dir, or None if
+    disabled.
+    """
     if not enabled():
         return None
     d = Path(home) / ONNX_DIR

@@ -10,16 +10,20 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from kbase.retrieval import fusion as F
 from kbase.retrieval.query import QueryPlan, plan
 
+from kbase.closed_sets import MODES as _PUBLIC_MODES
 from kbase.schema import Entry
 
 CANDIDATES = 100  # per retriever, entry level
 DENSE_PER_PARTITION = 150  # chunk hits asked of each Chroma collection
-MODES = ("hybrid", "bm25", "dense", "rrf")
+# The public modes (kbase.closed_sets.MODES) plus "rrf": the old reciprocal-rank fusion, kept
+# for the benchmarks' side-by-side comparison only.
+MODES = (*_PUBLIC_MODES, "rrf")
 _FIX = frozenset({"fix", "revert"})
 
 
@@ -39,7 +43,9 @@ class LoadedIndex:
         self.gen_id = gen.gen_id
         self.entries: list[Entry] = gen.entries
         self.by_id = {e.id: i for i, e in enumerate(self.entries)}
-        chunk_entry, chunk_local, chunk_ids = [], [], {}
+        chunk_entry: list[int] = []
+        chunk_local: list[int] = []
+        chunk_ids: dict[str, int] = {}
         for ei, e in enumerate(self.entries):
             for ci, c in enumerate(e.chunks):
                 chunk_ids[c.id] = len(chunk_entry)
@@ -158,15 +164,15 @@ class Searcher:
     def __init__(
         self,
         home: Path,
-        vector_store_factory: Callable[[], object],
-        embedder_factory: Callable[[], object],
+        vector_store_factory: Callable[[], Any],
+        embedder_factory: Callable[[], Any],
     ):
         self.home = home
         self._store_factory = vector_store_factory
         self._embedder_factory = embedder_factory
         self._store = None
         self._loaded: LoadedIndex | None = None
-        self._stamp = None
+        self._stamp: tuple[int, int] | None = None
         self._lock = threading.Lock()
         self.weights = F.weights_vector()
 
@@ -232,9 +238,10 @@ class Searcher:
                 e = int(idx.chunk_entry[p])
             else:
                 # A vector from a newer/older generation of the same entry: credit the entry.
-                e = idx.by_id.get(cid.split("::", 1)[0])
-                if e is None:
+                found = idx.by_id.get(cid.split("::", 1)[0])
+                if found is None:
                     continue
+                e = found
                 p = -1
             if e not in seen and (mask is None or mask[e]):
                 seen.add(e)
@@ -286,8 +293,12 @@ class Searcher:
         qtok = {t for t in tokens(qp.lexical) if len(t) > 1}
         order = list(rows)
         if qtok:
+            # PR titles are subject lines, the best summary a card has. A skill's title is one
+            # heading among its trigger, description and steps; on the tuning half the feature
+            # only helped PR questions.
             for e in order:
-                X[rows[e], col["title"]] = len(qtok & idx.title_tokens(e)) / len(qtok)
+                if idx.entries[e].kind == "pr":
+                    X[rows[e], col["title"]] = len(qtok & idx.title_tokens(e)) / len(qtok)
         entries = idx.entries
         if qp.intent_first:
             dated = sorted((entries[e].date or "", e) for e in order if entries[e].date)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -11,8 +12,38 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"
 
+# Session fixtures of the serve tests, visible to every test module without an import there.
+from serve_fixtures import chroma_server, indexed_root, service  # noqa: E402, F401
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
+
+
+@dataclass
+class CliRun:
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+def run_cli(*args: str, env: dict[str, str] | None = None, cwd: Path | str | None = None) -> CliRun:
+    """`kbase ARGS` in this process through typer's CliRunner: the same exit code, stdout and
+    stderr as a subprocess, without a Python start-up per call. Tests where the process itself is
+    the point (signals, blocked imports, import weight) still spawn one."""
+    from typer.testing import CliRunner
+
+    from kbase.cli import app
+
+    before = os.getcwd()
+    if cwd is not None:
+        os.chdir(cwd)
+    try:
+        res = CliRunner().invoke(app, [str(a) for a in args], env=env)
+    finally:
+        os.chdir(before)
+    if res.exception is not None and not isinstance(res.exception, SystemExit):
+        raise res.exception  # a traceback, which a user would have seen: fail with it
+    return CliRun(res.exit_code, res.stdout, res.stderr)
 
 
 @pytest.fixture(scope="session")

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import anyio
 import pytest
-from serve_fixtures import REPO, indexed_root  # noqa: F401  (pytest fixture)
+from serve_fixtures import REPO
 
 from kbase.serve.export import ROUTER, export_agent_skills
 

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
+from conftest import CliRun, run_cli
 from kbase.ingest.card_format import fast_meta, render_card, split_card
 from kbase.ingest.cards import latest_touch, load_card_entries
 from kbase.ingest.recipes import RecipeError, load_recipe_file
@@ -184,7 +183,7 @@ def test_bad_cards_become_problems_with_line_and_field(tmp_path):
     assert ("3.md", "sha") in got and ("3.md", "shaa") in got  # missing key, unknown key
     assert (
         got[("3.md", "shaa")].line
-        == text.split("\n").index(next(l for l in text.split("\n") if l.startswith("sha:"))) + 1
+        == text.split("\n").index(next(ln for ln in text.split("\n") if ln.startswith("sha:"))) + 1
     )
     p4 = next(p for p in problems if p.path.endswith("4.md"))
     assert "malformed YAML" in p4.message and p4.line in (
@@ -276,7 +275,8 @@ def test_shipped_recipes_load(name):
     [
         ("template <typename T>", None),
         (
-            "template <typename T, int N> __global__ void __launch_bounds__(128) DecodeKernel(T* o) {",
+            "template <typename T, int N> __global__ void __launch_bounds__(128) DecodeKernel(T* "
+            "o) {",
             "DecodeKernel",
         ),
         ("void void() {", None),
@@ -311,10 +311,8 @@ def test_python_symbols(text, expected):
     assert python_symbol(text) == expected
 
 
-def _kbase(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "kbase.cli", *args], capture_output=True, text=True, cwd=cwd
-    )
+def _kbase(*args: str, cwd: Path) -> CliRun:
+    return run_cli(*args, cwd=cwd)
 
 
 def test_cli_mine_history_and_errors(tmp_path):
@@ -338,7 +336,8 @@ def test_cli_mine_history_and_errors(tmp_path):
     kb = tmp_path / "kb"
     (kb / "pr_archive" / "recipes").mkdir(parents=True)
     (kb / "pr_archive" / "recipes" / "demo.yaml").write_text(
-        "name: demo\nupstream: https://github.com/example/demo\nfamilies:\n  qwen3: [models/qwen3*.py]\n"
+        "name: demo\nupstream: https://github.com/example/demo\nfamilies:\n  qwen3: "
+        "[models/qwen3*.py]\n"
     )
 
     r = _kbase(

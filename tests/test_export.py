@@ -1,15 +1,16 @@
-"""`kbase export --format agent-skills`: every exported file checked by a strict, independent validator."""
+"""`kbase export --format agent-skills`: every exported file checked by a strict, independent
+validator.
+"""
 
 from __future__ import annotations
 
 import json
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
+from conftest import run_cli
 from serve_fixtures import copy_skills
 
 NAME = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
@@ -180,43 +181,13 @@ def test_export_refuses_to_overwrite_foreign_folders_but_replaces_its_own(root, 
 
 
 def test_cli_export_json(root, tmp_path):
-    out = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "kbase.cli",
-            "export",
-            str(tmp_path / "o"),
-            "--all",
-            "--target",
-            "codex",
-            "--root",
-            str(root),
-            "--json",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
+    out = run_cli(
+        "export", str(tmp_path / "o"), "--all", "--target", "codex", "--root", str(root), "--json"
     )
     assert out.returncode == 0, out.stderr
     rep = json.loads(out.stdout)
     assert rep["target"] == "codex" and len(rep["skills"]) == 6
-    bad = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "kbase.cli",
-            "export",
-            str(tmp_path / "p"),
-            "--format",
-            "zip",
-            "--root",
-            str(root),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    bad = run_cli("export", str(tmp_path / "p"), "--format", "zip", "--root", str(root))
     assert bad.returncode == 2 and "agent-skills" in bad.stderr
 
 

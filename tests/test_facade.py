@@ -217,3 +217,16 @@ def test_cli_get_of_a_file_that_broke_after_indexing_is_an_error_not_a_traceback
     res = CliRunner().invoke(app, ["get", "tiny-skill", "--root", str(tiny_root)])
     assert res.exit_code == 1 and "cannot be read now" in res.stderr
     assert res.exception is None or isinstance(res.exception, SystemExit)
+
+
+def test_the_argument_checks_load_without_the_search_stack():
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, kbase.serve.params, kbase.schema, kbase.api; "
+        "heavy = [m for m in ('numpy', 'torch', 'chromadb', 'fastapi', 'mcp') "
+        "if m in sys.modules]; "
+        "assert not heavy, heavy"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)

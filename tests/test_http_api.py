@@ -7,7 +7,7 @@ import threading
 from urllib.parse import quote
 
 import pytest
-from serve_fixtures import ThreadedUvicorn, indexed_root, service  # noqa: F401  (pytest fixtures)
+from serve_fixtures import ThreadedUvicorn
 
 httpx = pytest.importorskip("httpx")
 pytest.importorskip("fastapi")

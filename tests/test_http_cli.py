@@ -1,4 +1,6 @@
-"""The agent-access commands on a machine without the server packages, and `kbase serve` for real."""
+"""The agent-access commands on a machine without the server packages, and `kbase
+serve` for real.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +8,7 @@ import subprocess
 import sys
 
 import pytest
-from serve_fixtures import free_port, indexed_root, wait_http  # noqa: F401  (pytest fixture)
+from serve_fixtures import free_port, wait_http
 
 # Run the CLI with fastapi, uvicorn and mcp made unimportable (a GPU box that only verifies).
 BLOCKED = """

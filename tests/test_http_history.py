@@ -1,13 +1,14 @@
-"""`history` over HTTP and MCP against a small real PR archive, compared with `kbase history --json`."""
+"""`history` over HTTP and MCP against a small real PR archive, compared with `kbase history
+--json`.
+"""
 
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import anyio
 import pytest
+from conftest import run_cli
 from serve_fixtures import ThreadedUvicorn
 
 httpx = pytest.importorskip("httpx")
@@ -17,7 +18,9 @@ card_format = pytest.importorskip("kbase.ingest.card_format")
 
 @pytest.fixture(scope="module")
 def archive_root(tmp_path_factory):
-    """pr_archive/kern/ with four cards written by the archive's own renderer, and its family globs."""
+    """pr_archive/kern/ with four cards written by the archive's own renderer, and its
+    family globs.
+    """
     from kbase.schema import FileChange, PRCard
 
     root = tmp_path_factory.mktemp("archivekb")
@@ -75,23 +78,7 @@ def history_service(archive_root):
 def test_http_history_matches_the_cli(archive_root, history_service):
     from kbase.serve.http_app import create_app
 
-    cli = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "kbase.cli",
-            "history",
-            "attention",
-            "--repo",
-            "kern",
-            "--root",
-            str(archive_root),
-            "--json",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    cli = run_cli("history", "attention", "--repo", "kern", "--root", str(archive_root), "--json")
     assert cli.returncode == 0, cli.stderr
     expected = json.loads(cli.stdout)
     assert [r["pr"] for r in expected["prs"]] == [11, 13]  # oldest first, attention only
@@ -111,23 +98,47 @@ def test_http_history_matches_the_cli(archive_root, history_service):
         assert c.get("/history/nosuchrepo/attention").status_code == 404
 
 
-def test_mcp_history_within_a_budget(history_service):
+def test_mcp_history_newest_first_paged_within_a_budget(history_service):
     from mcp import Client
 
     from kbase.serve.mcp_server import build_server
 
+    def prs(r) -> list[int]:
+        assert not r.is_error, r.content[0].text
+        return [x["pr"] for x in r.structured_content["prs"]]
+
     async def main():
         async with Client(build_server(history_service)) as c:
-            full = await c.call_tool("history", {"repository": "kern", "family": "attention"})
-            tight = await c.call_tool(
-                "history", {"repo": "kern", "family": "attention", "max_chars": 300}
+            ask = c.call_tool
+            full = await ask("history", {"repository": "kern", "family": "attention"})
+            page1 = await ask("history", {"repo": "kern", "family": "attention", "limit": 1})
+            page2 = await ask(
+                "history",
+                {
+                    "repo": "kern",
+                    "family": "attention",
+                    "limit": 1,
+                    "cursor": page1.structured_content["next_cursor"],
+                },
             )
-            return full, tight
+            since = await ask(
+                "history", {"repo": "kern", "family": "attention", "since": "2025-02-01"}
+            )
+            until = await ask(
+                "history", {"repo": "kern", "family": "attention", "until": "2025-02-01"}
+            )
+            tight = await ask("history", {"repo": "kern", "family": "attention", "max_chars": 300})
+            bad = await ask("history", {"repo": "kern", "family": "attention", "cursor": "zzz"})
+            typo = await ask("history", {"repo": "kern", "family": "atention"})
+            return full, page1, page2, since, until, tight, bad, typo
 
-    full, tight = anyio.run(main)
-    assert not full.is_error and [r["pr"] for r in json.loads(full.content[0].text)["prs"]] == [
-        11,
-        13,
-    ]
-    assert not tight.is_error and len(tight.content[0].text) <= 300
-    assert "truncated" in json.loads(tight.content[0].text)
+    full, page1, page2, since, until, tight, bad, typo = anyio.run(main)
+    assert prs(full) == [13, 11] and full.structured_content["order"] == "newest-first"
+    assert full.structured_content["total"] == 2 and "next_cursor" not in full.structured_content
+    assert (
+        prs(page1) == [13] and prs(page2) == [11] and "next_cursor" not in page2.structured_content
+    )
+    assert prs(since) == [13] and prs(until) == [11]
+    assert len(tight.content[0].text) <= 300 and "truncated" in tight.structured_content
+    assert bad.is_error and "cursor" in bad.content[0].text
+    assert typo.is_error and "did you mean 'attention'" in typo.content[0].text

@@ -8,7 +8,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import TOPICS, write_skill, write_topic_skills
+from conftest import TOPICS, run_cli, write_skill, write_topic_skills
 
 from kbase.api import KnowledgeBase
 
@@ -22,7 +22,7 @@ def kb(request, kb_root, embedder, tmp_path):
     url = SERVER if request.param == "server" else None
     home = tmp_path / "home"
     if url:
-        # Each test gets its own collection namespace on the shared server via a unique home-derived name.
+        # Each test gets its own collection prefix on the shared server, derived from its home.
         os.environ["KBASE_CHROMA_COLLECTION"] = f"t{abs(hash(str(tmp_path))) % 10**10}"
     kb = KnowledgeBase(root=kb_root, home=home, chroma_url=url)
     yield kb
@@ -140,23 +140,15 @@ def test_get_returns_sections(kb):
 def test_cli_search_json_shape(kb_root, tmp_path):
     write_topic_skills(kb_root)
     env = {**os.environ, "KBASE_HOME": str(tmp_path / "clihome")}
-    out = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "kbase.cli",
-            "search",
-            "shared memory bank conflicts",
-            "--root",
-            str(kb_root),
-            "--json",
-            "-k",
-            "2",
-        ],
+    out = run_cli(
+        "search",
+        "shared memory bank conflicts",
+        "--root",
+        str(kb_root),
+        "--json",
+        "-k",
+        "2",
         env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
     )
     assert out.returncode == 0, out.stderr
     data = json.loads(out.stdout)
@@ -175,30 +167,9 @@ def test_cli_search_json_shape(kb_root, tmp_path):
         "pr",
     }
     assert data["hits"][0]["id"] == "smem-bank-padding" and len(data["hits"]) == 2
-    got = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "kbase.cli",
-            "get",
-            "smem-bank-padding",
-            "--json",
-            "--root",
-            str(kb_root),
-        ],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    got = run_cli("get", "smem-bank-padding", "--json", "--root", str(kb_root), env=env)
     assert got.returncode == 0 and json.loads(got.stdout)["id"] == "smem-bank-padding"
-    missing = subprocess.run(
-        [sys.executable, "-m", "kbase.cli", "get", "nope", "--root", str(kb_root)],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    missing = run_cli("get", "nope", "--root", str(kb_root), env=env)
     assert missing.returncode == 1 and "no entry" in missing.stderr
 
 
@@ -206,13 +177,7 @@ def test_cli_index_exits_nonzero_on_bad_entry_but_indexes_rest(kb_root, tmp_path
     write_skill(kb_root, "fine-skill", description="Grid-stride loops.")
     write_skill(kb_root, "empty-skill", text="")
     env = {**os.environ, "KBASE_HOME": str(tmp_path / "h2")}
-    out = subprocess.run(
-        [sys.executable, "-m", "kbase.cli", "index", "--root", str(kb_root), "--json"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    out = run_cli("index", "--root", str(kb_root), "--json", env=env)
     assert out.returncode == 1
     rep = json.loads(out.stdout)
     assert rep["entries"] == 1 and rep["problems"][0]["path"] == "skills/empty-skill/SKILL.md"
@@ -225,9 +190,7 @@ def test_import_and_help_stay_light():
         "[m for m in ('torch','chromadb','sentence_transformers') if m in sys.modules]"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
-    out = subprocess.run(
-        [sys.executable, "-m", "kbase.cli", "--help"], capture_output=True, text=True
-    )
+    out = run_cli("--help")
     assert out.returncode == 0 and "search" in out.stdout
 
 
@@ -272,3 +235,35 @@ def test_date_filters_keep_dated_entries_in_range(kb, kb_root):
     assert kb.search(q, k=10, since="2026-01-01") == []
     with pytest.raises(ValueError):
         kb.search(q, since="last week")
+
+
+def test_index_device_is_checked_before_anything_is_loaded(kb_root, tmp_path):
+    write_topic_skills(kb_root)
+    env = {**os.environ, "KBASE_HOME": str(tmp_path / "home")}
+    bad = subprocess.run(
+        [sys.executable, "-m", "kbase.cli", "index", "--root", str(kb_root), "--device", "tpu"],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
+    assert bad.returncode == 2 and "--device must be cpu, cuda or cuda:N" in bad.stderr
+    assert not (tmp_path / "home" / "CURRENT").exists()
+    import torch
+
+    if not torch.cuda.is_available():
+        r = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "kbase.cli",
+                "index",
+                "--root",
+                str(kb_root),
+                "--device",
+                "cuda",
+            ],
+            capture_output=True,
+            text=True,
+            env=env,
+        )
+        assert r.returncode == 2 and "no CUDA GPU" in r.stderr

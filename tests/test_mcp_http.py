@@ -6,7 +6,7 @@ import json
 
 import anyio
 import pytest
-from serve_fixtures import ThreadedUvicorn, indexed_root, service  # noqa: F401  (pytest fixtures)
+from serve_fixtures import ThreadedUvicorn
 
 pytest.importorskip("mcp")
 httpx = pytest.importorskip("httpx")

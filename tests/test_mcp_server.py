@@ -7,7 +7,6 @@ import time
 
 import anyio
 import pytest
-from serve_fixtures import indexed_root, service  # noqa: F401  (pytest fixtures)
 
 pytest.importorskip("mcp")
 
@@ -36,7 +35,19 @@ def call(svc, calls):
     return anyio.run(main)
 
 
-def test_tools_are_listed_read_only_with_short_descriptions(service):
+def _params(schema: dict) -> dict:
+    return schema.get("properties", {})
+
+
+def _leaf(p: dict) -> dict:
+    """The non-null branch of an optional parameter's schema."""
+    for branch in p.get("anyOf", []):
+        if branch.get("type") != "null":
+            return {**branch, **{k: v for k, v in p.items() if k != "anyOf"}}
+    return p
+
+
+def test_tools_describe_every_parameter_and_their_answers(service):
     from mcp import Client
 
     from kbase.serve.mcp_server import build_server
@@ -46,15 +57,77 @@ def test_tools_are_listed_read_only_with_short_descriptions(service):
             return c.instructions, (await c.list_tools()).tools
 
     instructions, tools = anyio.run(main)
-    assert {t.name for t in tools} == {"search", "get", "history", "stale"}
+    assert {t.name for t in tools} == {"search", "get", "history", "list", "stale"}
     for t in tools:
         assert t.annotations.read_only_hint is True and t.annotations.destructive_hint is False
-        assert 20 < len(t.description) < 300, t.name
-    search = next(t for t in tools if t.name == "search")
-    assert {"query", "k", "kind", "repo", "tags", "status", "max_chars"} <= set(
-        search.input_schema["properties"]
+        assert 20 < len(t.description) < 400, t.name
+        assert t.output_schema and t.output_schema.get("properties"), t.name
+        for name, p in _params(t.input_schema).items():
+            assert p.get("description"), f"{t.name}.{name} has no description"
+            if name not in t.input_schema.get("required", []):
+                assert "default" in p, f"{t.name}.{name} has no default"
+    search = {t.name: t for t in tools}["search"]
+    props = _params(search.input_schema)
+    assert {"query", "k", "kind", "repo", "tags", "status", "env", "max_chars"} <= set(props)
+    assert props["k"]["minimum"] == 1 and props["k"]["maximum"] == 50 and props["k"]["default"] == 5
+    assert set(_leaf(props["kind"])["enum"]) == {"skill", "pr"}
+    assert (
+        "verified" in props["status"]["items"]["enum"]
+        and "draft" in props["status"]["items"]["enum"]
     )
-    assert "Do not use" in instructions and "search" in instructions
+    assert props["max_chars"]["minimum"] == 300
+    assert "archs=sm90" in props["tags"]["description"]
+    hist = _params({t.name: t for t in tools}["history"].input_schema)
+    assert {"since", "until", "limit", "cursor"} <= set(hist)
+    assert "Do not use" in instructions and "read-only" in instructions
+
+
+def test_write_tools_only_with_allow_write_and_annotated(service):
+    from mcp import Client
+
+    from kbase.serve.mcp_server import build_server
+
+    async def main():
+        async with Client(build_server(service, allow_write=True)) as c:
+            return c.instructions, (await c.list_tools()).tools
+
+    instructions, tools = anyio.run(main)
+    by = {t.name: t for t in tools}
+    assert {"feedback", "propose"} <= set(by)
+    for name in ("feedback", "propose"):
+        a = by[name].annotations
+        assert a.read_only_hint is False and a.destructive_hint is False
+        assert a.idempotent_hint is False
+    assert set(_params(by["feedback"].input_schema)["verdict"]["enum"]) == {
+        "helpful",
+        "harmful",
+        "outdated",
+    }
+    assert "propose" in instructions
+
+
+def test_structured_content_matches_the_text(service, indexed_root):
+    from mcp import Client
+
+    from kbase.serve.mcp_server import build_server
+
+    name = indexed_root.names[0]
+
+    async def main():
+        async with Client(build_server(service)) as c:
+            return [
+                await c.call_tool(tool, args)
+                for tool, args in (
+                    ("search", {"query": name.replace("-", " "), "k": 2}),
+                    ("get", {"id": name}),
+                    ("list", {"kind": "skill"}),
+                    ("stale", {}),
+                )
+            ]
+
+    for r in anyio.run(main):
+        assert not r.is_error
+        assert r.structured_content == json.loads(r.content[0].text)
 
 
 def test_search_finds_a_skill_by_its_title_with_compact_hits(service, indexed_root):
@@ -93,7 +166,7 @@ def test_max_chars_caps_the_whole_answer(service):
     ]
     answers = call(service, calls)
     sizes = []
-    for (_, args), (err, text) in zip(calls, answers):
+    for (_, args), (err, text) in zip(calls, answers, strict=False):
         assert not err, text
         assert len(text) <= args["max_chars"]
         sizes.append(len(json.loads(text)["hits"]))
@@ -159,7 +232,7 @@ def test_bad_input_is_refused_clearly_and_the_server_stays_up(service, indexed_r
     answers = call(service, calls)
     assert time.perf_counter() - t0 < 20  # a 1 MB query is refused, not embedded
     *bad, (last_err, last) = answers
-    for (name, args), (err, text) in zip(calls, bad):
+    for (name, args), (err, text) in zip(calls, bad, strict=False):
         assert err, (name, str(args)[:80])
         assert "Traceback" not in text and len(text) < 400
     assert "2000" in bad[0][1]  # says what the limit is

@@ -11,7 +11,6 @@ from pathlib import Path
 
 import anyio
 import pytest
-from serve_fixtures import indexed_root  # noqa: F401  (pytest fixture)
 
 pytest.importorskip("mcp")
 
@@ -71,7 +70,7 @@ def test_sdk_client_session_over_stdio(indexed_root, server_home, raw_session):
             return c.instructions, tools, hit, doc, bad, again
 
     instructions, tools, hit, doc, bad, again = anyio.run(main)
-    assert tools == {"search", "get", "history", "stale"} and "kbase" in instructions
+    assert tools == {"search", "get", "history", "list", "stale"} and "kbase" in instructions
     assert not hit.is_error and len(hit.content[0].text) <= 2000
     assert name in [h["id"] for h in json.loads(hit.content[0].text)["hits"]]
     assert not doc.is_error and json.loads(doc.content[0].text)["id"] == name

@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 
-from conftest import skill_text, write_skill
+from conftest import run_cli, skill_text, write_skill
 
 from kbase.api import KnowledgeBase
 
@@ -29,13 +27,7 @@ def test_failing_skill_ranks_below_verified_one(kb_root, embedder, tmp_path):
         trigger="block sum is wrong",
     )
     env = {**os.environ, "KBASE_ROOT": str(kb_root)}
-    run = subprocess.run(
-        [sys.executable, "-m", "kbase.cli", "verify", "--tier", "cpu-interpret", "--json"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    run = run_cli("verify", "--tier", "cpu-interpret", "--json", env=env)
     assert run.returncode == 1, run.stdout + run.stderr  # one snippet fails
     kb = KnowledgeBase(root=kb_root, home=tmp_path / "home")
     assert not kb.index().problems

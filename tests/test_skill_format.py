@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 
 import pytest
-from conftest import skill_text, write_skill
+from conftest import run_cli, skill_text, write_skill
 from kbase.ingest.skills import lint_paths, load_skill, skill_entry
 
 
@@ -127,17 +125,13 @@ def test_related_must_exist(kb_root):
 def test_lint_cli_exit_codes_and_format(kb_root):
     write_skill(kb_root, "good-one")
     env = {**os.environ, "KBASE_ROOT": str(kb_root)}
-    ok = subprocess.run(
-        [sys.executable, "-m", "kbase.cli", "lint"], env=env, capture_output=True, text=True
-    )
+    ok = run_cli("lint", env=env)
     assert ok.returncode == 0, ok.stdout + ok.stderr
     write_skill(
         kb_root,
         "broken-one",
         text=skill_text("broken-one").replace("audit:\n  date: 2026-11-01\n", ""),
     )
-    bad = subprocess.run(
-        [sys.executable, "-m", "kbase.cli", "lint"], env=env, capture_output=True, text=True
-    )
+    bad = run_cli("lint", env=env)
     assert bad.returncode == 1
     assert bad.stdout.strip().startswith("skills/broken-one/SKILL.md:") and "[audit]" in bad.stdout

@@ -12,7 +12,7 @@ import time
 import uuid
 
 import pytest
-from serve_fixtures import ThreadedUvicorn, chroma_server, synthetic_skill  # noqa: F401  (pytest fixtures)
+from serve_fixtures import ThreadedUvicorn, synthetic_skill
 
 httpx = pytest.importorskip("httpx")
 pytest.importorskip("fastapi")
@@ -74,7 +74,8 @@ def test_replicas_answer_from_old_or_new_index_during_a_reindex(tmp_path, chroma
         with httpx.Client(base_url=base, timeout=60) as c:
             while not done.is_set() or len(seen[key]) < 10:
                 seen[key].append(("all",) + _ids(c, q=GENERIC, k=50))
-                # dense only: the probe's vectors change hash and the old ones are deleted by the writer
+                # dense only: the probe's vectors change hash and the old ones are deleted by the
+                # writer
                 seen[key].append(
                     ("dense",) + _ids(c, q="zirconium lattice alignment", k=3, mode="dense")
                 )

@@ -1,4 +1,5 @@
-"""kbase new / verify / audit / check as an engineer runs them: real subprocesses, real git, real files."""
+"""kbase new / verify / audit / check as an engineer runs them: real git, real files, the real
+sandbox (in-process CLI calls; a subprocess where a signal is the point)."""
 
 from __future__ import annotations
 
@@ -12,20 +13,15 @@ from pathlib import Path
 from xml.etree import ElementTree as ET
 
 import pytest
+from conftest import CliRun, run_cli
 
 FIX = Path(__file__).parent / "fixtures" / "validators"
 sys.path.insert(0, str(FIX))
 from attacks import host_procs_with  # noqa: E402
 
 
-def kbase(*args: str, root: Path, cwd: Path | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "kbase.cli", *args, "--root", str(root)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=cwd or root,
-    )
+def kbase(*args: str, root: Path, cwd: Path | None = None) -> CliRun:
+    return run_cli(*args, "--root", str(root), cwd=cwd or root)
 
 
 def fixture_skill(root: Path, name: str, snippet: str) -> Path:

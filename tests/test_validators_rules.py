@@ -177,7 +177,8 @@ def test_severity_order_failing_beats_stale():
     assert "watched upstream path" in kinds and "days ago" in kinds and "human audit" in kinds
 
 
-# --------------------------------------------------------------------------- ledger + skill_statuses
+# --------------------------------------------------------------------------- ledger +
+# skill_statuses
 
 
 def make_root(tmp_path: Path, name="cached-skill", code='print("ok")') -> Path:

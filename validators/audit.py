@@ -1,4 +1,6 @@
-"""One audit: run what this machine can, append to the ledger, judge every skill, write the reports."""
+"""One audit: run what this machine can, append to the ledger, judge every skill, write
+the reports.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kbase.validators.fingerprint import fingerprint
-from kbase.validators.ledger import append_rows, row_from_outcome
+from kbase.validators.ledger import append_rows, row_from_outcome, seal
 from kbase.validators.runner import RunOutcome, RunSettings, isolation_note, verify_skills
 from kbase.validators.status import judgements
 
@@ -38,7 +40,7 @@ def record(root: Path, outcomes: list[RunOutcome]) -> int:
             continue
         row = row_from_outcome(o)
         LedgerRow.model_validate(row)  # a malformed row must fail here, not in every later reader
-        rows.append(row)
+        rows.append(seal(row))
     return append_rows(root, rows)
 
 
@@ -49,10 +51,23 @@ class Recorder:
     """
 
     def __init__(self, root: Path, then: Callable[[RunOutcome], None] | None = None):
+        from kbase.validators.signing import signer_from_env, trusted_keys
+
         self.root, self.then, self.count = root, then, 0
+        signer = signer_from_env()  # loaded now, before any snippet runs; a bad key stops here
+        # With trusted keys configured, an unsigned row could only ever be self-reported: it
+        # would make `kbase ledger verify` fail, so it is not written.
+        self.enabled = signer is not None or not trusted_keys(root).configured
+        self.note = (
+            None
+            if self.enabled
+            else "runs not recorded: ledger/trusted-keys/ is configured and KBASE_SIGNING_KEY "
+            "is not set (unsigned rows would only be self-reported)"
+        )
 
     def __call__(self, outcome: RunOutcome) -> None:
-        self.count += record(self.root, [outcome])
+        if self.enabled:
+            self.count += record(self.root, [outcome])
         if self.then:
             self.then(outcome)
 
@@ -77,6 +92,7 @@ def run_audit(
     here = fingerprint("gpu", root)
     judged = judgements(root, now=now, env=here, skills=skills)
     listed = [judged[s.name].as_dict() for s in skills]
+    problems.extend(unseen_literals(root, skills))
     return AuditResult(
         judgements=listed,
         outcomes=outcomes,
@@ -89,8 +105,37 @@ def run_audit(
     )
 
 
+def unseen_literals(root: Path, skills: list) -> list[Problem]:
+    """A literal trigger that no counted run of the current snippet printed, on any tier."""
+    from kbase.validators.status import _rows_by_skill
+
+    rows = _rows_by_skill(Path(root).resolve())
+    out: list[Problem] = []
+    for s in skills:
+        literals = list(getattr(s.meta, "literal_triggers", []) or [])
+        mine = [r for r in rows.get(s.name, []) if r.get("snippet_sha256") == s.snippet_sha256()]
+        if not literals or not mine:
+            continue
+        seen = {lit for r in mine for lit in r.get("literals_seen") or []}
+        for lit in literals:
+            if lit not in seen:
+                idx = s.meta.trigger.index(lit) if lit in s.meta.trigger else 0
+                out.append(
+                    Problem(
+                        path=s.path,
+                        line=s.doc.line_of(("trigger", idx)),
+                        field="trigger",
+                        message=f"literal trigger {lit!r} never appeared in the output of a "
+                        f"counted run ({len(mine)} run(s) of this snippet)",
+                    )
+                )
+    return out
+
+
 def exit_code(result: AuditResult, fail_on: str) -> int:
-    """1 when something at or above the --fail-on level is present (load problems count as failing)."""
+    """1 when something at or above the --fail-on level is present (load problems count
+    as failing).
+    """
     if fail_on == "never":
         return 0
     statuses = {j["status"] for j in result.judgements}

@@ -66,6 +66,14 @@ def _state(pid: int) -> str:
         return ""
 
 
+def _comm(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/comm") as fh:
+            return fh.read().strip()
+    except OSError:
+        return ""
+
+
 @dataclass
 class RunCgroup:
     """The cgroup directories of one run (one per v1 controller, or one v2 directory)."""
@@ -174,11 +182,10 @@ class RunCgroup:
         Processes already exiting (zombies, or dying with their PID namespace) do not count.
         """
         killed: set[int] = set()
-        for _ in range(10):  # what the PID namespace's end is killing drains within a few ms
-            if not self.pids_inside():
-                return 0
-            time.sleep(0.01)
-        alive = {p for p in self.pids_inside() if _state(p) not in ("Z", "X", "")}
+        # bwrap's own init may still be on its way out; it is not something the snippet left
+        alive = {
+            p for p in self.pids_inside() if _state(p) not in ("Z", "X", "") and _comm(p) != "bwrap"
+        }
         kill_file = self.dirs["memory"] / "cgroup.kill" if self.version == "v2" else None
         for _ in range(200):
             pids = self.pids_inside()
@@ -195,7 +202,7 @@ class RunCgroup:
                 except (ProcessLookupError, PermissionError):
                     pass
             killed |= pids
-            time.sleep(0.01)
+            time.sleep(0.001)
         return len(alive & killed)
 
     def memory_hit(self) -> bool:
@@ -225,7 +232,7 @@ class RunCgroup:
                 except FileNotFoundError:
                     break
                 except OSError:  # processes still exiting
-                    time.sleep(0.01)
+                    time.sleep(0.002)
 
     def describe(self) -> dict:
         return {"version": self.version, "memory_mb": self.memory_mb, "pids": self.pids}

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from kbase.errors import KbaseError
+from kbase.schema import Problem
 
 DEFAULT_BASES = ("origin/main", "main", "origin/master", "master")
 
@@ -24,8 +26,8 @@ def _repo(root: Path):
         raise ChangesError(f"{root} is not inside a git repository") from None
 
 
-def changed_paths(root: Path, base: str | None = None) -> tuple[list[str], str]:
-    """(paths relative to the repo, the base used). Diffs the merge base against the working tree."""
+def _merge_base(root: Path, base: str | None):
+    """(repo, git module, merge-base revision, the base name used)."""
     repo, git = _repo(root)
     candidates = [base] if base else list(DEFAULT_BASES)
     chosen = None
@@ -42,7 +44,15 @@ def changed_paths(root: Path, base: str | None = None) -> tuple[list[str], str]:
         chosen = "HEAD"
     try:
         merge_base = repo.merge_base(chosen, "HEAD")
-        ref = merge_base[0].hexsha if merge_base else chosen
+    except git.GitCommandError as exc:
+        raise ChangesError(f"git merge-base {chosen} failed: {exc.stderr.strip() or exc}") from None
+    return repo, git, (merge_base[0].hexsha if merge_base else chosen), chosen
+
+
+def changed_paths(root: Path, base: str | None = None) -> tuple[list[str], str]:
+    """(paths relative to the repo, the base used): the merge base against the working tree."""
+    repo, git, ref, chosen = _merge_base(root, base)
+    try:
         diffed = repo.git.diff("--name-only", "--no-renames", ref, "--").splitlines()
     except git.GitCommandError as exc:
         raise ChangesError(
@@ -70,3 +80,101 @@ def changed_skills(root: Path, base: str | None = None) -> tuple[list[str], str]
         if len(parts) >= 2 and parts[0] == "skills":
             names.add(parts[1])
     return sorted(n for n in names if (Path(root) / "skills" / n / "SKILL.md").exists()), used
+
+
+def ledger_change_problems(root: Path, base: str | None = None) -> tuple[list[Problem], str]:
+    """What a change does to the ledger that a pull request must not do, judged by the base's keys.
+
+    Every row of the base's ledger must still be there, unedited; every added row must be signed
+    by a key the *base* trusts when it trusts any (a change cannot vouch for itself by adding its
+    own key), and no added row may carry a signature that does not verify.
+    """
+    from collections import Counter
+
+    from kbase.validators.ledger import LEDGER_DIR, LEDGER_FILE, LedgerError, validate_row
+    from kbase.validators.signing import TRUSTED, TRUSTED_DIR, TrustedKeys, parse_public
+
+    repo, git, ref, chosen = _merge_base(root, base)
+    top = Path(repo.working_tree_dir).resolve()
+    rel_root = Path(root).resolve().relative_to(top)
+    rel_ledger = (rel_root / LEDGER_DIR / LEDGER_FILE).as_posix()
+    rel_keys = (rel_root / LEDGER_DIR / TRUSTED_DIR).as_posix()
+    shown = f"{LEDGER_DIR}/{LEDGER_FILE}"
+
+    def show(path: str) -> str:
+        try:
+            return repo.git.show(f"{ref}:{path}")
+        except git.GitCommandError:
+            return ""
+
+    keys = TrustedKeys({}, {}, [])
+    base_key_files = [
+        p for p in repo.git.ls_tree("--name-only", ref, rel_keys + "/").splitlines() if p
+    ]
+    for kf in base_key_files:
+        if kf.endswith(".pub"):
+            try:
+                kid, key = parse_public(show(kf), kf)
+                keys.keys[kid], keys.names[kid] = key, Path(kf).name
+            except Exception as exc:  # a broken key in the base is the base's problem
+                keys.problems.append(str(exc))
+    problems: list[str] = []
+    current_keys = sorted(
+        p.relative_to(top).as_posix() for p in (top / rel_keys).glob("*.pub") if p.is_file()
+    )
+    if sorted(k for k in base_key_files if k.endswith(".pub")) != current_keys or any(
+        (top / k).read_text(encoding="utf-8").strip() != show(k).strip() for k in current_keys
+    ):
+        problems.append(
+            f"{rel_keys}/: the trusted keys change; keys are added by a maintainer, "
+            "never in the same change as the rows they would sign"
+        )
+    base_lines = [ln for ln in show(rel_ledger).splitlines() if ln.strip()]
+    path = top / rel_ledger
+    cur_lines = (
+        [ln for ln in path.read_text(encoding="utf-8").splitlines()] if path.exists() else []
+    )
+    have = Counter(ln for ln in cur_lines if ln.strip())
+    gone = Counter(base_lines) - have
+    if gone:
+        n = sum(gone.values())
+        problems.append(
+            f"{shown}: {n} row(s) of {chosen} edited or deleted; the ledger is append-only"
+        )
+    new = Counter(cur_lines) - Counter(base_lines)
+    for lineno, raw in enumerate(cur_lines, start=1):
+        if not raw.strip() or new[raw] <= 0:
+            continue
+        new[raw] -= 1
+        try:
+            row = validate_row(json.loads(raw), shown, lineno)
+        except (LedgerError, ValueError) as exc:
+            problems.append(
+                str(exc) if isinstance(exc, LedgerError) else f"{shown}:{lineno}: {exc}"
+            )
+            continue
+        state = keys.check(row)
+        if state == "bad-signature":
+            problems.append(f"{shown}:{lineno}: [sig] the signature of this row does not verify")
+        elif keys.configured and state != TRUSTED:
+            problems.append(
+                f"{shown}:{lineno}: [sig] added row for {row['skill']} is not signed by a key "
+                f"that {chosen} trusts (ledger/{TRUSTED_DIR}/)"
+            )
+    return [_as_problem(p) for p in problems], chosen
+
+
+def _as_problem(text: str) -> Problem:
+    """`path:line: [field] message` (or `path: message`) as a kbase.schema.Problem."""
+    import re
+
+    m = re.match(
+        r"^(?P<path>[^:]+):(?:(?P<line>\d+):)?\s*(?:\[(?P<field>[^\]]+)\]\s*)?(?P<msg>.*)$",
+        text,
+        re.S,
+    )
+    if not m:
+        return Problem(path="ledger", message=text)
+    return Problem(
+        path=m["path"], line=int(m["line"] or 0), field=m["field"], message=m["msg"].strip()
+    )

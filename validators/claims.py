@@ -12,13 +12,15 @@ import math
 import re
 from dataclasses import dataclass
 
+from kbase.errors import InvalidArgument
+
 _NUM = r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?"
 _REL = re.compile(rf"^\s*(>=|<=|==|>|<)\s*({_NUM})\s*$")
 _IN = re.compile(rf"^\s*in\s*\[\s*({_NUM})\s*,\s*({_NUM})\s*\]\s*$")
 RELATION_HELP = 'a relation: ">= x", "<= x", "> x", "< x", "== x" or "in [a, b]"'
 
 
-class RelationError(ValueError):
+class RelationError(InvalidArgument):
     pass
 
 

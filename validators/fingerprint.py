@@ -1,4 +1,5 @@
-"""What machine and software a verdict was reached on, found without importing torch or touching CUDA.
+"""What machine and software a verdict was reached on, found without importing torch or touching
+CUDA.
 
 Importing torch costs seconds and, on a CUDA build, initialising it in the parent would pin a
 context in every later fork; so versions come from package metadata and files, and the GPU from

@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 _PR_SET_PDEATHSIG = 1
+_libc: ctypes.CDLL | None
 try:
     _libc = ctypes.CDLL(None, use_errno=True)
 except OSError:  # not glibc-like; the registry of live runs still cleans up on a normal exit

@@ -17,20 +17,27 @@ VERDICT_COLOUR = {v: s.colour for v, s in VERDICT_SPECS.items()}
 STATUS_COLOUR = {v: s.colour for v, s in STATUS_SPECS.items()}
 
 _CSS = """
-body{font:14px/1.4 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:24px;color:#1d232a;background:#fff}
+body{font:14px/1.4 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:24px;color:#1d232a;
+  background:#fff}
 h1{font-size:20px;margin:0 0 4px} h2{font-size:16px;margin:28px 0 8px}
-.meta{color:#5b6672;margin-bottom:12px} .warn{background:#fff4e0;border-left:4px solid #e08a1e;padding:6px 10px;margin:8px 0}
-table{border-collapse:collapse} th,td{border:1px solid #dde2e7;padding:4px 8px;text-align:left;vertical-align:top}
-th{background:#f3f5f7;font-weight:600;vertical-align:bottom} th.env{writing-mode:vertical-rl;transform:rotate(180deg);white-space:nowrap;font-weight:500;font-size:12px}
+.meta{color:#5b6672;margin-bottom:12px}
+.warn{background:#fff4e0;border-left:4px solid #e08a1e;padding:6px 10px;margin:8px 0}
+table{border-collapse:collapse}
+th,td{border:1px solid #dde2e7;padding:4px 8px;text-align:left;vertical-align:top}
+th{background:#f3f5f7;font-weight:600;vertical-align:bottom}
+th.env{writing-mode:vertical-rl;transform:rotate(180deg);white-space:nowrap;font-weight:500;
+  font-size:12px}
 td.v{text-align:center;color:#fff;font-weight:600;font-size:12px;min-width:44px}
 td.none{background:#f7f8f9;color:#b7bec6;text-align:center} .old{opacity:.45}
-.badge{display:inline-block;color:#fff;border-radius:10px;padding:1px 8px;font-size:12px;font-weight:600}
+.badge{display:inline-block;color:#fff;border-radius:10px;padding:1px 8px;font-size:12px;
+  font-weight:600}
 .reasons{color:#5b6672;font-size:12px;max-width:520px} .legend span{margin-right:10px}
 """
 
 
 def _badge(status: str) -> str:
-    return f'<span class="badge" style="background:{STATUS_COLOUR.get(status, "#666")}">{escape(status)}</span>'
+    colour = STATUS_COLOUR.get(status, "#666")
+    return f'<span class="badge" style="background:{colour}">{escape(status)}</span>'
 
 
 def _matrix(
@@ -54,10 +61,11 @@ def _matrix(
     for j in judgements:
         cells = []
         for c in cols:
-            r = latest.get((j["skill"], c))
-            if r is None:
+            found = latest.get((j["skill"], c))
+            if found is None:
                 cells.append('<td class="none">·</td>')
                 continue
+            r = found
             old = r.get("snippet_sha256") != shas.get(j["skill"])
             title = f"{r['verdict']} on {r['at'][:19]}" + (" (earlier snippet)" if old else "")
             if r.get("message"):
@@ -77,7 +85,9 @@ def _matrix(
 
 
 def _age_chart(judgements: list[dict], ages: dict[str, tuple[int | None, int]]) -> str:
-    """Horizontal bars: days since the last pass (coloured by status), against each skill's max_age_days tick."""
+    """Horizontal bars: days since the last pass (coloured by status), against each skill's
+    max_age_days tick.
+    """
     bar_h, gap, label_w, width = 18, 6, 260, 520
     known = [a for a, _ in ages.values() if a is not None] + [m for _, m in ages.values()]
     scale_max = max(known + [30])
@@ -90,11 +100,13 @@ def _age_chart(judgements: list[dict], ages: dict[str, tuple[int | None, int]]) 
         y = 10 + i * (bar_h + gap)
         age, max_age = ages.get(j["skill"], (None, 180))
         parts.append(
-            f'<text x="{label_w - 8}" y="{y + 13}" text-anchor="end" font-size="12">{escape(j["skill"])}</text>'
+            f'<text x="{label_w - 8}" y="{y + 13}" text-anchor="end" font-size="12">'
+            f"{escape(j['skill'])}</text>"
         )
         if age is None:
             parts.append(
-                f'<text x="{label_w + 4}" y="{y + 13}" font-size="12" fill="#9aa3ad">never passed</text>'
+                f'<text x="{label_w + 4}" y="{y + 13}" font-size="12" fill="#9aa3ad">'
+                "never passed</text>"
             )
         else:
             w = max(2, int(width * age / scale_max))
@@ -105,16 +117,19 @@ def _age_chart(judgements: list[dict], ages: dict[str, tuple[int | None, int]]) 
             parts.append(f'<text x="{label_w + w + 6}" y="{y + 13}" font-size="12">{age} d</text>')
         tick = label_w + int(width * max_age / scale_max)
         parts.append(
-            f'<line x1="{tick}" x2="{tick}" y1="{y - 2}" y2="{y + bar_h + 2}" stroke="#d64545" stroke-width="2"/>'
+            f'<line x1="{tick}" x2="{tick}" y1="{y - 2}" y2="{y + bar_h + 2}" '
+            'stroke="#d64545" stroke-width="2"/>'
         )
     axis_y = height - 18
     parts.append(
-        f'<line x1="{label_w}" x2="{label_w + width}" y1="{axis_y}" y2="{axis_y}" stroke="#5b6672"/>'
+        f'<line x1="{label_w}" x2="{label_w + width}" y1="{axis_y}" y2="{axis_y}" '
+        'stroke="#5b6672"/>'
     )
     for frac in (0, 0.25, 0.5, 0.75, 1.0):
         x = label_w + int(width * frac)
         parts.append(
-            f'<text x="{x}" y="{axis_y + 14}" font-size="11" text-anchor="middle" fill="#5b6672">{int(scale_max * frac)} d</text>'
+            f'<text x="{x}" y="{axis_y + 14}" font-size="11" text-anchor="middle" '
+            f'fill="#5b6672">{int(scale_max * frac)} d</text>'
         )
     parts.append("</svg>")
     return "".join(parts)
@@ -170,19 +185,23 @@ def html_report(
         else ""
     )
     return f"""<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>kbase audit {escape(now.date().isoformat())}</title>
+<html lang="en"><head><meta charset="utf-8">
+<title>kbase audit {escape(now.date().isoformat())}</title>
 <style>{_CSS}</style></head><body>
 <h1>kbase audit</h1>
 <div class="meta">{escape(now.isoformat(timespec="minutes"))} · {escape(env)}</div>
 {warn}<div>{summary}</div>
 <h2>Verdicts by environment</h2>
-<div class="legend">{legend} <span style="color:#5b6672">faded: an earlier version of the snippet</span></div>
+<div class="legend">{legend}
+<span style="color:#5b6672">faded: an earlier version of the snippet</span></div>
 {_matrix(judgements, rows_by_skill, shas)}
 <h2>Days since the last pass</h2>
-<div class="meta">bar: days since the last pass, coloured by status · red tick: the skill's max_age_days</div>
+<div class="meta">bar: days since the last pass, coloured by status ·
+red tick: the skill's max_age_days</div>
 {_age_chart(judgements, ages)}
 <h2>Status</h2>
-<table><tr><th>skill</th><th>status</th><th>last pass</th><th>verified on</th><th>reasons</th></tr>{rows}</table>
+<table><tr><th>skill</th><th>status</th><th>last pass</th><th>verified on</th><th>reasons</th></tr>
+{rows}</table>
 {probs}
 </body></html>
 """

@@ -35,7 +35,9 @@ def ledger_path(root: Path) -> Path:
 
 
 def row_from_outcome(o) -> dict:
-    """A ledger row for a RunOutcome that actually executed (skips decided up front are not runs)."""
+    """A ledger row for a RunOutcome that actually executed (skips decided up front
+    are not runs).
+    """
     return {
         "skill": o.skill,
         "snippet_sha256": o.snippet_sha256,
@@ -55,7 +57,16 @@ def row_from_outcome(o) -> dict:
 
 
 def canonical(row: dict) -> str:
+    """The one serialisation of a row: what is written, compared and (without `sig`) signed."""
     return json.dumps(row, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+
+
+def seal(row: dict) -> dict:
+    """Sign the row with KBASE_SIGNING_KEY when one is configured; otherwise return it as is."""
+    from kbase.validators.signing import signer_from_env
+
+    signer = signer_from_env()
+    return signer.sign(row) if signer else row
 
 
 def validate_row(row: object, path: str, line: int) -> dict:
@@ -72,11 +83,18 @@ def validate_row(row: object, path: str, line: int) -> dict:
         raise LedgerError(path, line, "[fingerprint] must be an object")
     if not isinstance(row["at"], str) or len(row["at"]) < 10:
         raise LedgerError(path, line, "[at] must be an ISO timestamp")
+    sig = row.get("sig")
+    if sig is not None and not (
+        isinstance(sig, dict) and {"alg", "key", "value"} <= set(sig) and sig["alg"] == "ed25519"
+    ):
+        raise LedgerError(path, line, '[sig] must be {"alg": "ed25519", "key": ..., "value": ...}')
     return row
 
 
 def append_rows(root: Path, rows: Iterable[dict]) -> int:
-    """Append under an exclusive lock, each row in one write so parallel appenders never interleave."""
+    """Append under an exclusive lock, each row in one write so parallel appenders never
+    interleave.
+    """
     rows = list(rows)
     if not rows:
         return 0
@@ -106,10 +124,14 @@ class LedgerRead:
     problems: list[LedgerError]
 
 
-def read_ledger(root: Path, *, strict: bool = True, shown: str | None = None) -> LedgerRead:
-    """All rows in file order. strict: the first bad line raises; otherwise bad lines are collected."""
-    path = ledger_path(root)
-    shown = shown or f"{LEDGER_DIR}/{LEDGER_FILE}"
+def read_ledger(
+    root: Path, *, strict: bool = True, shown: str | None = None, path: Path | None = None
+) -> LedgerRead:
+    """All rows in file order. strict: the first bad line raises; otherwise bad lines
+    are collected.
+    """
+    path = path or ledger_path(root)
+    shown = shown or f"{LEDGER_DIR}/{path.name}"
     rows: list[dict] = []
     problems: list[LedgerError] = []
     if not path.exists():
@@ -136,9 +158,12 @@ def read_ledger(root: Path, *, strict: bool = True, shown: str | None = None) ->
 
 
 def merge_ledger(root: Path, other: Path) -> tuple[int, int]:
-    """Append the rows of another copy of the ledger (e.g. fetched from the GPU box) that ours lacks.
+    """Append the rows of another copy of the ledger (e.g. fetched from the GPU box) that ours
+    lacks.
 
-    Returns (added, already present). Every row of `other` is validated first, so a bad file adds nothing.
+    Returns (added, already present). Every row of `other` is validated first, so a bad file adds
+    nothing. Rows are copied as they are, signatures included: re-serialising a row canonically
+    leaves its signed payload unchanged.
     """
     incoming: list[dict] = []
     with open(other, encoding="utf-8") as fh:

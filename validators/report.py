@@ -17,7 +17,9 @@ def _icon(status: str) -> str:
 def junit_xml(
     outcomes: list, problems: list[Problem], skill_paths: dict[str, str], suite: str = "kbase"
 ) -> str:
-    """One testcase per skill x tier (and one per load problem), the shape CI test viewers expect."""
+    """One testcase per skill x tier (and one per load problem), the shape CI test
+    viewers expect.
+    """
     root = ET.Element("testsuites")
     ts = ET.SubElement(root, "testsuite", name=suite)
     counts = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
@@ -112,7 +114,8 @@ def markdown_report(
         ]
         for o in ran:
             lines.append(
-                f"| {_cell(o.skill)} | {o.tier} | {o.verdict} | {o.duration_s:.1f} | {o.line or ''} | {_cell(o.message[:200])} |"
+                f"| {_cell(o.skill)} | {o.tier} | {o.verdict} | {o.duration_s:.1f} | "
+                f"{o.line or ''} | {_cell(o.message[:200])} |"
             )
     if problems:
         lines += ["", "## Skills that do not load", ""] + [f"- `{_cell(str(p))}`" for p in problems]

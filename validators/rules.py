@@ -1,4 +1,5 @@
-"""The staleness rules: from a skill's ledger rows (and the world around it) to one status with reasons.
+"""The staleness rules: from a skill's ledger rows (and the world around it) to one status with
+reasons.
 
 Pure functions over plain data, so every status can be tested with the inputs spelled out.
 The severity order (worst first) is kbase.closed_sets.STATUS_ORDER.
@@ -24,6 +25,7 @@ class SkillFacts:
     snippet_sha256: str
     audit_date: dt.date
     max_age_days: int = 180
+    claims: list = field(default_factory=list)  # kbase.schema.Claim: measured ones are judged
 
 
 @dataclass
@@ -33,6 +35,7 @@ class Judgement:
     last_pass: str | None = None
     verified_on: str | None = None
     reasons: list[str] = field(default_factory=list)
+    claims: dict | None = None  # {"held", "failed", "unmeasured", "cited"}
 
     def as_dict(self) -> dict:
         return {
@@ -41,6 +44,7 @@ class Judgement:
             "last_pass": self.last_pass,
             "verified_on": self.verified_on,
             "reasons": list(self.reasons),
+            "claims": dict(self.claims) if self.claims is not None else None,
         }
 
 
@@ -112,8 +116,13 @@ def judge(
     now: dt.datetime,
     env: dict | None = None,
     source_touched: str | None = None,
+    self_reported: int = 0,
 ) -> Judgement:
-    """The status of one skill. `rows` are its ledger rows in file order, any snippet hash."""
+    """The status of one skill. `rows` are its ledger rows in file order, any snippet hash.
+
+    `rows` are only those that may count (sandboxed, signed by a trusted key when keys are
+    configured); `self_reported` is how many others there were, for the reasons.
+    """
     today = now.date()
     current = [r for r in rows if r.get("snippet_sha256") == facts.snippet_sha256]
     older = len(rows) - len(current)
@@ -126,7 +135,7 @@ def judge(
         key = (r["tier"], env_label(r["tier"], r.get("fingerprint") or {}))
         if key not in latest or r["at"] >= latest[key]["at"]:
             latest[key] = r
-    for (tier, label), r in sorted(latest.items()):
+    for (_tier, label), r in sorted(latest.items()):
         if r["verdict"] in BAD:
             where = f" at SKILL.md line {r['line']}" if r.get("line") else ""
             msg = f": {r['message']}" if r.get("message") else ""
@@ -134,11 +143,17 @@ def judge(
                 f"latest run on {label} was {r['verdict']} ({r['at'][:10]}){where}{msg}"
             )
 
+    claim_counts = _judge_claims(facts, current, latest, found)
     passes = [r for r in current if r["verdict"] == "pass" and r["tier"] in facts.tiers]
     if not passes:
         why = "never passed on any tier it declares"
         if older:
             why += f" with this snippet ({older} run(s) of an earlier snippet no longer count)"
+        if self_reported:
+            why += (
+                f" in a sandboxed run signed by a trusted key ({self_reported} self-reported"
+                " run(s) do not count)"
+            )
         found["unverified"].append(why)
         last = None
     else:
@@ -179,4 +194,54 @@ def judge(
         last_pass=last["at"] if last else None,
         verified_on=env_label(last["tier"], last.get("fingerprint") or {}) if last else None,
         reasons=reasons,
+        claims=claim_counts,
     )
+
+
+def _judge_claims(
+    facts: SkillFacts, current: list[dict], latest: dict[tuple, dict], found: dict
+) -> dict:
+    """Re-judge stored measurements against the claims as written now.
+
+    A claim that fails in the latest run on an environment makes the skill failing (for that
+    environment); a measured claim that no passing run measured holding keeps it unverified.
+    """
+    from kbase.validators.claims import rejudge
+
+    measured = [c for c in facts.claims if getattr(c, "expect", None)]
+    cited = sum(1 for c in facts.claims if getattr(c, "cite", None))
+    failed: set[str] = set()
+    held: set[str] = set()
+    for (tier, label), r in sorted(latest.items()):
+        stored = {c.get("id"): c for c in r.get("claims") or [] if isinstance(c, dict)}
+        for c in measured:
+            if tier not in (c.tiers or facts.tiers) or c.id not in stored:
+                continue
+            if rejudge(c, stored[c.id]) is False:
+                failed.add(c.id)
+                if r["verdict"] == "pass":  # a failed run already says why
+                    got = stored[c.id].get("value", stored[c.id].get("raw"))
+                    found["failing"].append(
+                        f"claim {c.id}: measured {got} on {label} ({r['at'][:10]}), "
+                        f"expected {c.expect}"
+                    )
+    for r in current:
+        if r["verdict"] != "pass":
+            continue
+        stored = {c.get("id"): c for c in r.get("claims") or [] if isinstance(c, dict)}
+        for c in measured:
+            if r["tier"] in (c.tiers or facts.tiers) and c.id in stored:
+                if rejudge(c, stored[c.id]):
+                    held.add(c.id)
+    held -= failed
+    unmeasured = [c.id for c in measured if c.id not in held and c.id not in failed]
+    if unmeasured:
+        found["unverified"].append(
+            "claim(s) never measured holding in a counted run: " + ", ".join(unmeasured)
+        )
+    return {
+        "held": len(held),
+        "failed": len(failed),
+        "unmeasured": len(unmeasured),
+        "cited": cited,
+    }

@@ -68,15 +68,16 @@ class RunOutcome:
         """The public `--json` row: shaped (and checked) by kbase.schema.RunResult."""
         from kbase.schema import RunResult
 
-        return RunResult(
-            skill=self.skill,
-            tier=self.tier,
-            verdict=self.verdict,
-            duration_s=round(self.duration_s, 3),
-            line=self.line,
-            message=self.message,
-            claims=self.claims,
-        ).model_dump(mode="json", exclude_none=False)
+        row = {
+            "skill": self.skill,
+            "tier": self.tier,
+            "verdict": self.verdict,
+            "duration_s": round(self.duration_s, 3),
+            "line": self.line,
+            "message": self.message,
+            "claims": self.claims,
+        }
+        return RunResult.model_validate(row).model_dump(mode="json", exclude_none=False)
 
 
 @dataclass
@@ -220,7 +221,7 @@ def _memory_for(settings: RunSettings, tier: str) -> int:
         else os.environ.get("KBASE_SANDBOX_MEMORY_MB")
     )
     if memory not in (None, ""):
-        return int(memory)  # type: ignore[arg-type]
+        return int(memory)
     return TIER_SPECS[tier].default_memory_mb
 
 
@@ -347,7 +348,10 @@ def verify_skills(
     if jobs and not settings.unsafe_no_sandbox:
         ok, why = sandbox_status()
         if not ok:
-            raise SandboxUnavailable(why)
+            raise SandboxUnavailable(
+                f"refusing to run snippets without the sandbox: {why}. Install bubblewrap "
+                "(apt-get install bubblewrap) or pass --unsafe-no-sandbox (such runs never verify)"
+            )
     pool = ThreadPoolExecutor(max_workers=max(1, settings.workers))
     restore = _terminate_as_interrupt()
     try:
@@ -368,7 +372,7 @@ def verify_skills(
     return [outcomes[i] for i in sorted(outcomes)]
 
 
-def _terminate_as_interrupt() -> Callable[[], None]:
+def _terminate_as_interrupt() -> Callable[[], object]:
     """Make SIGTERM (what CI sends on cancel) unwind like Ctrl-C; returns the undo."""
     if threading.current_thread() is not threading.main_thread():
         return lambda: None

@@ -1,4 +1,6 @@
-"""`kbase new NAME`: a SKILL.md that passes lint and whose snippet passes on cpu-interpret as written."""
+"""`kbase new NAME`: a SKILL.md that passes lint and whose snippet passes on cpu-interpret as
+written.
+"""
 
 from __future__ import annotations
 
@@ -88,7 +90,8 @@ class ScaffoldError(KbaseError, ValueError):
 def new_skill(root: Path, name: str, *, today: dt.date | None = None, force: bool = False) -> Path:
     if not NAME_RE.match(name) or len(name) > 64:
         raise ScaffoldError(
-            f"skill name {name!r} must be kebab-case (lowercase letters, digits, single hyphens), at most 64 characters"
+            f"skill name {name!r} must be kebab-case (lowercase letters, digits, single hyphens), "
+            "at most 64 characters"
         )
     folder = root / "skills" / name
     path = folder / "SKILL.md"

@@ -141,7 +141,9 @@ _CC_DIAG = re.compile(r"([A-Za-z0-9_.-]+\.(?:cu|cuh|cpp|c|h|hpp))(?:\((\d+)\)|:(
 
 
 def locate_failure(layout: SnippetLayout, output: str) -> int | None:
-    """The SKILL.md line that the output blames: the innermost snippet frame, or the first diagnostic."""
+    """The SKILL.md line that the output blames: the innermost snippet frame, or the first
+    diagnostic.
+    """
     names = {f.name for f in layout.files}
     innermost: int | None = None
     for m in _PY_FRAME.finditer(output):

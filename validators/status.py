@@ -62,24 +62,45 @@ def _load(path: Path, root: Path):
     return _skills[key]
 
 
+def _keys_sig(root: Path) -> tuple:
+    folder = root / "ledger" / "trusted-keys"
+    if not folder.is_dir():
+        return ()
+    return tuple((p.name, _stat_sig(p)) for p in sorted(folder.glob("*.pub")))
+
+
 def _rows_by_skill(root: Path) -> dict[str, list[dict]]:
+    """Rows that may count (sandboxed; trusted when keys are configured), grouped by skill."""
+    return _ledger_split(root)[0]
+
+
+def _ledger_split(root: Path) -> tuple[dict[str, list[dict]], dict[str, int]]:
+    from kbase.validators.signing import counts, trusted_keys
+
     path = ledger_path(root)
-    sig = _stat_sig(path)
+    sig = (_stat_sig(path), _keys_sig(root))
     cached = _ledgers.get(str(path))
     if cached and cached[0] == sig:
         return cached[1]
     read = read_ledger(root, strict=False)
     for p in read.problems:
         log.warning("ignoring ledger line: %s", p)
+    keys = trusted_keys(root)
     grouped: dict[str, list[dict]] = {}
+    others: dict[str, int] = {}
     for row in read.rows:
-        grouped.setdefault(row["skill"], []).append(row)
-    _ledgers[str(path)] = (sig, grouped)
-    return grouped
+        if counts(row, keys):
+            grouped.setdefault(row["skill"], []).append(row)
+        else:
+            others[row["skill"]] = others.get(row["skill"], 0) + 1
+    _ledgers[str(path)] = (sig, (grouped, others))
+    return grouped, others
 
 
 def source_touched(root: Path, skill) -> str | None:
-    """ISO date of the newest archived PR touching a watched path, or None (no watch, no archive)."""
+    """ISO date of the newest archived PR touching a watched path, or None (no watch,
+    no archive).
+    """
     if not skill.meta.watch:
         return None
     from kbase.ingest.cards import latest_touch
@@ -104,6 +125,7 @@ def facts_of(skill) -> SkillFacts:
         snippet_sha256=skill.snippet_sha256(),
         audit_date=m.audit.date,
         max_age_days=m.audit.max_age_days,
+        claims=list(getattr(m, "claims", []) or []),
     )
 
 
@@ -116,7 +138,7 @@ def judgements(
     root = Path(root).resolve()
     now = now or dt.datetime.now(dt.UTC)
     env_d = _env_dict(env)
-    rows = _rows_by_skill(root)
+    rows, self_reported = _ledger_split(root)
     if skills is None:
         skills = [s for s in (_load(p, root) for p in find_skill_files(root)) if s is not None]
     return {
@@ -126,6 +148,7 @@ def judgements(
             now=now,
             env=env_d,
             source_touched=source_touched(root, s),
+            self_reported=self_reported.get(s.name, 0),
         )
         for s in skills
     }
@@ -134,7 +157,8 @@ def judgements(
 def skill_statuses(
     root: Path, *, now: dt.datetime | None = None, env: None | str | dict | object = None
 ) -> dict:
-    """skill name -> kbase.schema.SkillAudit, cached until the ledger, a skill or the archive changes.
+    """skill name -> kbase.schema.SkillAudit, cached until the ledger, a skill or the archive
+    changes.
 
     env: the environment the caller asks about (a Fingerprint or dict with triton/torch/
     torch_cuda/compute_capability), "local" for this machine, or None (the default) to ask about
@@ -152,6 +176,7 @@ def skill_statuses(
     key = (
         str(root),
         _stat_sig(ledger_path(root)),
+        _keys_sig(root),
         tuple((str(f), _stat_sig(f)) for f in files),
         _archive_sig(root),
         now.date().isoformat(),

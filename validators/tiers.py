@@ -107,7 +107,8 @@ _CUDA_PROBE = (
     "rc = cu.cuDeviceGetCount(ctypes.byref(n))\n"
     "if rc or n.value < 1: sys.exit(f'cuDeviceGetCount returned {rc}, {n.value} device(s)')\n"
     "dev, ctx = ctypes.c_int(), ctypes.c_void_p()\n"
-    "rc = cu.cuDeviceGet(ctypes.byref(dev), 0) or cu.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), dev)\n"
+    "rc = cu.cuDeviceGet(ctypes.byref(dev), 0) or cu.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), "
+    "dev)\n"
     "if rc: sys.exit(f'creating a context returned {rc}')\n"
     "print('cuda ok')\n"
 )

@@ -62,8 +62,24 @@ def index(
     no_gc: bool = typer.Option(
         False, "--no-gc", help="keep vectors of removed entries (shared Chroma server readers)"
     ),
+    device: str | None = typer.Option(
+        None, "--device", help="embed on this torch device: cpu (default), cuda, cuda:1"
+    ),
 ) -> None:
     """Build or update the hybrid index (only changed entries are re-embedded)."""
+    if device:
+        import os
+
+        from kbase.commands.common import fail
+
+        if device.startswith("cuda"):
+            import torch
+
+            if not torch.cuda.is_available():
+                raise fail(f"--device {device}: torch sees no CUDA GPU on this machine")
+        elif device != "cpu":
+            raise fail(f"--device must be cpu, cuda or cuda:N, got {device!r}")
+        os.environ["KBASE_DEVICE"] = device
     rep = _run_index(kb(root), gc=not no_gc)
     if as_json:
         print_json(rep.as_dict())
@@ -160,6 +176,10 @@ def get(
         f"[bold]{doc.title}[/bold]  ({doc.id}, {doc.status})  {doc.path}", highlight=False
     )
     typer.echo(doc.text)
+    if doc.claims and section is None:
+        typer.echo("\nClaims (measured values from the ledger):")
+        for c in doc.claims:
+            typer.echo(f"- {c.id}: {c.rendered}")
 
 
 def list_entries(

@@ -40,7 +40,8 @@ def _need(module: str, command: str) -> None:
         importlib.import_module(module)  # the command imports it next anyway
     except ImportError:
         raise fail(  # noqa: B904  (the import error itself says nothing the message does not)
-            f"`{command}` needs the {module!r} package, which is not installed here (pip install {module})"
+            f"`{command}` needs the {module!r} package, which is not installed here (pip install "
+            f"{module})"
         )
 
 
@@ -55,9 +56,12 @@ def mcp(
         False, "--no-index", help="do not build a missing index at start-up"
     ),
     log_level: str = typer.Option("info", "--log-level", help="stderr log level"),
+    allow_write: bool = typer.Option(
+        False, "--allow-write", help="also offer the write tools feedback and propose"
+    ),
     root: str | None = RootOpt,
 ) -> None:
-    """Run the MCP server (stdio by default): tools search, get, history, stale."""
+    """Run the MCP server (stdio by default): search, get, history, list, stale (+ writes)."""
     _need("mcp", "kbase mcp")
     _logging(log_level)
     from kbase.serve.mcp_server import parse_hostport, run
@@ -65,7 +69,12 @@ def mcp(
     if http:
         parse_hostport(http)  # a bad HOST:PORT is an InvalidArgument before any start-up work
     try:
-        run(root=root_path(root), http=http, index_if_missing=not no_index)
+        run(
+            root=root_path(root),
+            http=http,
+            index_if_missing=not no_index,
+            allow_write=allow_write,
+        )
     except KeyboardInterrupt:
         pass
 
@@ -83,7 +92,9 @@ def serve(
     ),
     root: str | None = RootOpt,
 ) -> None:
-    """Run the read-only HTTP API: /search, /entries/{id}, /history/{repo}/{family}, /stale, /healthz."""
+    """Run the read-only HTTP API: /search, /entries/{id}, /history/{repo}/{family}, /stale,
+    /healthz.
+    """
     _need("fastapi", "kbase serve")
     _need("uvicorn", "kbase serve")
     _logging(log_level)

@@ -143,6 +143,8 @@ def verify(
             typer.echo(str(p))
         if rep.isolation_note:
             err_console.print(f"[yellow]warning:[/yellow] {rep.isolation_note}")
+        for note in rep.notes:
+            err_console.print(f"[yellow]note:[/yellow] {note}")
         err_console.print(f"{len(rep.outcomes)} run(s), {rep.recorded} recorded in the ledger")
     if rep.failed:
         raise typer.Exit(1)
@@ -274,6 +276,8 @@ def check(
             }
         )
     elif not rep.ran:
+        for p in rep.problems:
+            typer.echo(str(p))
         err_console.print(f"no skill changed since {rep.base}")
     else:
         for p in rep.problems:

@@ -16,7 +16,7 @@ import re
 import shlex
 import shutil
 from dataclasses import dataclass, field
-from datetime import datetime, timezone, UTC
+from datetime import UTC, datetime
 from pathlib import Path
 
 import yaml
@@ -122,10 +122,14 @@ def _openai_yaml(
 
 
 ROUTER_DESCRIPTION = (
-    "Look up verified GPU-kernel engineering know-how (CUDA, Triton, CUTLASS, PyTorch custom ops) and "
-    "mined pull requests of kernel repos before writing, debugging, tuning or reviewing a GPU kernel. "
-    "Use when a kernel gives wrong results, crashes (illegal memory access, invalid configuration), "
-    "recompiles, is slow, or when choosing tiling, precision, launch or timing methodology. Not for "
+    "Look up verified GPU-kernel engineering know-how (CUDA, Triton, CUTLASS, PyTorch custom ops) "
+    "and "
+    "mined pull requests of kernel repos before writing, debugging, tuning or reviewing a GPU "
+    "kernel. "
+    "Use when a kernel gives wrong results, crashes (illegal memory access, invalid "
+    "configuration), "
+    "recompiles, is slow, or when choosing tiling, precision, launch or timing methodology. Not "
+    "for "
     "general Python or C++ questions."
 )
 
@@ -147,25 +151,32 @@ def _router_body(
     lines = [
         "# Ask kbase about GPU kernels",
         "",
-        "kbase is a searchable knowledge base of GPU-kernel experience. Every skill in it carries a runnable",
-        "check of its claim and a status from the last run of that check. Ask it *before* guessing.",
+        "kbase is a searchable knowledge base of GPU-kernel experience. Every skill in it carries "
+        "a runnable",
+        "check of its claim and a status from the last run of that check. Ask it *before* "
+        "guessing.",
         "",
         "## How to ask",
         "",
-        "If an MCP server named `kbase` is configured, use its tools: `search` (query, k, kind, repo, tags,",
-        "status, env), `get` (id, section), `history` (repo, family, since, until, limit), `list`, `stale`;",
+        "If an MCP server named `kbase` is configured, use its tools: `search` (query, k, kind, "
+        "repo, tags,",
+        "status, env), `get` (id, section), `history` (repo, family, since, until, limit), "
+        "`list`, `stale`;",
         "`feedback` and `propose` when the server allows writes. Otherwise use the command line:",
         "",
         "1. Search with the symptom, the literal error message or the topic:",
         f'   `kbase search "illegal memory access after kernel launch" --json -k 5{r}`',
-        '   The answer is `{"query", "hits": [{id, title, status, section, snippet, path, line, ...}]}`.',
+        "   The answer is "
+        '`{"query", "hits": [{id, title, status, section, snippet, path, line, ...}]}`.',
         "2. Read the best hit, or only the section the hit names:",
         f"   `kbase get <id> --json{r}` or `kbase get <id> --section steps --json{r}`",
         "3. Filters: `--kind skill|pr`, `--repo NAME` (PR cards of one repo), `--tag archs=sm90`,",
         "   `--status verified`.",
         "",
-        "Which knowledge base answers: `--root PATH`, else `$KBASE_ROOT`, else the nearest folder at or",
-        "above the current one holding `skills/` or `pr_archive/`; with none of these kbase exits 2 and",
+        "Which knowledge base answers: `--root PATH`, else `$KBASE_ROOT`, else the nearest folder "
+        "at or",
+        "above the current one holding `skills/` or `pr_archive/`; with none of these kbase exits "
+        "2 and",
         "says so (it never answers from an empty folder).",
     ]
     if root:
@@ -177,7 +188,8 @@ def _router_body(
         "## How to weigh an answer",
         "",
         "- `verified`: the skill's check passed recently in a matching environment. Follow it.",
-        "- `stale-age`, `stale-env`, `stale-source`: probably right but not re-checked for this setup; confirm",
+        "- `stale-age`, `stale-env`, `stale-source`: probably right but not re-checked for this "
+        "setup; confirm",
         "  with the skill's verification script before relying on a number.",
         "- `failing`: the check fails now. Treat the skill as a lead, not a fact.",
         "- `draft`: proposed from experience, not reviewed or verified yet.",
@@ -240,7 +252,8 @@ def _verify_section(skill, scripts: dict[str, str]) -> list[str]:
     tiers = ", ".join(v.tiers)
     if "verify.py" in scripts:
         lines.append(
-            f"Run `cd scripts && KBASE_TIER=<tier> python verify.py` (tiers: {tiers}; exit 0 = pass, "
+            f"Run `cd scripts && KBASE_TIER=<tier> python verify.py` (tiers: {tiers}; exit 0 = "
+            "pass, "
             "77 = skipped)."
         )
         cpu = [t for t in v.tiers if TIER_SPECS[t].python_only and not TIER_SPECS[t].sees_gpu]
@@ -252,7 +265,8 @@ def _verify_section(skill, scripts: dict[str, str]) -> list[str]:
     else:
         cu = next(iter(scripts))
         lines.append(
-            f"Build and run: `cd scripts && nvcc -arch=native {cu} -o verify && ./verify` (tiers: {tiers})."
+            f"Build and run: `cd scripts && nvcc -arch=native {cu} -o verify && ./verify` (tiers: "
+            f"{tiers})."
         )
     if v.min_compute_capability:
         lines.append(f"The GPU check needs compute capability {v.min_compute_capability} or newer.")
@@ -367,7 +381,7 @@ def export_agent_skills(
         "allowed-tools": "Bash(kbase:*)" if target == "claude" else "Bash",
     }
     if not portable:
-        router_fm["metadata"].update(
+        router_fm["metadata"].update(  # type: ignore[attr-defined]
             {"kbase-skills": str(len(skills)), "kbase-exported-at": exported_at}
         )
     body = _router_body(None if portable else catalog, mcp_url, root_s, exported_at)

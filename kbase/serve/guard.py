@@ -192,7 +192,7 @@ def guarded_protocol(header_timeout: float = HEADER_TIMEOUT_S):
     class GuardedH11Protocol(H11Protocol):
         _header_timer = None
 
-        def connection_made(self, transport) -> None:  # type: ignore[override]
+        def connection_made(self, transport) -> None:
             super().connection_made(transport)
             self._arm()
 

@@ -122,9 +122,7 @@ def create_app(service: Service):
         "/history/{repo}/{family}", summary="Timeline of one kernel family in one archived repo"
     )
     def history(repo: str, family: str) -> dict:
-        return service.history(
-            P.check_slug("repo", repo, required=True), P.check_slug("family", family, required=True)
-        )
+        return service.history(P.require_slug("repo", repo), P.require_slug("family", family))
 
     @app.get("/stale", summary="Skills whose verification fails or is out of date")
     def stale() -> dict:

@@ -1,9 +1,11 @@
 """`kbase mcp`: the knowledge base as an MCP server (mcp SDK v2, `MCPServer`).
 
-Four read-only tools: search, get, history, stale. Every tool answers with one JSON text
-block whose size is capped by `max_chars`, because agent context is the scarce resource.
-Arguments are checked (and forgiving aliases such as `question` -> `query` applied) by a
-server middleware before the SDK's own validation, so a wrong guess gets a useful message.
+Tools (kbase/serve/mcp_tools.py): search, get, history, list, stale; with `--allow-write` also
+feedback and propose. Resources and prompts: kbase/serve/mcp_extras.py. Every tool declares its
+parameters (description, type, enum or range, default) and its answer (outputSchema), answers
+with structured content plus the same JSON as text, and keeps that JSON within `max_chars`.
+Arguments are checked (and forgiving aliases such as `question` -> `query` applied) by a server
+middleware before the SDK's own validation, so a wrong guess gets a useful message.
 """
 
 from __future__ import annotations
@@ -12,69 +14,107 @@ import dataclasses
 import logging
 from typing import Any
 
-from kbase.errors import KbaseError
-from kbase.schema import SearchQuery
+from kbase.envspec import parse_env
+from kbase.errors import InvalidArgument
 from kbase.serve import params as P
-from kbase.serve.service import (
-    Service,
-    compact_hit,
-    fit_entry,
-    fit_hits,
-    fit_list,
-)
+from kbase.serve.service import Service
 
 log = logging.getLogger("kbase.serve.mcp")
 
 INSTRUCTIONS = """\
 kbase is a verified knowledge base of GPU-kernel engineering experience (CUDA, Triton, CUTLASS, \
-PyTorch kernels): skills with a runnable check of their claim, and mined pull requests of kernel repos.
+PyTorch kernels): skills with a runnable check of their claim, and mined pull requests of kernel \
+repos.
 Use it when you write, debug, tune or review GPU kernels: paste the symptom or the literal error \
 message into `search`, then `get` the best hit (or just the section the hit names) before acting.
-Each hit has a status: prefer `verified`; treat `failing` and `stale-*` as leads to double-check. \
-`history` shows how a kernel family evolved in one repo; `stale` lists skills whose check fails or is out of date.
+Each hit has a status: prefer `verified`; treat `failing`, `stale-*` and `draft` as leads to \
+double-check (resource kbase://statuses). `history` shows how a kernel family evolved in one repo, \
+newest first; `list` shows what exists; `stale` lists skills whose check fails or is out of date. \
+Pass `env` (e.g. 'torch=2.8,arch=sm90' or 'local') to judge statuses for a machine.
 Do not use it for general Python/C++ questions, for this project's own source (read the files), or \
-as a source of truth over a failing test in front of you. Everything is read-only."""
+as a source of truth over a failing test in front of you."""
+WRITE_NOTE = """
+Writes are on: after acting on an entry, `feedback` says how it went; when kbase had nothing and \
+you found the fix, `propose` a draft skill (a person reviews it before it can be verified)."""
 
-DEFAULT_GET_CHARS = 20_000
+# Every tool's arguments (params.KNOWN_ARGS plus what this server adds), and the argument names
+# agents guess for them (params.ALIASES plus these).
+TOOL_ARGS: dict[str, tuple[str, ...]] = {
+    "search": (*P.KNOWN_ARGS["search"], "env"),
+    "get": ("id", "section", "env", "max_chars"),
+    "history": ("repo", "family", "since", "until", "limit", "cursor", "max_chars"),
+    "list": ("kind", "status", "tag", "limit", "cursor", "max_chars"),
+    "stale": ("env", "max_chars"),
+    "feedback": ("id", "verdict", "note"),
+    "propose": ("title", "symptom", "cause", "fix", "snippet"),
+}
+EXTRA_ALIASES: dict[str, dict[str, str]] = {
+    "list": {"type": "kind", "tags": "tag", "page_size": "limit", "budget": "max_chars"},
+    "feedback": {"entry_id": "id", "name": "id", "rating": "verdict", "comment": "note"},
+    "propose": {"error": "symptom", "error_text": "symptom", "solution": "fix", "code": "snippet"},
+    "history": {"page_size": "limit", "after": "since", "before": "until"},
+    "get": {"environment": "env"},
+    "search": {"environment": "env"},
+}
+
+
+def _aliases(tool: str, raw: dict[str, Any]) -> dict[str, Any]:
+    if not isinstance(raw, dict):
+        raise InvalidArgument("arguments must be a JSON object")
+    table = {**P.ALIASES.get(tool, {}), **EXTRA_ALIASES.get(tool, {})}
+    out: dict[str, Any] = {}
+    for key, value in raw.items():
+        name = table.get(key, key)
+        if name in out and key != name:
+            continue  # the canonical name was given too; it wins
+        out[name] = value
+    unknown = sorted(set(out) - set(TOOL_ARGS[tool]))
+    if unknown:
+        raise InvalidArgument(
+            f"unknown argument(s) {', '.join(map(repr, unknown))}; "
+            f"{tool} takes {', '.join(TOOL_ARGS[tool])}"
+        )
+    return out
 
 
 def _checked(tool: str, raw: dict[str, Any]) -> dict[str, Any]:
     """Aliases applied and every value checked; what the tool function will receive."""
-    a = P.apply_aliases(tool, raw)
+    a = _aliases(tool, raw)
+    if "env" in a:
+        parse_env(a["env"])  # checked here, parsed again by the tool
+    if "max_chars" in a:
+        a["max_chars"] = P.check_max_chars(a["max_chars"])
     if tool == "search":
-        query, max_chars = P.search_args(a)
-        # agents get hybrid search; the mode knob is for benchmarks
-        out = query.model_dump(exclude={"mode", "env"})
-        out["max_chars"] = max_chars
-        return out
-    if tool == "get":
-        return {
-            "id": P.check_id(a.get("id")),
-            "section": P.check_section(a.get("section")),
-            "max_chars": P.check_max_chars(a.get("max_chars"), DEFAULT_GET_CHARS),
-        }
+        fields = {k: v for k, v in a.items() if k not in ("max_chars", "env")}
+        query, _ = P.search_args(fields)
+        out = query.model_dump(exclude={"mode", "env"}, exclude_defaults=True)
+        out["query"] = query.query
+        return {**out, **{k: a[k] for k in ("max_chars", "env") if k in a}}
+    if tool in ("get", "feedback") and "id" in a:
+        a["id"] = P.check_id(a["id"])
+    if tool == "get" and "section" in a:
+        a["section"] = P.check_section(a["section"])
     if tool == "history":
-        return {
-            "repo": P.check_slug("repo", a.get("repo"), required=True),
-            "family": P.check_slug("family", a.get("family"), required=True),
-            "max_chars": P.check_max_chars(a.get("max_chars")),
-        }
-    if tool == "stale":
-        return {"max_chars": P.check_max_chars(a.get("max_chars"))}
-    return raw
+        for key in ("repo", "family"):
+            a[key] = P.check_slug(key, a.get(key), required=True)
+    if tool == "list" and isinstance(a.get("kind"), str):
+        from kbase.closed_sets import KIND_ALIASES
+
+        a["kind"] = KIND_ALIASES.get(a["kind"].strip().lower(), a["kind"].strip().lower())
+    return a
 
 
 async def _arguments_middleware(ctx, call_next):
-    """Rewrite tools/call arguments before the SDK validates them, or refuse them with a clear message."""
+    """Rewrite tools/call arguments before the SDK validates them, or refuse them clearly."""
     if (
         ctx.method == "tools/call"
         and isinstance(ctx.params, dict)
-        and ctx.params.get("name") in P.KNOWN_ARGS
+        and ctx.params.get("name") in TOOL_ARGS
     ):
         name = ctx.params["name"]
         try:
             args = _checked(name, ctx.params.get("arguments") or {})
-        except P.ParamError as exc:
+        except InvalidArgument as exc:
             from mcp.types import CallToolResult, TextContent
 
             log.info("refused %s arguments: %s", name, exc)
@@ -86,95 +126,62 @@ async def _arguments_middleware(ctx, call_next):
     return await call_next(ctx)
 
 
-def build_server(service: Service):
+def build_server(service: Service, allow_write: bool = False, host: str = "127.0.0.1"):
     """An MCPServer bound to an already prepared Service (index present, model loaded)."""
     from mcp.server.mcpserver import MCPServer
-    from mcp.server.mcpserver.exceptions import ToolError
-    from mcp.types import ToolAnnotations
 
     import kbase
+    from kbase.serve.mcp_extras import register_extras
+    from kbase.serve.mcp_tools import register_tools
 
     srv = MCPServer(
         "kbase",
         title="kbase: GPU-kernel knowledge base",
-        instructions=INSTRUCTIONS,
+        instructions=INSTRUCTIONS + (WRITE_NOTE if allow_write else " Everything is read-only."),
         version=getattr(kbase, "__version__", "0"),
         middleware=[_arguments_middleware],
         log_level="WARNING",
     )
-    ro = dict(readOnlyHint=True, destructiveHint=False, idempotentHint=True, openWorldHint=False)
-
-    def _run(fn, *a, **kw):
-        try:
-            return fn(*a, **kw)
-        except KbaseError as exc:
-            raise ToolError(str(exc)) from None
-
-    @srv.tool(annotations=ToolAnnotations(title="Search kbase", **ro), structured_output=False)
-    def search(
-        query: str,
-        k: int = P.DEFAULT_K,
-        kind: str | None = None,
-        repo: str | None = None,
-        tags: list[str] | None = None,
-        status: list[str] | None = None,
-        since: str | None = None,
-        until: str | None = None,
-        max_chars: int = P.DEFAULT_MAX_CHARS,
-    ) -> str:
-        """Find skills and PR cards for a symptom, error message or topic; compact hits, then use get."""
-        q = _run(
-            SearchQuery.parse,
-            query=query,
-            k=k,
-            kind=kind,
-            repo=repo,
-            tags=tags,
-            status=status,
-            since=since,
-            until=until,
-        )
-        result = _run(service.search, q)
-        return fit_hits(result.query, [compact_hit(h) for h in result.hits], max_chars)
-
-    @srv.tool(
-        annotations=ToolAnnotations(title="Read a kbase entry", **ro), structured_output=False
-    )
-    def get(id: str, section: str | None = None, max_chars: int = DEFAULT_GET_CHARS) -> str:  # noqa: A002
-        """Read one entry in full (skill name or pr:<repo>#<N>), or only one section of it."""
-        return fit_entry(_run(service.get, id, section), max_chars)
-
-    @srv.tool(
-        annotations=ToolAnnotations(title="Kernel family history", **ro), structured_output=False
-    )
-    def history(repo: str, family: str, max_chars: int = P.DEFAULT_MAX_CHARS) -> str:
-        """Timeline of the archived PRs of one kernel family in one repo (e.g. repo=flashinfer, family=attention)."""
-        return fit_list(_run(service.history, repo, family), "prs", max_chars)
-
-    @srv.tool(
-        annotations=ToolAnnotations(title="Failing or stale skills", **ro), structured_output=False
-    )
-    def stale(max_chars: int = P.DEFAULT_MAX_CHARS) -> str:
-        """Skills whose verification fails or is out of date, worst first, with the reasons."""
-        return fit_list(_run(service.stale), "skills", max_chars)
-
+    register_tools(srv, service, allow_write=allow_write)
+    register_extras(srv, service)
     return srv
 
 
-def run(root=None, home=None, http: str | None = None, index_if_missing: bool = True) -> None:
-    """Prepare the service (stdout kept clean for the protocol), then serve stdio or streamable HTTP."""
+def run(
+    root=None,
+    home=None,
+    http: str | None = None,
+    index_if_missing: bool = True,
+    allow_write: bool = False,
+) -> None:
+    """Prepare the service (stdout kept clean for the protocol), then serve stdio or HTTP."""
     import anyio
 
     from kbase.serve.service import stdout_to_stderr
 
     with stdout_to_stderr():
         service = Service.open(root=root, home=home, index_if_missing=index_if_missing)
-        srv = build_server(service)
+        srv = build_server(service, allow_write=allow_write)
     if http:
         host, port = parse_hostport(http)
-        anyio.run(lambda: srv.run_streamable_http_async(host=host, port=port))
+        anyio.run(serve_http, srv, host, port)
     else:
         anyio.run(run_stdio, srv)
+
+
+async def serve_http(srv, host: str, port: int) -> None:
+    """Streamable HTTP behind the same transport guard as `kbase serve` (kbase/serve/guard.py)."""
+    import uvicorn
+
+    from kbase.serve.guard import Guard, allowed_hosts, env_hosts, guarded_protocol
+
+    app = Guard(
+        srv.streamable_http_app(host=host), allowed_hosts(host, env_hosts()), check_json=False
+    )
+    config = uvicorn.Config(
+        app, host=host, port=port, log_level="warning", http=guarded_protocol(), server_header=False
+    )
+    await uvicorn.Server(config).serve()
 
 
 def _rejection(exc: Exception):

@@ -37,6 +37,7 @@ __all__ = [
     "check_max_chars",
     "check_section",
     "check_slug",
+    "require_slug",
     "search_args",
 ]
 
@@ -128,6 +129,12 @@ def check_max_chars(v: Any, default: int = DEFAULT_MAX_CHARS) -> int:
 
 def check_slug(name: str, v: Any, required: bool = False) -> str | None:
     out: str | None = _checked(_check_slug, name, v, required)
+    return out
+
+
+def require_slug(name: str, v: Any) -> str:
+    out = check_slug(name, v, required=True)
+    assert out is not None  # required=True raises instead of returning None
     return out
 
 

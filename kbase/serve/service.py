@@ -117,7 +117,8 @@ class Service:
         return out
 
 
-# --------------------------------------------------------------------------- compact answers for agents
+# --------------------------------------------------------------------------- compact answers for
+# agents
 
 
 def where(path: str, line: int) -> str:
@@ -138,7 +139,8 @@ def compact_hit(h) -> dict:
     d["section"] = h.section
     d["snippet"] = h.snippet
     d["where"] = where(h.path, h.line)
-    # "summary" is built from the front-matter, not a section get() can return: read the whole entry then.
+    # "summary" is built from the front-matter, not a section get() can return: read the whole entry
+    # then.
     if h.section and h.section != "summary":
         d["more"] = {"tool": "get", "id": h.id, "section": h.section}
     else:
@@ -147,7 +149,9 @@ def compact_hit(h) -> dict:
 
 
 def fit_hits(query: str, hits: list[dict], max_chars: int) -> str:
-    """Serialise {"query", "hits"} within max_chars: shorten snippets first, then drop the lowest hits."""
+    """Serialise {"query", "hits"} within max_chars: shorten snippets first, then drop the lowest
+    hits.
+    """
     q = query if len(query) <= 120 else query[:120] + "…"
 
     def render(shown: list[dict], omitted: int) -> str:
@@ -179,7 +183,9 @@ def _cut(s: str, width: int | None) -> str:
 
 
 def fit_entry(doc, max_chars: int) -> str:
-    """An entry within max_chars: the text is cut at the budget and the section list tells what to ask for."""
+    """An entry within max_chars: the text is cut at the budget and the section list tells what to
+    ask for.
+    """
     d = doc.model_dump(mode="json")
     d.pop("sections", None)
     d["sections"] = [s.title for s in doc.sections]

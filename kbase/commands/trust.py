@@ -1,0 +1,78 @@
+"""Trust sub-commands: `kbase keygen` and `kbase ledger verify|quarantine` (thin, over the façade).
+
+Only typer/rich at module level, like every command module (the GPU box runs these too).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from kbase.commands.common import JsonOpt, RootOpt, err_console, handles_errors, kb, print_json
+
+ledger_app = typer.Typer(help="Check and maintain the signed verification ledger.")
+
+
+def keygen(
+    path: Path = typer.Argument(..., help="where to write the private key (PATH.pub: public key)"),
+    comment: str = typer.Option("", "--comment", help="a name for the key in the .pub file"),
+    trust: bool = typer.Option(
+        False, "--trust", help="also copy the public key into ledger/trusted-keys/"
+    ),
+    force: bool = typer.Option(False, "--force", help="overwrite an existing key pair"),
+    root: str | None = RootOpt,
+    as_json: bool = JsonOpt,
+) -> None:
+    """Write an ed25519 key pair for signing ledger rows (KBASE_SIGNING_KEY=PATH)."""
+    if trust:
+        info = kb(root).keygen(path, comment=comment, trust=True, force=force)
+    else:  # a key pair needs no knowledge base
+        from kbase.validators.signing import keygen as make
+
+        priv, pub, kid = make(path, comment=comment, force=force)
+        info = {"private": str(priv), "public": str(pub), "key_id": kid, "trusted": None}
+    if as_json:
+        print_json(info)
+        return
+    typer.echo(f"key id {info['key_id']}")
+    err_console.print(f"private key: {info['private']} (mode 0600; never commit it)")
+    trusted = f" -> {info['trusted']}" if info["trusted"] else ""
+    err_console.print(f"public key:  {info['public']}{trusted}")
+    err_console.print(f"sign runs with: KBASE_SIGNING_KEY={info['private']} kbase audit ...")
+
+
+def ledger_verify(root: str | None = RootOpt, as_json: bool = JsonOpt) -> None:
+    """Check every row: valid, and signed by a trusted key when ledger/trusted-keys/ has any."""
+    rep = kb(root).ledger_verify()
+    if as_json:
+        print_json(rep.as_dict())
+    else:
+        for p in rep.problems[:200]:
+            typer.echo(str(p))
+        if len(rep.problems) > 200:
+            typer.echo(f"... and {len(rep.problems) - 200} more")
+        c = rep.counts
+        err_console.print(
+            f"{rep.rows} row(s): {c.get('trusted', 0)} trusted, {c.get('self-reported', 0)} "
+            f"self-reported, {c.get('bad-signature', 0)} with a bad signature; "
+            f"{len(rep.trusted_keys)} trusted key(s)"
+        )
+    if rep.problems:
+        raise typer.Exit(1)
+
+
+def ledger_quarantine(root: str | None = RootOpt, as_json: bool = JsonOpt) -> None:
+    """Move rows no trusted key signed to ledger/self-reported.jsonl (kept, never counted)."""
+    kept, moved, to = kb(root).ledger_quarantine()
+    if as_json:
+        print_json({"kept": kept, "moved": moved, "to": to})
+    else:
+        err_console.print(f"{kept} trusted row(s) kept, {moved} moved to {to}")
+
+
+def register(app: typer.Typer) -> None:
+    app.command()(handles_errors(keygen))
+    ledger_app.command("verify")(handles_errors(ledger_verify))
+    ledger_app.command("quarantine")(handles_errors(ledger_quarantine))
+    app.add_typer(ledger_app, name="ledger")

@@ -1,0 +1,94 @@
+"""`env`: the environment a caller asks statuses to be judged for, from one short string.
+
+    local | this machine          -> this machine's fingerprint (GPU included when there is one)
+    triton=3.4,torch=2.8,cuda=12.8,arch=sm90
+                                  -> {"triton": "3.4", "torch": "2.8", "torch_cuda": "12.8",
+                                      "compute_capability": "9.0"}
+
+The validators' rules (validators/rules.py, `env_gap`) then report `stale-env` for a skill whose
+passes all ran on older versions or another architecture than the one asked about.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from kbase.errors import InvalidArgument
+
+ENV_KEYS = {
+    "triton": "triton",
+    "torch": "torch",
+    "cuda": "torch_cuda",
+    "torch_cuda": "torch_cuda",
+    "arch": "compute_capability",
+    "cc": "compute_capability",
+    "compute_capability": "compute_capability",
+}
+LOCAL = ("local", "this machine", "this-machine", "here")
+ENV_HELP = (
+    "judge statuses for this environment: 'local' (this machine) or comma-separated "
+    "triton=X.Y, torch=X.Y, cuda=X.Y, arch=smNN (e.g. 'triton=3.4,torch=2.8,arch=sm90'); "
+    "omitted: no particular environment"
+)
+_VERSION = re.compile(r"^\d{1,3}(\.\d{1,4}){0,3}([a-z0-9.+-]{0,20})$")
+
+
+def _arch(value: str) -> str:
+    from kbase.vocab import canonical_value
+
+    v = value.strip().lower()
+    v = canonical_value("archs", v) or v  # hopper, h100 -> sm90
+    m = re.fullmatch(r"sm_?(\d)(\d)a?", v)
+    if m:
+        return f"{m.group(1)}.{m.group(2)}"
+    if re.fullmatch(r"\d{1,2}\.\d", v):
+        return v
+    raise InvalidArgument(f"env arch must look like sm90, sm_90 or 9.0, got {value[:40]!r}", "env")
+
+
+def parse_env(value: Any) -> str | dict[str, str] | None:
+    """None, 'local' or a dict of fingerprint fields; InvalidArgument naming what is wrong."""
+    if value is None:
+        return None
+    if isinstance(value, dict):
+        items = [(str(k), str(v)) for k, v in value.items()]
+    elif isinstance(value, str):
+        text = value.strip()
+        if not text:
+            return None
+        if text.lower() in LOCAL:
+            return "local"
+        if len(text) > 200:
+            raise InvalidArgument("env is at most 200 characters", "env")
+        items = []
+        for part in re.split(r"[,\s]+", text):
+            if not part:
+                continue
+            if "=" not in part:
+                raise InvalidArgument(
+                    f"env must be 'local' or key=value pairs, got {part[:40]!r}", "env"
+                )
+            k, v = part.split("=", 1)
+            items.append((k, v))
+    else:
+        raise InvalidArgument(
+            "env must be a string such as 'local' or 'torch=2.8,arch=sm90'", "env"
+        )
+    out: dict[str, str] = {}
+    for k, v in items:
+        key = ENV_KEYS.get(k.strip().lower())
+        if key is None:
+            from kbase.suggest import did_you_mean
+
+            raise InvalidArgument(
+                f"unknown env key {k[:40]!r}" + did_you_mean(k, ENV_KEYS, "env keys"), "env"
+            )
+        v = v.strip()
+        if key == "compute_capability":
+            out[key] = _arch(v)
+        elif _VERSION.match(v):
+            out[key] = v
+        else:
+            raise InvalidArgument(f"env {k} must be a version like 2.8, got {v[:40]!r}", "env")
+    return out or None

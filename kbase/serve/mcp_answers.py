@@ -1,0 +1,230 @@
+"""What the MCP tools answer: one pydantic model per tool (its `outputSchema`), and the budget.
+
+Every answer is JSON whose serialised size stays within the call's `max_chars`, because agent
+context is the scarce resource. The same dict goes out twice: as `structuredContent` (checked
+against the tool's output schema) and as the text block older clients read. When the budget
+cuts, a `truncated` field says what was left out and how to get it, and nothing is silently
+lost: lists get a `next_cursor`, and an entry's text is cut, never emptied.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from kbase.errors import InvalidArgument
+
+MIN_TEXT_CHARS = 120  # an entry answer always carries at least this much of the text
+
+
+def dumps(obj: Any) -> str:
+    return json.dumps(obj, ensure_ascii=False, separators=(",", ":"), default=str)
+
+
+class More(BaseModel):
+    tool: Literal["get"] = "get"
+    id: str
+    section: str | None = None
+
+
+class Truncation(BaseModel):
+    omitted: int = Field(0, description="items (hits, PRs, skills, entries) left out")
+    shown_chars: int | None = Field(None, description="characters of the text shown")
+    total_chars: int | None = Field(None, description="characters of the whole text")
+    hint: str
+
+
+class CompactHit(BaseModel):
+    id: str = Field(description="skill name or pr:<repo>#<N>; pass it to get")
+    title: str
+    kind: Literal["skill", "pr"]
+    status: str = Field(description="verified, failing, stale-*, unverified, draft or mined")
+    verified_on: str | None = None
+    verified_at: str | None = None
+    repo: str | None = None
+    pr: int | None = None
+    section: str = Field(description="the section the snippet comes from")
+    snippet: str
+    where: str = Field(description="path:line in the knowledge base")
+    more: More = Field(description="the get call that reads the rest")
+
+
+class SearchAnswer(BaseModel):
+    query: str
+    env: str | dict[str, str] | None = Field(None, description="environment statuses are for")
+    hits: list[CompactHit]
+    note: str | None = Field(None, description="why there are no hits, and what to try")
+    truncated: Truncation | None = None
+
+
+class EntryAnswer(BaseModel):
+    id: str
+    kind: Literal["skill", "pr"]
+    title: str
+    path: str
+    status: str
+    repo: str | None = None
+    pr: int | None = None
+    tags: list[str] = Field(default_factory=list)
+    verified_on: str | None = None
+    verified_at: str | None = None
+    sections: list[str] = Field(default_factory=list, description="section titles get accepts")
+    text: str = Field(description="the entry (or the asked section); never empty")
+    feedback: dict[str, Any] | None = Field(None, description="what users said after acting on it")
+    truncated: Truncation | None = None
+
+
+class HistoryAnswer(BaseModel):
+    repo: str
+    family: str
+    available: bool = True
+    message: str | None = None
+    globs: list[str] = Field(default_factory=list)
+    order: Literal["newest-first"] = "newest-first"
+    total: int = Field(0, description="PRs matching since/until, over all pages")
+    prs: list[dict[str, Any]] = Field(default_factory=list)
+    next_cursor: str | None = Field(None, description="pass as cursor for the next, older page")
+    truncated: Truncation | None = None
+
+
+class StaleAnswer(BaseModel):
+    available: bool = True
+    env: str | dict[str, str] | None = None
+    total: int
+    counts: dict[str, int]
+    skills: list[dict[str, Any]]
+    truncated: Truncation | None = None
+
+
+class ListedEntry(BaseModel):
+    id: str
+    kind: Literal["skill", "pr"]
+    title: str
+    status: str
+    tags: list[str] = Field(default_factory=list)
+    date: str | None = None
+
+
+class ListAnswer(BaseModel):
+    total: int = Field(description="entries matching the filters, over all pages")
+    counts: dict[str, dict[str, int]] = Field(
+        description="matching entries counted by kind, by status and by tag"
+    )
+    entries: list[ListedEntry]
+    next_cursor: str | None = None
+    truncated: Truncation | None = None
+
+
+class FeedbackAnswer(BaseModel):
+    recorded: dict[str, Any]
+    feedback: dict[str, Any] | None
+
+
+class ProposeAnswer(BaseModel):
+    name: str
+    path: str
+    status: Literal["draft"] = "draft"
+    indexed: bool
+    note: str | None = None
+
+
+# --------------------------------------------------------------------------- cursors
+
+
+def encode_cursor(offset: int) -> str:
+    return base64.urlsafe_b64encode(f"o:{offset}".encode()).decode().rstrip("=")
+
+
+def decode_cursor(cursor: str | None) -> int:
+    if not cursor:
+        return 0
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
+        if raw.startswith("o:") and raw[2:].isdigit():
+            return int(raw[2:])
+    except (ValueError, UnicodeDecodeError):
+        pass
+    raise InvalidArgument("cursor is not one this server gave out; start without it", "cursor")
+
+
+# --------------------------------------------------------------------------- budgets
+
+
+def _cut(s: str, width: int | None) -> str:
+    if width is None or len(s) <= width:
+        return s
+    return s[:width].rstrip() + "…"
+
+
+def fit_search(answer: dict[str, Any], max_chars: int) -> dict[str, Any]:
+    """Shorten snippets first, then drop the lowest hits."""
+    hits = answer["hits"]
+    out = dict(answer)
+    if len(out["query"]) > 120:
+        out["query"] = out["query"][:120] + "…"
+    for width in (None, 160, 80):
+        out["hits"] = [dict(h, snippet=_cut(h["snippet"], width)) for h in hits]
+        if len(dumps(out)) <= max_chars:
+            return out
+    shown = out["hits"]
+    while shown:
+        shown = shown[:-1]
+        out = dict(
+            out,
+            hits=shown,
+            truncated={
+                "omitted": len(hits) - len(shown),
+                "hint": "raise max_chars or lower k, or call get on one id",
+            },
+        )
+        if len(dumps(out)) <= max_chars:
+            return out
+    return out
+
+
+def fit_entry(doc: dict[str, Any], max_chars: int) -> dict[str, Any]:
+    """The text cut at the budget, never to nothing: tags and the section list go first."""
+    text = doc.get("text") or ""
+    out = dict(doc)
+    if len(dumps(out)) <= max_chars:
+        return out
+    for drop in ((), ("tags",), ("tags", "sections")):
+        head = {k: v for k, v in out.items() if k not in drop}
+        head["text"] = ""
+        head["truncated"] = {
+            "shown_chars": len(text),
+            "total_chars": len(text),
+            "hint": "ask for one section, or raise max_chars",
+        }
+        room = max_chars - len(dumps(head))
+        if room >= MIN_TEXT_CHARS or drop == ("tags", "sections"):
+            break
+    cut = text[: max(room, MIN_TEXT_CHARS)]
+    while len(cut) > MIN_TEXT_CHARS and len(dumps(cut)) - 2 > room:
+        cut = cut[: max(MIN_TEXT_CHARS, int(len(cut) * 0.9))]
+    head["text"] = cut.rstrip() + "…"
+    head["truncated"]["shown_chars"] = len(cut)
+    return head
+
+
+def fit_items(answer: dict[str, Any], key: str, max_chars: int, offset: int = 0) -> dict[str, Any]:
+    """Drop items from the end until the JSON fits; with paging, next_cursor resumes at the cut."""
+    items = list(answer.get(key) or [])
+    paged = "next_cursor" in answer
+    out = dict(answer)
+    n = len(items)
+    while True:
+        out[key] = items[:n]
+        if n < len(items):
+            out["truncated"] = {
+                "omitted": len(items) - n,
+                "hint": "follow next_cursor" if paged else "raise max_chars",
+            }
+            if paged:
+                out["next_cursor"] = encode_cursor(offset + n)
+        if len(dumps(out)) <= max_chars or n == 0:
+            return out
+        n = max(0, min(n - 1, int(n * max_chars / len(dumps(out)))))

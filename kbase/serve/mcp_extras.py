@@ -1,0 +1,136 @@
+"""MCP resources and prompts.
+
+Resources: `kbase://skill/{name}` (a skill's SKILL.md as written), `kbase://tags` (the tag
+vocabulary and the archive tags in the index), `kbase://statuses` (what each status means) and
+`kbase://glossary` (the English-Chinese glossary search expands queries with).
+Prompts: `triage-error` (from an error message to a fix backed by an entry) and
+`kernel-family-history` (what changed in a kernel family, and why).
+"""
+
+from __future__ import annotations
+
+import json
+from importlib import resources
+from typing import Any
+
+import yaml
+
+from kbase.closed_sets import DRAFT_STATUS, PR_STATUS, STATUS_SPECS
+from kbase.errors import KbaseError
+
+
+def tag_vocabulary(kb: Any) -> dict[str, Any]:
+    from kbase.search_query import ARCHIVE_TAG_KEYS
+    from kbase.vocab import vocabulary
+
+    archive: dict[str, set[str]] = {k: set() for k in ARCHIVE_TAG_KEYS}
+    for e in kb._entries():
+        for t in e.tags:
+            key, _, value = t.partition("=")
+            if key in archive:
+                archive[key].add(value)
+    return {
+        "usage": "search tags=['key=value', ...]; all must hold; aliases map to canonical values",
+        "keys": {
+            k: {"values": spec["values"], "aliases": spec["aliases"]}
+            for k, spec in vocabulary().items()
+        },
+        "archive_keys": {k: sorted(v) for k, v in archive.items()},
+    }
+
+
+def status_meanings() -> dict[str, str]:
+    out = {name: spec.meaning for name, spec in STATUS_SPECS.items()}
+    out[PR_STATUS] = "a pull-request card mined from git: a fact about what changed, not a claim"
+    out[DRAFT_STATUS] = "proposed from experience; not reviewed, never verified until it is"
+    return out
+
+
+def register_extras(srv: Any, service: Any) -> None:
+    from mcp.server.mcpserver.exceptions import ResourceError
+
+    kb = service.kb
+
+    @srv.resource(
+        "kbase://skill/{name}",
+        name="skill",
+        title="A kbase skill (SKILL.md)",
+        description="The SKILL.md of one skill, front-matter included, as its authors wrote it",
+        mime_type="text/markdown",
+    )
+    def skill(name: str) -> str:
+        from kbase.serve import params as P
+
+        try:
+            doc = kb.get(P.check_id(name))
+        except KbaseError as exc:
+            raise ResourceError(str(exc)) from None
+        if doc.kind != "skill":
+            raise ResourceError(f"{name!r} is not a skill; read PR cards with the get tool")
+        return (kb.root / doc.path).read_text(encoding="utf-8")
+
+    @srv.resource(
+        "kbase://tags",
+        name="tags",
+        title="Tag vocabulary",
+        description="Tag keys, canonical values and aliases for search filters",
+        mime_type="application/json",
+    )
+    def tags() -> str:
+        return json.dumps(tag_vocabulary(kb), ensure_ascii=False)
+
+    @srv.resource(
+        "kbase://statuses",
+        name="statuses",
+        title="Statuses",
+        description="What each entry status means and how much to trust it",
+        mime_type="application/json",
+    )
+    def statuses() -> str:
+        return json.dumps(status_meanings(), ensure_ascii=False)
+
+    @srv.resource(
+        "kbase://glossary",
+        name="glossary",
+        title="Glossary (English / Chinese)",
+        description="GPU-kernel terms with Chinese equivalents and aliases, as search expands them",
+        mime_type="application/json",
+    )
+    def glossary() -> str:
+        text = resources.files("kbase.data").joinpath("glossary.yaml").read_text(encoding="utf-8")
+        return json.dumps(yaml.safe_load(text), ensure_ascii=False)
+
+    @srv.prompt(
+        name="triage-error",
+        title="Triage a GPU-kernel error",
+        description="From an error message or symptom to a fix backed by a kbase entry",
+    )
+    def triage_error(error: str, context: str = "") -> str:
+        where = f"\n\nContext: {context.strip()}" if context.strip() else ""
+        return (
+            "A GPU kernel fails with this error or symptom:\n\n"
+            f"```text\n{error.strip()[:4000]}\n```{where}\n\n"
+            "1. Call the kbase `search` tool with the literal error text (k=5).\n"
+            "2. `get` the best hit, or the section its `more` names. Prefer `verified` entries; "
+            "treat `failing`, `stale-*` and `draft` ones as leads to check.\n"
+            "3. Explain the likely cause, then the fix, citing the entry id. If no entry fits, say "
+            "so and reason from the error itself.\n"
+            "4. Once the fix works, record it: `feedback` on the entry you used, or `propose` a "
+            "draft if kbase had nothing (when the server allows writes)."
+        )
+
+    @srv.prompt(
+        name="kernel-family-history",
+        title="What changed in a kernel family",
+        description="Summarise the recent PRs of one kernel family in one archived repo",
+    )
+    def kernel_family_history(repo: str, family: str, since: str = "") -> str:
+        window = f" since {since.strip()}" if since.strip() else ""
+        return (
+            f"Summarise how the `{family}` kernels of `{repo}` changed{window}.\n\n"
+            f"1. Call `history` with repo={repo!r}, family={family!r}"
+            + (f", since={since.strip()!r}" if since.strip() else "")
+            + " (newest first; follow next_cursor if the story needs older PRs).\n"
+            "2. `get` the two or three PRs that matter most (pr:<repo>#<N>).\n"
+            "3. Report what changed, why, and which PRs a reader should open, newest first."
+        )

@@ -1,0 +1,372 @@
+"""The MCP tools: every parameter described, typed, bounded and defaulted in its input schema;
+every answer a model (its output schema) sent as structured content and as JSON text.
+
+Read-only tools: search, get, history, list, stale. Write tools (feedback, propose) exist only
+when the server runs with `--allow-write`; they are annotated as writes and rate-limited.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Annotated, Any, Literal
+
+from pydantic import Field
+
+from kbase.closed_sets import ENTRY_STATUSES, EntryStatus
+from kbase.envspec import ENV_HELP, parse_env
+from kbase.errors import InvalidArgument, KbaseError
+from kbase.feedback import MAX_NOTE_CHARS, VERDICTS
+from kbase.schema import SearchQuery
+from kbase.search_query import MAX_K, MAX_QUERY_CHARS, MAX_TAGS
+from kbase.serve import mcp_answers as A
+from kbase.serve import params as P
+
+DEFAULT_GET_CHARS = 20_000
+DEFAULT_HISTORY_LIMIT = 20
+MAX_HISTORY_LIMIT = 200
+DEFAULT_LIST_LIMIT = 50
+MAX_LIST_LIMIT = 500
+
+Budget = Annotated[
+    int,
+    Field(
+        ge=P.MIN_MAX_CHARS,
+        le=P.MAX_MAX_CHARS,
+        description="the most characters the JSON answer may take; longer answers are cut and "
+        "say so in `truncated`",
+    ),
+]
+Env = Annotated[str | None, Field(description=ENV_HELP, max_length=200)]
+Day = Annotated[
+    str | None, Field(description="YYYY-MM-DD, inclusive", pattern=r"^\d{4}-\d{2}-\d{2}$")
+]
+Cursor = Annotated[
+    str | None, Field(description="next_cursor of the previous page", max_length=100)
+]
+TAGS_HELP = (
+    "key=value filters that must all hold. Keys: languages, kernel_types, archs, techniques "
+    "(values: resource kbase://tags; aliases such as archs=hopper work) and, for PR cards, "
+    "family, category, repo. Example: ['archs=sm90', 'languages=triton']"
+)
+Verdict = Literal["helpful", "harmful", "outdated"]
+
+
+class RateLimit:
+    """At most `n` calls per `per` seconds (a sliding window), for the write tools."""
+
+    def __init__(self, n: int = 10, per: float = 60.0):
+        self.n, self.per = n, per
+        self.calls: list[float] = []
+        self.lock = threading.Lock()
+
+    def take(self) -> None:
+        now = time.monotonic()
+        with self.lock:
+            self.calls = [t for t in self.calls if now - t < self.per]
+            if len(self.calls) >= self.n:
+                wait = self.per - (now - self.calls[0])
+                raise InvalidArgument(
+                    f"write rate limit: at most {self.n} writes per {self.per:g} s; "
+                    f"try again in {wait:.0f} s"
+                )
+            self.calls.append(now)
+
+
+def _result(model: type, data: dict[str, Any]) -> Any:
+    """Structured content checked against the tool's output model, and the same JSON as text."""
+    from mcp.types import CallToolResult, TextContent
+
+    clean = model.model_validate(data).model_dump(mode="json", exclude_none=True)
+    return CallToolResult(
+        content=[TextContent(type="text", text=A.dumps(clean))], structured_content=clean
+    )
+
+
+def compact_hit(h: Any) -> dict[str, Any]:
+    more: dict[str, Any] = {"tool": "get", "id": h.id}
+    # "summary" is built from the front-matter, not a section get() returns: read it whole then
+    if h.section and h.section != "summary":
+        more["section"] = h.section
+    return {
+        "id": h.id,
+        "title": h.title,
+        "kind": h.kind,
+        "status": h.status,
+        "verified_on": h.verified_on,
+        "verified_at": h.verified_at,
+        "repo": h.repo,
+        "pr": h.pr,
+        "section": h.section,
+        "snippet": h.snippet,
+        "where": f"{h.path}:{h.line}" if h.line else h.path,
+        "more": more,
+    }
+
+
+def register_tools(
+    srv: Any, service: Any, allow_write: bool = False, writes: RateLimit | None = None
+) -> None:
+    from mcp.server.mcpserver.exceptions import ToolError
+    from mcp.types import ToolAnnotations
+
+    kb = service.kb
+    ro = dict(readOnlyHint=True, destructiveHint=False, idempotentHint=True, openWorldHint=False)
+
+    def run(fn: Any, *a: Any, **kw: Any) -> Any:
+        try:
+            return fn(*a, **kw)
+        except KbaseError as exc:
+            raise ToolError(str(exc)) from None
+
+    @srv.tool(annotations=ToolAnnotations(title="Search kbase", **ro))
+    def search(
+        query: Annotated[
+            str,
+            Field(
+                min_length=1,
+                max_length=MAX_QUERY_CHARS,
+                description="a symptom, the literal error message, or a topic",
+            ),
+        ],
+        k: Annotated[int, Field(ge=1, le=MAX_K, description="number of hits")] = P.DEFAULT_K,
+        kind: Annotated[
+            Literal["skill", "pr"] | None,
+            Field(description="only skills (verified know-how) or only PR cards (mined history)"),
+        ] = None,
+        repo: Annotated[
+            str | None, Field(description="only PR cards of this archived repo", max_length=100)
+        ] = None,
+        tags: Annotated[list[str], Field(description=TAGS_HELP, max_length=MAX_TAGS)] = [],  # noqa: B006
+        status: Annotated[
+            list[EntryStatus],
+            Field(
+                description="only entries with one of these statuses",
+                max_length=len(ENTRY_STATUSES),
+            ),
+        ] = [],  # noqa: B006
+        since: Day = None,
+        until: Day = None,
+        env: Env = None,
+        max_chars: Budget = P.DEFAULT_MAX_CHARS,
+    ) -> A.SearchAnswer:
+        """Find skills and PR cards for a symptom, error message or topic: compact hits, each
+        with its verification status and the `get` call that reads more."""
+        e = run(parse_env, env)
+        q = run(
+            SearchQuery.parse,
+            query=query,
+            k=k,
+            kind=kind,
+            repo=repo,
+            tags=tags,
+            status=status,
+            since=since,
+            until=until,
+            env=e,
+        )
+        result = run(service.search, q)
+        data: dict[str, Any] = {
+            "query": result.query,
+            "env": e,
+            "hits": [compact_hit(h) for h in result.hits],
+        }
+        if not result.hits:
+            data["note"] = (
+                "no hits: try the literal error text, fewer words, or fewer filters"
+                if (kind or repo or tags or status or since or until)
+                else "no hits: try the literal error text or fewer words; `list` shows what exists"
+            )
+        return _result(A.SearchAnswer, A.fit_search(data, max_chars))
+
+    @srv.tool(annotations=ToolAnnotations(title="Read a kbase entry", **ro))
+    def get(
+        id: Annotated[  # noqa: A002
+            str,
+            Field(
+                min_length=1,
+                max_length=120,
+                description="a skill name (e.g. gpu-kernel-timing) or pr:<repo>#<N>, from search",
+            ),
+        ],
+        section: Annotated[
+            str | None,
+            Field(
+                max_length=120,
+                description="only this section: a heading title (see `sections` of a whole "
+                "answer), or trigger, steps, failure_modes",
+            ),
+        ] = None,
+        env: Env = None,
+        max_chars: Budget = DEFAULT_GET_CHARS,
+    ) -> A.EntryAnswer:
+        """Read one entry in full, or one section of it, with its status and users' feedback."""
+        doc = run(
+            kb.get, run(P.check_id, id), run(P.check_section, section), env=run(parse_env, env)
+        )
+        d = doc.model_dump(mode="json")
+        d["sections"] = [s.title for s in doc.sections]
+        if not d.get("text"):
+            d["text"] = doc.title  # an entry with no body still says what it is
+        return _result(A.EntryAnswer, A.fit_entry(d, max_chars))
+
+    @srv.tool(annotations=ToolAnnotations(title="Kernel family history", **ro))
+    def history(
+        repo: Annotated[
+            str,
+            Field(min_length=1, max_length=100, description="an archived repo, e.g. flashinfer"),
+        ],
+        family: Annotated[
+            str,
+            Field(
+                min_length=1,
+                max_length=100,
+                description="a kernel family of that repo, e.g. attention",
+            ),
+        ],
+        since: Day = None,
+        until: Day = None,
+        limit: Annotated[
+            int, Field(ge=1, le=MAX_HISTORY_LIMIT, description="PRs per page")
+        ] = DEFAULT_HISTORY_LIMIT,
+        cursor: Cursor = None,
+        max_chars: Budget = P.DEFAULT_MAX_CHARS,
+    ) -> A.HistoryAnswer:
+        """The PRs that changed one kernel family in one archived repo, newest first, a page
+        at a time (follow next_cursor for older ones)."""
+        for name, day in (("since", since), ("until", until)):
+            run(SearchQuery.parse, query="x", **{name: day})  # the same date check as search
+        res = run(
+            kb.history,
+            run(P.check_slug, "repo", repo, True),
+            run(P.check_slug, "family", family, True),
+        )
+        rows = [r.model_dump(mode="json") for r in res.prs]
+        rows = [
+            r
+            for r in rows
+            if (not since or r["date"][:10] >= since) and (not until or r["date"][:10] <= until)
+        ]
+        rows.sort(key=lambda r: (r["date"], r["pr"]), reverse=True)
+        offset = run(A.decode_cursor, cursor)
+        page = rows[offset : offset + limit]
+        data = res.model_dump(mode="json", exclude={"prs"})
+        data.update(
+            total=len(rows),
+            prs=page,
+            next_cursor=A.encode_cursor(offset + limit) if offset + limit < len(rows) else None,
+        )
+        return _result(A.HistoryAnswer, A.fit_items(data, "prs", max_chars, offset))
+
+    @srv.tool(annotations=ToolAnnotations(title="List kbase entries", **ro))
+    def list(  # noqa: A001
+        kind: Annotated[
+            Literal["skill", "pr"] | None, Field(description="only skills or only PR cards")
+        ] = None,
+        status: Annotated[
+            EntryStatus | None, Field(description="only entries with this status")
+        ] = None,
+        tag: Annotated[
+            str | None, Field(description="only entries with this key=value tag", max_length=100)
+        ] = None,
+        limit: Annotated[
+            int, Field(ge=1, le=MAX_LIST_LIMIT, description="entries per page")
+        ] = DEFAULT_LIST_LIMIT,
+        cursor: Cursor = None,
+        max_chars: Budget = P.DEFAULT_MAX_CHARS,
+    ) -> A.ListAnswer:
+        """What the knowledge base holds: entries by kind, status and tag, with counts."""
+        want_tag = run(SearchQuery.parse, query="x", tags=[tag]).tags[0] if tag else None
+        rows = [
+            e
+            for e in run(kb.list_entries, kind)
+            if (status is None or e.status == status) and (want_tag is None or want_tag in e.tags)
+        ]
+        counts: dict[str, dict[str, int]] = {"kind": {}, "status": {}, "tags": {}}
+        for e in rows:
+            counts["kind"][e.kind] = counts["kind"].get(e.kind, 0) + 1
+            counts["status"][e.status] = counts["status"].get(e.status, 0) + 1
+            for t in e.tags:
+                counts["tags"][t] = counts["tags"].get(t, 0) + 1
+        offset = run(A.decode_cursor, cursor)
+        page = rows[offset : offset + limit]
+        data = {
+            "total": len(rows),
+            "counts": counts,
+            "entries": [
+                {
+                    "id": e.id,
+                    "kind": e.kind,
+                    "title": e.title,
+                    "status": e.status,
+                    "tags": e.tags,
+                    "date": e.date,
+                }
+                for e in page
+            ],
+            "next_cursor": A.encode_cursor(offset + limit) if offset + limit < len(rows) else None,
+        }
+        if len(A.dumps(data)) > max_chars and len(counts["tags"]) > 40:
+            top = sorted(counts["tags"].items(), key=lambda kv: -kv[1])[:40]
+            counts["tags"] = dict(top)  # the long tail of PR tags goes first
+        return _result(A.ListAnswer, A.fit_items(data, "entries", max_chars, offset))
+
+    @srv.tool(annotations=ToolAnnotations(title="Failing or stale skills", **ro))
+    def stale(env: Env = None, max_chars: Budget = P.DEFAULT_MAX_CHARS) -> A.StaleAnswer:
+        """Skills whose verification fails or is out of date (for `env`), worst first, with why."""
+        e = run(parse_env, env)
+        data = run(kb.stale, e).model_dump(mode="json")
+        data["env"] = e
+        return _result(A.StaleAnswer, A.fit_items(data, "skills", max_chars))
+
+    if not allow_write:
+        return
+    writes = writes or RateLimit()
+    rw = dict(readOnlyHint=False, destructiveHint=False, idempotentHint=False, openWorldHint=False)
+
+    @srv.tool(annotations=ToolAnnotations(title="Record feedback on an entry", **rw))
+    def feedback(
+        id: Annotated[
+            str, Field(min_length=1, max_length=120, description="the entry you acted on")
+        ],  # noqa: A002
+        verdict: Annotated[
+            Verdict,
+            Field(description="; ".join(f"{v}: {why}" for v, (_, why) in VERDICTS.items())),
+        ],
+        note: Annotated[
+            str, Field(max_length=MAX_NOTE_CHARS, description="what happened, in a sentence or two")
+        ] = "",
+    ) -> A.FeedbackAnswer:
+        """Say how acting on an entry went. Appended to a log, shown with the entry, and a mild
+        ranking signal; it never changes a verification status."""
+        run(writes.take)
+        return _result(
+            A.FeedbackAnswer, run(kb.feedback, run(P.check_id, id), verdict, note, "mcp")
+        )
+
+    @srv.tool(annotations=ToolAnnotations(title="Propose a draft skill", **rw))
+    def propose(
+        title: Annotated[
+            str, Field(min_length=1, max_length=120, description="one line: the problem")
+        ],
+        symptom: Annotated[
+            str,
+            Field(
+                min_length=1, max_length=2000, description="the symptom or the literal error text"
+            ),
+        ],
+        cause: Annotated[str, Field(min_length=1, max_length=2000, description="why it happened")],
+        fix: Annotated[str, Field(min_length=1, max_length=2000, description="what fixed it")],
+        snippet: Annotated[
+            str | None,
+            Field(
+                max_length=20_000,
+                description="optional Python check that exits 0 when the fix holds (runs later, "
+                "in the sandbox, after review)",
+            ),
+        ] = None,
+    ) -> A.ProposeAnswer:
+        """Turn what you just learned into a draft skill under skills/_drafts/: searchable with
+        status draft, and verified only after a person reviews it and its check passes."""
+        run(writes.take)
+        return _result(A.ProposeAnswer, run(kb.propose, title, symptom, cause, fix, snippet))

@@ -1,0 +1,169 @@
+"""The `[unbacked-number]` lint: every number a skill's prose states is backed by one of its claims.
+
+Scanned: the description, the steps, the failure modes and the body prose (outside fenced code,
+inline code spans, URLs and link targets). A number is backed when the same value appears in the
+`text` or `expect` of one of the skill's claims (measured or cited), or in the allowlist
+kbase/data/number_allowlist.yaml (definitions that need no measurement, each with a reason).
+
+What counts as a number: 448, 1.5, 1e-3, 2^-10 (and 2**-10), 1.5x / 2.0×, 67 %. Not numbers:
+digits inside identifiers (fp16, sm_90, e4m3, H100, float8_e4m3fn), list numbering at the start
+of a line, version strings with two dots (12.8.1) and versions after a tool's name (Triton 3.6,
+CUDA 12.8): a version names an environment rather than stating a quantity.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import re
+from importlib import resources
+
+_POW = r"(?P<base>\d+)\s*(?:\^|\*\*)\s*(?P<exp>[-+−]?\d+)"
+_DEC = r"(?P<num>\d+(?:,\d{3})*(?:\.\d+)?(?:[eE][-+]?\d+)?)"
+# not glued to a word character or a dot on the left (fp16, sm_90, .5 of 0.5 handled by _DEC)
+NUMBER_RE = re.compile(rf"(?<![\w./^*])-?(?:{_POW}|{_DEC})(?![\w.]*\d)(?![A-Za-wyzA-Z_])")
+_CODE_SPAN = re.compile(r"`+[^`]*`+")
+_URL = re.compile(r"https?://\S+|\]\([^)]*\)|<[^>]+>")
+_LIST_NUM = re.compile(r"^\s*\d+[.)]\s")
+_VERSION = re.compile(r"\b\d+\.\d+\.\d+\b")
+# a version names an environment, it is not a quantity: "Triton 3.6", "CUDA 12.8", "torch 2.11"
+_TOOL_VERSION = re.compile(
+    r"(?i)\b(triton|torch|pytorch|cuda|nvcc|python|cutlass|cudnn|cublas|driver|ptx isa|jax)"
+    r"\s+v?\d+(?:\.\d+)+"
+)
+
+
+def _value(m: re.Match) -> float | None:
+    try:
+        if m.group("base") is not None:
+            exp = m.group("exp").replace("−", "-")
+            return float(int(m.group("base")) ** int(exp))
+        v = float(m.group("num").replace(",", ""))
+    except (ValueError, OverflowError):
+        return None
+    return -v if m.group(0).startswith("-") else v
+
+
+def _clean(text: str) -> str:
+    text = _TOOL_VERSION.sub(" ", _URL.sub(" ", _CODE_SPAN.sub(" ", text)))
+    return _VERSION.sub(" ", text)
+
+
+def numbers_in(text: str) -> list[tuple[str, float]]:
+    """(as written, value) for every number in a piece of prose."""
+    return [(w, v) for w, v, _ in _numbers_at(_clean(text))]
+
+
+def _numbers_at(text: str) -> list[tuple[str, float, str]]:
+    """(as written, value, the words around it) in already cleaned text."""
+    out = []
+    for m in NUMBER_RE.finditer(text):
+        v = _value(m)
+        if v is not None and math.isfinite(v):
+            around = text[max(0, m.start() - 40) : m.end() + 40].lower()
+            out.append((m.group(0).strip(), v, around))
+    return out
+
+
+def _same(a: float, b: float) -> bool:
+    return a == b or abs(a) == abs(b) or math.isclose(abs(a), abs(b), rel_tol=1e-9)
+
+
+@functools.cache
+def allowlist() -> tuple[tuple[float, tuple[str, ...], str], ...]:
+    """(value, words one of which must be near it (empty: any context), reason)."""
+    import yaml
+
+    raw = resources.files("kbase.data").joinpath("number_allowlist.yaml").read_text("utf-8")
+    data = yaml.safe_load(raw) or {}
+    out = []
+    for item in data.get("numbers", []):
+        near = tuple(str(w).lower() for w in item.get("near") or ())
+        out.append((float(item["value"]), near, str(item["reason"])))
+    return tuple(out)
+
+
+def backing_values(claims) -> list[float]:
+    vals: list[float] = []
+    for c in claims:
+        for field in (c.text, c.expect or ""):
+            vals += [v for _, v in numbers_in(field)]
+    return vals
+
+
+def _backed(v: float, around: str, backed: list[float]) -> bool:
+    if any(_same(v, b) for b in backed):
+        return True
+    return any(
+        _same(v, a) and (not near or any(w in around for w in near)) for a, near, _ in allowlist()
+    )
+
+
+def body_lines(text: str) -> list[tuple[int, str]]:
+    """(file line, prose) for the body of a SKILL.md: no front-matter, no fenced code."""
+    lines = text.split("\n")
+    out: list[tuple[int, str]] = []
+    start = 0
+    if lines and lines[0].strip() == "---":
+        for i in range(1, len(lines)):
+            if lines[i].strip() in ("---", "..."):
+                start = i + 1
+                break
+    fence: str | None = None
+    in_comment = False
+    for i in range(start, len(lines)):
+        s = lines[i].strip()
+        if fence:
+            if s.startswith(fence):
+                fence = None
+            continue
+        if s.startswith("```") or s.startswith("~~~"):
+            fence = s[:3]
+            continue
+        if in_comment or s.startswith("<!--"):
+            in_comment = "-->" not in s
+            continue
+        if _LIST_NUM.match(lines[i]):
+            s = _LIST_NUM.sub("", lines[i], count=1)
+        out.append((i + 1, s))
+    return out
+
+
+def unbacked_numbers(skill) -> list:
+    """kbase.schema.Problem per unbacked number, with the line it is on."""
+    from kbase.schema import Problem
+
+    m = skill.meta
+    backed = backing_values(getattr(m, "claims", []) or [])
+    d = skill.doc
+    places: list[tuple[int, str, str]] = [
+        (d.line_of(("description",)), "description", m.description)
+    ]
+    places += [(d.line_of(("steps", i)), f"steps.{i}", s) for i, s in enumerate(m.steps)]
+    for i, fm in enumerate(m.failure_modes):
+        for part in ("symptom", "cause", "fix"):
+            places.append(
+                (
+                    d.line_of(("failure_modes", i, part)),
+                    f"failure_modes.{i}.{part}",
+                    getattr(fm, part),
+                )
+            )
+    places += [(n, "body", text) for n, text in body_lines(skill.text)]
+    problems = []
+    for line, where, text in places:
+        seen: set[str] = set()
+        for written, v, around in _numbers_at(_clean(text)):
+            if written in seen or _backed(v, around, backed):
+                continue
+            seen.add(written)
+            problems.append(
+                Problem(
+                    path=skill.path,
+                    line=line,
+                    field="unbacked-number",
+                    message=f"{written} in {where} is not backed by a claim (claims: text/expect) "
+                    "or kbase/data/number_allowlist.yaml",
+                )
+            )
+    return problems

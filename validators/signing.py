@@ -1,0 +1,205 @@
+"""Signed ledger rows: ed25519 over the row's canonical JSON, checked against trusted public keys.
+
+A row signed by a runner carries `"sig": {"alg": "ed25519", "key": <key id>, "value": <base64>}`;
+the signature covers the canonical JSON of the row without its `sig` (sorted keys, no spaces,
+UTF-8), so re-serialising a row (merge-ledger) keeps it valid. Public keys of trusted runners live
+in ledger/trusted-keys/*.pub; when that folder holds any key, only rows signed by one of them count
+toward a status, and every other row is `self-reported`.
+
+Key files: the private key is PKCS#8 PEM (mode 0600, never committed); the public key is one line,
+`kbase-ed25519 <base64 of the 32 raw bytes> <comment>`. The key id is the first 16 hex digits of
+the SHA-256 of the raw public key.
+"""
+
+from __future__ import annotations
+
+import base64
+import functools
+import hashlib
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from kbase.errors import KbaseError
+
+TRUSTED_DIR = "trusted-keys"
+PUB_PREFIX = "kbase-ed25519"
+# trust labels of a row
+TRUSTED, SELF_REPORTED, BAD_SIGNATURE = "trusted", "self-reported", "bad-signature"
+
+
+class SigningError(KbaseError, ValueError):
+    """A signing key that cannot be read or used; nothing is run or recorded."""
+
+    code = "signing"
+
+
+def _crypto():
+    try:
+        from cryptography.exceptions import InvalidSignature
+        from cryptography.hazmat.primitives import serialization
+        from cryptography.hazmat.primitives.asymmetric.ed25519 import (
+            Ed25519PrivateKey,
+            Ed25519PublicKey,
+        )
+    except ImportError as exc:  # pragma: no cover - cryptography is a dependency
+        raise SigningError("signing needs the `cryptography` package") from exc
+    return InvalidSignature, serialization, Ed25519PrivateKey, Ed25519PublicKey
+
+
+def canonical_payload(row: dict) -> bytes:
+    body = {k: v for k, v in row.items() if k != "sig"}
+    return json.dumps(
+        body, sort_keys=True, ensure_ascii=False, separators=(",", ":"), allow_nan=False
+    ).encode("utf-8")
+
+
+def key_id(raw_public: bytes) -> str:
+    return hashlib.sha256(raw_public).hexdigest()[:16]
+
+
+def public_line(raw_public: bytes, comment: str) -> str:
+    return f"{PUB_PREFIX} {base64.b64encode(raw_public).decode()} {comment}".strip() + "\n"
+
+
+def keygen(path: Path, comment: str = "", force: bool = False) -> tuple[Path, Path, str]:
+    """Write a private key at `path` (0600) and its public key at `path`.pub; returns the key id."""
+    _, serialization, priv_cls, _ = _crypto()
+    path = Path(path)
+    pub_path = path.with_name(path.name + ".pub")
+    if not force and (path.exists() or pub_path.exists()):
+        raise SigningError(f"{path} or {pub_path} exists already (pass --force to overwrite)")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    key = priv_cls.generate()
+    pem = key.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.PKCS8,
+        serialization.NoEncryption(),
+    )
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "wb") as fh:
+        fh.write(pem)
+    os.chmod(path, 0o600)
+    raw = key.public_key().public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
+    pub_path.write_text(public_line(raw, comment or path.stem), encoding="utf-8")
+    return path, pub_path, key_id(raw)
+
+
+@dataclass(frozen=True)
+class Signer:
+    key: object  # Ed25519PrivateKey
+    key_id: str
+
+    def sign(self, row: dict) -> dict:
+        sig = self.key.sign(canonical_payload(row))  # type: ignore[attr-defined]
+        signed = {k: v for k, v in row.items() if k != "sig"}
+        signed["sig"] = {
+            "alg": "ed25519",
+            "key": self.key_id,
+            "value": base64.b64encode(sig).decode(),
+        }
+        return signed
+
+
+def load_signer(path: str | Path) -> Signer:
+    _, serialization, priv_cls, _ = _crypto()
+    try:
+        data = Path(path).read_bytes()
+    except OSError as exc:
+        raise SigningError(f"KBASE_SIGNING_KEY={path}: {exc.strerror or exc}") from None
+    try:
+        key = serialization.load_pem_private_key(data, password=None)
+    except (ValueError, TypeError) as exc:
+        raise SigningError(f"{path}: not an unencrypted PEM private key ({exc})") from None
+    if not isinstance(key, priv_cls):
+        raise SigningError(f"{path}: not an ed25519 key")
+    raw = key.public_key().public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
+    return Signer(key, key_id(raw))
+
+
+def signer_from_env() -> Signer | None:
+    """The signer named by KBASE_SIGNING_KEY, loaded once (before any snippet runs), or None."""
+    path = os.environ.get("KBASE_SIGNING_KEY")
+    return _cached_signer(os.path.realpath(path)) if path else None
+
+
+@functools.lru_cache(maxsize=4)
+def _cached_signer(path: str) -> Signer:
+    return load_signer(path)
+
+
+def parse_public(text: str, where: str) -> tuple[str, object]:
+    _, _, _, pub_cls = _crypto()
+    parts = text.strip().split()
+    if len(parts) < 2 or parts[0] != PUB_PREFIX:
+        raise SigningError(f"{where}: expected `{PUB_PREFIX} <base64> [comment]`")
+    try:
+        raw = base64.b64decode(parts[1], validate=True)
+        key = pub_cls.from_public_bytes(raw)
+    except (ValueError, TypeError) as exc:
+        raise SigningError(f"{where}: not an ed25519 public key ({exc})") from None
+    return key_id(raw), key
+
+
+@dataclass
+class TrustedKeys:
+    keys: dict[str, object]  # key id -> Ed25519PublicKey
+    names: dict[str, str]  # key id -> file name
+    problems: list[str]
+
+    @property
+    def configured(self) -> bool:
+        """Any trusted key (or a broken key file, which must not silently disable trust)."""
+        return bool(self.keys) or bool(self.problems)
+
+    def check(self, row: dict) -> str:
+        """TRUSTED, SELF_REPORTED (unsigned, or signed by a key not trusted) or BAD_SIGNATURE."""
+        sig = row.get("sig")
+        if not isinstance(sig, dict):
+            return SELF_REPORTED
+        invalid_signature, *_ = _crypto()
+        key = self.keys.get(str(sig.get("key")))
+        if key is None:
+            return SELF_REPORTED
+        try:
+            value = base64.b64decode(str(sig.get("value", "")), validate=True)
+            key.verify(value, canonical_payload(row))  # type: ignore[attr-defined]
+        except (invalid_signature, ValueError, TypeError):
+            return BAD_SIGNATURE
+        return TRUSTED
+
+
+def trusted_keys(root: Path) -> TrustedKeys:
+    folder = Path(root) / "ledger" / TRUSTED_DIR
+    keys: dict[str, object] = {}
+    names: dict[str, str] = {}
+    problems: list[str] = []
+    if folder.is_dir():
+        for f in sorted(folder.glob("*.pub")):
+            shown = f"ledger/{TRUSTED_DIR}/{f.name}"
+            try:
+                kid, key = parse_public(f.read_text(encoding="utf-8"), shown)
+            except (SigningError, OSError) as exc:
+                problems.append(str(exc))
+                continue
+            keys[kid], names[kid] = key, f.name
+    return TrustedKeys(keys, names, problems)
+
+
+def signature_state(row: dict, keys: TrustedKeys) -> str:
+    """How a row stands: TRUSTED, SELF_REPORTED or BAD_SIGNATURE (signed, but it does not verify).
+
+    Without trusted keys a signature can still be checked against nobody, so unsigned and signed
+    rows alike are self-reported; callers decide whether that matters (see `counts`).
+    """
+    return keys.check(row)
+
+
+def counts(row: dict, keys: TrustedKeys) -> bool:
+    """Whether a row may count toward a status: sandboxed, and trusted when keys are configured."""
+    if row.get("isolated") is False:
+        return False
+    if not keys.configured:
+        return True
+    return keys.check(row) == TRUSTED
