@@ -102,3 +102,38 @@ class ArchiveAPI:
         from kbase.ingest.mining import mine as run_mine
 
         return run_mine(repo_path, self.root, rec, since=since, full=full, progress=progress)
+
+    def recipe_suggest(self, repo_path: str, name: str, write: bool = False) -> dict[str, Any]:
+        """Families proposed from a clone's directories and file names; `write` saves the recipe."""
+        from kbase.ingest.recipe_tools import suggest_for_repo
+
+        text, fams, upstream = suggest_for_repo(repo_path, name)
+        dest = None
+        if write:
+            dest = self.root / "pr_archive" / "recipes" / f"{name}.yaml"
+            if dest.exists():
+                raise InvalidArgument(f"{dest} exists; edit it or remove it first", "name")
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            dest.write_text(text, encoding="utf-8")
+        return {
+            "name": name,
+            "upstream": upstream,
+            "families": fams,
+            "written": str(dest) if dest else None,
+            "text": text,
+        }
+
+    def recipe_lint(self, recipe: str, repo_path: str) -> dict[str, Any]:
+        """Globs that match nothing in the clone's history or pull in another family's files."""
+        from kbase.ingest.mining import open_repo
+        from kbase.ingest.recipe_tools import lint_families, repo_paths
+        from kbase.ingest.recipes import find_recipe, load_recipe_file
+
+        path = find_recipe(recipe, self.root)
+        rec = load_recipe_file(path, self.root)
+        paths = repo_paths(str(open_repo(repo_path).git_dir))
+        return {
+            "recipe": str(path),
+            "paths": len(paths),
+            "problems": lint_families(rec.families, paths),
+        }

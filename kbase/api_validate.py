@@ -253,6 +253,14 @@ class ValidateAPI:
         return merge_ledger(self.root, Path(other))
 
     # ------------------------------------------------------------------ trust
+    @staticmethod
+    def new_keypair(path: Path, *, comment: str = "", force: bool = False) -> dict[str, Any]:
+        """An ed25519 key pair for signing rows; needs no knowledge base."""
+        from kbase.validators.signing import keygen
+
+        priv, pub, kid = keygen(Path(path), comment=comment, force=force)
+        return {"private": str(priv), "public": str(pub), "key_id": kid, "trusted": None}
+
     def keygen(
         self, path: Path, *, comment: str = "", trust: bool = False, force: bool = False
     ) -> dict[str, Any]:

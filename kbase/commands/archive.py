@@ -16,7 +16,6 @@ from kbase.commands.common import (
     handles_errors,
     kb,
     print_json,
-    root_path,
 )
 
 
@@ -125,26 +124,10 @@ def recipe_suggest(
     as_json: bool = JsonOpt,
 ) -> None:
     """Propose families from the directory structure and file names (upstream from origin)."""
-    from kbase.errors import InvalidArgument
-    from kbase.ingest.recipe_tools import suggest_for_repo
-
-    text, fams, upstream = suggest_for_repo(repo, name)
-    dest = None
-    if write:
-        dest = root_path(root) / "pr_archive" / "recipes" / f"{name}.yaml"
-        if dest.exists():
-            raise InvalidArgument(f"{dest} exists; edit it or remove it first", "name")
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        dest.write_text(text, encoding="utf-8")
+    out = kb(root).recipe_suggest(repo, name, write=write)
+    text, dest = out.pop("text"), out["written"]
     if as_json:
-        print_json(
-            {
-                "name": name,
-                "upstream": upstream,
-                "families": fams,
-                "written": str(dest) if dest else None,
-            }
-        )
+        print_json(out)
         return
     console.print(text, highlight=False, markup=False, end="")
     if dest:
@@ -158,15 +141,8 @@ def recipe_lint(
     as_json: bool = JsonOpt,
 ) -> None:
     """Globs that match nothing in the history, or pull in files named after another family."""
-    from kbase.ingest.mining import open_repo
-    from kbase.ingest.recipe_tools import lint_families, repo_paths
-    from kbase.ingest.recipes import find_recipe, load_recipe_file
-
-    r = root_path(root)
-    path = find_recipe(recipe, r)
-    rec = load_recipe_file(path, r)
-    paths = repo_paths(str(open_repo(repo).git_dir))
-    problems = lint_families(rec.families, paths)
+    out = kb(root).recipe_lint(recipe, repo)
+    path, paths, problems = out["recipe"], out["paths"], out["problems"]
     if as_json:
         print_json(
             {"recipe": str(path), "paths": len(paths), "problems": [p.__dict__ for p in problems]}

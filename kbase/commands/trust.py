@@ -28,10 +28,9 @@ def keygen(
     if trust:
         info = kb(root).keygen(path, comment=comment, trust=True, force=force)
     else:  # a key pair needs no knowledge base
-        from kbase.validators.signing import keygen as make
+        from kbase.api import KnowledgeBase
 
-        priv, pub, kid = make(path, comment=comment, force=force)
-        info = {"private": str(priv), "public": str(pub), "key_id": kid, "trusted": None}
+        info = KnowledgeBase.new_keypair(path, comment=comment, force=force)
     if as_json:
         print_json(info)
         return
