@@ -76,7 +76,7 @@ def init(
 
 
 # parse → index → retrieve → serve, with validators beside it
-_COMMAND_MODULES = ("core", "validate", "archive", "serve", "trust")
+_COMMAND_MODULES = ("core", "validate", "archive", "serve", "trust", "experience")
 
 for _mod in _COMMAND_MODULES:
     importlib.import_module(f"kbase.commands.{_mod}").register(app)

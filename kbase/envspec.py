@@ -25,21 +25,23 @@ ENV_KEYS = {
     "cc": "compute_capability",
     "compute_capability": "compute_capability",
 }
-LOCAL = ("local", "this machine", "this-machine", "here")
+LOCAL = ("local", "this-machine")
+_VER = r"\d{1,3}(\.\d{1,4}){0,3}"
+_ARCH = r"(sm_?\d{2,3}a?|\d{1,2}\.\d)"
+_PAIR = rf"((triton|torch|cuda|torch_cuda)={_VER}|(arch|cc|compute_capability)={_ARCH})"
+# Exactly what parse_env accepts as a string; the HTTP and MCP schemas publish it.
+ENV_PATTERN = rf"^(local|this-machine|{_PAIR}(,{_PAIR})*)$"
 ENV_HELP = (
     "judge statuses for this environment: 'local' (this machine) or comma-separated "
-    "triton=X.Y, torch=X.Y, cuda=X.Y, arch=smNN (e.g. 'triton=3.4,torch=2.8,arch=sm90'); "
+    "triton=X.Y, torch=X.Y, cuda=X.Y, arch=smNN or N.N (e.g. 'triton=3.4,torch=2.8,arch=sm90'); "
     "omitted: no particular environment"
 )
 _VERSION = re.compile(r"^\d{1,3}(\.\d{1,4}){0,3}([a-z0-9.+-]{0,20})$")
 
 
 def _arch(value: str) -> str:
-    from kbase.vocab import canonical_value
-
     v = value.strip().lower()
-    v = canonical_value("archs", v) or v  # hopper, h100 -> sm90
-    m = re.fullmatch(r"sm_?(\d)(\d)a?", v)
+    m = re.fullmatch(r"sm_?(\d{1,2})(\d)a?", v)
     if m:
         return f"{m.group(1)}.{m.group(2)}"
     if re.fullmatch(r"\d{1,2}\.\d", v):
@@ -61,8 +63,11 @@ def parse_env(value: Any) -> str | dict[str, str] | None:
             return "local"
         if len(text) > 200:
             raise InvalidArgument("env is at most 200 characters", "env")
+        if not re.fullmatch(ENV_PATTERN, text):
+            # the pattern is the contract; the loop below names what is wrong
+            _explain(text)
         items = []
-        for part in re.split(r"[,\s]+", text):
+        for part in text.split(","):
             if not part:
                 continue
             if "=" not in part:
@@ -92,3 +97,26 @@ def parse_env(value: Any) -> str | dict[str, str] | None:
         else:
             raise InvalidArgument(f"env {k} must be a version like 2.8, got {v[:40]!r}", "env")
     return out or None
+
+
+def _explain(text: str) -> None:
+    """Raise the most specific InvalidArgument for a string that does not match ENV_PATTERN."""
+    from kbase.suggest import did_you_mean
+
+    for part in text.split(","):
+        if "=" not in part:
+            raise InvalidArgument(
+                f"env must be 'local' or key=value pairs joined by ',', got {part[:40]!r}", "env"
+            )
+        k, v = part.split("=", 1)
+        if k not in ENV_KEYS:
+            raise InvalidArgument(
+                f"unknown env key {k[:40]!r}" + did_you_mean(k, ENV_KEYS, "env keys"), "env"
+            )
+        if ENV_KEYS[k] == "compute_capability":
+            _arch(v)
+        elif not re.fullmatch(_VER, v):
+            raise InvalidArgument(f"env {k} must be a version like 2.8, got {v[:40]!r}", "env")
+    raise InvalidArgument(
+        "env must look like 'triton=3.4,torch=2.8,cuda=12.8,arch=sm90' or 'local'", "env"
+    )

@@ -90,7 +90,18 @@ def test_http_history_matches_the_cli(archive_root, history_service):
         got = c.get("/history/kern/attention")
         assert got.status_code == 200
         body = got.json()
-        assert body["available"] is True and body == expected
+        assert body["available"] is True and body["order"] == "newest-first"
+        assert body["prs"] == expected["prs"][::-1] and body["globs"] == expected["globs"]
+        page = c.get("/history/kern/attention", params={"limit": 1}).json()
+        assert [r["pr"] for r in page["prs"]] == [13] and page["total"] == 2
+        older = c.get(
+            "/history/kern/attention", params={"limit": 1, "cursor": page["next_cursor"]}
+        ).json()
+        assert [r["pr"] for r in older["prs"]] == [11] and older["next_cursor"] is None
+        assert [
+            r["pr"]
+            for r in c.get("/history/kern/attention", params={"until": "2025-02-01"}).json()["prs"]
+        ] == [11]
         unknown = c.get("/history/kern/nosuchfamily")
         assert (
             unknown.status_code == 404 and "attention" in unknown.json()["error"]["message"]

@@ -121,13 +121,25 @@ def search(
     until: str | None = typer.Option(
         None, "--until", help="only PR cards dated on or before YYYY-MM-DD"
     ),
+    env: str | None = typer.Option(
+        None, "--env", help="judge statuses for: local, or e.g. torch=2.8,triton=3.4,arch=sm90"
+    ),
     root: str | None = RootOpt,
     as_json: bool = JsonOpt,
 ) -> None:
-    """Search skills and PR cards (builds the index on first use)."""
+    """Search skills and PR cards (builds the index on first use). QUERY `-` reads stdin.
+
+    Exit 0 with hits or without (then a note on stderr); 2 for bad input or a bad root.
+    """
+    from kbase.envspec import parse_env
     from kbase.schema import SearchQuery
 
+    if query == "-":
+        import sys
+
+        query = sys.stdin.read(64 * 1024)
     q = SearchQuery.parse(
+        env=parse_env(env),
         query=query,
         k=k,
         kind=kind,
@@ -147,16 +159,16 @@ def search(
     if as_json:
         print_json(result.model_dump(mode="json"))
         return
-    from rich.table import Table
+    from kbase.commands.render import render_hits
 
-    table = Table(show_lines=False, header_style="bold")
-    for col in ("#", "id", "status", "where", "snippet"):
-        table.add_column(col, overflow="fold")
-    for i, h in enumerate(result.hits, 1):
-        table.add_row(str(i), h.id, h.status, f"{h.path}:{h.line} ({h.section})", h.snippet[:160])
-    console.print(table)
+    render_hits(result.hits)
     if not result.hits:
-        err_console.print("no hits")
+        err_console.print(
+            "no hits (not an error): try the literal error text, fewer words or fewer filters; "
+            "`kbase list` shows what exists",
+            highlight=False,
+            soft_wrap=True,
+        )
 
 
 def get(

@@ -90,9 +90,12 @@ def serve(
     log_level: str = typer.Option(
         "warning", "--log-level", help="uvicorn/kbase log level (stderr)"
     ),
+    allow_write: bool = typer.Option(
+        False, "--allow-write", help="also accept POST /feedback and POST /propose"
+    ),
     root: str | None = RootOpt,
 ) -> None:
-    """Run the read-only HTTP API: /search, /entries/{id}, /history/{repo}/{family}, /stale,
+    """Run the HTTP API: /search, /entries/{id}, /history/{repo}/{family}, /list, /stale,
     /healthz.
     """
     _need("fastapi", "kbase serve")
@@ -106,6 +109,7 @@ def serve(
         port=port,
         index_if_missing=not no_index,
         log_level=log_level,
+        allow_write=allow_write,
     )
 
 

@@ -1,99 +1,242 @@
-"""`kbase serve`: a small read-only HTTP API (FastAPI + uvicorn) over the same Service as MCP.
+"""`kbase serve`: a small HTTP API (FastAPI + uvicorn) over the same KnowledgeBase as MCP.
 
-Errors are JSON `{"error": {"status", "message"}}` with a 4xx code for bad input; an internal
-fault is logged on the server and answered with a bare 500, never a traceback.
+Read-only unless started with `--allow-write` (then POST /feedback and POST /propose exist).
+Every answer is a typed model in the OpenAPI document; every error is `{"error": {"status",
+"message"}}` with a documented status: 400 bad input (FastAPI's own validation errors too),
+404 unknown name, 413 body too large, 429 too many writes, 503 no index. An internal fault is
+logged on the server and answered with a bare 500, never a traceback. In front of the app,
+kbase/serve/guard.py checks Host and Origin, caps bodies (chunked ones too), refuses invalid
+UTF-8 and times out slow headers and bodies.
 """
 
-from __future__ import annotations
-
 import logging
-from typing import Any
+import time
+from typing import Annotated, Any
 
-from kbase.closed_sets import KINDS, MODE_HELP
-from kbase.errors import KbaseError
+from kbase.closed_sets import ENTRY_STATUSES, KINDS, MODES, EntryKind, EntryStatus, Mode
+from kbase.envspec import ENV_HELP, ENV_PATTERN, parse_env
+from kbase.errors import InvalidArgument, KbaseError
+from kbase.schema import EntryDoc, SearchResult
 from kbase.serve import params as P
+from kbase.serve.guard import MAX_BODY_BYTES  # noqa: F401  (the documented body limit)
+from kbase.serve.http_models import (
+    ErrorBody,
+    FeedbackBody,
+    FeedbackOut,
+    HealthOut,
+    HistoryPage,
+    ListPage,
+    ProposeBody,
+    ProposeOut,
+    StaleAnswer,
+    error_responses,
+)
+from kbase.serve.paging import (
+    CURSOR_PATTERN,
+    DEFAULT_HISTORY_LIMIT,
+    DEFAULT_LIST_LIMIT,
+    MAX_HISTORY_LIMIT,
+    MAX_LIST_LIMIT,
+    page_history,
+    page_list,
+)
 from kbase.serve.service import Service
 
 log = logging.getLogger("kbase.serve.http")
 
-MAX_BODY_BYTES = 64 * 1024  # POST /search carries one query; anything bigger is a mistake or abuse
+ID_PATTERN = r"^([a-z0-9]+(-[a-z0-9]+)*|pr:[A-Za-z0-9][A-Za-z0-9._+-]{0,99}#[0-9]{1,9})$"
+SLUG_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,99}$"
+QUERY_PATTERN = r"^[^\x00]*[^\s\x00][^\x00]*$"  # not blank, no NUL
+SECTION_PATTERN = r"^[^\x00-\x1f/\\]{1,120}$"
+DAY_PATTERN = r"^\d{4}-\d{2}-\d{2}$"
 
 
-def _error(status: int, message: str):
+def _error(status: int, message: str, headers: dict[str, str] | None = None) -> Any:
     from fastapi.responses import JSONResponse
 
-    return JSONResponse({"error": {"status": status, "message": message}}, status_code=status)
+    body = ErrorBody.model_validate({"error": {"status": status, "message": message}})
+    return JSONResponse(body.model_dump(), status_code=status, headers=headers)
 
 
-def create_app(service: Service):
-    from fastapi import Body, FastAPI, Query, Request
+def _schema_enums(kb: Any) -> tuple[list[str], list[str]]:
+    """Every tag filter value and archive repo this server accepts now, for the OpenAPI schema
+    (the parser stays the authority: it also names the nearest value of a wrong one)."""
+    from kbase.search_query import ARCHIVE_TAG_KEYS
+    from kbase.vocab import vocabulary
+
+    tags = {
+        f"{k}={v}" for k, spec in vocabulary().items() for v in [*spec["values"], *spec["aliases"]]
+    }
+    repos = set()
+    for e in kb._entries():
+        for t in e.tags:
+            if t.split("=", 1)[0] in ARCHIVE_TAG_KEYS:
+                tags.add(t)
+        if e.repo:
+            repos.add(e.repo)
+    return sorted(tags), sorted(repos)
+
+
+# Integer parameters and their ranges, so a range error reads like the CLI's and MCP's.
+RANGES = {"k": (1, P.MAX_K), "limit": (1, MAX_LIST_LIMIT)}
+
+
+def _message(loc: str, e: dict[str, Any]) -> str:
+    kind = e.get("type", "")
+    if kind == "missing":
+        return (
+            "query is required: a symptom, an error message or a topic"
+            if loc == "q"
+            else (f"{loc} is required")
+        )
+    if kind in ("greater_than_equal", "less_than_equal") and loc in RANGES:
+        lo, hi = RANGES[loc]
+        return f"{loc} must be between {lo} and {hi}, got {str(e.get('input'))[:20]}"
+    if kind == "int_parsing":
+        return f"{loc} must be an integer"
+    if kind == "string_pattern_mismatch" and loc == "q":
+        return "query is empty (or holds a NUL character)"
+    if kind == "string_pattern_mismatch" and loc == "env":
+        try:
+            parse_env(str(e.get("input")))
+        except KbaseError as exc:
+            return str(exc)
+    return f"{loc}: {e.get('msg', 'invalid')}"
+
+
+def create_app(service: Service, allow_write: bool = False, hosts: set[str] | None = None) -> Any:
+    """The FastAPI app behind the transport guard (an ASGI app uvicorn can serve)."""
+    from fastapi import Body, FastAPI, Path, Query
     from fastapi.exceptions import RequestValidationError
     from starlette.exceptions import HTTPException as StarletteHTTPException
 
     import kbase
+    from kbase.serve.guard import Guard, allowed_hosts, env_hosts
+    from kbase.serve.mcp_tools import RateLimit
 
+    kb = service.kb
     app = FastAPI(
         title="kbase",
         version=kbase.__version__,
-        description="Search a verified knowledge base of GPU-kernel engineering experience. "
-        "Read-only. The same JSON as `kbase search --json` / `kbase get --json`.",
+        summary="A verified knowledge base of GPU-kernel engineering experience",
+        description="Search skills (each with a runnable check and a status) and mined pull "
+        "requests of kernel repos. The same JSON as `kbase search --json` / `kbase get --json`. "
+        "No CORS headers are sent and requests from another browser Origin are refused (403); "
+        "Host must name this server (421).",
+        license_info={"name": "Apache-2.0", "identifier": "Apache-2.0"},
+        servers=[{"url": "/", "description": "this server"}],
     )
 
-    @app.middleware("http")
-    async def _limit_body(request: Request, call_next):
-        size = request.headers.get("content-length")
-        if size is not None and (not size.isdigit() or int(size) > MAX_BODY_BYTES):
-            return _error(413, f"request body larger than {MAX_BODY_BYTES} bytes")
-        return await call_next(request)
-
     @app.exception_handler(KbaseError)
-    async def _kbase_error(_req, exc: KbaseError):
-        # deliberate errors carry their status (400 bad input, 404, 503 no index) and a message
-        # meant for the client; a 500 here is a broken file in the knowledge base, not a crash
-        if exc.http_status >= 500:
+    async def _kbase_error(_req: Any, exc: KbaseError) -> Any:
+        if exc.http_status >= 500:  # a broken file in the knowledge base, not a crash
             log.warning("%s", exc)
         return _error(exc.http_status, str(exc))
 
     @app.exception_handler(RequestValidationError)
-    async def _invalid(_req, exc: RequestValidationError):
+    async def _invalid(_req: Any, exc: RequestValidationError) -> Any:
         # Name the fields, not the values: the values are the client's own (possibly huge) input.
         parts = []
         for e in exc.errors()[:5]:
             loc = ".".join(str(x) for x in e.get("loc", ()) if x not in ("query", "body", "path"))
-            parts.append(f"{loc or 'request'}: {e.get('msg', 'invalid')}")
-        return _error(422, "; ".join(parts) or "invalid request")
+            parts.append(_message(loc or "request", e))
+        return _error(400, "; ".join(parts) or "invalid request")
 
     @app.exception_handler(StarletteHTTPException)
-    async def _http(_req, exc: StarletteHTTPException):
-        return _error(exc.status_code, str(exc.detail))
+    async def _http(req: Any, exc: StarletteHTTPException) -> Any:
+        headers = getattr(exc, "headers", None)
+        if exc.status_code == 405:  # Allow lists every method of the path, not the first route's
+            from starlette.routing import Match
+
+            methods = set()
+            for route in app.routes:
+                if getattr(route, "methods", None) and route.matches(req.scope)[0] != Match.NONE:
+                    methods |= set(route.methods)
+            headers = {"Allow": ", ".join(sorted(methods))}
+        return _error(exc.status_code, str(exc.detail), headers)
 
     @app.exception_handler(Exception)
-    async def _crash(req, exc: Exception):
+    async def _crash(req: Any, exc: Exception) -> Any:
         log.exception("internal error on %s %s", req.method, req.url.path)
         return _error(500, "internal error (logged on the server)")
 
-    def _search(raw: dict[str, Any]) -> dict:
-        query, _max_chars = P.search_args(raw)
-        return service.search(query).model_dump(mode="json")
-
-    @app.get("/search", summary="Search skills and PR cards")
-    def search_get(
-        q: str | None = Query(
-            None, description="what you are looking for (also accepted as `query`)"
+    tag_values, repos = _schema_enums(kb)
+    Env = Annotated[str | None, Query(description=ENV_HELP, max_length=200, pattern=ENV_PATTERN)]
+    Day = Annotated[
+        str | None,
+        Query(
+            description="YYYY-MM-DD, inclusive",
+            pattern=DAY_PATTERN,
+            json_schema_extra={"format": "date"},
         ),
-        query: str | None = Query(None, include_in_schema=False),
-        k: str | None = Query(None, description=f"number of hits, 1..{P.MAX_K}"),
-        kind: str | None = Query(None, description=" or ".join(KINDS)),
-        repo: str | None = Query(None, description="only PR cards of this archive repo"),
-        tag: list[str] = Query([], description="key=value, repeatable (e.g. archs=sm90)"),
-        status: list[str] = Query([], description="only entries with this status, repeatable"),
-        mode: str | None = Query(None, description=", ".join(MODE_HELP)),
-        since: str | None = Query(None, description="only PR cards dated on or after YYYY-MM-DD"),
-        until: str | None = Query(None, description="only PR cards dated on or before YYYY-MM-DD"),
-    ) -> dict:
+    ]
+    Cursor = Annotated[
+        str | None, Query(description="next_cursor of the previous page", pattern=CURSOR_PATTERN)
+    ]
+    Tags = Annotated[
+        list[str],
+        Query(
+            description="key=value, repeatable, all must hold (e.g. archs=sm90); GET "
+            "/openapi.json lists the values this index knows",
+            max_length=P.MAX_TAGS,
+            json_schema_extra={"items": {"type": "string", "enum": tag_values}},
+        ),
+    ]
+    Repo = Annotated[
+        str | None,
+        Query(
+            description="only PR cards of this archive repo",
+            json_schema_extra={"enum": repos} if repos else {"pattern": "^$"},
+        ),
+    ]
+
+    def _search(raw: dict[str, Any]) -> SearchResult:
+        # The schema says what is accepted, exactly: an empty string is not "omitted" here.
+        for key in ("kind", "mode", "since", "until", "env", *(("repo",) if repos else ())):
+            v = raw.get(key)
+            if isinstance(v, str) and not v.strip():
+                raise InvalidArgument(f"{key} is empty; leave it out instead", key)
+        env = parse_env(raw.pop("env", None))
+        query, _max_chars = P.search_args(raw)
+        return service.search(query.model_copy(update={"env": env}))
+
+    @app.get(
+        "/search",
+        summary="Search skills and PR cards",
+        response_model=SearchResult,
+        responses=error_responses(400, 503),
+    )
+    def search_get(
+        q: Annotated[
+            str,
+            Query(
+                min_length=1,
+                max_length=P.MAX_QUERY_CHARS,
+                pattern=QUERY_PATTERN,
+                description="a symptom, an error message or a topic",
+            ),
+        ],
+        k: Annotated[int, Query(ge=1, le=P.MAX_K, description="number of hits")] = P.DEFAULT_K,
+        kind: Annotated[EntryKind | None, Query(description="only skills or only PR cards")] = None,
+        repo: Repo = None,
+        tag: Tags = [],  # noqa: B006
+        status: Annotated[
+            list[EntryStatus],
+            Query(
+                description="only entries with this status, repeatable",
+                max_length=len(ENTRY_STATUSES),
+            ),
+        ] = [],  # noqa: B006
+        mode: Annotated[Mode, Query(description="ranking: hybrid, bm25 or dense")] = "hybrid",
+        since: Day = None,
+        until: Day = None,
+        env: Env = None,
+    ) -> SearchResult:
+        if any(not t.strip() for t in tag):
+            raise InvalidArgument("tag must be key=value, got an empty one", "tags")
         return _search(
             {
-                "query": q if q is not None else query,
+                "query": q,
                 "k": k,
                 "kind": kind,
                 "repo": repo,
@@ -102,55 +245,251 @@ def create_app(service: Service):
                 "mode": mode,
                 "since": since,
                 "until": until,
+                "env": env,
             }
         )
 
-    @app.post("/search", summary="Search, with the arguments in a JSON body")
-    def search_post(
-        body: dict = Body(..., examples=[{"query": "illegal memory access", "k": 5}]),
-    ) -> dict:
-        return _search(P.apply_aliases("search", body))
+    def _opt(schema: dict[str, Any]) -> dict[str, Any]:
+        """An optional body field: null means "the default", as in the Python API."""
+        return {"anyOf": [schema, {"type": "null"}]}
 
-    @app.get("/entries/{entry_id}", summary="One entry in full (a PR id's '#' must be sent as %23)")
-    def entry(
-        entry_id: str, section: str | None = Query(None, description="only this section")
-    ) -> dict:
-        doc = service.get(P.check_id(entry_id), P.check_section(section))
-        return doc.model_dump(mode="json")
+    search_body = {
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["query"],
+        "properties": {
+            "query": {
+                "type": "string",
+                "minLength": 1,
+                "maxLength": P.MAX_QUERY_CHARS,
+                "pattern": QUERY_PATTERN,
+                "description": "a symptom, an error message or a topic",
+            },
+            "k": _opt({"type": "integer", "minimum": 1, "maximum": P.MAX_K}),
+            "kind": _opt({"type": "string", "enum": list(KINDS)}),
+            "repo": _opt({"type": "string", **({"enum": repos} if repos else {"pattern": "^$"})}),
+            "tags": _opt(
+                {
+                    "type": "array",
+                    "maxItems": P.MAX_TAGS,
+                    "items": {"type": "string", "enum": tag_values},
+                }
+            ),
+            "status": _opt(
+                {
+                    "type": "array",
+                    "maxItems": len(ENTRY_STATUSES),
+                    "items": {"type": "string", "enum": list(ENTRY_STATUSES)},
+                }
+            ),
+            "mode": _opt({"type": "string", "enum": list(MODES)}),
+            "since": _opt({"type": "string", "format": "date", "pattern": DAY_PATTERN}),
+            "until": _opt({"type": "string", "format": "date", "pattern": DAY_PATTERN}),
+            "env": _opt({"type": "string", "pattern": ENV_PATTERN, "description": ENV_HELP}),
+            "max_chars": _opt(
+                {"type": "integer", "minimum": P.MIN_MAX_CHARS, "maximum": P.MAX_MAX_CHARS}
+            ),
+        },
+        "description": "the GET parameters as a JSON object (tag becomes tags); MCP argument "
+        "names such as question or top_k are accepted too",
+    }
+
+    import jsonschema
+
+    body_checker = jsonschema.Draft202012Validator(search_body)
+
+    def _check_body(obj: dict[str, Any]) -> None:
+        """The published body schema, enforced (after argument aliases are mapped)."""
+        err = jsonschema.exceptions.best_match(body_checker.iter_errors(obj))
+        if err is not None:
+            where = ".".join(str(x) for x in err.absolute_path) or "body"
+            what = err.message if len(err.message) <= 200 else err.message[:200] + "…"
+            if err.validator == "enum":
+                what = "not one of the accepted values (see /openapi.json)"
+            raise InvalidArgument(f"{where}: {what}", where)
+
+    @app.post(
+        "/search",
+        summary="Search, with the arguments in a JSON body",
+        response_model=SearchResult,
+        responses=error_responses(400, 413, 503),
+        openapi_extra={
+            "requestBody": {
+                "required": True,
+                "content": {"application/json": {"schema": search_body}},
+            }
+        },
+    )
+    def search_post(body: Any = Body(None)) -> SearchResult:
+        if not isinstance(body, dict):
+            raise InvalidArgument("the body must be a JSON object of search arguments")
+        raw = P.apply_aliases("search", {k: v for k, v in body.items() if k != "env"})
+        P.search_args(dict(raw))  # the parser's messages first: they name the nearest values
+        _check_body({**raw, "env": body.get("env")})
+        return _search({**raw, "env": body.get("env")})
 
     @app.get(
-        "/history/{repo}/{family}", summary="Timeline of one kernel family in one archived repo"
+        "/entries/{entry_id}",
+        summary="One entry in full (a PR id's '#' must be sent as %23)",
+        response_model=EntryDoc,
+        responses=error_responses(400, 404),
     )
-    def history(repo: str, family: str) -> dict:
-        return service.history(P.require_slug("repo", repo), P.require_slug("family", family))
+    def entry(
+        entry_id: Annotated[
+            str, Path(description="skill name or pr:<repo>#<N>", pattern=ID_PATTERN, max_length=120)
+        ],
+        section: Annotated[
+            str | None,
+            Query(description="only this section (a heading title)", pattern=SECTION_PATTERN),
+        ] = None,
+        env: Env = None,
+    ) -> EntryDoc:
+        return kb.get(P.check_id(entry_id), P.check_section(section), env=parse_env(env))
 
-    @app.get("/stale", summary="Skills whose verification fails or is out of date")
-    def stale() -> dict:
-        return service.stale()
+    @app.get(
+        "/history/{repo}/{family}",
+        summary="The PRs of one kernel family in one archived repo, newest first, paged",
+        response_model=HistoryPage,
+        responses=error_responses(400, 404),
+    )
+    def history(
+        repo: Annotated[str, Path(description="archived repo", pattern=SLUG_PATTERN)],
+        family: Annotated[str, Path(description="kernel family", pattern=SLUG_PATTERN)],
+        since: Day = None,
+        until: Day = None,
+        limit: Annotated[
+            int, Query(ge=1, le=MAX_HISTORY_LIMIT, description="PRs per page")
+        ] = DEFAULT_HISTORY_LIMIT,
+        cursor: Cursor = None,
+    ) -> Any:
+        res = kb.history(
+            P.check_slug("repo", repo, required=True), P.check_slug("family", family, required=True)
+        )
+        return page_history(res, since, until, limit, cursor)
 
-    @app.get("/healthz", summary="Liveness and index generation")
-    def healthz() -> dict:
+    @app.get(
+        "/list",
+        summary="Entries by kind, status and tag, with counts, paged",
+        response_model=ListPage,
+        responses=error_responses(400),
+    )
+    def list_entries(
+        kind: Annotated[EntryKind | None, Query(description="skill or pr")] = None,
+        status: Annotated[EntryStatus | None, Query(description="only this status")] = None,
+        tag: Annotated[
+            str | None,
+            Query(
+                description="only entries with this key=value tag",
+                json_schema_extra={"enum": tag_values},
+            ),
+        ] = None,
+        limit: Annotated[
+            int, Query(ge=1, le=MAX_LIST_LIMIT, description="entries per page")
+        ] = DEFAULT_LIST_LIMIT,
+        cursor: Cursor = None,
+    ) -> Any:
+        data, page = page_list(kb.list_entries(kind), status, tag, limit, cursor)
+        return {**data, "entries": page}
+
+    @app.get(
+        "/stale",
+        summary="Skills whose verification fails or is out of date, worst first",
+        response_model=StaleAnswer,
+        responses=error_responses(400),
+    )
+    def stale(env: Env = None) -> Any:
+        e = parse_env(env)
+        return {**kb.stale(e).model_dump(mode="json"), "env": e}
+
+    @app.get(
+        "/healthz",
+        summary="Liveness and index generation",
+        response_model=HealthOut,
+        responses=error_responses(),
+    )
+    def healthz() -> Any:
         return service.health()
 
-    return app
+    if allow_write:
+        writes = RateLimit()
+
+        def _take() -> None:
+            try:
+                writes.take()
+            except KbaseError as exc:
+                from fastapi import HTTPException
+
+                raise HTTPException(429, str(exc)) from None
+
+        @app.post(
+            "/feedback",
+            summary="Record how acting on an entry went (append-only; a mild ranking signal)",
+            response_model=FeedbackOut,
+            responses=error_responses(400, 404, 413, 429),
+        )
+        def feedback(body: FeedbackBody) -> Any:
+            _take()
+            return kb.feedback(P.check_id(body.id), body.verdict, body.note, "http")
+
+        @app.post(
+            "/propose",
+            summary="Write a draft skill under skills/_drafts/ (status draft until reviewed)",
+            response_model=ProposeOut,
+            responses=error_responses(400, 413, 429),
+        )
+        def propose(body: ProposeBody) -> Any:
+            _take()
+            return kb.propose(body.title, body.symptom, body.cause, body.fix, body.snippet)
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            from fastapi.openapi.utils import get_openapi
+
+            spec = get_openapi(
+                title=app.title,
+                version=app.version,
+                summary=app.summary,
+                description=app.description,
+                routes=app.routes,
+                license_info=app.license_info,
+                servers=app.servers,
+            )
+            for ops in spec.get("paths", {}).values():
+                for op in ops.values():
+                    op["security"] = []  # no authentication: say so on every operation
+                    # FastAPI's own validation errors are answered as 400 (documented), never 422
+                    op.get("responses", {}).pop("422", None)
+            schemas = spec.get("components", {}).get("schemas", {})
+            for unused in ("HTTPValidationError", "ValidationError"):
+                schemas.pop(unused, None)
+            app.openapi_schema = spec
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
+    return Guard(app, hosts if hosts is not None else allowed_hosts("127.0.0.1", env_hosts()))
 
 
 def run(
-    root=None,
-    home=None,
+    root: Any = None,
+    home: Any = None,
     host: str = "127.0.0.1",
     port: int = 8765,
     index_if_missing: bool = True,
     log_level: str = "warning",
+    allow_write: bool = False,
 ) -> None:
     import uvicorn
+
+    from kbase.serve.guard import allowed_hosts, env_hosts, guarded_protocol
 
     if host not in ("127.0.0.1", "localhost", "::1"):
         log.warning(
             "serving on %s: kbase has no authentication; put it behind something that has", host
         )
+    t0 = time.perf_counter()
     service = Service.open(root=root, home=home, index_if_missing=index_if_missing)
-    app = create_app(service)
+    log.info("ready in %.1fs", time.perf_counter() - t0)
+    app = create_app(service, allow_write=allow_write, hosts=allowed_hosts(host, env_hosts()))
     uvicorn.run(
         app,
         host=host,
@@ -158,4 +497,6 @@ def run(
         log_level=log_level,
         access_log=log_level in ("info", "debug"),
         server_header=False,
+        http=guarded_protocol(),
+        timeout_keep_alive=5,
     )

@@ -9,15 +9,14 @@ lost: lists get a `next_cursor`, and an entry's text is cut, never emptied.
 
 from __future__ import annotations
 
-import base64
 import json
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from kbase.errors import InvalidArgument
+from kbase.serve.paging import decode_cursor, encode_cursor  # noqa: F401  (re-exported)
 
-MIN_TEXT_CHARS = 120  # an entry answer always carries at least this much of the text
+MIN_TEXT_CHARS = 80  # an entry answer always carries at least this much of the text
 
 
 def dumps(obj: Any) -> str:
@@ -31,7 +30,7 @@ class More(BaseModel):
 
 
 class Truncation(BaseModel):
-    omitted: int = Field(0, description="items (hits, PRs, skills, entries) left out")
+    omitted: int | None = Field(None, description="items (hits, PRs, skills, entries) left out")
     shown_chars: int | None = Field(None, description="characters of the text shown")
     total_chars: int | None = Field(None, description="characters of the whole text")
     hint: str
@@ -64,7 +63,9 @@ class EntryAnswer(BaseModel):
     id: str
     kind: Literal["skill", "pr"]
     title: str
-    path: str
+    path: str | None = Field(
+        None, description="file in the knowledge base (dropped first on a tight budget)"
+    )
     status: str
     repo: str | None = None
     pr: int | None = None
@@ -131,25 +132,6 @@ class ProposeAnswer(BaseModel):
     note: str | None = None
 
 
-# --------------------------------------------------------------------------- cursors
-
-
-def encode_cursor(offset: int) -> str:
-    return base64.urlsafe_b64encode(f"o:{offset}".encode()).decode().rstrip("=")
-
-
-def decode_cursor(cursor: str | None) -> int:
-    if not cursor:
-        return 0
-    try:
-        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
-        if raw.startswith("o:") and raw[2:].isdigit():
-            return int(raw[2:])
-    except (ValueError, UnicodeDecodeError):
-        pass
-    raise InvalidArgument("cursor is not one this server gave out; start without it", "cursor")
-
-
 # --------------------------------------------------------------------------- budgets
 
 
@@ -191,16 +173,18 @@ def fit_entry(doc: dict[str, Any], max_chars: int) -> dict[str, Any]:
     out = dict(doc)
     if len(dumps(out)) <= max_chars:
         return out
-    for drop in ((), ("tags",), ("tags", "sections")):
+    drops = ((), ("tags",), ("tags", "sections"), ("tags", "sections", "feedback", "path"))
+    drops += (("tags", "sections", "feedback", "path", "verified_on", "verified_at", "repo"),)
+    for drop in drops:
         head = {k: v for k, v in out.items() if k not in drop}
         head["text"] = ""
         head["truncated"] = {
             "shown_chars": len(text),
             "total_chars": len(text),
-            "hint": "ask for one section, or raise max_chars",
+            "hint": "ask for a section or raise max_chars",
         }
         room = max_chars - len(dumps(head))
-        if room >= MIN_TEXT_CHARS or drop == ("tags", "sections"):
+        if room >= MIN_TEXT_CHARS or drop == drops[-1]:
             break
     cut = text[: max(room, MIN_TEXT_CHARS)]
     while len(cut) > MIN_TEXT_CHARS and len(dumps(cut)) - 2 > room:

@@ -21,12 +21,16 @@ from kbase.schema import SearchQuery
 from kbase.search_query import MAX_K, MAX_QUERY_CHARS, MAX_TAGS
 from kbase.serve import mcp_answers as A
 from kbase.serve import params as P
+from kbase.serve.paging import (
+    DEFAULT_HISTORY_LIMIT,
+    DEFAULT_LIST_LIMIT,
+    MAX_HISTORY_LIMIT,
+    MAX_LIST_LIMIT,
+    page_history,
+    page_list,
+)
 
 DEFAULT_GET_CHARS = 20_000
-DEFAULT_HISTORY_LIMIT = 20
-MAX_HISTORY_LIMIT = 200
-DEFAULT_LIST_LIMIT = 50
-MAX_LIST_LIMIT = 500
 
 Budget = Annotated[
     int,
@@ -234,28 +238,13 @@ def register_tools(
     ) -> A.HistoryAnswer:
         """The PRs that changed one kernel family in one archived repo, newest first, a page
         at a time (follow next_cursor for older ones)."""
-        for name, day in (("since", since), ("until", until)):
-            run(SearchQuery.parse, query="x", **{name: day})  # the same date check as search
         res = run(
             kb.history,
             run(P.check_slug, "repo", repo, True),
             run(P.check_slug, "family", family, True),
         )
-        rows = [r.model_dump(mode="json") for r in res.prs]
-        rows = [
-            r
-            for r in rows
-            if (not since or r["date"][:10] >= since) and (not until or r["date"][:10] <= until)
-        ]
-        rows.sort(key=lambda r: (r["date"], r["pr"]), reverse=True)
+        data = run(page_history, res, since, until, limit, cursor)
         offset = run(A.decode_cursor, cursor)
-        page = rows[offset : offset + limit]
-        data = res.model_dump(mode="json", exclude={"prs"})
-        data.update(
-            total=len(rows),
-            prs=page,
-            next_cursor=A.encode_cursor(offset + limit) if offset + limit < len(rows) else None,
-        )
         return _result(A.HistoryAnswer, A.fit_items(data, "prs", max_chars, offset))
 
     @srv.tool(annotations=ToolAnnotations(title="List kbase entries", **ro))
@@ -276,39 +265,23 @@ def register_tools(
         max_chars: Budget = P.DEFAULT_MAX_CHARS,
     ) -> A.ListAnswer:
         """What the knowledge base holds: entries by kind, status and tag, with counts."""
-        want_tag = run(SearchQuery.parse, query="x", tags=[tag]).tags[0] if tag else None
-        rows = [
-            e
-            for e in run(kb.list_entries, kind)
-            if (status is None or e.status == status) and (want_tag is None or want_tag in e.tags)
+        data, page = run(page_list, run(kb.list_entries, kind), status, tag, limit, cursor)
+        data["entries"] = [
+            {
+                "id": e.id,
+                "kind": e.kind,
+                "title": e.title,
+                "status": e.status,
+                "tags": e.tags,
+                "date": e.date,
+            }
+            for e in page
         ]
-        counts: dict[str, dict[str, int]] = {"kind": {}, "status": {}, "tags": {}}
-        for e in rows:
-            counts["kind"][e.kind] = counts["kind"].get(e.kind, 0) + 1
-            counts["status"][e.status] = counts["status"].get(e.status, 0) + 1
-            for t in e.tags:
-                counts["tags"][t] = counts["tags"].get(t, 0) + 1
-        offset = run(A.decode_cursor, cursor)
-        page = rows[offset : offset + limit]
-        data = {
-            "total": len(rows),
-            "counts": counts,
-            "entries": [
-                {
-                    "id": e.id,
-                    "kind": e.kind,
-                    "title": e.title,
-                    "status": e.status,
-                    "tags": e.tags,
-                    "date": e.date,
-                }
-                for e in page
-            ],
-            "next_cursor": A.encode_cursor(offset + limit) if offset + limit < len(rows) else None,
-        }
+        counts = data["counts"]
         if len(A.dumps(data)) > max_chars and len(counts["tags"]) > 40:
             top = sorted(counts["tags"].items(), key=lambda kv: -kv[1])[:40]
             counts["tags"] = dict(top)  # the long tail of PR tags goes first
+        offset = run(A.decode_cursor, cursor)
         return _result(A.ListAnswer, A.fit_items(data, "entries", max_chars, offset))
 
     @srv.tool(annotations=ToolAnnotations(title="Failing or stale skills", **ro))

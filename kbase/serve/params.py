@@ -145,9 +145,9 @@ def check_id(v: Any) -> str:
     if not isinstance(v, str):
         raise ParamError(f"id must be a string, got {type(v).__name__}")
     v = v.strip()
-    if len(v) <= 64 and NAME_RE.match(v):
+    if len(v) <= 120 and NAME_RE.match(v):  # longer than a name can be: simply not found
         return v
-    if PR_ID_RE.match(v) and ".." not in v:
+    if PR_ID_RE.match(v):  # looked up in the index, never used as a path
         return v
     raise ParamError(
         f"invalid id {v[:80]!r}: expected a skill name (lowercase words joined by '-') "

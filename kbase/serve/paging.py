@@ -1,0 +1,84 @@
+"""Pages of long answers for MCP and HTTP alike: opaque cursors, history newest first, listings."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from kbase.errors import InvalidArgument
+
+DEFAULT_HISTORY_LIMIT = 20
+MAX_HISTORY_LIMIT = 200
+DEFAULT_LIST_LIMIT = 50
+MAX_LIST_LIMIT = 500
+
+
+CURSOR_PATTERN = r"^[0-9]{1,9}$"
+
+
+def encode_cursor(offset: int) -> str:
+    """A cursor is the position of the next item; clients pass it back as given."""
+    return str(offset)
+
+
+def decode_cursor(cursor: str | None) -> int:
+    if not cursor:
+        return 0
+    if isinstance(cursor, str) and re.fullmatch(CURSOR_PATTERN, cursor):
+        return int(cursor)
+    raise InvalidArgument("cursor must be a next_cursor this server gave out", "cursor")
+
+
+def check_days(since: str | None, until: str | None) -> None:
+    from kbase.schema import SearchQuery
+
+    SearchQuery.parse(query="x", since=since, until=until)  # the same date checks as search
+
+
+def page_history(
+    result: Any, since: str | None, until: str | None, limit: int, cursor: str | None
+) -> dict[str, Any]:
+    """A HistoryResult as one page: PRs in [since, until], newest first, `limit` from `cursor`."""
+    check_days(since, until)
+    rows = [r.model_dump(mode="json") for r in result.prs]
+    rows = [
+        r
+        for r in rows
+        if (not since or r["date"][:10] >= since) and (not until or r["date"][:10] <= until)
+    ]
+    rows.sort(key=lambda r: (r["date"], r["pr"]), reverse=True)
+    offset = decode_cursor(cursor)
+    data = result.model_dump(mode="json", exclude={"prs"})
+    data.update(
+        order="newest-first",
+        total=len(rows),
+        prs=rows[offset : offset + limit],
+        next_cursor=encode_cursor(offset + limit) if offset + limit < len(rows) else None,
+    )
+    return data
+
+
+def page_list(
+    entries: list[Any],
+    status: str | None,
+    tag: str | None,
+    limit: int,
+    cursor: str | None,
+) -> tuple[dict[str, Any], list[Any]]:
+    """Entries filtered by status and tag, counted by kind/status/tag; one page of them."""
+    if tag:
+        from kbase.schema import SearchQuery
+
+        tag = SearchQuery.parse(query="x", tags=[tag]).tags[0]
+    rows = [
+        e for e in entries if (status is None or e.status == status) and (not tag or tag in e.tags)
+    ]
+    counts: dict[str, dict[str, int]] = {"kind": {}, "status": {}, "tags": {}}
+    for e in rows:
+        counts["kind"][e.kind] = counts["kind"].get(e.kind, 0) + 1
+        counts["status"][e.status] = counts["status"].get(e.status, 0) + 1
+        for t in e.tags:
+            counts["tags"][t] = counts["tags"].get(t, 0) + 1
+    offset = decode_cursor(cursor)
+    nxt = encode_cursor(offset + limit) if offset + limit < len(rows) else None
+    return {"total": len(rows), "counts": counts, "next_cursor": nxt}, rows[offset : offset + limit]
