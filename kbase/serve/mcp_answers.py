@@ -173,8 +173,13 @@ def fit_entry(doc: dict[str, Any], max_chars: int) -> dict[str, Any]:
     out = dict(doc)
     if len(dumps(out)) <= max_chars:
         return out
-    drops = ((), ("tags",), ("tags", "sections"), ("tags", "sections", "feedback", "path"))
-    drops += (("tags", "sections", "feedback", "path", "verified_on", "verified_at", "repo"),)
+    drops: tuple[tuple[str, ...], ...] = (
+        (),
+        ("tags",),
+        ("tags", "sections"),
+        ("tags", "sections", "feedback", "path"),
+        ("tags", "sections", "feedback", "path", "verified_on", "verified_at", "repo"),
+    )
     for drop in drops:
         head = {k: v for k, v in out.items() if k not in drop}
         head["text"] = ""
