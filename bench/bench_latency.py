@@ -65,9 +65,13 @@ def warm_latency(kb, pool: list[str], n: int, repo: str, tag: str) -> dict:
     texts = [f"{q} #{i // len(pool)}" if i >= len(pool) else q for i, q in enumerate(pool * 9)]
     if len(texts) < need:
         raise SystemExit(f"only {len(texts)} distinct questions for {need} timed searches")
-    res = {}
-    for j, (name, fn) in enumerate(cases.items()):
-        res[name] = summary_ms(timed(fn, texts[j * n : (j + 1) * n]))
+    # Interleaved, one query of each case in turn, so load on a shared machine hits every case
+    # alike; each case still gets texts no other case (and no earlier run) has embedded.
+    samples: dict[str, list[float]] = {name: [] for name in cases}
+    for i in range(n):
+        for j, (name, fn) in enumerate(cases.items()):
+            samples[name] += timed(fn, [texts[j * n + i]])
+    res = {name: summary_ms(s) for name, s in samples.items()}
     base = res["unfiltered"]["p50_ms"]
     for r in res.values():
         r["vs_unfiltered_p50"] = round(r["p50_ms"] / base, 2) if base else None

@@ -34,10 +34,17 @@ TARGET = 500.0  # skills/s with 2 processes
 
 def make_tree(dest: Path, n: int, source: Path) -> int:
     """n lint-clean skills under dest/skills, copies of the shipped ones under new names."""
-    bases = []
+    clean = {}
     for f in find_skill_files(source):
         if not lint_paths([f], source, workers=1):  # a skill mid-edit is not a fair sample
-            bases.append((f.parent.name, f.read_text(encoding="utf-8")))
+            clean[f.parent.name] = f.read_text(encoding="utf-8")
+    # keep only skills whose `related` skills are kept too, so the copies lint clean as a set
+    while True:
+        drop = {n for n, t in clean.items() if not _related(t) <= set(clean)}
+        if not drop:
+            break
+        clean = {n: t for n, t in clean.items() if n not in drop}
+    bases = sorted(clean.items())
     if not bases:
         raise SystemExit(f"no lint-clean skill under {source}/skills")
     for i in range(n):
@@ -49,6 +56,13 @@ def make_tree(dest: Path, n: int, source: Path) -> int:
         folder.mkdir(parents=True)
         (folder / SKILL_FILE).write_text(text, encoding="utf-8")
     return len(bases)
+
+
+def _related(text: str) -> set[str]:
+    from kbase.ingest.markdown import parse_yaml, split_front_matter
+
+    meta, _ = parse_yaml(split_front_matter(text, "x")[0], "x")
+    return set(meta.get("related") or [])
 
 
 def bench_lint(root: Path, workers: int, repeats: int) -> dict:

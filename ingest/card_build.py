@@ -114,12 +114,19 @@ def key_diff(facts: list[FileFacts], files: list[FileChange]) -> str | None:
         for _, new_start, lines in ff.excerpts:
             if len(out) + 2 > KEY_DIFF_LINES:
                 break
+            if all(_is_comment(ln[1:]) for ln in lines):
+                continue  # a copyright year, a reworded comment: not what the change is
             out.append(f"@@ +{new_start}")
             room = KEY_DIFF_LINES - len(out)
             out.extend(lines[:room])
         if len(out) >= KEY_DIFF_LINES:
             break
     return "\n".join(out[:KEY_DIFF_LINES]) if out else None
+
+
+def _is_comment(line: str) -> bool:
+    t = line.strip()
+    return not t or t.startswith(("//", "/*", "*", "#", '"""'))
 
 
 def body_facts(c: CommitFacts, pr: int | None, style: str | None) -> BodyFacts:

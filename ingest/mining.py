@@ -16,38 +16,20 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kbase.ingest import classify
-from kbase.ingest.bodies import BodyFacts
-from kbase.ingest.card_build import (
-    SHORT_SHA,
-    body_facts,
-    build_card,
-    commit_ref,
-    key_diff,
-    merge_files,
-    title_of,
-    to_change,
-)
-from kbase.ingest.card_format import existing_notes, notes_text, render_card, split_card
+from kbase.ingest.card_format import existing_notes, notes_text
+from kbase.ingest.card_writer import CardWriter, card_stem  # noqa: F401
 from kbase.ingest.cards import ARCHIVE_DIR
+from kbase.ingest.checkpoint import PROGRESS_FILE, atomic_write, checkpoint, resume
 from kbase.ingest.gitlog import CommitFacts
 from kbase.ingest.graph import read_plan
 from kbase.ingest.logrun import stream_history
 
 from kbase.errors import KbaseError
-from kbase.schema import PRCard, Recipe
+from kbase.schema import Recipe
 
 STATE_FILE = ".state.json"
-PROGRESS_FILE = ".progress.json"  # only while a mine runs: where a killed one resumes
 CHECKPOINT_EVERY = int(os.environ.get("KBASE_MINE_CHECKPOINT_EVERY", "100"))
 STATE_VERSION = 1
-SAMPLE_LIMIT = 20
-WARNING_LIMIT = 200
-
-
-def card_stem(card: PRCard) -> str:
-    """File name (without .md) of a card: the PR number, or commit-<short sha> for a direct push."""
-    return str(card.pr) if card.pr is not None else f"commit-{commit_ref(card.sha)}"
 
 
 class MiningError(KbaseError):
@@ -99,13 +81,6 @@ def read_state(folder: Path) -> dict | None:
     return data
 
 
-def atomic_write(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp.{os.getpid()}")
-    with open(tmp, "w", encoding="utf-8", newline="\n") as fh:
-        fh.write(text)
-    os.replace(tmp, path)
-
-
 def open_repo(source: str | os.PathLike):
     """The git repository at `source`, refusing paths that are not a usable clone."""
     import git
@@ -144,173 +119,6 @@ def _is_ancestor(repo, old: str, new: str) -> bool:
         return True
     except git.GitCommandError:
         return False
-
-
-class _CardWriter:
-    """Accumulates commits newest-first and writes one card per PR (or direct push) as soon as
-    it is known; revert links in both directions are settled in `link_reverts` at the end."""
-
-    def __init__(self, folder: Path, recipe: Recipe, incremental: bool, report: MineReport):
-        self.folder = folder
-        self.recipe = recipe
-        self.matcher = recipe.matcher()
-        self.incremental = incremental
-        self.report = report
-        self.cards: dict[str, PRCard] = {}  # card file stem -> card
-        self.seen_shas: set[str] = set()
-
-    def __call__(self, c: CommitFacts) -> None:
-        self.report.commits += 1
-        self.seen_shas.add(c.sha)
-        for f in c.files:
-            if f.problem and len(self.report.warnings) < WARNING_LIMIT:
-                self.report.warnings.append(f"{c.sha[:12]}: {f.problem}; its symbols are skipped")
-        found = classify.pr_number(c.subject)
-        pr, style = found if found else (None, None)
-        files = sorted((to_change(f) for f in c.files), key=lambda f: f.path)
-        card = build_card(
-            self.recipe,
-            self.matcher,
-            pr=pr,
-            title=title_of(c, style),
-            sha=c.sha,
-            date=c.date,
-            files=files,
-            body=body_facts(c, pr, style),
-            key=key_diff(c.files, files),
-        )
-        if pr is None:
-            self.report.without_pr += 1
-            self.report.direct_pushes += 1
-            if len(self.report.without_pr_sample) < SAMPLE_LIMIT:
-                self.report.without_pr_sample.append(
-                    {"sha": c.sha, "date": c.date, "subject": c.subject}
-                )
-        stem = card_stem(card)
-        held = self.cards.get(stem)
-        if held is not None and (c.sha == held.sha or c.sha in held.also):
-            return  # the card read from disk already holds this commit
-        if held is not None:
-            # the same PR number on an older commit (a re-land, an empty follow-up): one card
-            card = _combine(self, held, card)
-        self._write(stem, card)
-
-    def _write(self, stem: str, card: PRCard) -> None:
-        path = self.folder / f"{stem}.md"
-        old_text = path.read_text(encoding="utf-8") if path.exists() else ""
-        if old_text and self.incremental and stem not in self.cards:
-            card = self._merge_with_existing(card, old_text)
-        self.cards[stem] = card
-        self._put(path, card, old_text)
-
-    def _put(self, path: Path, card: PRCard, old_text: str) -> None:
-        text = render_card(card, existing_notes(old_text), card.also)
-        if text == old_text:
-            self.report.unchanged += 1
-            return
-        atomic_write(path, text)
-        self.report.written += 1
-
-    def _merge_with_existing(self, card: PRCard, old_text: str) -> PRCard:
-        """An incremental run met a card that exists already: facts on disk are never dropped."""
-        try:
-            old = PRCard.model_validate(split_card(old_text).meta)
-        except Exception:
-            return card
-        if card.sha == old.sha or card.sha in old.also:
-            # this commit is already in the card (a re-run over a mined range, a resumed mine)
-            return old.model_copy(update={"reverted_by": old.reverted_by})
-        if old.sha in self.seen_shas:
-            return card
-        return _combine(self, card, old)
-
-    def link_reverts(self) -> None:
-        """Give every reverted card its `reverted_by`, from the reverts this run wrote. A target
-        mined in an earlier run is read from disk and rewritten."""
-        by_sha: dict[str, str] = {}
-        for stem, card in self.cards.items():
-            for sha in (card.sha, *card.also):
-                by_sha[sha[:SHORT_SHA]] = stem
-        wanted: dict[str, set[str]] = {}
-        for stem, card in self.cards.items():
-            ref = f"#{card.pr}" if card.pr is not None else commit_ref(card.sha)
-            target = None
-            if card.reverts is not None:
-                target = str(card.reverts)
-            elif card.reverts_commit:
-                target = by_sha.get(card.reverts_commit[:SHORT_SHA]) or _find_by_sha(
-                    self.folder, card.reverts_commit
-                )
-            if target is not None and target != stem:
-                wanted.setdefault(target, set()).add(ref)
-        for stem, refs in sorted(wanted.items()):
-            held = self.cards.get(stem)
-            path = self.folder / f"{stem}.md"
-            old_text = path.read_text(encoding="utf-8") if path.exists() else ""
-            if held is None:
-                if not old_text:
-                    continue
-                try:
-                    held = PRCard.model_validate(split_card(old_text).meta)
-                except Exception:
-                    continue
-            card = held
-            merged = sorted(set(card.reverted_by) | refs, key=_ref_order)
-            if merged != card.reverted_by:
-                card = card.model_copy(update={"reverted_by": merged})
-                self.cards[stem] = card
-                self._put(path, card, old_text)
-
-
-def _ref_order(ref: str) -> tuple[int, int, str]:
-    return (0, int(ref[1:]), "") if ref.startswith("#") else (1, 0, ref)
-
-
-def _find_by_sha(folder: Path, sha: str) -> str | None:
-    """The card (file stem) of an earlier run whose commit is `sha` (a prefix is enough)."""
-    short = sha[:SHORT_SHA]
-    p = folder / f"commit-{short}.md"
-    if p.exists():
-        return p.stem
-    for p in folder.glob("*.md"):
-        try:
-            head = p.read_text(encoding="utf-8")[:4000]
-        except OSError:
-            continue
-        if f"\nsha: {short}" in head or f"\nsha: {sha}" in head:
-            return p.stem
-    return None
-
-
-def _combine(w: _CardWriter, newer: PRCard, older: PRCard) -> PRCard:
-    files = merge_files(newer.files, older.files)
-    also = list(dict.fromkeys([*newer.also, older.sha, *older.also]))
-    also = [s for s in also if s != newer.sha]
-    body = BodyFacts(
-        description=newer.description or older.description or "",
-        co_authors=list(dict.fromkeys(newer.co_authors + older.co_authors)),
-        issues=list(dict.fromkeys(newer.issues + older.issues)),
-        reverts_pr=newer.reverts if newer.reverts is not None else older.reverts,
-        reverts_commit=newer.reverts_commit or older.reverts_commit,
-        numbers=list(dict.fromkeys(newer.numbers + older.numbers)),
-    )
-    card = build_card(
-        w.recipe,
-        w.matcher,
-        pr=newer.pr,
-        title=newer.title,
-        sha=newer.sha,
-        date=newer.date,
-        files=files,
-        body=body,
-        key=newer.key_diff or older.key_diff,
-        also=also,
-    )
-    return card.model_copy(
-        update={
-            "reverted_by": sorted(set(newer.reverted_by) | set(older.reverted_by), key=_ref_order)
-        }
-    )
 
 
 def _sweep_temporary(folder: Path) -> None:
@@ -387,10 +195,10 @@ def mine(
     if report.mode != "noop":
         walk = read_plan(repo, report.range, head)
         total = len(walk.mine)
-        writer = _CardWriter(
+        writer = CardWriter(
             folder, recipe, incremental=report.mode in ("incremental", "since"), report=report
         )
-        skip = _resume(folder, key, writer, walk.mine)
+        skip = resume(folder, key, writer, walk.mine)
         done = skip
 
         def on_commit(c: CommitFacts) -> None:
@@ -398,7 +206,7 @@ def mine(
             writer(c)
             done += 1
             if done % CHECKPOINT_EVERY == 0 and done < total:
-                _checkpoint(folder, key, done, writer)
+                checkpoint(folder, key, done, writer)
             if progress:
                 progress(done, total)
 
@@ -443,54 +251,6 @@ def mine(
     (folder / PROGRESS_FILE).unlink(missing_ok=True)
     report.seconds = round(time.perf_counter() - t0, 3)
     return report
-
-
-_COUNTERS = ("commits", "without_pr", "direct_pushes", "written", "unchanged")
-
-
-def _checkpoint(folder: Path, key: dict, done: int, writer: _CardWriter) -> None:
-    """Every card of the first `done` streamed commits is on disk: say so, so that a killed
-    mine resumes after them instead of starting over."""
-    r = writer.report
-    data = {
-        "key": key,
-        "done": done,
-        "stems": list(writer.cards),
-        "counters": {k: getattr(r, k) for k in _COUNTERS},
-        "without_pr_sample": r.without_pr_sample,
-        "warnings": r.warnings,
-    }
-    atomic_write(folder / PROGRESS_FILE, json.dumps(data, ensure_ascii=False) + "\n")
-
-
-def _resume(folder: Path, key: dict, writer: _CardWriter, order: list[str]) -> int:
-    """Commits of `order` already mined by an interrupted run with the same key (0: none).
-    The cards it wrote are read back, so merges and revert links come out as uninterrupted."""
-    p = folder / PROGRESS_FILE
-    try:
-        data = json.loads(p.read_text(encoding="utf-8")) if p.exists() else None
-    except (OSError, ValueError):
-        data = None
-    if not data or data.get("key") != key or not 0 < data.get("done", 0) <= len(order):
-        p.unlink(missing_ok=True)
-        return 0
-    cards: dict[str, PRCard] = {}
-    for stem in data["stems"]:
-        try:
-            text = (folder / f"{stem}.md").read_text(encoding="utf-8")
-            cards[stem] = PRCard.model_validate(split_card(text).meta)
-        except Exception:  # a card gone or damaged since: start over, nothing is lost
-            p.unlink(missing_ok=True)
-            return 0
-    writer.cards.update(cards)
-    done = int(data["done"])
-    writer.seen_shas.update(order[:done])
-    for k, v in data["counters"].items():
-        setattr(writer.report, k, v)
-    writer.report.without_pr_sample = list(data.get("without_pr_sample", []))
-    writer.report.warnings = list(data.get("warnings", []))
-    writer.report.resumed_after = done
-    return done
 
 
 def _drop_vanished(folder: Path, kept: set[str], report: MineReport) -> None:

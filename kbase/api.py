@@ -254,9 +254,14 @@ class KnowledgeBase(ValidateAPI, ArchiveAPI, ExperienceAPI):
         asked = [t for t in q.tags if t.split("=", 1)[0] in ARCHIVE_TAG_KEYS]
         if not q.repo and not asked:
             return
-        known = {
-            t for e in self._entries() for t in e.tags if t.split("=", 1)[0] in ARCHIVE_TAG_KEYS
-        }
+        idx = self.searcher().index() if self.is_indexed() else None
+        known = (
+            idx.tags_with_keys(tuple(ARCHIVE_TAG_KEYS))  # cached per generation
+            if idx is not None
+            else {
+                t for e in self._entries() for t in e.tags if t.split("=", 1)[0] in ARCHIVE_TAG_KEYS
+            }
+        )
         if q.repo and f"repo={q.repo}" not in known:
             repos = [t[5:] for t in known if t.startswith("repo=")]
             raise InvalidArgument(

@@ -268,16 +268,15 @@ class ValidateAPI:
         ledger/trusted-keys/."""
         import shutil
 
-        from kbase.validators.signing import keygen
-
-        priv, pub, kid = keygen(Path(path), comment=comment, force=force)
+        info = self.new_keypair(Path(path), comment=comment, force=force)
+        pub = Path(info["public"])
         trusted = None
         if trust:
             dest = self.root / "ledger" / "trusted-keys" / pub.name
             dest.parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(pub, dest)
             trusted = str(dest.relative_to(self.root))
-        return {"private": str(priv), "public": str(pub), "key_id": kid, "trusted": trusted}
+        return {**info, "trusted": trusted}
 
     def ledger_verify(self) -> Any:
         """validators.ledger_check.LedgerCheck: every row valid and signed as trust requires."""

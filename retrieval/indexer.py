@@ -43,8 +43,56 @@ class IndexReport:
         }
 
 
-def collect_entries(root: Path) -> tuple[list[Entry], list[Problem], set[str]]:
-    """Every skill and PR card under root, the problems found, and the paths that failed."""
+def parser_fingerprint() -> str:
+    """Changes whenever the code that turns a card into an Entry changes: cached entries of an
+    earlier generation are reused only under the same fingerprint."""
+    import hashlib
+    import importlib
+
+    h = hashlib.sha256()
+    for mod in ("kbase.ingest.cards", "kbase.ingest.card_format", "kbase.schema"):
+        f = getattr(importlib.import_module(mod), "__file__", None)
+        if f:
+            h.update(Path(f).read_bytes())
+    return h.hexdigest()[:16]
+
+
+def _cards(root: Path, reuse: dict[str, Entry]) -> tuple[list[Entry], list[Problem]]:
+    """Every PR card as an Entry; a card whose text is unchanged since the previous generation
+    (same path, same content hash) is taken from it instead of being parsed again: parsing
+    thousands of YAML cards was most of an incremental re-index (issue #11)."""
+    import hashlib
+
+    from kbase.ingest.cards import CardProblems, card_entry, card_files, load_card
+    from kbase.ingest.files import FileProblem, display_path, read_text
+
+    entries: list[Entry] = []
+    problems: list[Problem] = []
+    for p in card_files(root):
+        old = reuse.get(display_path(p, root))
+        if old is not None:
+            try:
+                text = read_text(p, root)
+            except FileProblem:
+                text = None
+            if (
+                text is not None
+                and hashlib.sha256(text.encode("utf-8")).hexdigest() == old.content_hash
+            ):
+                entries.append(old)
+                continue
+        try:
+            entries.append(card_entry(load_card(p, root)))
+        except CardProblems as cp:
+            problems.extend(cp.problems)
+    return entries, problems
+
+
+def collect_entries(
+    root: Path, reuse: dict[str, Entry] | None = None
+) -> tuple[list[Entry], list[Problem], set[str]]:
+    """Every skill and PR card under root, the problems found, and the paths that failed.
+    `reuse`: path -> PR-card Entry of the previous generation (same parser fingerprint)."""
     from kbase.ingest.files import display_path
     from kbase.ingest.skills import find_skill_files, load_entries
 
@@ -60,10 +108,8 @@ def collect_entries(root: Path) -> tuple[list[Entry], list[Problem], set[str]]:
         else:
             problems.extend(bad)
             failed.add(display_path(f, root))
-    from kbase.ingest.cards import load_card_entries
-
     if (root / "pr_archive").is_dir():
-        cards, card_problems = load_card_entries(root)
+        cards, card_problems = _cards(root, reuse or {})
         entries.extend(cards)
         problems.extend(card_problems)
         failed.update(p.path for p in card_problems)
@@ -124,14 +170,20 @@ def build_index(
     every run. `model_path`: the embedding model's folder, so the ONNX query model can be checked
     without loading it (default: the packaged model)."""
     from kbase.retrieval import generations as G
-    from kbase.retrieval.lexical import build_bm25
+    from kbase.retrieval.lexical import build_bm25, load_token_cache
     from kbase.retrieval.vectors import VectorStore, partition_key
 
     rep = IndexReport()
     t0 = time.perf_counter()
     with G.writer_lock(home):
         prev = G.load_generation(home)
-        entries, problems, failed = collect_entries(root)
+        fingerprint = parser_fingerprint()
+        reuse = (
+            {e.path: e for e in prev.entries if e.kind == "pr"}
+            if prev is not None and prev.meta.get("parser") == fingerprint
+            else {}
+        )
+        entries, problems, failed = collect_entries(root, reuse)
         entries.extend(extra_entries or [])
         rep.problems = problems
         # Nothing already indexed is lost: an entry that fails to parse keeps its last good version.
@@ -196,8 +248,11 @@ def build_index(
             [c for e in entries for c in e.chunks],
             [e.title for e in entries for _ in e.chunks],
             tmp / "bm25",
+            cache=load_token_cache(prev.path / "bm25") if prev is not None else None,
         )
-        G.write_entries(tmp, entries, {"root": str(root), "entries": len(entries)})
+        G.write_entries(
+            tmp, entries, {"root": str(root), "entries": len(entries), "parser": fingerprint}
+        )
         rep.seconds["bm25+write"] = time.perf_counter() - t3
         G.publish(home, gid, tmp)
         rep.generation = gid

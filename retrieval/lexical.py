@@ -17,13 +17,54 @@ def chunk_tokens(chunk: Chunk, title: str) -> list[str]:
     return tokens(f"{title}\n{chunk.text}") or ["<empty>"]
 
 
-def build_bm25(chunks: list[Chunk], titles: list[str], path: Path) -> None:
+TOKENS_FILE = "tokens.json"
+
+
+def tokenizer_fingerprint() -> str:
+    """Changes with the tokenizer's code or its abbreviation groups."""
+    import hashlib
+    from importlib import resources
+
+    from kbase.retrieval import tokenize
+
+    h = hashlib.sha256(Path(tokenize.__file__).read_bytes())
+    h.update(resources.files("kbase.data").joinpath("abbreviations.yaml").read_bytes())
+    return h.hexdigest()[:16]
+
+
+def load_token_cache(bm25_dir: Path) -> dict[str, list[str]]:
+    """Chunk id -> tokens saved with a previous BM25 index, if the tokenizer is unchanged."""
+    import json
+
+    try:
+        data = json.loads((bm25_dir / TOKENS_FILE).read_text(encoding="utf-8"))
+    except (FileNotFoundError, ValueError):
+        return {}
+    return data.get("tokens", {}) if data.get("fingerprint") == tokenizer_fingerprint() else {}
+
+
+def build_bm25(
+    chunks: list[Chunk],
+    titles: list[str],
+    path: Path,
+    cache: dict[str, list[str]] | None = None,
+) -> None:
+    """`cache`: chunk id -> tokens from the previous generation (chunk ids carry the entry's
+    content hash, so a cached id always has the same text); only new chunks are tokenized."""
+    import json
+
     import bm25s
 
-    corpus = [chunk_tokens(c, t) for c, t in zip(chunks, titles, strict=True)] or [["<empty>"]]
+    cache = cache or {}
+    corpus = [
+        cache.get(c.id) or chunk_tokens(c, t) for c, t in zip(chunks, titles, strict=True)
+    ] or [["<empty>"]]
     retriever = bm25s.BM25()
     retriever.index(corpus, show_progress=False)
     retriever.save(str(path), show_progress=False)
+    saved = {"fingerprint": tokenizer_fingerprint(), "tokens": {}}
+    saved["tokens"] = {c.id: toks for c, toks in zip(chunks, corpus, strict=False)}
+    (path / TOKENS_FILE).write_text(json.dumps(saved, ensure_ascii=False), encoding="utf-8")
 
 
 class Lexical:

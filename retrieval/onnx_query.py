@@ -162,6 +162,9 @@ class OnnxQueryEmbedder:
         opts = ort.SessionOptions()
         opts.intra_op_num_threads = threads or max(1, min(2, os.cpu_count() or 1))
         opts.inter_op_num_threads = 1
+        # ORT's worker threads otherwise spin for a while after each run, and on a small machine
+        # they take the CPU from the vector query that follows every embedding (issue #11).
+        opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
         opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         opts.log_severity_level = 3
         self._session = ort.InferenceSession(

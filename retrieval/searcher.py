@@ -21,6 +21,9 @@ from kbase.schema import Entry
 
 CANDIDATES = 100  # per retriever, entry level
 DENSE_PER_PARTITION = 150  # chunk hits asked of each Chroma collection
+# A tag filter keeping at least this share of the entries of the partitions it touches is applied
+# to the dense hits afterwards (asking for proportionally more) instead of as a Chroma `where`.
+MIN_POST_FILTER_SHARE = 0.1
 # The public modes (kbase.closed_sets.MODES) plus "rrf": the old reciprocal-rank fusion, kept
 # for the benchmarks' side-by-side comparison only.
 MODES = (*_PUBLIC_MODES, "rrf")
@@ -59,15 +62,35 @@ class LoadedIndex:
         self.lexical = Lexical(gen.path / "bm25")
         from kbase.retrieval.vectors import partition_key
 
-        self.partitions = sorted({partition_key(e.kind, e.repo) for e in self.entries})
-        self._titles: list[frozenset[str]] | None = None
+        self.entry_partition = [partition_key(e.kind, e.repo) for e in self.entries]
+        self.partitions = sorted(set(self.entry_partition))
+        self.partition_sizes: dict[str, int] = {}
+        for key in self.entry_partition:
+            self.partition_sizes[key] = self.partition_sizes.get(key, 0) + 1
+        self._titles: dict[int, frozenset[str]] = {}
+        self._tag_sets: dict[tuple[str, ...], frozenset[str]] = {}
+
+    def partitions_of(self, mask: np.ndarray) -> set[str]:
+        return {self.entry_partition[i] for i in np.nonzero(mask)[0]}
+
+    def tags_with_keys(self, keys: tuple[str, ...]) -> frozenset[str]:
+        """Every `key=value` tag of the index whose key is in keys; computed once per generation
+        (the façade checks filter names against it on every filtered search)."""
+        got = self._tag_sets.get(keys)
+        if got is None:
+            got = frozenset(t for e in self.entries for t in e.tags if t.split("=", 1)[0] in keys)
+            self._tag_sets[keys] = got
+        return got
 
     def title_tokens(self, i: int) -> frozenset[str]:
-        if self._titles is None:  # built on first use: most readers never need all of them
+        """Tokens of entry i's title, computed when a query first needs them (a cold search
+        would otherwise tokenize every title of the index)."""
+        got = self._titles.get(i)
+        if got is None:
             from kbase.retrieval.tokenize import tokens
 
-            self._titles = [frozenset(tokens(e.title)) for e in self.entries]
-        return self._titles[i]
+            got = self._titles[i] = frozenset(tokens(self.entries[i].title))
+        return got
 
     def partitions_for(self, kind: str | None, repo: str | None) -> list[str]:
         from kbase.retrieval.vectors import partition_key
@@ -206,15 +229,17 @@ class Searcher:
     def _bm25(self, idx: LoadedIndex, text: str, mask) -> list[tuple[int, int, float]]:
         return _best_per_entry(idx.lexical.scores(text), idx, mask)
 
-    def _query_store(self, vec, keys: list[str], where) -> list[tuple[str, float]]:
+    def _query_store(
+        self, vec, keys: list[str], where, n: int = DENSE_PER_PARTITION
+    ) -> list[tuple[str, float]]:
         try:
-            return self.store().query(vec, n=DENSE_PER_PARTITION, keys=keys, where=where)
+            return self.store().query(vec, n=n, keys=keys, where=where)
         except Exception as exc:  # noqa: BLE001
             # A re-index by another process can leave this reader's handles pointing at
             # deleted collections or vectors: reopen once, then fall back to BM25 alone.
             self._reset_store()
             try:
-                return self.store().query(vec, n=DENSE_PER_PARTITION, keys=keys, where=where)
+                return self.store().query(vec, n=n, keys=keys, where=where)
             except Exception:  # noqa: BLE001
                 print(
                     f"kbase: warning: vector search failed ({type(exc).__name__}: {exc}); "
@@ -227,10 +252,20 @@ class Searcher:
         self, idx: LoadedIndex, text: str, kind, repo, tags, mask=None
     ) -> list[tuple[int, int, float]]:
         keys = idx.partitions_for(kind, repo)
+        n = DENSE_PER_PARTITION
+        where = _where(tags)
+        if where is not None and mask is not None:
+            # Tags: only partitions holding a matching entry, and the mask applied to the hits
+            # afterwards (a Chroma `where` scans metadata: several times slower). A rare tag asks
+            # for more hits; one too rare even for that falls back to the `where`.
+            keys = [k for k in keys if k in idx.partitions_of(mask)]
+            share = mask.sum() / max(1, sum(idx.partition_sizes[k] for k in keys))
+            if share >= MIN_POST_FILTER_SHARE:
+                where, n = None, int(min(DENSE_PER_PARTITION / share, 10 * DENSE_PER_PARTITION))
         if not keys:
             return []
         vec = self._embedder_factory().embed_query(text)
-        rows = self._query_store(vec, keys, _where(tags))
+        rows = self._query_store(vec, keys, where, n)
         out, seen = [], set()
         for cid, sim in rows:
             p = idx.chunk_ids.get(cid)

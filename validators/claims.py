@@ -21,7 +21,7 @@ RELATION_HELP = 'a relation: ">= x", "<= x", "> x", "< x", "== x" or "in [a, b]"
 
 
 class RelationError(InvalidArgument):
-    pass
+    """An `expect` that is not one of the relations claims may use."""
 
 
 @dataclass(frozen=True)

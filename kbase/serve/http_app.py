@@ -148,7 +148,7 @@ def create_app(service: Service, allow_write: bool = False, hosts: set[str] | No
         if exc.status_code == 405:  # Allow lists every method of the path, not the first route's
             from starlette.routing import Match
 
-            methods = set()
+            methods: set[str] = set()
             for route in app.routes:
                 route_methods = getattr(route, "methods", None)
                 if route_methods and route.matches(req.scope)[0] != Match.NONE:

@@ -178,8 +178,8 @@ def fit_entry(doc: dict[str, Any], max_chars: int) -> dict[str, Any]:
         ("tags",),
         ("tags", "sections"),
         ("tags", "sections", "feedback", "path"),
+        ("tags", "sections", "feedback", "path", "verified_on", "verified_at", "repo"),
     )
-    drops += (("tags", "sections", "feedback", "path", "verified_on", "verified_at", "repo"),)
     for drop in drops:
         head = {k: v for k, v in out.items() if k not in drop}
         head["text"] = ""
