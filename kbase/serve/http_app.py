@@ -13,10 +13,11 @@ import logging
 import time
 from typing import Annotated, Any
 
-from kbase.closed_sets import ENTRY_STATUSES, KINDS, MODES, EntryKind, EntryStatus, Mode
+from kbase.closed_sets import ENTRY_STATUSES, EntryKind, EntryStatus, Mode
 from kbase.envspec import ENV_HELP, ENV_PATTERN, parse_env
 from kbase.errors import InvalidArgument, KbaseError
 from kbase.schema import EntryDoc, SearchResult
+from kbase.serve import http_schema as H
 from kbase.serve import params as P
 from kbase.serve.guard import MAX_BODY_BYTES  # noqa: F401  (the documented body limit)
 from kbase.serve.http_models import (
@@ -44,64 +45,12 @@ from kbase.serve.service import Service
 
 log = logging.getLogger("kbase.serve.http")
 
-ID_PATTERN = r"^([a-z0-9]+(-[a-z0-9]+)*|pr:[A-Za-z0-9][A-Za-z0-9._+-]{0,99}#[0-9]{1,9})$"
-SLUG_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,99}$"
-QUERY_PATTERN = r"^[^\x00]*[^\s\x00][^\x00]*$"  # not blank, no NUL
-SECTION_PATTERN = r"^[^\x00-\x1f/\\]{1,120}$"
-DAY_PATTERN = r"^\d{4}-\d{2}-\d{2}$"
-
 
 def _error(status: int, message: str, headers: dict[str, str] | None = None) -> Any:
     from fastapi.responses import JSONResponse
 
     body = ErrorBody.model_validate({"error": {"status": status, "message": message}})
     return JSONResponse(body.model_dump(), status_code=status, headers=headers)
-
-
-def _schema_enums(kb: Any) -> tuple[list[str], list[str]]:
-    """Every tag filter value and archive repo this server accepts now, for the OpenAPI schema
-    (the parser stays the authority: it also names the nearest value of a wrong one)."""
-    from kbase.search_query import ARCHIVE_TAG_KEYS
-    from kbase.vocab import vocabulary
-
-    tags = {
-        f"{k}={v}" for k, spec in vocabulary().items() for v in [*spec["values"], *spec["aliases"]]
-    }
-    repos = set()
-    for e in kb._entries():
-        for t in e.tags:
-            if t.split("=", 1)[0] in ARCHIVE_TAG_KEYS:
-                tags.add(t)
-        if e.repo:
-            repos.add(e.repo)
-    return sorted(tags), sorted(repos)
-
-
-# Integer parameters and their ranges, so a range error reads like the CLI's and MCP's.
-RANGES = {"k": (1, P.MAX_K), "limit": (1, MAX_LIST_LIMIT)}
-
-
-def _message(loc: str, e: dict[str, Any]) -> str:
-    kind = e.get("type", "")
-    if kind == "missing":
-        return (
-            "query is required: a symptom, an error message or a topic"
-            if loc == "q"
-            else (f"{loc} is required")
-        )
-    if kind in ("greater_than_equal", "less_than_equal") and loc in RANGES:
-        lo, hi = RANGES[loc]
-        return f"{loc} must be between {lo} and {hi}, got {str(e.get('input'))[:20]}"
-    if kind == "int_parsing":
-        return f"{loc} must be an integer"
-    if kind == "string_pattern_mismatch" and loc == "q":
-        return "query is empty (or holds a NUL character)"
-    if kind == "string_pattern_mismatch" and loc == "env":
-        try:
-            parse_env(str(e.get("input")))
-        except KbaseError as exc:
-            return str(exc)
-    return f"{loc}: {e.get('msg', 'invalid')}"
 
 
 def create_app(service: Service, allow_write: bool = False, hosts: set[str] | None = None) -> Any:
@@ -139,7 +88,7 @@ def create_app(service: Service, allow_write: bool = False, hosts: set[str] | No
         parts = []
         for e in exc.errors()[:5]:
             loc = ".".join(str(x) for x in e.get("loc", ()) if x not in ("query", "body", "path"))
-            parts.append(_message(loc or "request", e))
+            parts.append(H.message(loc or "request", e))
         return _error(400, "; ".join(parts) or "invalid request")
 
     @app.exception_handler(StarletteHTTPException)
@@ -161,13 +110,13 @@ def create_app(service: Service, allow_write: bool = False, hosts: set[str] | No
         log.exception("internal error on %s %s", req.method, req.url.path)
         return _error(500, "internal error (logged on the server)")
 
-    tag_values, repos = _schema_enums(kb)
+    tag_values, repos = H.schema_enums(kb)
     Env = Annotated[str | None, Query(description=ENV_HELP, max_length=200, pattern=ENV_PATTERN)]
     Day = Annotated[
         str | None,
         Query(
             description="YYYY-MM-DD, inclusive",
-            pattern=DAY_PATTERN,
+            pattern=H.DAY_PATTERN,
             json_schema_extra={"format": "date"},
         ),
     ]
@@ -213,7 +162,7 @@ def create_app(service: Service, allow_write: bool = False, hosts: set[str] | No
             Query(
                 min_length=1,
                 max_length=P.MAX_QUERY_CHARS,
-                pattern=QUERY_PATTERN,
+                pattern=H.QUERY_PATTERN,
                 description="a symptom, an error message or a topic",
             ),
         ],
@@ -250,64 +199,8 @@ def create_app(service: Service, allow_write: bool = False, hosts: set[str] | No
             }
         )
 
-    def _opt(schema: dict[str, Any]) -> dict[str, Any]:
-        """An optional body field: null means "the default", as in the Python API."""
-        return {"anyOf": [schema, {"type": "null"}]}
-
-    search_body = {
-        "type": "object",
-        "additionalProperties": False,
-        "required": ["query"],
-        "properties": {
-            "query": {
-                "type": "string",
-                "minLength": 1,
-                "maxLength": P.MAX_QUERY_CHARS,
-                "pattern": QUERY_PATTERN,
-                "description": "a symptom, an error message or a topic",
-            },
-            "k": _opt({"type": "integer", "minimum": 1, "maximum": P.MAX_K}),
-            "kind": _opt({"type": "string", "enum": list(KINDS)}),
-            "repo": _opt({"type": "string", **({"enum": repos} if repos else {"pattern": "^$"})}),
-            "tags": _opt(
-                {
-                    "type": "array",
-                    "maxItems": P.MAX_TAGS,
-                    "items": {"type": "string", "enum": tag_values},
-                }
-            ),
-            "status": _opt(
-                {
-                    "type": "array",
-                    "maxItems": len(ENTRY_STATUSES),
-                    "items": {"type": "string", "enum": list(ENTRY_STATUSES)},
-                }
-            ),
-            "mode": _opt({"type": "string", "enum": list(MODES)}),
-            "since": _opt({"type": "string", "format": "date", "pattern": DAY_PATTERN}),
-            "until": _opt({"type": "string", "format": "date", "pattern": DAY_PATTERN}),
-            "env": _opt({"type": "string", "pattern": ENV_PATTERN, "description": ENV_HELP}),
-            "max_chars": _opt(
-                {"type": "integer", "minimum": P.MIN_MAX_CHARS, "maximum": P.MAX_MAX_CHARS}
-            ),
-        },
-        "description": "the GET parameters as a JSON object (tag becomes tags); MCP argument "
-        "names such as question or top_k are accepted too",
-    }
-
-    import jsonschema
-
-    body_checker = jsonschema.Draft202012Validator(search_body)
-
-    def _check_body(obj: dict[str, Any]) -> None:
-        """The published body schema, enforced (after argument aliases are mapped)."""
-        err = jsonschema.exceptions.best_match(body_checker.iter_errors(obj))
-        if err is not None:
-            where = ".".join(str(x) for x in err.absolute_path) or "body"
-            what = err.message if len(err.message) <= 200 else err.message[:200] + "…"
-            if err.validator == "enum":
-                what = "not one of the accepted values (see /openapi.json)"
-            raise InvalidArgument(f"{where}: {what}", where)
+    search_body = H.search_body_schema(repos, tag_values)
+    _check_body = H.body_checker(search_body)
 
     @app.post(
         "/search",
@@ -337,11 +230,12 @@ def create_app(service: Service, allow_write: bool = False, hosts: set[str] | No
     )
     def entry(
         entry_id: Annotated[
-            str, Path(description="skill name or pr:<repo>#<N>", pattern=ID_PATTERN, max_length=120)
+            str,
+            Path(description="skill name or pr:<repo>#<N>", pattern=H.ID_PATTERN, max_length=120),
         ],
         section: Annotated[
             str | None,
-            Query(description="only this section (a heading title)", pattern=SECTION_PATTERN),
+            Query(description="only this section (a heading title)", pattern=H.SECTION_PATTERN),
         ] = None,
         env: Env = None,
     ) -> EntryDoc:
@@ -354,8 +248,8 @@ def create_app(service: Service, allow_write: bool = False, hosts: set[str] | No
         responses=error_responses(400, 404),
     )
     def history(
-        repo: Annotated[str, Path(description="archived repo", pattern=SLUG_PATTERN)],
-        family: Annotated[str, Path(description="kernel family", pattern=SLUG_PATTERN)],
+        repo: Annotated[str, Path(description="archived repo", pattern=H.SLUG_PATTERN)],
+        family: Annotated[str, Path(description="kernel family", pattern=H.SLUG_PATTERN)],
         since: Day = None,
         until: Day = None,
         limit: Annotated[
@@ -446,24 +340,17 @@ def create_app(service: Service, allow_write: bool = False, hosts: set[str] | No
         if app.openapi_schema is None:
             from fastapi.openapi.utils import get_openapi
 
-            spec = get_openapi(
-                title=app.title,
-                version=app.version,
-                summary=app.summary,
-                description=app.description,
-                routes=app.routes,
-                license_info=app.license_info,
-                servers=app.servers,
+            app.openapi_schema = H.tidy_openapi(
+                get_openapi(
+                    title=app.title,
+                    version=app.version,
+                    summary=app.summary,
+                    description=app.description,
+                    routes=app.routes,
+                    license_info=app.license_info,
+                    servers=app.servers,
+                )
             )
-            for ops in spec.get("paths", {}).values():
-                for op in ops.values():
-                    op["security"] = []  # no authentication: say so on every operation
-                    # FastAPI's own validation errors are answered as 400 (documented), never 422
-                    op.get("responses", {}).pop("422", None)
-            schemas = spec.get("components", {}).get("schemas", {})
-            for unused in ("HTTPValidationError", "ValidationError"):
-                schemas.pop(unused, None)
-            app.openapi_schema = spec
         return app.openapi_schema
 
     app.openapi = openapi  # type: ignore[method-assign]

@@ -1,0 +1,142 @@
+"""The OpenAPI side of `kbase serve`: patterns, enums from the index, the POST /search body
+schema, FastAPI's validation errors reworded, and the document tidied. The schemas say exactly
+what the handlers accept, so a schema-driven fuzzer (schemathesis) and the server agree.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kbase.closed_sets import ENTRY_STATUSES, KINDS, MODES
+from kbase.envspec import ENV_HELP, ENV_PATTERN, parse_env
+from kbase.errors import InvalidArgument, KbaseError
+from kbase.serve import params as P
+from kbase.serve.paging import MAX_LIST_LIMIT
+
+ID_PATTERN = r"^([a-z0-9]+(-[a-z0-9]+)*|pr:[A-Za-z0-9][A-Za-z0-9._+-]{0,99}#[0-9]{1,9})$"
+SLUG_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,99}$"
+QUERY_PATTERN = r"^[^\x00]*[^\s\x00][^\x00]*$"  # not blank, no NUL
+SECTION_PATTERN = r"^[^\x00-\x1f/\\]{1,120}$"
+DAY_PATTERN = r"^\d{4}-\d{2}-\d{2}$"
+# Integer parameters and their ranges, so a range error reads like the CLI's and MCP's.
+RANGES = {"k": (1, P.MAX_K), "limit": (1, MAX_LIST_LIMIT)}
+
+
+def schema_enums(kb: Any) -> tuple[list[str], list[str]]:
+    """Every tag filter value and archive repo this server accepts now, for the OpenAPI schema
+    (the parser stays the authority: it also names the nearest value of a wrong one)."""
+    from kbase.search_query import ARCHIVE_TAG_KEYS
+    from kbase.vocab import vocabulary
+
+    tags = {
+        f"{k}={v}" for k, spec in vocabulary().items() for v in [*spec["values"], *spec["aliases"]]
+    }
+    repos = set()
+    for e in kb._entries():
+        for t in e.tags:
+            if t.split("=", 1)[0] in ARCHIVE_TAG_KEYS:
+                tags.add(t)
+        if e.repo:
+            repos.add(e.repo)
+    return sorted(tags), sorted(repos)
+
+
+def message(loc: str, e: dict[str, Any]) -> str:
+    """One FastAPI validation error in the words the CLI and MCP use."""
+    kind = e.get("type", "")
+    if kind == "missing":
+        if loc == "q":
+            return "query is required: a symptom, an error message or a topic"
+        return f"{loc} is required"
+    if kind in ("greater_than_equal", "less_than_equal") and loc in RANGES:
+        lo, hi = RANGES[loc]
+        return f"{loc} must be between {lo} and {hi}, got {str(e.get('input'))[:20]}"
+    if kind == "int_parsing":
+        return f"{loc} must be an integer"
+    if kind == "string_pattern_mismatch" and loc == "q":
+        return "query is empty (or holds a NUL character)"
+    if kind == "string_pattern_mismatch" and loc == "env":
+        try:
+            parse_env(str(e.get("input")))
+        except KbaseError as exc:
+            return str(exc)
+    return f"{loc}: {e.get('msg', 'invalid')}"
+
+
+def _opt(schema: dict[str, Any]) -> dict[str, Any]:
+    """An optional body field: null means "the default", as in the Python API."""
+    return {"anyOf": [schema, {"type": "null"}]}
+
+
+def search_body_schema(repos: list[str], tag_values: list[str]) -> dict[str, Any]:
+    """POST /search's body: the GET parameters as one JSON object, exactly as accepted."""
+    return {
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["query"],
+        "properties": {
+            "query": {
+                "type": "string",
+                "minLength": 1,
+                "maxLength": P.MAX_QUERY_CHARS,
+                "pattern": QUERY_PATTERN,
+                "description": "a symptom, an error message or a topic",
+            },
+            "k": _opt({"type": "integer", "minimum": 1, "maximum": P.MAX_K}),
+            "kind": _opt({"type": "string", "enum": list(KINDS)}),
+            "repo": _opt({"type": "string", **({"enum": repos} if repos else {"pattern": "^$"})}),
+            "tags": _opt(
+                {
+                    "type": "array",
+                    "maxItems": P.MAX_TAGS,
+                    "items": {"type": "string", "enum": tag_values},
+                }
+            ),
+            "status": _opt(
+                {
+                    "type": "array",
+                    "maxItems": len(ENTRY_STATUSES),
+                    "items": {"type": "string", "enum": list(ENTRY_STATUSES)},
+                }
+            ),
+            "mode": _opt({"type": "string", "enum": list(MODES)}),
+            "since": _opt({"type": "string", "format": "date", "pattern": DAY_PATTERN}),
+            "until": _opt({"type": "string", "format": "date", "pattern": DAY_PATTERN}),
+            "env": _opt({"type": "string", "pattern": ENV_PATTERN, "description": ENV_HELP}),
+            "max_chars": _opt(
+                {"type": "integer", "minimum": P.MIN_MAX_CHARS, "maximum": P.MAX_MAX_CHARS}
+            ),
+        },
+        "description": "the GET parameters as a JSON object (tag becomes tags); MCP argument "
+        "names such as question or top_k are accepted too",
+    }
+
+
+def body_checker(schema: dict[str, Any]) -> Any:
+    """A function enforcing `schema` on a parsed body, raising InvalidArgument."""
+    import jsonschema
+
+    validator = jsonschema.Draft202012Validator(schema)
+
+    def check(obj: dict[str, Any]) -> None:
+        err = jsonschema.exceptions.best_match(validator.iter_errors(obj))
+        if err is not None:
+            where = ".".join(str(x) for x in err.absolute_path) or "body"
+            what = err.message if len(err.message) <= 200 else err.message[:200] + "…"
+            if err.validator == "enum":
+                what = "not one of the accepted values (see /openapi.json)"
+            raise InvalidArgument(f"{where}: {what}", where)
+
+    return check
+
+
+def tidy_openapi(spec: dict[str, Any]) -> dict[str, Any]:
+    """No authentication, said on every operation; 400 (not 422) for validation errors."""
+    for ops in spec.get("paths", {}).values():
+        for op in ops.values():
+            op["security"] = []
+            op.get("responses", {}).pop("422", None)
+    schemas = spec.get("components", {}).get("schemas", {})
+    for unused in ("HTTPValidationError", "ValidationError"):
+        schemas.pop(unused, None)
+    return spec
