@@ -45,7 +45,8 @@ def test_lists_accept_json_strings_and_comma_lists_and_canonicalise_tags():
         ("pr:flashinfer/../x#1", False),
         ("pr:#1", False),
         ("Gpu-Kernel", False),
-        ("a" * 65, False),
+        ("a" * 65, True),  # longer than a name can be: looked up, then "not found"
+        ("a" * 121, False),
         ("x\x00y", False),
     ],
 )
