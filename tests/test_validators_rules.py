@@ -29,9 +29,7 @@ H200_ENV = {
 }
 
 
-def facts(
-    tiers=("cpu-interpret", "gpu"), audit=dt.date(2026, 10, 1), max_age=180, sha=SHA
-) -> SkillFacts:
+def facts(tiers=("cpu-interpret",), audit=dt.date(2026, 10, 1), max_age=180, sha=SHA) -> SkillFacts:
     return SkillFacts(
         name="s", tiers=list(tiers), snippet_sha256=sha, audit_date=audit, max_age_days=max_age
     )
@@ -58,6 +56,17 @@ def test_verified_after_a_recent_pass_on_a_declared_tier():
     assert j.status == "verified"
     assert j.last_pass.startswith("2026-11-20")
     assert j.verified_on == "cpu-interpret · triton 3.9 · torch 2.13"
+
+
+def test_verified_needs_a_pass_on_every_declared_tier():
+    both = facts(tiers=("cpu-interpret", "gpu"))
+    j = judge(both, [row()], now=NOW, env=CPU_ENV)
+    assert j.status == "unverified" and "tier(s) gpu" in j.reasons[0], j.reasons
+    on_both = [row(), row(tier="gpu", fp=H200_ENV, at="2026-11-21T00:00:00+00:00")]
+    assert judge(both, on_both, now=NOW, env=CPU_ENV).status == "verified"
+    # a skipped gpu run measures nothing
+    skipped = [row(), row("skip", tier="gpu", fp=H200_ENV)]
+    assert judge(both, skipped, now=NOW, env=CPU_ENV).status == "unverified"
 
 
 def test_failing_when_the_latest_run_on_some_environment_failed():
@@ -135,15 +144,19 @@ def test_stale_env_for_older_triton_or_torch_minor():
 def test_stale_env_for_another_arch_or_older_cuda_major():
     b200 = {**H200_ENV, "gpu_name": "NVIDIA B200", "compute_capability": "10.0"}
     on_h200 = [row(tier="gpu", fp=H200_ENV)]
-    assert judge(facts(), on_h200, now=NOW, env=H200_ENV).status == "verified"
-    j = judge(facts(), on_h200, now=NOW, env=b200)
+    gpu_only = facts(tiers=("gpu",))
+    assert judge(gpu_only, on_h200, now=NOW, env=H200_ENV).status == "verified"
+    j = judge(gpu_only, on_h200, now=NOW, env=b200)
     assert j.status == "stale-env" and "cc 9.0" in j.reasons[0]
     cuda13 = {**H200_ENV, "torch_cuda": "13.0"}
     assert "CUDA 12.8 < 13.0" in env_gap(on_h200[0], cuda13, True)
     # a machine without a GPU does not outdate a GPU pass, however old its torch
     assert judge(facts(tiers=("gpu",)), on_h200, now=NOW, env=CPU_ENV).status == "verified"
     # a CPU-only pass does not speak for a GPU arch when the skill declares the gpu tier
-    assert judge(facts(), [row()], now=NOW, env=H200_ENV).status == "stale-env"
+    both = facts(tiers=("cpu-interpret", "gpu"))
+    assert judge(both, [row()], now=NOW, env=H200_ENV).status == "unverified"
+    gpu_elsewhere = [row(), row(tier="gpu", fp=b200)]
+    assert judge(both, gpu_elsewhere, now=NOW, env=H200_ENV).status == "stale-env"
     assert (
         judge(
             facts(tiers=("cpu-interpret",)),

@@ -172,6 +172,13 @@ def judge(
                 found["stale-env"].append(
                     "no pass on the environment asked about: " + "; ".join(newest_gap)
                 )
+        # verified means every claim was measured: each declared tier needs its own pass
+        missing = [t for t in facts.tiers if not any(r["tier"] == t for r in passes)]
+        if missing:
+            found["unverified"].append(
+                f"no pass with this snippet on tier(s) {', '.join(missing)}"
+                f" (passed on {', '.join(sorted({r['tier'] for r in passes}))})"
+            )
         age = (today - last_day).days
         if age > facts.max_age_days:
             found["stale-age"].append(
