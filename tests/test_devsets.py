@@ -72,7 +72,9 @@ def devset_kb(tmp_path_factory, embedder):
     if not HIST.exists():
         pytest.skip(f"shared histories not found at {HIST}")
     work = os.environ.get("KBASE_DEVSET_WORK")
-    return build_kb(Path(work) if work else tmp_path_factory.mktemp("devsets"))
+    if work:  # a local re-run: take the archives already mined there as they are
+        return build_kb(Path(work), mine=not (Path(work) / "kb" / "pr_archive").is_dir())
+    return build_kb(tmp_path_factory.mktemp("devsets"))
 
 
 @pytest.mark.parametrize("name", list(D.SETS))
