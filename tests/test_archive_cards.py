@@ -350,11 +350,51 @@ def test_cli_mine_history_and_errors(tmp_path):
     r = _kbase("history", "qwen3", "--repo", "demo", "--root", str(kb), "--json", cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     rows = json.loads(r.stdout)["prs"]
-    assert [(x["pr"], x["files"], x["categories"]) for x in rows] == [
-        (1, ["models/qwen3.py"], ["feature"]),
+    assert [(x["pr"], x["files"], x["categories"]) for x in rows] == [  # newest first
         (3, ["models/qwen3.py"], ["fix"]),
+        (1, ["models/qwen3.py"], ["feature"]),
     ]
-    assert rows[0]["date"] == "2024-01-01T00:00:00+00:00"
+    assert rows[-1]["date"] == "2024-01-01T00:00:00+00:00"
+    r = _kbase(
+        "history",
+        "qwen3",
+        "--repo",
+        "demo",
+        "--root",
+        str(kb),
+        "--json",
+        "--limit",
+        "1",
+        cwd=tmp_path,
+    )
+    page = json.loads(r.stdout)
+    assert [x["pr"] for x in page["prs"]] == [3] and page["total"] == 2 and page["next_cursor"]
+    r = _kbase(
+        "history",
+        "qwen3",
+        "--repo",
+        "demo",
+        "--root",
+        str(kb),
+        "--json",
+        "--cursor",
+        page["next_cursor"],
+        cwd=tmp_path,
+    )
+    assert [x["pr"] for x in json.loads(r.stdout)["prs"]] == [1]
+    r = _kbase(
+        "history",
+        "qwen3",
+        "--repo",
+        "demo",
+        "--root",
+        str(kb),
+        "--json",
+        "--until",
+        "2024-01-01",
+        cwd=tmp_path,
+    )
+    assert [x["pr"] for x in json.loads(r.stdout)["prs"]] == [1]
     r = _kbase("history", "qwen3", "--repo", "demo", "--root", str(kb), cwd=tmp_path)
     assert r.returncode == 0 and "#3" in r.stdout
 

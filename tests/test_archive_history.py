@@ -129,10 +129,11 @@ def test_history_by_family_and_by_path_includes_direct_pushes(tmp_path):
         return json.loads(r.stdout)
 
     fam = kbase("history", "norm", "--repo", "demo")["prs"]
-    assert [(r["pr"], r["kind"]) for r in fam] == [(41, "pr"), (None, "commit"), (None, "commit")]
+    # newest first
+    assert [(r["pr"], r["kind"]) for r in fam] == [(None, "commit"), (None, "commit"), (41, "pr")]
     assert fam[1]["sha"] == shas["push"]
     by_path = kbase("history", "--repo", "demo", "--path", "README.md")["prs"]
-    assert [r["pr"] for r in by_path] == [None, 43]
+    assert [r["pr"] for r in by_path] == [43, None]
 
 
 def test_bare_mirrors_with_and_without_config_and_worktrees(tmp_path):

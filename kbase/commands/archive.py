@@ -17,6 +17,7 @@ from kbase.commands.common import (
     kb,
     print_json,
 )
+from kbase.serve.paging import DEFAULT_HISTORY_LIMIT, MAX_HISTORY_LIMIT
 
 
 def mine(
@@ -80,25 +81,39 @@ def history(
     recipe: str | None = typer.Option(
         None, "--recipe", help="take family globs from this recipe instead of the last mine"
     ),
+    since: str | None = typer.Option(None, "--since", help="only cards dated on/after YYYY-MM-DD"),
+    until: str | None = typer.Option(None, "--until", help="only cards dated on/before YYYY-MM-DD"),
+    limit: int = typer.Option(
+        DEFAULT_HISTORY_LIMIT, "--limit", min=1, max=MAX_HISTORY_LIMIT, help="cards per page"
+    ),
+    cursor: str | None = typer.Option(
+        None, "--cursor", help="next_cursor of the previous page (--json prints it)"
+    ),
     root: str | None = RootOpt,
     as_json: bool = JsonOpt,
 ) -> None:
-    """The family's (or the paths') timeline: date, PR or commit, title, files, categories."""
+    """The family's (or the paths') timeline, newest first: date, PR or commit, title, files."""
     from kbase.errors import NotFound
+    from kbase.serve.paging import page_history
 
     result = kb(root).history(repo, family, recipe=recipe, paths=path or None)
     if not result.available:
         raise NotFound(f"no archive {repo!r}: {result.message}")
+    page = page_history(result, since, until, limit, cursor)
     if as_json:
-        print_json(result.model_dump(mode="json"))
+        print_json(page)
         return
     from rich.table import Table
 
+    from kbase.schema import HistoryRow
+
+    rows = [HistoryRow.model_validate(r) for r in page["prs"]]
     what = family or " ".join(path)
-    table = Table(title=f"{repo} / {what}: {len(result.prs)} card(s)", title_justify="left")
+    shown = f"{len(rows)} of {page['total']} card(s), newest first"
+    table = Table(title=f"{repo} / {what}: {shown}", title_justify="left")
     for col in ("date", "PR", "title", "files", "categories"):
         table.add_column(col, overflow="fold")
-    for row in result.prs:
+    for row in rows:
         more = f" (+{len(row.files) - 3})" if len(row.files) > 3 else ""
         title = row.title + (" [via rename]" if row.via_rename else "")
         table.add_row(
@@ -109,6 +124,8 @@ def history(
             ", ".join(row.categories),
         )
     console.print(table)
+    if page["next_cursor"]:
+        err_console.print(f"more: --cursor {page['next_cursor']}", highlight=False)
 
 
 recipe_app = typer.Typer(help="Recipes without writing one by hand: suggest families, lint globs.")

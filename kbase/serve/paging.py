@@ -46,7 +46,8 @@ def page_history(
         for r in rows
         if (not since or r["date"][:10] >= since) and (not until or r["date"][:10] <= until)
     ]
-    rows.sort(key=lambda r: (r["date"], r["pr"]), reverse=True)
+    # direct pushes carry no PR number: the sha breaks ties instead
+    rows.sort(key=lambda r: (r["date"], r["pr"] or -1, r.get("sha") or ""), reverse=True)
     offset = decode_cursor(cursor)
     data = result.model_dump(mode="json", exclude={"prs"})
     data.update(
