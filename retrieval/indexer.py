@@ -183,6 +183,8 @@ def build_index(
             if prev is not None and prev.meta.get("parser") == fingerprint
             else {}
         )
+        if progress:
+            progress("reading entries", 0, 0)
         entries, problems, failed = collect_entries(root, reuse)
         entries.extend(extra_entries or [])
         rep.problems = problems
@@ -198,6 +200,8 @@ def build_index(
         rep.seconds["parse"] = time.perf_counter() - t0
 
         t1 = time.perf_counter()
+        if progress:
+            progress("comparing with the index", 0, 0)
         store = VectorStore(home, chroma_url)
         for e in entries:
             for c in e.chunks:
@@ -216,6 +220,8 @@ def build_index(
 
         t2 = time.perf_counter()
         if todo:
+            if progress:
+                progress("loading the embedding model", 0, 0)
             embedder = embedder_factory()
             chunks = [(e, c) for e in todo for c in dense_chunks(e)]
             chunks.sort(key=lambda ec: ec[0].kind != "skill")  # skills first, then PR cards

@@ -29,6 +29,18 @@ def kb(request, kb_root, embedder, tmp_path):
     os.environ.pop("KBASE_CHROMA_COLLECTION", None)
 
 
+def test_index_names_each_stage_before_it_has_a_count(kb):
+    seen: list[tuple[str, int, int]] = []
+    kb.index(progress=lambda stage, done, total: seen.append((stage, done, total)))
+    stages = [s for s, _, _ in seen]
+    assert stages[0] == "reading entries" and stages[-1] == "done"
+    assert stages.index("loading the embedding model") < stages.index("embed")
+    assert all(total > 0 for s, _, total in seen if s == "embed")
+    seen.clear()
+    kb.index(progress=lambda stage, done, total: seen.append((stage, done, total)))
+    assert "loading the embedding model" not in [s for s, _, _ in seen]  # nothing to embed
+
+
 def test_index_then_search_finds_the_right_entry(kb):
     rep = kb.index()
     assert rep.entries == 4 and not rep.problems

@@ -42,16 +42,18 @@ def _run_index(base: Any, quiet: bool = False, gc: bool = True) -> Any:
     with Progress(
         TextColumn("[bold]{task.description}"),
         BarColumn(),
-        TextColumn("{task.completed}/{task.total}"),
+        TextColumn("{task.fields[count]}"),
         TimeElapsedColumn(),
         console=err_console,
         transient=True,
         disable=quiet,
     ) as prog:
-        task = prog.add_task("indexing", total=None)
+        task = prog.add_task("starting", total=None, count="")
 
         def cb(stage: str, done: int, total: int) -> None:
-            prog.update(task, description=stage, completed=done, total=total)
+            # a stage with no count yet shows its name and a pulsing bar, never "0/None"
+            count = f"{done}/{total}" if total else ""
+            prog.update(task, description=stage, completed=done, total=total or None, count=count)
 
         return base.index(progress=cb, gc=gc)
 
