@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
+from kbase.retrieval.evaluate import Scores as Score  # one score shape for every eval set
 
 SETS = {"prs": "devset_prs.yaml", "skills": "devset_skills.yaml"}
 HALVES = ("tune", "test")
@@ -55,23 +56,6 @@ def load(folder: Path, name: str) -> list[DevQuery]:
             )
         )
     return out
-
-
-@dataclass
-class Score:
-    hit1: float
-    hit5: float
-    mrr: float
-    n: int
-    misses: list[str] = field(default_factory=list)
-
-    def as_dict(self) -> dict:
-        return {
-            "hit@1": round(self.hit1, 4),
-            "hit@5": round(self.hit5, 4),
-            "mrr": round(self.mrr, 4),
-            "n": self.n,
-        }
 
 
 def rank_of(ranked: list[str], expected: Iterable[str]) -> int | None:
