@@ -44,7 +44,7 @@ def fixture_skill(root: Path, name: str, snippet: str) -> Path:
     return path
 
 
-def test_new_scaffold_lints_verifies_and_audits_as_verified(tmp_path):
+def test_new_scaffold_lints_verifies_and_audits_with_its_gpu_tier_pending(tmp_path):
     (tmp_path / "skills").mkdir()
     made = kbase("new", "my-first-skill", "--json", root=tmp_path)
     assert made.returncode == 0, made.stderr
@@ -84,7 +84,9 @@ def test_new_scaffold_lints_verifies_and_audits_as_verified(tmp_path):
     )
     assert audited.returncode == 0, audited.stderr
     (entry,) = json.loads(audited.stdout)["skills"]
-    assert entry["skill"] == "my-first-skill" and entry["status"] == "verified"
+    # the scaffold declares cpu-interpret and gpu: a CPU pass alone does not make it verified
+    assert entry["skill"] == "my-first-skill" and entry["status"] == "unverified"
+    assert any("tier(s) gpu" in r for r in entry["reasons"]), entry["reasons"]
     page = html.read_text()
     assert "<svg" in page and "my-first-skill" in page
     assert not re.search(r"(src|href)=|<link|<script|@import|url\(", page), (
