@@ -191,6 +191,14 @@ def fit_entry(doc: dict[str, Any], max_chars: int) -> dict[str, Any]:
         room = max_chars - len(dumps(head))
         if room >= MIN_TEXT_CHARS or drop == drops[-1]:
             break
+    if room < MIN_TEXT_CHARS:  # a tiny budget: shorten the envelope, never the text to nothing
+        head["truncated"].pop("hint", None)
+        room = max_chars - len(dumps(head))
+    if room < MIN_TEXT_CHARS and head.get("title"):
+        title = head["title"]
+        head["title"] = title[: max(16, len(title) - (MIN_TEXT_CHARS - room) - 1)].rstrip() + "…"
+        room = max_chars - len(dumps(head))
+    room -= len(dumps("…")) - 2  # the ellipsis appended below
     cut = text[: max(room, MIN_TEXT_CHARS)]
     while len(cut) > MIN_TEXT_CHARS and len(dumps(cut)) - 2 > room:
         cut = cut[: max(MIN_TEXT_CHARS, int(len(cut) * 0.9))]
