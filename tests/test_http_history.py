@@ -81,7 +81,7 @@ def test_http_history_matches_the_cli(archive_root, history_service):
     cli = run_cli("history", "attention", "--repo", "kern", "--root", str(archive_root), "--json")
     assert cli.returncode == 0, cli.stderr
     expected = json.loads(cli.stdout)
-    assert [r["pr"] for r in expected["prs"]] == [11, 13]  # oldest first, attention only
+    assert [r["pr"] for r in expected["prs"]] == [13, 11]  # newest first, attention only
 
     with (
         ThreadedUvicorn(create_app(history_service)) as srv,
@@ -91,7 +91,8 @@ def test_http_history_matches_the_cli(archive_root, history_service):
         assert got.status_code == 200
         body = got.json()
         assert body["available"] is True and body["order"] == "newest-first"
-        assert body["prs"] == expected["prs"][::-1] and body["globs"] == expected["globs"]
+        assert body["prs"] == expected["prs"] and body["globs"] == expected["globs"]
+        assert body["order"] == expected["order"] == "newest-first"
         page = c.get("/history/kern/attention", params={"limit": 1}).json()
         assert [r["pr"] for r in page["prs"]] == [13] and page["total"] == 2
         older = c.get(

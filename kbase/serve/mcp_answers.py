@@ -192,7 +192,7 @@ def fit_entry(doc: dict[str, Any], max_chars: int) -> dict[str, Any]:
         if room >= MIN_TEXT_CHARS or drop == drops[-1]:
             break
     if room < MIN_TEXT_CHARS:  # a tiny budget: shorten the envelope, never the text to nothing
-        head["truncated"].pop("hint", None)
+        head["truncated"]["hint"] = "raise max_chars"  # the short form
         room = max_chars - len(dumps(head))
     if room < MIN_TEXT_CHARS and head.get("title"):
         title = head["title"]
