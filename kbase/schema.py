@@ -461,6 +461,9 @@ class RunResult(BaseModel):
     line: int | None = None
     message: str = ""
     claims: list[ClaimResult] = Field(default_factory=list)
+    literals_seen: list[str] = Field(
+        default_factory=list, description="literal triggers found in the run's captured output"
+    )
 
 
 class LedgerRow(BaseModel):

@@ -65,6 +65,7 @@ def test_new_scaffold_lints_verifies_and_audits_with_its_gpu_tier_pending(tmp_pa
         "line",
         "message",
         "claims",
+        "literals_seen",
     }
     rows = (tmp_path / "ledger" / "verifications.jsonl").read_text().splitlines()
     assert len(rows) == 1 and json.loads(rows[0])["verdict"] == "pass"

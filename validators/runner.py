@@ -76,6 +76,7 @@ class RunOutcome:
             "line": self.line,
             "message": self.message,
             "claims": self.claims,
+            "literals_seen": self.literals_seen,
         }
         return RunResult.model_validate(row).model_dump(mode="json", exclude_none=False)
 
