@@ -131,6 +131,11 @@ def command(
         if os.path.exists(s) and not any(_under(s, d) for d in masked):
             cmd += ["--ro-bind", "/dev/null", s] if os.path.isfile(s) else ["--tmpfs", s]
     cmd += ["--size", size, "--tmpfs", "/tmp", "--dir", WORKDIR]
+    # an interpreter or virtual environment that lives under /tmp (CI checkouts often do) comes
+    # back read-only; nothing else of the host's /tmp does
+    for keep in _keep_under("/tmp", paths, secrets):
+        if not _under(WORKDIR, keep) and not _under(keep, WORKDIR):
+            cmd += ["--ro-bind", keep, keep]
     for name, fd in files.items():
         cmd += ["--file", str(fd), f"{WORKDIR}/{name}"]
     if gpu:
