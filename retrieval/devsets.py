@@ -14,6 +14,7 @@ from pathlib import Path
 
 import yaml
 from kbase.retrieval.evaluate import Scores as Score  # one score shape for every eval set
+from kbase.retrieval.evaluate import score as score_rankings
 
 SETS = {"prs": "devset_prs.yaml", "skills": "devset_skills.yaml"}
 HALVES = ("tune", "test")
@@ -58,24 +59,9 @@ def load(folder: Path, name: str) -> list[DevQuery]:
     return out
 
 
-def rank_of(ranked: list[str], expected: Iterable[str]) -> int | None:
-    want = set(expected)
-    return next((i for i, x in enumerate(ranked) if x in want), None)
-
-
 def score(rows: list[tuple[DevQuery, list[str]]], depth: int = 10) -> Score:
-    h1 = h5 = rr = 0.0
-    misses = []
-    for q, ranked in rows:
-        r = rank_of(ranked[:depth], q.expected)
-        if r is not None:
-            h1 += r == 0
-            h5 += r < 5
-            rr += 1.0 / (r + 1)
-        if r is None or r >= 5:
-            misses.append(q.query)
-    n = max(1, len(rows))
-    return Score(h1 / n, h5 / n, rr / n, len(rows), misses)
+    """Hit@1, Hit@5 and MRR over the top `depth` of each ranking (counted by evaluate.score)."""
+    return score_rankings([ranked[:depth] for _, ranked in rows], [q for q, _ in rows])
 
 
 def evaluate(

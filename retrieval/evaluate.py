@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -56,7 +58,8 @@ def load_queries(folder: Path, pattern: str = "*.yaml") -> list[EvalQuery]:
     return out
 
 
-def score(ranked_ids: list[list[str]], queries: list[EvalQuery]) -> Scores:
+def score(ranked_ids: list[list[str]], queries: Sequence[Any]) -> Scores:
+    """`queries`: anything with `.query` and `.expected` (EvalQuery, devsets.DevQuery)."""
     h1 = h5 = rr = 0.0
     misses = []
     for ids, q in zip(ranked_ids, queries, strict=False):
