@@ -18,7 +18,6 @@ import argparse
 import random
 import re
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -28,6 +27,7 @@ from pathlib import Path
 REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import SHARED, write_result  # noqa: E402
+from devset_kb import mine_archives  # noqa: E402
 
 HISTORIES = ("lmdeploy", "flashinfer")
 K_HIT, K_MRR = 5, 10
@@ -82,37 +82,7 @@ TEMPLATES = {
 
 def replay_and_mine(work: Path, limit: int | None) -> Path:
     root = work / "kb"
-    for name in HISTORIES:
-        repo = work / f"{name}-replay"
-        if not repo.exists():
-            cmd = [
-                sys.executable,
-                str(SHARED / "tools" / "replay_history.py"),
-                str(SHARED / "data" / "histories" / f"{name}.jsonl"),
-                str(repo),
-            ]
-            if limit:
-                cmd += ["--limit", str(limit)]
-            subprocess.run(cmd, check=True, capture_output=True)
-        subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "kbase.cli",
-                "mine",
-                "--repo",
-                str(repo),
-                "--name",
-                name,
-                "--root",
-                str(root),
-                "--recipe",
-                str(REPO_ROOT / "pr_archive" / "recipes" / f"{name}.yaml"),
-                "--json",
-            ],
-            check=True,
-            capture_output=True,
-        )
+    mine_archives(work, root, limit, names=HISTORIES)
     return root
 
 

@@ -33,9 +33,13 @@ def _log(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
 
 
-def mine_archives(work: Path, root: Path, limit: int | None = None) -> None:
+def mine_archives(
+    work: Path, root: Path, limit: int | None = None, names: tuple[str, ...] = HISTORIES
+) -> None:
+    """Replay each shared history under `work` (once) and mine it into `root`'s pr_archive/."""
     shared = shared_dir()
-    for name in HISTORIES:
+    (root / "pr_archive").mkdir(parents=True, exist_ok=True)  # a knowledge-base root to mine into
+    for name in names:
         data = shared / "data" / "histories" / f"{name}.jsonl"
         if not data.exists():
             raise SystemExit(f"shared history {data} not found (set KBASE_SHARED)")
