@@ -68,17 +68,36 @@ def build_bm25(
 
 
 class Lexical:
-    def __init__(self, path: Path):
-        import bm25s
+    """A saved bm25s index read with numpy alone: importing bm25s pulls in scipy and tqdm, which
+    cost more than half a second of every cold `kbase search` (issue #11). The arrays are the
+    eager BM25 score matrix in CSC form (one column of (doc, score) per token), so a query's
+    scores are the column sums of its tokens, as bm25s computes them."""
 
-        self.retriever = bm25s.BM25.load(str(path))
-        self.vocab = self.retriever.vocab_dict
+    def __init__(self, path: Path):
+        import json
+
+        params = json.loads((path / "params.index.json").read_text(encoding="utf-8"))
+        if (path / "nonoccurrence_array.index.npy").exists():
+            raise ValueError(f"{path}: BM25 variants with a non-occurrence array are not supported")
+        self.num_docs = int(params["num_docs"])
+        self.dtype = np.dtype(params.get("dtype", "float32"))
+        self.data = np.load(path / "data.csc.index.npy", mmap_mode="r")
+        self.indices = np.load(path / "indices.csc.index.npy", mmap_mode="r")
+        self.indptr = np.load(path / "indptr.csc.index.npy")
+        self.vocab: dict[str, int] = json.loads(
+            (path / "vocab.index.json").read_text(encoding="utf-8")
+        )
 
     def scores(self, query: str) -> np.ndarray:
-        toks = [t for t in self.compounds(tokens(query)) if t in self.vocab]
-        if not toks:
-            return np.zeros(self.retriever.scores["num_docs"], dtype=np.float32)
-        return self.retriever.get_scores(toks)
+        ids = [self.vocab[t] for t in self.compounds(tokens(query)) if t in self.vocab]
+        out = np.zeros(self.num_docs, dtype=self.dtype)
+        for t in ids:  # a repeated query token counts again, as in bm25s
+            a, b = int(self.indptr[t]), int(self.indptr[t + 1])
+            if b > a:
+                out += np.bincount(
+                    self.indices[a:b], weights=self.data[a:b], minlength=self.num_docs
+                ).astype(self.dtype, copy=False)
+        return out
 
     def compounds(self, toks: list[str]) -> list[str]:
         """Meet compound names half way, against the index vocabulary: a run-together word the
