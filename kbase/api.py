@@ -94,7 +94,12 @@ class KnowledgeBase(ValidateAPI, ArchiveAPI, ExperienceAPI):
         if self._searcher is None:
             from kbase.retrieval.searcher import Searcher
 
-            self._searcher = Searcher(self.home, self.vector_store, self.query_embedder)
+            self._searcher = Searcher(
+                self.home,
+                self.vector_store,
+                self.query_embedder,
+                local_vectors=not self.settings.chroma_url,
+            )
         return self._searcher
 
     def is_indexed(self) -> bool:

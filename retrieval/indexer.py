@@ -171,6 +171,7 @@ def build_index(
     without loading it (default: the packaged model)."""
     from kbase.retrieval import generations as G
     from kbase.retrieval.lexical import build_bm25, load_token_cache
+    from kbase.retrieval.vector_files import GenVectors
     from kbase.retrieval.vectors import VectorStore, partition_key
 
     rep = IndexReport()
@@ -202,7 +203,24 @@ def build_index(
         t1 = time.perf_counter()
         if progress:
             progress("comparing with the index", 0, 0)
-        store = VectorStore(home, chroma_url)
+        store_where = chroma_url or "embedded"
+        prev_vecs = GenVectors(prev.path) if prev is not None else None
+        # The previous generation's vector files say which vectors exist, without asking Chroma
+        # for every id; trusted only when they were written against the same store.
+        trust_files = (
+            prev_vecs is not None
+            and prev_vecs.ok
+            and prev is not None
+            and prev.meta.get("vector_store") == store_where
+            and (chroma_url is not None or (home / "chroma").is_dir())
+        )
+        stores: list[Any] = []
+
+        def store() -> Any:
+            if not stores:
+                stores.append(VectorStore(home, chroma_url))
+            return stores[0]
+
         for e in entries:
             for c in e.chunks:
                 c.id = _vector_id(c, e.content_hash)
@@ -214,11 +232,16 @@ def build_index(
             )
         have: set[str] = set()
         for key, ids in by_part.items():
-            have |= store.existing_ids(key, ids)
+            if trust_files:
+                assert prev_vecs is not None
+                have |= prev_vecs.all_ids(key).intersection(ids)
+            else:
+                have |= store().existing_ids(key, ids)
         todo = [e for e in entries if any(c.id not in have for c in dense_chunks(e))]
         rep.seconds["diff"] = time.perf_counter() - t1
 
         t2 = time.perf_counter()
+        fresh: dict[str, Any] = {}  # chunk id -> vector embedded in this run
         if todo:
             if progress:
                 progress("loading the embedding model", 0, 0)
@@ -233,10 +256,11 @@ def build_index(
                 else:
                     vecs = embedder.embed(texts)
                 groups: dict[str, list[int]] = {}
-                for j, (e, _) in enumerate(part):
+                for j, (e, c) in enumerate(part):
                     groups.setdefault(partition_key(e.kind, e.repo), []).append(j)
+                    fresh[c.id] = vecs[j]
                 for key, rows in groups.items():
-                    store.upsert(
+                    store().upsert(
                         key,
                         [part[j][1].id for j in rows],
                         [vecs[j] for j in rows],
@@ -256,8 +280,16 @@ def build_index(
             tmp / "bm25",
             cache=load_token_cache(prev.path / "bm25") if prev is not None else None,
         )
+        _write_vectors(tmp, by_part, fresh, prev_vecs if trust_files else None, store)
         G.write_entries(
-            tmp, entries, {"root": str(root), "entries": len(entries), "parser": fingerprint}
+            tmp,
+            entries,
+            {
+                "root": str(root),
+                "entries": len(entries),
+                "parser": fingerprint,
+                "vector_store": store_where,
+            },
         )
         rep.seconds["bm25+write"] = time.perf_counter() - t3
         G.publish(home, gid, tmp)
@@ -272,14 +304,54 @@ def build_index(
                     if c.id not in kept:
                         stale.setdefault(partition_key(e.kind, e.repo), set()).add(c.id)
             for key, gone in stale.items():
-                store.delete(key, gone)
-        store.close()
+                store().delete(key, gone)
+        if stores:
+            stores[0].close()
         rep.entries = len(entries)
         rep.chunks = len(wanted)
         rep.seconds["total"] = time.perf_counter() - t0
         if progress:
             progress("done", 1, 1)
     return rep
+
+
+def _write_vectors(
+    tmp: Path,
+    by_part: dict[str, list[str]],
+    fresh: dict[str, Any],
+    prev: Any,
+    store: Callable[[], Any],
+) -> None:
+    """The new generation's vector files: a partition whose ids are those of the previous
+    generation and got nothing new is hard-linked; the others are assembled from this run's
+    vectors, the previous files and, for what neither holds, Chroma. A partition that cannot
+    be completed gets no file (its searches go to Chroma)."""
+    import numpy as np
+    from kbase.retrieval.vector_files import write_generation_vectors
+
+    parts: dict[str, tuple[list[str], Any]] = {}
+    dim = 0
+    for key, ids in by_part.items():
+        if prev is not None and key in prev.parts and not any(i in fresh for i in ids):
+            if prev.ids(key) == ids:
+                parts[key] = (ids, None)
+                dim = dim or prev.dim
+                continue
+        got: dict[str, Any] = {i: fresh[i] for i in ids if i in fresh}
+        if prev is not None and len(got) < len(ids):
+            got.update(prev.vectors_of(key, (i for i in ids if i not in got)))
+        if len(got) < len(ids):
+            got.update(store().get_vectors(key, [i for i in ids if i not in got]))
+        if len(got) < len(ids):
+            continue
+        mat = (
+            np.stack([np.asarray(got[i], dtype=np.float32) for i in ids])
+            if ids
+            else np.zeros((0, dim or 1), dtype=np.float32)
+        )
+        dim = dim or (mat.shape[1] if ids else 0)
+        parts[key] = (ids, mat)
+    write_generation_vectors(tmp, parts, prev, dim)
 
 
 def _refresh_onnx(

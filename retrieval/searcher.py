@@ -21,6 +21,10 @@ from kbase.schema import Entry
 
 CANDIDATES = 100  # per retriever, entry level
 DENSE_PER_PARTITION = 150  # chunk hits asked of each Chroma collection
+# A partition of at most this many vectors is scored from the generation's vector file with one
+# matrix product (exact, ~1 ms per 10k rows here) instead of Chroma's HNSW index; larger ones go
+# to Chroma. Embedded store only: with a Chroma server the server answers.
+LOCAL_MAX_ROWS = 20_000
 # A tag filter keeping at least this share of the entries of the partitions it touches is applied
 # to the dense hits afterwards (asking for proportionally more) instead of as a Chroma `where`.
 MIN_POST_FILTER_SHARE = 0.1
@@ -64,14 +68,31 @@ class LoadedIndex:
 
         self.entry_partition = [partition_key(e.kind, e.repo) for e in self.entries]
         self.partitions = sorted(set(self.entry_partition))
+        pnum = {k: i for i, k in enumerate(self.partitions)}
+        self.entry_part_no = np.asarray([pnum[k] for k in self.entry_partition], dtype=np.int64)
         self.partition_sizes: dict[str, int] = {}
         for key in self.entry_partition:
             self.partition_sizes[key] = self.partition_sizes.get(key, 0) + 1
         self._titles: dict[int, frozenset[str]] = {}
         self._tag_sets: dict[tuple[str, ...], frozenset[str]] = {}
+        from kbase.retrieval.vector_files import GenVectors
+
+        self.vectors = GenVectors(gen.path)
+        self._row_chunk: dict[str, np.ndarray] = {}
+
+    def row_chunks(self, key: str) -> np.ndarray:
+        """Chunk position (into chunk_entry) of each row of partition key's vector file."""
+        got = self._row_chunk.get(key)
+        if got is None:
+            ids = self.vectors.ids(key)
+            got = np.fromiter(
+                (self.chunk_ids.get(cid, -1) for cid in ids), dtype=np.int64, count=len(ids)
+            )
+            self._row_chunk[key] = got
+        return got
 
     def partitions_of(self, mask: np.ndarray) -> set[str]:
-        return {self.entry_partition[i] for i in np.nonzero(mask)[0]}
+        return {self.partitions[i] for i in np.unique(self.entry_part_no[mask])}
 
     def tags_with_keys(self, keys: tuple[str, ...]) -> frozenset[str]:
         """Every `key=value` tag of the index whose key is in keys; computed once per generation
@@ -189,8 +210,12 @@ class Searcher:
         home: Path,
         vector_store_factory: Callable[[], Any],
         embedder_factory: Callable[[], Any],
+        local_vectors: bool = True,
     ):
+        """`local_vectors`: score small partitions from the generation's vector files (the
+        embedded store); False sends every dense query to the vector store (a Chroma server)."""
         self.home = home
+        self.local_vectors = local_vectors
         self._store_factory = vector_store_factory
         self._embedder_factory = embedder_factory
         self._store = None
@@ -248,23 +273,79 @@ class Searcher:
                 )
                 return []
 
+    def _local_keys(self, idx: LoadedIndex, keys: list[str]) -> list[str]:
+        if not self.local_vectors:
+            return []
+        v = idx.vectors
+        return [k for k in keys if k in v.parts and v.rows(k) <= LOCAL_MAX_ROWS]
+
+    def _dense_local(
+        self, idx: LoadedIndex, vec, keys: list[str], mask
+    ) -> list[tuple[int, int, float]]:
+        """(entry, chunk position, cosine) best first, at most CANDIDATES entries, from the
+        vector files; the mask is applied exactly, so tag filters need no post-filter slack."""
+        q = np.asarray(vec, dtype=np.float32)
+        sims_l, pos_l = [], []
+        for k in keys:
+            m = idx.vectors.matrix(k)
+            if m.shape[0] == 0:
+                continue
+            pos = idx.row_chunks(k)
+            sims = m @ q
+            ok = pos >= 0
+            if mask is not None:
+                ok &= mask[idx.chunk_entry[np.maximum(pos, 0)]]
+            sims_l.append(sims[ok])
+            pos_l.append(pos[ok])
+        if not sims_l:
+            return []
+        sims = np.concatenate(sims_l)
+        pos = np.concatenate(pos_l)
+        take = min(len(sims), CANDIDATES * 4)  # enough chunk rows for CANDIDATES entries mostly
+        top = np.argpartition(-sims, take - 1)[:take] if take < len(sims) else np.arange(len(sims))
+        top = top[np.argsort(-sims[top], kind="stable")]
+        out, seen = [], set()
+        for r in top:
+            p = int(pos[r])
+            e = int(idx.chunk_entry[p])
+            if e not in seen:
+                seen.add(e)
+                out.append((e, p, float(sims[r])))
+                if len(out) >= CANDIDATES:
+                    break
+        return out
+
     def _dense(
         self, idx: LoadedIndex, text: str, kind, repo, tags, mask=None
     ) -> list[tuple[int, int, float]]:
         keys = idx.partitions_for(kind, repo)
+        if mask is not None:
+            keys = [k for k in keys if k in idx.partitions_of(mask)]
+        if not keys:
+            return []
+        local = self._local_keys(idx, keys)
+        remote = [k for k in keys if k not in local]
+        vec = self._embedder_factory().embed_query(text)
+        out = self._dense_local(idx, vec, local, mask) if local else []
+        if remote:
+            out += self._dense_store(idx, vec, remote, tags, mask)
+            if local:
+                out.sort(key=lambda r: -r[2])
+                out = out[:CANDIDATES]
+        return out
+
+    def _dense_store(
+        self, idx: LoadedIndex, vec, keys: list[str], tags, mask
+    ) -> list[tuple[int, int, float]]:
         n = DENSE_PER_PARTITION
         where = _where(tags)
         if where is not None and mask is not None:
-            # Tags: only partitions holding a matching entry, and the mask applied to the hits
-            # afterwards (a Chroma `where` scans metadata: several times slower). A rare tag asks
-            # for more hits; one too rare even for that falls back to the `where`.
-            keys = [k for k in keys if k in idx.partitions_of(mask)]
+            # Tags: the mask applied to the hits afterwards (a Chroma `where` scans metadata:
+            # several times slower). A rare tag asks for more hits; one too rare even for that
+            # falls back to the `where`.
             share = mask.sum() / max(1, sum(idx.partition_sizes[k] for k in keys))
             if share >= MIN_POST_FILTER_SHARE:
                 where, n = None, int(min(DENSE_PER_PARTITION / share, 10 * DENSE_PER_PARTITION))
-        if not keys:
-            return []
-        vec = self._embedder_factory().embed_query(text)
         rows = self._query_store(vec, keys, where, n)
         out, seen = [], set()
         for cid, sim in rows:

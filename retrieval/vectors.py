@@ -129,6 +129,17 @@ class VectorStore:
             found.update(got["ids"])
         return found
 
+    def get_vectors(self, key: str, ids: list[str]) -> dict[str, list[float]]:
+        """chunk id -> stored vector, for the ids this partition holds."""
+        col = self._col(key, create=False)
+        out: dict[str, list[float]] = {}
+        if col is None:
+            return out
+        for i in range(0, len(ids), _BATCH):
+            got = col.get(ids=ids[i : i + _BATCH], include=["embeddings"])
+            out.update(zip(got["ids"], got["embeddings"], strict=True))
+        return out
+
     def upsert(self, key: str, ids: list[str], vectors, metadatas: list[dict[str, Any]]) -> None:
         col = self._col(key, create=True)
         for i in range(0, len(ids), _BATCH):

@@ -1,0 +1,112 @@
+"""Each generation's dense vectors as plain numpy files beside its BM25 index, one file per
+partition (`vectors/<partition>.npy` + `.ids.json`).
+
+Chroma stays the vector store that `kbase index` writes and that a Chroma server answers from.
+The files serve the embedded store's readers and the indexer itself (issue #11):
+
+- a cold `kbase search` over a small partition scores it with one matrix product instead of
+  importing chromadb and opening its client (most of a cold search);
+- the indexer learns which vectors exist from the previous generation's ids instead of asking
+  Chroma for every id, and carries unchanged partitions over by hard link.
+
+A generation's files never change after it is published, so a reader that loaded one keeps a
+consistent view while another process re-indexes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+from collections.abc import Iterable
+from pathlib import Path
+
+import numpy as np
+
+VEC_DIR = "vectors"
+INDEX = "index.json"
+FORMAT = 1
+_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
+
+
+def file_stem(key: str) -> str:
+    safe = _UNSAFE.sub("_", key)
+    return f"{safe[:60]}-{hashlib.sha1(key.encode()).hexdigest()[:8]}"
+
+
+class GenVectors:
+    """Read side: the vectors of one generation, loaded per partition on first use (mmap)."""
+
+    def __init__(self, gen_path: Path):
+        self.dir = gen_path / VEC_DIR
+        try:
+            meta = json.loads((self.dir / INDEX).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            meta = {}
+        self.ok = meta.get("format") == FORMAT
+        self.parts: dict[str, dict] = meta.get("partitions", {}) if self.ok else {}
+        self.dim = int(meta.get("dim") or 0)
+        self._mats: dict[str, np.ndarray] = {}
+        self._ids: dict[str, list[str]] = {}
+
+    def rows(self, key: str) -> int:
+        return int(self.parts.get(key, {}).get("rows", 0))
+
+    def matrix(self, key: str) -> np.ndarray:
+        m = self._mats.get(key)
+        if m is None:
+            info = self.parts[key]
+            m = self._mats[key] = np.load(self.dir / f"{info['stem']}.npy", mmap_mode="r")
+        return m
+
+    def ids(self, key: str) -> list[str]:
+        got = self._ids.get(key)
+        if got is None:
+            info = self.parts[key]
+            got = self._ids[key] = json.loads(
+                (self.dir / f"{info['stem']}.ids.json").read_text(encoding="utf-8")
+            )
+        return got
+
+    def all_ids(self, key: str) -> set[str]:
+        return set(self.ids(key)) if key in self.parts else set()
+
+    def vectors_of(self, key: str, wanted: Iterable[str]) -> dict[str, np.ndarray]:
+        if key not in self.parts:
+            return {}
+        pos = {cid: i for i, cid in enumerate(self.ids(key))}
+        m = self.matrix(key)
+        return {cid: np.asarray(m[pos[cid]]) for cid in wanted if cid in pos}
+
+
+def write_generation_vectors(
+    gen_tmp: Path,
+    parts: dict[str, tuple[list[str], np.ndarray | None]],
+    prev: GenVectors | None,
+    dim: int,
+) -> None:
+    """parts: partition -> (chunk ids, their vectors in that order); vectors None means the
+    partition is unchanged since `prev` and its files are hard-linked from there."""
+    d = gen_tmp / VEC_DIR
+    d.mkdir(parents=True, exist_ok=True)
+    index: dict[str, dict] = {}
+    for key, (ids, vecs) in sorted(parts.items()):
+        stem = file_stem(key)
+        if vecs is None:
+            assert prev is not None
+            src = prev.parts[key]["stem"]
+            for ext in (".npy", ".ids.json"):
+                try:
+                    os.link(prev.dir / f"{src}{ext}", d / f"{stem}{ext}")
+                except OSError:
+                    import shutil
+
+                    shutil.copy2(prev.dir / f"{src}{ext}", d / f"{stem}{ext}")
+        else:
+            np.save(d / f"{stem}.npy", np.ascontiguousarray(vecs, dtype=np.float32))
+            (d / f"{stem}.ids.json").write_text(json.dumps(ids), encoding="utf-8")
+        index[key] = {"stem": stem, "rows": len(ids)}
+    (d / INDEX).write_text(
+        json.dumps({"format": FORMAT, "dim": dim, "partitions": index}), encoding="utf-8"
+    )
