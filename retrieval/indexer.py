@@ -232,11 +232,13 @@ def build_index(
             )
         have: set[str] = set()
         for key, ids in by_part.items():
-            if trust_files:
-                assert prev_vecs is not None
-                have |= prev_vecs.all_ids(key).intersection(ids)
-            else:
-                have |= store().existing_ids(key, ids)
+            known = prev_vecs.all_ids(key).intersection(ids) if trust_files and prev_vecs else set()
+            have |= known
+            # What the files lack may still be in the store: another home sharing a Chroma
+            # server may have embedded it (team mode).
+            missing = [i for i in ids if i not in known]
+            if missing:
+                have |= store().existing_ids(key, missing)
         todo = [e for e in entries if any(c.id not in have for c in dense_chunks(e))]
         rep.seconds["diff"] = time.perf_counter() - t1
 
