@@ -7,12 +7,15 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import functools
 import json
 import os
 import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
+
+from pydantic import TypeAdapter
 
 from kbase.schema import Entry
 
@@ -26,6 +29,11 @@ class Generation:
     path: Path
     meta: dict
     entries: list[Entry]
+
+
+@functools.cache
+def _entries_adapter() -> TypeAdapter[list[Entry]]:
+    return TypeAdapter(list[Entry])
 
 
 def gens_dir(home: Path) -> Path:
@@ -53,16 +61,34 @@ def load_generation(home: Path, gen_id: str | None = None) -> Generation | None:
     if not gid:
         return None
     path = gens_dir(home) / gid
+    from pydantic import ValidationError
+
     try:
         meta = json.loads((path / "meta.json").read_text())
-        raw = json.loads((path / "entries.json").read_text())
-    except (FileNotFoundError, json.JSONDecodeError):
+        if meta.get("format") != FORMAT_VERSION:
+            return None
+        # pydantic parses and validates the JSON in one pass: ~2x json.loads + model_validate
+        entries = _entries_adapter().validate_json((path / "entries.json").read_bytes())
+    except (FileNotFoundError, json.JSONDecodeError, ValidationError):
         return None
-    if meta.get("format") != FORMAT_VERSION:
-        return None
-    return Generation(
-        gen_id=gid, path=path, meta=meta, entries=[Entry.model_validate(e) for e in raw]
-    )
+    return Generation(gen_id=gid, path=path, meta=meta, entries=entries)
+
+
+CARD_STATS = "card_stats.json"
+
+
+def read_card_stats(gen: Generation | None) -> dict[str, list[int]]:
+    """path -> [size, mtime_ns, inode] of each PR card when that generation read it."""
+    if gen is None:
+        return {}
+    try:
+        return json.loads((gen.path / CARD_STATS).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+
+
+def write_card_stats(path: Path, stats: dict[str, list[int]]) -> None:
+    (path / CARD_STATS).write_text(json.dumps(stats), encoding="utf-8")
 
 
 def new_generation_dir(home: Path) -> tuple[str, Path]:
@@ -73,8 +99,9 @@ def new_generation_dir(home: Path) -> tuple[str, Path]:
 
 
 def write_entries(path: Path, entries: list[Entry], meta: dict) -> None:
-    with open(path / "entries.json", "w", encoding="utf-8") as f:
-        json.dump([e.model_dump(mode="json") for e in entries], f, ensure_ascii=False)
+    # Serialized by pydantic's core in one call: json.dump of model_dump() dicts streamed
+    # through the pure-Python encoder, seconds for thousands of PR cards (issue #11).
+    (path / "entries.json").write_bytes(_entries_adapter().dump_json(entries))
     (path / "meta.json").write_text(json.dumps({**meta, "format": FORMAT_VERSION}, indent=1))
 
 

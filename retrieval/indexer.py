@@ -10,7 +10,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kbase.retrieval.collect import collect_entries, parser_fingerprint
+
 from kbase.schema import Chunk, Entry, Problem
+
+__all__ = ["IndexReport", "build_index", "collect_entries", "dense_chunks", "parser_fingerprint"]
 
 PR_MAX_TOKENS = 128
 LEXICAL_ONLY_SECTIONS = frozenset({"files", "symbols"})
@@ -28,6 +32,7 @@ class IndexReport:
     problems: list[Problem] = field(default_factory=list)
     seconds: dict[str, float] = field(default_factory=dict)
     generation: str = ""
+    backend: str = ""  # what embedded this run's chunks: onnxruntime or torch
 
     def as_dict(self) -> dict:
         return {
@@ -40,96 +45,8 @@ class IndexReport:
             "problems": [p.model_dump() for p in self.problems],
             "seconds": {k: round(v, 3) for k, v in self.seconds.items()},
             "generation": self.generation,
+            "backend": self.backend,
         }
-
-
-def parser_fingerprint() -> str:
-    """Changes whenever the code that turns a card into an Entry changes: cached entries of an
-    earlier generation are reused only under the same fingerprint."""
-    import hashlib
-    import importlib
-
-    h = hashlib.sha256()
-    for mod in ("kbase.ingest.cards", "kbase.ingest.card_format", "kbase.schema"):
-        f = getattr(importlib.import_module(mod), "__file__", None)
-        if f:
-            h.update(Path(f).read_bytes())
-    return h.hexdigest()[:16]
-
-
-def _cards(root: Path, reuse: dict[str, Entry]) -> tuple[list[Entry], list[Problem]]:
-    """Every PR card as an Entry; a card whose text is unchanged since the previous generation
-    (same path, same content hash) is taken from it instead of being parsed again: parsing
-    thousands of YAML cards was most of an incremental re-index (issue #11)."""
-    import hashlib
-
-    from kbase.ingest.cards import CardProblems, card_entry, card_files, load_card
-    from kbase.ingest.files import FileProblem, display_path, read_text
-
-    entries: list[Entry] = []
-    problems: list[Problem] = []
-    for p in card_files(root):
-        old = reuse.get(display_path(p, root))
-        if old is not None:
-            try:
-                text = read_text(p, root)
-            except FileProblem:
-                text = None
-            if (
-                text is not None
-                and hashlib.sha256(text.encode("utf-8")).hexdigest() == old.content_hash
-            ):
-                entries.append(old)
-                continue
-        try:
-            entries.append(card_entry(load_card(p, root)))
-        except CardProblems as cp:
-            problems.extend(cp.problems)
-    return entries, problems
-
-
-def collect_entries(
-    root: Path, reuse: dict[str, Entry] | None = None
-) -> tuple[list[Entry], list[Problem], set[str]]:
-    """Every skill and PR card under root, the problems found, and the paths that failed.
-    `reuse`: path -> PR-card Entry of the previous generation (same parser fingerprint)."""
-    from kbase.ingest.files import display_path
-    from kbase.ingest.skills import find_skill_files, load_entries
-
-    entries: list[Entry] = []
-    problems: list[Problem] = []
-    failed: set[str] = set()
-    from kbase.drafts import find_draft_files
-
-    files = find_skill_files(root) + find_draft_files(root)  # drafts: searchable, status draft
-    for f, (entry, bad) in zip(files, load_entries(files, root), strict=True):
-        if entry is not None:
-            entries.append(entry)
-        else:
-            problems.extend(bad)
-            failed.add(display_path(f, root))
-    if (root / "pr_archive").is_dir():
-        cards, card_problems = _cards(root, reuse or {})
-        entries.extend(cards)
-        problems.extend(card_problems)
-        failed.update(p.path for p in card_problems)
-    seen: dict[str, str] = {}
-    unique: list[Entry] = []
-    for e in entries:
-        if e.id in seen:
-            problems.append(
-                Problem(
-                    path=e.path,
-                    line=1,
-                    field="name",
-                    message=f"duplicate id {e.id!r} (also {seen[e.id]})",
-                )
-            )
-            failed.add(e.path)
-            continue
-        seen[e.id] = e.path
-        unique.append(e)
-    return unique, problems, failed
 
 
 def _vector_id(chunk: Chunk, content_hash: str) -> str:
@@ -180,13 +97,16 @@ def build_index(
         prev = G.load_generation(home)
         fingerprint = parser_fingerprint()
         reuse = (
-            {e.path: e for e in prev.entries if e.kind == "pr"}
+            {e.path: e for e in prev.entries}
             if prev is not None and prev.meta.get("parser") == fingerprint
             else {}
         )
         if progress:
             progress("reading entries", 0, 0)
-        entries, problems, failed = collect_entries(root, reuse)
+        card_stats: dict[str, list[int]] = {}
+        entries, problems, failed = collect_entries(
+            root, reuse, G.read_card_stats(prev) if reuse else None, card_stats
+        )
         entries.extend(extra_entries or [])
         rep.problems = problems
         # Nothing already indexed is lost: an entry that fails to parse keeps its last good version.
@@ -237,7 +157,7 @@ def build_index(
             # What the files lack may still be in the store: another home sharing a Chroma
             # server may have embedded it (team mode).
             missing = [i for i in ids if i not in known]
-            if missing:
+            if missing and (chroma_url or not trust_files):  # embedded: this lock's writes only
                 have |= store().existing_ids(key, missing)
         todo = [e for e in entries if any(c.id not in have for c in dense_chunks(e))]
         rep.seconds["diff"] = time.perf_counter() - t1
@@ -247,7 +167,10 @@ def build_index(
         if todo:
             if progress:
                 progress("loading the embedding model", 0, 0)
-            embedder = embedder_factory()
+            from kbase.retrieval.onnx_embed import doc_embedder
+
+            embedder = doc_embedder(home, model_path, embedder_factory) or embedder_factory()
+            rep.backend = getattr(embedder, "backend", "torch")
             chunks = [(e, c) for e in todo for c in dense_chunks(e)]
             chunks.sort(key=lambda ec: ec[0].kind != "skill")  # skills first, then PR cards
             for i in range(0, len(chunks), batch):
@@ -283,6 +206,7 @@ def build_index(
             cache=load_token_cache(prev.path / "bm25") if prev is not None else None,
         )
         _write_vectors(tmp, by_part, fresh, prev_vecs if trust_files else None, store)
+        G.write_card_stats(tmp, card_stats)
         G.write_entries(
             tmp,
             entries,

@@ -1,4 +1,5 @@
-"""BM25 over chunks with our code- and CJK-aware tokens (bm25s)."""
+"""BM25 over chunks with our code- and CJK-aware tokens: built and read with numpy, in the file
+layout of bm25s (whose scores it reproduces; tests/test_lexical_reader.py)."""
 
 from __future__ import annotations
 
@@ -17,7 +18,10 @@ def chunk_tokens(chunk: Chunk, title: str) -> list[str]:
     return tokens(f"{title}\n{chunk.text}") or ["<empty>"]
 
 
-TOKENS_FILE = "tokens.json"
+K1, B = 1.5, 0.75  # Lucene's BM25 defaults, as bm25s uses them
+TOKENS_FILE = "chunk_tokens.npy"  # every chunk's token ids, end to end
+OFFSETS_FILE = "chunk_offsets.npy"
+IDS_FILE = "chunk_ids.txt"
 
 
 def tokenizer_fingerprint() -> str:
@@ -32,39 +36,101 @@ def tokenizer_fingerprint() -> str:
     return h.hexdigest()[:16]
 
 
-def load_token_cache(bm25_dir: Path) -> dict[str, list[str]]:
-    """Chunk id -> tokens saved with a previous BM25 index, if the tokenizer is unchanged."""
+class TokenCache:
+    """The token ids of a previous generation's chunks, and the vocabulary they index."""
+
+    def __init__(self, vocab: dict[str, int], ids: list[str], flat: np.ndarray, off: np.ndarray):
+        self.vocab = vocab
+        self.row = {cid: i for i, cid in enumerate(ids)}
+        self.flat = flat
+        self.off = off
+
+    def get(self, chunk_id: str) -> np.ndarray | None:
+        i = self.row.get(chunk_id)
+        return None if i is None else self.flat[self.off[i] : self.off[i + 1]]
+
+
+def load_token_cache(bm25_dir: Path) -> TokenCache | None:
+    """The previous generation's token ids, if the tokenizer is unchanged. Chunk ids carry the
+    entry's content hash, so a cached id always has the same text. Re-tokenizing every chunk
+    and handing strings to bm25s was most of an incremental re-index (issue #11)."""
     import json
 
     try:
-        data = json.loads((bm25_dir / TOKENS_FILE).read_text(encoding="utf-8"))
-    except (FileNotFoundError, ValueError):
-        return {}
-    return data.get("tokens", {}) if data.get("fingerprint") == tokenizer_fingerprint() else {}
+        params = json.loads((bm25_dir / "params.index.json").read_text(encoding="utf-8"))
+        if params.get("tokenizer") != tokenizer_fingerprint():
+            return None
+        vocab = json.loads((bm25_dir / "vocab.index.json").read_text(encoding="utf-8"))
+        ids = (bm25_dir / IDS_FILE).read_text(encoding="utf-8").split("\n")
+        flat = np.load(bm25_dir / TOKENS_FILE)
+        off = np.load(bm25_dir / OFFSETS_FILE)
+    except (OSError, ValueError, KeyError):
+        return None
+    if len(off) != len(ids) + 1:
+        return None
+    return TokenCache(vocab, ids, flat, off)
 
 
 def build_bm25(
     chunks: list[Chunk],
     titles: list[str],
     path: Path,
-    cache: dict[str, list[str]] | None = None,
+    cache: TokenCache | None = None,
 ) -> None:
-    """`cache`: chunk id -> tokens from the previous generation (chunk ids carry the entry's
-    content hash, so a cached id always has the same text); only new chunks are tokenized."""
+    """Write the eager BM25 index of the chunks (Lucene variant: the score of token t in chunk
+    d is idf(t) * tf / (tf + k1 * (1 - b + b * |d| / avgdl)), idf = ln(1 + (N - df + .5) /
+    (df + .5))) as a CSC matrix in bm25s's file layout, plus the token ids for the next run.
+    Only chunks the cache lacks are tokenized; the rest is numpy."""
     import json
 
-    import bm25s
-
-    cache = cache or {}
-    corpus = [
-        cache.get(c.id) or chunk_tokens(c, t) for c, t in zip(chunks, titles, strict=True)
-    ] or [["<empty>"]]
-    retriever = bm25s.BM25()
-    retriever.index(corpus, show_progress=False)
-    retriever.save(str(path), show_progress=False)
-    saved = {"fingerprint": tokenizer_fingerprint(), "tokens": {}}
-    saved["tokens"] = {c.id: toks for c, toks in zip(chunks, corpus, strict=False)}
-    (path / TOKENS_FILE).write_text(json.dumps(saved, ensure_ascii=False), encoding="utf-8")
+    path.mkdir(parents=True, exist_ok=True)
+    vocab: dict[str, int] = dict(cache.vocab) if cache is not None else {}
+    parts: list[np.ndarray] = []
+    for c, t in zip(chunks, titles, strict=True):
+        got = cache.get(c.id) if cache is not None else None
+        if got is None:
+            toks = chunk_tokens(c, t)
+            got = np.fromiter(
+                (vocab.setdefault(x, len(vocab)) for x in toks), dtype=np.int32, count=len(toks)
+            )
+        parts.append(got)
+    ids = [c.id for c in chunks]
+    if not parts:  # an empty index still loads and answers nothing
+        parts = [np.asarray([vocab.setdefault("<empty>", len(vocab))], dtype=np.int32)]
+        ids = ["<empty>"]
+    lengths = np.fromiter((len(x) for x in parts), dtype=np.int64, count=len(parts))
+    flat = np.concatenate(parts).astype(np.int32, copy=False)
+    n, v = len(parts), max(len(vocab), 1)
+    doc = np.repeat(np.arange(n, dtype=np.int64), lengths)
+    pair, tf = np.unique(flat.astype(np.int64) * n + doc, return_counts=True)  # token-major
+    tok, d = pair // n, pair % n
+    df = np.bincount(tok, minlength=v)
+    idf = np.log(1.0 + (n - df + 0.5) / (df + 0.5))
+    norm = K1 * ((1.0 - B) + B * lengths / lengths.mean())
+    tf = tf.astype(np.float64)
+    scores = (idf[tok] * tf / (norm[d] + tf)).astype(np.float32)
+    indptr = np.zeros(v + 1, dtype=np.int64)
+    np.cumsum(df, out=indptr[1:])
+    np.save(path / "data.csc.index.npy", scores)
+    np.save(path / "indices.csc.index.npy", d.astype(np.int32))
+    np.save(path / "indptr.csc.index.npy", indptr)
+    (path / "vocab.index.json").write_text(json.dumps(vocab, ensure_ascii=False), "utf-8")
+    params = {
+        "k1": K1,
+        "b": B,
+        "method": "lucene",
+        "idf_method": "lucene",
+        "dtype": "float32",
+        "int_dtype": "int32",
+        "num_docs": n,
+        "tokenizer": tokenizer_fingerprint(),
+    }
+    (path / "params.index.json").write_text(json.dumps(params, indent=1), "utf-8")
+    offsets = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    np.save(path / TOKENS_FILE, flat)
+    np.save(path / OFFSETS_FILE, offsets)
+    (path / IDS_FILE).write_text("\n".join(i.replace("\n", " ") for i in ids), "utf-8")
 
 
 class Lexical:

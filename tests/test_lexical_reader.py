@@ -1,9 +1,10 @@
-"""The numpy BM25 reader scores exactly as bm25s does on the same saved index."""
+"""Our numpy BM25 index scores exactly as bm25s does on the same tokens, and an incremental
+build from the token cache equals a build from scratch."""
 
 from __future__ import annotations
 
 import numpy as np
-from kbase.retrieval.lexical import Lexical, build_bm25
+from kbase.retrieval.lexical import Lexical, build_bm25, chunk_tokens, load_token_cache
 from kbase.retrieval.tokenize import tokens
 
 from kbase.schema import Chunk
@@ -18,23 +19,42 @@ TEXTS = [
 ]
 
 
-def test_numpy_reader_matches_bm25s(tmp_path):
-    import bm25s
-
-    chunks = [
+def _chunks(texts):
+    return [
         Chunk(
             id=f"e{i}::0", entry_id=f"e{i}", kind="skill", section="body", text=t, line=1, path="x"
         )
-        for i, t in enumerate(TEXTS)
+        for i, t in enumerate(texts)
     ]
-    build_bm25(chunks, ["title"] * len(chunks), tmp_path / "bm25")
-    ours = Lexical(tmp_path / "bm25")
-    ref = bm25s.BM25.load(str(tmp_path / "bm25"))
+
+
+def test_numpy_index_matches_bm25s(tmp_path):
+    import bm25s
+
+    chunks = _chunks(TEXTS)
+    build_bm25(chunks, ["title"] * len(chunks), tmp_path / "ours")
+    ours = Lexical(tmp_path / "ours")
+    ref = bm25s.BM25()
+    ref.index([chunk_tokens(c, "title") for c in chunks], show_progress=False)
     for q in ("warp reduction wrong sum", "bank conflicts 共享内存", "fp8 gemm sm90 warp warp"):
         toks = [t for t in ours.compounds(tokens(q)) if t in ref.vocab_dict]
         assert toks, q
-        expected = ref.get_scores(toks)
         got = ours.scores(q)
         assert got.shape == (len(TEXTS),) and got.max() > 0
-        np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(got, ref.get_scores(toks), rtol=1e-5, atol=1e-6)
     assert not ours.scores("zzzz-not-a-token").any()
+
+
+def test_incremental_build_equals_a_fresh_one(tmp_path):
+    first = _chunks(TEXTS)
+    build_bm25(first, ["t"] * len(first), tmp_path / "g1")
+    cache = load_token_cache(tmp_path / "g1")
+    assert cache is not None and cache.get("e0::0") is not None
+    edited = _chunks(TEXTS[:-1] + ["warp divergence in the reduction tail"])
+    edited[-1].id = "e5::new"
+    build_bm25(edited, ["t"] * len(edited), tmp_path / "g2", cache=cache)
+    build_bm25(edited, ["t"] * len(edited), tmp_path / "fresh")
+    a, b = Lexical(tmp_path / "g2"), Lexical(tmp_path / "fresh")
+    for q in ("warp divergence", "bank conflicts", "fp8 gemm"):
+        np.testing.assert_allclose(a.scores(q), b.scores(q), rtol=1e-6)
+    assert a.scores("divergence").argmax() == 5

@@ -1,0 +1,161 @@
+"""What the indexer reads: every skill, draft and PR card under a root, as index entries, with
+what is unchanged since the previous generation taken from it instead of parsed again.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from kbase.schema import Entry, Problem
+
+
+def parser_fingerprint() -> str:
+    """Changes whenever the code that turns a card into an Entry changes: cached entries of an
+    earlier generation are reused only under the same fingerprint."""
+    import hashlib
+    import importlib
+
+    h = hashlib.sha256()
+    for mod in (
+        "kbase.ingest.cards",
+        "kbase.ingest.card_format",
+        "kbase.ingest.skills",
+        "kbase.ingest.markdown",
+        "kbase.drafts",
+        "kbase.schema",
+    ):
+        f = getattr(importlib.import_module(mod), "__file__", None)
+        if f:
+            h.update(Path(f).read_bytes())
+    return h.hexdigest()[:16]
+
+
+def _file_sig(p: Path) -> list[int] | None:
+    """[size, mtime_ns, inode] of a plain file; None for a symlink or a missing file."""
+    import os
+    import stat as S
+
+    try:
+        st = os.lstat(p)
+    except OSError:
+        return None
+    return [st.st_size, st.st_mtime_ns, st.st_ino] if S.S_ISREG(st.st_mode) else None
+
+
+def _cards(
+    root: Path,
+    reuse: dict[str, Entry],
+    stats: dict[str, list[int]] | None = None,
+    new_stats: dict[str, list[int]] | None = None,
+) -> tuple[list[Entry], list[Problem]]:
+    """Every PR card as an Entry; a card unchanged since the previous generation is taken from
+    it instead of being parsed again: parsing thousands of YAML cards was most of an
+    incremental re-index (issue #11). Unchanged means the same (size, mtime, inode) as recorded
+    then, for a plain file; else the same content hash. `new_stats` receives this run's."""
+    import hashlib
+
+    from kbase.ingest.cards import CardProblems, card_entry, card_files, load_card
+    from kbase.ingest.files import FileProblem, display_path, read_text
+
+    entries: list[Entry] = []
+    problems: list[Problem] = []
+    stats = stats or {}
+    for p in card_files(root):
+        shown = display_path(p, root)
+        old = reuse.get(shown)
+        sig = _file_sig(p)
+        if sig is not None and new_stats is not None:
+            new_stats[shown] = sig
+        if old is not None:
+            if sig is not None and stats.get(shown) == sig:
+                entries.append(old)
+                continue
+            try:
+                text = read_text(p, root)
+            except FileProblem:
+                text = None
+            if (
+                text is not None
+                and hashlib.sha256(text.encode("utf-8")).hexdigest() == old.content_hash
+            ):
+                entries.append(old)
+                continue
+        try:
+            entries.append(card_entry(load_card(p, root)))
+        except CardProblems as cp:
+            problems.extend(cp.problems)
+            if new_stats is not None:
+                new_stats.pop(shown, None)
+    return entries, problems
+
+
+def collect_entries(
+    root: Path,
+    reuse: dict[str, Entry] | None = None,
+    stats: dict[str, list[int]] | None = None,
+    new_stats: dict[str, list[int]] | None = None,
+) -> tuple[list[Entry], list[Problem], set[str]]:
+    """Every skill and PR card under root, the problems found, and the paths that failed.
+    `reuse`: path -> PR-card Entry of the previous generation (same parser fingerprint);
+    `stats`/`new_stats`: the card file signatures recorded then / found now (see _cards)."""
+    from kbase.ingest.files import display_path
+    from kbase.ingest.skills import find_skill_files, load_entries
+
+    entries: list[Entry] = []
+    problems: list[Problem] = []
+    failed: set[str] = set()
+    from kbase.drafts import find_draft_files
+
+    files = find_skill_files(root) + find_draft_files(root)  # drafts: searchable, status draft
+    # A skill file unchanged since the previous generation (same size, mtime, inode) keeps its
+    # entry: parsing every SKILL.md again was a large part of an incremental re-index.
+    kept: dict[Path, Entry] = {}
+    for f in files:
+        shown = display_path(f, root)
+        sig = _file_sig(f)
+        if sig is not None and new_stats is not None:
+            new_stats[shown] = sig
+        old = (reuse or {}).get(shown)
+        if (
+            old is not None
+            and old.kind != "pr"
+            and sig is not None
+            and (stats or {}).get(shown) == sig
+        ):
+            kept[f] = old
+    todo = [f for f in files if f not in kept]
+    parsed = dict(zip(todo, load_entries(todo, root), strict=True)) if todo else {}
+    for f in files:
+        if f in kept:
+            entries.append(kept[f])
+            continue
+        entry, bad = parsed[f]
+        if entry is not None:
+            entries.append(entry)
+        else:
+            problems.extend(bad)
+            failed.add(display_path(f, root))
+            if new_stats is not None:
+                new_stats.pop(display_path(f, root), None)
+    if (root / "pr_archive").is_dir():
+        cards, card_problems = _cards(root, reuse or {}, stats, new_stats)
+        entries.extend(cards)
+        problems.extend(card_problems)
+        failed.update(p.path for p in card_problems)
+    seen: dict[str, str] = {}
+    unique: list[Entry] = []
+    for e in entries:
+        if e.id in seen:
+            problems.append(
+                Problem(
+                    path=e.path,
+                    line=1,
+                    field="name",
+                    message=f"duplicate id {e.id!r} (also {seen[e.id]})",
+                )
+            )
+            failed.add(e.path)
+            continue
+        seen[e.id] = e.path
+        unique.append(e)
+    return unique, problems, failed
