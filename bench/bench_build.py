@@ -1,11 +1,13 @@
 #!/usr/bin/env python3
 """Index build throughput: N PR cards mined from the shared histories, indexed into a fresh home.
 
-    python bench/bench_build.py [--n 2000] [--device cpu|cuda] [--work DIR]
+    python bench/bench_build.py [--n 2000] [--device cpu|cuda] [--work DIR] [--backends torch,onnx]
 
 Mines the four histories (bench/devset_kb.py) unless --work already holds them, then builds an
-index of the first N cards (the four archives interleaved) from scratch and prints entries/s and
-embedded chunks/s, model load excluded and reported apart. Writes bench/results/build*.json.
+index of the first N cards (the four archives interleaved) from scratch with each embedding
+backend in turn (on CPU: torch, then ONNX Runtime; side by side, same cards), and prints
+entries/s and embedded chunks/s, model load and ONNX export excluded and reported apart, and how
+closely the two backends' vectors agree (cosine). Writes bench/results/build*.json.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ def main() -> None:
     )
     ap.add_argument("--n", type=int, default=2000, help="entries to index")
     ap.add_argument("--device", default="cpu", help="torch device for the embedding model")
+    ap.add_argument("--backends", default="torch,onnx", help="comma list: torch, onnx (CPU only)")
     ap.add_argument(
         "--work", type=Path, default=None, help="folder with (or for) the mined archives"
     )
@@ -54,39 +57,105 @@ def main() -> None:
     mixed += [e for g in by_repo.values() for e in g[len(mixed) // max(1, len(by_repo)) :]]
     chosen = mixed[: args.n]
 
+    import os
+
+    import numpy as np
+    from kbase.retrieval import generations as G
+    from kbase.retrieval.onnx_embed import OnnxDocEmbedder, cores
+    from kbase.retrieval.onnx_query import ensure_onnx
+    from kbase.retrieval.vector_files import GenVectors
+
+    backends = [b for b in args.backends.split(",") if b]
+    if args.device != "cpu":
+        backends = ["torch"]
     t = time.perf_counter()
     emb = get_embedder(default_model_path(), args.device)
     emb.embed(["warm up the kernels"])
     load_s = time.perf_counter() - t
+    onnx_load_s = None
+    onnx_home = work / "onnx-export"
+    if "onnx" in backends:
+        t = time.perf_counter()
+        ensure_onnx(onnx_home, default_model_path(), emb)
+        ox = OnnxDocEmbedder(onnx_home / "onnx")
+        ox.embed(["warm up the kernels"])
+        onnx_load_s = time.perf_counter() - t
     empty_root = work / "empty-root"
     (empty_root / "skills").mkdir(parents=True, exist_ok=True)
-    home = work / f"home-{args.device.replace(':', '_')}-{args.n}"
-    shutil.rmtree(home, ignore_errors=True)
-    t = time.perf_counter()
-    rep = build_index(empty_root, home, lambda: emb, extra_entries=chosen)
-    took = time.perf_counter() - t
     chunks = sum(len(dense_chunks(e)) for e in chosen)
+    runs: dict[str, dict] = {}
+    vecs: dict[str, dict[str, np.ndarray]] = {}
+    for backend in backends:
+        home = work / f"home-{backend}-{args.device.replace(':', '_')}-{args.n}"
+        shutil.rmtree(home, ignore_errors=True)
+        factory = (lambda: emb) if backend == "torch" else (lambda: ox)
+        entries = [e.model_copy(deep=True) for e in chosen]
+        t = time.perf_counter()
+        cpu0 = time.process_time()
+        rep = build_index(empty_root, home, factory, extra_entries=entries)
+        took = time.perf_counter() - t
+        cpu = time.process_time() - cpu0
+        gv = GenVectors(G.load_generation(home).path)
+        vecs[backend] = {
+            cid: np.asarray(gv.matrix(k)[i]) for k in gv.parts for i, cid in enumerate(gv.ids(k))
+        }
+        runs[backend] = {
+            "entries": rep.entries,
+            "embedded_chunks": rep.embedded_chunks,
+            "build_s": round(took, 2),
+            "process_cpu_s": round(cpu, 2),
+            "entries_per_s": round(rep.entries / took, 1),
+            "embedded_chunks_per_s": round(
+                rep.embedded_chunks / max(rep.seconds["embed"], 1e-9), 1
+            ),
+            "stages_s": rep.as_dict()["seconds"],
+        }
+        shutil.rmtree(home, ignore_errors=True)
+    agreement = None
+    if "torch" in vecs and "onnx" in vecs:
+        common = sorted(set(vecs["torch"]) & set(vecs["onnx"]))
+        cos = np.asarray([float(vecs["torch"][c] @ vecs["onnx"][c]) for c in common])
+        agreement = {
+            "vectors": len(common),
+            "min_cosine": round(float(cos.min()), 6),
+            "mean_cosine": round(float(cos.mean()), 6),
+        }
     res = {
         "device": args.device,
-        "entries": rep.entries,
-        "embedded_chunks": rep.embedded_chunks,
+        "cores": cores(),
+        "load_avg_1m_at_start": round(os.getloadavg()[0], 2),
+        "entries": len(chosen),
         "dense_chunks": chunks,
         "model_load_s": round(load_s, 2),
-        "build_s": round(took, 2),
-        "entries_per_s": round(rep.entries / took, 1),
-        "embedded_chunks_per_s": round(rep.embedded_chunks / max(rep.seconds["embed"], 1e-9), 1),
-        "stages_s": rep.as_dict()["seconds"],
+        "onnx_export_and_load_s": None if onnx_load_s is None else round(onnx_load_s, 2),
+        "runs": runs,
+        "torch_vs_onnx": agreement,
+        "target_entries_per_s": 100 if args.device == "cpu" else 2000,
     }
-    print(
-        f"{res['entries']} entries in {res['build_s']} s on {args.device}: "
-        f"{res['entries_per_s']} entries/s ({res['embedded_chunks']} chunks embedded, "
-        f"{res['embedded_chunks_per_s']} chunks/s in the embed stage); "
-        f"model load {res['model_load_s']} s; stages {res['stages_s']}"
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(
+        title=f"index build, {len(chosen)} PR cards ({chunks} dense chunks), {args.device}, "
+        f"{cores()} cores, load {res['load_avg_1m_at_start']}",
+        title_justify="left",
     )
+    for col in ("backend", "build s", "entries/s", "chunks/s (embed)", "embed s", "bm25+write s"):
+        table.add_column(col)
+    for b, r in runs.items():
+        table.add_row(
+            b,
+            str(r["build_s"]),
+            str(r["entries_per_s"]),
+            str(r["embedded_chunks_per_s"]),
+            str(r["stages_s"].get("embed")),
+            str(r["stages_s"].get("bm25+write")),
+        )
+    Console(width=140).print(table)
+    print(f"model load {res['model_load_s']} s; torch vs onnx vectors: {agreement}")
     name = "build" if args.device == "cpu" else f"build-{args.device.replace(':', '_')}"
     out = write_result(name, res)
     print(f"wrote {out}", file=sys.stderr)
-    shutil.rmtree(home, ignore_errors=True)
 
 
 if __name__ == "__main__":

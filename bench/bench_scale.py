@@ -85,7 +85,13 @@ class CachedEmbedder:
 
 
 def repeated(cards: list, target: int) -> list:
-    """`target` PR entries: the cards, then copies under new ids and offset PR numbers."""
+    """`target` PR entries: the cards (the archives interleaved, so a small run has every
+    repo), then copies under new ids and offset PR numbers."""
+    by_repo: dict[str, list] = {}
+    for e in cards:
+        by_repo.setdefault(e.repo or "", []).append(e)
+    longest = max((len(g) for g in by_repo.values()), default=0)
+    cards = [g[i] for i in range(longest) for g in by_repo.values() if i < len(g)]
     out = list(cards[:target])
     copy = 0
     while len(out) < target:
@@ -193,7 +199,6 @@ def main() -> None:
         return OnnxDocEmbedder(onnx_home / "onnx")
 
     cache = CachedEmbedder(inner, CACHE / f"scale-{Path(model).name}.npz")
-    os.environ["KBASE_INDEX_BACKEND"] = "torch"  # the factory below: the cache, not the export
     from kbase.retrieval.indexer import build_index
 
     last = [0.0]

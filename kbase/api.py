@@ -73,6 +73,13 @@ class KnowledgeBase(ValidateAPI, ArchiveAPI, ExperienceAPI):
             self._embedder = get_embedder(self.model_path)
         return self._embedder
 
+    def index_embedder(self) -> Any:
+        """Documents go through ONNX Runtime on CPU once home/onnx holds the model's export
+        (retrieval/onnx_embed.py; KBASE_INDEX_BACKEND=torch turns it off), else torch."""
+        from kbase.retrieval.onnx_embed import doc_embedder
+
+        return doc_embedder(self.home, self.model_path, self.embedder) or self.embedder()
+
     def query_embedder(self) -> Any:
         """ONNX Runtime when home/onnx matches the model (no torch import: fast CLI searches)."""
         if self._query_embedder is None:
@@ -122,7 +129,7 @@ class KnowledgeBase(ValidateAPI, ArchiveAPI, ExperienceAPI):
         return build_index(
             self.root,
             self.home,
-            self.embedder,
+            self.index_embedder,
             self.settings.chroma_url,
             progress=progress,
             gc=gc,

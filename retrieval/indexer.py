@@ -167,9 +167,7 @@ def build_index(
         if todo:
             if progress:
                 progress("loading the embedding model", 0, 0)
-            from kbase.retrieval.onnx_embed import doc_embedder
-
-            embedder = doc_embedder(home, model_path, embedder_factory) or embedder_factory()
+            embedder = embedder_factory()
             rep.backend = getattr(embedder, "backend", "torch")
             chunks = [(e, c) for e in todo for c in dense_chunks(e)]
             chunks.sort(key=lambda ec: ec[0].kind != "skill")  # skills first, then PR cards
