@@ -216,6 +216,15 @@ def main() -> None:
     finally:
         cache.save()
     build_s = time.perf_counter() - t
+    # Queries go through the ONNX export, as after `kbase index` (the cache is no torch model,
+    # so build_index could not export it).
+    from kbase.retrieval.onnx_query import is_fresh
+
+    if not is_fresh(onnx_home / "onnx", model):
+        from kbase.retrieval.embed import get_embedder
+
+        ensure_onnx(onnx_home, model, get_embedder(model))
+    shutil.copytree(onnx_home / "onnx", home / "onnx", dirs_exist_ok=True)
     kb = KnowledgeBase(root=root, home=home)
     res = {
         "entries": rep.entries,
@@ -224,6 +233,8 @@ def main() -> None:
         "build_stages_s": rep.as_dict()["seconds"],
         "embedded_now": cache.misses,
         "embed_s_for_cache_misses": round(cache.embed_s, 1),
+        "query_embedder": type(kb.query_embedder()).__name__,
+        "load_avg_1m_before_warm": round(os.getloadavg()[0], 2),
         "warm": warm(kb, unseen_queries()[::-1], args.n, args.repo, args.tag),
     }
     t = Table(

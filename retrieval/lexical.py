@@ -86,13 +86,17 @@ def build_bm25(
     path.mkdir(parents=True, exist_ok=True)
     vocab: dict[str, int] = dict(cache.vocab) if cache is not None else {}
     parts: list[np.ndarray] = []
+    same_text: dict[tuple[str, str], np.ndarray] = {}  # repeated texts tokenized once
     for c, t in zip(chunks, titles, strict=True):
         got = cache.get(c.id) if cache is not None else None
+        if got is None:
+            got = same_text.get((t, c.text))
         if got is None:
             toks = chunk_tokens(c, t)
             got = np.fromiter(
                 (vocab.setdefault(x, len(vocab)) for x in toks), dtype=np.int32, count=len(toks)
             )
+            same_text[(t, c.text)] = got
         parts.append(got)
     ids = [c.id for c in chunks]
     if not parts:  # an empty index still loads and answers nothing
