@@ -227,6 +227,7 @@ class KnowledgeBase(ValidateAPI, ArchiveAPI, ExperienceAPI):
         )
         statuses = self.statuses(q.env) if any(c.entry.kind == "skill" for c in cands) else {}
         hits: list[Hit] = []
+        by_id = {c.entry.id: c for c in cands}
         for c in cands:
             st, on, at = self._status_of(c.entry, statuses)
             if wanted and st not in wanted:
@@ -247,7 +248,6 @@ class KnowledgeBase(ValidateAPI, ArchiveAPI, ExperienceAPI):
                     pr=c.entry.pr,
                     verified_on=on,
                     verified_at=at,
-                    claims=self._claims_of(c.entry),
                 )
             )
         from kbase.feedback import rerank
@@ -256,7 +256,11 @@ class KnowledgeBase(ValidateAPI, ArchiveAPI, ExperienceAPI):
         if not wanted:
             # Failing entries stay findable but rank below healthy ones.
             hits.sort(key=lambda h: h.status in STATUS_SPECS and STATUS_SPECS[h.status].demoted)
-        return SearchResult(query=q.query, hits=hits[: q.k])
+        hits = hits[: q.k]
+        for h, c in zip(hits, [by_id[h.id] for h in hits], strict=True):
+            # claim views read the ledger: only for the hits returned, not every candidate
+            h.claims = self._claims_of(c.entry)
+        return SearchResult(query=q.query, hits=hits)
 
     def _check_archive_names(self, q: SearchQuery) -> None:
         """An archive repo or family/category tag that nothing in the index has is a typo."""

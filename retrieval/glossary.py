@@ -19,7 +19,6 @@ class Expansion:
     added: tuple[str, ...]
 
 
-@functools.cache
 def _fast_yaml(text: str):
     """libyaml's C parser when PyYAML has it: the pure-Python one took ~0.3 s of every cold
     search for the glossary alone (issue #11); both build the same plain data."""
@@ -28,6 +27,7 @@ def _fast_yaml(text: str):
     return yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))  # noqa: S506
 
 
+@functools.cache
 def _tables() -> tuple[list[tuple[str, str]], dict[str, str]]:
     try:
         text = resources.files("kbase.data").joinpath("glossary.yaml").read_text(encoding="utf-8")
