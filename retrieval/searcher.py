@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 from kbase.retrieval import fusion as F
+from kbase.retrieval.loaded import LoadedIndex
 from kbase.retrieval.query import QueryPlan, plan
 
 from kbase.closed_sets import MODES as _PUBLIC_MODES
@@ -39,129 +40,6 @@ class Candidate:
     entry: Entry
     score: float
     chunk_index: int  # index into entry.chunks of the best-matching chunk
-
-
-class LoadedIndex:
-    """One generation held in memory: entries, chunk arrays for filtering, BM25."""
-
-    def __init__(self, home: Path, gen):
-        from kbase.retrieval.lexical import Lexical
-
-        self.gen_id = gen.gen_id
-        self.entries: list[Entry] = gen.entries
-        self.by_id = {e.id: i for i, e in enumerate(self.entries)}
-        chunk_entry: list[int] = []
-        chunk_local: list[int] = []
-        chunk_ids: dict[str, int] = {}
-        for ei, e in enumerate(self.entries):
-            for ci, c in enumerate(e.chunks):
-                chunk_ids[c.id] = len(chunk_entry)
-                chunk_entry.append(ei)
-                chunk_local.append(ci)
-        self.chunk_entry = np.asarray(chunk_entry, dtype=np.int64)
-        self.chunk_local = np.asarray(chunk_local, dtype=np.int64)
-        self.chunk_ids = chunk_ids
-        self.kind = np.asarray([e.kind for e in self.entries])
-        self.repo = np.asarray([e.repo or "" for e in self.entries])
-        self.lexical = Lexical(gen.path / "bm25")
-        from kbase.retrieval.vectors import partition_key
-
-        self.entry_partition = [partition_key(e.kind, e.repo) for e in self.entries]
-        self.partitions = sorted(set(self.entry_partition))
-        pnum = {k: i for i, k in enumerate(self.partitions)}
-        self.entry_part_no = np.asarray([pnum[k] for k in self.entry_partition], dtype=np.int64)
-        self.partition_sizes: dict[str, int] = {}
-        for key in self.entry_partition:
-            self.partition_sizes[key] = self.partition_sizes.get(key, 0) + 1
-        self._titles: dict[int, frozenset[str]] = {}
-        self._tag_sets: dict[tuple[str, ...], frozenset[str]] = {}
-        from kbase.retrieval.vector_files import GenVectors
-
-        self.vectors = GenVectors(gen.path)
-        self._row_chunk: dict[str, np.ndarray] = {}
-        self._tag_masks: dict[str, np.ndarray] = {}
-
-    def row_chunks(self, key: str) -> np.ndarray:
-        """Chunk position (into chunk_entry) of each row of partition key's vector file."""
-        got = self._row_chunk.get(key)
-        if got is None:
-            ids = self.vectors.ids(key)
-            got = np.fromiter(
-                (self.chunk_ids.get(cid, -1) for cid in ids), dtype=np.int64, count=len(ids)
-            )
-            self._row_chunk[key] = got
-        return got
-
-    def tag_mask(self, tag: str) -> np.ndarray:
-        """Entries carrying tag, computed once per generation and tag (a scan of every entry
-        per query cost ~10 ms at 100k entries)."""
-        got = self._tag_masks.get(tag)
-        if got is None:
-            got = np.fromiter(
-                (tag in e.tags for e in self.entries), dtype=bool, count=len(self.entries)
-            )
-            if len(self._tag_masks) > 256:
-                self._tag_masks.clear()
-            self._tag_masks[tag] = got
-        return got
-
-    def partitions_of(self, mask: np.ndarray) -> set[str]:
-        return {self.partitions[i] for i in np.unique(self.entry_part_no[mask])}
-
-    def tags_with_keys(self, keys: tuple[str, ...]) -> frozenset[str]:
-        """Every `key=value` tag of the index whose key is in keys; computed once per generation
-        (the façade checks filter names against it on every filtered search)."""
-        got = self._tag_sets.get(keys)
-        if got is None:
-            got = frozenset(t for e in self.entries for t in e.tags if t.split("=", 1)[0] in keys)
-            self._tag_sets[keys] = got
-        return got
-
-    def title_tokens(self, i: int) -> frozenset[str]:
-        """Tokens of entry i's title, computed when a query first needs them (a cold search
-        would otherwise tokenize every title of the index)."""
-        got = self._titles.get(i)
-        if got is None:
-            from kbase.retrieval.tokenize import tokens
-
-            got = self._titles[i] = frozenset(tokens(self.entries[i].title))
-        return got
-
-    def partitions_for(self, kind: str | None, repo: str | None) -> list[str]:
-        from kbase.retrieval.vectors import partition_key
-
-        if repo:
-            return [partition_key("pr", repo)] if kind in (None, "pr") else []
-        if kind:
-            return [p for p in self.partitions if p == kind or p.startswith(f"{kind}--")]
-        return list(self.partitions)
-
-    def entry_mask(
-        self,
-        kind: str | None,
-        repo: str | None,
-        tags: list[str] | None,
-        since: str | None = None,
-        until: str | None = None,
-    ) -> np.ndarray | None:
-        if not (kind or repo or tags or since or until):
-            return None
-        mask = np.ones(len(self.entries), dtype=bool)
-        if kind:
-            mask &= self.kind == kind
-        if repo:
-            mask &= self.repo == repo
-        for t in tags or []:
-            mask &= self.tag_mask(t)
-        if since or until:
-            # ISO dates compare as strings on their YYYY-MM-DD prefix; undated entries drop out
-            days = [(e.date or "")[:10] for e in self.entries]
-            mask &= np.fromiter(
-                (bool(d) and (not since or d >= since) and (not until or d <= until) for d in days),
-                dtype=bool,
-                count=len(days),
-            )
-        return mask
 
 
 def normalize_tag(tag: str) -> str:
@@ -305,36 +183,12 @@ class Searcher:
     ) -> list[tuple[int, int, float]]:
         """(entry, chunk position, cosine) best first, at most CANDIDATES entries, from the
         vector files; the mask is applied exactly, so tag filters need no post-filter slack."""
-        q = np.asarray(vec, dtype=np.float32)
-        sims_l, pos_l = [], []
-        for k in keys:
-            m = idx.vectors.matrix(k)
-            if m.shape[0] == 0:
-                continue
-            pos = idx.row_chunks(k)
-            sims = m @ q
-            ok = pos >= 0
-            if mask is not None:
-                ok &= mask[idx.chunk_entry[np.maximum(pos, 0)]]
-            sims_l.append(sims[ok])
-            pos_l.append(pos[ok])
-        if not sims_l:
-            return []
-        sims = np.concatenate(sims_l)
-        pos = np.concatenate(pos_l)
-        take = min(len(sims), CANDIDATES * 4)  # enough chunk rows for CANDIDATES entries mostly
-        top = np.argpartition(-sims, take - 1)[:take] if take < len(sims) else np.arange(len(sims))
-        top = top[np.argsort(-sims[top], kind="stable")]
-        out, seen = [], set()
-        for r in top:
-            p = int(pos[r])
-            e = int(idx.chunk_entry[p])
-            if e not in seen:
-                seen.add(e)
-                out.append((e, p, float(sims[r])))
-                if len(out) >= CANDIDATES:
-                    break
-        return out
+        from kbase.retrieval.vector_files import top_entries
+
+        parts = [(idx.vectors.matrix(k), idx.row_chunks(k)) for k in keys]
+        return top_entries(
+            parts, np.asarray(vec, dtype=np.float32), idx.chunk_entry, mask, CANDIDATES
+        )
 
     def _dense(
         self, idx: LoadedIndex, text: str, kind, repo, tags, mask=None

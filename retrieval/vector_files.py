@@ -80,6 +80,46 @@ class GenVectors:
         return {cid: np.asarray(m[pos[cid]]) for cid in wanted if cid in pos}
 
 
+def top_entries(
+    parts: list[tuple[np.ndarray, np.ndarray]],
+    q: np.ndarray,
+    chunk_entry: np.ndarray,
+    mask: np.ndarray | None,
+    n: int,
+) -> list[tuple[int, int, float]]:
+    """Exact cosine search over partitions given as (matrix, chunk position of each row; -1
+    for a row the generation does not know): [(entry, chunk position, similarity)], best first,
+    one row per entry, at most n, entries outside the mask left out."""
+    sims_l, pos_l = [], []
+    for m, pos in parts:
+        if m.shape[0] == 0:
+            continue
+        sims = m @ q
+        ok = pos >= 0
+        if mask is not None:
+            ok &= mask[chunk_entry[np.maximum(pos, 0)]]
+        sims_l.append(sims[ok])
+        pos_l.append(pos[ok])
+    if not sims_l:
+        return []
+    sims = np.concatenate(sims_l)
+    pos = np.concatenate(pos_l)
+    take = min(len(sims), n * 4)  # chunk rows enough for n entries, mostly
+    top = np.argpartition(-sims, take - 1)[:take] if take < len(sims) else np.arange(len(sims))
+    top = top[np.argsort(-sims[top], kind="stable")]
+    out: list[tuple[int, int, float]] = []
+    seen: set[int] = set()
+    for r in top:
+        p = int(pos[r])
+        e = int(chunk_entry[p])
+        if e not in seen:
+            seen.add(e)
+            out.append((e, p, float(sims[r])))
+            if len(out) >= n:
+                break
+    return out
+
+
 def write_generation_vectors(
     gen_tmp: Path,
     parts: dict[str, tuple[list[str], np.ndarray | None]],
