@@ -103,10 +103,20 @@ assert tuple(VERDICT_SPECS) == VERDICTS
 
 # --------------------------------------------------------------------------- skill statuses
 
-SkillStatus = Literal["failing", "unverified", "stale-source", "stale-env", "stale-age", "verified"]
+SkillStatus = Literal[
+    "failing", "unverified", "self-reported", "stale-source", "stale-env", "stale-age", "verified"
+]
 # A PR card is a fact read from git, not a claim to verify: its status is always "mined".
 EntryStatus = Literal[
-    "failing", "unverified", "stale-source", "stale-env", "stale-age", "verified", "mined", "draft"
+    "failing",
+    "unverified",
+    "self-reported",
+    "stale-source",
+    "stale-env",
+    "stale-age",
+    "verified",
+    "mined",
+    "draft",
 ]
 PR_STATUS = "mined"
 # A skill proposed from experience under skills/_drafts/ (kbase/drafts.py): unreviewed, so it is
@@ -139,6 +149,15 @@ STATUS_SPECS: dict[str, StatusSpec] = {
             demoted=True,
         ),
         StatusSpec("unverified", "never passed with the current snippet", "#9aa3ad", "dim", "⚪"),
+        # Passes exist, but only in runs nobody can vouch for: unsigned by a trusted runner, or
+        # outside the sandbox. Shown apart so a reader sees the claim was run, not verified.
+        StatusSpec(
+            "self-reported",
+            "passed only in runs that do not count (unsigned or unsandboxed)",
+            "#c9a227",
+            "yellow",
+            "🟡",
+        ),
         StatusSpec(
             "stale-source",
             "a watched upstream path changed after the last pass",
@@ -179,8 +198,10 @@ def severity(status: str) -> int:
 # `kbase audit --fail-on LEVEL`: the statuses that make the audit exit 1.
 FAIL_LEVELS: dict[str, frozenset[str]] = {
     "failing": frozenset({"failing"}),
-    "unverified": frozenset({"failing", "unverified"}),
-    "stale": frozenset({"failing", "unverified"} | {n for n, s in STATUS_SPECS.items() if s.stale}),
+    "unverified": frozenset({"failing", "unverified", "self-reported"}),
+    "stale": frozenset(
+        {"failing", "unverified", "self-reported"} | {n for n, s in STATUS_SPECS.items() if s.stale}
+    ),
     "never": frozenset(),
 }
 
