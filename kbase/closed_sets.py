@@ -31,7 +31,9 @@ class TierSpec:
     sees_gpu: bool = False  # False: CUDA_VISIBLE_DEVICES="" and the fingerprint omits the GPU
     python_only: bool = False  # only Python snippets run here (no nvcc step)
     cuda_runs_binary: bool = False  # CUDA snippets: build and run (True) or compile only (False)
-    exclusive: bool = False  # runs take turns even with -j N (timings on a shared device lie)
+    # runs pass the device gate (validators/device_gate.py): with -j N, runs that time, profile
+    # or read device-wide memory hold the device alone; correctness-only runs share it
+    device_gate: bool = False
     memory_kind: Literal["as", "data"] = "as"  # which rlimit caps memory (CUDA maps huge VA)
     default_memory_mb: int = 8192
     # how reports show it
@@ -61,7 +63,7 @@ TIER_SPECS: dict[str, TierSpec] = {
             needs_any=("gpu",),
             sees_gpu=True,
             cuda_runs_binary=True,
-            exclusive=True,
+            device_gate=True,
             memory_kind="data",
             default_memory_mb=32768,
             colour="#2e9b4f",
@@ -71,6 +73,18 @@ TIER_SPECS: dict[str, TierSpec] = {
 TIERS: tuple[str, ...] = get_args(Tier)
 TIER_CHOICES: tuple[str, ...] = ("auto", *TIERS)
 assert tuple(TIER_SPECS) == TIERS, "TIER_SPECS and Tier must list the same tiers, in order"
+
+# --------------------------------------------------------------------------- sharing the GPU
+
+DeviceUse = Literal["exclusive", "shared"]
+DEVICE_USE_HELP: dict[str, str] = {
+    "exclusive": "runs alone on the GPU: it times kernels, profiles them, or reads device-wide "
+    "memory, all of which another process on the device would distort",
+    "shared": "may run beside other shared runs: correctness, numerics and compile checks, which "
+    "another process on the device cannot change",
+}
+DEVICE_USES: tuple[str, ...] = get_args(DeviceUse)
+assert tuple(DEVICE_USE_HELP) == DEVICE_USES
 
 # --------------------------------------------------------------------------- verdicts of one run
 
