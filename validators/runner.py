@@ -16,6 +16,7 @@ from pathlib import Path
 from kbase.validators.claims import judge_measures
 from kbase.validators.device_gate import DeviceGate, gpu_use
 from kbase.validators.fingerprint import fingerprint
+from kbase.validators.pycache import prefix as pycache_prefix
 from kbase.validators.sandbox import (
     Limits,
     SandboxResult,
@@ -119,6 +120,9 @@ def _tier_env(
         "PYTHONDONTWRITEBYTECODE": "1",
         "PYTHONUNBUFFERED": "1",
     }
+    cached = pycache_prefix()
+    if cached:
+        env["PYTHONPYCACHEPREFIX"] = cached
     if "OMP_NUM_THREADS" not in os.environ:
         env["OMP_NUM_THREADS"] = str(max(1, (os.cpu_count() or 1) // max(1, workers)))
     spec = TIER_SPECS[tier]
