@@ -24,7 +24,7 @@ TIMING_MARKERS = re.compile(
     r"do_bench|elapsed_time|enable_timing|perf_counter|process_time|time\.time\(|monotonic"
     r"|timeit|benchmark\.Timer|Timer\(|cudaEventElapsedTime|cudaEventRecord|clock64\(|clock\(\)"
     r"|\bncu\b|\bnsys\b|torch\.profiler|profile\(|cupti|CUPTI"
-    r"|mem_get_info|cudaMemGetInfo|set_per_process_memory_fraction|nvidia-smi|nvml|max_memory"
+    r"|mem_get_info|cudaMemGetInfo|set_per_process_memory_fraction|nvidia-smi|nvml"
 )
 
 
