@@ -13,6 +13,7 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from kbase.validators.capture import tail
 from kbase.validators.claims import judge_measures
 from kbase.validators.device_gate import DeviceGate, device_use_of, preload_for
 from kbase.validators.fingerprint import fingerprint
@@ -24,7 +25,6 @@ from kbase.validators.sandbox import (
     kill_all_live,
     run_sandboxed,
     sandbox_status,
-    tail,
 )
 from kbase.validators.snippets import SnippetError, SnippetLayout, layout_blocks, locate_failure
 from kbase.validators.tiers import cuda_preflight, gpu_for, plan_tiers
