@@ -141,12 +141,18 @@ def warm(kb, queries: list[str], n: int, repo: str, tag: str) -> dict:
         for i, q in enumerate(queries * (1 + n * len(cases) // max(1, len(queries))))
     ]
     samples: dict[str, list[float]] = {name: [] for name in cases}
+    cpu: dict[str, list[float]] = {name: [] for name in cases}
     for i in range(n):
         for j, (name, fn) in enumerate(cases.items()):
-            t = time.perf_counter()
+            t, c = time.perf_counter(), time.thread_time()
             fn(texts[j * n + i])  # interleaved: load on the machine hits every case alike
             samples[name].append(time.perf_counter() - t)
+            cpu[name].append(time.thread_time() - c)
     res = {name: summary_ms(s) for name, s in samples.items()}
+    for name, r in res.items():
+        # CPU time of the searching thread (ONNX Runtime's own threads not counted): on a
+        # shared machine the wall time includes waiting for a core.
+        r["p50_thread_cpu_ms"] = summary_ms(cpu[name])["p50_ms"]
     base = res["unfiltered"]["p50_ms"]
     for r in res.values():
         r["vs_unfiltered_p50"] = round(r["p50_ms"] / base, 2) if base else None
@@ -162,6 +168,9 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=60, help="timed searches per case")
     ap.add_argument("--repo", default="flashinfer")
     ap.add_argument("--tag", default="languages=cuda-cpp")
+    ap.add_argument(
+        "--reuse", action="store_true", help="keep an index built by an earlier run (re-index)"
+    )
     args = ap.parse_args()
 
     import shutil
@@ -187,7 +196,8 @@ def main() -> None:
         root.mkdir(parents=True, exist_ok=True)
         shutil.copytree(REPO / "skills", root / "skills")
     home = work / f"home-{args.entries}"
-    shutil.rmtree(home, ignore_errors=True)
+    if not args.reuse:
+        shutil.rmtree(home, ignore_errors=True)
 
     model = default_model_path()
     onnx_home = work / "onnx-home"
@@ -210,6 +220,7 @@ def main() -> None:
 
     t = time.perf_counter()
     try:
+        # --reuse: the build finds everything unchanged (a no-op re-index at this size)
         rep = build_index(
             root, home, lambda: cache, extra_entries=entries, progress=progress, model_path=model
         )
@@ -227,6 +238,7 @@ def main() -> None:
     shutil.copytree(onnx_home / "onnx", home / "onnx", dirs_exist_ok=True)
     kb = KnowledgeBase(root=root, home=home)
     res = {
+        "reused_index": args.reuse,
         "entries": rep.entries,
         "chunks": rep.chunks,
         "build_s": round(build_s, 1),
@@ -240,12 +252,17 @@ def main() -> None:
     t = Table(
         title=f"warm latency, {rep.entries} entries, unseen query texts", title_justify="left"
     )
-    for col in ("case", "p50 ms", "p95 ms", "p50 / unfiltered", "target p50"):
+    for col in ("case", "p50 ms", "p95 ms", "p50 thread CPU ms", "p50 / unfiltered", "target"):
         t.add_column(col)
     for name, r in res["warm"].items():
-        target = "" if name == "embedding alone" else "<= 25 ms"
+        target = "" if name == "embedding alone" else "p50 <= 25 ms"
         t.add_row(
-            name, f"{r['p50_ms']:.1f}", f"{r['p95_ms']:.1f}", str(r["vs_unfiltered_p50"]), target
+            name,
+            f"{r['p50_ms']:.1f}",
+            f"{r['p95_ms']:.1f}",
+            f"{r['p50_thread_cpu_ms']:.1f}",
+            str(r["vs_unfiltered_p50"]),
+            target,
         )
     console.print(t)
     console.print(
