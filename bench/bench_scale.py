@@ -269,7 +269,8 @@ def main() -> None:
         f"built in {res['build_s']} s (stages {res['build_stages_s']}); "
         f"{cache.misses} texts embedded now, the rest from {cache.path.name}"
     )
-    out = write_result("scale" if args.entries == 100_000 else f"scale-{args.entries}", res)
+    name = "scale" if args.entries == 100_000 else f"scale-{args.entries}"
+    out = write_result(name + ("-rerun" if args.reuse else ""), res)
     print(f"wrote {out}", file=sys.stderr)
 
 
