@@ -24,6 +24,39 @@ from common import write_result  # noqa: E402
 from devset_kb import mine_archives  # noqa: E402
 
 
+def _int8_trial(onnx_dir: Path, entries: list, fp32) -> dict:
+    """Quantize the export's weights to int8 (dynamic), embed the same PR texts with both, and
+    report speed (CPU time too) and cosine agreement. A trial only: kbase keeps fp32 vectors."""
+    import numpy as np
+    import onnx
+    from kbase.retrieval.indexer import PR_MAX_TOKENS, dense_chunks
+    from kbase.retrieval.onnx_embed import OnnxDocEmbedder
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    out = onnx_dir.parent / "onnx-int8"
+    shutil.copytree(onnx_dir, out, dirs_exist_ok=True)
+    quantize_dynamic(
+        str(onnx_dir / "model.onnx"),
+        str(out / "model.onnx"),
+        weight_type=QuantType.QInt8,
+        extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT},
+    )
+    q = OnnxDocEmbedder(out)
+    texts = [f"{e.title}\n{c.text}" for e in entries for c in dense_chunks(e)]
+    row: dict = {"texts": len(texts)}
+    vecs = {}
+    for name, m in (("fp32", fp32), ("int8", q)):
+        t, c = time.perf_counter(), time.process_time()
+        vecs[name] = m.embed(texts, max_length=PR_MAX_TOKENS)
+        row[f"{name}_s"] = round(time.perf_counter() - t, 2)
+        row[f"{name}_cpu_s"] = round(time.process_time() - c, 2)
+    cos = (vecs["fp32"] * vecs["int8"]).sum(axis=1)
+    row["min_cosine"] = round(float(cos.min()), 4)
+    row["mean_cosine"] = round(float(np.mean(cos)), 4)
+    print(f"int8 trial: {row}")
+    return row
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -31,6 +64,12 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=2000, help="entries to index")
     ap.add_argument("--device", default="cpu", help="torch device for the embedding model")
     ap.add_argument("--backends", default="torch,onnx", help="comma list: torch, onnx (CPU only)")
+    ap.add_argument(
+        "--int8",
+        action="store_true",
+        help="also try ONNX Runtime dynamic int8 quantization (needs the onnx package): "
+        "speed and cosine agreement with fp32 on the PR texts; never used by kbase index",
+    )
     ap.add_argument(
         "--work", type=Path, default=None, help="folder with (or for) the mined archives"
     )
@@ -120,7 +159,9 @@ def main() -> None:
             "min_cosine": round(float(cos.min()), 6),
             "mean_cosine": round(float(cos.mean()), 6),
         }
+    int8 = _int8_trial(onnx_home / "onnx", chosen, ox) if args.int8 and "onnx" in backends else None
     res = {
+        "int8_trial": int8,
         "device": args.device,
         "cores": cores(),
         "load_avg_1m_at_start": round(os.getloadavg()[0], 2),
