@@ -160,14 +160,17 @@ class Lexical:
 
     def scores(self, query: str) -> np.ndarray:
         ids = [self.vocab[t] for t in self.compounds(tokens(query)) if t in self.vocab]
-        out = np.zeros(self.num_docs, dtype=self.dtype)
-        for t in ids:  # a repeated query token counts again, as in bm25s
-            a, b = int(self.indptr[t]), int(self.indptr[t + 1])
-            if b > a:
-                out += np.bincount(
-                    self.indices[a:b], weights=self.data[a:b], minlength=self.num_docs
-                ).astype(self.dtype, copy=False)
-        return out
+        # every query token's postings at once, one bincount (a repeated token counts again,
+        # as in bm25s): per-token passes over an array of every chunk cost ~7 ms at 100k entries
+        spans = [(int(self.indptr[t]), int(self.indptr[t + 1])) for t in ids]
+        spans = [(a, b) for a, b in spans if b > a]
+        if not spans:
+            return np.zeros(self.num_docs, dtype=self.dtype)
+        docs = np.concatenate([self.indices[a:b] for a, b in spans])
+        vals = np.concatenate([self.data[a:b] for a, b in spans])
+        return np.bincount(docs, weights=vals, minlength=self.num_docs).astype(
+            self.dtype, copy=False
+        )
 
     def compounds(self, toks: list[str]) -> list[str]:
         """Meet compound names half way, against the index vocabulary: a run-together word the

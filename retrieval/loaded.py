@@ -50,6 +50,7 @@ class LoadedIndex:
         self.vectors = GenVectors(gen.path)
         self._row_chunk: dict[str, np.ndarray] = {}
         self._tag_masks: dict[str, np.ndarray] = {}
+        self._masks: dict[tuple, np.ndarray] = {}
 
     def row_chunks(self, key: str) -> np.ndarray:
         """Chunk position (into chunk_entry) of each row of partition key's vector file."""
@@ -76,7 +77,8 @@ class LoadedIndex:
         return got
 
     def partitions_of(self, mask: np.ndarray) -> set[str]:
-        return {self.partitions[i] for i in np.unique(self.entry_part_no[mask])}
+        hit = np.bincount(self.entry_part_no[mask], minlength=len(self.partitions))
+        return {self.partitions[i] for i in np.nonzero(hit)[0]}
 
     def tags_with_keys(self, keys: tuple[str, ...]) -> frozenset[str]:
         """Every `key=value` tag of the index whose key is in keys; computed once per generation
@@ -116,6 +118,23 @@ class LoadedIndex:
     ) -> np.ndarray | None:
         if not (kind or repo or tags or since or until):
             return None
+        key = (kind, repo, tuple(tags or ()), since, until)
+        got = self._masks.get(key)
+        if got is None:  # string comparisons over every entry cost ~1 ms each at 100k entries
+            got = self._entry_mask(kind, repo, tags, since, until)
+            if len(self._masks) > 256:
+                self._masks.clear()
+            self._masks[key] = got
+        return got.copy()
+
+    def _entry_mask(
+        self,
+        kind: str | None,
+        repo: str | None,
+        tags: list[str] | None,
+        since: str | None,
+        until: str | None,
+    ) -> np.ndarray:
         mask = np.ones(len(self.entries), dtype=bool)
         if kind:
             mask &= self.kind == kind

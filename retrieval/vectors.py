@@ -54,6 +54,7 @@ class VectorStore:
         self.base = collection or os.environ.get("KBASE_CHROMA_COLLECTION") or COLLECTION
         self.collection_name = self.base  # kept for callers that print it
         self._cols: dict[str, Any] = {}
+        self._pool: Any = None
 
     # ------------------------------------------------------------ collections
     def collection_for(self, key: str) -> str:
@@ -85,6 +86,9 @@ class VectorStore:
         when the last one closes, the system stops, and the next client reads the files afresh:
         how a reader picks up vectors that another process wrote (issue #11)."""
         self._cols.clear()
+        if self._pool is not None:
+            self._pool.shutdown(wait=False)
+            self._pool = None
         close = getattr(self.client, "close", None)
         if close is not None:
             try:
@@ -166,11 +170,9 @@ class VectorStore:
         where: dict[str, Any] | None = None,
     ) -> list[tuple[str, float]]:
         """(chunk id, cosine similarity) best first, over the given partitions."""
-        rows: list[tuple[str, float]] = []
-        for key in keys:
-            col = self._col(key, create=False)
-            if col is None:
-                continue
+        cols = [c for key in keys if (c := self._col(key, create=False)) is not None]
+
+        def one(col) -> list[tuple[str, float]]:
             # chromadb >= 1.5 caps n_results at the collection size itself; asking count()
             # first would cost a round trip per query against a server.
             res = col.query(
@@ -179,10 +181,23 @@ class VectorStore:
                 where=where or None,
                 include=["distances"],
             )
-            if res["ids"]:
-                rows.extend(
-                    (cid, 1.0 - float(d))
-                    for cid, d in zip(res["ids"][0], res["distances"][0], strict=True)
-                )
+            if not res["ids"]:
+                return []
+            return [
+                (cid, 1.0 - float(d))
+                for cid, d in zip(res["ids"][0], res["distances"][0], strict=True)
+            ]
+
+        if len(cols) > 1:
+            # Several large partitions (an unfiltered query at 100k entries): Chroma answers
+            # them in parallel, its HNSW search runs outside the GIL.
+            if self._pool is None:
+                from concurrent.futures import ThreadPoolExecutor
+
+                self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="kbase-chroma")
+            parts = list(self._pool.map(one, cols))
+        else:
+            parts = [one(c) for c in cols]
+        rows = [r for part in parts for r in part]
         rows.sort(key=lambda r: -r[1])
         return rows[:n]
