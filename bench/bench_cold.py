@@ -63,6 +63,7 @@ def main() -> None:
     ap.add_argument("--archives", type=Path, default=None, help="a root whose pr_archive/ to add")
     ap.add_argument("--runs", type=int, default=7)
     ap.add_argument("--work", type=Path, default=None)
+    ap.add_argument("--reuse", action="store_true", help="keep the index of an earlier run")
     args = ap.parse_args()
 
     from kbase.retrieval.indexer import build_index
@@ -77,7 +78,8 @@ def main() -> None:
     if args.archives:
         shutil.copytree(args.archives / "pr_archive", root / "pr_archive", symlinks=True)
     home = work / "home"
-    shutil.rmtree(home, ignore_errors=True)
+    if not args.reuse:
+        shutil.rmtree(home, ignore_errors=True)
     kb = KnowledgeBase(root=root, home=home)
     model = default_model_path()
 
