@@ -22,6 +22,7 @@ K1, B = 1.5, 0.75  # Lucene's BM25 defaults, as bm25s uses them
 TOKENS_FILE = "chunk_tokens.npy"  # every chunk's token ids, end to end
 OFFSETS_FILE = "chunk_offsets.npy"
 IDS_FILE = "chunk_ids.txt"
+TOKENIZER_FILE = "tokenizer.txt"  # the fingerprint of the tokenizer that made the token ids
 
 
 def tokenizer_fingerprint() -> str:
@@ -57,8 +58,8 @@ def load_token_cache(bm25_dir: Path) -> TokenCache | None:
     import json
 
     try:
-        params = json.loads((bm25_dir / "params.index.json").read_text(encoding="utf-8"))
-        if params.get("tokenizer") != tokenizer_fingerprint():
+        fingerprint = (bm25_dir / TOKENIZER_FILE).read_text(encoding="utf-8").strip()
+        if fingerprint != tokenizer_fingerprint():
             return None
         vocab = json.loads((bm25_dir / "vocab.index.json").read_text(encoding="utf-8"))
         ids = (bm25_dir / IDS_FILE).read_text(encoding="utf-8").split("\n")
@@ -119,17 +120,22 @@ def build_bm25(
     np.save(path / "indices.csc.index.npy", d.astype(np.int32))
     np.save(path / "indptr.csc.index.npy", indptr)
     (path / "vocab.index.json").write_text(json.dumps(vocab, ensure_ascii=False), "utf-8")
+    # exactly the keys bm25s writes, so readers of earlier kbase versions (bm25s.BM25.load)
+    # still open an index this one wrote; the tokenizer fingerprint goes in its own file
     params = {
         "k1": K1,
         "b": B,
+        "delta": 0.5,
         "method": "lucene",
         "idf_method": "lucene",
         "dtype": "float32",
         "int_dtype": "int32",
         "num_docs": n,
-        "tokenizer": tokenizer_fingerprint(),
+        "version": "0.3.16",
+        "backend": "numpy",
     }
     (path / "params.index.json").write_text(json.dumps(params, indent=1), "utf-8")
+    (path / TOKENIZER_FILE).write_text(tokenizer_fingerprint(), "utf-8")
     offsets = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(lengths, out=offsets[1:])
     np.save(path / TOKENS_FILE, flat)
