@@ -36,9 +36,11 @@ def stream_history(
     on_commit: Callable[[CommitFacts], None],
     parse_code: bool = True,
     cache: DefsCache | None = None,
+    stats: dict[str, int] | None = None,
 ) -> int:
     """Hand `on_commit` the facts of every commit in `shas`, in that order. `cache`: parsed
-    definitions by blob id, read before parsing and filled as blobs are parsed."""
+    definitions by blob id, read before parsing and filled as blobs are parsed. `stats` gets
+    how many blobs were parsed (of them, incrementally) and how many came from `cache`."""
     if not shas:
         return 0
     git_dir = str(repo.git_dir)
@@ -61,6 +63,10 @@ def stream_history(
         return len(shas)
     finally:
         reader.close()
+        if stats is not None and namer is not None:
+            stats["parsed"] = stats.get("parsed", 0) + namer.parsed
+            stats["incremental"] = stats.get("incremental", 0) + namer.incremental
+            stats["cached"] = stats.get("cached", 0) + (cache.hits if cache else 0)
         os.unlink(attrs)
 
 

@@ -15,20 +15,21 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from kbase.ingest.card_format import existing_notes, notes_text
-from kbase.ingest.card_writer import CardWriter, card_stem  # noqa: F401
-from kbase.ingest.cards import ARCHIVE_DIR
-from kbase.ingest.checkpoint import PROGRESS_FILE, atomic_write, checkpoint, resume
-from kbase.ingest.defs_cache import open_cache
-from kbase.ingest.gitlog import CommitFacts
 from kbase.ingest.gitrepo import GitFailed, GitRepo, find_git_dir
-from kbase.ingest.graph import read_plan
-from kbase.ingest.logrun import stream_history
 
 from kbase.errors import KbaseError
-from kbase.schema import Recipe
 
+if TYPE_CHECKING:
+    from kbase.ingest.gitlog import CommitFacts
+
+    from kbase.schema import Recipe
+
+# a no-op mine (the common case: nothing new) reads the state and HEAD and stops; what mining
+# needs (the card writer, the log parser, tree-sitter) is imported only when there is work
+ARCHIVE_DIR = "pr_archive"  # kbase.ingest.cards.ARCHIVE_DIR, without importing the card code
+PROGRESS_FILE = ".progress.json"  # kbase.ingest.checkpoint.PROGRESS_FILE, likewise
 STATE_FILE = ".state.json"
 CHECKPOINT_EVERY = int(os.environ.get("KBASE_MINE_CHECKPOINT_EVERY", "100"))
 STATE_VERSION = 1
@@ -53,6 +54,11 @@ class MineReport:
     behind_merges: int = 0  # commits brought in by merges that name no PR, mined like the main line
     direct_pushes: int = 0  # commits with no PR number that got a commit card
     warnings: list[str] = field(default_factory=list)  # missing blobs and the like
+    # blobs whose definitions were parsed (incrementally: from the tree of another version)
+    # and read from the root's definitions cache instead
+    blobs_parsed: int = 0
+    blobs_incremental: int = 0
+    blobs_cached: int = 0
     resumed_after: int = 0  # commits an interrupted run had mined already (0: a fresh run)
     written: int = 0
     unchanged: int = 0
@@ -184,6 +190,12 @@ def mine(
         "recipe_digest": recipe.digest(),
     }
     if report.mode != "noop":
+        from kbase.ingest.card_writer import CardWriter
+        from kbase.ingest.checkpoint import checkpoint, resume
+        from kbase.ingest.defs_cache import open_cache
+        from kbase.ingest.graph import read_plan
+        from kbase.ingest.logrun import stream_history
+
         walk = read_plan(repo, report.range, head)
         total = len(walk.mine)
         writer = CardWriter(
@@ -204,11 +216,15 @@ def mine(
             if progress:
                 progress(done, total)
 
+        stats: dict[str, int] = {}
         try:
-            stream_history(repo, walk.mine[skip:], on_commit, cache=cache)
+            stream_history(repo, walk.mine[skip:], on_commit, cache=cache, stats=stats)
         finally:
             if cache is not None:
                 cache.close()
+        report.blobs_parsed = stats.get("parsed", 0)
+        report.blobs_incremental = stats.get("incremental", 0)
+        report.blobs_cached = stats.get("cached", 0)
         # commits that were not streamed still count: a PR's own branch commits, transport merges
         for sha in walk.order:
             if walk.role[sha] in ("spine", "side"):
@@ -243,6 +259,8 @@ def mine(
         or {k: v for k, v in state.items() if k != "mined_at"}
         != {k: v for k, v in new_state.items() if k != "mined_at"}
     ):
+        from kbase.ingest.checkpoint import atomic_write
+
         atomic_write(
             folder / STATE_FILE, json.dumps(new_state, indent=2, ensure_ascii=False) + "\n"
         )
@@ -253,6 +271,8 @@ def mine(
 
 def _drop_vanished(folder: Path, kept: set[str], report: MineReport) -> None:
     """After a full mine, cards no longer in the history go, unless they hold Notes."""
+    from kbase.ingest.card_format import existing_notes, notes_text
+
     for p in folder.glob("*.md"):
         if not (p.stem.isdigit() or p.stem.startswith("commit-")) or p.stem in kept:
             continue
