@@ -9,11 +9,13 @@ Spans are cached per blob id, so a blob that is the "after" of one commit and th
 
 from __future__ import annotations
 
+import bisect
 import re
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from itertools import groupby
+from functools import lru_cache
+from itertools import groupby, repeat
 
 from kbase.ingest.brace_scan import scan_defs
 from kbase.ingest.definitions import (
@@ -130,7 +132,7 @@ class SymbolNamer:
         self.read_many = read_many
         self.disk = cache
         self._pending: dict[str, bytes | None] = {}
-        self._cache: OrderedDict[str, tuple[FileDefs, FileDefs | None] | None] = OrderedDict()
+        self._cache: OrderedDict[str, Owners | None] = OrderedDict()
         # path -> (blob, tree, contents) of the version parsed last
         self._trees: OrderedDict[str, tuple[str, object, bytes]] = OrderedDict()
         self._held_bytes = 0
@@ -153,9 +155,10 @@ class SymbolNamer:
 
     def _defs(
         self, lang: str, blob: str, path: str = "", base: tuple | None = None
-    ) -> tuple[FileDefs, FileDefs | None] | None:
-        """(tree-sitter defs, scanner defs where the parse has ERROR regions), or None when the
-        blob cannot be read. `base`: (other blob, hunks, to_old) to parse incrementally from."""
+    ) -> Owners | None:
+        """The owners of the blob's lines from (tree-sitter defs, scanner defs where the parse
+        has ERROR regions), or None when the blob cannot be read. `base`: (other blob, hunks,
+        to_old) to parse incrementally from."""
         key = f"{blob}:{lang}"
         if key in self._cache:
             self._cache.move_to_end(key)
@@ -179,10 +182,11 @@ class SymbolNamer:
                     self.disk.put(blob, lang, got)
                 if tree is not None and path:
                     self._hold(path, blob, tree, data)
-        self._cache[key] = got
+        owners = Owners(got) if got is not None else None
+        self._cache[key] = owners
         if len(self._cache) > CACHE_BLOBS:
             self._cache.popitem(last=False)
-        return got
+        return owners
 
     def prefetch(self, changes: list[tuple[str, str | None, str | None, list]]) -> None:
         """Read, in one round trip, every blob that `name` will need for these file changes
@@ -203,7 +207,7 @@ class SymbolNamer:
                 if self.disk is not None:
                     got = self.disk.get(blob, lang)
                     if got is not None:
-                        self._cache[f"{blob}:{lang}"] = got
+                        self._cache[f"{blob}:{lang}"] = Owners(got)
                         continue
                     self._missed.add(f"{blob}:{lang}")
                 want.append(blob)
@@ -241,33 +245,57 @@ class SymbolNamer:
         return out
 
 
-def _name_lines(out: Named, got: tuple[FileDefs, FileDefs | None], hunks: list, new: bool) -> None:
-    """Add the owner of every changed line on one side, runs of one owner at a time."""
-    ts, scan = got
-    table = ts.table()
+class Owners:
+    """Which definition owns each line of one blob, as runs of lines with one owner: the
+    tree-sitter owner, or the scanner's inside the parse's ERROR regions."""
+
+    __slots__ = ("defs", "starts", "runs")
+
+    def __init__(self, defs: tuple[FileDefs, FileDefs | None]):
+        self.defs = defs
+        ts, scan = defs
+        table = ts.table()
+        # (span, method) per line; the scanner's owners over the error regions
+        cells = list(zip(table, repeat(ts.method)))
+        if scan is not None and ts.errors:
+            stable = scan.table()
+            top = max(b for _, b in ts.errors) + 1
+            if top > len(cells):
+                cells.extend(repeat((None, ts.method), top - len(cells)))
+            for a, b in ts.errors:
+                a = max(a, 0)
+                part = stable[a : b + 1]
+                part += [None] * (b + 1 - a - len(part))
+                cells[a : b + 1] = zip(part, repeat("scanner"))
+        self.starts: list[int] = []
+        self.runs: list[tuple[int, Span | None, str]] = []  # (last line, owner, method)
+        line = 0
+        for (sp, method), run in groupby(cells):
+            n = len(list(run))
+            self.starts.append(line)
+            self.runs.append((line + n - 1, sp, method))
+            line += n
+
+    def name_lines(self, out: Named, start: int, n: int) -> None:
+        """Add the owner of each of the lines start .. start+n-1, one run at a time."""
+        last = start + n - 1
+        i = max(bisect.bisect_right(self.starts, start) - 1, 0)
+        while i < len(self.runs) and self.starts[i] <= last:
+            end, sp, method = self.runs[i]
+            if sp is not None and end >= start:
+                out.add(sp, method, min(end, last) - max(self.starts[i], start) + 1)
+            i += 1
+
+
+def _name_lines(out: Named, owners: Owners, hunks: list, new: bool) -> None:
+    """Add the owner of every changed line on one side."""
     for os_, on, ns, nn in hunks:
         start, n = (ns, nn) if new else (os_, on)
-        if not n:
-            continue
-        if scan is None or not _overlaps(ts.errors, start, start + n - 1):
-            seg = table[max(start, 0) : start + n] if start + n > 0 else []
-            for sp, run in groupby(seg):
-                if sp is not None:
-                    out.add(sp, ts.method, sum(1 for _ in run))
-            continue
-        pairs = [
-            (scan.owner(line), "scanner") if ts.in_error(line) else (ts.owner(line), ts.method)
-            for line in range(start, start + n)
-        ]
-        for (sp, method), run in groupby(pairs):
-            if sp is not None:
-                out.add(sp, method, sum(1 for _ in run))
+        if n:
+            owners.name_lines(out, start, n)
 
 
-def _overlaps(ranges: list[tuple[int, int]], lo: int, hi: int) -> bool:
-    return any(a <= hi and b >= lo for a, b in ranges)
-
-
+@lru_cache(maxsize=1 << 16)
 def rank_key(name: str, kind: str, path: str, lines: int) -> tuple[int, int, str]:
     """Kernels first, then public functions and methods, then private ones, classes and
     macros; anything in a test file or named like a test last."""
