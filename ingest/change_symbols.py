@@ -259,10 +259,11 @@ class Owners:
         cells = list(zip(table, repeat(ts.method)))
         if scan is not None and ts.errors:
             stable = scan.table()
-            top = max(b for _, b in ts.errors) + 1
+            governed = _governed(ts.errors)
+            top = max(b for _, b in governed) + 1 if governed else 0
             if top > len(cells):
                 cells.extend(repeat((None, ts.method), top - len(cells)))
-            for a, b in ts.errors:
+            for a, b in governed:
                 a = max(a, 0)
                 part = stable[a : b + 1]
                 part += [None] * (b + 1 - a - len(part))
@@ -285,6 +286,21 @@ class Owners:
             if sp is not None and end >= start:
                 out.add(sp, method, min(end, last) - max(self.starts[i], start) + 1)
             i += 1
+
+
+def _governed(errors: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The lines `FileDefs.in_error` answers yes for, as ranges: a line is judged by the last
+    error range (in sorted order) that starts at or before it, so a range nested in a longer
+    one ends the longer one's say where it starts."""
+    out: list[tuple[int, int]] = []
+    for i, (a, b) in enumerate(errors):
+        nxt = errors[i + 1][0] if i + 1 < len(errors) else None
+        if nxt == a:
+            continue  # a later range with the same start governs these lines
+        hi = b if nxt is None else min(b, nxt - 1)
+        if hi >= a:
+            out.append((a, hi))
+    return out
 
 
 def _name_lines(out: Named, owners: Owners, hunks: list, new: bool) -> None:

@@ -186,3 +186,55 @@ def test_a_noop_mine_through_the_cli_loads_no_mining_machinery(tmp_path):
         "triton",
     }
     assert not heavy & loaded, sorted(heavy & loaded)
+
+
+def test_line_runs_name_what_line_by_line_lookups_name():
+    """Owners (runs of lines) against the definition: each changed line asks `in_error`, then
+    the scanner's or tree-sitter's `owner`; random nested spans and overlapping errors."""
+    import random
+
+    from kbase.ingest.change_symbols import Named, Owners
+    from kbase.ingest.definitions import FileDefs, Span
+
+    rng = random.Random(7)
+
+    def nested(n_lines: int, prefix: str) -> list[Span]:
+        out: list[Span] = []
+
+        def fill(lo: int, hi: int, depth: int) -> None:
+            pos = lo
+            while pos < hi and depth < 3:
+                a = rng.randint(pos, hi)
+                b = rng.randint(a, min(hi, a + rng.randint(0, 40)))
+                out.append(Span(a, b, f"{prefix}{len(out) % 9}", "function"))
+                fill(a + 1, b - 1, depth + 1)
+                pos = b + 1 + rng.randint(0, 5)
+
+        fill(1, n_lines, 0)
+        return out
+
+    for _ in range(300):
+        n = rng.randint(5, 200)
+        ts = FileDefs(spans=nested(n, "t"))
+        ts.errors = [(a, a + rng.randint(0, 60)) for a in rng.sample(range(1, n + 20), 3)]
+        ts.finish()
+        scan = FileDefs(spans=nested(n, "s"), method="scanner").finish()
+        with_scan = rng.random() < 0.8
+        owners = Owners((ts, scan if with_scan else None))
+        got, want = Named(), Named()
+        for _ in range(rng.randint(1, 6)):
+            start, count = rng.randint(1, n + 10), rng.randint(0, 50)
+            owners.name_lines(got, start, count)
+            for line in range(start, start + count):
+                if with_scan and ts.in_error(line):
+                    sp, method = scan.owner(line), "scanner"
+                else:
+                    sp, method = ts.owner(line), ts.method
+                if sp is not None:
+                    want.add(sp, method)
+        assert (got.symbols, got.named_by, got.kinds, got.lines) == (
+            want.symbols,
+            want.named_by,
+            want.kinds,
+            want.lines,
+        )
