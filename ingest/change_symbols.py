@@ -9,7 +9,6 @@ Spans are cached per blob id, so a blob that is the "after" of one commit and th
 
 from __future__ import annotations
 
-import bisect
 import re
 from collections import OrderedDict
 from collections.abc import Callable
@@ -246,46 +245,47 @@ class SymbolNamer:
 
 
 class Owners:
-    """Which definition owns each line of one blob, as runs of lines with one owner: the
-    tree-sitter owner, or the scanner's inside the parse's ERROR regions."""
+    """Which definition owns each line of one blob: the tree-sitter owner, or the scanner's
+    inside the parse's ERROR regions. Lines are looked up a hunk at a time, through slices of
+    the per-line tables, so a hunk costs C loops over its lines and Python work per run."""
 
-    __slots__ = ("defs", "starts", "runs")
+    __slots__ = ("defs", "_governed")
 
     def __init__(self, defs: tuple[FileDefs, FileDefs | None]):
         self.defs = defs
-        ts, scan = defs
-        table = ts.table()
-        # (span, method) per line; the scanner's owners over the error regions
-        cells = list(zip(table, repeat(ts.method)))
-        if scan is not None and ts.errors:
-            stable = scan.table()
-            governed = _governed(ts.errors)
-            top = max(b for _, b in governed) + 1 if governed else 0
-            if top > len(cells):
-                cells.extend(repeat((None, ts.method), top - len(cells)))
-            for a, b in governed:
-                a = max(a, 0)
-                part = stable[a : b + 1]
-                part += [None] * (b + 1 - a - len(part))
-                cells[a : b + 1] = zip(part, repeat("scanner"))
-        self.starts: list[int] = []
-        self.runs: list[tuple[int, Span | None, str]] = []  # (last line, owner, method)
-        line = 0
-        for (sp, method), run in groupby(cells):
-            n = len(list(run))
-            self.starts.append(line)
-            self.runs.append((line + n - 1, sp, method))
-            line += n
+        self._governed: list[tuple[int, int]] | None = None
 
     def name_lines(self, out: Named, start: int, n: int) -> None:
         """Add the owner of each of the lines start .. start+n-1, one run at a time."""
-        last = start + n - 1
-        i = max(bisect.bisect_right(self.starts, start) - 1, 0)
-        while i < len(self.runs) and self.starts[i] <= last:
-            end, sp, method = self.runs[i]
-            if sp is not None and end >= start:
-                out.add(sp, method, min(end, last) - max(self.starts[i], start) + 1)
-            i += 1
+        ts, scan = self.defs
+        lo, hi = max(start, 0), start + n  # lines lo .. hi-1
+        if hi <= lo:
+            return
+        seg = ts.table()[lo:hi]
+        overlap: list[tuple[int, int]] = []
+        if scan is not None and ts.errors:
+            if self._governed is None:
+                self._governed = _governed(ts.errors)
+            overlap = [
+                (max(a, lo), min(b, hi - 1)) for a, b in self._governed if a < hi and b >= lo
+            ]
+        if not overlap:
+            for sp, run in groupby(seg):
+                if sp is not None:
+                    out.add(sp, ts.method, len(list(run)))
+            return
+        assert scan is not None  # overlap is only found with a scan
+        cells: list = list(zip(seg, repeat(ts.method)))
+        stable = scan.table()
+        for a, b in overlap:
+            if b - lo + 1 > len(cells):  # the error region runs past the last definition
+                cells.extend(repeat((None, ts.method), b - lo + 1 - len(cells)))
+            part = stable[a : b + 1]
+            part += [None] * (b + 1 - a - len(part))
+            cells[a - lo : b - lo + 1] = zip(part, repeat("scanner"))
+        for (sp, method), run in groupby(cells):
+            if sp is not None:
+                out.add(sp, method, len(list(run)))
 
 
 def _governed(errors: list[tuple[int, int]]) -> list[tuple[int, int]]:
