@@ -220,6 +220,7 @@ def main() -> None:
                 subprocess.run(cmd, check=True, capture_output=True)
             with err.status(f"{name} (replay) ..."):
                 rows.append({"kind": "replay", **bench_repo(name, repo, work, args.repeats)})
+            _partial(rows)
         if args.real and Path(args.real).exists():
             with err.status(f"{args.real_name} (real clone {args.real}) ..."):
                 row = bench_repo(args.real_name, Path(args.real), work, args.repeats)
@@ -278,6 +279,12 @@ def main() -> None:
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(json.dumps(out, indent=2) + "\n")
     err.print(f"wrote {RESULTS.relative_to(REPO_ROOT)}; checks {checks}")
+
+
+def _partial(rows: list[dict]) -> None:
+    """The rows so far, for a run cut short (the full result file is written at the end)."""
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    RESULTS.with_suffix(".partial.json").write_text(json.dumps(rows, indent=2) + "\n")
 
 
 def _three(r: dict, key: str) -> str:
