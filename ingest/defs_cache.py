@@ -56,7 +56,7 @@ def _unpack(t: tuple) -> FileDefs:
     method, balanced, spans, errors = t
     fd = FileDefs(
         spans=[Span(*s) for s in spans],
-        errors=[tuple(e) for e in errors],  # type: ignore[misc]
+        errors=[(a, b) for a, b in errors],
         method=method,
         balanced=balanced,
     )
