@@ -149,8 +149,7 @@ def bench_repo(name: str, source: Path, work: Path, repeats: int) -> dict:
         clone = borrowed_clone(gd, work / f"{name}-incr.git", back=10)
         root = work / f"{name}-incr-{i}"
         shutil.rmtree(root, ignore_errors=True)
-        # the root a user re-mines holds the cache of its earlier mines
-        shutil.copytree(warm_root / ".kbase", root / ".kbase")
+        # a fresh root: its cache then holds what the mine to HEAD~10 parsed, no newer blob
         mine(clone, root, name)
         git(clone, "update-ref", "HEAD", git(gd, "rev-parse", "HEAD").strip())
         got = mine(clone, root, name)
