@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+import re
 import shlex
 import signal
 import sys
@@ -14,7 +15,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kbase.validators.claims import judge_measures
+from kbase.validators.device_gate import DeviceGate, gpu_use
 from kbase.validators.fingerprint import fingerprint
+from kbase.validators.pycache import prefix as pycache_prefix
 from kbase.validators.sandbox import (
     Limits,
     SandboxResult,
@@ -34,9 +37,18 @@ CPU_COMPILE_ARCH = "sm_90a"
 
 # The snippet runs under runpy so that a watchdog can print where it is stuck just before the
 # deadline; -X faulthandler does the same for crashes. Both feed the line mapping.
+# With a turn to wait for (the GPU's device gate), it first imports what the snippet will (while
+# another run holds the GPU), then waits for one byte on stdin.
 _BOOTSTRAP = (
     "import faulthandler, os, runpy, sys\n"
     "os.makedirs(os.environ.get('TMPDIR') or 'tmp', exist_ok=True)\n"
+    "for _m in os.environ.pop('KBASE_PRELOAD', '').split():\n"
+    "    try:\n"
+    "        __import__(_m)\n"
+    "    except Exception:\n"
+    "        pass\n"
+    "if os.environ.pop('KBASE_WAIT_TURN', ''):\n"
+    "    sys.stdin.buffer.read(1)\n"
     "faulthandler.dump_traceback_later(float(sys.argv.pop(1)), exit=False)\n"
     "path = os.path.abspath('snippet.py')\n"
     "sys.argv[0] = path\n"
@@ -118,6 +130,9 @@ def _tier_env(
         "PYTHONDONTWRITEBYTECODE": "1",
         "PYTHONUNBUFFERED": "1",
     }
+    cached = pycache_prefix()
+    if cached:
+        env["PYTHONPYCACHEPREFIX"] = cached
     if "OMP_NUM_THREADS" not in os.environ:
         env["OMP_NUM_THREADS"] = str(max(1, (os.cpu_count() or 1) // max(1, workers)))
     spec = TIER_SPECS[tier]
@@ -201,18 +216,42 @@ def _judge(
     return "fail", line, last
 
 
-_GPU_LOCK = threading.Lock()
+_DEVICE_GATE = DeviceGate()
+
+
+def device_use_of(skill) -> str:
+    text = "\n".join(b.code for b in skill.snippet_blocks())
+    return gpu_use(getattr(skill.meta.verification, "gpu_use", None), text)
 
 
 def run_tier(skill, tier: str, settings: RunSettings) -> RunOutcome:
     """Run one skill's snippet on one tier; every failure mode becomes a verdict.
 
-    GPU runs take turns even with -j N: timings and memory checks mean nothing on a shared device.
+    With -j N, GPU runs pass the device gate: a run that times, profiles or reads device-wide
+    memory holds the GPU alone; correctness-only runs share it (validators/device_gate.py).
     """
-    if TIER_SPECS[tier].exclusive:
-        with _GPU_LOCK:
-            return _run_tier(skill, tier, settings)
-    return _run_tier(skill, tier, settings)
+    if not TIER_SPECS[tier].device_gate:
+        return _run_tier(skill, tier, settings)
+    use = device_use_of(skill)
+    out = _run_tier(skill, tier, settings, turn=lambda: _DEVICE_GATE.hold(use))
+    if out.executed:
+        out.limits = {**out.limits, "gpu_use": use}
+    return out
+
+
+# What the bootstrap may import before the run's turn. Only where the snippet sets no environment
+# variable itself: some are read at import time (TORCH_LOGS, TRITON_* knobs), and an import ahead
+# of the snippet's own would then miss them.
+PRELOADABLE = ("numpy", "torch", "triton", "triton.language")
+_SETS_ENV = re.compile(r"os\.environ\s*\[[^\]]*\]\s*=|os\.environ\.(update|setdefault)|putenv")
+
+
+def preload_for(code: str) -> list[str]:
+    if _SETS_ENV.search(code):
+        return []
+    return [
+        m for m in PRELOADABLE if re.search(rf"^\s*(import|from)\s+{re.escape(m)}\b", code, re.M)
+    ]
 
 
 def _memory_for(settings: RunSettings, tier: str) -> int:
@@ -226,7 +265,7 @@ def _memory_for(settings: RunSettings, tier: str) -> int:
     return TIER_SPECS[tier].default_memory_mb
 
 
-def _run_tier(skill, tier: str, settings: RunSettings) -> RunOutcome:
+def _run_tier(skill, tier: str, settings: RunSettings, turn=None) -> RunOutcome:
     v = skill.meta.verification
     timeout = float(settings.timeout_s or v.timeout_s)
     spec = TIER_SPECS[tier]
@@ -266,10 +305,21 @@ def _run_tier(skill, tier: str, settings: RunSettings) -> RunOutcome:
     files = {f.name: f.text for f in layout.files}
     literals = list(getattr(skill.meta, "literal_triggers", []) or [])
 
-    def env_for(workdir: str) -> dict[str, str]:
-        return _tier_env(tier, workdir, arch, v.min_compute_capability, settings.workers)
-
     argv = _command(layout, tier, arch, timeout)
+    waits = turn is not None and argv[0] == sys.executable
+    extra = {}
+    if waits:
+        extra = {
+            "KBASE_WAIT_TURN": "1",
+            "KBASE_PRELOAD": " ".join(preload_for(layout.python.text if layout.python else "")),
+        }
+
+    def env_for(workdir: str) -> dict[str, str]:
+        return {
+            **_tier_env(tier, workdir, arch, v.min_compute_capability, settings.workers),
+            **extra,
+        }
+
     try:
         res = run_sandboxed(
             argv,
@@ -281,6 +331,7 @@ def _run_tier(skill, tier: str, settings: RunSettings) -> RunOutcome:
             userns=userns,
             literals=literals,
             on_timeout_grace_s=1.0 if argv[0] == sys.executable else 0.0,
+            turn=turn,
         )
     except SandboxUnavailable as exc:
         base.verdict, base.executed = "skip", False

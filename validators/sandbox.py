@@ -25,6 +25,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -263,11 +264,17 @@ def run_sandboxed(
     userns: bool | None = None,
     literals: Iterable[str] = (),
     on_timeout_grace_s: float = 0.0,
+    turn: Callable[[], AbstractContextManager] | None = None,
 ) -> SandboxResult:
     """Run argv with `files` in a fresh working directory; always returns, never leaves a process.
 
     env_for(workdir) gives the variables for the run (it is told the working directory as the
     snippet sees it). sandboxed=False is the `--unsafe-no-sandbox` path.
+
+    `turn`: the run's turn on a shared resource (the GPU's device gate). The process starts at
+    once, in its sandbox, and may prepare (the runner's bootstrap imports what the snippet will);
+    one byte on its stdin says go, sent inside `turn()`, which is held until the run ends. The
+    timeout and the reported duration count from go.
     """
     if sandboxed:
         ok, why = sandbox_status()
@@ -314,7 +321,7 @@ def run_sandboxed(
                 cmd,
                 cwd=cwd,
                 env=env,
-                stdin=subprocess.DEVNULL,
+                stdin=subprocess.PIPE if turn else subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 start_new_session=True,
@@ -330,10 +337,17 @@ def run_sandboxed(
             for fd in fds:
                 os.close(fd)
             fds.clear()
-        return _supervise(
-            proc, cg, token, sandboxed, limits, limits_row, literals, status_r, on_timeout_grace_s,
-            start,
-        )  # fmt: skip
+        if turn is None:
+            return _supervise(
+                proc, cg, token, sandboxed, limits, limits_row, literals, status_r,
+                on_timeout_grace_s, start,
+            )  # fmt: skip
+        with turn():
+            _go(proc)
+            return _supervise(
+                proc, cg, token, sandboxed, limits, limits_row, literals, status_r,
+                on_timeout_grace_s, time.monotonic(),
+            )  # fmt: skip
     finally:
         for fd in fds:
             os.close(fd)
@@ -346,6 +360,16 @@ def run_sandboxed(
             cg.kill_all()
             cg.remove()
         rmtree(host_dir)
+
+
+def _go(proc: subprocess.Popen) -> None:
+    """Tell a waiting run to start; a run that already ended is the supervisor's to report."""
+    try:
+        assert proc.stdin is not None
+        proc.stdin.write(b"g")
+        proc.stdin.close()
+    except (BrokenPipeError, OSError, ValueError):
+        pass
 
 
 def _limits_row(
