@@ -8,8 +8,7 @@ import time
 from pathlib import Path
 
 from kbase.ingest.skills import lint_paths, load_skill
-from kbase.validators.device_gate import DeviceGate, gpu_use, markers_in
-from kbase.validators.runner import device_use_of
+from kbase.validators.device_gate import DeviceGate, device_use_of, gpu_use, markers_in
 
 from tests.test_claims import SPEEDUP, write
 
@@ -148,7 +147,8 @@ def test_a_run_prepares_before_its_turn_and_its_clock_starts_at_go(tmp_path: Pat
 
 
 def test_no_preload_when_the_snippet_sets_its_own_environment(tmp_path: Path):
-    from kbase.validators.runner import RunSettings, _run_tier, preload_for
+    from kbase.validators.device_gate import preload_for
+    from kbase.validators.runner import RunSettings, _run_tier
 
     code = 'import os\nos.environ["TORCH_LOGS"] = "graph_breaks"\n' + PRELOAD_PROBE
     assert preload_for(code) == []

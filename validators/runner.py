@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import datetime as dt
 import os
-import re
 import shlex
 import signal
 import sys
@@ -14,8 +13,9 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from kbase.validators.capture import tail
 from kbase.validators.claims import judge_measures
-from kbase.validators.device_gate import DeviceGate, gpu_use
+from kbase.validators.device_gate import DeviceGate, device_use_of, preload_for
 from kbase.validators.fingerprint import fingerprint
 from kbase.validators.pycache import prefix as pycache_prefix
 from kbase.validators.sandbox import (
@@ -25,7 +25,6 @@ from kbase.validators.sandbox import (
     kill_all_live,
     run_sandboxed,
     sandbox_status,
-    tail,
 )
 from kbase.validators.snippets import SnippetError, SnippetLayout, layout_blocks, locate_failure
 from kbase.validators.tiers import cuda_preflight, gpu_for, plan_tiers
@@ -219,11 +218,6 @@ def _judge(
 _DEVICE_GATE = DeviceGate()
 
 
-def device_use_of(skill) -> str:
-    text = "\n".join(b.code for b in skill.snippet_blocks())
-    return gpu_use(getattr(skill.meta.verification, "gpu_use", None), text)
-
-
 def run_tier(skill, tier: str, settings: RunSettings) -> RunOutcome:
     """Run one skill's snippet on one tier; every failure mode becomes a verdict.
 
@@ -237,21 +231,6 @@ def run_tier(skill, tier: str, settings: RunSettings) -> RunOutcome:
     if out.executed:
         out.limits = {**out.limits, "gpu_use": use}
     return out
-
-
-# What the bootstrap may import before the run's turn. Only where the snippet sets no environment
-# variable itself: some are read at import time (TORCH_LOGS, TRITON_* knobs), and an import ahead
-# of the snippet's own would then miss them.
-PRELOADABLE = ("numpy", "torch", "triton", "triton.language")
-_SETS_ENV = re.compile(r"os\.environ\s*\[[^\]]*\]\s*=|os\.environ\.(update|setdefault)|putenv")
-
-
-def preload_for(code: str) -> list[str]:
-    if _SETS_ENV.search(code):
-        return []
-    return [
-        m for m in PRELOADABLE if re.search(rf"^\s*(import|from)\s+{re.escape(m)}\b", code, re.M)
-    ]
 
 
 def _memory_for(settings: RunSettings, tier: str) -> int:
