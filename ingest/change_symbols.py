@@ -13,6 +13,8 @@ import re
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import lru_cache
+from itertools import groupby, repeat
 
 from kbase.ingest.brace_scan import scan_defs
 from kbase.ingest.definitions import (
@@ -26,8 +28,13 @@ from kbase.ingest.definitions import (
     grammar_for,
     parse_tree,
 )
+from kbase.ingest.defs_cache import DefsCache
 
 CACHE_BLOBS = 2048
+# trees of the last parsed version per file, for incremental parses: bounded by count and by
+# the bytes of source they hold (a tree costs a few times its source)
+HOLD_TREES = 4096
+HOLD_BYTES = 96 << 20
 _PY_DEF = re.compile(r"^([ \t]*)(?:async[ \t]+)?(def|class)[ \t]+([A-Za-z_]\w*)")
 
 
@@ -40,17 +47,18 @@ class Named:
     kinds: list[str] = field(default_factory=list)
     lines: list[int] = field(default_factory=list)  # changed lines inside each symbol
     problem: str | None = None
+    _index: dict[str, int] = field(default_factory=dict, repr=False)
 
-    def add(self, span: Span, method: str) -> None:
-        try:
-            i = self.symbols.index(span.name)
-        except ValueError:
+    def add(self, span: Span, method: str, n: int = 1) -> None:
+        i = self._index.get(span.name)
+        if i is None:
+            self._index[span.name] = len(self.symbols)
             self.symbols.append(span.name)
             self.named_by.append(method)
             self.kinds.append(span.kind)
-            self.lines.append(1)
+            self.lines.append(n)
             return
-        self.lines[i] += 1
+        self.lines[i] += n
 
 
 def py_scan_defs(src: bytes) -> FileDefs:
@@ -106,59 +114,102 @@ def _parse_both(lang: str, data: bytes, old_tree=None):
 
 
 class SymbolNamer:
+    """Definitions of the blobs a stream of file changes needs, newest change first.
+
+    Each blob is parsed at most once: from the in-memory cache, else the on-disk `cache`,
+    else tree-sitter, incrementally from the tree of the version of the same file parsed
+    last when the hunks that link the two are known (the new side of one change is the old
+    side of the next older change to that file)."""
+
     def __init__(
         self,
         read_blob: Callable[[str], bytes | None],
         read_many: Callable[[list[str]], dict[str, bytes | None]] | None = None,
+        cache: DefsCache | None = None,
     ):
         self.read_blob = read_blob
         self.read_many = read_many
+        self.disk = cache
         self._pending: dict[str, bytes | None] = {}
-        self._cache: OrderedDict[str, tuple[FileDefs, FileDefs | None] | None] = OrderedDict()
-        # path -> (blob, tree, contents) of the version parsed last: the next version of that
-        # file met (one commit older) is parsed incrementally from it
-        self._trees: dict[str, tuple[str, object, bytes]] = {}
+        self._cache: OrderedDict[str, Owners | None] = OrderedDict()
+        # path -> (blob, tree, contents) of the version parsed last
+        self._trees: OrderedDict[str, tuple[str, object, bytes]] = OrderedDict()
+        self._held_bytes = 0
+        # path -> (old blob, new blob, hunks) of the last change met: how to edit the tree of
+        # the new blob into one for the old blob when the old side was not needed then
+        self._prev: dict[str, tuple[str | None, str | None, list]] = {}
+        self._missed: set[str] = set()  # looked up on disk by `prefetch`, not there
         self.parsed = 0
+        self.incremental = 0
+
+    def _hold(self, path: str, blob: str, tree: object, data: bytes) -> None:
+        old = self._trees.pop(path, None)
+        if old is not None:
+            self._held_bytes -= len(old[2])
+        self._trees[path] = (blob, tree, data)
+        self._held_bytes += len(data)
+        while len(self._trees) > HOLD_TREES or self._held_bytes > HOLD_BYTES:
+            _, (_, _, gone) = self._trees.popitem(last=False)
+            self._held_bytes -= len(gone)
 
     def _defs(
         self, lang: str, blob: str, path: str = "", base: tuple | None = None
-    ) -> tuple[FileDefs, FileDefs | None] | None:
-        """(tree-sitter defs, scanner defs where the parse has ERROR regions), or None when the
-        blob cannot be read. `base`: (other blob, hunks, to_old) to parse incrementally from."""
-        if blob in self._cache:
-            self._cache.move_to_end(blob)
-            return self._cache[blob]
-        data = self._pending.pop(blob) if blob in self._pending else self.read_blob(blob)
+    ) -> Owners | None:
+        """The owners of the blob's lines from (tree-sitter defs, scanner defs where the parse
+        has ERROR regions), or None when the blob cannot be read. `base`: (other blob, hunks,
+        to_old) to parse incrementally from."""
+        key = f"{blob}:{lang}"
+        if key in self._cache:
+            self._cache.move_to_end(key)
+            return self._cache[key]
         got: tuple[FileDefs, FileDefs | None] | None = None
-        if data is not None:
-            self.parsed += 1
-            old_tree = None
-            held = self._trees.pop(path, None)
-            if base is not None and held is not None and held[0] == base[0]:
-                old_tree = edit_tree(held[1], held[2], data, base[1], base[2])
-            ts, scan, tree = _parse_both(lang, data, old_tree)
-            got = (ts, scan)
-            if tree is not None and path:
-                self._trees[path] = (blob, tree, data)
-                if len(self._trees) > CACHE_BLOBS // 8:
-                    self._trees.pop(next(iter(self._trees)))
-        self._cache[blob] = got
+        if blob not in self._pending and key not in self._missed and self.disk is not None:
+            got = self.disk.get(blob, lang)
+        self._missed.discard(key)
+        if got is None:
+            data = self._pending.pop(blob) if blob in self._pending else self.read_blob(blob)
+            if data is not None:
+                self.parsed += 1
+                old_tree = None
+                held = self._trees.get(path)
+                if base is not None and held is not None and held[0] == base[0]:
+                    old_tree = edit_tree(held[1], held[2], data, base[1], base[2])
+                    self.incremental += 1
+                ts, scan, tree = _parse_both(lang, data, old_tree)
+                got = (ts, scan)
+                if self.disk is not None:
+                    self.disk.put(blob, lang, got)
+                if tree is not None and path:
+                    self._hold(path, blob, tree, data)
+        owners = Owners(got) if got is not None else None
+        self._cache[key] = owners
         if len(self._cache) > CACHE_BLOBS:
             self._cache.popitem(last=False)
-        return got
+        return owners
 
     def prefetch(self, changes: list[tuple[str, str | None, str | None, list]]) -> None:
-        """Read, in one round trip, every blob that `name` will need for these file changes."""
+        """Read, in one round trip, every blob that `name` will need for these file changes
+        and that no cache holds."""
         if self.read_many is None:
             return
         want: list[str] = []
         for path, old_blob, new_blob, hunks in changes:
-            if grammar_for(path) is None:
+            lang = grammar_for(path)
+            if lang is None:
                 continue
-            if old_blob and any(h[1] for h in hunks) and old_blob not in self._cache:
-                want.append(old_blob)
-            if new_blob and any(h[3] for h in hunks) and new_blob not in self._cache:
-                want.append(new_blob)
+            for blob, needed in (
+                (old_blob, any(h[1] for h in hunks)),
+                (new_blob, any(h[3] for h in hunks)),
+            ):
+                if not blob or not needed or f"{blob}:{lang}" in self._cache:
+                    continue
+                if self.disk is not None:
+                    got = self.disk.get(blob, lang)
+                    if got is not None:
+                        self._cache[f"{blob}:{lang}"] = Owners(got)
+                        continue
+                    self._missed.add(f"{blob}:{lang}")
+                want.append(blob)
         if len(want) > 1:
             self._pending.update(self.read_many(want))
 
@@ -176,27 +227,91 @@ class SymbolNamer:
         out = Named()
         need_old = any(on for _, on, _, _ in hunks)
         need_new = any(nn for _, _, _, nn in hunks)
+        prev = self._prev.get(path)
+        self._prev[path] = (old_blob, new_blob, hunks)
         for side, blob, needed in (("new", new_blob, need_new), ("old", old_blob, need_old)):
             if not needed or not blob:
                 continue
-            base = (new_blob, hunks, True) if side == "old" and new_blob else None
+            if side == "old":
+                base = (new_blob, hunks, True) if new_blob else None
+            else:  # the old side of the newer change to this file, when that was not parsed
+                base = (prev[1], prev[2], True) if prev and prev[0] == blob and prev[1] else None
             got = self._defs(lang, blob, path, base)
             if got is None:
                 out.problem = f"blob {blob[:12]} ({side} {path}) is missing from the repository"
                 continue
-            ts, scan = got
-            for os_, on, ns, nn in hunks:
-                start, count = (ns, nn) if side == "new" else (os_, on)
-                for line in range(start, start + count):
-                    if scan is not None and ts.in_error(line):
-                        sp, method = scan.owner(line), "scanner"
-                    else:
-                        sp, method = ts.owner(line), ts.method
-                    if sp is not None:
-                        out.add(sp, method)
+            _name_lines(out, got, hunks, side == "new")
         return out
 
 
+class Owners:
+    """Which definition owns each line of one blob: the tree-sitter owner, or the scanner's
+    inside the parse's ERROR regions. Lines are looked up a hunk at a time, through slices of
+    the per-line tables, so a hunk costs C loops over its lines and Python work per run."""
+
+    __slots__ = ("defs", "_governed")
+
+    def __init__(self, defs: tuple[FileDefs, FileDefs | None]):
+        self.defs = defs
+        self._governed: list[tuple[int, int]] | None = None
+
+    def name_lines(self, out: Named, start: int, n: int) -> None:
+        """Add the owner of each of the lines start .. start+n-1, one run at a time."""
+        ts, scan = self.defs
+        lo, hi = max(start, 0), start + n  # lines lo .. hi-1
+        if hi <= lo:
+            return
+        seg = ts.table()[lo:hi]
+        overlap: list[tuple[int, int]] = []
+        if scan is not None and ts.errors:
+            if self._governed is None:
+                self._governed = _governed(ts.errors)
+            overlap = [
+                (max(a, lo), min(b, hi - 1)) for a, b in self._governed if a < hi and b >= lo
+            ]
+        if not overlap:
+            for sp, run in groupby(seg):
+                if sp is not None:
+                    out.add(sp, ts.method, len(list(run)))
+            return
+        assert scan is not None  # overlap is only found with a scan
+        cells: list = list(zip(seg, repeat(ts.method)))
+        stable = scan.table()
+        for a, b in overlap:
+            if b - lo + 1 > len(cells):  # the error region runs past the last definition
+                cells.extend(repeat((None, ts.method), b - lo + 1 - len(cells)))
+            part = stable[a : b + 1]
+            part += [None] * (b + 1 - a - len(part))
+            cells[a - lo : b - lo + 1] = zip(part, repeat("scanner"))
+        for (sp, method), run in groupby(cells):
+            if sp is not None:
+                out.add(sp, method, len(list(run)))
+
+
+def _governed(errors: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The lines `FileDefs.in_error` answers yes for, as ranges: a line is judged by the last
+    error range (in sorted order) that starts at or before it, so a range nested in a longer
+    one ends the longer one's say where it starts."""
+    out: list[tuple[int, int]] = []
+    for i, (a, b) in enumerate(errors):
+        nxt = errors[i + 1][0] if i + 1 < len(errors) else None
+        if nxt == a:
+            continue  # a later range with the same start governs these lines
+        hi = b if nxt is None else min(b, nxt - 1)
+        if hi >= a:
+            out.append((a, hi))
+    return out
+
+
+def _name_lines(out: Named, owners: Owners, hunks: list, new: bool) -> None:
+    """Add the owner of every changed line on one side."""
+    for os_, on, ns, nn in hunks:
+        start, n = (ns, nn) if new else (os_, on)
+        if n:
+            owners.name_lines(out, start, n)
+
+
+@lru_cache(maxsize=1 << 16)
 def rank_key(name: str, kind: str, path: str, lines: int) -> tuple[int, int, str]:
     """Kernels first, then public functions and methods, then private ones, classes and
     macros; anything in a test file or named like a test last."""

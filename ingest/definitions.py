@@ -10,8 +10,10 @@ parse (ERROR nodes) are returned as line ranges; callers ask the brace scanner t
 from __future__ import annotations
 
 import bisect
+import operator
 from dataclasses import dataclass, field
 from functools import cache
+from itertools import accumulate, count
 
 KERNEL = "kernel"
 FUNCTION = "function"
@@ -53,15 +55,21 @@ class FileDefs:
                 return self.spans[j]
         return None
 
-    def owner(self, line: int) -> Span | None:
-        """`enclosing` through a per-line table: outer spans painted first, inner ones over them."""
+    def table(self) -> list[Span | None]:
+        """Per line (index = line number) the innermost span holding it: outer spans painted
+        first, inner ones over them."""
         if self._owner is None:
             n = max((sp.end for sp in self.spans), default=0) + 1
             table: list[Span | None] = [None] * (n + 1)
             for sp in self.spans:  # sorted by start, outer before inner
                 table[sp.start : sp.end + 1] = [sp] * (sp.end - sp.start + 1)
             self._owner = table
-        return self._owner[line] if 0 <= line < len(self._owner) else None
+        return self._owner
+
+    def owner(self, line: int) -> Span | None:
+        """`enclosing` through the per-line table."""
+        table = self.table()
+        return table[line] if 0 <= line < len(table) else None
 
     def in_error(self, line: int) -> bool:
         i = bisect.bisect_right(self.errors, (line, 1 << 30))
@@ -131,11 +139,10 @@ def parse_tree(lang: str, src: bytes, old_tree=None):
 
 
 def line_starts(src: bytes) -> list[int]:
+    """Byte offset of the start of every line, then the length when the text does not end in
+    a newline (counted in C: this runs on both sides of every edited tree)."""
     out = [0]
-    i = src.find(b"\n")
-    while i >= 0:
-        out.append(i + 1)
-        i = src.find(b"\n", i + 1)
+    out.extend(map(operator.add, accumulate(map(len, src.split(b"\n")[:-1])), count(1)))
     if out[-1] != len(src):
         out.append(len(src))
     return out

@@ -105,6 +105,7 @@ def _claim_all(tip: str, nodes: dict[str, Node], claimed: dict[str, str]) -> Non
 
 
 def read_plan(repo, rev_range: str, head: str) -> Plan:
-    text = repo.git.log("--topo-order", f"--format={GRAPH_FORMAT}", rev_range)
+    """`repo`: a GitRepo."""
+    text = repo.run("log", "--topo-order", f"--format={GRAPH_FORMAT}", rev_range)
     order, nodes = parse_graph(text)
     return plan(order, nodes, head)

@@ -15,6 +15,7 @@ from collections.abc import Callable
 
 from kbase.ingest.blobs import BlobReader
 from kbase.ingest.change_symbols import SymbolNamer
+from kbase.ingest.defs_cache import DefsCache
 from kbase.ingest.gitlog import LOG_FORMAT, CommitFacts, FileFacts, log_command, parse_log
 from kbase.ingest.symbols import attributes_text
 
@@ -30,15 +31,22 @@ def _git(git_dir: str) -> list[str]:
 
 
 def stream_history(
-    repo, shas: list[str], on_commit: Callable[[CommitFacts], None], parse_code: bool = True
+    repo,
+    shas: list[str],
+    on_commit: Callable[[CommitFacts], None],
+    parse_code: bool = True,
+    cache: DefsCache | None = None,
+    stats: dict[str, int] | None = None,
 ) -> int:
-    """Hand `on_commit` the facts of every commit in `shas`, in that order."""
+    """Hand `on_commit` the facts of every commit in `shas`, in that order. `cache`: parsed
+    definitions by blob id, read before parsing and filled as blobs are parsed. `stats` gets
+    how many blobs were parsed (of them, incrementally) and how many came from `cache`."""
     if not shas:
         return 0
     git_dir = str(repo.git_dir)
     fd, attrs = tempfile.mkstemp(prefix="kbase-attrs-", suffix=".gitattributes")
     reader = BlobReader(git_dir)
-    namer = SymbolNamer(reader.read, reader.read_many) if parse_code else None
+    namer = SymbolNamer(reader.read, reader.read_many, cache) if parse_code else None
     try:
         with os.fdopen(fd, "w") as fh:
             fh.write(attributes_text())
@@ -55,6 +63,10 @@ def stream_history(
         return len(shas)
     finally:
         reader.close()
+        if stats is not None and namer is not None:
+            stats["parsed"] = stats.get("parsed", 0) + namer.parsed
+            stats["incremental"] = stats.get("incremental", 0) + namer.incremental
+            stats["cached"] = stats.get("cached", 0) + (cache.hits if cache else 0)
         os.unlink(attrs)
 
 

@@ -15,18 +15,21 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from kbase.ingest.card_format import existing_notes, notes_text
-from kbase.ingest.card_writer import CardWriter, card_stem  # noqa: F401
-from kbase.ingest.cards import ARCHIVE_DIR
-from kbase.ingest.checkpoint import PROGRESS_FILE, atomic_write, checkpoint, resume
-from kbase.ingest.gitlog import CommitFacts
-from kbase.ingest.graph import read_plan
-from kbase.ingest.logrun import stream_history
+from kbase.ingest.gitrepo import GitFailed, GitRepo, find_git_dir
 
 from kbase.errors import KbaseError
-from kbase.schema import Recipe
 
+if TYPE_CHECKING:
+    from kbase.ingest.gitlog import CommitFacts
+
+    from kbase.schema import Recipe
+
+# a no-op mine (the common case: nothing new) reads the state and HEAD and stops; what mining
+# needs (the card writer, the log parser, tree-sitter) is imported only when there is work
+ARCHIVE_DIR = "pr_archive"  # kbase.ingest.cards.ARCHIVE_DIR, without importing the card code
+PROGRESS_FILE = ".progress.json"  # kbase.ingest.checkpoint.PROGRESS_FILE, likewise
 STATE_FILE = ".state.json"
 CHECKPOINT_EVERY = int(os.environ.get("KBASE_MINE_CHECKPOINT_EVERY", "100"))
 STATE_VERSION = 1
@@ -51,6 +54,11 @@ class MineReport:
     behind_merges: int = 0  # commits brought in by merges that name no PR, mined like the main line
     direct_pushes: int = 0  # commits with no PR number that got a commit card
     warnings: list[str] = field(default_factory=list)  # missing blobs and the like
+    # blobs whose definitions were parsed (incrementally: from the tree of another version)
+    # and read from the root's definitions cache instead
+    blobs_parsed: int = 0
+    blobs_incremental: int = 0
+    blobs_cached: int = 0
     resumed_after: int = 0  # commits an interrupted run had mined already (0: a fresh run)
     written: int = 0
     unchanged: int = 0
@@ -81,28 +89,23 @@ def read_state(folder: Path) -> dict | None:
     return data
 
 
-def open_repo(source: str | os.PathLike):
+def open_repo(source: str | os.PathLike) -> GitRepo:
     """The git repository at `source`, refusing paths that are not a usable clone."""
-    import git
-
     p = Path(source).expanduser()
     if not p.exists():
         raise MiningError(f"{p}: no such directory")
-    try:
-        repo = git.Repo(p)
-    except git.InvalidGitRepositoryError:
+    git_dir = find_git_dir(p) if p.is_dir() else None
+    if git_dir is None:
         raise MiningError(
             f"{p}: not a git repository (expected a local clone; run `git clone <url>` first)"
-        ) from None
-    except git.NoSuchPathError:
-        raise MiningError(f"{p}: no such directory") from None
-    # every git call names the repository directly: a bare mirror without a `config` file
-    # (which gitpython takes for a work tree inside its parent) and worktrees then work alike
-    repo.git.update_environment(GIT_DIR=str(Path(repo.git_dir).resolve()))
-    if not repo.head.is_valid():
-        raise MiningError(f"{p}: the repository has no commits on HEAD")
-    if repo.git.rev_parse("--is-shallow-repository").strip() == "true":
-        depth = len(repo.git.rev_list("--first-parent", "HEAD").split())
+        )
+    repo = GitRepo(git_dir)
+    try:
+        shallow, repo.head = repo.run("rev-parse", "--is-shallow-repository", "HEAD").split()[:2]
+    except (GitFailed, ValueError):
+        raise MiningError(f"{p}: the repository has no commits on HEAD") from None
+    if shallow == "true":
+        depth = len(repo.run("rev-list", "--first-parent", "HEAD").split())
         raise MiningError(
             f"{p}: shallow clone (only {depth} first-parent commit(s) are present, "
             "older PRs are missing); "
@@ -111,14 +114,8 @@ def open_repo(source: str | os.PathLike):
     return repo
 
 
-def _is_ancestor(repo, old: str, new: str) -> bool:
-    import git
-
-    try:
-        repo.git.merge_base("--is-ancestor", old, new)
-        return True
-    except git.GitCommandError:
-        return False
+def _is_ancestor(repo: GitRepo, old: str, new: str) -> bool:
+    return repo.ok("merge-base", "--is-ancestor", old, new)
 
 
 def _sweep_temporary(folder: Path) -> None:
@@ -146,7 +143,7 @@ def mine(
         url = origin_url(str(repo.git_dir))
         if url:  # links on the cards without a recipe: the web page of `origin`
             recipe = recipe.model_copy(update={"upstream": url})
-    head = repo.head.commit.hexsha
+    head = repo.head
     folder = archive_dir(root, recipe.name)
     folder.mkdir(parents=True, exist_ok=True)
     _sweep_temporary(folder)
@@ -161,8 +158,8 @@ def mine(
 
     if since:
         try:
-            base = repo.git.rev_parse("--verify", f"{since}^{{commit}}").strip()
-        except Exception:
+            base = repo.run("rev-parse", "--verify", "-q", f"{since}^{{commit}}").strip()
+        except GitFailed:
             raise MiningError(f"--since {since!r}: no such revision in {source}") from None
         report.mode, report.range = "since", f"{base}..{head}"
     elif full:
@@ -193,6 +190,12 @@ def mine(
         "recipe_digest": recipe.digest(),
     }
     if report.mode != "noop":
+        from kbase.ingest.card_writer import CardWriter
+        from kbase.ingest.checkpoint import checkpoint, resume
+        from kbase.ingest.defs_cache import open_cache
+        from kbase.ingest.graph import read_plan
+        from kbase.ingest.logrun import stream_history
+
         walk = read_plan(repo, report.range, head)
         total = len(walk.mine)
         writer = CardWriter(
@@ -200,6 +203,7 @@ def mine(
         )
         skip = resume(folder, key, writer, walk.mine)
         done = skip
+        cache = open_cache(root)
 
         def on_commit(c: CommitFacts) -> None:
             nonlocal done
@@ -207,10 +211,20 @@ def mine(
             done += 1
             if done % CHECKPOINT_EVERY == 0 and done < total:
                 checkpoint(folder, key, done, writer)
+                if cache is not None:
+                    cache.flush()
             if progress:
                 progress(done, total)
 
-        stream_history(repo, walk.mine[skip:], on_commit)
+        stats: dict[str, int] = {}
+        try:
+            stream_history(repo, walk.mine[skip:], on_commit, cache=cache, stats=stats)
+        finally:
+            if cache is not None:
+                cache.close()
+        report.blobs_parsed = stats.get("parsed", 0)
+        report.blobs_incremental = stats.get("incremental", 0)
+        report.blobs_cached = stats.get("cached", 0)
         # commits that were not streamed still count: a PR's own branch commits, transport merges
         for sha in walk.order:
             if walk.role[sha] in ("spine", "side"):
@@ -245,6 +259,8 @@ def mine(
         or {k: v for k, v in state.items() if k != "mined_at"}
         != {k: v for k, v in new_state.items() if k != "mined_at"}
     ):
+        from kbase.ingest.checkpoint import atomic_write
+
         atomic_write(
             folder / STATE_FILE, json.dumps(new_state, indent=2, ensure_ascii=False) + "\n"
         )
@@ -255,6 +271,8 @@ def mine(
 
 def _drop_vanished(folder: Path, kept: set[str], report: MineReport) -> None:
     """After a full mine, cards no longer in the history go, unless they hold Notes."""
+    from kbase.ingest.card_format import existing_notes, notes_text
+
     for p in folder.glob("*.md"):
         if not (p.stem.isdigit() or p.stem.startswith("commit-")) or p.stem in kept:
             continue

@@ -6,7 +6,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from kbase.errors import InvalidArgument, KbaseError, NotFound
+from kbase.errors import InvalidArgument, NotFound
 from kbase.schema import HistoryResult
 
 
@@ -93,12 +93,6 @@ class ArchiveAPI:
             rec = resolve_recipe(recipe, name, self.root)
         except ValueError as exc:  # a name that is not kebab-case
             raise InvalidArgument(f"--name {name!r}: {exc}", "name") from None
-        try:
-            import git  # noqa: F401  (gitpython drives the repository; checked for a clear message)
-        except ImportError as exc:
-            raise KbaseError(
-                f"mining needs gitpython ({exc}); install it with `pip install gitpython`"
-            ) from None
         from kbase.ingest.mining import mine as run_mine
 
         return run_mine(repo_path, self.root, rec, since=since, full=full, progress=progress)

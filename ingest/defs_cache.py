@@ -1,0 +1,164 @@
+"""An on-disk cache of parsed definitions, keyed by blob id: a re-mine, a `--full` mine, a
+mine of another branch or clone into the same root reads what an earlier run parsed
+instead of parsing it again.
+
+A blob's definitions depend only on its bytes, the language, the grammars and our own
+extraction code; the cache is one SQLite file whose `version` row names all of those,
+so a new grammar or an edited extractor empties it. The cache is an accelerator only:
+any error reading or writing it is swallowed and the mine parses as if it were absent.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import marshal
+import os
+import sqlite3
+import zlib
+from pathlib import Path
+
+from kbase.ingest.definitions import FileDefs, Span
+
+CACHE_FILE = "mine-defs.sqlite"
+# the modules whose code decides what a blob's definitions are
+_EXTRACTORS = ("definitions.py", "brace_scan.py", "change_symbols.py")
+_GRAMMARS = ("tree-sitter", "tree-sitter-cpp", "tree-sitter-cuda", "tree-sitter-python")
+
+Defs = tuple[FileDefs, FileDefs | None]
+
+
+def code_version() -> str:
+    """A digest of the grammars' versions and our extractors' source."""
+    from importlib import metadata
+
+    h = hashlib.sha256()
+    for dist in _GRAMMARS:
+        try:
+            h.update(f"{dist}={metadata.version(dist)};".encode())
+        except metadata.PackageNotFoundError:
+            h.update(f"{dist}=none;".encode())
+    here = Path(__file__).resolve().parent
+    for name in _EXTRACTORS:
+        h.update((here / name).read_bytes())
+    return h.hexdigest()[:20]
+
+
+def _pack(fd: FileDefs) -> tuple:
+    return (
+        fd.method,
+        fd.balanced,
+        [(s.start, s.end, s.name, s.kind) for s in fd.spans],
+        list(fd.errors),
+    )
+
+
+def _unpack(t: tuple) -> FileDefs:
+    method, balanced, spans, errors = t
+    fd = FileDefs(
+        spans=[Span(*s) for s in spans],
+        errors=[(a, b) for a, b in errors],
+        method=method,
+        balanced=balanced,
+    )
+    return fd.finish()
+
+
+def encode(defs: Defs) -> bytes:
+    ts, scan = defs
+    return zlib.compress(marshal.dumps((_pack(ts), _pack(scan) if scan else None)), 1)
+
+
+def decode(data: bytes) -> Defs:
+    ts, scan = marshal.loads(zlib.decompress(data))
+    return _unpack(ts), (_unpack(scan) if scan is not None else None)
+
+
+class DefsCache:
+    """get/put by (blob id, language); writes are batched and committed by `flush`."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.hits = 0
+        self.misses = 0
+        self._db: sqlite3.Connection | None = None
+        self._new: list[tuple[str, str, bytes]] = []
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            db = sqlite3.connect(str(path), timeout=5, isolation_level=None)
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute("PRAGMA synchronous=NORMAL")
+            db.execute("CREATE TABLE IF NOT EXISTS meta (k TEXT PRIMARY KEY, v TEXT)")
+            db.execute(
+                "CREATE TABLE IF NOT EXISTS defs (blob TEXT, lang TEXT, data BLOB, "
+                "PRIMARY KEY (blob, lang)) WITHOUT ROWID"
+            )
+            version = code_version()
+            row = db.execute("SELECT v FROM meta WHERE k = 'version'").fetchone()
+            if row is None or row[0] != version:
+                db.execute("BEGIN")
+                db.execute("DELETE FROM defs")
+                db.execute("INSERT OR REPLACE INTO meta VALUES ('version', ?)", (version,))
+                db.execute("COMMIT")
+            self._db = db
+        except (sqlite3.Error, OSError):
+            self._db = None
+
+    def get(self, blob: str, lang: str) -> Defs | None:
+        if self._db is None:
+            return None
+        try:
+            row = self._db.execute(
+                "SELECT data FROM defs WHERE blob = ? AND lang = ?", (blob, lang)
+            ).fetchone()
+            got = decode(row[0]) if row else None
+        except (sqlite3.Error, ValueError, EOFError, TypeError, zlib.error):
+            got = None
+        if got is None:
+            self.misses += 1
+        else:
+            self.hits += 1
+        return got
+
+    def get_many(self, keys: list[tuple[str, str]]) -> dict[tuple[str, str], Defs]:
+        out: dict[tuple[str, str], Defs] = {}
+        for blob, lang in keys:
+            got = self.get(blob, lang)
+            if got is not None:
+                out[(blob, lang)] = got
+        return out
+
+    def put(self, blob: str, lang: str, defs: Defs) -> None:
+        if self._db is not None:
+            self._new.append((blob, lang, encode(defs)))
+
+    def flush(self) -> None:
+        if self._db is None or not self._new:
+            self._new.clear()
+            return
+        try:
+            self._db.execute("BEGIN")
+            self._db.executemany("INSERT OR REPLACE INTO defs VALUES (?, ?, ?)", self._new)
+            self._db.execute("COMMIT")
+        except sqlite3.Error:
+            try:
+                self._db.execute("ROLLBACK")
+            except sqlite3.Error:
+                pass
+        self._new.clear()
+
+    def close(self) -> None:
+        self.flush()
+        if self._db is not None:
+            try:
+                self._db.close()
+            except sqlite3.Error:
+                pass
+            self._db = None
+
+
+def open_cache(root: Path) -> DefsCache | None:
+    """The cache of a knowledge-base root (under its `.kbase/`), or None when turned off with
+    KBASE_MINE_CACHE=0."""
+    if os.environ.get("KBASE_MINE_CACHE", "1") == "0":
+        return None
+    return DefsCache(root / ".kbase" / "cache" / CACHE_FILE)
