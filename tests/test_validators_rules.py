@@ -259,6 +259,34 @@ def test_skill_statuses_is_cached_on_the_ledger_mtime(tmp_path):
     assert skill_statuses(tmp_path, now=NOW, env=CPU_ENV) is not first
 
 
+def test_a_new_process_reads_statuses_from_disk_until_something_changes(tmp_path):
+    from kbase.ingest.skills import load_skill
+    from kbase.validators import status as S
+
+    path = make_root(tmp_path)
+    sha = load_skill(path, tmp_path).snippet_sha256()
+    append_rows(tmp_path, [ledger_row("cached-skill", sha)])
+    assert skill_statuses(tmp_path, now=NOW, env=CPU_ENV)["cached-skill"].status == "verified"
+    cache = tmp_path / ".kbase" / "cache" / "skill-statuses.json"
+    assert cache.exists()
+    # a cold process: nothing in memory, and judging would fail, so a hit must come from disk
+    S._results.clear()
+    real, S.judgements = S.judgements, None
+    try:
+        assert skill_statuses(tmp_path, now=NOW, env=CPU_ENV)["cached-skill"].status == "verified"
+    finally:
+        S.judgements = real
+    # an edit to the skill misses the disk copy and is judged again
+    S._results.clear()
+    time.sleep(0.01)
+    path.write_text(path.read_text().replace('print("ok")', 'print("changed")'))
+    assert skill_statuses(tmp_path, now=NOW, env=CPU_ENV)["cached-skill"].status == "unverified"
+    # a corrupt cache file is ignored
+    S._results.clear()
+    cache.write_text("{not json")
+    assert skill_statuses(tmp_path, now=NOW, env=CPU_ENV)["cached-skill"].status == "unverified"
+
+
 def test_ledger_rows_are_sorted_key_single_lines_and_bad_lines_name_their_line(tmp_path):
     append_rows(tmp_path, [ledger_row("x", SHA), ledger_row("y", SHA, "fail")])
     lines = ledger_path(tmp_path).read_text().splitlines()

@@ -185,10 +185,62 @@ def skill_statuses(
         hit = _results.get(key)
         if hit is not None:
             return hit
-        out = {
-            name: SkillAudit(**j.as_dict())
-            for name, j in judgements(root, now=now, env=env_d).items()
-        }
+        out = _read_disk(root, key)
+        if out is None:
+            out = {
+                name: SkillAudit(**j.as_dict())
+                for name, j in judgements(root, now=now, env=env_d).items()
+            }
+            _write_disk(root, key, out)
         _results.clear()  # only the newest state matters; keeps memory flat in a long-lived server
         _results[key] = out
         return out
+
+
+# A cold `kbase search` would otherwise parse every SKILL.md to judge it (a third of a second at
+# 100 skills). The statuses of the last state are kept on disk under the same key as in memory,
+# plus the code that judges them, so an edit, a new ledger row, a new day or an upgrade misses.
+_DISK_NAME = "skill-statuses.json"
+
+
+def _disk_key(key: tuple) -> str:
+    import hashlib
+
+    from kbase.validators import claims, rules
+
+    code = tuple(_stat_sig(Path(m.__file__ or "")) for m in (rules, claims))
+    return hashlib.sha256(repr((key, code, __file__)).encode()).hexdigest()
+
+
+def _read_disk(root: Path, key: tuple) -> dict | None:
+    import json
+
+    from kbase.schema import SkillAudit
+
+    try:
+        data = json.loads((root / ".kbase" / "cache" / _DISK_NAME).read_text(encoding="utf-8"))
+        if data.get("key") != _disk_key(key):
+            return None
+        return {n: SkillAudit.model_validate(v) for n, v in data["statuses"].items()}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
+
+
+def _write_disk(root: Path, key: tuple, out: dict) -> None:
+    import json
+    import os
+    import tempfile
+
+    folder = root / ".kbase" / "cache"
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        body = {
+            "key": _disk_key(key),
+            "statuses": {n: a.model_dump(mode="json") for n, a in out.items()},
+        }
+        fd, tmp = tempfile.mkstemp(prefix=".statuses-", dir=folder)
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            json.dump(body, fh)
+        os.replace(tmp, folder / _DISK_NAME)
+    except OSError as exc:  # a read-only root still answers, only slower
+        log.debug("status cache not written: %s", exc)
