@@ -132,9 +132,15 @@ def _lint_file(f: Path, root: Path) -> tuple[list[Problem], Related]:
         s = load_skill(f, root)
     except DocumentError as de:
         return de.problems, []
+    from kbase.validators.device_gate import lint_gpu_use
     from kbase.validators.numbers import unbacked_numbers
 
-    return unbacked_numbers(s), [
+    problems = unbacked_numbers(s)
+    why = lint_gpu_use(s.meta.verification.gpu_use, "\n".join(b.code for b in s.snippet_blocks()))
+    if why:
+        line = s.doc.line_of(("verification", "gpu_use"))
+        problems.append(Problem(path=s.path, line=line, field="verification.gpu_use", message=why))
+    return problems, [
         (s.path, rel, i, s.doc.line_of(("related", i))) for i, rel in enumerate(s.meta.related)
     ]
 

@@ -31,7 +31,9 @@ class TierSpec:
     sees_gpu: bool = False  # False: CUDA_VISIBLE_DEVICES="" and the fingerprint omits the GPU
     python_only: bool = False  # only Python snippets run here (no nvcc step)
     cuda_runs_binary: bool = False  # CUDA snippets: build and run (True) or compile only (False)
-    exclusive: bool = False  # runs take turns even with -j N (timings on a shared device lie)
+    # runs pass the device gate (validators/device_gate.py): with -j N, runs that time, profile
+    # or read device-wide memory hold the device alone; correctness-only runs share it
+    device_gate: bool = False
     memory_kind: Literal["as", "data"] = "as"  # which rlimit caps memory (CUDA maps huge VA)
     default_memory_mb: int = 8192
     # how reports show it
@@ -61,7 +63,7 @@ TIER_SPECS: dict[str, TierSpec] = {
             needs_any=("gpu",),
             sees_gpu=True,
             cuda_runs_binary=True,
-            exclusive=True,
+            device_gate=True,
             memory_kind="data",
             default_memory_mb=32768,
             colour="#2e9b4f",
@@ -71,6 +73,18 @@ TIER_SPECS: dict[str, TierSpec] = {
 TIERS: tuple[str, ...] = get_args(Tier)
 TIER_CHOICES: tuple[str, ...] = ("auto", *TIERS)
 assert tuple(TIER_SPECS) == TIERS, "TIER_SPECS and Tier must list the same tiers, in order"
+
+# --------------------------------------------------------------------------- sharing the GPU
+
+DeviceUse = Literal["exclusive", "shared"]
+DEVICE_USE_HELP: dict[str, str] = {
+    "exclusive": "runs alone on the GPU: it times kernels, profiles them, or reads device-wide "
+    "memory, all of which another process on the device would distort",
+    "shared": "may run beside other shared runs: correctness, numerics and compile checks, which "
+    "another process on the device cannot change",
+}
+DEVICE_USES: tuple[str, ...] = get_args(DeviceUse)
+assert tuple(DEVICE_USE_HELP) == DEVICE_USES
 
 # --------------------------------------------------------------------------- verdicts of one run
 
@@ -103,10 +117,20 @@ assert tuple(VERDICT_SPECS) == VERDICTS
 
 # --------------------------------------------------------------------------- skill statuses
 
-SkillStatus = Literal["failing", "unverified", "stale-source", "stale-env", "stale-age", "verified"]
+SkillStatus = Literal[
+    "failing", "unverified", "self-reported", "stale-source", "stale-env", "stale-age", "verified"
+]
 # A PR card is a fact read from git, not a claim to verify: its status is always "mined".
 EntryStatus = Literal[
-    "failing", "unverified", "stale-source", "stale-env", "stale-age", "verified", "mined", "draft"
+    "failing",
+    "unverified",
+    "self-reported",
+    "stale-source",
+    "stale-env",
+    "stale-age",
+    "verified",
+    "mined",
+    "draft",
 ]
 PR_STATUS = "mined"
 # A skill proposed from experience under skills/_drafts/ (kbase/drafts.py): unreviewed, so it is
@@ -139,6 +163,15 @@ STATUS_SPECS: dict[str, StatusSpec] = {
             demoted=True,
         ),
         StatusSpec("unverified", "never passed with the current snippet", "#9aa3ad", "dim", "⚪"),
+        # Passes exist, but only in runs nobody can vouch for: unsigned by a trusted runner, or
+        # outside the sandbox. Shown apart so a reader sees the claim was run, not verified.
+        StatusSpec(
+            "self-reported",
+            "passed only in runs that do not count (unsigned or unsandboxed)",
+            "#c9a227",
+            "yellow",
+            "🟡",
+        ),
         StatusSpec(
             "stale-source",
             "a watched upstream path changed after the last pass",
@@ -179,8 +212,10 @@ def severity(status: str) -> int:
 # `kbase audit --fail-on LEVEL`: the statuses that make the audit exit 1.
 FAIL_LEVELS: dict[str, frozenset[str]] = {
     "failing": frozenset({"failing"}),
-    "unverified": frozenset({"failing", "unverified"}),
-    "stale": frozenset({"failing", "unverified"} | {n for n, s in STATUS_SPECS.items() if s.stale}),
+    "unverified": frozenset({"failing", "unverified", "self-reported"}),
+    "stale": frozenset(
+        {"failing", "unverified", "self-reported"} | {n for n, s in STATUS_SPECS.items() if s.stale}
+    ),
     "never": frozenset(),
 }
 

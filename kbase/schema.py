@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from kbase.closed_sets import (
     TIERS,
+    DeviceUse,
     EntryKind,
     EntryStatus,
     Mode,
@@ -75,6 +76,11 @@ class Verification(_Strict):
     min_compute_capability: float | None = Field(default=None, ge=5.0, le=20.0)
     timeout_s: int = Field(default=120, ge=1, le=3600)
     asserts: str = Field(min_length=1, description="what the snippet proves, in one sentence")
+    gpu_use: DeviceUse | None = Field(
+        default=None,
+        description="GPU tier only: 'exclusive' (runs alone) or 'shared'; unset, the runner infers "
+        "it from the snippet (timing, profiling or device-wide memory calls make it exclusive)",
+    )
 
     @field_validator("tiers")
     @classmethod

@@ -344,3 +344,21 @@ def test_skill_statuses_asks_about_no_environment_by_default(tmp_path):
     append_rows(tmp_path, [row])
     assert skill_statuses(tmp_path, now=NOW)["old-env-skill"].status == "verified"
     assert skill_statuses(tmp_path, now=NOW, env=CPU_ENV)["old-env-skill"].status == "stale-env"
+
+
+def test_self_reported_when_only_uncounted_runs_passed():
+    both = facts(tiers=("cpu-interpret", "gpu"))
+    unsigned_gpu = [row(tier="gpu", fp=H200_ENV)]
+    # a counted CPU pass plus a GPU pass nobody vouches for: self-reported, never verified
+    j = judge(both, [row()], now=NOW, env=None, self_reported=unsigned_gpu)
+    assert j.status == "self-reported" and "tier(s) gpu" in j.reasons[0], j.reasons
+    # no counted pass at all
+    j = judge(facts(), [], now=NOW, env=None, self_reported=[row()])
+    assert j.status == "self-reported"
+    # an uncounted pass of an older snippet, or an uncounted failure, is nothing to report
+    old = [row(sha="0" * 64)]
+    assert judge(facts(), [], now=NOW, env=None, self_reported=old).status == "unverified"
+    assert judge(facts(), [], now=NOW, self_reported=[row("fail")]).status == "unverified"
+    # and a counted failure outranks an uncounted pass
+    failing = judge(facts(), [row("fail")], now=NOW, self_reported=[row()])
+    assert failing.status == "failing"

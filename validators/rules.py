@@ -116,13 +116,16 @@ def judge(
     now: dt.datetime,
     env: dict | None = None,
     source_touched: str | None = None,
-    self_reported: int = 0,
+    self_reported: list[dict] | None = None,
 ) -> Judgement:
     """The status of one skill. `rows` are its ledger rows in file order, any snippet hash.
 
     `rows` are only those that may count (sandboxed, signed by a trusted key when keys are
-    configured); `self_reported` is how many others there were, for the reasons.
+    configured); `self_reported` are the others (unsigned, or run outside the sandbox): their
+    passes never verify, but an entry whose only passes are such runs is `self-reported`, not
+    `unverified`, so a reader sees that it was run but nobody vouches for the run.
     """
+    others = self_reported or []
     today = now.date()
     current = [r for r in rows if r.get("snippet_sha256") == facts.snippet_sha256]
     older = len(rows) - len(current)
@@ -145,16 +148,26 @@ def judge(
 
     claim_counts = _judge_claims(facts, current, latest, found)
     passes = [r for r in current if r["verdict"] == "pass" and r["tier"] in facts.tiers]
+    claimed = {
+        r["tier"]
+        for r in others
+        if r.get("snippet_sha256") == facts.snippet_sha256
+        and r["verdict"] == "pass"
+        and r["tier"] in facts.tiers
+    }
     if not passes:
-        why = "never passed on any tier it declares"
-        if older:
-            why += f" with this snippet ({older} run(s) of an earlier snippet no longer count)"
-        if self_reported:
-            why += (
-                f" in a sandboxed run signed by a trusted key ({self_reported} self-reported"
-                " run(s) do not count)"
-            )
-        found["unverified"].append(why)
+        if claimed:
+            found["self-reported"].append(_self_reported_why(others, claimed))
+        else:
+            why = "never passed on any tier it declares"
+            if older:
+                why += f" with this snippet ({older} run(s) of an earlier snippet no longer count)"
+            if others:
+                why += (
+                    f" in a sandboxed run signed by a trusted key ({len(others)} self-reported"
+                    " run(s) do not count)"
+                )
+            found["unverified"].append(why)
         last = None
     else:
         last = max(passes, key=lambda r: r["at"])
@@ -174,7 +187,9 @@ def judge(
                 )
         # verified means every claim was measured: each declared tier needs its own pass
         missing = [t for t in facts.tiers if not any(r["tier"] == t for r in passes)]
-        if missing:
+        if missing and set(missing) <= claimed:
+            found["self-reported"].append(_self_reported_why(others, set(missing)))
+        elif missing:
             found["unverified"].append(
                 f"no pass with this snippet on tier(s) {', '.join(missing)}"
                 f" (passed on {', '.join(sorted({r['tier'] for r in passes}))})"
@@ -202,6 +217,14 @@ def judge(
         verified_on=env_label(last["tier"], last.get("fingerprint") or {}) if last else None,
         reasons=reasons,
         claims=claim_counts,
+    )
+
+
+def _self_reported_why(others: list[dict], tiers: set[str]) -> str:
+    unsigned = sum(1 for r in others if r["verdict"] == "pass" and r["tier"] in tiers)
+    return (
+        f"passed on tier(s) {', '.join(sorted(tiers))} only in {unsigned} run(s) that do not count"
+        " (not signed by a trusted runner, or run outside the sandbox)"
     )
 
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kbase.validators.claims import judge_measures
+from kbase.validators.device_gate import DeviceGate, gpu_use
 from kbase.validators.fingerprint import fingerprint
 from kbase.validators.sandbox import (
     Limits,
@@ -201,18 +202,28 @@ def _judge(
     return "fail", line, last
 
 
-_GPU_LOCK = threading.Lock()
+_DEVICE_GATE = DeviceGate()
+
+
+def device_use_of(skill) -> str:
+    text = "\n".join(b.code for b in skill.snippet_blocks())
+    return gpu_use(getattr(skill.meta.verification, "gpu_use", None), text)
 
 
 def run_tier(skill, tier: str, settings: RunSettings) -> RunOutcome:
     """Run one skill's snippet on one tier; every failure mode becomes a verdict.
 
-    GPU runs take turns even with -j N: timings and memory checks mean nothing on a shared device.
+    With -j N, GPU runs pass the device gate: a run that times, profiles or reads device-wide
+    memory holds the GPU alone; correctness-only runs share it (validators/device_gate.py).
     """
-    if TIER_SPECS[tier].exclusive:
-        with _GPU_LOCK:
-            return _run_tier(skill, tier, settings)
-    return _run_tier(skill, tier, settings)
+    if not TIER_SPECS[tier].device_gate:
+        return _run_tier(skill, tier, settings)
+    use = device_use_of(skill)
+    with _DEVICE_GATE.hold(use):
+        out = _run_tier(skill, tier, settings)
+    if out.executed:
+        out.limits = {**out.limits, "gpu_use": use}
+    return out
 
 
 def _memory_for(settings: RunSettings, tier: str) -> int:

@@ -74,7 +74,7 @@ def _rows_by_skill(root: Path) -> dict[str, list[dict]]:
     return _ledger_split(root)[0]
 
 
-def _ledger_split(root: Path) -> tuple[dict[str, list[dict]], dict[str, int]]:
+def _ledger_split(root: Path) -> tuple[dict[str, list[dict]], dict[str, list[dict]]]:
     from kbase.validators.signing import counts, trusted_keys
 
     path = ledger_path(root)
@@ -87,12 +87,9 @@ def _ledger_split(root: Path) -> tuple[dict[str, list[dict]], dict[str, int]]:
         log.warning("ignoring ledger line: %s", p)
     keys = trusted_keys(root)
     grouped: dict[str, list[dict]] = {}
-    others: dict[str, int] = {}
+    others: dict[str, list[dict]] = {}
     for row in read.rows:
-        if counts(row, keys):
-            grouped.setdefault(row["skill"], []).append(row)
-        else:
-            others[row["skill"]] = others.get(row["skill"], 0) + 1
+        (grouped if counts(row, keys) else others).setdefault(row["skill"], []).append(row)
     _ledgers[str(path)] = (sig, (grouped, others))
     return grouped, others
 
@@ -148,7 +145,7 @@ def judgements(
             now=now,
             env=env_d,
             source_touched=source_touched(root, s),
-            self_reported=self_reported.get(s.name, 0),
+            self_reported=self_reported.get(s.name, []),
         )
         for s in skills
     }

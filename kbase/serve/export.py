@@ -192,6 +192,7 @@ def _router_body(
         "setup; confirm",
         "  with the skill's verification script before relying on a number.",
         "- `failing`: the check fails now. Treat the skill as a lead, not a fact.",
+        "- `unverified`, `self-reported`: never checked by a runner we trust; read it as advice.",
         "- `draft`: proposed from experience, not reviewed or verified yet.",
         "- `mined`: a pull request card, a fact about what changed upstream and why.",
         "",

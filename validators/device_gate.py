@@ -1,0 +1,92 @@
+"""Who may share the GPU: a reader-writer gate over the device for `kbase verify -j N`.
+
+A correctness check gives the same answer whether or not another process runs kernels on the
+device, so such runs share it; a timing, a profile or a reading of device-wide memory does not,
+so those runs hold the device alone. Startup (Python, torch, CUDA context, compiles) is most of a
+short snippet's wall time, and sharing overlaps it: the GPU audit gets faster without letting one
+run's load into another's measurement.
+
+Whether a run is exclusive: `verification.gpu_use` when the skill declares `exclusive`, and
+otherwise what the snippet's own text shows (TIMING_MARKERS). A skill cannot declare its way out
+of a marker: `shared` beside a marker is a lint problem (`lint_gpu_use`), and the run is exclusive.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+# Calls that time, profile, or read state of the whole device. Over-matching only costs speed
+# (an exclusive run); missing one would let another run distort a measurement, so this errs wide.
+TIMING_MARKERS = re.compile(
+    r"do_bench|elapsed_time|enable_timing|perf_counter|process_time|time\.time\(|monotonic"
+    r"|timeit|benchmark\.Timer|Timer\(|cudaEventElapsedTime|cudaEventRecord|clock64\(|clock\(\)"
+    r"|\bncu\b|\bnsys\b|torch\.profiler|profile\(|cupti|CUPTI"
+    r"|mem_get_info|cudaMemGetInfo|set_per_process_memory_fraction|nvidia-smi|nvml|max_memory"
+)
+
+
+def markers_in(text: str) -> list[str]:
+    """The distinct timing/profiling/device-memory markers in a snippet, in order of appearance."""
+    seen: list[str] = []
+    for m in TIMING_MARKERS.finditer(text):
+        if m.group(0) not in seen:
+            seen.append(m.group(0))
+    return seen
+
+
+def gpu_use(declared: str | None, snippet_text: str) -> str:
+    """'exclusive' or 'shared' for the GPU tier of one snippet."""
+    if declared == "exclusive" or markers_in(snippet_text):
+        return "exclusive"
+    return "shared"
+
+
+def lint_gpu_use(declared: str | None, snippet_text: str) -> str | None:
+    """Why a declared `gpu_use: shared` cannot hold, or None."""
+    found = markers_in(snippet_text)
+    if declared == "shared" and found:
+        return (
+            "verification.gpu_use is 'shared' but the snippet times, profiles or reads "
+            f"device-wide memory ({', '.join(found[:3])}): such runs hold the GPU alone"
+        )
+    return None
+
+
+class DeviceGate:
+    """Many shared holders or one exclusive holder; a waiting exclusive run blocks new shared
+    ones, so a stream of short shared runs cannot starve a timing run.
+    """
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._shared = 0
+        self._exclusive = False
+        self._waiting_exclusive = 0
+
+    @contextmanager
+    def hold(self, use: str) -> Iterator[None]:
+        if use == "exclusive":
+            with self._cond:
+                self._waiting_exclusive += 1
+                self._cond.wait_for(lambda: not self._exclusive and self._shared == 0)
+                self._waiting_exclusive -= 1
+                self._exclusive = True
+            try:
+                yield
+            finally:
+                with self._cond:
+                    self._exclusive = False
+                    self._cond.notify_all()
+        else:
+            with self._cond:
+                self._cond.wait_for(lambda: not self._exclusive and not self._waiting_exclusive)
+                self._shared += 1
+            try:
+                yield
+            finally:
+                with self._cond:
+                    self._shared -= 1
+                    self._cond.notify_all()
