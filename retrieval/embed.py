@@ -61,7 +61,7 @@ class Embedder:
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
         if batch_size is None:  # a GPU wants big batches; on CPU 64 keeps padding waste low
-            batch_size = 64 if self.device == "cpu" else 512
+            batch_size = 64 if self.device == "cpu" else 4096  # H200: 4096 beat 1024 and 512
         self.model.max_seq_length = min(max_length or self.full_length, self.full_length)
         try:
             vecs = self.model.encode(

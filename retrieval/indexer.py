@@ -162,7 +162,7 @@ def build_index(
     chroma_url: str | None = None,
     progress: Progress | None = None,
     gc: bool = True,
-    batch: int = 256,
+    batch: int | None = None,
     extra_entries: list[Entry] | None = None,
     model_path: str | None = None,
 ) -> IndexReport:
@@ -223,6 +223,8 @@ def build_index(
             if progress:
                 progress("loading the embedding model", 0, 0)
             embedder = embedder_factory()
+            if batch is None:  # a GPU is only busy with thousands of texts a call
+                batch = 256 if str(getattr(embedder, "device", "cpu")) == "cpu" else 4096
             chunks = [(e, c) for e in todo for c in dense_chunks(e)]
             chunks.sort(key=lambda ec: ec[0].kind != "skill")  # skills first, then PR cards
             for i in range(0, len(chunks), batch):

@@ -351,7 +351,8 @@ def export_onnx(model_path: str, out_dir: str | os.PathLike, embedder=None) -> P
         raise ValueError(f"only mean pooling is supported, the model uses {pooling['mode']!r}")
     if not (Path(model_path) / "tokenizer.json").is_file():
         raise FileNotFoundError(f"no tokenizer.json in {model_path}")
-    if embedder is None:
+    if embedder is None or str(getattr(embedder, "device", "cpu")) != "cpu":
+        # the query model runs on the CPU: trace (and check) a CPU copy, not the index's GPU one
         from kbase.retrieval.embed import get_embedder
 
         embedder = get_embedder(model_path)

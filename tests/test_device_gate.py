@@ -8,8 +8,7 @@ import time
 from pathlib import Path
 
 from kbase.ingest.skills import lint_paths, load_skill
-from kbase.validators.device_gate import DeviceGate, gpu_use, markers_in
-from kbase.validators.runner import device_use_of
+from kbase.validators.device_gate import DeviceGate, device_use_of, gpu_use, markers_in
 
 from tests.test_claims import SPEEDUP, write
 
@@ -111,3 +110,70 @@ def test_the_corpus_declares_no_shared_timing_snippet():
     root = Path(__file__).resolve().parents[1]
     problems = [str(p) for p in lint_paths(sorted(root.glob("skills/*/SKILL.md")), root)]
     assert not [p for p in problems if "gpu_use" in p]
+
+
+PRELOAD_PROBE = """import sys
+print("PRELOADED", "numpy" in sys.modules)
+import numpy
+print("KBASE_MEASURE speedup 2")"""
+
+
+def _turn_after(delay_s: float, log: list):
+    """A turn that is granted only after delay_s, like a GPU another run holds."""
+    from contextlib import contextmanager
+
+    @contextmanager
+    def turn():
+        time.sleep(delay_s)
+        log.append("granted")
+        yield
+        log.append("released")
+
+    return turn
+
+
+def test_a_run_prepares_before_its_turn_and_its_clock_starts_at_go(tmp_path: Path):
+    from kbase.validators.runner import RunSettings, _run_tier
+
+    path = write(tmp_path, "probe", SPEEDUP, PRELOAD_PROBE)
+    log: list = []
+    out = _run_tier(
+        load_skill(path, tmp_path), "cpu-interpret", RunSettings(), turn=_turn_after(1.5, log)
+    )
+    assert out.verdict == "pass", out.output_tail
+    assert log == ["granted", "released"]
+    assert "PRELOADED True" in out.output_tail  # imported while waiting for the turn
+    assert out.duration_s < 1.5  # the wait is not the snippet's time
+
+
+def test_no_preload_when_the_snippet_sets_its_own_environment(tmp_path: Path):
+    from kbase.validators.device_gate import preload_for
+    from kbase.validators.runner import RunSettings, _run_tier
+
+    code = 'import os\nos.environ["TORCH_LOGS"] = "graph_breaks"\n' + PRELOAD_PROBE
+    assert preload_for(code) == []
+    assert preload_for(PRELOAD_PROBE) == ["numpy"]
+    assert preload_for("import torch\nimport triton.language as tl") == [
+        "torch",
+        "triton",
+        "triton.language",
+    ]
+    path = write(tmp_path, "envset", SPEEDUP, code)
+    out = _run_tier(
+        load_skill(path, tmp_path), "cpu-interpret", RunSettings(), turn=_turn_after(0, [])
+    )
+    assert out.verdict == "pass" and "PRELOADED False" in out.output_tail, out.output_tail
+
+
+def test_the_timeout_counts_from_go_and_still_holds(tmp_path: Path):
+    from kbase.validators.runner import RunSettings, _run_tier
+
+    path = write(tmp_path, "sleeper", SPEEDUP, "import time\ntime.sleep(60)")
+    out = _run_tier(
+        load_skill(path, tmp_path),
+        "cpu-interpret",
+        RunSettings(timeout_s=3),
+        turn=_turn_after(2.0, []),
+    )
+    assert out.verdict == "timeout", out
+    assert 2.5 < out.duration_s < 8

@@ -82,6 +82,10 @@ def needed_paths() -> list[str]:
     for var in ("CUDA_HOME", "CUDA_PATH", "CUDA_ROOT", "VIRTUAL_ENV", "CONDA_PREFIX"):
         if os.environ.get(var):
             cands.add(os.environ[var])
+    from kbase.validators.pycache import prefix
+
+    if prefix():  # the runner's bytecode cache, read-only like every path here
+        cands.add(prefix() or "")
     real = sorted({os.path.realpath(p) for p in cands if os.path.isdir(p)} | cands)
     return [p for p in real if os.path.isdir(p) and os.path.isabs(p)]
 

@@ -24,7 +24,7 @@ TIMING_MARKERS = re.compile(
     r"do_bench|elapsed_time|enable_timing|perf_counter|process_time|time\.time\(|monotonic"
     r"|timeit|benchmark\.Timer|Timer\(|cudaEventElapsedTime|cudaEventRecord|clock64\(|clock\(\)"
     r"|\bncu\b|\bnsys\b|torch\.profiler|profile\(|cupti|CUPTI"
-    r"|mem_get_info|cudaMemGetInfo|set_per_process_memory_fraction|nvidia-smi|nvml|max_memory"
+    r"|mem_get_info|cudaMemGetInfo|set_per_process_memory_fraction|nvidia-smi|nvml"
 )
 
 
@@ -42,6 +42,27 @@ def gpu_use(declared: str | None, snippet_text: str) -> str:
     if declared == "exclusive" or markers_in(snippet_text):
         return "exclusive"
     return "shared"
+
+
+def device_use_of(skill) -> str:
+    """'exclusive' or 'shared' for a loaded skill's GPU runs."""
+    text = "\n".join(b.code for b in skill.snippet_blocks())
+    return gpu_use(getattr(skill.meta.verification, "gpu_use", None), text)
+
+
+# What the bootstrap may import before the run's turn. Only where the snippet sets no environment
+# variable itself: some are read at import time (TORCH_LOGS, TRITON_* knobs), and an import ahead
+# of the snippet's own would then miss them.
+PRELOADABLE = ("numpy", "torch", "triton", "triton.language")
+_SETS_ENV = re.compile(r"os\.environ\s*\[[^\]]*\]\s*=|os\.environ\.(update|setdefault)|putenv")
+
+
+def preload_for(code: str) -> list[str]:
+    if _SETS_ENV.search(code):
+        return []
+    return [
+        m for m in PRELOADABLE if re.search(rf"^\s*(import|from)\s+{re.escape(m)}\b", code, re.M)
+    ]
 
 
 def lint_gpu_use(declared: str | None, snippet_text: str) -> str | None:

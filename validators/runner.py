@@ -13,9 +13,11 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from kbase.validators.capture import tail
 from kbase.validators.claims import judge_measures
-from kbase.validators.device_gate import DeviceGate, gpu_use
+from kbase.validators.device_gate import DeviceGate, device_use_of, preload_for
 from kbase.validators.fingerprint import fingerprint
+from kbase.validators.pycache import prefix as pycache_prefix
 from kbase.validators.sandbox import (
     Limits,
     SandboxResult,
@@ -23,7 +25,6 @@ from kbase.validators.sandbox import (
     kill_all_live,
     run_sandboxed,
     sandbox_status,
-    tail,
 )
 from kbase.validators.snippets import SnippetError, SnippetLayout, layout_blocks, locate_failure
 from kbase.validators.tiers import cuda_preflight, gpu_for, plan_tiers
@@ -35,9 +36,18 @@ CPU_COMPILE_ARCH = "sm_90a"
 
 # The snippet runs under runpy so that a watchdog can print where it is stuck just before the
 # deadline; -X faulthandler does the same for crashes. Both feed the line mapping.
+# With a turn to wait for (the GPU's device gate), it first imports what the snippet will (while
+# another run holds the GPU), then waits for one byte on stdin.
 _BOOTSTRAP = (
     "import faulthandler, os, runpy, sys\n"
     "os.makedirs(os.environ.get('TMPDIR') or 'tmp', exist_ok=True)\n"
+    "for _m in os.environ.pop('KBASE_PRELOAD', '').split():\n"
+    "    try:\n"
+    "        __import__(_m)\n"
+    "    except Exception:\n"
+    "        pass\n"
+    "if os.environ.pop('KBASE_WAIT_TURN', ''):\n"
+    "    sys.stdin.buffer.read(1)\n"
     "faulthandler.dump_traceback_later(float(sys.argv.pop(1)), exit=False)\n"
     "path = os.path.abspath('snippet.py')\n"
     "sys.argv[0] = path\n"
@@ -119,6 +129,9 @@ def _tier_env(
         "PYTHONDONTWRITEBYTECODE": "1",
         "PYTHONUNBUFFERED": "1",
     }
+    cached = pycache_prefix()
+    if cached:
+        env["PYTHONPYCACHEPREFIX"] = cached
     if "OMP_NUM_THREADS" not in os.environ:
         env["OMP_NUM_THREADS"] = str(max(1, (os.cpu_count() or 1) // max(1, workers)))
     spec = TIER_SPECS[tier]
@@ -205,11 +218,6 @@ def _judge(
 _DEVICE_GATE = DeviceGate()
 
 
-def device_use_of(skill) -> str:
-    text = "\n".join(b.code for b in skill.snippet_blocks())
-    return gpu_use(getattr(skill.meta.verification, "gpu_use", None), text)
-
-
 def run_tier(skill, tier: str, settings: RunSettings) -> RunOutcome:
     """Run one skill's snippet on one tier; every failure mode becomes a verdict.
 
@@ -219,8 +227,7 @@ def run_tier(skill, tier: str, settings: RunSettings) -> RunOutcome:
     if not TIER_SPECS[tier].device_gate:
         return _run_tier(skill, tier, settings)
     use = device_use_of(skill)
-    with _DEVICE_GATE.hold(use):
-        out = _run_tier(skill, tier, settings)
+    out = _run_tier(skill, tier, settings, turn=lambda: _DEVICE_GATE.hold(use))
     if out.executed:
         out.limits = {**out.limits, "gpu_use": use}
     return out
@@ -237,7 +244,7 @@ def _memory_for(settings: RunSettings, tier: str) -> int:
     return TIER_SPECS[tier].default_memory_mb
 
 
-def _run_tier(skill, tier: str, settings: RunSettings) -> RunOutcome:
+def _run_tier(skill, tier: str, settings: RunSettings, turn=None) -> RunOutcome:
     v = skill.meta.verification
     timeout = float(settings.timeout_s or v.timeout_s)
     spec = TIER_SPECS[tier]
@@ -277,10 +284,21 @@ def _run_tier(skill, tier: str, settings: RunSettings) -> RunOutcome:
     files = {f.name: f.text for f in layout.files}
     literals = list(getattr(skill.meta, "literal_triggers", []) or [])
 
-    def env_for(workdir: str) -> dict[str, str]:
-        return _tier_env(tier, workdir, arch, v.min_compute_capability, settings.workers)
-
     argv = _command(layout, tier, arch, timeout)
+    waits = turn is not None and argv[0] == sys.executable
+    extra = {}
+    if waits:
+        extra = {
+            "KBASE_WAIT_TURN": "1",
+            "KBASE_PRELOAD": " ".join(preload_for(layout.python.text if layout.python else "")),
+        }
+
+    def env_for(workdir: str) -> dict[str, str]:
+        return {
+            **_tier_env(tier, workdir, arch, v.min_compute_capability, settings.workers),
+            **extra,
+        }
+
     try:
         res = run_sandboxed(
             argv,
@@ -292,6 +310,7 @@ def _run_tier(skill, tier: str, settings: RunSettings) -> RunOutcome:
             userns=userns,
             literals=literals,
             on_timeout_grace_s=1.0 if argv[0] == sys.executable else 0.0,
+            turn=turn,
         )
     except SandboxUnavailable as exc:
         base.verdict, base.executed = "skip", False

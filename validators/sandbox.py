@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import resource
 import select
 import signal
@@ -25,10 +24,12 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from kbase.validators import bwrap
+from kbase.validators.capture import Scanner, pump
 from kbase.validators.cgroup import RunCgroup, join_in_child
 from kbase.validators.hostproc import kill_by_marker, libc_prctl_deathsig, rmtree, user_procs
 
@@ -62,10 +63,6 @@ ENV_ALLOWLIST = (
     "CXX",  # Triton builds its CUDA driver stub with the host compiler on first GPU use
 )
 MARKER = "KBASE_SANDBOX_ID"
-TAIL_CHARS = 4000
-CAPTURE_CAP = 1 << 20  # bytes of head and of tail kept per stream
-MEASURE_RE = re.compile(r"^\s*KBASE_MEASURE\s+(\S+)\s+(\S+)\s*$")
-MAX_MEASURES = 10000
 
 
 @dataclass
@@ -149,69 +146,6 @@ def kill_all_live() -> int:
     return sum(k() for k in running)
 
 
-class _Scanner:
-    """Reads a stream in chunks, keeps head and tail, and spots measurements and literals."""
-
-    def __init__(self, measures: bool, literals: Iterable[str]):
-        self.head: list[bytes] = []
-        self.head_size = 0
-        self.tail = b""
-        self.dropped = 0
-        self.want_measures = measures
-        self.partial = b""
-        self.measures: list[tuple[str, str]] = []
-        self.literals = {lit: lit.encode() for lit in literals if lit}
-        self.seen: set[str] = set()
-        self.carry = b""
-        self.span = max((len(b) for b in self.literals.values()), default=0)
-
-    def feed(self, chunk: bytes) -> None:
-        if self.head_size < CAPTURE_CAP:
-            take = chunk[: CAPTURE_CAP - self.head_size]
-            self.head.append(take)
-            self.head_size += len(take)
-            chunk_rest = chunk[len(take) :]
-        else:
-            chunk_rest = chunk
-        if chunk_rest:
-            self.tail = (self.tail + chunk_rest)[-CAPTURE_CAP:]
-            self.dropped += len(chunk_rest)
-        if self.literals and len(self.seen) < len(self.literals):
-            window = self.carry + chunk
-            for lit, b in self.literals.items():
-                if lit not in self.seen and b in window:
-                    self.seen.add(lit)
-            self.carry = window[-self.span :] if self.span else b""
-        if self.want_measures:
-            data = self.partial + chunk
-            lines = data.split(b"\n")
-            self.partial = lines.pop()[-4096:]
-            for raw in lines:
-                if b"KBASE_MEASURE" in raw and len(self.measures) < MAX_MEASURES:
-                    m = MEASURE_RE.match(raw.decode("utf-8", "replace"))
-                    if m:
-                        self.measures.append((m.group(1), m.group(2)))
-
-    def finish(self) -> None:
-        if self.want_measures and self.partial:
-            self.feed(b"\n")
-
-    def text(self) -> str:
-        head = b"".join(self.head)
-        if not self.tail:
-            return head.decode("utf-8", "replace")
-        cut = self.dropped - len(self.tail)
-        mid = f"\n[... {cut} bytes of output not kept ...]\n".encode() if cut > 0 else b""
-        return (head + mid + self.tail).decode("utf-8", "replace")
-
-
-def _pump(stream, scanner: _Scanner) -> None:
-    for chunk in iter(lambda: stream.read(65536), b""):
-        scanner.feed(chunk)
-    scanner.finish()
-    stream.close()
-
-
 def _child_setup(limits: Limits, procs_files: list[str], cgroup_memory: bool, nproc: int):
     cpu_s = limits.cpu_seconds()
     fsize = limits.disk_mb * 1024 * 1024
@@ -263,11 +197,17 @@ def run_sandboxed(
     userns: bool | None = None,
     literals: Iterable[str] = (),
     on_timeout_grace_s: float = 0.0,
+    turn: Callable[[], AbstractContextManager] | None = None,
 ) -> SandboxResult:
     """Run argv with `files` in a fresh working directory; always returns, never leaves a process.
 
     env_for(workdir) gives the variables for the run (it is told the working directory as the
     snippet sees it). sandboxed=False is the `--unsafe-no-sandbox` path.
+
+    `turn`: the run's turn on a shared resource (the GPU's device gate). The process starts at
+    once, in its sandbox, and may prepare (the runner's bootstrap imports what the snippet will);
+    one byte on its stdin says go, sent inside `turn()`, which is held until the run ends. The
+    timeout and the reported duration count from go.
     """
     if sandboxed:
         ok, why = sandbox_status()
@@ -314,7 +254,7 @@ def run_sandboxed(
                 cmd,
                 cwd=cwd,
                 env=env,
-                stdin=subprocess.DEVNULL,
+                stdin=subprocess.PIPE if turn else subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 start_new_session=True,
@@ -330,10 +270,17 @@ def run_sandboxed(
             for fd in fds:
                 os.close(fd)
             fds.clear()
-        return _supervise(
-            proc, cg, token, sandboxed, limits, limits_row, literals, status_r, on_timeout_grace_s,
-            start,
-        )  # fmt: skip
+        if turn is None:
+            return _supervise(
+                proc, cg, token, sandboxed, limits, limits_row, literals, status_r,
+                on_timeout_grace_s, start,
+            )  # fmt: skip
+        with turn():
+            _go(proc)
+            return _supervise(
+                proc, cg, token, sandboxed, limits, limits_row, literals, status_r,
+                on_timeout_grace_s, time.monotonic(),
+            )  # fmt: skip
     finally:
         for fd in fds:
             os.close(fd)
@@ -346,6 +293,16 @@ def run_sandboxed(
             cg.kill_all()
             cg.remove()
         rmtree(host_dir)
+
+
+def _go(proc: subprocess.Popen) -> None:
+    """Tell a waiting run to start; a run that already ended is the supervisor's to report."""
+    try:
+        assert proc.stdin is not None
+        proc.stdin.write(b"g")
+        proc.stdin.close()
+    except (BrokenPipeError, OSError, ValueError):
+        pass
 
 
 def _limits_row(
@@ -388,7 +345,7 @@ def _supervise(
     start: float,
 ) -> SandboxResult:
     lits = list(literals)
-    out, err = _Scanner(True, lits), _Scanner(False, lits)
+    out, err = Scanner(True, lits), Scanner(False, lits)
 
     def kill() -> int:
         try:
@@ -403,8 +360,8 @@ def _supervise(
     with _live_lock:
         _live[proc.pid] = kill
     readers = [
-        threading.Thread(target=_pump, args=(proc.stdout, out), daemon=True),
-        threading.Thread(target=_pump, args=(proc.stderr, err), daemon=True),
+        threading.Thread(target=pump, args=(proc.stdout, out), daemon=True),
+        threading.Thread(target=pump, args=(proc.stderr, err), daemon=True),
     ]
     for t in readers:
         t.start()
@@ -468,7 +425,3 @@ def _wait_exit(proc: subprocess.Popen, timeout: float) -> bool:
     finally:
         os.close(fd)
     return bool(ready) or proc.poll() is not None
-
-
-def tail(text: str, n: int = TAIL_CHARS) -> str:
-    return text if len(text) <= n else "..." + text[-n:]

@@ -1,0 +1,79 @@
+"""What a run prints, kept within bounds: head and tail of each stream, the `KBASE_MEASURE`
+lines, and which literal triggers appeared (a literal may straddle two reads)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+TAIL_CHARS = 4000
+CAPTURE_CAP = 1 << 20  # bytes of head and of tail kept per stream
+MEASURE_RE = re.compile(r"^\s*KBASE_MEASURE\s+(\S+)\s+(\S+)\s*$")
+MAX_MEASURES = 10000
+
+
+class Scanner:
+    """Reads a stream in chunks, keeps head and tail, and spots measurements and literals."""
+
+    def __init__(self, measures: bool, literals: Iterable[str]):
+        self.head: list[bytes] = []
+        self.head_size = 0
+        self.tail = b""
+        self.dropped = 0
+        self.want_measures = measures
+        self.partial = b""
+        self.measures: list[tuple[str, str]] = []
+        self.literals = {lit: lit.encode() for lit in literals if lit}
+        self.seen: set[str] = set()
+        self.carry = b""
+        self.span = max((len(b) for b in self.literals.values()), default=0)
+
+    def feed(self, chunk: bytes) -> None:
+        if self.head_size < CAPTURE_CAP:
+            take = chunk[: CAPTURE_CAP - self.head_size]
+            self.head.append(take)
+            self.head_size += len(take)
+            chunk_rest = chunk[len(take) :]
+        else:
+            chunk_rest = chunk
+        if chunk_rest:
+            self.tail = (self.tail + chunk_rest)[-CAPTURE_CAP:]
+            self.dropped += len(chunk_rest)
+        if self.literals and len(self.seen) < len(self.literals):
+            window = self.carry + chunk
+            for lit, b in self.literals.items():
+                if lit not in self.seen and b in window:
+                    self.seen.add(lit)
+            self.carry = window[-self.span :] if self.span else b""
+        if self.want_measures:
+            data = self.partial + chunk
+            lines = data.split(b"\n")
+            self.partial = lines.pop()[-4096:]
+            for raw in lines:
+                if b"KBASE_MEASURE" in raw and len(self.measures) < MAX_MEASURES:
+                    m = MEASURE_RE.match(raw.decode("utf-8", "replace"))
+                    if m:
+                        self.measures.append((m.group(1), m.group(2)))
+
+    def finish(self) -> None:
+        if self.want_measures and self.partial:
+            self.feed(b"\n")
+
+    def text(self) -> str:
+        head = b"".join(self.head)
+        if not self.tail:
+            return head.decode("utf-8", "replace")
+        cut = self.dropped - len(self.tail)
+        mid = f"\n[... {cut} bytes of output not kept ...]\n".encode() if cut > 0 else b""
+        return (head + mid + self.tail).decode("utf-8", "replace")
+
+
+def pump(stream, scanner: Scanner) -> None:
+    for chunk in iter(lambda: stream.read(65536), b""):
+        scanner.feed(chunk)
+    scanner.finish()
+    stream.close()
+
+
+def tail(text: str, n: int = TAIL_CHARS) -> str:
+    return text if len(text) <= n else "..." + text[-n:]
