@@ -2,7 +2,10 @@
 """The GPU audit of the whole corpus, timed: `kbase verify --tier gpu -j N` over every skill that
 declares the gpu tier, in the sandbox, recording (and signing, with KBASE_SIGNING_KEY) its rows.
 
-    python bench/bench_gpu_audit.py [--jobs 6] [--timeout 560] [SKILL ...]
+    python bench/bench_gpu_audit.py [--jobs 6] [--timeout 560] [--mirror DIR] [SKILL ...]
+
+On a leased machine give a --timeout below the lease's time left and --mirror the folder that
+comes back ($OUT): rows recorded before a kill then survive it.
 
 Prints the wall time and, from the rows the run appended to the ledger, how the device gate split
 the runs: exclusive runs (timings, profiles, device-wide memory) hold the GPU alone and are the
@@ -14,8 +17,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from collections import Counter
 from pathlib import Path
@@ -26,6 +31,12 @@ from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
 
+def _mirror(ledger: Path, dest: Path | None) -> None:
+    if dest is not None and ledger.exists():
+        dest.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(ledger, dest / "verifications.jsonl")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -33,6 +44,13 @@ def main() -> None:
     ap.add_argument("--jobs", type=int, default=6)
     ap.add_argument("--timeout", type=float, default=560.0, help="seconds for the whole audit")
     ap.add_argument("--root", type=Path, default=REPO)
+    ap.add_argument(
+        "--mirror",
+        type=Path,
+        default=None,
+        help="copy the ledger here every few seconds while the audit runs, so rows recorded before "
+        "a kill (a device lease running out) are not lost",
+    )
     ap.add_argument("skills", nargs="*")
     args = ap.parse_args()
 
@@ -41,12 +59,22 @@ def main() -> None:
     cmd = [sys.executable, "-P", "-m", "kbase.cli", "verify", "--root", str(args.root)]
     cmd += ["--tier", "gpu", "-j", str(args.jobs), "--json", *args.skills]
     t0 = time.perf_counter()
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout)
-    wall = time.perf_counter() - t0
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        proc = subprocess.Popen(cmd, stdout=out, stderr=err, text=True)
+        while proc.poll() is None:
+            if time.perf_counter() - t0 > args.timeout:
+                proc.kill()
+            _mirror(ledger, args.mirror)
+            time.sleep(5)
+        wall = time.perf_counter() - t0
+        _mirror(ledger, args.mirror)
+        out.seek(0)
+        err.seek(0)
+        stdout, stderr = out.read(), err.read()
     try:
-        results = json.loads(proc.stdout)["results"]
+        results = json.loads(stdout)["results"]
     except (json.JSONDecodeError, KeyError):
-        print(proc.stdout[-2000:], proc.stderr[-2000:], file=sys.stderr)
+        print(stdout[-2000:], stderr[-2000:], file=sys.stderr)
         raise SystemExit("verify printed no JSON") from None
     rows = (
         [json.loads(x) for x in ledger.read_text().splitlines()[before:]] if ledger.exists() else []
