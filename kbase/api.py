@@ -333,6 +333,7 @@ class KnowledgeBase(ValidateAPI, ArchiveAPI, ExperienceAPI):
         entry = None
         if idx is not None and entry_id in idx.by_id:
             entry = idx.entries[idx.by_id[entry_id]]
+            idx.fill_texts([entry])
         if entry is None:
             entry = self._find_unindexed(entry_id)
         if entry is None:

@@ -266,7 +266,8 @@ class Chunk(BaseModel):
     entry_id: str
     kind: EntryKind
     section: str
-    text: str
+    # empty in a searcher's light copy of a generation until a hit needs it (retrieval/texts)
+    text: str = ""
     line: int
     path: str
 

@@ -19,6 +19,7 @@ class LoadedIndex:
 
         self.gen_id = gen.gen_id
         self.entries: list[Entry] = gen.entries
+        self._texts = gen.texts
         self.by_id = {e.id: i for i, e in enumerate(self.entries)}
         chunk_entry: list[int] = []
         chunk_local: list[int] = []
@@ -51,6 +52,11 @@ class LoadedIndex:
         self._row_chunk: dict[str, np.ndarray] = {}
         self._tag_masks: dict[str, np.ndarray] = {}
         self._masks: dict[tuple, np.ndarray] = {}
+
+    def fill_texts(self, entries: list[Entry]) -> None:
+        """Chunk texts for these entries, when the generation was loaded light."""
+        if self._texts is not None:
+            self._texts.fill([(self.by_id[e.id], e) for e in entries if e.id in self.by_id])
 
     def row_chunks(self, key: str) -> np.ndarray:
         """Chunk position (into chunk_entry) of each row of partition key's vector file."""

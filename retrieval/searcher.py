@@ -130,7 +130,7 @@ class Searcher:
         if self._loaded is None or stamp != self._stamp:
             with self._lock:
                 if self._loaded is None or stamp != self._stamp:
-                    gen = G.load_generation(self.home)
+                    gen = G.load_generation(self.home, light=True)
                     self._loaded = LoadedIndex(self.home, gen) if gen else None
                     if self._stamp is not None:
                         # Another process re-indexed: collection handles (and an embedded
@@ -375,6 +375,7 @@ class Searcher:
             out.append(
                 Candidate(entry=idx.entries[pool.entries[r]], score=float(score), chunk_index=local)
             )
+        idx.fill_texts([c.entry for c in out])
         return out
 
 

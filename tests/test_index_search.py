@@ -279,3 +279,27 @@ def test_index_device_is_checked_before_anything_is_loaded(kb_root, tmp_path):
             env=env,
         )
         assert r.returncode == 2 and "no CUDA GPU" in r.stderr
+
+
+def test_a_searcher_loads_entries_light_and_reads_texts_only_for_hits(tmp_path):
+    """The generation keeps chunk texts apart; a search fills them for the entries it returns."""
+    from kbase.retrieval import generations as G
+
+    root = tmp_path / "kb"
+    write_topic_skills(root)
+    kb = KnowledgeBase(root=root, home=tmp_path / "home")
+    kb.index()
+    full = G.load_generation(kb.home)
+    light = G.load_generation(kb.home, light=True)
+    assert full is not None and light is not None and light.texts is not None
+    assert all(c.text for e in full.entries for c in e.chunks)
+    assert not any(c.text for e in light.entries for c in e.chunks)
+    hits = kb.search("transpose kernel slow, shared memory bank conflicts")
+    assert hits[0].id == "smem-bank-padding" and "bank" in hits[0].snippet.lower()
+    steps = [s for s in kb.get("warp-shuffle-sum").sections if s.title == "trigger"]
+    assert steps and "warp reduction gives wrong sum" in steps[0].text
+    # what a light generation reads back is exactly what the full one holds
+    idx = kb.searcher().index()
+    idx.fill_texts(idx.entries)
+    got = {c.id: c.text for e in idx.entries for c in e.chunks}
+    assert got == {c.id: c.text for e in full.entries for c in e.chunks}
