@@ -29,7 +29,6 @@ import os
 import platform
 import random
 import re
-import resource
 import shutil
 import signal
 import subprocess
@@ -39,53 +38,25 @@ import time
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-SHARED = Path(
-    os.environ.get("KBASE_SHARED")
-    or next(
-        (str(p) for p in (REPO_ROOT.parent / "shared", Path("/work/shared")) if p.exists()),
-        str(REPO_ROOT.parent / "shared"),
-    )
-)
-HISTORIES = ("deepgemm", "flash-attention", "lmdeploy", "flashinfer")
+sys.path.insert(0, str(REPO_ROOT / "bench"))
+from common import HISTORIES, SHARED, children_cpu, mine_cmd  # noqa: E402
+
 RESULTS = REPO_ROOT / "bench" / "results" / "bench_mine.json"
 REVERT_SUBJECT = re.compile(r'^Revert "(.*)"')
 PR_SUFFIX = re.compile(r"\(#(\d+)\)\s*$")
 REVERTS_COMMIT = re.compile(r"This reverts commit ([0-9a-f]{7,40})", re.I)
 
 
-def _children_cpu() -> float:
-    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return ru.ru_utime + ru.ru_stime
-
-
 def timed(cmd: list[str], **kw) -> tuple[float, float, subprocess.CompletedProcess]:
-    c0, t0 = _children_cpu(), time.perf_counter()
+    c0, t0 = children_cpu(), time.perf_counter()
     proc = subprocess.run(cmd, **kw)
-    return time.perf_counter() - t0, _children_cpu() - c0, proc
+    return time.perf_counter() - t0, children_cpu() - c0, proc
 
 
 def git(repo: Path, *args: str) -> str:
     return subprocess.run(
         ["git", "-C", str(repo), *args], check=True, capture_output=True, text=True
     ).stdout
-
-
-def mine_cmd(repo: Path, root: Path, name: str) -> list[str]:
-    recipe = REPO_ROOT / "pr_archive" / "recipes" / f"{name}.yaml"
-    return [
-        sys.executable,
-        "-m",
-        "kbase.cli",
-        "mine",
-        "--repo",
-        str(repo),
-        "--name",
-        name,
-        "--root",
-        str(root),
-        *(["--recipe", str(recipe)] if recipe.exists() else []),  # none: mined without one
-        "--json",
-    ]
 
 
 def run_mine(repo: Path, root: Path, name: str) -> tuple[float, float, dict]:

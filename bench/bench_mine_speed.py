@@ -27,7 +27,6 @@ import argparse
 import json
 import os
 import platform
-import resource
 import shutil
 import subprocess
 import sys
@@ -36,28 +35,18 @@ import time
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-SHARED = Path(
-    os.environ.get("KBASE_SHARED")
-    or next(
-        (str(p) for p in (REPO_ROOT.parent / "shared", Path("/work/shared")) if p.exists()),
-        str(REPO_ROOT.parent / "shared"),
-    )
-)
-HISTORIES = ("deepgemm", "flash-attention", "lmdeploy", "flashinfer")
+sys.path.insert(0, str(REPO_ROOT / "bench"))
+from common import HISTORIES, SHARED, children_cpu, mine_cmd  # noqa: E402
+
 RESULTS = REPO_ROOT / "bench" / "results" / "bench_mine_speed.json"
 TARGETS = {"ratio_max": 1.5, "noop_max_s": 0.5, "incremental_max_s": 1.0}
 
 
-def _children_cpu() -> float:
-    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return ru.ru_utime + ru.ru_stime
-
-
 def timed(cmd: list[str], env: dict | None = None) -> tuple[float, float, str]:
     """(wall s, CPU s of the command and everything it waited for, stdout)."""
-    c0, t0 = _children_cpu(), time.perf_counter()
+    c0, t0 = children_cpu(), time.perf_counter()
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
-    wall, cpu = time.perf_counter() - t0, _children_cpu() - c0
+    wall, cpu = time.perf_counter() - t0, children_cpu() - c0
     if proc.returncode != 0:
         raise SystemExit(f"{' '.join(cmd[:6])} ... failed: {proc.stderr[-2000:]}")
     return wall, cpu, proc.stdout
@@ -72,23 +61,7 @@ def git(repo: Path, *args: str) -> str:
 def mine(repo: Path, root: Path, name: str, *extra: str, cache: bool = True) -> dict:
     env = dict(os.environ, KBASE_MINE_CACHE="1" if cache else "0")
     (root / "pr_archive").mkdir(parents=True, exist_ok=True)
-    recipe = REPO_ROOT / "pr_archive" / "recipes" / f"{name}.yaml"
-    cmd = [
-        sys.executable,
-        "-m",
-        "kbase.cli",
-        "mine",
-        "--repo",
-        str(repo),
-        "--name",
-        name,
-        "--root",
-        str(root),
-        *(["--recipe", str(recipe)] if recipe.exists() else []),
-        *extra,
-        "--json",
-    ]
-    wall, cpu, out = timed(cmd, env)
+    wall, cpu, out = timed(mine_cmd(repo, root, name, *extra), env)
     report = json.loads(out)
     return {"wall": wall, "cpu": cpu, "in_process": report["seconds"], "report": report}
 

@@ -3,13 +3,46 @@
 from __future__ import annotations
 
 import json
+import os
 import platform
+import resource
 import statistics
+import sys
 import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED = REPO.parent / "shared"
+# the shared histories (../shared); KBASE_SHARED points elsewhere, e.g. from a git worktree
+SHARED = Path(os.environ.get("KBASE_SHARED") or REPO.parent / "shared")
+HISTORIES = ("deepgemm", "flash-attention", "lmdeploy", "flashinfer")
+
+
+def children_cpu() -> float:
+    """CPU seconds of every child process waited for so far (user + system)."""
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return ru.ru_utime + ru.ru_stime
+
+
+def mine_cmd(repo: Path, root: Path, name: str, *extra: str) -> list[str]:
+    """`kbase mine` of one repository into root, with its recipe when the project has one."""
+    recipe = REPO / "pr_archive" / "recipes" / f"{name}.yaml"
+    return [
+        sys.executable,
+        "-m",
+        "kbase.cli",
+        "mine",
+        "--repo",
+        str(repo),
+        "--name",
+        name,
+        "--root",
+        str(root),
+        *(["--recipe", str(recipe)] if recipe.exists() else []),  # none: mined without one
+        *extra,
+        "--json",
+    ]
+
+
 RESULTS = REPO / "bench" / "results"
 
 
