@@ -21,22 +21,10 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import REPO, summary_ms, write_result  # noqa: E402
+from common import question_pool, summary_ms, write_result  # noqa: E402
 from devset_kb import build_kb  # noqa: E402
 from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
-
-
-def question_pool() -> list[str]:
-    """Every distinct question of every eval set: texts the model has not embedded yet."""
-    import yaml
-
-    out: list[str] = []
-    for f in sorted((REPO / "tests" / "eval").glob("*.yaml")):
-        for row in yaml.safe_load(f.read_text(encoding="utf-8")) or []:
-            if isinstance(row, dict) and row.get("query"):
-                out.append(str(row["query"]))
-    return list(dict.fromkeys(out))
 
 
 def timed(fn, queries: list[str]) -> list[float]:

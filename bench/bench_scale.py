@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import REPO, summary_ms, write_result  # noqa: E402
+from common import REPO, question_pool, summary_ms, write_result  # noqa: E402
 from devset_kb import mine_archives  # noqa: E402
 from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
@@ -110,17 +110,6 @@ def repeated(cards: list, target: int) -> list:
                 c.id = f"{ne.id}::{c.id.rsplit('::', 1)[-1]}"
             out.append(ne)
     return out
-
-
-def unseen_queries() -> list[str]:
-    import yaml
-
-    out: list[str] = []
-    for f in sorted((REPO / "tests" / "eval").glob("*.yaml")):
-        for row in yaml.safe_load(f.read_text(encoding="utf-8")) or []:
-            if isinstance(row, dict) and row.get("query"):
-                out.append(str(row["query"]))
-    return list(dict.fromkeys(out))
 
 
 def warm(kb, queries: list[str], n: int, repo: str, tag: str) -> dict:
@@ -247,7 +236,7 @@ def main() -> None:
         "embed_s_for_cache_misses": round(cache.embed_s, 1),
         "query_embedder": type(kb.query_embedder()).__name__,
         "load_avg_1m_before_warm": round(os.getloadavg()[0], 2),
-        "warm": warm(kb, unseen_queries()[::-1], args.n, args.repo, args.tag),
+        "warm": warm(kb, question_pool()[::-1], args.n, args.repo, args.tag),
     }
     t = Table(
         title=f"warm latency, {rep.entries} entries, unseen query texts", title_justify="left"

@@ -76,3 +76,15 @@ def write_result(name: str, data: dict) -> Path:
     out = RESULTS / f"{name}.json"
     out.write_text(json.dumps(data, indent=1, ensure_ascii=False))
     return out
+
+
+def question_pool() -> list[str]:
+    """Every distinct question of every eval set: texts the model has not embedded yet."""
+    import yaml
+
+    out: list[str] = []
+    for f in sorted((REPO / "tests" / "eval").glob("*.yaml")):
+        for row in yaml.safe_load(f.read_text(encoding="utf-8")) or []:
+            if isinstance(row, dict) and row.get("query"):
+                out.append(str(row["query"]))
+    return list(dict.fromkeys(out))
