@@ -103,11 +103,16 @@ def load_generation(
         if meta.get("format") != FORMAT_VERSION:
             return None
         # pydantic parses and validates the JSON in one pass: ~2x json.loads + model_validate
-        if light and (path / LIGHT).exists() and (path / TEXT_OFFSETS).exists():
+        if (path / LIGHT).exists():
             entries = _entries_adapter().validate_json((path / LIGHT).read_bytes())
-            return Generation(gid, path, meta, entries, texts=ChunkTexts(path))
+            texts = ChunkTexts(path)
+            if light:
+                return Generation(gid, path, meta, entries, texts=texts)
+            texts.fill(list(enumerate(entries)))
+            return Generation(gid, path, meta, entries)
+        # a generation written before texts were kept apart
         entries = _entries_adapter().validate_json((path / "entries.json").read_bytes())
-    except (FileNotFoundError, json.JSONDecodeError, ValidationError):
+    except (OSError, ValueError, IndexError, ValidationError):
         return None
     return Generation(gen_id=gid, path=path, meta=meta, entries=entries)
 
@@ -137,11 +142,10 @@ def new_generation_dir(home: Path) -> tuple[str, Path]:
 
 
 def write_entries(path: Path, entries: list[Entry], meta: dict) -> None:
-    # Serialized by pydantic's core in one call: json.dump of model_dump() dicts streamed
-    # through the pure-Python encoder, seconds for thousands of PR cards (issue #11).
-    adapter = _entries_adapter()
-    (path / "entries.json").write_bytes(adapter.dump_json(entries))
-    (path / LIGHT).write_bytes(adapter.dump_json(entries, exclude=_NO_TEXT))
+    # The entries without their chunk texts (serialized by pydantic's core in one call: the
+    # pure-Python encoder took seconds for thousands of PR cards), and the texts one line per
+    # entry: a searcher reads the first whole and the second per hit; a full load joins them.
+    (path / LIGHT).write_bytes(_entries_adapter().dump_json(entries, exclude=_NO_TEXT))
     offsets, pos = [], 0
     with open(path / TEXTS, "wb") as fh:
         for e in entries:
