@@ -84,8 +84,9 @@ def needed_paths() -> list[str]:
             cands.add(os.environ[var])
     from kbase.validators.pycache import prefix
 
-    if prefix():  # the runner's bytecode cache, read-only like every path here
-        cands.add(prefix() or "")
+    cache = prefix()
+    if cache:  # the runner's bytecode cache, read-only like every path here
+        cands.add(cache)
     real = sorted({os.path.realpath(p) for p in cands if os.path.isdir(p)} | cands)
     return [p for p in real if os.path.isdir(p) and os.path.isabs(p)]
 

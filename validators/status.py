@@ -185,13 +185,14 @@ def skill_statuses(
         hit = _results.get(key)
         if hit is not None:
             return hit
-        out = _read_disk(root, key)
+        digest = _disk_key(key)
+        out = _read_disk(root, digest)
         if out is None:
             out = {
                 name: SkillAudit(**j.as_dict())
                 for name, j in judgements(root, now=now, env=env_d).items()
             }
-            _write_disk(root, key, out)
+            _write_disk(root, digest, out)
         _results.clear()  # only the newest state matters; keeps memory flat in a long-lived server
         _results[key] = out
         return out
@@ -212,21 +213,21 @@ def _disk_key(key: tuple) -> str:
     return hashlib.sha256(repr((key, code, __file__)).encode()).hexdigest()
 
 
-def _read_disk(root: Path, key: tuple) -> dict | None:
+def _read_disk(root: Path, digest: str) -> dict | None:
     import json
 
     from kbase.schema import SkillAudit
 
     try:
         data = json.loads((root / ".kbase" / "cache" / _DISK_NAME).read_text(encoding="utf-8"))
-        if data.get("key") != _disk_key(key):
+        if data.get("key") != digest:
             return None
         return {n: SkillAudit.model_validate(v) for n, v in data["statuses"].items()}
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None
 
 
-def _write_disk(root: Path, key: tuple, out: dict) -> None:
+def _write_disk(root: Path, digest: str, out: dict) -> None:
     import json
     import os
     import tempfile
@@ -235,7 +236,7 @@ def _write_disk(root: Path, key: tuple, out: dict) -> None:
     try:
         folder.mkdir(parents=True, exist_ok=True)
         body = {
-            "key": _disk_key(key),
+            "key": digest,
             "statuses": {n: a.model_dump(mode="json") for n, a in out.items()},
         }
         fd, tmp = tempfile.mkstemp(prefix=".statuses-", dir=folder)
