@@ -28,7 +28,7 @@ from kbase.ingest.definitions import (
     grammar_for,
     parse_tree,
 )
-from kbase.ingest.defs_cache import DefsCache
+from kbase.ingest.defs_cache import DefsCache, change_key
 
 CACHE_BLOBS = 2048
 # trees of the last parsed version per file, for incremental parses: bounded by count and by
@@ -139,8 +139,17 @@ class SymbolNamer:
         # the new blob into one for the old blob when the old side was not needed then
         self._prev: dict[str, tuple[str | None, str | None, list]] = {}
         self._missed: set[str] = set()  # looked up on disk by `prefetch`, not there
+        # change key -> what the disk cache holds for a file change of the current commit
+        self._answers: dict[str, tuple] = {}
+        self._asked: set[str] = set()  # change keys `prefetch` looked up
+        self._answered_blobs: set[str] = set()  # blobs those answers spared reading
         self.parsed = 0
         self.incremental = 0
+
+    @property
+    def cached(self) -> int:
+        """Blobs whose definitions came from the disk cache instead of a parse."""
+        return (self.disk.hits if self.disk is not None else 0) + len(self._answered_blobs)
 
     def _hold(self, path: str, blob: str, tree: object, data: bytes) -> None:
         old = self._trees.pop(path, None)
@@ -190,12 +199,21 @@ class SymbolNamer:
     def prefetch(self, changes: list[tuple[str, str | None, str | None, list]]) -> None:
         """Read, in one round trip, every blob that `name` will need for these file changes
         and that no cache holds."""
-        if self.read_many is None:
-            return
+        self._answers.clear()
+        self._asked.clear()
         want: list[str] = []
         for path, old_blob, new_blob, hunks in changes:
             lang = grammar_for(path)
             if lang is None:
+                continue
+            if self.disk is not None:
+                key = change_key(lang, old_blob, new_blob, hunks)
+                self._asked.add(key)
+                got = self.disk.get_change(key)
+                if got is not None:
+                    self._answers[key] = got
+                    continue
+            if self.read_many is None:
                 continue
             for blob, needed in (
                 (old_blob, any(h[1] for h in hunks)),
@@ -210,7 +228,7 @@ class SymbolNamer:
                         continue
                     self._missed.add(f"{blob}:{lang}")
                 want.append(blob)
-        if len(want) > 1:
+        if len(want) > 1 and self.read_many is not None:
             self._pending.update(self.read_many(want))
 
     def name(
@@ -224,11 +242,20 @@ class SymbolNamer:
         lang = grammar_for(path)
         if lang is None:
             return None
-        out = Named()
         need_old = any(on for _, on, _, _ in hunks)
         need_new = any(nn for _, _, _, nn in hunks)
         prev = self._prev.get(path)
         self._prev[path] = (old_blob, new_blob, hunks)
+        key = change_key(lang, old_blob, new_blob, hunks) if self.disk is not None else ""
+        answer = self._answers.pop(key, None) if key else None
+        if answer is None and key and key not in self._asked:
+            answer = self.disk.get_change(key)  # type: ignore[union-attr]
+        if answer is not None:
+            for blob, needed in ((old_blob, need_old), (new_blob, need_new)):
+                if blob and needed and f"{blob}:{lang}" not in self._cache:
+                    self._answered_blobs.add(blob)
+            return _from_answer(answer)
+        out = Named()
         for side, blob, needed in (("new", new_blob, need_new), ("old", old_blob, need_old)):
             if not needed or not blob:
                 continue
@@ -241,7 +268,16 @@ class SymbolNamer:
                 out.problem = f"blob {blob[:12]} ({side} {path}) is missing from the repository"
                 continue
             _name_lines(out, got, hunks, side == "new")
+        if key and out.problem is None:
+            self.disk.put_change(key, (out.symbols, out.named_by, out.kinds, out.lines))  # type: ignore[union-attr]
         return out
+
+
+def _from_answer(answer: tuple) -> Named:
+    symbols, named_by, kinds, lines = answer
+    out = Named(list(symbols), list(named_by), list(kinds), list(lines))
+    out._index = {name: i for i, name in enumerate(out.symbols)}
+    return out
 
 
 class Owners:

@@ -82,6 +82,7 @@ class DefsCache:
         self.misses = 0
         self._db: sqlite3.Connection | None = None
         self._new: list[tuple[str, str, bytes]] = []
+        self._new_changes: list[tuple[str, bytes]] = []
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             db = sqlite3.connect(str(path), timeout=5, isolation_level=None)
@@ -92,11 +93,15 @@ class DefsCache:
                 "CREATE TABLE IF NOT EXISTS defs (blob TEXT, lang TEXT, data BLOB, "
                 "PRIMARY KEY (blob, lang)) WITHOUT ROWID"
             )
+            db.execute(
+                "CREATE TABLE IF NOT EXISTS changes (k TEXT PRIMARY KEY, data BLOB) WITHOUT ROWID"
+            )
             version = code_version()
             row = db.execute("SELECT v FROM meta WHERE k = 'version'").fetchone()
             if row is None or row[0] != version:
                 db.execute("BEGIN")
                 db.execute("DELETE FROM defs")
+                db.execute("DELETE FROM changes")
                 db.execute("INSERT OR REPLACE INTO meta VALUES ('version', ?)", (version,))
                 db.execute("COMMIT")
             self._db = db
@@ -131,13 +136,30 @@ class DefsCache:
         if self._db is not None:
             self._new.append((blob, lang, encode(defs)))
 
+    def get_change(self, key: str) -> tuple | None:
+        """What one file change's changed lines were named (`change_key`): a re-mine reads
+        this instead of decoding both blobs' whole definition tables."""
+        if self._db is None:
+            return None
+        try:
+            row = self._db.execute("SELECT data FROM changes WHERE k = ?", (key,)).fetchone()
+            return marshal.loads(row[0]) if row else None
+        except (sqlite3.Error, ValueError, EOFError, TypeError):
+            return None
+
+    def put_change(self, key: str, value: tuple) -> None:
+        if self._db is not None:
+            self._new_changes.append((key, marshal.dumps(value)))
+
     def flush(self) -> None:
-        if self._db is None or not self._new:
+        if self._db is None or not (self._new or self._new_changes):
             self._new.clear()
+            self._new_changes.clear()
             return
         try:
             self._db.execute("BEGIN")
             self._db.executemany("INSERT OR REPLACE INTO defs VALUES (?, ?, ?)", self._new)
+            self._db.executemany("INSERT OR REPLACE INTO changes VALUES (?, ?)", self._new_changes)
             self._db.execute("COMMIT")
         except sqlite3.Error:
             try:
@@ -145,6 +167,7 @@ class DefsCache:
             except sqlite3.Error:
                 pass
         self._new.clear()
+        self._new_changes.clear()
 
     def close(self) -> None:
         self.flush()
@@ -154,6 +177,12 @@ class DefsCache:
             except sqlite3.Error:
                 pass
             self._db = None
+
+
+def change_key(lang: str, old_blob: str | None, new_blob: str | None, hunks: list) -> str:
+    """A file change is its two blobs and its hunks (which a diff setting could vary)."""
+    digest = hashlib.blake2b(marshal.dumps([tuple(h) for h in hunks]), digest_size=12)
+    return f"{old_blob or '-'}:{new_blob or '-'}:{lang}:{digest.hexdigest()}"
 
 
 def open_cache(root: Path) -> DefsCache | None:

@@ -15,9 +15,10 @@ from collections.abc import Callable
 
 from kbase.ingest.blobs import BlobReader
 from kbase.ingest.change_symbols import SymbolNamer
+from kbase.ingest.definitions import grammar_for
 from kbase.ingest.defs_cache import DefsCache
 from kbase.ingest.gitlog import LOG_FORMAT, CommitFacts, FileFacts, log_command, parse_log
-from kbase.ingest.symbols import attributes_text
+from kbase.ingest.symbols import GIT_DIFF_DRIVERS, attributes_text
 
 from kbase.errors import KbaseError
 
@@ -49,7 +50,8 @@ def stream_history(
     namer = SymbolNamer(reader.read, reader.read_many, cache) if parse_code else None
     try:
         with os.fdopen(fd, "w") as fh:
-            fh.write(attributes_text())
+            parsed = tuple(e for e in GIT_DIFF_DRIVERS if grammar_for(e) is not None)
+            fh.write(attributes_text(parsed if parse_code else ()))
         pos = 0
         while pos < len(shas):
             done, err = _run(git_dir, attrs, shas[pos:], on_commit, namer)
@@ -66,7 +68,7 @@ def stream_history(
         if stats is not None and namer is not None:
             stats["parsed"] = stats.get("parsed", 0) + namer.parsed
             stats["incremental"] = stats.get("incremental", 0) + namer.incremental
-            stats["cached"] = stats.get("cached", 0) + (cache.hits if cache else 0)
+            stats["cached"] = stats.get("cached", 0) + namer.cached
         os.unlink(attrs)
 
 
