@@ -25,6 +25,9 @@ _EXTRACTORS = ("definitions.py", "brace_scan.py", "change_symbols.py")
 _GRAMMARS = ("tree-sitter", "tree-sitter-cpp", "tree-sitter-cuda", "tree-sitter-python")
 
 Defs = tuple[FileDefs, FileDefs | None]
+# the scanner's definitions of a blob whose parse has ERROR regions, not computed yet: most
+# changes never touch those regions, so the scan runs when one does
+SCAN_PENDING = FileDefs(method="scanner")
 
 
 def code_version() -> str:
@@ -65,11 +68,14 @@ def _unpack(t: tuple) -> FileDefs:
 
 def encode(defs: Defs) -> bytes:
     ts, scan = defs
-    return zlib.compress(marshal.dumps((_pack(ts), _pack(scan) if scan else None)), 1)
+    packed = "pending" if scan is SCAN_PENDING else (_pack(scan) if scan else None)
+    return zlib.compress(marshal.dumps((_pack(ts), packed)), 1)
 
 
 def decode(data: bytes) -> Defs:
     ts, scan = marshal.loads(zlib.decompress(data))
+    if scan == "pending":
+        return _unpack(ts), SCAN_PENDING
     return _unpack(ts), (_unpack(scan) if scan is not None else None)
 
 
