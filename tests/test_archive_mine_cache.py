@@ -79,15 +79,20 @@ def test_a_remine_reads_the_cache_and_writes_the_same_cards(tmp_path, monkeypatc
     again = mine(tmp_path / "repo", root, RECIPE, full=True)
     assert again.blobs_parsed == 0 and again.blobs_cached >= first.blobs_parsed
     assert _cards(root) == cards
-    # a re-mine reads each file change's answer; with those gone it reads blob definitions
-    db = sqlite3.connect(root / ".kbase" / "cache" / CACHE_FILE)
-    assert db.execute("SELECT count(*) FROM changes").fetchone()[0] > 10
-    db.execute("DELETE FROM changes")
-    db.commit()
-    db.close()
-    blobs = mine(tmp_path / "repo", root, RECIPE, full=True)
-    assert blobs.blobs_parsed == 0 and blobs.blobs_cached >= first.blobs_parsed
-    assert _cards(root) == cards
+    assert again.commits_cached == again.commits  # git was asked for no diff
+    # a re-mine replays each commit's facts; without them, each file change's answer; without
+    # those, the definitions of each blob: the same cards from every layer
+    for tables in (("commits",), ("commits", "changes")):
+        db = sqlite3.connect(root / ".kbase" / "cache" / CACHE_FILE)
+        for table in tables:  # each run filled them again
+            assert db.execute(f"SELECT count(*) FROM {table}").fetchone()[0] > 10
+            db.execute(f"DELETE FROM {table}")
+        db.commit()
+        db.close()
+        layer = mine(tmp_path / "repo", root, RECIPE, full=True)
+        assert layer.commits_cached == 0
+        assert layer.blobs_parsed == 0 and layer.blobs_cached >= first.blobs_parsed
+        assert _cards(root) == cards
 
     monkeypatch.setenv("KBASE_MINE_CACHE", "0")
     off = mine(tmp_path / "repo", tmp_path / "kb-off", RECIPE)
