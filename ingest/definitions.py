@@ -207,7 +207,13 @@ def _py_block(node, scope: tuple[str, ...], out: FileDefs, src: bytes) -> None:
             out.errors.append(_line_span(child))
             continue
         if t not in ("function_definition", "class_definition"):
-            if t in ("if_statement", "try_statement", "with_statement", "else_clause", "block"):
+            if t in (
+                "if_statement",
+                "try_statement",
+                "with_statement",
+                "else_clause",
+                "block",
+            ) and _may_define(child, src):
                 _py_block(child, scope, out, src)  # definitions under `if TYPE_CHECKING:` etc.
             continue
         name_node = target.child_by_field_name("name")
@@ -220,8 +226,15 @@ def _py_block(node, scope: tuple[str, ...], out: FileDefs, src: bytes) -> None:
             kind = KERNEL
         out.spans.append(Span(start, end, name, kind))
         body = target.child_by_field_name("body")
-        if body is not None:
+        if body is not None and _may_define(body, src):
             _py_block(body, (*scope, _text(name_node, src)), out, src)
+
+
+def _may_define(node, src: bytes) -> bool:
+    """Whether a block could hold a nested definition: one needs the word `def` or `class`
+    (a byte search, where walking a long function body statement by statement is not)."""
+    a, b = node.start_byte, node.end_byte
+    return src.find(b"def", a, b) >= 0 or src.find(b"class", a, b) >= 0
 
 
 def _is_triton_kernel(node, src: bytes) -> bool:
