@@ -106,6 +106,8 @@ class _InOrder:
     def _replay_until(self, stop: str | None) -> None:
         while self.i < len(self.shas) and self.shas[self.i] != stop:
             sha = self.shas[self.i]
+            if sha not in self.held:  # git skipped a commit it was asked for
+                raise LogError(f"git log gave {stop or 'no more commits'} where {sha} was due")
             packed = self.cache.get_commit(sha) if self.cache is not None else None
             if packed is None:  # gone from the cache since it was listed: ask git
                 c = self.from_git(sha)
