@@ -10,8 +10,10 @@ parse (ERROR nodes) are returned as line ranges; callers ask the brace scanner t
 from __future__ import annotations
 
 import bisect
+import operator
 from dataclasses import dataclass, field
 from functools import cache
+from itertools import accumulate, count
 
 KERNEL = "kernel"
 FUNCTION = "function"
@@ -97,6 +99,7 @@ def grammar_for(path: str) -> str | None:
     return None
 
 
+NUMPY_FROM_BYTES = 64 << 10
 # tree-sitter parses sound code at several KB per millisecond; error recovery on broken
 # code can take a hundred times longer, so a parse past this budget is abandoned
 PARSE_BUDGET_S = 0.005
@@ -146,7 +149,14 @@ def parse_tree(lang: str, src: bytes, old_tree=None):
 
 def _line_offsets(src: bytes):
     """Byte offset of the start of every line, then the length when the text does not end in
-    a newline: one vectorised pass (this runs on both sides of every edited tree)."""
+    a newline (this runs on both sides of every edited tree): one vectorised pass over a large
+    text, C loops over a small one (an incremental mine then never imports numpy)."""
+    if len(src) < NUMPY_FROM_BYTES:
+        out = [0]
+        out.extend(map(operator.add, accumulate(map(len, src.split(b"\n")[:-1])), count(1)))
+        if out[-1] != len(src):
+            out.append(len(src))
+        return out
     import numpy as np
 
     nl = np.flatnonzero(np.frombuffer(src, dtype=np.uint8) == 10)
