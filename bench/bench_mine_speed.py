@@ -14,6 +14,7 @@ Each figure is wall time and CPU time (the process and every git it ran); the be
 report's `seconds`, without interpreter start-up) is listed beside the CLI figures.
 
     python3 bench/bench_mine_speed.py [--only NAME] [--repeats 2] [--real PATH] [--limit N]
+                                      [--reference DIR]
 
 `--real` (or KBASE_BENCH_REAL_REPO) names a real clone, bare or not, used read-only: its
 objects are borrowed (`git clone --shared`), nothing is written into it; skipped when absent.
@@ -99,21 +100,42 @@ def git_dir_of(path: Path) -> Path:
     return Path(out)
 
 
-def bench_repo(name: str, source: Path, work: Path, repeats: int) -> dict:
+def cards_of(root: Path, name: str) -> dict[str, bytes]:
+    folder = root / "pr_archive" / name
+    return {p.name: p.read_bytes() for p in sorted(folder.glob("*.md"))}
+
+
+def differing(got: dict[str, bytes], want: dict[str, bytes]) -> list[str]:
+    return sorted(k for k in set(got) | set(want) if got.get(k) != want.get(k))
+
+
+def bench_repo(
+    name: str, source: Path, work: Path, repeats: int, reference: Path | None = None
+) -> dict:
+    """`reference`: a folder of cards (`<name>.md` files) the mines must reproduce byte for
+    byte, e.g. what the main branch's `kbase mine` wrote for the same repository."""
     gd = git_dir_of(source)
     commits = int(git(gd, "rev-list", "--count", "HEAD").strip())
     baseline, cold, warm = [], [], []
     warm_root = work / f"{name}-warm"
     shutil.rmtree(warm_root, ignore_errors=True)
     mine(gd, warm_root, name)  # fills the root's definitions cache
+    want = None
+    if reference is not None:
+        want = {p.name: p.read_bytes() for p in sorted(reference.glob("*.md"))}
+    diffs: dict[str, list[str]] = {}
     for i in range(repeats):  # side by side: git, the cold miner, the warm miner, each round
         w, c, _ = timed(["git", f"--git-dir={gd}", "log", "--first-parent", "-p"])
         baseline.append({"wall": w, "cpu": c, "in_process": w})
         root = work / f"{name}-cold-{i}"
         shutil.rmtree(root, ignore_errors=True)
         cold.append(mine(gd, root, name, cache=False))
+        if want is not None:
+            diffs[f"cold-{i}"] = differing(cards_of(root, name), want)
         shutil.rmtree(root, ignore_errors=True)
         warm.append(mine(gd, warm_root, name, "--full"))
+        if want is not None:
+            diffs[f"warm-{i}"] = differing(cards_of(warm_root, name), want)
     noop = [mine(gd, warm_root, name) for _ in range(max(3, repeats))]
     assert all(r["report"]["mode"] == "noop" for r in noop)
 
@@ -154,6 +176,11 @@ def bench_repo(name: str, source: Path, work: Path, repeats: int) -> dict:
         "incremental_wall_s": round(inc["wall"], 3),
         "incremental_cpu_s": round(inc["cpu"], 3),
         "incremental_in_process_s": round(inc["in_process"], 3),
+        "reference": str(reference) if reference is not None else None,
+        "cards_differing_from_reference": (
+            {k: len(v) for k, v in diffs.items()} if reference is not None else None
+        ),
+        "differing_sample": sorted({x for v in diffs.values() for x in v})[:10],
     }
 
 
@@ -173,6 +200,13 @@ def main() -> None:
     )
     ap.add_argument("--real-name", default="flashinfer", help="archive (and recipe) name")
     ap.add_argument("--keep", type=Path, default=None, help="work folder to keep and reuse")
+    ap.add_argument(
+        "--reference",
+        type=Path,
+        default=None,
+        help="folder with <replay|real>-<name>/ card folders every mine must reproduce byte "
+        "for byte (e.g. written by the main branch); the count that differ is reported",
+    )
     args = ap.parse_args()
 
     from rich.console import Console
@@ -190,12 +224,14 @@ def main() -> None:
                 cmd = [sys.executable, str(SHARED / "tools" / "replay_history.py"), str(data)]
                 cmd += [str(repo)] + (["--limit", str(args.limit)] if args.limit else [])
                 subprocess.run(cmd, check=True, capture_output=True)
+            ref = _reference(args.reference, "replay", name)
             with err.status(f"{name} (replay) ..."):
-                rows.append({"kind": "replay", **bench_repo(name, repo, work, args.repeats)})
+                rows.append({"kind": "replay", **bench_repo(name, repo, work, args.repeats, ref)})
             _partial(rows)
         if args.real and Path(args.real).exists():
             with err.status(f"{args.real_name} (real clone {args.real}) ..."):
-                row = bench_repo(args.real_name, Path(args.real), work, args.repeats)
+                ref = _reference(args.reference, "real", args.real_name)
+                row = bench_repo(args.real_name, Path(args.real), work, args.repeats, ref)
                 rows.append({"kind": "real", **row})
         elif args.real:
             err.print(f"[yellow]--real {args.real}: not found, skipped[/yellow]")
@@ -214,6 +250,14 @@ def main() -> None:
         ("warm ratio wall/cpu", lambda r: f"{r['warm_ratio_wall']}/{r['warm_ratio_cpu']}"),
         ("no-op wall/cpu (in-proc) s", lambda r: _three(r, "noop")),
         ("incr 10 wall/cpu (in-proc) s", lambda r: _three(r, "incremental")),
+        (
+            "cards != reference",
+            lambda r: (
+                "-"
+                if r["cards_differing_from_reference"] is None
+                else str(max(r["cards_differing_from_reference"].values(), default=0))
+            ),
+        ),
     ]
     for title, _ in cols:
         table.add_column(title, justify="left" if title == "repo" else "right")
@@ -229,6 +273,11 @@ def main() -> None:
         ),
         "noop": all(r["noop_wall_s"] <= TARGETS["noop_max_s"] for r in rows),
         "incremental": all(r["incremental_wall_s"] <= TARGETS["incremental_max_s"] for r in rows),
+        "identical_to_reference": (
+            all(not any(r["cards_differing_from_reference"].values()) for r in rows)
+            if args.reference is not None
+            else None
+        ),
     }
     out = {
         "targets": TARGETS,
@@ -251,6 +300,15 @@ def main() -> None:
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(json.dumps(out, indent=2) + "\n")
     err.print(f"wrote {RESULTS.relative_to(REPO_ROOT)}; checks {checks}")
+
+
+def _reference(folder: Path | None, kind: str, name: str) -> Path | None:
+    if folder is None:
+        return None
+    path = folder / f"{kind}-{name}"
+    if not path.is_dir():
+        raise SystemExit(f"--reference {folder}: no {kind}-{name}/ folder of cards in it")
+    return path
 
 
 def _partial(rows: list[dict]) -> None:

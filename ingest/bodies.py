@@ -81,16 +81,20 @@ def read_body(body: str, own_pr: int | None = None) -> BodyFacts:
         out.reverts_pr = int(m.group(1) or m.group(2))
     kept: list[str] = []
     skip_section = False
-    for raw in _COMMENT.sub("", body).splitlines():
+    for raw in _COMMENT.sub("", body).splitlines() if "<!--" in body else body.splitlines():
         line = raw.rstrip()
-        t = _TRAILER.match(line.strip())
+        if not line:  # no pattern below matches an empty line: the common case, decided early
+            if not skip_section:
+                kept.append(line)
+            continue
+        t = _TRAILER.match(line.strip()) if ":" in line else None
         if t:
             if t.group(1).lower() == "co-authored-by":
                 name = re.sub(r"\s*<[^>]*>\s*$", "", t.group(2)).strip()
                 if name and name not in out.co_authors:
                     out.co_authors.append(name)
             continue
-        h = _HEADING.match(line)
+        h = _HEADING.match(line) if "#" in line else None
         if h:
             title = h.group(1).strip().rstrip(":")
             skip_section = bool(_TEMPLATE_SECTIONS.match(title))
@@ -101,7 +105,7 @@ def read_body(body: str, own_pr: int | None = None) -> BodyFacts:
             continue
         if _BOILERPLATE.match(line.strip()):
             continue
-        if _REVERTS_COMMIT.search(line):
+        if "evert" in line.lower() and _REVERTS_COMMIT.search(line):
             continue
         kept.append(line)
     # a heading left with nothing under it goes too

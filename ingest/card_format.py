@@ -27,6 +27,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 import yaml
@@ -332,7 +333,12 @@ def _scalar(v: Any) -> str:
         return "true" if v else "false"
     if isinstance(v, int):
         return str(v)
-    s = str(v)
+    return _str_scalar(str(v))
+
+
+@lru_cache(maxsize=1 << 16)
+def _str_scalar(s: str) -> str:
+    # paths and symbol names come back card after card
     if _PLAIN.match(s) and s.lower() not in _YAML_WORDS:
         return s
     return json.dumps(s, ensure_ascii=False)

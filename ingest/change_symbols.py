@@ -28,7 +28,7 @@ from kbase.ingest.definitions import (
     grammar_for,
     parse_tree,
 )
-from kbase.ingest.defs_cache import DefsCache
+from kbase.ingest.defs_cache import SCAN_PENDING, DefsCache, change_key
 
 CACHE_BLOBS = 2048
 # trees of the last parsed version per file, for incremental parses: bounded by count and by
@@ -93,13 +93,15 @@ def py_scan_defs(src: bytes) -> FileDefs:
     return out.finish()
 
 
-def _parse_both(lang: str, data: bytes, old_tree=None):
-    """(primary spans, scanner spans for the primary's error regions, tree or None)."""
+def _parse_both(lang: str, data: bytes, old_tree=None, lazy: bool = False):
+    """(primary spans, scanner spans for the primary's error regions, tree or None). `lazy`:
+    the scanner's spans are SCAN_PENDING where the primary has errors (`scan_for` makes them
+    when a changed line falls in an error region)."""
     if lang == "py":
         ts, tree = parse_tree(lang, data, old_tree)
         if ts is None:
             return py_scan_defs(data), None, None
-        return ts, (py_scan_defs(data) if ts.errors else None), tree
+        return ts, (_scan_or_pending(lang, data, lazy) if ts.errors else None), tree
     lines = data.count(b"\n")
     if abs(data.count(b"{") - data.count(b"}")) > 2 or (
         lines > 40 and data.count(b";") * 20 < lines
@@ -110,7 +112,16 @@ def _parse_both(lang: str, data: bytes, old_tree=None):
     ts, tree = parse_tree(lang, data, old_tree)
     if ts is None:
         return scan_defs(data), None, None
-    return ts, (scan_defs(data) if ts.errors else None), tree
+    return ts, (_scan_or_pending(lang, data, lazy) if ts.errors else None), tree
+
+
+def scan_for(lang: str, data: bytes) -> FileDefs:
+    """The scanner that reads a language's error regions."""
+    return py_scan_defs(data) if lang == "py" else scan_defs(data)
+
+
+def _scan_or_pending(lang: str, data: bytes, lazy: bool) -> FileDefs:
+    return SCAN_PENDING if lazy else scan_for(lang, data)
 
 
 class SymbolNamer:
@@ -139,8 +150,17 @@ class SymbolNamer:
         # the new blob into one for the old blob when the old side was not needed then
         self._prev: dict[str, tuple[str | None, str | None, list]] = {}
         self._missed: set[str] = set()  # looked up on disk by `prefetch`, not there
+        # change key -> what the disk cache holds for a file change of the current commit
+        self._answers: dict[str, tuple] = {}
+        self._asked: set[str] = set()  # change keys `prefetch` looked up
+        self._answered_blobs: set[str] = set()  # blobs those answers spared reading
         self.parsed = 0
         self.incremental = 0
+
+    @property
+    def cached(self) -> int:
+        """Blobs whose definitions came from the disk cache instead of a parse."""
+        return (self.disk.hits if self.disk is not None else 0) + len(self._answered_blobs)
 
     def _hold(self, path: str, blob: str, tree: object, data: bytes) -> None:
         old = self._trees.pop(path, None)
@@ -163,6 +183,7 @@ class SymbolNamer:
             self._cache.move_to_end(key)
             return self._cache[key]
         got: tuple[FileDefs, FileDefs | None] | None = None
+        data: bytes | None = None
         if blob not in self._pending and key not in self._missed and self.disk is not None:
             got = self.disk.get(blob, lang)
         self._missed.discard(key)
@@ -175,27 +196,53 @@ class SymbolNamer:
                 if base is not None and held is not None and held[0] == base[0]:
                     old_tree = edit_tree(held[1], held[2], data, base[1], base[2])
                     self.incremental += 1
-                ts, scan, tree = _parse_both(lang, data, old_tree)
+                ts, scan, tree = _parse_both(lang, data, old_tree, lazy=True)
                 got = (ts, scan)
                 if self.disk is not None:
                     self.disk.put(blob, lang, got)
                 if tree is not None and path:
                     self._hold(path, blob, tree, data)
-        owners = Owners(got) if got is not None else None
+        owners = None
+        if got is not None:
+            scanner = None
+            if got[1] is SCAN_PENDING:  # from the bytes in hand, else read again when needed
+                scanner = self._scanner(lang, blob, data)
+            owners = Owners(got, scanner)
         self._cache[key] = owners
         if len(self._cache) > CACHE_BLOBS:
             self._cache.popitem(last=False)
         return owners
 
+    def _scanner(
+        self, lang: str, blob: str, held: bytes | None = None
+    ) -> Callable[[], FileDefs | None]:
+        """The scan of a blob's error regions, made when first needed (few changes fall in
+        those regions); the blob is read again then unless `held`."""
+
+        def scan() -> FileDefs | None:
+            data = held if held is not None else self.read_blob(blob)
+            return scan_for(lang, data) if data is not None else None
+
+        return scan
+
     def prefetch(self, changes: list[tuple[str, str | None, str | None, list]]) -> None:
         """Read, in one round trip, every blob that `name` will need for these file changes
         and that no cache holds."""
-        if self.read_many is None:
-            return
+        self._answers.clear()
+        self._asked.clear()
         want: list[str] = []
         for path, old_blob, new_blob, hunks in changes:
             lang = grammar_for(path)
             if lang is None:
+                continue
+            if self.disk is not None:
+                key = change_key(lang, old_blob, new_blob, hunks)
+                self._asked.add(key)
+                got = self.disk.get_change(key)
+                if got is not None:
+                    self._answers[key] = got
+                    continue
+            if self.read_many is None:
                 continue
             for blob, needed in (
                 (old_blob, any(h[1] for h in hunks)),
@@ -206,11 +253,12 @@ class SymbolNamer:
                 if self.disk is not None:
                     got = self.disk.get(blob, lang)
                     if got is not None:
-                        self._cache[f"{blob}:{lang}"] = Owners(got)
+                        scanner = self._scanner(lang, blob) if got[1] is SCAN_PENDING else None
+                        self._cache[f"{blob}:{lang}"] = Owners(got, scanner)
                         continue
                     self._missed.add(f"{blob}:{lang}")
                 want.append(blob)
-        if len(want) > 1:
+        if len(want) > 1 and self.read_many is not None:
             self._pending.update(self.read_many(want))
 
     def name(
@@ -224,11 +272,20 @@ class SymbolNamer:
         lang = grammar_for(path)
         if lang is None:
             return None
-        out = Named()
         need_old = any(on for _, on, _, _ in hunks)
         need_new = any(nn for _, _, _, nn in hunks)
         prev = self._prev.get(path)
         self._prev[path] = (old_blob, new_blob, hunks)
+        key = change_key(lang, old_blob, new_blob, hunks) if self.disk is not None else ""
+        answer = self._answers.pop(key, None) if key else None
+        if answer is None and key and key not in self._asked:
+            answer = self.disk.get_change(key)  # type: ignore[union-attr]
+        if answer is not None:
+            for blob, needed in ((old_blob, need_old), (new_blob, need_new)):
+                if blob and needed and f"{blob}:{lang}" not in self._cache:
+                    self._answered_blobs.add(blob)
+            return _from_answer(answer)
+        out = Named()
         for side, blob, needed in (("new", new_blob, need_new), ("old", old_blob, need_old)):
             if not needed or not blob:
                 continue
@@ -241,7 +298,16 @@ class SymbolNamer:
                 out.problem = f"blob {blob[:12]} ({side} {path}) is missing from the repository"
                 continue
             _name_lines(out, got, hunks, side == "new")
+        if key and out.problem is None:
+            self.disk.put_change(key, (out.symbols, out.named_by, out.kinds, out.lines))  # type: ignore[union-attr]
         return out
+
+
+def _from_answer(answer: tuple) -> Named:
+    symbols, named_by, kinds, lines = answer
+    out = Named(list(symbols), list(named_by), list(kinds), list(lines))
+    out._index = {name: i for i, name in enumerate(out.symbols)}
+    return out
 
 
 class Owners:
@@ -249,11 +315,16 @@ class Owners:
     inside the parse's ERROR regions. Lines are looked up a hunk at a time, through slices of
     the per-line tables, so a hunk costs C loops over its lines and Python work per run."""
 
-    __slots__ = ("defs", "_governed")
+    __slots__ = ("defs", "_governed", "_scan")
 
-    def __init__(self, defs: tuple[FileDefs, FileDefs | None]):
+    def __init__(
+        self,
+        defs: tuple[FileDefs, FileDefs | None],
+        scan: Callable[[], FileDefs | None] | None = None,
+    ):
         self.defs = defs
         self._governed: list[tuple[int, int]] | None = None
+        self._scan = scan  # makes the scanner's spans when `defs` holds SCAN_PENDING
 
     def name_lines(self, out: Named, start: int, n: int) -> None:
         """Add the owner of each of the lines start .. start+n-1, one run at a time."""
@@ -269,6 +340,11 @@ class Owners:
             overlap = [
                 (max(a, lo), min(b, hi - 1)) for a, b in self._governed if a < hi and b >= lo
             ]
+        if overlap and scan is SCAN_PENDING:
+            scan = self._scan() if self._scan is not None else None
+            self.defs = (ts, scan)
+            if scan is None:  # the blob is gone since it was parsed: tree-sitter alone
+                overlap = []
         if not overlap:
             for sp, run in groupby(seg):
                 if sp is not None:

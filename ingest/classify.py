@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from functools import lru_cache
 
 from kbase.schema import Tags
 from kbase.vocab import canonical_value
@@ -158,6 +159,7 @@ def reverted_pr(title: str) -> int | None:
     return None
 
 
+@lru_cache(maxsize=1 << 16)  # a path is asked about card after card
 def _is_doc(path: str) -> bool:
     low = path.lower()
     name = low.rsplit("/", 1)[-1]
@@ -173,12 +175,14 @@ def _is_doc(path: str) -> bool:
     )
 
 
+@lru_cache(maxsize=1 << 16)  # a path is asked about card after card
 def _is_ci(path: str) -> bool:
     return path.startswith(
         (".github/", ".gitlab", ".circleci/", ".buildkite/", "ci/", ".jenkins", "scripts/ci")
     ) or path in (".pre-commit-config.yaml", ".clang-format", ".flake8", ".pylintrc")
 
 
+@lru_cache(maxsize=1 << 16)  # a path is asked about card after card
 def _is_test(path: str) -> bool:
     parts = path.lower().split("/")
     return (

@@ -99,6 +99,7 @@ def grammar_for(path: str) -> str | None:
     return None
 
 
+NUMPY_FROM_BYTES = 64 << 10
 # tree-sitter parses sound code at several KB per millisecond; error recovery on broken
 # code can take a hundred times longer, so a parse past this budget is abandoned
 PARSE_BUDGET_S = 0.005
@@ -122,7 +123,15 @@ def parse_tree(lang: str, src: bytes, old_tree=None):
     parser = _parser(lang)
     try:
         read = lambda off, _pt: src[off : off + 65536]  # noqa: E731
-        stop = lambda *_: time.thread_time() - t0 > budget  # noqa: E731
+        calls = 0
+
+        def stop(*_) -> bool:
+            # the clock is a system call: asking it on every callback cost more than a
+            # tenth of parsing; every 8th overshoots the budget by microseconds
+            nonlocal calls
+            calls += 1
+            return calls % 8 == 0 and time.thread_time() - t0 > budget
+
         if old_tree is None:
             tree = parser.parse(read, progress_callback=stop)
         else:
@@ -138,23 +147,32 @@ def parse_tree(lang: str, src: bytes, old_tree=None):
     return out.finish(), tree
 
 
-def line_starts(src: bytes) -> list[int]:
+def _line_offsets(src: bytes):
     """Byte offset of the start of every line, then the length when the text does not end in
-    a newline (counted in C: this runs on both sides of every edited tree)."""
-    out = [0]
-    out.extend(map(operator.add, accumulate(map(len, src.split(b"\n")[:-1])), count(1)))
-    if out[-1] != len(src):
-        out.append(len(src))
-    return out
+    a newline (this runs on both sides of every edited tree): one vectorised pass over a large
+    text, C loops over a small one (an incremental mine then never imports numpy)."""
+    if len(src) < NUMPY_FROM_BYTES:
+        out = [0]
+        out.extend(map(operator.add, accumulate(map(len, src.split(b"\n")[:-1])), count(1)))
+        if out[-1] != len(src):
+            out.append(len(src))
+        return out
+    import numpy as np
+
+    nl = np.flatnonzero(np.frombuffer(src, dtype=np.uint8) == 10)
+    parts = [np.zeros(1, dtype=np.int64), nl + 1]
+    if len(src) and src[-1] != 10:
+        parts.append(np.array([len(src)], dtype=np.int64))
+    return np.concatenate(parts)
 
 
 def edit_tree(tree, src: bytes, dst: bytes, hunks: list[tuple[int, int, int, int]], to_old: bool):
     """Edit `tree` (parsed from `src`) so that it describes `dst`, from -U0 hunks
     (old_start, old_count, new_start, new_count); `to_old`: src is the new side."""
-    a, b = line_starts(src), line_starts(dst)
+    a, b = _line_offsets(src), _line_offsets(dst)
 
-    def at(starts: list[int], line: int) -> int:
-        return starts[min(max(line, 0), len(starts) - 1)]
+    def at(starts, line: int) -> int:
+        return int(starts[min(max(line, 0), len(starts) - 1)])
 
     for os_, on, ns, nn in reversed(hunks):  # bottom-up: offsets above stay valid
         s_start, s_n, d_start, d_n = (ns, nn, os_, on) if to_old else (os_, on, ns, nn)
@@ -199,7 +217,13 @@ def _py_block(node, scope: tuple[str, ...], out: FileDefs, src: bytes) -> None:
             out.errors.append(_line_span(child))
             continue
         if t not in ("function_definition", "class_definition"):
-            if t in ("if_statement", "try_statement", "with_statement", "else_clause", "block"):
+            if t in (
+                "if_statement",
+                "try_statement",
+                "with_statement",
+                "else_clause",
+                "block",
+            ) and _may_define(child, src):
                 _py_block(child, scope, out, src)  # definitions under `if TYPE_CHECKING:` etc.
             continue
         name_node = target.child_by_field_name("name")
@@ -212,8 +236,15 @@ def _py_block(node, scope: tuple[str, ...], out: FileDefs, src: bytes) -> None:
             kind = KERNEL
         out.spans.append(Span(start, end, name, kind))
         body = target.child_by_field_name("body")
-        if body is not None:
+        if body is not None and _may_define(body, src):
             _py_block(body, (*scope, _text(name_node, src)), out, src)
+
+
+def _may_define(node, src: bytes) -> bool:
+    """Whether a block could hold a nested definition: one needs the word `def` or `class`
+    (a byte search, where walking a long function body statement by statement is not)."""
+    a, b = node.start_byte, node.end_byte
+    return src.find(b"def", a, b) >= 0 or src.find(b"class", a, b) >= 0
 
 
 def _is_triton_kernel(node, src: bytes) -> bool:

@@ -1,6 +1,8 @@
 """An on-disk cache of parsed definitions, keyed by blob id: a re-mine, a `--full` mine, a
 mine of another branch or clone into the same root reads what an earlier run parsed
-instead of parsing it again.
+instead of parsing it again. Beside it: what each file change's lines were named (by its
+blobs and hunks) and each commit's facts (by commit id), so a re-mine of commits mined
+before neither parses nor asks git for their diffs.
 
 A blob's definitions depend only on its bytes, the language, the grammars and our own
 extraction code; the cache is one SQLite file whose `version` row names all of those,
@@ -20,11 +22,21 @@ from pathlib import Path
 from kbase.ingest.definitions import FileDefs, Span
 
 CACHE_FILE = "mine-defs.sqlite"
-# the modules whose code decides what a blob's definitions are
-_EXTRACTORS = ("definitions.py", "brace_scan.py", "change_symbols.py")
+# the modules whose code decides what a blob's definitions are, and a commit's facts
+_EXTRACTORS = (
+    "definitions.py",
+    "brace_scan.py",
+    "change_symbols.py",
+    "gitlog.py",
+    "symbols.py",
+    "logrun.py",
+)
 _GRAMMARS = ("tree-sitter", "tree-sitter-cpp", "tree-sitter-cuda", "tree-sitter-python")
 
 Defs = tuple[FileDefs, FileDefs | None]
+# the scanner's definitions of a blob whose parse has ERROR regions, not computed yet: most
+# changes never touch those regions, so the scan runs when one does
+SCAN_PENDING = FileDefs(method="scanner")
 
 
 def code_version() -> str:
@@ -65,11 +77,14 @@ def _unpack(t: tuple) -> FileDefs:
 
 def encode(defs: Defs) -> bytes:
     ts, scan = defs
-    return zlib.compress(marshal.dumps((_pack(ts), _pack(scan) if scan else None)), 1)
+    packed = "pending" if scan is SCAN_PENDING else (_pack(scan) if scan else None)
+    return zlib.compress(marshal.dumps((_pack(ts), packed)), 1)
 
 
 def decode(data: bytes) -> Defs:
     ts, scan = marshal.loads(zlib.decompress(data))
+    if scan == "pending":
+        return _unpack(ts), SCAN_PENDING
     return _unpack(ts), (_unpack(scan) if scan is not None else None)
 
 
@@ -82,6 +97,8 @@ class DefsCache:
         self.misses = 0
         self._db: sqlite3.Connection | None = None
         self._new: list[tuple[str, str, bytes]] = []
+        self._new_changes: list[tuple[str, bytes]] = []
+        self._new_commits: list[tuple[str, bytes]] = []
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             db = sqlite3.connect(str(path), timeout=5, isolation_level=None)
@@ -92,11 +109,19 @@ class DefsCache:
                 "CREATE TABLE IF NOT EXISTS defs (blob TEXT, lang TEXT, data BLOB, "
                 "PRIMARY KEY (blob, lang)) WITHOUT ROWID"
             )
+            db.execute(
+                "CREATE TABLE IF NOT EXISTS changes (k TEXT PRIMARY KEY, data BLOB) WITHOUT ROWID"
+            )
+            db.execute(
+                "CREATE TABLE IF NOT EXISTS commits (sha TEXT PRIMARY KEY, data BLOB) WITHOUT ROWID"
+            )
             version = code_version()
             row = db.execute("SELECT v FROM meta WHERE k = 'version'").fetchone()
             if row is None or row[0] != version:
                 db.execute("BEGIN")
                 db.execute("DELETE FROM defs")
+                db.execute("DELETE FROM changes")
+                db.execute("DELETE FROM commits")
                 db.execute("INSERT OR REPLACE INTO meta VALUES ('version', ?)", (version,))
                 db.execute("COMMIT")
             self._db = db
@@ -131,13 +156,58 @@ class DefsCache:
         if self._db is not None:
             self._new.append((blob, lang, encode(defs)))
 
+    def get_change(self, key: str) -> tuple | None:
+        """What one file change's changed lines were named (`change_key`): a re-mine reads
+        this instead of decoding both blobs' whole definition tables."""
+        if self._db is None:
+            return None
+        try:
+            row = self._db.execute("SELECT data FROM changes WHERE k = ?", (key,)).fetchone()
+            return marshal.loads(row[0]) if row else None
+        except (sqlite3.Error, ValueError, EOFError, TypeError):
+            return None
+
+    def put_change(self, key: str, value: tuple) -> None:
+        if self._db is not None:
+            self._new_changes.append((key, marshal.dumps(value)))
+
+    def commits_held(self, shas: list[str]) -> set[str]:
+        """Which of these commits' facts the cache holds (a commit's diff never changes)."""
+        if self._db is None:
+            return set()
+        try:
+            return {
+                sha
+                for sha in shas
+                if self._db.execute("SELECT 1 FROM commits WHERE sha = ?", (sha,)).fetchone()
+            }
+        except sqlite3.Error:
+            return set()
+
+    def get_commit(self, sha: str) -> tuple | None:
+        if self._db is None:
+            return None
+        try:
+            row = self._db.execute("SELECT data FROM commits WHERE sha = ?", (sha,)).fetchone()
+            return marshal.loads(zlib.decompress(row[0])) if row else None
+        except (sqlite3.Error, ValueError, EOFError, TypeError, zlib.error):
+            return None
+
+    def put_commit(self, sha: str, value: tuple) -> None:
+        if self._db is not None:
+            self._new_commits.append((sha, zlib.compress(marshal.dumps(value), 1)))
+
     def flush(self) -> None:
-        if self._db is None or not self._new:
+        if self._db is None or not (self._new or self._new_changes or self._new_commits):
             self._new.clear()
+            self._new_changes.clear()
+            self._new_commits.clear()
             return
         try:
             self._db.execute("BEGIN")
             self._db.executemany("INSERT OR REPLACE INTO defs VALUES (?, ?, ?)", self._new)
+            self._db.executemany("INSERT OR REPLACE INTO changes VALUES (?, ?)", self._new_changes)
+            self._db.executemany("INSERT OR REPLACE INTO commits VALUES (?, ?)", self._new_commits)
             self._db.execute("COMMIT")
         except sqlite3.Error:
             try:
@@ -145,6 +215,8 @@ class DefsCache:
             except sqlite3.Error:
                 pass
         self._new.clear()
+        self._new_changes.clear()
+        self._new_commits.clear()
 
     def close(self) -> None:
         self.flush()
@@ -154,6 +226,12 @@ class DefsCache:
             except sqlite3.Error:
                 pass
             self._db = None
+
+
+def change_key(lang: str, old_blob: str | None, new_blob: str | None, hunks: list) -> str:
+    """A file change is its two blobs and its hunks (which a diff setting could vary)."""
+    digest = hashlib.blake2b(marshal.dumps([tuple(h) for h in hunks]), digest_size=12)
+    return f"{old_blob or '-'}:{new_blob or '-'}:{lang}:{digest.hexdigest()}"
 
 
 def open_cache(root: Path) -> DefsCache | None:

@@ -12,12 +12,14 @@ import os
 import subprocess
 import tempfile
 from collections.abc import Callable
+from dataclasses import fields
 
 from kbase.ingest.blobs import BlobReader
 from kbase.ingest.change_symbols import SymbolNamer
+from kbase.ingest.definitions import grammar_for
 from kbase.ingest.defs_cache import DefsCache
 from kbase.ingest.gitlog import LOG_FORMAT, CommitFacts, FileFacts, log_command, parse_log
-from kbase.ingest.symbols import attributes_text
+from kbase.ingest.symbols import GIT_DIFF_DRIVERS, attributes_text
 
 from kbase.errors import KbaseError
 
@@ -38,36 +40,118 @@ def stream_history(
     cache: DefsCache | None = None,
     stats: dict[str, int] | None = None,
 ) -> int:
-    """Hand `on_commit` the facts of every commit in `shas`, in that order. `cache`: parsed
-    definitions by blob id, read before parsing and filled as blobs are parsed. `stats` gets
-    how many blobs were parsed (of them, incrementally) and how many came from `cache`."""
+    """Hand `on_commit` the facts of every commit in `shas`, in that order. `cache`: the facts
+    of commits streamed before (git is asked only for the others), and parsed definitions by
+    blob id, read before parsing and filled as blobs are parsed. `stats` gets how many blobs
+    were parsed (of them, incrementally), how many came from `cache`, and how many commits."""
     if not shas:
         return 0
     git_dir = str(repo.git_dir)
+    held = cache.commits_held(shas) if cache is not None and parse_code else set()
+    todo = [s for s in shas if s not in held]
     fd, attrs = tempfile.mkstemp(prefix="kbase-attrs-", suffix=".gitattributes")
     reader = BlobReader(git_dir)
     namer = SymbolNamer(reader.read, reader.read_many, cache) if parse_code else None
+
+    def one(sha: str) -> CommitFacts:
+        got: list[CommitFacts] = []
+        _, err = _run(git_dir, attrs, [sha], got.append, namer)
+        return got[0] if err is None and got else _salvage(git_dir, attrs, sha, namer, err or "")
+
+    merged = _InOrder(shas, held, on_commit, cache if parse_code else None, one)
     try:
         with os.fdopen(fd, "w") as fh:
-            fh.write(attributes_text())
+            parsed = tuple(e for e in GIT_DIFF_DRIVERS if grammar_for(e) is not None)
+            fh.write(attributes_text(parsed if parse_code else ()))
         pos = 0
-        while pos < len(shas):
-            done, err = _run(git_dir, attrs, shas[pos:], on_commit, namer)
+        while pos < len(todo):
+            done, err = _run(git_dir, attrs, todo[pos:], merged, namer)
             pos += done
             if err is None:
                 break
-            if pos >= len(shas):
+            if pos >= len(todo):
                 raise LogError(err)
-            on_commit(_salvage(git_dir, attrs, shas[pos], namer, err))
+            merged(_salvage(git_dir, attrs, todo[pos], namer, err))
             pos += 1
+        merged.finish()
         return len(shas)
     finally:
         reader.close()
         if stats is not None and namer is not None:
             stats["parsed"] = stats.get("parsed", 0) + namer.parsed
             stats["incremental"] = stats.get("incremental", 0) + namer.incremental
-            stats["cached"] = stats.get("cached", 0) + (cache.hits if cache else 0)
+            stats["cached"] = stats.get("cached", 0) + namer.cached + len(merged.blobs)
+            stats["commits_cached"] = stats.get("commits_cached", 0) + merged.replayed
         os.unlink(attrs)
+
+
+class _InOrder:
+    """Hands on the commits git streams and the ones the cache holds, in the planned order;
+    commits git streamed go into the cache (unless a file of theirs could not be read)."""
+
+    def __init__(
+        self,
+        shas: list[str],
+        held: set[str],
+        on_commit: Callable[[CommitFacts], None],
+        cache: DefsCache | None,
+        from_git: Callable[[str], CommitFacts],
+    ):
+        self.shas, self.held, self.on_commit, self.cache = shas, held, on_commit, cache
+        self.from_git = from_git
+        self.i = 0
+        self.replayed = 0
+        self.blobs: set[str] = set()  # blobs whose definitions the cached commits spared
+
+    def _replay_until(self, stop: str | None) -> None:
+        while self.i < len(self.shas) and self.shas[self.i] != stop:
+            sha = self.shas[self.i]
+            if sha not in self.held:  # git skipped a commit it was asked for
+                raise LogError(f"git log gave {stop or 'no more commits'} where {sha} was due")
+            packed = self.cache.get_commit(sha) if self.cache is not None else None
+            if packed is None:  # gone from the cache since it was listed: ask git
+                c = self.from_git(sha)
+            else:
+                c = unpack_commit(packed)
+                self.replayed += 1
+                for f in c.files:
+                    if f.hunks and grammar_for(f.path) is not None:
+                        if f.old_blob and any(h[1] for h in f.hunks):
+                            self.blobs.add(f.old_blob)
+                        if f.new_blob and any(h[3] for h in f.hunks):
+                            self.blobs.add(f.new_blob)
+            self.i += 1
+            self.on_commit(c)
+
+    def __call__(self, c: CommitFacts) -> None:
+        self._replay_until(c.sha)
+        self.i += 1
+        if self.cache is not None and not any(f.problem for f in c.files):
+            self.cache.put_commit(c.sha, pack_commit(c))
+        self.on_commit(c)
+
+    def finish(self) -> None:
+        self._replay_until(None)
+
+
+_FILE_FIELDS = tuple(f.name for f in fields(FileFacts))
+
+
+def pack_commit(c: CommitFacts) -> tuple:
+    files = [tuple(getattr(f, k) for k in _FILE_FIELDS) for f in c.files]
+    return (c.sha, c.parents, c.date, c.subject, c.body, files)
+
+
+def unpack_commit(t: tuple) -> CommitFacts:
+    sha, parents, date, subject, body, files = t
+    return CommitFacts(
+        sha=sha,
+        parents=parents,
+        date=date,
+        subject=subject,
+        body=body,
+        files=[FileFacts(**dict(zip(_FILE_FIELDS, f, strict=True))) for f in files],
+    )
 
 
 def _run(

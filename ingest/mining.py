@@ -59,6 +59,7 @@ class MineReport:
     blobs_parsed: int = 0
     blobs_incremental: int = 0
     blobs_cached: int = 0
+    commits_cached: int = 0  # commits whose facts came from the cache: git was not asked
     resumed_after: int = 0  # commits an interrupted run had mined already (0: a fresh run)
     written: int = 0
     unchanged: int = 0
@@ -225,6 +226,7 @@ def mine(
         report.blobs_parsed = stats.get("parsed", 0)
         report.blobs_incremental = stats.get("incremental", 0)
         report.blobs_cached = stats.get("cached", 0)
+        report.commits_cached = stats.get("commits_cached", 0)
         # commits that were not streamed still count: a PR's own branch commits, transport merges
         for sha in walk.order:
             if walk.role[sha] in ("spine", "side"):

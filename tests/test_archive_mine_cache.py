@@ -16,9 +16,15 @@ import pytest
 
 git = pytest.importorskip("git")
 
-from kbase.ingest.change_symbols import _parse_both  # noqa: E402
+from kbase.ingest.change_symbols import _parse_both, scan_for  # noqa: E402
 from kbase.ingest.definitions import grammar_for  # noqa: E402
-from kbase.ingest.defs_cache import CACHE_FILE, DefsCache, decode, encode  # noqa: E402
+from kbase.ingest.defs_cache import (  # noqa: E402
+    CACHE_FILE,
+    SCAN_PENDING,
+    DefsCache,
+    decode,
+    encode,
+)
 from kbase.ingest.mining import mine  # noqa: E402
 
 from kbase.schema import Recipe  # noqa: E402
@@ -73,6 +79,20 @@ def test_a_remine_reads_the_cache_and_writes_the_same_cards(tmp_path, monkeypatc
     again = mine(tmp_path / "repo", root, RECIPE, full=True)
     assert again.blobs_parsed == 0 and again.blobs_cached >= first.blobs_parsed
     assert _cards(root) == cards
+    assert again.commits_cached == again.commits  # git was asked for no diff
+    # a re-mine replays each commit's facts; without them, each file change's answer; without
+    # those, the definitions of each blob: the same cards from every layer
+    for tables in (("commits",), ("commits", "changes")):
+        db = sqlite3.connect(root / ".kbase" / "cache" / CACHE_FILE)
+        for table in tables:  # each run filled them again
+            assert db.execute(f"SELECT count(*) FROM {table}").fetchone()[0] > 10
+            db.execute(f"DELETE FROM {table}")
+        db.commit()
+        db.close()
+        layer = mine(tmp_path / "repo", root, RECIPE, full=True)
+        assert layer.commits_cached == 0
+        assert layer.blobs_parsed == 0 and layer.blobs_cached >= first.blobs_parsed
+        assert _cards(root) == cards
 
     monkeypatch.setenv("KBASE_MINE_CACHE", "0")
     off = mine(tmp_path / "repo", tmp_path / "kb-off", RECIPE)
@@ -98,6 +118,9 @@ def test_cached_definitions_are_those_of_a_fresh_parse_of_the_blob(tmp_path):
             check=True,
         ).stdout
         fresh_ts, fresh_scan, _ = _parse_both(lang, src)
+        if scan is SCAN_PENDING:  # the miner scans error regions only when a change needs it
+            assert fresh_ts.errors and fresh_scan is not None, blob
+            scan = scan_for(lang, src)
         assert (ts.spans, ts.errors, ts.method) == (
             fresh_ts.spans,
             fresh_ts.errors,
@@ -143,6 +166,7 @@ def test_encoding_round_trips_both_parsers(tmp_path):
         assert (back_scan is None) == (scan is None)
         if scan is not None:
             assert back_scan.spans == scan.spans and back_scan.balanced == scan.balanced
+        assert decode(encode((ts, SCAN_PENDING)))[1] is SCAN_PENDING  # a scan not made yet
     cache = DefsCache(tmp_path / "c.sqlite")
     ts, scan, _ = _parse_both("cuda", _versions((".cuh",))[0])
     cache.put("ab" * 20, "cuda", (ts, scan))
