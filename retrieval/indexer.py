@@ -203,7 +203,12 @@ def build_index(
             [c for e in entries for c in e.chunks],
             [e.title for e in entries for _ in e.chunks],
             tmp / "bm25",
-            cache=load_token_cache(prev.path / "bm25") if prev is not None else None,
+            cache=(
+                load_token_cache(prev.path / "bm25", [e.title for e in prev.entries])
+                if prev is not None
+                else None
+            ),
+            entry_titles=[e.title for e in entries],
         )
         _write_vectors(tmp, by_part, fresh, prev_vecs if trust_files else None, store)
         G.write_card_stats(tmp, card_stats)

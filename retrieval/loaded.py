@@ -45,6 +45,11 @@ class LoadedIndex:
         for key in self.entry_partition:
             self.partition_sizes[key] = self.partition_sizes.get(key, 0) + 1
         self._titles: dict[int, frozenset[str]] = {}
+        from kbase.retrieval.lexical import read_title_ids
+
+        got = read_title_ids(gen.path / "bm25")
+        # (flat vocabulary ids, offsets) of every entry's title; None for an older generation
+        self.title_ids = got if got is not None and len(got[1]) == len(self.entries) + 1 else None
         self._tag_sets: dict[tuple[str, ...], frozenset[str]] = {}
         from kbase.retrieval.vector_files import GenVectors
 
@@ -94,6 +99,26 @@ class LoadedIndex:
             got = frozenset(t for e in self.entries for t in e.tags if t.split("=", 1)[0] in keys)
             self._tag_sets[keys] = got
         return got
+
+    def title_overlap(self, rows: list[int], words: set[str]) -> np.ndarray:
+        """For each entry in rows, how many of these tokens its title has: from the title ids
+        written at index time (vectorised), or by tokenizing the titles for an older index."""
+        if self.title_ids is None:
+            return np.asarray([len(words & self.title_tokens(e)) for e in rows], dtype=np.float64)
+        vocab = self.lexical.vocab
+        qids = np.unique(np.asarray([vocab[t] for t in words if t in vocab], dtype=np.int32))
+        flat, off = self.title_ids
+        r = np.asarray(rows, dtype=np.int64)
+        starts, lengths = off[r], off[r + 1] - off[r]
+        total = int(lengths.sum())
+        if total == 0 or qids.size == 0:
+            return np.zeros(len(rows), dtype=np.float64)
+        # the positions in flat of every row's ids, row after row
+        shift = np.repeat(starts - np.cumsum(lengths) + lengths, lengths)
+        hit = np.isin(flat[shift + np.arange(total)], qids)
+        return np.bincount(
+            np.repeat(np.arange(len(rows)), lengths), weights=hit, minlength=len(rows)
+        )
 
     def title_tokens(self, i: int) -> frozenset[str]:
         """Tokens of entry i's title, computed when a query first needs them (a cold search

@@ -40,6 +40,7 @@ class Candidate:
     entry: Entry
     score: float
     chunk_index: int  # index into entry.chunks of the best-matching chunk
+    source: LoadedIndex | None = None  # the generation it came from (its chunk texts)
 
 
 def normalize_tag(tag: str) -> str:
@@ -283,13 +284,12 @@ class Searcher:
 
         qtok = {t for t in tokens(qp.lexical) if len(t) > 1}
         order = list(rows)
-        if qtok:
+        if qtok and order:
             # PR titles are subject lines, the best summary a card has. A skill's title is one
             # heading among its trigger, description and steps; on the tuning half the feature
             # only helped PR questions.
-            for e in order:
-                if idx.entries[e].kind == "pr":
-                    X[rows[e], col["title"]] = len(qtok & idx.title_tokens(e)) / len(qtok)
+            is_pr = idx.kind[order] == "pr"
+            X[:, col["title"]] = idx.title_overlap(order, qtok) * is_pr / len(qtok)
         entries = idx.entries
         if qp.intent_first:
             dated = sorted((entries[e].date or "", e) for e in order if entries[e].date)
@@ -333,8 +333,11 @@ class Searcher:
         since: str | None = None,
         until: str | None = None,
         weights: dict[str, float] | None = None,
+        fill_texts: bool = True,
     ) -> list[Candidate]:
-        """`weights` overrides the fitted fusion weights (by feature name), for experiments."""
+        """`weights` overrides the fitted fusion weights (by feature name), for experiments.
+        `fill_texts=False` leaves the candidates' chunk texts to the caller (`fill_texts()`),
+        which then reads them for the few hits it keeps."""
         if mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}")
         idx = self.index()
@@ -373,10 +376,27 @@ class Searcher:
             p = pool.chunk[r]
             local = int(idx.chunk_local[p]) if p >= 0 else 0
             out.append(
-                Candidate(entry=idx.entries[pool.entries[r]], score=float(score), chunk_index=local)
+                Candidate(
+                    entry=idx.entries[pool.entries[r]],
+                    score=float(score),
+                    chunk_index=local,
+                    source=idx,
+                )
             )
-        idx.fill_texts([c.entry for c in out])
+        if fill_texts:
+            idx.fill_texts([c.entry for c in out])
         return out
+
+    @staticmethod
+    def fill_texts(cands: list[Candidate]) -> None:
+        """Chunk texts for candidates that search() returned with fill_texts=False, from the
+        generation each came from (a re-index may have published another since)."""
+        by_source: dict[int, tuple[LoadedIndex, list[Entry]]] = {}
+        for c in cands:
+            if c.source is not None:
+                by_source.setdefault(id(c.source), (c.source, []))[1].append(c.entry)
+        for idx, entries in by_source.values():
+            idx.fill_texts(entries)
 
 
 def make_snippet(text: str, query: str, width: int = 240) -> str:

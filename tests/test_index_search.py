@@ -294,6 +294,10 @@ def test_a_searcher_loads_entries_light_and_reads_texts_only_for_hits(tmp_path):
     assert full is not None and light is not None and light.texts is not None
     assert all(c.text for e in full.entries for c in e.chunks)
     assert not any(c.text for e in light.entries for c in e.chunks)
+    one = kb.search("transpose kernel slow, shared memory bank conflicts", k=1)
+    # texts are read for the hit returned, not for every candidate the ranker scored
+    filled = [e.id for e in kb.searcher().index().entries if any(c.text for c in e.chunks)]
+    assert [h.id for h in one] == filled == ["smem-bank-padding"]
     hits = kb.search("transpose kernel slow, shared memory bank conflicts")
     assert hits[0].id == "smem-bank-padding" and "bank" in hits[0].snippet.lower()
     steps = [s for s in kb.get("warp-shuffle-sum").sections if s.title == "trigger"]
@@ -303,3 +307,75 @@ def test_a_searcher_loads_entries_light_and_reads_texts_only_for_hits(tmp_path):
     idx.fill_texts(idx.entries)
     got = {c.id: c.text for e in idx.entries for c in e.chunks}
     assert got == {c.id: c.text for e in full.entries for c in e.chunks}
+
+
+def test_title_feature_from_index_time_ids_equals_tokenizing_the_titles(kb_root, tmp_path):
+    """The ranker's title feature reads title ids written at index time; a generation written
+    before them (no title files) tokenizes the titles instead, to the same numbers."""
+    from kbase.retrieval.fusion import FEATURES
+    from kbase.retrieval.indexer import build_index
+    from kbase.retrieval.lexical import TITLE_OFFSETS_FILE, TITLE_TOKENS_FILE
+    from kbase.retrieval.query import plan
+    from kbase.retrieval.tokenize import tokens
+
+    from kbase.schema import Chunk, Entry
+
+    write_topic_skills(kb_root)
+    titles = [
+        "Fix FlashMLA decode hang on sm90",
+        "Add fp8 blockwise GEMM for MoE",
+        "Paged KV cache prefill: support sliding window attention",
+        "修复 共享内存 bank 冲突",
+    ]
+    cards = []
+    for n, title in enumerate(titles, start=1):
+        eid = f"pr:demo#{n}"
+        path = f"pr_archive/demo/{n}.md"
+        cards.append(
+            Entry(
+                id=eid,
+                kind="pr",
+                title=title,
+                path=path,
+                content_hash=f"h{n}" * 8,
+                chunks=[
+                    Chunk(
+                        id=f"{eid}::0",
+                        entry_id=eid,
+                        kind="pr",
+                        section="summary",
+                        text=f"{title}. Touches the attention kernels.",
+                        line=1,
+                        path=path,
+                    )
+                ],
+                repo="demo",
+                pr=n,
+            )
+        )
+    kb = KnowledgeBase(root=kb_root, home=tmp_path / "home")
+    build_index(kb.root, kb.home, kb.embedder, extra_entries=cards)
+    queries = ["flash mla decode hangs", "sliding window attention prefill", "bank 冲突 fp8 gemm"]
+
+    def title_column(kb):
+        idx = kb.searcher().index()
+        out = {}
+        for q in queries:
+            pool = kb.searcher().pool(idx, plan(q))
+            for row, e in enumerate(pool.entries):
+                out[(q, idx.entries[e].id)] = float(pool.features[row, FEATURES.index("title")])
+        return idx, out
+
+    idx, fast = title_column(kb)
+    assert idx.title_ids is not None
+    for (q, eid), got in fast.items():
+        e = idx.entries[idx.by_id[eid]]
+        words = {t for t in tokens(plan(q).lexical) if len(t) > 1}
+        want = len(words & set(tokens(e.title))) / len(words) if e.kind == "pr" else 0.0
+        assert got == pytest.approx(want), (q, eid)
+    assert max(fast.values()) > 0.5
+    bm25 = kb.home / "gens" / idx.gen_id / "bm25"
+    (bm25 / TITLE_TOKENS_FILE).unlink()
+    (bm25 / TITLE_OFFSETS_FILE).unlink()
+    old_idx, slow = title_column(KnowledgeBase(root=kb_root, home=kb.home))
+    assert old_idx.title_ids is None and slow == pytest.approx(fast)
