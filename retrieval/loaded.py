@@ -55,6 +55,8 @@ class LoadedIndex:
 
         self.vectors = GenVectors(gen.path)
         self._row_chunk: dict[str, np.ndarray] = {}
+        self._row_entry: dict[str, np.ndarray] = {}
+        self._by_mask: dict[tuple, tuple[np.ndarray, dict[str, np.ndarray]]] = {}
         self._tag_masks: dict[str, np.ndarray] = {}
         self._masks: dict[tuple, np.ndarray] = {}
 
@@ -74,6 +76,44 @@ class LoadedIndex:
             self._row_chunk[key] = got
         return got
 
+    def row_entries(self, key: str) -> np.ndarray:
+        """Entry index of each row of partition key's vector file (-1: unknown)."""
+        got = self._row_entry.get(key)
+        if got is None:
+            pos = self.row_chunks(key)
+            got = np.where(pos >= 0, self.chunk_entry[np.maximum(pos, 0)], -1)
+            self._row_entry[key] = got
+        return got
+
+    def _mask_cache(
+        self, mask: np.ndarray, mask_key: tuple | None
+    ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        got = self._by_mask.get(mask_key) if mask_key is not None else None
+        if got is None:
+            counts = np.bincount(self.entry_part_no[mask], minlength=len(self.partitions))
+            got = (counts, {})
+            if mask_key is not None:
+                if len(self._by_mask) > 256:
+                    self._by_mask.clear()
+                self._by_mask[mask_key] = got
+        return got
+
+    def masked_counts(self, mask: np.ndarray, mask_key: tuple | None = None) -> dict[str, int]:
+        """Partition -> how many of its entries the mask keeps (cached under mask_key)."""
+        counts = self._mask_cache(mask, mask_key)[0]
+        return {self.partitions[i]: int(counts[i]) for i in np.nonzero(counts)[0]}
+
+    def masked_rows(self, key: str, mask: np.ndarray, mask_key: tuple | None = None) -> np.ndarray:
+        """Rows of partition key's vector file whose entry the mask keeps (cached under
+        mask_key)."""
+        rows = self._mask_cache(mask, mask_key)[1]
+        got = rows.get(key)
+        if got is None:
+            ent = self.row_entries(key)
+            got = np.flatnonzero(mask[np.maximum(ent, 0)] & (ent >= 0))
+            rows[key] = got
+        return got
+
     def tag_mask(self, tag: str) -> np.ndarray:
         """Entries carrying tag, computed once per generation and tag (a scan of every entry
         per query cost ~10 ms at 100k entries)."""
@@ -86,10 +126,6 @@ class LoadedIndex:
                 self._tag_masks.clear()
             self._tag_masks[tag] = got
         return got
-
-    def partitions_of(self, mask: np.ndarray) -> set[str]:
-        hit = np.bincount(self.entry_part_no[mask], minlength=len(self.partitions))
-        return {self.partitions[i] for i in np.nonzero(hit)[0]}
 
     def tags_with_keys(self, keys: tuple[str, ...]) -> frozenset[str]:
         """Every `key=value` tag of the index whose key is in keys; computed once per generation
