@@ -75,6 +75,41 @@ def test_unchanged_entries_are_never_re_embedded(kb, kb_root):
     assert kb.search("explicit mantissa bits", k=1)[0].id == "tl-dot-tf32"
 
 
+def test_noop_reindex_keeps_the_generation_and_an_edit_embeds_only_changed_chunks(kb, kb_root):
+    from kbase.retrieval import generations as G
+    from kbase.retrieval.vector_files import GenVectors
+
+    def vectors(gen_path) -> dict[tuple[str, str], object]:
+        """(entry id, chunk suffix) -> vector, from a generation's skill vector file."""
+        v = GenVectors(gen_path)
+        ids = v.ids("skill")
+        got = v.vectors_of("skill", ids)
+        return {(i.split("::")[0], i.split("::")[2]): got[i] for i in ids}
+
+    first = kb.index()
+    again = kb.index()
+    assert again.generation == first.generation and again.embedded_chunks == 0
+    assert sorted(p.name for p in (kb.home / "gens").iterdir()) == [first.generation]
+    before = vectors(kb.home / "gens" / first.generation)
+    f = kb_root / "skills" / "tl-dot-tf32" / "SKILL.md"
+    f.write_text(f.read_text().replace("TF32 keeps 10 mantissa bits.", "TF32 drops 13 bits."))
+    edited = kb.index()
+    assert edited.generation != first.generation and edited.embedded_entries == ["tl-dot-tf32"]
+    gen = G.load_generation(kb.home)  # full: texts of every entry joined back
+    assert gen is not None
+    entry = next(e for e in gen.entries if e.id == "tl-dot-tf32")
+    changed = [c.id.split("::")[2] for c in entry.chunks if "drops 13 bits" in c.text]
+    assert len(changed) == 1 and edited.embedded_chunks == 1 < len(entry.chunks)
+    after = vectors(gen.path)
+    assert after.keys() == before.keys()
+    for (eid, suffix), vec in after.items():
+        same = (vec == before[(eid, suffix)]).all()
+        assert same == (suffix not in changed or eid != "tl-dot-tf32"), (eid, suffix)
+    # the other entries' texts were carried over as stored
+    assert all(c.text for e in gen.entries for c in e.chunks)
+    assert kb.search("TF32 drops 13 bits", k=1)[0].id == "tl-dot-tf32"
+
+
 def test_deleted_file_leaves_the_index(kb, kb_root):
     kb.index()
     (kb_root / "skills" / "int64-offsets" / "SKILL.md").unlink()
