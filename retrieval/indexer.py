@@ -145,10 +145,10 @@ def build_index(
             return stores[0]
 
         for e in entries:
+            if prevs.owns(e):
+                continue  # taken over from prev: its chunks have their vector ids already
             for c in e.chunks:
-                vid = _vector_id(c, e.content_hash)
-                if c.id != vid:  # an entry taken over from prev has its vector ids already
-                    c.id = vid
+                c.id = _vector_id(c, e.content_hash)
         wanted = [c.id for e in entries for c in e.chunks]
         by_part: dict[str, list[str]] = {}
         for e in entries:
@@ -193,10 +193,9 @@ def build_index(
             kept = prevs.kept_vectors(
                 todo, prev_vecs if trust_files else None, dense_chunks, partition_key
             )
-            if kept:
-                pairs = [(e, c) for e in todo for c in dense_chunks(e) if c.id in kept]
-                _upsert(store, pairs, [kept[c.id] for _, c in pairs])
-                fresh.update(kept)
+            fresh.update(kept)
+            # upserted with the first batch embedded: each Chroma upsert call costs ~0.1 s
+            pending = [(e, c) for e in todo for c in dense_chunks(e) if c.id in kept]
             chunks = [(e, c) for e in todo for c in dense_chunks(e) if c.id not in kept]
             if chunks:
                 if progress:
@@ -215,9 +214,12 @@ def build_index(
                     vecs = embedder.embed(texts)
                 for j, (_, c) in enumerate(part):
                     fresh[c.id] = vecs[j]
-                _upsert(store, part, vecs)
+                _upsert(store, pending + part, [fresh[c.id] for _, c in pending + part])
+                pending = []
                 if progress:
                     progress("embed", min(i + len(part), len(chunks)), len(chunks))
+            if pending:
+                _upsert(store, pending, [fresh[c.id] for _, c in pending])
             rep.embedded_entries = sorted(e.id for e in todo)
             rep.embedded_chunks = len(chunks)
         rep.seconds["embed"] = time.perf_counter() - t2
@@ -233,7 +235,8 @@ def build_index(
                 if prev is not None
                 else None
             )
-            prevs.fill_token_misses(entries, lambda cid: cache is not None and cid in cache.row)
+            if cache is None:  # else it holds every chunk of the entries taken over from prev
+                prevs.fill(entries)
             build_bm25(
                 [c for e in entries for c in e.chunks],
                 [e.title for e in entries for _ in e.chunks],

@@ -50,6 +50,7 @@ class TokenCache:
         self.flat = flat
         self.off = off
         self.titles: dict[str, np.ndarray] = {}  # title -> its ids (see title_ids)
+        self.vocab_json = ""  # the vocabulary file as stored (extended, not re-encoded)
 
     def get(self, chunk_id: str) -> np.ndarray | None:
         i = self.row.get(chunk_id)
@@ -67,7 +68,8 @@ def load_token_cache(bm25_dir: Path, titles: list[str] | None = None) -> TokenCa
         fingerprint = (bm25_dir / TOKENIZER_FILE).read_text(encoding="utf-8").strip()
         if fingerprint != tokenizer_fingerprint():
             return None
-        vocab = json.loads((bm25_dir / "vocab.index.json").read_text(encoding="utf-8"))
+        vocab_json = (bm25_dir / "vocab.index.json").read_text(encoding="utf-8")
+        vocab = json.loads(vocab_json)
         ids = (bm25_dir / IDS_FILE).read_text(encoding="utf-8").split("\n")
         flat = np.load(bm25_dir / TOKENS_FILE)
         off = np.load(bm25_dir / OFFSETS_FILE)
@@ -76,6 +78,7 @@ def load_token_cache(bm25_dir: Path, titles: list[str] | None = None) -> TokenCa
     if len(off) != len(ids) + 1:
         return None
     cache = TokenCache(vocab, ids, flat, off)
+    cache.vocab_json = vocab_json
     got = read_title_ids(bm25_dir)
     if titles is not None and got is not None and len(got[1]) == len(titles) + 1:
         tflat, toff = got
@@ -163,7 +166,7 @@ def build_bm25(
     np.save(path / "data.csc.index.npy", scores)
     np.save(path / "indices.csc.index.npy", d.astype(np.int32))
     np.save(path / "indptr.csc.index.npy", indptr)
-    (path / "vocab.index.json").write_text(json.dumps(vocab, ensure_ascii=False), "utf-8")
+    (path / "vocab.index.json").write_text(_vocab_json(vocab, cache), "utf-8")
     # exactly the keys bm25s writes, so readers of earlier kbase versions (bm25s.BM25.load)
     # still open an index this one wrote; the tokenizer fingerprint goes in its own file
     params = {
@@ -185,6 +188,21 @@ def build_bm25(
     np.save(path / TOKENS_FILE, flat)
     np.save(path / OFFSETS_FILE, offsets)
     (path / IDS_FILE).write_text("\n".join(i.replace("\n", " ") for i in ids), "utf-8")
+
+
+def _vocab_json(vocab: dict[str, int], cache: TokenCache | None) -> str:
+    """The vocabulary as JSON. Built from a cache, it is the cached one plus tokens appended
+    in order, so the stored text is extended rather than the whole of it encoded again."""
+    import json
+
+    old = cache.vocab_json.rstrip() if cache is not None else ""
+    n = len(cache.vocab) if cache is not None else 0
+    if not (n and old.endswith("}") and len(vocab) >= n):
+        return json.dumps(vocab, ensure_ascii=False)
+    if len(vocab) == n:
+        return old
+    added = dict(list(vocab.items())[n:])
+    return old[:-1] + ", " + json.dumps(added, ensure_ascii=False)[1:]
 
 
 class Lexical:

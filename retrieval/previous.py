@@ -41,12 +41,9 @@ class Previous:
             self._lines = self.gen.texts.lines()
         return self._lines[i]
 
-    def fill_token_misses(self, entries: list[Entry], has_tokens: Callable[[str], bool]) -> None:
-        """Texts for previous entries with a chunk the BM25 token cache lacks (all of them
-        when there is no cache): BM25 tokenizes those."""
-        self.fill(
-            e for e in entries if id(e) in self._pos and not all(has_tokens(c.id) for c in e.chunks)
-        )
+    def owns(self, e: Entry) -> bool:
+        """True for an entry object taken over from the previous generation."""
+        return id(e) in self._pos
 
     def kept_vectors(
         self,

@@ -90,3 +90,20 @@ def test_title_ids_are_the_titles_tokens_and_survive_the_cache(tmp_path):
     renamed = ["Revert FlashMLA decode", titles[1], titles[2]]
     build_bm25(chunks, renamed, tmp_path / "g2", cache=cache, entry_titles=renamed)
     assert _title_words(tmp_path / "g2", 3) == [set(tokens(t)) for t in renamed]
+
+
+def test_vocabulary_extended_from_the_cache_is_the_full_vocabulary(tmp_path):
+    import json
+
+    build_bm25(_chunks(TEXTS[:2]), ["t"] * 2, tmp_path / "g1")
+    cache = load_token_cache(tmp_path / "g1")
+    build_bm25(_chunks(TEXTS), ["t"] * len(TEXTS), tmp_path / "g2", cache=cache)
+    got = json.loads((tmp_path / "g2" / "vocab.index.json").read_text(encoding="utf-8"))
+    assert "共享" in got and len(got) > len(cache.vocab)
+    assert list(got)[: len(cache.vocab)] == list(cache.vocab)
+    assert Lexical(tmp_path / "g2").scores("bank conflicts").argmax() == 1
+    same = load_token_cache(tmp_path / "g2")
+    build_bm25(_chunks(TEXTS), ["t"] * len(TEXTS), tmp_path / "g3", cache=same)
+    assert (tmp_path / "g3" / "vocab.index.json").read_text(encoding="utf-8") == (
+        tmp_path / "g2" / "vocab.index.json"
+    ).read_text(encoding="utf-8")
