@@ -95,7 +95,7 @@ def claim_views(root: Path, name: str) -> list[ClaimView]:
     key = (str(root), name, state, tuple(sig))
     got = _memory.get(key)
     if got is not None:
-        return [v.model_copy(deep=True) for v in got]
+        return list(got)  # the views are shared between calls: read them, never change them
     disk = _read_disk(root)
     row = disk.get("skills", {}).get(name) if disk.get("state") == state else None
     out: list[ClaimView] | None = None
@@ -113,7 +113,7 @@ def claim_views(root: Path, name: str) -> list[ClaimView]:
     if len(_memory) > 4096:
         _memory.clear()
     _memory[key] = out
-    return [v.model_copy(deep=True) for v in out]
+    return list(out)
 
 
 def _compute(root: Path, path: Path, name: str) -> list[ClaimView]:
