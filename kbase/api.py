@@ -224,6 +224,7 @@ class KnowledgeBase(ValidateAPI, ArchiveAPI, ExperienceAPI):
             mode=q.mode,
             since=q.since,
             until=q.until,
+            fill_texts=False,  # texts and snippets below, for the hits returned only
         )
         statuses = self.statuses(q.env) if any(c.entry.kind == "skill" for c in cands) else {}
         hits: list[Hit] = []
@@ -243,7 +244,7 @@ class KnowledgeBase(ValidateAPI, ArchiveAPI, ExperienceAPI):
                     path=c.entry.path,
                     line=chunk.line if chunk else c.entry.line,
                     section=chunk.section if chunk else "",
-                    snippet=make_snippet(chunk.text, q.query) if chunk else "",
+                    snippet="",
                     repo=c.entry.repo,
                     pr=c.entry.pr,
                     verified_on=on,
@@ -257,7 +258,10 @@ class KnowledgeBase(ValidateAPI, ArchiveAPI, ExperienceAPI):
             # Failing entries stay findable but rank below healthy ones.
             hits.sort(key=lambda h: h.status in STATUS_SPECS and STATUS_SPECS[h.status].demoted)
         hits = hits[: q.k]
+        self.searcher().fill_texts([by_id[h.id] for h in hits])
         for h, c in zip(hits, [by_id[h.id] for h in hits], strict=True):
+            if c.entry.chunks:
+                h.snippet = make_snippet(c.entry.chunks[c.chunk_index].text, q.query)
             # claim views read the ledger: only for the hits returned, not every candidate
             h.claims = self._claims_of(c.entry)
         return SearchResult(query=q.query, hits=hits)

@@ -12,6 +12,7 @@ import json
 import os
 import shutil
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -47,6 +48,15 @@ class ChunkTexts:
     def __init__(self, path: Path):
         self.path = path
         self._offsets: list[int] | None = None
+
+    def lines(self) -> list[bytes]:
+        """Every entry's line of texts.jsonl, as stored (the indexer copies the lines of
+        unchanged entries instead of decoding and encoding them again)."""
+        if self._offsets is None:
+            self._offsets = json.loads((self.path / TEXT_OFFSETS).read_text())
+        data = (self.path / TEXTS).read_bytes()
+        ends = [*self._offsets[1:], len(data)]
+        return [data[a:b] for a, b in zip(self._offsets, ends, strict=True)]
 
     def fill(self, pairs: list[tuple[int, Entry]]) -> None:
         """Give each (position, entry) its chunk texts, where they are still missing."""
@@ -141,7 +151,14 @@ def new_generation_dir(home: Path) -> tuple[str, Path]:
     return gid, path
 
 
-def write_entries(path: Path, entries: list[Entry], meta: dict) -> None:
+def write_entries(
+    path: Path,
+    entries: list[Entry],
+    meta: dict,
+    stored_line: Callable[[Entry], bytes | None] | None = None,
+) -> None:
+    """`stored_line(entry)`: the entry's texts line as a previous generation stored it, for an
+    entry taken over unchanged (its texts may not be loaded), else None."""
     # The entries without their chunk texts (serialized by pydantic's core in one call: the
     # pure-Python encoder took seconds for thousands of PR cards), and the texts one line per
     # entry: a searcher reads the first whole and the second per hit; a full load joins them.
@@ -149,7 +166,9 @@ def write_entries(path: Path, entries: list[Entry], meta: dict) -> None:
     offsets, pos = [], 0
     with open(path / TEXTS, "wb") as fh:
         for e in entries:
-            line = json.dumps([c.text for c in e.chunks], ensure_ascii=False).encode() + b"\n"
+            line = stored_line(e) if stored_line is not None else None
+            if line is None:
+                line = json.dumps([c.text for c in e.chunks], ensure_ascii=False).encode() + b"\n"
             offsets.append(pos)
             pos += len(line)
             fh.write(line)

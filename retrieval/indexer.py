@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from kbase.retrieval.collect import collect_entries, parser_fingerprint
+from kbase.retrieval.previous import Previous
 
 from kbase.schema import Chunk, Entry, Problem
 
@@ -94,7 +95,9 @@ def build_index(
     rep = IndexReport()
     t0 = time.perf_counter()
     with G.writer_lock(home):
-        prev = G.load_generation(home)
+        # light: chunk texts are read only where needed (retrieval/previous.py)
+        prev = G.load_generation(home, light=True)
+        prevs = Previous(prev)
         fingerprint = parser_fingerprint()
         reuse = (
             {e.path: e for e in prev.entries}
@@ -142,6 +145,8 @@ def build_index(
             return stores[0]
 
         for e in entries:
+            if prevs.owns(e):
+                continue  # taken over from prev: its chunks have their vector ids already
             for c in e.chunks:
                 c.id = _vector_id(c, e.content_hash)
         wanted = [c.id for e in entries for c in e.chunks]
@@ -162,65 +167,90 @@ def build_index(
         todo = [e for e in entries if any(c.id not in have for c in dense_chunks(e))]
         rep.seconds["diff"] = time.perf_counter() - t1
 
+        meta = {
+            "root": str(root),
+            "entries": len(entries),
+            "parser": fingerprint,
+            "vector_store": store_where,
+        }
+        from kbase.retrieval.lexical import tokenizer_fingerprint
+
+        noop = (
+            not todo
+            and not rep.removed_entries
+            and trust_files
+            and prevs.unchanged(
+                entries, card_stats, meta, by_part, prev_vecs, tokenizer_fingerprint()
+            )
+        )
+
         t2 = time.perf_counter()
-        fresh: dict[str, Any] = {}  # chunk id -> vector embedded in this run
+        fresh: dict[str, Any] = {}  # chunk id -> vector embedded (or kept) in this run
+        embedder = None
         if todo:
-            if progress:
-                progress("loading the embedding model", 0, 0)
-            embedder = embedder_factory()
-            rep.backend = getattr(embedder, "backend", "torch")
-            if batch is None:  # a GPU is only busy with thousands of texts a call
-                batch = 256 if str(getattr(embedder, "device", "cpu")) == "cpu" else 4096
-            chunks = [(e, c) for e in todo for c in dense_chunks(e)]
+            prevs.fill(todo)  # texts to embed, for entries taken over whose vectors are missing
+            # an edited entry's chunks whose text did not change keep their vectors
+            kept = prevs.kept_vectors(
+                todo, prev_vecs if trust_files else None, dense_chunks, partition_key
+            )
+            fresh.update(kept)
+            # upserted with the first batch embedded: each Chroma upsert call costs ~0.1 s
+            pending = [(e, c) for e in todo for c in dense_chunks(e) if c.id in kept]
+            chunks = [(e, c) for e in todo for c in dense_chunks(e) if c.id not in kept]
+            if chunks:
+                if progress:
+                    progress("loading the embedding model", 0, 0)
+                embedder = embedder_factory()
+                rep.backend = getattr(embedder, "backend", "torch")
+                if batch is None:  # a GPU is only busy with thousands of texts a call
+                    batch = 256 if str(getattr(embedder, "device", "cpu")) == "cpu" else 4096
             chunks.sort(key=lambda ec: ec[0].kind != "skill")  # skills first, then PR cards
-            for i in range(0, len(chunks), batch):
-                part = chunks[i : i + batch]
+            for i in range(0, len(chunks), batch or 256):
+                part = chunks[i : i + (batch or 256)]
                 texts = [f"{e.title}\n{c.text}" for e, c in part]
                 if all(e.kind == "pr" for e, _ in part) and hasattr(embedder, "full_length"):
                     vecs = embedder.embed(texts, max_length=PR_MAX_TOKENS)
                 else:
                     vecs = embedder.embed(texts)
-                groups: dict[str, list[int]] = {}
-                for j, (e, c) in enumerate(part):
-                    groups.setdefault(partition_key(e.kind, e.repo), []).append(j)
+                for j, (_, c) in enumerate(part):
                     fresh[c.id] = vecs[j]
-                for key, rows in groups.items():
-                    store().upsert(
-                        key,
-                        [part[j][1].id for j in rows],
-                        [vecs[j] for j in rows],
-                        [{**_metadata(part[j][0]), "section": part[j][1].section} for j in rows],
-                    )
+                _upsert(store, pending + part, [fresh[c.id] for _, c in pending + part])
+                pending = []
                 if progress:
-                    progress("embed", min(i + batch, len(chunks)), len(chunks))
+                    progress("embed", min(i + len(part), len(chunks)), len(chunks))
+            if pending:
+                _upsert(store, pending, [fresh[c.id] for _, c in pending])
             rep.embedded_entries = sorted(e.id for e in todo)
             rep.embedded_chunks = len(chunks)
         rep.seconds["embed"] = time.perf_counter() - t2
 
         t3 = time.perf_counter()
-        gid, tmp = G.new_generation_dir(home)
-        build_bm25(
-            [c for e in entries for c in e.chunks],
-            [e.title for e in entries for _ in e.chunks],
-            tmp / "bm25",
-            cache=load_token_cache(prev.path / "bm25") if prev is not None else None,
-        )
-        _write_vectors(tmp, by_part, fresh, prev_vecs if trust_files else None, store)
-        G.write_card_stats(tmp, card_stats)
-        G.write_entries(
-            tmp,
-            entries,
-            {
-                "root": str(root),
-                "entries": len(entries),
-                "parser": fingerprint,
-                "vector_store": store_where,
-            },
-        )
+        if noop:
+            # nothing changed: the current generation stays (no files written, none published)
+            rep.generation = prev.gen_id if prev is not None else ""
+        else:
+            gid, tmp = G.new_generation_dir(home)
+            cache = (
+                load_token_cache(prev.path / "bm25", [e.title for e in prev.entries])
+                if prev is not None
+                else None
+            )
+            if cache is None:  # else it holds every chunk of the entries taken over from prev
+                prevs.fill(entries)
+            build_bm25(
+                [c for e in entries for c in e.chunks],
+                [e.title for e in entries for _ in e.chunks],
+                tmp / "bm25",
+                cache=cache,
+                entry_titles=[e.title for e in entries],
+            )
+            _write_vectors(tmp, by_part, fresh, prev_vecs if trust_files else None, store)
+            G.write_card_stats(tmp, card_stats)
+            G.write_entries(tmp, entries, meta, stored_line=prevs.stored_line)
+            G.publish(home, gid, tmp)
+            rep.generation = gid
         rep.seconds["bm25+write"] = time.perf_counter() - t3
-        G.publish(home, gid, tmp)
-        rep.generation = gid
-        _refresh_onnx(home, embedder_factory, embedder if todo else None, model_path)
+        _refresh_onnx(home, embedder_factory, embedder, model_path)
 
         if gc and prev is not None:
             kept = set(wanted)
@@ -239,6 +269,22 @@ def build_index(
         if progress:
             progress("done", 1, 1)
     return rep
+
+
+def _upsert(store: Callable[[], Any], pairs: list[tuple[Entry, Chunk]], vecs: Any) -> None:
+    """Vectors of (entry, chunk) pairs into the store, grouped by partition."""
+    from kbase.retrieval.vectors import partition_key
+
+    groups: dict[str, list[int]] = {}
+    for j, (e, _) in enumerate(pairs):
+        groups.setdefault(partition_key(e.kind, e.repo), []).append(j)
+    for key, rows in groups.items():
+        store().upsert(
+            key,
+            [pairs[j][1].id for j in rows],
+            [vecs[j] for j in rows],
+            [{**_metadata(pairs[j][0]), "section": pairs[j][1].section} for j in rows],
+        )
 
 
 def _write_vectors(

@@ -45,11 +45,18 @@ class LoadedIndex:
         for key in self.entry_partition:
             self.partition_sizes[key] = self.partition_sizes.get(key, 0) + 1
         self._titles: dict[int, frozenset[str]] = {}
+        from kbase.retrieval.lexical import read_title_ids
+
+        got = read_title_ids(gen.path / "bm25")
+        # (flat vocabulary ids, offsets) of every entry's title; None for an older generation
+        self.title_ids = got if got is not None and len(got[1]) == len(self.entries) + 1 else None
         self._tag_sets: dict[tuple[str, ...], frozenset[str]] = {}
         from kbase.retrieval.vector_files import GenVectors
 
         self.vectors = GenVectors(gen.path)
         self._row_chunk: dict[str, np.ndarray] = {}
+        self._row_entry: dict[str, np.ndarray] = {}
+        self._by_mask: dict[tuple, tuple[np.ndarray, dict[str, np.ndarray]]] = {}
         self._tag_masks: dict[str, np.ndarray] = {}
         self._masks: dict[tuple, np.ndarray] = {}
 
@@ -69,6 +76,44 @@ class LoadedIndex:
             self._row_chunk[key] = got
         return got
 
+    def row_entries(self, key: str) -> np.ndarray:
+        """Entry index of each row of partition key's vector file (-1: unknown)."""
+        got = self._row_entry.get(key)
+        if got is None:
+            pos = self.row_chunks(key)
+            got = np.where(pos >= 0, self.chunk_entry[np.maximum(pos, 0)], -1)
+            self._row_entry[key] = got
+        return got
+
+    def _mask_cache(
+        self, mask: np.ndarray, mask_key: tuple | None
+    ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        got = self._by_mask.get(mask_key) if mask_key is not None else None
+        if got is None:
+            counts = np.bincount(self.entry_part_no[mask], minlength=len(self.partitions))
+            got = (counts, {})
+            if mask_key is not None:
+                if len(self._by_mask) > 256:
+                    self._by_mask.clear()
+                self._by_mask[mask_key] = got
+        return got
+
+    def masked_counts(self, mask: np.ndarray, mask_key: tuple | None = None) -> dict[str, int]:
+        """Partition -> how many of its entries the mask keeps (cached under mask_key)."""
+        counts = self._mask_cache(mask, mask_key)[0]
+        return {self.partitions[i]: int(counts[i]) for i in np.nonzero(counts)[0]}
+
+    def masked_rows(self, key: str, mask: np.ndarray, mask_key: tuple | None = None) -> np.ndarray:
+        """Rows of partition key's vector file whose entry the mask keeps (cached under
+        mask_key)."""
+        rows = self._mask_cache(mask, mask_key)[1]
+        got = rows.get(key)
+        if got is None:
+            ent = self.row_entries(key)
+            got = np.flatnonzero(mask[np.maximum(ent, 0)] & (ent >= 0))
+            rows[key] = got
+        return got
+
     def tag_mask(self, tag: str) -> np.ndarray:
         """Entries carrying tag, computed once per generation and tag (a scan of every entry
         per query cost ~10 ms at 100k entries)."""
@@ -82,10 +127,6 @@ class LoadedIndex:
             self._tag_masks[tag] = got
         return got
 
-    def partitions_of(self, mask: np.ndarray) -> set[str]:
-        hit = np.bincount(self.entry_part_no[mask], minlength=len(self.partitions))
-        return {self.partitions[i] for i in np.nonzero(hit)[0]}
-
     def tags_with_keys(self, keys: tuple[str, ...]) -> frozenset[str]:
         """Every `key=value` tag of the index whose key is in keys; computed once per generation
         (the façade checks filter names against it on every filtered search)."""
@@ -94,6 +135,26 @@ class LoadedIndex:
             got = frozenset(t for e in self.entries for t in e.tags if t.split("=", 1)[0] in keys)
             self._tag_sets[keys] = got
         return got
+
+    def title_overlap(self, rows: list[int], words: set[str]) -> np.ndarray:
+        """For each entry in rows, how many of these tokens its title has: from the title ids
+        written at index time (vectorised), or by tokenizing the titles for an older index."""
+        if self.title_ids is None:
+            return np.asarray([len(words & self.title_tokens(e)) for e in rows], dtype=np.float64)
+        vocab = self.lexical.vocab
+        qids = np.unique(np.asarray([vocab[t] for t in words if t in vocab], dtype=np.int32))
+        flat, off = self.title_ids
+        r = np.asarray(rows, dtype=np.int64)
+        starts, lengths = off[r], off[r + 1] - off[r]
+        total = int(lengths.sum())
+        if total == 0 or qids.size == 0:
+            return np.zeros(len(rows), dtype=np.float64)
+        # the positions in flat of every row's ids, row after row
+        shift = np.repeat(starts - np.cumsum(lengths) + lengths, lengths)
+        hit = np.isin(flat[shift + np.arange(total)], qids)
+        return np.bincount(
+            np.repeat(np.arange(len(rows)), lengths), weights=hit, minlength=len(rows)
+        )
 
     def title_tokens(self, i: int) -> frozenset[str]:
         """Tokens of entry i's title, computed when a query first needs them (a cold search

@@ -14,21 +14,13 @@ from typing import Any
 
 import numpy as np
 from kbase.retrieval import fusion as F
+from kbase.retrieval.dense import CANDIDATES
 from kbase.retrieval.loaded import LoadedIndex
 from kbase.retrieval.query import QueryPlan, plan
 
 from kbase.closed_sets import MODES as _PUBLIC_MODES
 from kbase.schema import Entry
 
-CANDIDATES = 100  # per retriever, entry level
-DENSE_PER_PARTITION = 150  # chunk hits asked of each Chroma collection
-# A partition of at most this many vectors is scored from the generation's vector file with one
-# matrix product (exact, ~1 ms per 10k rows here) instead of Chroma's HNSW index; larger ones go
-# to Chroma. Embedded store only: with a Chroma server the server answers.
-LOCAL_MAX_ROWS = 20_000
-# A tag filter keeping at least this share of the entries of the partitions it touches is applied
-# to the dense hits afterwards (asking for proportionally more) instead of as a Chroma `where`.
-MIN_POST_FILTER_SHARE = 0.1
 # The public modes (kbase.closed_sets.MODES) plus "rrf": the old reciprocal-rank fusion, kept
 # for the benchmarks' side-by-side comparison only.
 MODES = (*_PUBLIC_MODES, "rrf")
@@ -40,6 +32,7 @@ class Candidate:
     entry: Entry
     score: float
     chunk_index: int  # index into entry.chunks of the best-matching chunk
+    source: LoadedIndex | None = None  # the generation it came from (its chunk texts)
 
 
 def normalize_tag(tag: str) -> str:
@@ -51,14 +44,6 @@ def normalize_tag(tag: str) -> str:
     key, value = (s.strip() for s in tag.split("=", 1))
     canon = canonical_value(key, value)
     return f"{key}={canon or value}"
-
-
-def _where(tags: list[str] | None) -> dict | None:
-    """Tag filters stay a Chroma `where` inside the chosen partitions (kind and repo need none)."""
-    conds = [{f"t:{t}": True} for t in tags or []]
-    if not conds:
-        return None
-    return conds[0] if len(conds) == 1 else {"$and": conds}
 
 
 def _best_per_entry(
@@ -121,7 +106,20 @@ class Searcher:
         self._loaded: LoadedIndex | None = None
         self._stamp: tuple[int, int] | None = None
         self._lock = threading.Lock()
+        self._threads: Any = None
         self.weights = F.weights_vector()
+
+    def _background(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """A future for fn(*args) on the searcher's threads: the query embedding (ONNX Runtime)
+        and Chroma's kNN release the GIL, so they run while this thread scores BM25 and the
+        vector files."""
+        if self._threads is None:
+            from concurrent.futures import ThreadPoolExecutor
+
+            with self._lock:
+                if self._threads is None:
+                    self._threads = ThreadPoolExecutor(4, thread_name_prefix="kbase-search")
+        return self._threads.submit(fn, *args)
 
     def index(self) -> LoadedIndex | None:
         from kbase.retrieval import generations as G
@@ -154,16 +152,17 @@ class Searcher:
         return _best_per_entry(idx.lexical.scores(text), idx, mask)
 
     def _query_store(
-        self, vec, keys: list[str], where, n: int = DENSE_PER_PARTITION
-    ) -> list[tuple[str, float]]:
-        try:
-            return self.store().query(vec, n=n, keys=keys, where=where)
-        except Exception as exc:  # noqa: BLE001
+        self, vec, asks: list[tuple[str, int, Any]], background: bool = False
+    ) -> Callable[[], list[tuple[str, float]]]:
+        """The store's rows for the asks, started now (on its threads when background) and
+        collected by calling the result."""
+
+        def retry(exc: Exception) -> list[tuple[str, float]]:
             # A re-index by another process can leave this reader's handles pointing at
             # deleted collections or vectors: reopen once, then fall back to BM25 alone.
             self._reset_store()
             try:
-                return self.store().query(vec, n=n, keys=keys, where=where)
+                return self.store().query_each(vec, asks)
             except Exception:  # noqa: BLE001
                 print(
                     f"kbase: warning: vector search failed ({type(exc).__name__}: {exc}); "
@@ -172,73 +171,42 @@ class Searcher:
                 )
                 return []
 
-    def _local_keys(self, idx: LoadedIndex, keys: list[str]) -> list[str]:
-        if not self.local_vectors:
-            return []
-        v = idx.vectors
-        return [k for k in keys if k in v.parts and v.rows(k) <= LOCAL_MAX_ROWS]
+        try:
+            wait = self.store().submit_each(vec, asks, background=background)
+        except Exception as exc:  # noqa: BLE001
+            rows = retry(exc)
+            return lambda: rows
 
-    def _dense_local(
-        self, idx: LoadedIndex, vec, keys: list[str], mask
-    ) -> list[tuple[int, int, float]]:
-        """(entry, chunk position, cosine) best first, at most CANDIDATES entries, from the
-        vector files; the mask is applied exactly, so tag filters need no post-filter slack."""
-        from kbase.retrieval.vector_files import top_entries
+        def collect() -> list[tuple[str, float]]:
+            try:
+                return wait()
+            except Exception as exc:  # noqa: BLE001
+                return retry(exc)
 
-        parts = [(idx.vectors.matrix(k), idx.row_chunks(k)) for k in keys]
-        return top_entries(
-            parts, np.asarray(vec, dtype=np.float32), idx.chunk_entry, mask, CANDIDATES
-        )
+        return collect
+
+    def _embed(self, text: str) -> np.ndarray:
+        return np.asarray(self._embedder_factory().embed_query(text), dtype=np.float32)
 
     def _dense(
-        self, idx: LoadedIndex, text: str, kind, repo, tags, mask=None
+        self, idx: LoadedIndex, text: str, kind, repo, tags, mask=None, mask_key=None, vec=None
     ) -> list[tuple[int, int, float]]:
-        keys = idx.partitions_for(kind, repo)
-        if mask is not None:
-            keys = [k for k in keys if k in idx.partitions_of(mask)]
-        if not keys:
-            return []
-        local = self._local_keys(idx, keys)
-        remote = [k for k in keys if k not in local]
-        vec = self._embedder_factory().embed_query(text)
-        out = self._dense_local(idx, vec, local, mask) if local else []
-        if remote:
-            out += self._dense_store(idx, vec, remote, tags, mask)
-            if local:
-                out.sort(key=lambda r: -r[2])
-                out = out[:CANDIDATES]
-        return out
+        """(entry, chunk position, cosine) best first, at most CANDIDATES entries. `vec`: the
+        query's embedding (a future or an array) when the caller has started it already."""
+        from kbase.retrieval import dense as D
 
-    def _dense_store(
-        self, idx: LoadedIndex, vec, keys: list[str], tags, mask
-    ) -> list[tuple[int, int, float]]:
-        n = DENSE_PER_PARTITION
-        where = _where(tags)
-        if where is not None and mask is not None:
-            # Tags: the mask applied to the hits afterwards (a Chroma `where` scans metadata:
-            # several times slower). A rare tag asks for more hits; one too rare even for that
-            # falls back to the `where`.
-            share = mask.sum() / max(1, sum(idx.partition_sizes[k] for k in keys))
-            if share >= MIN_POST_FILTER_SHARE:
-                where, n = None, int(min(DENSE_PER_PARTITION / share, 10 * DENSE_PER_PARTITION))
-        rows = self._query_store(vec, keys, where, n)
-        out, seen = [], set()
-        for cid, sim in rows:
-            p = idx.chunk_ids.get(cid)
-            if p is not None:
-                e = int(idx.chunk_entry[p])
-            else:
-                # A vector from a newer/older generation of the same entry: credit the entry.
-                found = idx.by_id.get(cid.split("::", 1)[0])
-                if found is None:
-                    continue
-                e = found
-                p = -1
-            if e not in seen and (mask is None or mask[e]):
-                seen.add(e)
-                out.append((e, p, sim))
-                if len(out) >= CANDIDATES:
-                    break
+        dp = D.plan_dense(idx, kind, repo, tags, mask, mask_key, self.local_vectors)
+        if not dp.local and not dp.asks:
+            return []
+        if vec is None:
+            vec = self._embed(text)
+        elif hasattr(vec, "result"):
+            vec = vec.result()
+        # Chroma's kNN runs on the store's threads while this one scores the vector files.
+        remote = self._query_store(vec.tolist(), dp.asks, bool(dp.local)) if dp.asks else None
+        out = D.score_local(idx, vec, dp.local, mask) if dp.local else []
+        if remote is not None:
+            out = D.merge(out, D.store_hits(idx, remote(), mask))
         return out
 
     # ------------------------------------------------------------ features
@@ -252,9 +220,12 @@ class Searcher:
         mask=None,
         use_bm25: bool = True,
         use_dense: bool = True,
+        mask_key: tuple | None = None,
     ) -> Pool:
+        """`mask_key`: what the mask was made from, to cache per-filter arrays under."""
+        vec = self._background(self._embed, qp.dense) if use_dense and use_bm25 else None
         bm = self._bm25(idx, qp.lexical, mask) if use_bm25 else []
-        de = self._dense(idx, qp.dense, kind, repo, tags, mask) if use_dense else []
+        de = self._dense(idx, qp.dense, kind, repo, tags, mask, mask_key, vec) if use_dense else []
         rows: dict[int, int] = {}
         chunk: list[int] = []
         for e, p, _ in bm + de:
@@ -283,13 +254,12 @@ class Searcher:
 
         qtok = {t for t in tokens(qp.lexical) if len(t) > 1}
         order = list(rows)
-        if qtok:
+        if qtok and order:
             # PR titles are subject lines, the best summary a card has. A skill's title is one
             # heading among its trigger, description and steps; on the tuning half the feature
             # only helped PR questions.
-            for e in order:
-                if idx.entries[e].kind == "pr":
-                    X[rows[e], col["title"]] = len(qtok & idx.title_tokens(e)) / len(qtok)
+            is_pr = idx.kind[order] == "pr"
+            X[:, col["title"]] = idx.title_overlap(order, qtok) * is_pr / len(qtok)
         entries = idx.entries
         if qp.intent_first:
             dated = sorted((entries[e].date or "", e) for e in order if entries[e].date)
@@ -333,8 +303,11 @@ class Searcher:
         since: str | None = None,
         until: str | None = None,
         weights: dict[str, float] | None = None,
+        fill_texts: bool = True,
     ) -> list[Candidate]:
-        """`weights` overrides the fitted fusion weights (by feature name), for experiments."""
+        """`weights` overrides the fitted fusion weights (by feature name), for experiments.
+        `fill_texts=False` leaves the candidates' chunk texts to the caller (`fill_texts()`),
+        which then reads them for the few hits it keeps."""
         if mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}")
         idx = self.index()
@@ -343,6 +316,7 @@ class Searcher:
         tags = [normalize_tag(t) for t in tags or []]
         qp = plan(query)
         mask = idx.entry_mask(kind, repo, tags, since, until)
+        mask_key = (kind, repo, tuple(tags), since, until)
         pool = self.pool(
             idx,
             qp,
@@ -352,6 +326,7 @@ class Searcher:
             mask,
             use_bm25=mode != "dense",
             use_dense=mode != "bm25",
+            mask_key=mask_key,
         )
         if mode == "bm25":
             order = pool.bm25_order
@@ -373,10 +348,27 @@ class Searcher:
             p = pool.chunk[r]
             local = int(idx.chunk_local[p]) if p >= 0 else 0
             out.append(
-                Candidate(entry=idx.entries[pool.entries[r]], score=float(score), chunk_index=local)
+                Candidate(
+                    entry=idx.entries[pool.entries[r]],
+                    score=float(score),
+                    chunk_index=local,
+                    source=idx,
+                )
             )
-        idx.fill_texts([c.entry for c in out])
+        if fill_texts:
+            idx.fill_texts([c.entry for c in out])
         return out
+
+    @staticmethod
+    def fill_texts(cands: list[Candidate]) -> None:
+        """Chunk texts for candidates that search() returned with fill_texts=False, from the
+        generation each came from (a re-index may have published another since)."""
+        by_source: dict[int, tuple[LoadedIndex, list[Entry]]] = {}
+        for c in cands:
+            if c.source is not None:
+                by_source.setdefault(id(c.source), (c.source, []))[1].append(c.entry)
+        for idx, entries in by_source.values():
+            idx.fill_texts(entries)
 
 
 def make_snippet(text: str, query: str, width: int = 240) -> str:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
@@ -169,10 +169,27 @@ class VectorStore:
         keys: Iterable[str],
         where: dict[str, Any] | None = None,
     ) -> list[tuple[str, float]]:
-        """(chunk id, cosine similarity) best first, over the given partitions."""
-        cols = [c for key in keys if (c := self._col(key, create=False)) is not None]
+        """(chunk id, cosine similarity) best first, over the given partitions, at most n."""
+        return self.query_each(vector, [(k, n, where) for k in keys])[:n]
 
-        def one(col) -> list[tuple[str, float]]:
+    def query_each(
+        self, vector: list[float], asks: Iterable[tuple[str, int, dict[str, Any] | None]]
+    ) -> list[tuple[str, float]]:
+        """(chunk id, cosine similarity) best first: n hits of each (partition, n, where)."""
+        return self.submit_each(vector, asks, background=False)()
+
+    def submit_each(
+        self,
+        vector: list[float],
+        asks: Iterable[tuple[str, int, dict[str, Any] | None]],
+        background: bool = True,
+    ) -> Callable[[], list[tuple[str, float]]]:
+        """query_each started on the store's threads; call the result for the rows (it raises
+        what the query raised). background=False: one partition is asked in this thread."""
+        todo = [(c, n, w) for key, n, w in asks if (c := self._col(key, create=False)) is not None]
+
+        def one(ask) -> list[tuple[str, float]]:
+            col, n, where = ask
             # chromadb >= 1.5 caps n_results at the collection size itself; asking count()
             # first would cost a round trip per query against a server.
             res = col.query(
@@ -188,16 +205,23 @@ class VectorStore:
                 for cid, d in zip(res["ids"][0], res["distances"][0], strict=True)
             ]
 
-        if len(cols) > 1:
+        if len(todo) > 1 or (todo and background):
             # Several large partitions (an unfiltered query at 100k entries): Chroma answers
             # them in parallel, its HNSW search runs outside the GIL.
             if self._pool is None:
                 from concurrent.futures import ThreadPoolExecutor
 
                 self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="kbase-chroma")
-            parts = list(self._pool.map(one, cols))
-        else:
-            parts = [one(c) for c in cols]
-        rows = [r for part in parts for r in part]
-        rows.sort(key=lambda r: -r[1])
-        return rows[:n]
+            futures = [self._pool.submit(one, a) for a in todo]
+
+            def wait() -> list[tuple[str, float]]:
+                return _best_first([r for f in futures for r in f.result()])
+
+            return wait
+        rows = _best_first([r for a in todo for r in one(a)])
+        return lambda: rows
+
+
+def _best_first(rows: list[tuple[str, float]]) -> list[tuple[str, float]]:
+    rows.sort(key=lambda r: -r[1])
+    return rows

@@ -186,3 +186,13 @@ def test_status_rejudges_stored_values_and_counts_claims_in_audit_and_get(tmp_pa
     assert second["status"] == "failing"
     assert any("claim speedup: measured 2.0" in r for r in second["reasons"])
     assert second["claims"]["failed"] == 1
+    # `get` renders claims from a cache (kept beside the statuses): never the stale version
+    cache = tmp_path / ".kbase" / "cache" / "claim-views.json"
+    assert json.loads(cache.read_text())["skills"]["rejudge"]["views"][0]["expect"] == ">= 1.5"
+    got = subprocess.run(
+        [*cli, "get", "rejudge", "--json", "--root", str(tmp_path)], capture_output=True, text=True
+    )
+    speed = json.loads(got.stdout)["claims"][0]
+    assert speed["expect"] == ">= 3" and speed["measured"][0]["holds"] is False
+    assert "(FAILS)" in speed["rendered"]
+    assert json.loads(cache.read_text())["skills"]["rejudge"]["views"][0]["expect"] == ">= 3"

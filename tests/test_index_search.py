@@ -75,6 +75,41 @@ def test_unchanged_entries_are_never_re_embedded(kb, kb_root):
     assert kb.search("explicit mantissa bits", k=1)[0].id == "tl-dot-tf32"
 
 
+def test_noop_reindex_keeps_the_generation_and_an_edit_embeds_only_changed_chunks(kb, kb_root):
+    from kbase.retrieval import generations as G
+    from kbase.retrieval.vector_files import GenVectors
+
+    def vectors(gen_path) -> dict[tuple[str, str], object]:
+        """(entry id, chunk suffix) -> vector, from a generation's skill vector file."""
+        v = GenVectors(gen_path)
+        ids = v.ids("skill")
+        got = v.vectors_of("skill", ids)
+        return {(i.split("::")[0], i.split("::")[2]): got[i] for i in ids}
+
+    first = kb.index()
+    again = kb.index()
+    assert again.generation == first.generation and again.embedded_chunks == 0
+    assert sorted(p.name for p in (kb.home / "gens").iterdir()) == [first.generation]
+    before = vectors(kb.home / "gens" / first.generation)
+    f = kb_root / "skills" / "tl-dot-tf32" / "SKILL.md"
+    f.write_text(f.read_text().replace("TF32 keeps 10 mantissa bits.", "TF32 drops 13 bits."))
+    edited = kb.index()
+    assert edited.generation != first.generation and edited.embedded_entries == ["tl-dot-tf32"]
+    gen = G.load_generation(kb.home)  # full: texts of every entry joined back
+    assert gen is not None
+    entry = next(e for e in gen.entries if e.id == "tl-dot-tf32")
+    changed = [c.id.split("::")[2] for c in entry.chunks if "drops 13 bits" in c.text]
+    assert len(changed) == 1 and edited.embedded_chunks == 1 < len(entry.chunks)
+    after = vectors(gen.path)
+    assert after.keys() == before.keys()
+    for (eid, suffix), vec in after.items():
+        same = (vec == before[(eid, suffix)]).all()
+        assert same == (suffix not in changed or eid != "tl-dot-tf32"), (eid, suffix)
+    # the other entries' texts were carried over as stored
+    assert all(c.text for e in gen.entries for c in e.chunks)
+    assert kb.search("TF32 drops 13 bits", k=1)[0].id == "tl-dot-tf32"
+
+
 def test_deleted_file_leaves_the_index(kb, kb_root):
     kb.index()
     (kb_root / "skills" / "int64-offsets" / "SKILL.md").unlink()
@@ -294,6 +329,10 @@ def test_a_searcher_loads_entries_light_and_reads_texts_only_for_hits(tmp_path):
     assert full is not None and light is not None and light.texts is not None
     assert all(c.text for e in full.entries for c in e.chunks)
     assert not any(c.text for e in light.entries for c in e.chunks)
+    one = kb.search("transpose kernel slow, shared memory bank conflicts", k=1)
+    # texts are read for the hit returned, not for every candidate the ranker scored
+    filled = [e.id for e in kb.searcher().index().entries if any(c.text for c in e.chunks)]
+    assert [h.id for h in one] == filled == ["smem-bank-padding"]
     hits = kb.search("transpose kernel slow, shared memory bank conflicts")
     assert hits[0].id == "smem-bank-padding" and "bank" in hits[0].snippet.lower()
     steps = [s for s in kb.get("warp-shuffle-sum").sections if s.title == "trigger"]
@@ -303,3 +342,75 @@ def test_a_searcher_loads_entries_light_and_reads_texts_only_for_hits(tmp_path):
     idx.fill_texts(idx.entries)
     got = {c.id: c.text for e in idx.entries for c in e.chunks}
     assert got == {c.id: c.text for e in full.entries for c in e.chunks}
+
+
+def test_title_feature_from_index_time_ids_equals_tokenizing_the_titles(kb_root, tmp_path):
+    """The ranker's title feature reads title ids written at index time; a generation written
+    before them (no title files) tokenizes the titles instead, to the same numbers."""
+    from kbase.retrieval.fusion import FEATURES
+    from kbase.retrieval.indexer import build_index
+    from kbase.retrieval.lexical import TITLE_OFFSETS_FILE, TITLE_TOKENS_FILE
+    from kbase.retrieval.query import plan
+    from kbase.retrieval.tokenize import tokens
+
+    from kbase.schema import Chunk, Entry
+
+    write_topic_skills(kb_root)
+    titles = [
+        "Fix FlashMLA decode hang on sm90",
+        "Add fp8 blockwise GEMM for MoE",
+        "Paged KV cache prefill: support sliding window attention",
+        "修复 共享内存 bank 冲突",
+    ]
+    cards = []
+    for n, title in enumerate(titles, start=1):
+        eid = f"pr:demo#{n}"
+        path = f"pr_archive/demo/{n}.md"
+        cards.append(
+            Entry(
+                id=eid,
+                kind="pr",
+                title=title,
+                path=path,
+                content_hash=f"h{n}" * 8,
+                chunks=[
+                    Chunk(
+                        id=f"{eid}::0",
+                        entry_id=eid,
+                        kind="pr",
+                        section="summary",
+                        text=f"{title}. Touches the attention kernels.",
+                        line=1,
+                        path=path,
+                    )
+                ],
+                repo="demo",
+                pr=n,
+            )
+        )
+    kb = KnowledgeBase(root=kb_root, home=tmp_path / "home")
+    build_index(kb.root, kb.home, kb.embedder, extra_entries=cards)
+    queries = ["flash mla decode hangs", "sliding window attention prefill", "bank 冲突 fp8 gemm"]
+
+    def title_column(kb):
+        idx = kb.searcher().index()
+        out = {}
+        for q in queries:
+            pool = kb.searcher().pool(idx, plan(q))
+            for row, e in enumerate(pool.entries):
+                out[(q, idx.entries[e].id)] = float(pool.features[row, FEATURES.index("title")])
+        return idx, out
+
+    idx, fast = title_column(kb)
+    assert idx.title_ids is not None
+    for (q, eid), got in fast.items():
+        e = idx.entries[idx.by_id[eid]]
+        words = {t for t in tokens(plan(q).lexical) if len(t) > 1}
+        want = len(words & set(tokens(e.title))) / len(words) if e.kind == "pr" else 0.0
+        assert got == pytest.approx(want), (q, eid)
+    assert max(fast.values()) > 0.5
+    bm25 = kb.home / "gens" / idx.gen_id / "bm25"
+    (bm25 / TITLE_TOKENS_FILE).unlink()
+    (bm25 / TITLE_OFFSETS_FILE).unlink()
+    old_idx, slow = title_column(KnowledgeBase(root=kb_root, home=kb.home))
+    assert old_idx.title_ids is None and slow == pytest.approx(fast)

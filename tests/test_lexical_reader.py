@@ -64,3 +64,46 @@ def test_incremental_build_equals_a_fresh_one(tmp_path):
     for q in ("warp divergence", "bank conflicts", "fp8 gemm"):
         np.testing.assert_allclose(a.scores(q), b.scores(q), rtol=1e-6)
     assert a.scores("divergence").argmax() == 5
+
+
+def _title_words(path, n):
+    import json
+
+    from kbase.retrieval.lexical import read_title_ids
+
+    vocab = json.loads((path / "vocab.index.json").read_text(encoding="utf-8"))
+    word = {i: w for w, i in vocab.items()}
+    flat, off = read_title_ids(path)
+    assert len(off) == n + 1
+    return [{word[int(i)] for i in flat[off[k] : off[k + 1]]} for k in range(n)]
+
+
+def test_title_ids_are_the_titles_tokens_and_survive_the_cache(tmp_path):
+    chunks = _chunks(TEXTS[:3])
+    titles = ["Fix FlashMLA decode on sm90", "共享内存 bank 冲突", "Add fp8 GEMM"]
+    no_chunks = "an entry without chunks: mbarrier"  # its title words join the vocabulary
+    build_bm25(chunks, titles, tmp_path / "g1", entry_titles=[*titles, no_chunks])
+    want = [set(tokens(t)) for t in [*titles, no_chunks]]
+    assert _title_words(tmp_path / "g1", 4) == want
+    cache = load_token_cache(tmp_path / "g1", [*titles, no_chunks])
+    assert cache is not None and set(cache.titles) == {*titles, no_chunks}
+    renamed = ["Revert FlashMLA decode", titles[1], titles[2]]
+    build_bm25(chunks, renamed, tmp_path / "g2", cache=cache, entry_titles=renamed)
+    assert _title_words(tmp_path / "g2", 3) == [set(tokens(t)) for t in renamed]
+
+
+def test_vocabulary_extended_from_the_cache_is_the_full_vocabulary(tmp_path):
+    import json
+
+    build_bm25(_chunks(TEXTS[:2]), ["t"] * 2, tmp_path / "g1")
+    cache = load_token_cache(tmp_path / "g1")
+    build_bm25(_chunks(TEXTS), ["t"] * len(TEXTS), tmp_path / "g2", cache=cache)
+    got = json.loads((tmp_path / "g2" / "vocab.index.json").read_text(encoding="utf-8"))
+    assert "共享" in got and len(got) > len(cache.vocab)
+    assert list(got)[: len(cache.vocab)] == list(cache.vocab)
+    assert Lexical(tmp_path / "g2").scores("bank conflicts").argmax() == 1
+    same = load_token_cache(tmp_path / "g2")
+    build_bm25(_chunks(TEXTS), ["t"] * len(TEXTS), tmp_path / "g3", cache=same)
+    assert (tmp_path / "g3" / "vocab.index.json").read_text(encoding="utf-8") == (
+        tmp_path / "g2" / "vocab.index.json"
+    ).read_text(encoding="utf-8")

@@ -3,6 +3,7 @@ rendered from the counted ledger rows (never typed into the prose)."""
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 from kbase.validators.rules import minor
@@ -78,12 +79,103 @@ def views(skill, rows: list[dict]) -> list[ClaimView]:
 
 
 def claim_views(root: Path, name: str) -> list[ClaimView]:
-    """The claims of skill `name` under `root`, with their measurements; [] if it has none."""
+    """The claims of skill `name` under `root`, with their measurements; [] if it has none.
+
+    Kept per skill in memory and under .kbase/cache, keyed on the SKILL.md, the ledger, the
+    trusted keys and the code that renders them: parsing a SKILL.md for its claims cost ~12 ms
+    the first time a process returned that skill (every skill hit of a cold `kbase search`)."""
     from kbase.ingest.skills import SKILL_FILE
-    from kbase.validators.status import _load, _rows_by_skill
+    from kbase.validators.ledger import ledger_path
+    from kbase.validators.status import _keys_sig, _stat_sig
 
     root = Path(root).resolve()
-    skill = _load(root / "skills" / name / SKILL_FILE, root)
+    path = root / "skills" / name / SKILL_FILE
+    state = repr((_stat_sig(ledger_path(root)), _keys_sig(root), _code_sig()))
+    sig = list(_stat_sig(path))
+    key = (str(root), name, state, tuple(sig))
+    got = _memory.get(key)
+    if got is not None:
+        return list(got)  # the views are shared between calls: read them, never change them
+    disk = _read_disk(root)
+    row = disk.get("skills", {}).get(name) if disk.get("state") == state else None
+    out: list[ClaimView] | None = None
+    if row is not None and row.get("sig") == sig:
+        try:
+            out = [ClaimView.model_validate(v) for v in row["views"]]
+        except (ValueError, TypeError, KeyError):
+            out = None
+    if out is None:
+        out = _compute(root, path, name)
+        if sig != [0, 0]:
+            skills = dict(disk.get("skills", {})) if disk.get("state") == state else {}
+            skills[name] = {"sig": sig, "views": [v.model_dump(mode="json") for v in out]}
+            _write_disk(root, {"state": state, "skills": skills})
+    if len(_memory) > 4096:
+        _memory.clear()
+    _memory[key] = out
+    return list(out)
+
+
+def _compute(root: Path, path: Path, name: str) -> list[ClaimView]:
+    from kbase.validators.status import _load, _rows_by_skill
+
+    skill = _load(path, root)
     if skill is None or not getattr(skill.meta, "claims", None):
         return []
     return views(skill, _rows_by_skill(root).get(name, []))
+
+
+_memory: dict[tuple, list[ClaimView]] = {}
+_DISK_NAME = "claim-views.json"
+
+
+@functools.cache
+def _code_sig() -> tuple:
+    """Changes with the code that parses a skill and renders its claims (fixed per process)."""
+    import importlib
+
+    from kbase.validators.status import _stat_sig
+
+    mods = (__name__, "kbase.validators.claims", "kbase.validators.rules", "kbase.schema")
+    mods += ("kbase.ingest.skills", "kbase.ingest.markdown", "kbase.ingest.safe_yaml")
+    return tuple(_stat_sig(Path(importlib.import_module(m).__file__ or "")) for m in mods)
+
+
+_disk: dict[str, tuple[tuple, dict]] = {}
+
+
+def _read_disk(root: Path) -> dict:
+    """The cache file's content, read again only when its (mtime, size) changed."""
+    import json
+
+    from kbase.validators.status import _stat_sig
+
+    f = root / ".kbase" / "cache" / _DISK_NAME
+    sig = _stat_sig(f)
+    got = _disk.get(str(f))
+    if got is not None and got[0] == sig:
+        return got[1]
+    try:
+        data = json.loads(f.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        data = {}
+    data = data if isinstance(data, dict) else {}
+    _disk[str(f)] = (sig, data)
+    return data
+
+
+def _write_disk(root: Path, data: dict) -> None:
+    """Atomic replace: concurrent writers lose each other's rows at worst (a later miss)."""
+    import json
+    import os
+    import tempfile
+
+    folder = root / ".kbase" / "cache"
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=".claim-views-", dir=folder)
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            json.dump(data, fh)
+        os.replace(tmp, folder / _DISK_NAME)
+    except OSError:
+        pass  # a read-only root still answers, only slower

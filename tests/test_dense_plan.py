@@ -1,0 +1,120 @@
+"""The dense retriever's plan per partition (retrieval/dense.py), on a real index and a real
+Chroma store: a large partition is asked of Chroma with as many hits as its own filtered share
+needs, a rarer tag becomes a Chroma `where`, and when a filter keeps few of a large partition's
+rows those rows alone are scored from the vector file. Every route gives the exact answer here.
+
+The thresholds that make a partition "large" are lowered so that a small index takes each route.
+"""
+
+from __future__ import annotations
+
+import pytest
+from conftest import write_topic_skills
+from kbase.retrieval import dense as D
+from kbase.retrieval.indexer import build_index
+
+from kbase.api import KnowledgeBase
+from kbase.schema import Chunk, Entry
+
+TAG = "languages=cuda-cpp"
+TOPICS = [
+    "paged kv cache decode attention",
+    "fp8 blockwise gemm scaling",
+    "rmsnorm fused into the prologue",
+    "moe expert routing and token permutation",
+    "sampling kernel top-p with rejection",
+    "rotary embedding for long context",
+    "allreduce fusion across tensor parallel ranks",
+    "sliding window attention mask",
+]
+
+
+def _cards(repo: str, n: int, tag_every: int) -> list[Entry]:
+    out = []
+    for i in range(n):
+        eid = f"pr:{repo}#{i + 1}"
+        path = f"pr_archive/{repo}/{i + 1}.md"
+        text = f"{TOPICS[i % len(TOPICS)]} in {repo}, step {i // len(TOPICS)}"
+        out.append(
+            Entry(
+                id=eid,
+                kind="pr",
+                title=text,
+                path=path,
+                content_hash=f"{repo}{i:04d}".ljust(16, "0"),
+                chunks=[
+                    Chunk(
+                        id=f"{eid}::0",
+                        entry_id=eid,
+                        kind="pr",
+                        section="summary",
+                        text=text,
+                        line=1,
+                        path=path,
+                    )
+                ],
+                tags=[f"repo={repo}"] + ([TAG] if i % tag_every == 0 else []),
+                repo=repo,
+                pr=i + 1,
+            )
+        )
+    return out
+
+
+@pytest.fixture(scope="module")
+def kb(tmp_path_factory, embedder):
+    root = tmp_path_factory.mktemp("dense") / "kb"
+    write_topic_skills(root)
+    kb = KnowledgeBase(root=root, home=root.parent / "home")
+    cards = _cards("alpha", 40, 2) + _cards("beta", 40, 20)  # tag share 0.5 and 0.05
+    build_index(kb.root, kb.home, kb.embedder, extra_entries=cards)
+    return kb
+
+
+def _mask(idx, tags):
+    return idx.entry_mask(None, None, tags), (None, None, tuple(tags), None, None)
+
+
+def test_plan_asks_each_large_partition_for_its_own_share(kb, monkeypatch):
+    idx = kb.searcher().index()
+    mask, key = _mask(idx, [TAG])
+    plan = D.plan_dense(idx, None, None, [TAG], mask, key)
+    # the topic skills have no such tag: their partition is left out
+    assert [k for k, rows in plan.local] == ["pr--alpha", "pr--beta"] and not plan.asks
+
+    monkeypatch.setattr(D, "LOCAL_MAX_ROWS", 0)
+    plan = D.plan_dense(idx, None, None, [TAG], mask, key)
+    rows = dict(plan.local)
+    # the filter keeps 20 of alpha's 40 rows and 2 of beta's: those rows alone are scored
+    assert len(rows["pr--alpha"]) == 20 and len(rows["pr--beta"]) == 2
+    assert all(
+        idx.entries[e].tags.count(TAG) for e in idx.row_entries("pr--beta")[rows["pr--beta"]]
+    )
+
+    monkeypatch.setattr(D, "LOCAL_MASKED_ROWS", 0)
+    asks = {k: (n, where) for k, n, where in D.plan_dense(idx, None, None, [TAG], mask, key).asks}
+    assert asks["pr--alpha"] == (2 * D.DENSE_PER_PARTITION, None)  # share 0.5: twice the hits
+    assert asks["pr--beta"] == (D.DENSE_PER_PARTITION, {f"t:{TAG}": True})  # 0.05: a `where`
+    unfiltered = D.plan_dense(idx, None, None, [], None)
+    assert {n for _, n, w in unfiltered.asks} == {D.DENSE_PER_PARTITION} and not unfiltered.local
+
+
+@pytest.mark.parametrize("tags", [[], [TAG]])
+def test_every_route_returns_the_exact_dense_answer(kb, monkeypatch, tags):
+    s = kb.searcher()
+    idx = s.index()
+    mask, key = _mask(idx, tags) if tags else (None, None)
+    queries = ["fp8 gemm scaling", "decode attention over a paged kv cache", "top-p sampling"]
+
+    def ids(q):
+        return [idx.entries[e].id for e, _, _ in s._dense(idx, q, None, None, tags, mask, key)]
+
+    exact = {q: ids(q) for q in queries}
+    assert all(len(v) >= 10 for v in exact.values())
+    if tags:
+        assert all(TAG in idx.entries[idx.by_id[i]].tags for v in exact.values() for i in v)
+    monkeypatch.setattr(D, "LOCAL_MAX_ROWS", 0)  # large partitions: masked rows, or Chroma
+    assert {q: ids(q) for q in queries} == exact
+    monkeypatch.setattr(D, "LOCAL_MASKED_ROWS", 0)  # large partitions: Chroma alone
+    for q in queries:
+        assert ids(q)[:10] == exact[q][:10], q
