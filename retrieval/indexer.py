@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kbase.retrieval import dense_text as DT
 from kbase.retrieval.collect import collect_entries, parser_fingerprint
 
 from kbase.schema import Chunk, Entry, Problem
@@ -51,8 +52,15 @@ class IndexReport:
 
 def _vector_id(chunk: Chunk, content_hash: str) -> str:
     # The content hash is part of the id, so an edited entry gets new vectors while the
-    # old ones stay queryable until the new generation is published.
-    return f"{chunk.entry_id}::{content_hash[:12]}::{chunk.id.rsplit('::', 1)[-1]}"
+    # old ones stay queryable until the new generation is published. A PR chunk's vector also
+    # depends on how its text is cut for the model (retrieval/dense_text.py, PR_MAX_TOKENS).
+    tag = content_hash[:12]
+    if chunk.kind == "pr":
+        import hashlib
+
+        recipe = f"{content_hash}:{DT.RECIPE}:{PR_MAX_TOKENS}"
+        tag = hashlib.sha256(recipe.encode()).hexdigest()[:12]
+    return f"{chunk.entry_id}::{tag}::{chunk.id.rsplit('::', 1)[-1]}"
 
 
 def dense_chunks(entry: Entry) -> list[Chunk]:
@@ -175,7 +183,7 @@ def build_index(
             chunks.sort(key=lambda ec: ec[0].kind != "skill")  # skills first, then PR cards
             for i in range(0, len(chunks), batch):
                 part = chunks[i : i + batch]
-                texts = [f"{e.title}\n{c.text}" for e, c in part]
+                texts = [DT.dense_text(e, c) for e, c in part]
                 if all(e.kind == "pr" for e, _ in part) and hasattr(embedder, "full_length"):
                     vecs = embedder.embed(texts, max_length=PR_MAX_TOKENS)
                 else:
