@@ -107,6 +107,16 @@ def _runs_table(outcomes: list[Any], paths: dict[str, str]) -> None:
     console.print(table)
 
 
+def _failures_last(outcomes: list[Any], paths: dict[str, str]) -> None:
+    """Repeat the bad runs after everything else: a log's tail (CI shows only that) names them."""
+    bad = [o for o in outcomes if (spec := VERDICT_SPECS.get(o.verdict)) and spec.bad]
+    for o in bad:
+        where = f"{paths.get(o.skill, o.skill)}:{o.line}" if o.line else paths.get(o.skill, o.skill)
+        err_console.print(f"[red]{o.verdict}[/red] {o.skill} [{o.tier}] {where}: {o.message}")
+    if bad:
+        err_console.print(f"{len(bad)} bad run(s) of {len(outcomes)}")
+
+
 def verify(
     names: list[str] = typer.Argument(None, help="skill names or paths (default: all)"),
     tier: str = TierOpt,
@@ -146,6 +156,7 @@ def verify(
         for note in rep.notes:
             err_console.print(f"[yellow]note:[/yellow] {note}")
         err_console.print(f"{len(rep.outcomes)} run(s), {rep.recorded} recorded in the ledger")
+        _failures_last(rep.outcomes, rep.skill_paths)
     if rep.failed:
         raise typer.Exit(1)
 
@@ -215,6 +226,7 @@ def audit(
             typer.echo(str(p))
         if rep.isolation_note:
             err_console.print(f"[yellow]warning:[/yellow] {rep.isolation_note}")
+        _failures_last(rep.outcomes, rep.skill_paths)
     raise typer.Exit(rep.exit_code)
 
 
@@ -287,6 +299,7 @@ def check(
             f"checked {len(rep.skill_paths)} skill(s)"
             + (f" changed since {rep.base}" if rep.base else "")
         )
+        _failures_last(rep.outcomes, rep.skill_paths)
     if rep.failed:
         raise typer.Exit(1)
 
