@@ -1,13 +1,19 @@
 #!/usr/bin/env python3
 """Index build throughput: N PR cards mined from the shared histories, indexed into a fresh home.
 
-    python bench/bench_build.py [--n 2000] [--device cpu|cuda] [--work DIR] [--backends torch,onnx]
+    python bench/bench_build.py [--n 2000] [--device cpu|cuda] [--work DIR]
+        [--backends torch,onnx,onnx-fulltext] [--no-variants] [--quality]
 
 Mines the four histories (bench/devset_kb.py) unless --work already holds them, then builds an
 index of the first N cards (the four archives interleaved) from scratch with each embedding
-backend in turn (on CPU: torch, then ONNX Runtime; side by side, same cards), and prints
-entries/s and embedded chunks/s, model load and ONNX export excluded and reported apart, and how
-closely the two backends' vectors agree (cosine). Writes bench/results/build*.json.
+backend in turn (on CPU: torch, ONNX Runtime, and ONNX Runtime embedding each chunk's full text as
+before retrieval/dense_text.py; side by side, same cards), and prints entries/s and embedded
+chunks/s, model load and ONNX export excluded and reported apart, and how closely the backends'
+vectors agree (cosine). Then (CPU, unless --no-variants) the embedding variants of
+bench/build_variants.py on the same chunks: graph optimisation, int8, text recipe, token limit,
+batch size; with --quality, each text/model variant's Hit@1/Hit@5/MRR on both halves of both dev
+sets (bench/build_quality.py; indexes the whole dev-set knowledge base once per variant).
+Writes bench/results/build*.json.
 """
 
 from __future__ import annotations
@@ -20,41 +26,72 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from build_quality import evaluate_variants, legacy_text, summary_rows, with_variant  # noqa: E402
+from build_variants import length_facts, make_graphs, run_variants  # noqa: E402
 from common import write_result  # noqa: E402
 from devset_kb import mine_archives  # noqa: E402
 
 
-def _int8_trial(onnx_dir: Path, entries: list, fp32) -> dict:
-    """Quantize the export's weights to int8 (dynamic), embed the same PR texts with both, and
-    report speed (CPU time too) and cosine agreement. A trial only: kbase keeps fp32 vectors."""
-    import numpy as np
-    import onnx
-    from kbase.retrieval.indexer import PR_MAX_TOKENS, dense_chunks
-    from kbase.retrieval.onnx_embed import OnnxDocEmbedder
-    from onnxruntime.quantization import QuantType, quantize_dynamic
+def print_variants(variants: list[dict], quality: dict | None, lengths: dict | None) -> None:
+    from rich.console import Console
+    from rich.table import Table
 
-    out = onnx_dir.parent / "onnx-int8"
-    shutil.copytree(onnx_dir, out, dirs_exist_ok=True)
-    quantize_dynamic(
-        str(onnx_dir / "model.onnx"),
-        str(out / "model.onnx"),
-        weight_type=QuantType.QInt8,
-        extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT},
-    )
-    q = OnnxDocEmbedder(out)
-    texts = [f"{e.title}\n{c.text}" for e in entries for c in dense_chunks(e)]
-    row: dict = {"texts": len(texts)}
-    vecs = {}
-    for name, m in (("fp32", fp32), ("int8", q)):
-        t, c = time.perf_counter(), time.process_time()
-        vecs[name] = m.embed(texts, max_length=PR_MAX_TOKENS)
-        row[f"{name}_s"] = round(time.perf_counter() - t, 2)
-        row[f"{name}_cpu_s"] = round(time.process_time() - c, 2)
-    cos = (vecs["fp32"] * vecs["int8"]).sum(axis=1)
-    row["min_cosine"] = round(float(cos.min()), 4)
-    row["mean_cosine"] = round(float(np.mean(cos)), 4)
-    print(f"int8 trial: {row}")
-    return row
+    con = Console(width=160)
+    if variants:
+        t = Table(
+            title="embedding variants, same PR chunks (CPU s: this process; idle est = entries / "
+            "(CPU s / cores)); cosine vs torch on the same texts",
+            title_justify="left",
+        )
+        cols = ("graph", "text", "max tok", "batch tok", "tokens", "CPU s", "wall s")
+        for col in (*cols, "entries/s idle est", "cos min", "cos mean"):
+            t.add_column(col)
+        for r in variants:
+            t.add_row(
+                *(
+                    str(r[k])
+                    for k in (
+                        "graph",
+                        "text",
+                        "max_tokens",
+                        "batch_tokens",
+                        "tokens",
+                        "cpu_s",
+                        "wall_s",
+                        "entries_per_s_idle_est",
+                        "cos_vs_torch_min",
+                        "cos_vs_torch_mean",
+                    )
+                )
+            )
+        con.print(t)
+    if lengths:
+        t = Table(title="dense chunk lengths (word pieces), whole archive", title_justify="left")
+        for col in ("kind/text", "chunks", "mean", "> 128", "> 256", "tok @128", "tok @256"):
+            t.add_column(col)
+        for k, r in lengths.items():
+            t.add_row(
+                k,
+                *(
+                    str(r[x])
+                    for x in (
+                        "chunks",
+                        "mean_tokens",
+                        "over_128",
+                        "over_256",
+                        "tokens_cut_at_128",
+                        "tokens_cut_at_256",
+                    )
+                ),
+            )
+        con.print(t)
+    if quality:
+        t = Table(title="dev-set quality per variant: Hit@1 / Hit@5 / MRR", title_justify="left")
+        for col in ("variant", "set/half", "mode", "score"):
+            t.add_column(col)
+        for row in summary_rows(quality):
+            t.add_row(*row)
+        con.print(t)
 
 
 def main() -> None:
@@ -63,12 +100,16 @@ def main() -> None:
     )
     ap.add_argument("--n", type=int, default=2000, help="entries to index")
     ap.add_argument("--device", default="cpu", help="torch device for the embedding model")
-    ap.add_argument("--backends", default="torch,onnx", help="comma list: torch, onnx (CPU only)")
     ap.add_argument(
-        "--int8",
+        "--backends",
+        default="torch,onnx,onnx-fulltext",
+        help="comma list: torch, onnx, onnx-fulltext (the last two CPU only)",
+    )
+    ap.add_argument("--no-variants", action="store_true", help="skip the embedding variants table")
+    ap.add_argument(
+        "--quality",
         action="store_true",
-        help="also try ONNX Runtime dynamic int8 quantization (needs the onnx package): "
-        "speed and cosine agreement with fp32 on the PR texts; never used by kbase index",
+        help="dev-set quality of the text/model variants (slow: several full index builds)",
     )
     ap.add_argument(
         "--work", type=Path, default=None, help="folder with (or for) the mined archives"
@@ -112,8 +153,9 @@ def main() -> None:
     emb.embed(["warm up the kernels"])
     load_s = time.perf_counter() - t
     onnx_load_s = None
+    ox = None
     onnx_home = work / "onnx-export"
-    if "onnx" in backends:
+    if any(b.startswith("onnx") for b in backends):
         t = time.perf_counter()
         ensure_onnx(onnx_home, default_model_path(), emb)
         ox = OnnxDocEmbedder(onnx_home / "onnx")
@@ -129,11 +171,13 @@ def main() -> None:
         shutil.rmtree(home, ignore_errors=True)
         factory = (lambda: emb) if backend == "torch" else (lambda: ox)
         entries = [e.model_copy(deep=True) for e in chosen]
-        t = time.perf_counter()
-        cpu0 = time.process_time()
-        rep = build_index(empty_root, home, factory, extra_entries=entries)
-        took = time.perf_counter() - t
-        cpu = time.process_time() - cpu0
+        legacy = backend == "onnx-fulltext"
+        with with_variant(legacy_text if legacy else None, "legacy" if legacy else None, None):
+            t = time.perf_counter()
+            cpu0 = time.process_time()
+            rep = build_index(empty_root, home, factory, extra_entries=entries)
+            took = time.perf_counter() - t
+            cpu = time.process_time() - cpu0
         gv = GenVectors(G.load_generation(home).path)
         vecs[backend] = {
             cid: np.asarray(gv.matrix(k)[i]) for k in gv.parts for i, cid in enumerate(gv.ids(k))
@@ -144,6 +188,8 @@ def main() -> None:
             "build_s": round(took, 2),
             "process_cpu_s": round(cpu, 2),
             "entries_per_s": round(rep.entries / took, 1),
+            # what the build would take on idle cores: this process's CPU time spread over them
+            "entries_per_s_idle_est": round(rep.entries / (cpu / cores()), 1),
             "embedded_chunks_per_s": round(
                 rep.embedded_chunks / max(rep.seconds["embed"], 1e-9), 1
             ),
@@ -151,7 +197,7 @@ def main() -> None:
         }
         shutil.rmtree(home, ignore_errors=True)
     agreement = None
-    if "torch" in vecs and "onnx" in vecs:
+    if "torch" in vecs and "onnx" in vecs:  # same text recipe
         common = sorted(set(vecs["torch"]) & set(vecs["onnx"]))
         cos = np.asarray([float(vecs["torch"][c] @ vecs["onnx"][c]) for c in common])
         agreement = {
@@ -159,9 +205,26 @@ def main() -> None:
             "min_cosine": round(float(cos.min()), 6),
             "mean_cosine": round(float(cos.mean()), 6),
         }
-    int8 = _int8_trial(onnx_home / "onnx", chosen, ox) if args.int8 and "onnx" in backends else None
+    variants: list[dict] = []
+    if args.device == "cpu" and not args.no_variants and "onnx" in backends:
+        graphs = make_graphs(emb, onnx_home / "onnx", work / "onnx-variants")
+        variants = run_variants(emb, graphs, chosen, cores())
+    lengths = length_facts(cards, onnx_home / "onnx" / "tokenizer.json") if ox is not None else None
+    quality = None
+    if args.quality:
+        graphs = make_graphs(emb, onnx_home / "onnx", work / "onnx-variants")
+        qv: dict[str, tuple] = {
+            "dense-text": (None, None, None),
+            "full-text": (legacy_text, "legacy", None),
+        }
+        if "fused-ffn-int8" in graphs:
+            ffn = graphs["fused-ffn-int8"] / "model.onnx"
+            qv["dense-text-ffn-int8"] = (None, "ffn-int8", ffn)
+        quality = evaluate_variants(work, qv)
     res = {
-        "int8_trial": int8,
+        "variants": variants,
+        "chunk_lengths_whole_archive": lengths,
+        "quality": quality,
         "device": args.device,
         "cores": cores(),
         "load_avg_1m_at_start": round(os.getloadavg()[0], 2),
@@ -181,19 +244,23 @@ def main() -> None:
         f"{cores()} cores, load {res['load_avg_1m_at_start']}",
         title_justify="left",
     )
-    for col in ("backend", "build s", "entries/s", "chunks/s (embed)", "embed s", "bm25+write s"):
+    cols = ("backend", "build s", "CPU s", "entries/s", "entries/s idle est", "chunks/s (embed)")
+    for col in (*cols, "embed s", "bm25+write s"):
         table.add_column(col)
     for b, r in runs.items():
         table.add_row(
             b,
             str(r["build_s"]),
+            str(r["process_cpu_s"]),
             str(r["entries_per_s"]),
+            str(r["entries_per_s_idle_est"]),
             str(r["embedded_chunks_per_s"]),
             str(r["stages_s"].get("embed")),
             str(r["stages_s"].get("bm25+write")),
         )
     Console(width=140).print(table)
     print(f"model load {res['model_load_s']} s; torch vs onnx vectors: {agreement}")
+    print_variants(variants, quality, lengths)
     name = "build" if args.device == "cpu" else f"build-{args.device.replace(':', '_')}"
     out = write_result(name, res)
     print(f"wrote {out}", file=sys.stderr)

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kbase.retrieval import dense_text as DT
 from kbase.retrieval.collect import collect_entries, parser_fingerprint
 from kbase.retrieval.previous import Previous
 
@@ -52,8 +53,15 @@ class IndexReport:
 
 def _vector_id(chunk: Chunk, content_hash: str) -> str:
     # The content hash is part of the id, so an edited entry gets new vectors while the
-    # old ones stay queryable until the new generation is published.
-    return f"{chunk.entry_id}::{content_hash[:12]}::{chunk.id.rsplit('::', 1)[-1]}"
+    # old ones stay queryable until the new generation is published. A PR chunk's vector also
+    # depends on how its text is cut for the model (retrieval/dense_text.py, PR_MAX_TOKENS).
+    tag = content_hash[:12]
+    if chunk.kind == "pr":
+        import hashlib
+
+        recipe = f"{content_hash}:{DT.RECIPE}:{PR_MAX_TOKENS}"
+        tag = hashlib.sha256(recipe.encode()).hexdigest()[:12]
+    return f"{chunk.entry_id}::{tag}::{chunk.id.rsplit('::', 1)[-1]}"
 
 
 def dense_chunks(entry: Entry) -> list[Chunk]:
@@ -99,9 +107,13 @@ def build_index(
         prev = G.load_generation(home, light=True)
         prevs = Previous(prev)
         fingerprint = parser_fingerprint()
+        # Entries and vectors of the previous generation are taken over only when they were made
+        # by the same parser and the same dense-text recipe (a new recipe re-embeds every card).
+        dense_key = f"{DT.RECIPE}:{PR_MAX_TOKENS}"
+        same_recipe = prev is not None and prev.meta.get("dense") == dense_key
         reuse = (
             {e.path: e for e in prev.entries}
-            if prev is not None and prev.meta.get("parser") == fingerprint
+            if prev is not None and prev.meta.get("parser") == fingerprint and same_recipe
             else {}
         )
         if progress:
@@ -172,6 +184,7 @@ def build_index(
             "entries": len(entries),
             "parser": fingerprint,
             "vector_store": store_where,
+            "dense": dense_key,
         }
         from kbase.retrieval.lexical import tokenizer_fingerprint
 
@@ -191,7 +204,10 @@ def build_index(
             prevs.fill(todo)  # texts to embed, for entries taken over whose vectors are missing
             # an edited entry's chunks whose text did not change keep their vectors
             kept = prevs.kept_vectors(
-                todo, prev_vecs if trust_files else None, dense_chunks, partition_key
+                todo,
+                prev_vecs if trust_files and same_recipe else None,
+                dense_chunks,
+                partition_key,
             )
             fresh.update(kept)
             # upserted with the first batch embedded: each Chroma upsert call costs ~0.1 s
@@ -207,7 +223,7 @@ def build_index(
             chunks.sort(key=lambda ec: ec[0].kind != "skill")  # skills first, then PR cards
             for i in range(0, len(chunks), batch or 256):
                 part = chunks[i : i + (batch or 256)]
-                texts = [f"{e.title}\n{c.text}" for e, c in part]
+                texts = [DT.dense_text(e, c) for e, c in part]
                 if all(e.kind == "pr" for e, _ in part) and hasattr(embedder, "full_length"):
                     vecs = embedder.embed(texts, max_length=PR_MAX_TOKENS)
                 else:
