@@ -224,6 +224,7 @@ def build_index(
             for i in range(0, len(chunks), batch or 256):
                 part = chunks[i : i + (batch or 256)]
                 texts = [DT.dense_text(e, c) for e, c in part]
+                assert embedder is not None  # set above whenever there are chunks to embed
                 if all(e.kind == "pr" for e, _ in part) and hasattr(embedder, "full_length"):
                     vecs = embedder.embed(texts, max_length=PR_MAX_TOKENS)
                 else:
@@ -269,11 +270,11 @@ def build_index(
         _refresh_onnx(home, embedder_factory, embedder, model_path)
 
         if gc and prev is not None:
-            kept = set(wanted)
+            keep = set(wanted)
             stale: dict[str, set[str]] = {}
             for e in prev.entries:
                 for c in dense_chunks(e):
-                    if c.id not in kept:
+                    if c.id not in keep:
                         stale.setdefault(partition_key(e.kind, e.repo), set()).add(c.id)
             for key, gone in stale.items():
                 store().delete(key, gone)

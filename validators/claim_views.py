@@ -136,8 +136,13 @@ def _code_sig() -> tuple:
 
     from kbase.validators.status import _stat_sig
 
-    mods = (__name__, "kbase.validators.claims", "kbase.validators.rules", "kbase.schema")
-    mods += ("kbase.ingest.skills", "kbase.ingest.markdown", "kbase.ingest.safe_yaml")
+    mods: tuple[str, ...] = (__name__, "kbase.validators.claims", "kbase.validators.rules")
+    mods += (
+        "kbase.schema",
+        "kbase.ingest.skills",
+        "kbase.ingest.markdown",
+        "kbase.ingest.safe_yaml",
+    )
     return tuple(_stat_sig(Path(importlib.import_module(m).__file__ or "")) for m in mods)
 
 
