@@ -100,14 +100,17 @@ def grammar_for(path: str) -> str | None:
 
 
 NUMPY_FROM_BYTES = 64 << 10
-# tree-sitter parses sound code at several KB per millisecond; error recovery on broken
-# code can take a hundred times longer, so a parse past this budget is abandoned
-PARSE_BUDGET_S = 0.005
-PARSE_BUDGET_PER_KB_S = 0.0006
+# Error recovery on broken code can take a hundred times longer than a sound parse, so a parse
+# past this budget is abandoned (the scanner names its symbols). The budget counts tree-sitter's
+# progress callbacks (one per 100 parse operations), not seconds: a time budget gave different
+# cards on a busy machine than on a quiet one. Sound C++/CUDA and Python take ~6 callbacks per KB
+# (at most ~12 in CUDA's own headers, ~54 us each here).
+PARSE_BUDGET_CALLS = 120
+PARSE_BUDGET_CALLS_PER_KB = 16
 
 
 def parse_defs(lang: str, src: bytes, old_tree=None) -> FileDefs | None:
-    """Definition spans from tree-sitter, or None when the parse ran past its time budget.
+    """Definition spans from tree-sitter, or None when the parse ran past its budget.
     `old_tree`: the tree of another version of the file, already edited to this one's
     coordinates (tree-sitter then re-parses only what changed)."""
     return parse_tree(lang, src, old_tree)[0]
@@ -115,22 +118,16 @@ def parse_defs(lang: str, src: bytes, old_tree=None) -> FileDefs | None:
 
 def parse_tree(lang: str, src: bytes, old_tree=None):
     """(FileDefs or None, the tree or None)."""
-    import time
-
-    budget = PARSE_BUDGET_S + PARSE_BUDGET_PER_KB_S * len(src) / 1024
-    # CPU time of this thread: a busy machine must not change which method names a symbol
-    t0 = time.thread_time()
+    budget = PARSE_BUDGET_CALLS + PARSE_BUDGET_CALLS_PER_KB * len(src) // 1024
     parser = _parser(lang)
     try:
         read = lambda off, _pt: src[off : off + 65536]  # noqa: E731
         calls = 0
 
         def stop(*_) -> bool:
-            # the clock is a system call: asking it on every callback cost more than a
-            # tenth of parsing; every 8th overshoots the budget by microseconds
             nonlocal calls
             calls += 1
-            return calls % 8 == 0 and time.thread_time() - t0 > budget
+            return calls > budget
 
         if old_tree is None:
             tree = parser.parse(read, progress_callback=stop)

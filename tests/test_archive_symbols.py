@@ -112,3 +112,26 @@ def test_a_missing_blob_is_a_warning_not_a_traceback(tmp_path):
     rep = mine(tmp_path / "repo", tmp_path / "kb2", RECIPE)
     assert rep.prs == 2
     assert any(blob[:12] in w and truth["path"] in w for w in rep.warnings)
+
+
+def test_the_parse_budget_counts_parser_work_not_seconds(monkeypatch):
+    """A parse whose error recovery runs away is abandoned (the scanner takes over), and the same
+    source is abandoned on a busy machine as on a quiet one: the budget counts tree-sitter's
+    progress callbacks, so a slow clock cannot change which method names a symbol."""
+    import time
+
+    from kbase.ingest import definitions as D
+
+    sound = b"__global__ void k(float* x) { x[threadIdx.x] = 0.f; }\n" * 40
+    runaway = b"(T<A<B<C(" * 400  # error recovery: ~50 callbacks per KB
+    assert D.parse_defs("cuda", sound) is not None
+    assert D.parse_defs("cuda", runaway) is None
+    # a clock that says every call took a second changes nothing
+    ticks = iter(range(10**9))
+    monkeypatch.setattr(time, "thread_time", lambda: float(next(ticks)))
+    monkeypatch.setattr(time, "perf_counter", lambda: float(next(ticks)))
+    assert D.parse_defs("cuda", sound) is not None
+    assert D.parse_defs("cuda", runaway) is None
+    # and it is the budget that decides
+    monkeypatch.setattr(D, "PARSE_BUDGET_CALLS", 10**6)
+    assert D.parse_defs("cuda", runaway) is not None
