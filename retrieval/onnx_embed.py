@@ -107,6 +107,24 @@ class OnnxDocEmbedder:
         return [float(x) for x in self.embed([text])[0]]
 
 
+_sessions: dict[tuple, OnnxDocEmbedder] = {}
+
+
+def _cached(d: Path) -> OnnxDocEmbedder:
+    """One session per export and process: creating one takes ~0.5 s, about what a re-index
+    after one edit may take in all (a server or agent re-indexes many times)."""
+    try:
+        st = (d / "model.onnx").stat()
+        key: tuple = (str(d), st.st_mtime_ns, st.st_size, st.st_ino)
+    except OSError:
+        return OnnxDocEmbedder(d)
+    emb = _sessions.get(key)
+    if emb is None:
+        _sessions.clear()  # an older export of this home is never used again
+        emb = _sessions[key] = OnnxDocEmbedder(d)
+    return emb
+
+
 def index_backend() -> str:
     """KBASE_INDEX_BACKEND: auto (ONNX Runtime on CPU when the export is fresh), onnx, torch."""
     v = os.environ.get("KBASE_INDEX_BACKEND", "auto").strip().lower() or "auto"
@@ -137,7 +155,7 @@ def doc_embedder(home: Path, model_path: str | None, torch_factory) -> object | 
             if not hasattr(emb, "model"):
                 return None  # not a sentence-transformers model (a test double)
             OQ.ensure_onnx(home, getattr(emb, "model_path", model_path), emb)
-        return OnnxDocEmbedder(d)
+        return _cached(d)
     except Exception as exc:  # noqa: BLE001
         if backend == "onnx":
             raise
