@@ -132,6 +132,33 @@ TOPICS = {
 }
 
 
+def pr_entry(repo: str, n: int, title: str, content_hash: str, text: str | None = None, **kw):
+    """A PR Entry with one summary chunk, as extra_entries for build_index (kw: tags, date)."""
+    from kbase.schema import Chunk, Entry
+
+    eid, path = f"pr:{repo}#{n}", f"pr_archive/{repo}/{n}.md"
+    chunk = Chunk(
+        id=f"{eid}::0",
+        entry_id=eid,
+        kind="pr",
+        section="summary",
+        text=title if text is None else text,
+        line=1,
+        path=path,
+    )
+    return Entry(
+        id=eid,
+        kind="pr",
+        title=title,
+        path=path,
+        content_hash=content_hash,
+        chunks=[chunk],
+        repo=repo,
+        pr=n,
+        **kw,
+    )
+
+
 def write_topic_skills(root: Path) -> None:
     for name, (desc, trig, body) in TOPICS.items():
         write_skill(root, name, description=desc, trigger=trig, body=body)

@@ -9,12 +9,12 @@ The thresholds that make a partition "large" are lowered so that a small index t
 from __future__ import annotations
 
 import pytest
-from conftest import write_topic_skills
+from conftest import pr_entry, write_topic_skills
 from kbase.retrieval import dense as D
 from kbase.retrieval.indexer import build_index
 
 from kbase.api import KnowledgeBase
-from kbase.schema import Chunk, Entry
+from kbase.schema import Entry
 
 TAG = "languages=cuda-cpp"
 TOPICS = [
@@ -30,35 +30,16 @@ TOPICS = [
 
 
 def _cards(repo: str, n: int, tag_every: int) -> list[Entry]:
-    out = []
-    for i in range(n):
-        eid = f"pr:{repo}#{i + 1}"
-        path = f"pr_archive/{repo}/{i + 1}.md"
-        text = f"{TOPICS[i % len(TOPICS)]} in {repo}, step {i // len(TOPICS)}"
-        out.append(
-            Entry(
-                id=eid,
-                kind="pr",
-                title=text,
-                path=path,
-                content_hash=f"{repo}{i:04d}".ljust(16, "0"),
-                chunks=[
-                    Chunk(
-                        id=f"{eid}::0",
-                        entry_id=eid,
-                        kind="pr",
-                        section="summary",
-                        text=text,
-                        line=1,
-                        path=path,
-                    )
-                ],
-                tags=[f"repo={repo}"] + ([TAG] if i % tag_every == 0 else []),
-                repo=repo,
-                pr=i + 1,
-            )
+    return [
+        pr_entry(
+            repo,
+            i + 1,
+            f"{TOPICS[i % len(TOPICS)]} in {repo}, step {i // len(TOPICS)}",
+            f"{repo}{i:04d}".ljust(16, "0"),
+            tags=[f"repo={repo}"] + ([TAG] if i % tag_every == 0 else []),
         )
-    return out
+        for i in range(n)
+    ]
 
 
 @pytest.fixture(scope="module")

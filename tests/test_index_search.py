@@ -8,7 +8,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import TOPICS, run_cli, write_skill, write_topic_skills
+from conftest import TOPICS, pr_entry, run_cli, write_skill, write_topic_skills
 
 from kbase.api import KnowledgeBase
 
@@ -244,36 +244,17 @@ def test_import_and_help_stay_light():
 def test_date_filters_keep_dated_entries_in_range(kb, kb_root):
     from kbase.retrieval.indexer import build_index
 
-    from kbase.schema import Chunk, Entry
-
-    cards = []
-    for n, day in ((101, "2024-03-01T10:00:00+08:00"), (202, "2025-07-15T09:30:00-07:00")):
-        eid = f"pr:demo#{n}"
-        text = f"Fuse rmsnorm into the attention prologue, PR {n}"
-        cards.append(
-            Entry(
-                id=eid,
-                kind="pr",
-                title=text,
-                path=f"pr_archive/demo/{n}.md",
-                content_hash=f"h{n}" * 8,
-                chunks=[
-                    Chunk(
-                        id=f"{eid}::0",
-                        entry_id=eid,
-                        kind="pr",
-                        section="summary",
-                        text=text,
-                        line=1,
-                        path=f"pr_archive/demo/{n}.md",
-                    )
-                ],
-                tags=["repo=demo"],
-                repo="demo",
-                pr=n,
-                date=day,
-            )
+    cards = [
+        pr_entry(
+            "demo",
+            n,
+            f"Fuse rmsnorm into the attention prologue, PR {n}",
+            f"h{n}" * 8,
+            tags=["repo=demo"],
+            date=day,
         )
+        for n, day in ((101, "2024-03-01T10:00:00+08:00"), (202, "2025-07-15T09:30:00-07:00"))
+    ]
     build_index(kb.root, kb.home, kb.embedder, kb.settings.chroma_url, extra_entries=cards)
     q = "fuse rmsnorm attention prologue"
     assert {h.id for h in kb.search(q, k=10, kind="pr")} == {"pr:demo#101", "pr:demo#202"}
@@ -353,8 +334,6 @@ def test_title_feature_from_index_time_ids_equals_tokenizing_the_titles(kb_root,
     from kbase.retrieval.query import plan
     from kbase.retrieval.tokenize import tokens
 
-    from kbase.schema import Chunk, Entry
-
     write_topic_skills(kb_root)
     titles = [
         "Fix FlashMLA decode hang on sm90",
@@ -362,32 +341,10 @@ def test_title_feature_from_index_time_ids_equals_tokenizing_the_titles(kb_root,
         "Paged KV cache prefill: support sliding window attention",
         "修复 共享内存 bank 冲突",
     ]
-    cards = []
-    for n, title in enumerate(titles, start=1):
-        eid = f"pr:demo#{n}"
-        path = f"pr_archive/demo/{n}.md"
-        cards.append(
-            Entry(
-                id=eid,
-                kind="pr",
-                title=title,
-                path=path,
-                content_hash=f"h{n}" * 8,
-                chunks=[
-                    Chunk(
-                        id=f"{eid}::0",
-                        entry_id=eid,
-                        kind="pr",
-                        section="summary",
-                        text=f"{title}. Touches the attention kernels.",
-                        line=1,
-                        path=path,
-                    )
-                ],
-                repo="demo",
-                pr=n,
-            )
-        )
+    cards = [
+        pr_entry("demo", n, title, f"h{n}" * 8, text=f"{title}. Touches the attention kernels.")
+        for n, title in enumerate(titles, start=1)
+    ]
     kb = KnowledgeBase(root=kb_root, home=tmp_path / "home")
     build_index(kb.root, kb.home, kb.embedder, extra_entries=cards)
     queries = ["flash mla decode hangs", "sliding window attention prefill", "bank 冲突 fp8 gemm"]
