@@ -31,67 +31,62 @@ from build_variants import length_facts, make_graphs, run_variants  # noqa: E402
 from common import write_result  # noqa: E402
 from devset_kb import mine_archives  # noqa: E402
 
+# (column header, row key) of the variants and lengths tables
+VARIANT_COLS = (
+    ("graph", "graph"),
+    ("text", "text"),
+    ("max tok", "max_tokens"),
+    ("batch tok", "batch_tokens"),
+    ("tokens", "tokens"),
+    ("CPU s", "cpu_s"),
+    ("wall s", "wall_s"),
+    ("entries/s idle est", "entries_per_s_idle_est"),
+    ("cos min", "cos_vs_torch_min"),
+    ("cos mean", "cos_vs_torch_mean"),
+)
+LENGTH_COLS = (
+    ("kind/text", "kind_text"),
+    ("chunks", "chunks"),
+    ("mean", "mean_tokens"),
+    ("> 128", "over_128"),
+    ("> 256", "over_256"),
+    ("tok @128", "tokens_cut_at_128"),
+    ("tok @256", "tokens_cut_at_256"),
+)
+
 
 def print_variants(variants: list[dict], quality: dict | None, lengths: dict | None) -> None:
     from rich.console import Console
     from rich.table import Table
 
     con = Console(width=160)
-    if variants:
-        t = Table(
-            title="embedding variants, same PR chunks (CPU s: this process; idle est = entries / "
-            "(CPU s / cores)); cosine vs torch on the same texts",
-            title_justify="left",
-        )
-        cols = ("graph", "text", "max tok", "batch tok", "tokens", "CPU s", "wall s")
-        for col in (*cols, "entries/s idle est", "cos min", "cos mean"):
+
+    def show(title: str, header: tuple[str, ...], rows: list[tuple[str, ...]]) -> None:
+        t = Table(title=title, title_justify="left")
+        for col in header:
             t.add_column(col)
-        for r in variants:
-            t.add_row(
-                *(
-                    str(r[k])
-                    for k in (
-                        "graph",
-                        "text",
-                        "max_tokens",
-                        "batch_tokens",
-                        "tokens",
-                        "cpu_s",
-                        "wall_s",
-                        "entries_per_s_idle_est",
-                        "cos_vs_torch_min",
-                        "cos_vs_torch_mean",
-                    )
-                )
-            )
-        con.print(t)
-    if lengths:
-        t = Table(title="dense chunk lengths (word pieces), whole archive", title_justify="left")
-        for col in ("kind/text", "chunks", "mean", "> 128", "> 256", "tok @128", "tok @256"):
-            t.add_column(col)
-        for k, r in lengths.items():
-            t.add_row(
-                k,
-                *(
-                    str(r[x])
-                    for x in (
-                        "chunks",
-                        "mean_tokens",
-                        "over_128",
-                        "over_256",
-                        "tokens_cut_at_128",
-                        "tokens_cut_at_256",
-                    )
-                ),
-            )
-        con.print(t)
-    if quality:
-        t = Table(title="dev-set quality per variant: Hit@1 / Hit@5 / MRR", title_justify="left")
-        for col in ("variant", "set/half", "mode", "score"):
-            t.add_column(col)
-        for row in summary_rows(quality):
+        for row in rows:
             t.add_row(*row)
         con.print(t)
+
+    def keyed(cols: tuple, rows: list[dict]) -> tuple[tuple[str, ...], list[tuple[str, ...]]]:
+        return tuple(c for c, _ in cols), [tuple(str(r[k]) for _, k in cols) for r in rows]
+
+    if variants:
+        show(
+            "embedding variants, same PR chunks (CPU s: this process; idle est = entries / "
+            "(CPU s / cores)); cosine vs torch on the same texts",
+            *keyed(VARIANT_COLS, variants),
+        )
+    if lengths:
+        rows = [{"kind_text": k, **r} for k, r in lengths.items()]
+        show("dense chunk lengths (word pieces), whole archive", *keyed(LENGTH_COLS, rows))
+    if quality:
+        show(
+            "dev-set quality per variant: Hit@1 / Hit@5 / MRR",
+            ("variant", "set/half", "mode", "score"),
+            [tuple(r) for r in summary_rows(quality)],
+        )
 
 
 def main() -> None:

@@ -65,34 +65,34 @@ def make_graphs(emb: Any, shipped: Path, out: Path) -> dict[str, Path]:
         m.save_model_to_file(str(fused))
     graphs["fused"] = fused.parent
     extra = {"DefaultTensorType": onnx.TensorProto.FLOAT}
-    ffn = folder("fused-ffn-int8") / "model.onnx"
-    if not ffn.is_file():
-        g = onnx.load(str(fused), load_external_data=False)
-        names = [
-            n.name
-            for n in g.graph.node
-            if n.op_type == "MatMul"
-            and ("/intermediate/" in n.name or "/output/dense" in n.name)
-            and "/attention/" not in n.name
-        ]
+
+    def int8(name: str, ffn_only: bool) -> Path:
+        """The fused graph with int8 weights for its FFN MatMuls, or for every MatMul."""
+        out_model = folder(name) / "model.onnx"
+        if out_model.is_file():
+            return out_model
+        nodes = None
+        if ffn_only:
+            g = onnx.load(str(fused), load_external_data=False)
+            nodes = [
+                n.name
+                for n in g.graph.node
+                if n.op_type == "MatMul"
+                and ("/intermediate/" in n.name or "/output/dense" in n.name)
+                and "/attention/" not in n.name
+            ]
         quantize_dynamic(
             str(fused),
-            str(ffn),
+            str(out_model),
             weight_type=QuantType.QInt8,
             per_channel=True,
-            nodes_to_quantize=names,
+            nodes_to_quantize=nodes,
             extra_options=extra,
         )
-    graphs["fused-ffn-int8"] = ffn.parent
-    every = folder("fused-all-int8") / "model.onnx"
-    if not every.is_file():
-        quantize_dynamic(
-            str(fused),
-            str(every),
-            weight_type=QuantType.QInt8,
-            per_channel=True,
-            extra_options=extra,
-        )
+        return out_model
+
+    graphs["fused-ffn-int8"] = int8("fused-ffn-int8", ffn_only=True).parent
+    every = int8("fused-all-int8", ffn_only=False)
     graphs["fused-all-int8"] = every.parent
     return graphs
 
