@@ -14,6 +14,9 @@ import sys
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import mine_cmd  # noqa: E402
+
 REPO = Path(__file__).resolve().parents[1]
 HISTORIES = ("lmdeploy", "flashinfer", "flash-attention", "deepgemm")
 
@@ -54,12 +57,7 @@ def mine_archives(
             if limit:
                 cmd += ["--limit", str(limit)]
             subprocess.run(cmd, check=True, capture_output=True)
-        cmd = [sys.executable, "-m", "kbase.cli", "mine", "--repo", str(replay), "--name", name]
-        cmd += ["--root", str(root), "--json"]
-        recipe = REPO / "pr_archive" / "recipes" / f"{name}.yaml"
-        if recipe.exists():
-            cmd += ["--recipe", str(recipe)]
-        subprocess.run(cmd, check=True, capture_output=True)
+        subprocess.run(mine_cmd(replay, root, name), check=True, capture_output=True)
 
 
 def build_kb(work: Path, limit: int | None = None, fresh_skills: bool = True, mine: bool = True):
