@@ -26,6 +26,7 @@ class Embedder:
         if not os.path.isdir(model_path):
             raise FileNotFoundError(f"embedding model not found at {model_path} (set KBASE_MODEL)")
         os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+        import torch
         from sentence_transformers import SentenceTransformer
         from transformers.utils import logging as hf_logging
 
@@ -34,12 +35,14 @@ class Embedder:
 
         self.model_path = model_path
         if device.startswith("cuda"):
-            import torch
-
             if not torch.cuda.is_available():
                 raise RuntimeError(f"device {device!r} asked for, but torch sees no CUDA GPU")
         self.device = device
         self.model = SentenceTransformer(model_path, device=device, local_files_only=True)
+        # Weights stored in half precision (the copy sent to a GPU machine) load as such: compute
+        # in fp32 everywhere so vectors agree across machines and the ONNX export has one dtype.
+        if any(p.dtype != torch.float32 for p in self.model.parameters()):
+            self.model.float()
         self.full_length = int(self.model.max_seq_length or 256)  # None: the MiniLM default
         self.name = os.path.basename(os.path.normpath(model_path))
         dim_fn = (
