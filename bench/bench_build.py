@@ -270,7 +270,7 @@ def main() -> None:
         title_justify="left",
     )
     cols = ("backend", "build s", "CPU s", "entries/s", "entries/s idle est", "chunks/s (embed)")
-    for col in (*cols, "embed s", "bm25+write s"):
+    for col in (*cols, "embed s", "store s", "bm25+write s"):
         table.add_column(col)
     for b, r in runs.items():
         table.add_row(
@@ -281,6 +281,7 @@ def main() -> None:
             str(r["entries_per_s_idle_est"]),
             str(r["embedded_chunks_per_s"]),
             str(r["stages_s"].get("embed")),
+            str(r["stages_s"].get("store")),
             str(r["stages_s"].get("bm25+write")),
         )
     Console(width=140).print(table)

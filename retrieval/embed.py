@@ -38,9 +38,13 @@ class Embedder:
             if not torch.cuda.is_available():
                 raise RuntimeError(f"device {device!r} asked for, but torch sees no CUDA GPU")
         self.device = device
-        self.model = SentenceTransformer(model_path, device=device, local_files_only=True)
-        # Weights stored in half precision (the copy sent to a GPU machine) load as such: compute
-        # in fp32 everywhere so vectors agree across machines and the ONNX export has one dtype.
+        # Loaded in the dtype stored (transformers' defaults for that differ between versions),
+        # then computed in fp32 everywhere: vectors agree across machines whether the weights came
+        # as the fp32 file or the fp16 copy sent to a GPU machine, and the ONNX export (traced
+        # from this model) has one dtype.
+        self.model = SentenceTransformer(
+            model_path, device=device, local_files_only=True, model_kwargs={"dtype": "auto"}
+        )
         if any(p.dtype != torch.float32 for p in self.model.parameters()):
             self.model.float()
         self.full_length = int(self.model.max_seq_length or 256)  # None: the MiniLM default

@@ -355,7 +355,7 @@ def export_onnx(model_path: str, out_dir: str | os.PathLike, embedder=None) -> P
         # the query model runs on the CPU: trace (and check) a CPU copy, not the index's GPU one
         from kbase.retrieval.embed import get_embedder
 
-        embedder = get_embedder(model_path)
+        embedder = get_embedder(model_path, "cpu")
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
     os.chmod(tmp, 0o755)  # mkdtemp makes it 0700; a shared home is read by other users

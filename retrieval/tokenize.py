@@ -52,30 +52,32 @@ def tokens(text: str) -> list[str]:
 
 def base_tokens(text: str) -> list[str]:
     out: list[str] = []
-    for m in _TOKEN.finditer(text):
-        tok = m.group(0)
-        if _CJK.match(tok):
-            out.extend(tok)
-            out.extend(tok[i : i + 2] for i in range(len(tok) - 1))
-            continue
-        low = tok.lower()
-        is_code = "." in tok or "_" in tok or any(c.isupper() for c in tok[1:])
-        if is_code:
-            out.append(low)
-            for part in re.split(r"[._]+", tok):
-                if not part:
-                    continue
-                subs = _CAMEL.findall(part) if part.lower() != part else [part]
-                plow = part.lower()
-                if plow != low:
-                    out.append(_stem(plow))
-                if len(subs) > 1:
-                    out.extend(s.lower() for s in subs if len(s) > 1)
-            continue
-        if low in STOPWORDS:
-            continue
-        out.append(_stem(low))
+    for tok in _TOKEN.findall(text):
+        out.extend(_token_parts(tok))
     return out
+
+
+@functools.lru_cache(maxsize=1 << 18)
+def _token_parts(tok: str) -> tuple[str, ...]:
+    """The base tokens of one regex match. Cached: a corpus repeats a small vocabulary, and this
+    per-token work was most of an index build's BM25 time (issue #11)."""
+    if _CJK.match(tok):
+        return (*tok, *(tok[i : i + 2] for i in range(len(tok) - 1)))
+    low = tok.lower()
+    is_code = "." in tok or "_" in tok or any(c.isupper() for c in tok[1:])
+    if not is_code:
+        return () if low in STOPWORDS else (_stem(low),)
+    out = [low]
+    for part in re.split(r"[._]+", tok):
+        if not part:
+            continue
+        subs = _CAMEL.findall(part) if part.lower() != part else [part]
+        plow = part.lower()
+        if plow != low:
+            out.append(_stem(plow))
+        if len(subs) > 1:
+            out.extend(s.lower() for s in subs if len(s) > 1)
+    return tuple(out)
 
 
 # ---------------------------------------------------------------- abbreviation groups
@@ -101,6 +103,12 @@ def _groups() -> tuple[dict[tuple[str, ...], int], tuple[tuple[str, ...], ...]]:
     return table, groups
 
 
+@functools.cache
+def _prefixes() -> frozenset[tuple[str, ...]]:
+    """Every proper prefix of a form: a run that is none of them cannot grow into a match."""
+    return frozenset(key[:n] for key in _groups()[0] for n in range(1, len(key)))
+
+
 def group_count() -> int:
     return len(_groups()[1])
 
@@ -112,13 +120,18 @@ def concept_token(group: int) -> str:
 def matched_spans(base: list[str]) -> list[tuple[int, int, int]]:
     """(group, start, length) for every form found as a run of consecutive base tokens."""
     table, _ = _groups()
+    prefixes = _prefixes()
     out: list[tuple[int, int, int]] = []
     n = len(base)
     for i in range(n):
+        run: tuple[str, ...] = ()
         for L in range(1, min(MAX_PHRASE, n - i) + 1):
-            g = table.get(tuple(base[i : i + L]))
+            run = (*run, base[i + L - 1])
+            g = table.get(run)
             if g is not None:
                 out.append((g, i, L))
+            if run not in prefixes:
+                break
     return out
 
 
