@@ -184,11 +184,11 @@ def write_entries(
     # pure-Python encoder took seconds for thousands of PR cards), the columns a search scans
     # over all of them, and the texts one line per entry: a searcher reads the columns, and the
     # lines of the entries and texts it returns; a full load joins them.
-    lines = entry_lines(entries, exclude=_NO_TEXT)
-    (path / ENTRIES).write_bytes(b"".join(line + b"\n" for line in lines))
+    rows = entry_lines(entries, exclude=_NO_TEXT)
+    (path / ENTRIES).write_bytes(b"".join(row + b"\n" for row in rows))
     ends = [0]
-    for line in lines:
-        ends.append(ends[-1] + len(line) + 1)
+    for row in rows:
+        ends.append(ends[-1] + len(row) + 1)
     (path / COLUMNS).write_text(json.dumps({**columns_of(entries), "offsets": ends}))
     offsets, pos = [], 0
     with open(path / TEXTS, "wb") as fh:
