@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from kbase.ingest.safe_yaml import YamlProblem, load_yaml
 from pydantic import ValidationError
 
 from kbase.errors import ProblemsError
@@ -64,6 +63,8 @@ def load_recipe_file(path: Path, root: Path | None = None) -> Recipe:
         raise RecipeError(
             [Problem(path=shown, message=f"cannot read recipe: {exc.strerror}")]
         ) from None
+    from kbase.ingest.safe_yaml import YamlProblem, load_yaml  # a mine without a recipe: no yaml
+
     try:
         data, node = load_yaml(text, shown, first_line=1)
     except YamlProblem as exc:

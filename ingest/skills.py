@@ -12,9 +12,8 @@ from kbase.ingest.files import FileProblem, display_path, read_text
 from kbase.ingest.markdown import Document, DocumentError, parse_document
 from pydantic import ValidationError
 
+from kbase.config import SKILL_FILE
 from kbase.schema import TAG_KEYS, Chunk, CodeBlock, Entry, Problem, SkillMeta
-
-SKILL_FILE = "SKILL.md"
 
 
 @dataclass

@@ -8,11 +8,68 @@ Exit codes (docs/agents.md): 0 success (a search with no hits too: it says so on
 from __future__ import annotations
 
 import importlib
+from collections.abc import Iterator, MutableMapping
+from typing import Any
 
 import typer
+from typer.core import TyperGroup
+
+# Each sub-command (and command group) with the module of kbase/commands/ that registers it, in
+# `kbase --help` order (commands, then groups). A module is imported, and its commands built,
+# when one of its commands is first looked up: `kbase search` builds no other command's options
+# and imports no other area's module. tests/test_cli_startup.py checks this against register().
+COMMAND_MODULES = {
+    **dict.fromkeys(("index", "search", "get", "list", "lint"), "core"),
+    **dict.fromkeys(("verify", "audit", "new", "check", "merge-ledger"), "validate"),
+    **dict.fromkeys(("mine", "history"), "archive"),
+    **dict.fromkeys(("mcp", "serve", "export"), "serve"),
+    "keygen": "trust",
+    **dict.fromkeys(("feedback", "propose"), "experience"),
+    "init": None,  # defined below
+    "recipe": "archive",
+    "ledger": "trust",
+}
+
+
+class _Commands(MutableMapping[str, Any]):
+    """A group's sub-commands by name, each module's built on first lookup."""
+
+    def __init__(self, built: MutableMapping[str, Any]):
+        self._built = dict(built)
+
+    def _load(self, module: str) -> None:
+        sub = typer.Typer(pretty_exceptions_enable=False)
+        importlib.import_module(f"kbase.commands.{module}").register(sub)
+        self._built.update(typer.main.get_group(sub).commands)
+
+    def __getitem__(self, name: str) -> Any:
+        if name not in self._built and COMMAND_MODULES.get(name):
+            self._load(COMMAND_MODULES[name])  # type: ignore[arg-type]
+        return self._built[name]
+
+    def __setitem__(self, name: str, command: Any) -> None:
+        self._built[name] = command
+
+    def __delitem__(self, name: str) -> None:
+        del self._built[name]
+
+    def __iter__(self) -> Iterator[str]:
+        yield from COMMAND_MODULES
+        yield from (n for n in self._built if n not in COMMAND_MODULES)
+
+    def __len__(self) -> int:
+        return len(set(COMMAND_MODULES) | set(self._built))
+
+
+class _Group(TyperGroup):
+    def __init__(self, *args: Any, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.commands = _Commands(self.commands)
+
 
 app = typer.Typer(
     name="kbase",
+    cls=_Group,
     help="A searchable, verified knowledge base of GPU-kernel engineering experience.",
     no_args_is_help=True,
     add_completion=True,
@@ -75,11 +132,6 @@ def init(
         typer.echo(f"{path} is already a knowledge base")
 
 
-# parse → index → retrieve → serve, with validators beside it
-_COMMAND_MODULES = ("core", "validate", "archive", "serve", "trust", "experience")
-
-for _mod in _COMMAND_MODULES:
-    importlib.import_module(f"kbase.commands.{_mod}").register(app)
 app.command()(init)
 
 

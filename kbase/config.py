@@ -23,6 +23,7 @@ from pathlib import Path
 from kbase.errors import KbaseError
 
 ROOT_MARKERS = ("skills", "pr_archive")
+SKILL_FILE = "SKILL.md"  # skills/<name>/SKILL.md
 INDEX_EXTRA = "pip install 'gpu-kbase[index]'"
 
 

@@ -52,7 +52,15 @@ def _check_url(v: str, what: str = "source") -> str:
     return v
 
 
-class _Strict(BaseModel):
+class Model(BaseModel):
+    """The base of every model here: each builds its validator when first used, not when this
+    module is imported (building all of them cost ~0.1 s of every CLI start-up; a command uses a
+    few)."""
+
+    model_config = ConfigDict(defer_build=True)
+
+
+class _Strict(Model):
     model_config = ConfigDict(extra="forbid", str_strip_whitespace=True)
 
 
@@ -252,14 +260,14 @@ class SkillMeta(_Strict):
 # --------------------------------------------------------------------------- parsed documents
 
 
-class CodeBlock(BaseModel):
+class CodeBlock(Model):
     info: str
     lang: str
     code: str
     line: int = Field(description="1-based line of the opening fence in the .md file")
 
 
-class Chunk(BaseModel):
+class Chunk(Model):
     """One retrievable piece of an entry, pointing back to file and line."""
 
     id: str
@@ -272,7 +280,7 @@ class Chunk(BaseModel):
     path: str
 
 
-class Entry(BaseModel):
+class Entry(Model):
     """A skill or a PR card, as indexed."""
 
     id: str
@@ -290,7 +298,7 @@ class Entry(BaseModel):
     categories: list[str] = Field(default_factory=list)
 
 
-class Problem(BaseModel):
+class Problem(Model):
     """A problem with a location a human can jump to; `--json` always prints these five keys.
 
     `code` is a short kebab-case kind (`unbacked-number`, `duplicate-key`) when a tool should be
@@ -320,7 +328,7 @@ class Problem(BaseModel):
 # --------------------------------------------------------------------------- search results
 
 
-class Hit(BaseModel):
+class Hit(Model):
     id: str
     kind: EntryKind
     title: str
@@ -337,13 +345,13 @@ class Hit(BaseModel):
     claims: list[ClaimView] = Field(default_factory=list, description="skills: claims, measured")
 
 
-class SectionText(BaseModel):
+class SectionText(Model):
     title: str
     line: int
     text: str
 
 
-class EntryDoc(BaseModel):
+class EntryDoc(Model):
     """A whole entry as `kbase get` returns it."""
 
     id: str
@@ -363,14 +371,14 @@ class EntryDoc(BaseModel):
     feedback: dict[str, Any] | None = None
 
 
-class SearchResult(BaseModel):
+class SearchResult(Model):
     """What a search answers: `kbase search --json`, GET /search, MCP search (compacted)."""
 
     query: str
     hits: list[Hit]
 
 
-class EntrySummary(BaseModel):
+class EntrySummary(Model):
     """One line of `kbase list`."""
 
     id: str
@@ -384,7 +392,7 @@ class EntrySummary(BaseModel):
     date: str | None = None
 
 
-class StaleReport(BaseModel):
+class StaleReport(Model):
     """Skills that are not verified right now, worst first (the audit view of search)."""
 
     available: bool = True
@@ -398,7 +406,7 @@ class StaleReport(BaseModel):
 CardKind = Literal["pr", "commit"]
 
 
-class HistoryRow(BaseModel):
+class HistoryRow(Model):
     model_config = ConfigDict(extra="allow")
 
     pr: int | None  # None: a commit pushed without a PR (its card is commit-<sha>.md)
@@ -411,7 +419,7 @@ class HistoryRow(BaseModel):
     via_rename: bool = False
 
 
-class HistoryResult(BaseModel):
+class HistoryResult(Model):
     """The timeline of one kernel family (or of paths: `kbase history --path`) in one archived
     repo, oldest first."""
 
@@ -423,7 +431,7 @@ class HistoryResult(BaseModel):
     prs: list[HistoryRow] = Field(default_factory=list)
 
 
-class Health(BaseModel):
+class Health(Model):
     ok: bool
     generation: str | None
     entries: int = 0
@@ -433,7 +441,7 @@ class Health(BaseModel):
 # --------------------------------------------------------------------------- validators
 
 
-class Fingerprint(BaseModel):
+class Fingerprint(Model):
     model_config = ConfigDict(extra="allow")
 
     date: str
@@ -450,7 +458,7 @@ class Fingerprint(BaseModel):
     interpret: bool = False
 
 
-class ClaimResult(BaseModel):
+class ClaimResult(Model):
     """One measured claim in one run: the value reported and whether it held on that tier."""
 
     id: str
@@ -460,7 +468,7 @@ class ClaimResult(BaseModel):
     raw: str | None = Field(default=None, description="the reported text when not a finite number")
 
 
-class RunResult(BaseModel):
+class RunResult(Model):
     skill: str
     tier: Tier
     verdict: Verdict
@@ -473,7 +481,7 @@ class RunResult(BaseModel):
     )
 
 
-class LedgerRow(BaseModel):
+class LedgerRow(Model):
     model_config = ConfigDict(extra="allow")
 
     skill: str
@@ -486,7 +494,7 @@ class LedgerRow(BaseModel):
     at: str
 
 
-class ClaimCounts(BaseModel):
+class ClaimCounts(Model):
     """Per skill: measured claims that hold, fail or were never measured; and cited ones."""
 
     held: int = 0
@@ -495,7 +503,7 @@ class ClaimCounts(BaseModel):
     cited: int = 0
 
 
-class ClaimMeasurement(BaseModel):
+class ClaimMeasurement(Model):
     """A claim's value on one environment, rendered from a ledger row."""
 
     env: str
@@ -506,7 +514,7 @@ class ClaimMeasurement(BaseModel):
     signed: bool = False
 
 
-class ClaimView(BaseModel):
+class ClaimView(Model):
     """A claim as `kbase get` and search hits show it: its text and what was measured where."""
 
     id: str
@@ -518,7 +526,7 @@ class ClaimView(BaseModel):
     rendered: str = Field(default="", description="the claim and its measurements, one line")
 
 
-class SkillAudit(BaseModel):
+class SkillAudit(Model):
     skill: str
     status: SkillStatus
     last_pass: str | None = None
@@ -530,7 +538,7 @@ class SkillAudit(BaseModel):
 # --------------------------------------------------------------------------- PR archive
 
 
-class FileChange(BaseModel):
+class FileChange(Model):
     model_config = ConfigDict(extra="forbid")
 
     path: str
@@ -543,7 +551,7 @@ class FileChange(BaseModel):
     kernels: list[str] = Field(default_factory=list)  # the symbols that are GPU kernels
 
 
-class PRCard(BaseModel):
+class PRCard(Model):
     """Front-matter of pr_archive/<name>/<N>.md (or commit-<short-sha>.md for a direct push)."""
 
     model_config = ConfigDict(extra="forbid")
@@ -575,7 +583,7 @@ class PRCard(BaseModel):
 # --------------------------------------------------------------------------- recipes
 
 
-class Recipe(BaseModel):
+class Recipe(Model):
     """pr_archive/recipes/<name>.yaml: a repository, its upstream and its families' path globs."""
 
     model_config = ConfigDict(extra="forbid", str_strip_whitespace=True)

@@ -119,7 +119,9 @@ def normalize_tag(tag: str) -> str:
 
 
 class SearchQuery(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(
+        extra="forbid", frozen=True, defer_build=True
+    )  # as kbase.schema.Model
 
     query: str = Field(description="a symptom, an error message or a topic")
     k: int = Field(DEFAULT_K, ge=1, le=MAX_K, description="number of hits")

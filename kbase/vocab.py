@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import functools
-from importlib import resources
 
-import yaml
+from kbase.data import read_yaml
 
 
 @functools.cache
 def vocabulary() -> dict[str, dict]:
-    text = resources.files("kbase.data").joinpath("vocab.yaml").read_text(encoding="utf-8")
-    raw = yaml.safe_load(text)
+    raw = read_yaml("vocab.yaml")
     out: dict[str, dict] = {}
     for key, spec in raw.items():
         values = [str(v) for v in spec["values"]]

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import functools
 import re
-from importlib import resources
 
 import numpy as np
 
@@ -42,13 +41,12 @@ def code_share(query: str) -> float:
 @functools.cache
 def fitted() -> dict:
     """kbase/data/fusion.yaml as a dict; {} when absent."""
-    import yaml
+    from kbase.data import read_yaml
 
     try:
-        text = resources.files("kbase.data").joinpath("fusion.yaml").read_text("utf-8")
+        return read_yaml("fusion.yaml") or {}
     except FileNotFoundError:
         return {}
-    return yaml.safe_load(text) or {}
 
 
 def weights_vector(weights: dict[str, float] | None = None) -> np.ndarray:

@@ -12,16 +12,26 @@ import json
 import os
 import shutil
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from kbase.retrieval.entry_table import (
+    COLUMNS,
+    ENTRIES,
+    EntryTable,
+    columns_of,
+    decode_all,
+    entry_lines,
+)
 from pydantic import TypeAdapter
 
 from kbase.schema import Entry
 
 POINTER = "CURRENT"
-FORMAT_VERSION = 1
+# 2: entries.jsonl and columns.json (retrieval/entry_table.py); 1: entries-light.json, read still
+FORMAT_VERSION = 2
+_READABLE = (1, FORMAT_VERSION)
 
 
 @dataclass
@@ -29,15 +39,16 @@ class Generation:
     gen_id: str
     path: Path
     meta: dict
-    entries: list[Entry]
+    # a list, or an EntryTable (entries decoded when first used) when loaded lazy
+    entries: Sequence[Entry]
     # set when the entries were loaded light (chunk texts left out): where to read them from
     texts: ChunkTexts | None = None
 
 
-LIGHT = "entries-light.json"
+LIGHT = "entries-light.json"  # format 1
 TEXTS = "texts.jsonl"
 TEXT_OFFSETS = "texts.idx.json"
-_NO_TEXT = {"__all__": {"chunks": {"__all__": {"text"}}}}
+_NO_TEXT = {"chunks": {"__all__": {"text"}}}  # of one entry
 
 
 class ChunkTexts:
@@ -99,9 +110,10 @@ def pointer_stamp(home: Path) -> tuple[int, int] | None:
 
 
 def load_generation(
-    home: Path, gen_id: str | None = None, light: bool = False
+    home: Path, gen_id: str | None = None, light: bool = False, lazy: bool = False
 ) -> Generation | None:
-    """`light`: chunk texts left out (filled on demand through Generation.texts), for searching."""
+    """`light`: chunk texts left out (filled on demand through Generation.texts), for searching.
+    `lazy` (implies light): entries as an EntryTable, each decoded when first used."""
     gid = gen_id or current_id(home)
     if not gid:
         return None
@@ -110,21 +122,30 @@ def load_generation(
 
     try:
         meta = json.loads((path / "meta.json").read_text())
-        if meta.get("format") != FORMAT_VERSION:
+        if meta.get("format") not in _READABLE:
             return None
-        # pydantic parses and validates the JSON in one pass: ~2x json.loads + model_validate
-        if (path / LIGHT).exists():
+        entries: Sequence[Entry]
+        if meta["format"] == FORMAT_VERSION:
+            data = (path / ENTRIES).read_bytes()
+            if lazy:
+                entries = EntryTable.read((path / COLUMNS).read_bytes(), data)
+            else:
+                entries = decode_all(data)
+        elif (path / LIGHT).exists():
+            # pydantic parses and validates the JSON in one pass: ~2x json.loads + model_validate
             entries = _entries_adapter().validate_json((path / LIGHT).read_bytes())
-            texts = ChunkTexts(path)
-            if light:
-                return Generation(gid, path, meta, entries, texts=texts)
-            texts.fill(list(enumerate(entries)))
-            return Generation(gid, path, meta, entries)
-        # a generation written before texts were kept apart
-        entries = _entries_adapter().validate_json((path / "entries.json").read_bytes())
-    except (OSError, ValueError, IndexError, ValidationError):
+            if lazy:
+                entries = EntryTable.of(entries)
+        else:  # a generation written before texts were kept apart
+            entries = _entries_adapter().validate_json((path / "entries.json").read_bytes())
+            return Generation(gen_id=gid, path=path, meta=meta, entries=entries)
+    except (OSError, ValueError, IndexError, KeyError, TypeError, ValidationError):
         return None
-    return Generation(gen_id=gid, path=path, meta=meta, entries=entries)
+    texts = ChunkTexts(path)
+    if light or lazy:
+        return Generation(gid, path, meta, entries, texts=texts)
+    texts.fill(list(enumerate(entries)))
+    return Generation(gid, path, meta, entries)
 
 
 CARD_STATS = "card_stats.json"
@@ -159,10 +180,16 @@ def write_entries(
 ) -> None:
     """`stored_line(entry)`: the entry's texts line as a previous generation stored it, for an
     entry taken over unchanged (its texts may not be loaded), else None."""
-    # The entries without their chunk texts (serialized by pydantic's core in one call: the
-    # pure-Python encoder took seconds for thousands of PR cards), and the texts one line per
-    # entry: a searcher reads the first whole and the second per hit; a full load joins them.
-    (path / LIGHT).write_bytes(_entries_adapter().dump_json(entries, exclude=_NO_TEXT))
+    # The entries without their chunk texts, one line each (serialized by pydantic's core: the
+    # pure-Python encoder took seconds for thousands of PR cards), the columns a search scans
+    # over all of them, and the texts one line per entry: a searcher reads the columns, and the
+    # lines of the entries and texts it returns; a full load joins them.
+    rows = entry_lines(entries, exclude=_NO_TEXT)
+    (path / ENTRIES).write_bytes(b"".join(row + b"\n" for row in rows))
+    ends = [0]
+    for row in rows:
+        ends.append(ends[-1] + len(row) + 1)
+    (path / COLUMNS).write_text(json.dumps({**columns_of(entries), "offsets": ends}))
     offsets, pos = [], 0
     with open(path / TEXTS, "wb") as fh:
         for e in entries:

@@ -9,7 +9,8 @@ from __future__ import annotations
 import functools
 import re
 from dataclasses import dataclass
-from importlib import resources
+
+from kbase.data import read_yaml
 
 
 @dataclass(frozen=True)
@@ -19,21 +20,12 @@ class Expansion:
     added: tuple[str, ...]
 
 
-def _fast_yaml(text: str):
-    """libyaml's C parser when PyYAML has it: the pure-Python one took ~0.3 s of every cold
-    search for the glossary alone (issue #11); both build the same plain data."""
-    import yaml
-
-    return yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))  # noqa: S506
-
-
 @functools.cache
 def _tables() -> tuple[list[tuple[str, str]], dict[str, str]]:
     try:
-        text = resources.files("kbase.data").joinpath("glossary.yaml").read_text(encoding="utf-8")
+        data = read_yaml("glossary.yaml") or {}
     except FileNotFoundError:
         return [], {}
-    data = _fast_yaml(text) or {}
     zh_pairs: list[tuple[str, str]] = []
     aliases: dict[str, str] = {}
     for item in data.get("terms", []):
@@ -47,8 +39,7 @@ def _tables() -> tuple[list[tuple[str, str]], dict[str, str]]:
 
 
 def term_count() -> int:
-    text = resources.files("kbase.data").joinpath("glossary.yaml").read_text(encoding="utf-8")
-    return len((_fast_yaml(text) or {}).get("terms", []))
+    return len((read_yaml("glossary.yaml") or {}).get("terms", []))
 
 
 _WORD = re.compile(r"[A-Za-z][A-Za-z0-9_\-]*")

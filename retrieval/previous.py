@@ -10,10 +10,10 @@ new generation.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from kbase.retrieval.generations import Generation, read_card_stats
+from kbase.retrieval.generations import FORMAT_VERSION, Generation, read_card_stats
 
 from kbase.schema import Chunk, Entry
 
@@ -21,7 +21,7 @@ from kbase.schema import Chunk, Entry
 class Previous:
     def __init__(self, gen: Generation | None):
         self.gen = gen
-        self.entries: list[Entry] = gen.entries if gen is not None else []
+        self.entries: Sequence[Entry] = gen.entries if gen is not None else []
         self._pos = {id(e): i for i, e in enumerate(self.entries)}
         self.by_id = {e.id: e for e in self.entries}
         self._lines: list[bytes] | None = None
@@ -96,6 +96,8 @@ class Previous:
             return False
         if any(gen.meta.get(k) != v for k, v in meta.items()):
             return False
+        if gen.meta.get("format") != FORMAT_VERSION:
+            return False  # an older layout is written anew (vectors taken over, none embedded)
         if read_card_stats(gen) != card_stats:
             return False
         from kbase.retrieval import lexical as L

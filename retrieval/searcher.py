@@ -128,7 +128,7 @@ class Searcher:
         if self._loaded is None or stamp != self._stamp:
             with self._lock:
                 if self._loaded is None or stamp != self._stamp:
-                    gen = G.load_generation(self.home, light=True)
+                    gen = G.load_generation(self.home, lazy=True)
                     self._loaded = LoadedIndex(self.home, gen) if gen else None
                     if self._stamp is not None:
                         # Another process re-indexed: collection handles (and an embedded
@@ -260,25 +260,25 @@ class Searcher:
             # only helped PR questions.
             is_pr = idx.kind[order] == "pr"
             X[:, col["title"]] = idx.title_overlap(order, qtok) * is_pr / len(qtok)
-        entries = idx.entries
+        dates, categories = idx.dates, idx.categories
         if qp.intent_first:
-            dated = sorted((entries[e].date or "", e) for e in order if entries[e].date)
+            dated = sorted((dates[e] or "", e) for e in order if dates[e])
             n = max(1, len(dated) - 1)
             for r, (_, e) in enumerate(dated):
                 X[rows[e], col["oldest"]] = 1.0 - r / n
             for e in order:
-                if "feature" in entries[e].categories:
+                if "feature" in categories[e]:
                     X[rows[e], col["first_feature"]] = 1.0
         if qp.intent_fix or qp.intent_revert:
             for e in order:
-                cats = set(entries[e].categories)
+                cats = set(categories[e])
                 if qp.intent_fix and cats & _FIX:
                     X[rows[e], col["fix"]] = 1.0
                 if qp.intent_revert and "revert" in cats:
                     X[rows[e], col["revert"]] = 1.0
         if qp.since or qp.until:
             for e in order:
-                d = (entries[e].date or "")[:10]
+                d = (dates[e] or "")[:10]
                 if not d:
                     continue
                 inside = (not qp.since or d >= qp.since) and (not qp.until or d <= qp.until)

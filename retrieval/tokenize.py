@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import functools
 import re
-from importlib import resources
+
+from kbase.data import read_yaml
 
 _TOKEN = re.compile(
     r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*"  # identifiers, dotted paths
@@ -25,14 +26,6 @@ STOPWORDS = frozenset(
     of on or so than that the their then there these this to was we what when where which
     while why will with you your my me not no yes should would could""".split()
 )
-
-
-def _fast_yaml(text: str):
-    """libyaml's C parser when PyYAML has it: the pure-Python one took ~0.3 s of every cold
-    search for the glossary alone (issue #11); both build the same plain data."""
-    import yaml
-
-    return yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))  # noqa: S506
 
 
 def _stem(word: str) -> str:
@@ -90,10 +83,10 @@ def _groups() -> tuple[dict[tuple[str, ...], int], tuple[tuple[str, ...], ...]]:
     """{base-token tuple of a form: group index}, and each group's forms (canonical first)."""
 
     try:
-        raw = resources.files("kbase.data").joinpath("abbreviations.yaml").read_text("utf-8")
+        data = read_yaml("abbreviations.yaml") or {}
     except FileNotFoundError:
         return {}, ()
-    groups = tuple(tuple(str(f) for f in g) for g in (_fast_yaml(raw) or {}).get("groups", []))
+    groups = tuple(tuple(str(f) for f in g) for g in data.get("groups", []))
     table: dict[tuple[str, ...], int] = {}
     for gi, forms in enumerate(groups):
         for form in forms:

@@ -84,9 +84,10 @@ def claim_views(root: Path, name: str) -> list[ClaimView]:
     Kept per skill in memory and under .kbase/cache, keyed on the SKILL.md, the ledger, the
     trusted keys and the code that renders them: parsing a SKILL.md for its claims cost ~12 ms
     the first time a process returned that skill (every skill hit of a cold `kbase search`)."""
-    from kbase.ingest.skills import SKILL_FILE
     from kbase.validators.ledger import ledger_path
     from kbase.validators.status import _keys_sig, _stat_sig
+
+    from kbase.config import SKILL_FILE
 
     root = Path(root).resolve()
     path = root / "skills" / name / SKILL_FILE
@@ -131,8 +132,9 @@ _DISK_NAME = "claim-views.json"
 
 @functools.cache
 def _code_sig() -> tuple:
-    """Changes with the code that parses a skill and renders its claims (fixed per process)."""
-    import importlib
+    """Changes with the code that parses a skill and renders its claims (fixed per process).
+    The modules are found, not imported: a cached answer needs no markdown parser."""
+    from importlib.util import find_spec
 
     from kbase.validators.status import _stat_sig
 
@@ -143,7 +145,7 @@ def _code_sig() -> tuple:
         "kbase.ingest.markdown",
         "kbase.ingest.safe_yaml",
     )
-    return tuple(_stat_sig(Path(importlib.import_module(m).__file__ or "")) for m in mods)
+    return tuple(_stat_sig(Path(getattr(find_spec(m), "origin", None) or "")) for m in mods)
 
 
 _disk: dict[str, tuple[tuple, dict]] = {}

@@ -67,7 +67,7 @@ def _skill_sigs(root: Path) -> tuple:
     stat() each: through pathlib this key cost ~7 ms of every search that returned a skill."""
     import os
 
-    from kbase.ingest.skills import SKILL_FILE
+    from kbase.config import SKILL_FILE
 
     base = os.path.join(str(root), "skills")
     try:

@@ -6,6 +6,8 @@ machines without it.
 
 from __future__ import annotations
 
+from typing import Any
+
 import typer
 
 from kbase.commands.common import (
@@ -37,24 +39,10 @@ def mine(
     as_json: bool = JsonOpt,
 ) -> None:
     """Mine first-parent history of a clone into one card per PR under pr_archive/<name>/."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-    with Progress(
-        TextColumn(f"mining {name}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=err_console,
-        transient=True,
-        disable=not err_console.is_terminal,
-    ) as bar:
-        task = bar.add_task("mine", total=None)
-
-        def tick(done: int, total: int) -> None:
-            if done % 25 == 0 or done == total:
-                bar.update(task, completed=done, total=total)
-
-        report = kb(root).mine(repo, name, recipe, since=since, full=full, progress=tick)
+    if not err_console.is_terminal:  # no bar to draw (and rich.progress not imported)
+        report = kb(root).mine(repo, name, recipe, since=since, full=full)
+    else:
+        report = _mine_with_bar(kb(root), repo, name, recipe, since, full)
     if as_json:
         print_json(report.as_dict())
         return
@@ -68,6 +56,28 @@ def mine(
         f"removed {len(report.removed)}{kept}; {report.seconds:.2f}s",
         highlight=False,
     )
+
+
+def _mine_with_bar(
+    base: Any, repo: str, name: str, recipe: str | None, since: str | None, full: bool
+) -> Any:
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    with Progress(
+        TextColumn(f"mining {name}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=err_console.get(),
+        transient=True,
+    ) as bar:
+        task = bar.add_task("mine", total=None)
+
+        def tick(done: int, total: int) -> None:
+            if done % 25 == 0 or done == total:
+                bar.update(task, completed=done, total=total)
+
+        return base.mine(repo, name, recipe, since=since, full=full, progress=tick)
 
 
 def history(

@@ -44,7 +44,7 @@ def _run_index(base: Any, quiet: bool = False, gc: bool = True) -> Any:
         BarColumn(),
         TextColumn("{task.fields[count]}"),
         TimeElapsedColumn(),
-        console=err_console,
+        console=err_console.get(),
         transient=True,
         disable=quiet,
     ) as prog:

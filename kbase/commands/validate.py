@@ -61,7 +61,7 @@ class _Bar:
             MofNCompleteColumn(),
             TimeElapsedColumn(),
             TextColumn("{task.description}"),
-            console=err_console,
+            console=err_console.get(),
             transient=True,
         )
         self.progress.__enter__()

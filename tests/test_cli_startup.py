@@ -1,0 +1,136 @@
+"""What a `kbase` start-up imports (issue #12): a command loads its own area and nothing heavy
+that it does not use, so the start-up gains cannot regress unnoticed. Each run is a fresh
+process; the modules it loaded are read from sys.modules when the command has finished."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import typer
+from conftest import write_topic_skills
+
+from kbase.api import KnowledgeBase
+from kbase.cli import COMMAND_MODULES
+
+# never needed to start the CLI, to search an existing index or to mine
+HEAVY = ("torch", "chromadb", "sentence_transformers", "fastapi", "mcp", "uvicorn", "starlette")
+COMMAND_AREAS = sorted({m for m in COMMAND_MODULES.values() if m})
+
+DRIVER = textwrap.dedent(
+    """
+    import json, sys
+    from kbase.cli import main
+    sys.argv = ["kbase", *sys.argv[1:]]
+    try:
+        main()
+    except SystemExit as e:
+        code = e.code
+    else:
+        code = 0
+    sys.stderr.write("\\nLOADED " + json.dumps(sorted(sys.modules)) + "\\n")
+    sys.exit(code)
+    """
+)
+
+
+def _loaded(*args: str, env: dict | None = None) -> tuple[subprocess.CompletedProcess, set[str]]:
+    out = subprocess.run(
+        [sys.executable, "-c", DRIVER, *args],
+        capture_output=True,
+        text=True,
+        env=env or dict(os.environ),
+        timeout=120,
+    )
+    line = [x for x in out.stderr.splitlines() if x.startswith("LOADED ")][-1]
+    return out, set(json.loads(line[len("LOADED ") :]))
+
+
+def _heavy(mods: set[str]) -> list[str]:
+    return sorted(m for m in mods if m.split(".")[0] in HEAVY)
+
+
+def _areas(mods: set[str]) -> set[str]:
+    return {a for a in COMMAND_AREAS if f"kbase.commands.{a}" in mods}
+
+
+def test_the_command_table_is_what_each_module_registers():
+    """kbase/cli.py names every command's module without importing it; a command added to a
+    module and not to the table (or the reverse) fails here, in `kbase --help` order."""
+    from kbase.cli import app
+
+    want: dict[str, str | None] = {}
+    for area in COMMAND_AREAS:
+        sub = typer.Typer()
+        __import__(f"kbase.commands.{area}", fromlist=["register"]).register(sub)
+        for name in typer.main.get_group(sub).commands:
+            want[name] = area
+    want["init"] = None
+    assert COMMAND_MODULES == want
+    group = typer.main.get_command(app)
+    assert isinstance(group, typer.core.TyperGroup)
+    assert group.list_commands(None) == list(COMMAND_MODULES)  # type: ignore[arg-type]
+
+
+def test_importing_the_cli_loads_no_command_module_and_nothing_heavy():
+    code = "import json, sys, kbase.cli; print(json.dumps(sorted(sys.modules)))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    mods = set(json.loads(out.stdout))
+    assert not _heavy(mods)
+    assert not _areas(mods) and "kbase.schema" not in mods and "rich" not in mods
+
+
+@pytest.mark.parametrize("command, area", [("mine", "archive"), ("search", "core")])
+def test_a_command_help_loads_its_own_module_only(command, area):
+    out, mods = _loaded(command, "--help")
+    assert out.returncode == 0 and "Usage" in out.stdout
+    assert not _heavy(mods)
+    assert _areas(mods) == {area}
+
+
+def test_a_search_of_an_existing_index_loads_nothing_heavy(embedder, tmp_path):
+    root = tmp_path / "kb"
+    write_topic_skills(root)
+    kb = KnowledgeBase(root=root, home=tmp_path / "home")
+    kb._embedder = embedder
+    assert not kb.index().problems  # also exports home/onnx, which the query is embedded with
+    env = {**os.environ, "KBASE_HOME": str(kb.home), "KBASE_ROOT": str(root)}
+    env.pop("KBASE_ONNX", None)
+    for _ in range(2):  # the second run starts with the skill statuses cached on disk
+        out, mods = _loaded("search", "warp reduction gives wrong sum", "--json", env=env)
+        assert out.returncode == 0, out.stderr
+        assert json.loads(out.stdout)["hits"][0]["id"] == "warp-shuffle-sum"
+        assert not _heavy(mods)
+        assert _areas(mods) == {"core"}
+        assert "rich" not in mods  # --json prints no rich output
+    # with the statuses cached, no SKILL.md is parsed: no markdown parser either
+    assert "markdown_it" not in mods and "kbase.ingest.skills" not in mods
+
+
+def test_a_no_op_mine_loads_no_miner_machinery(tmp_path):
+    repo = tmp_path / "repo"
+    repo.mkdir()
+
+    def git(*args: str) -> None:
+        subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True)
+
+    git("init", "-q", "-b", "main")
+    (repo / "kernel.cu").write_text("__global__ void k() {}\n")
+    git("add", ".")
+    git("-c", "user.name=t", "-c", "user.email=t@e", "commit", "-qm", "add a kernel (#1)")
+    root = tmp_path / "kb"
+    (root / "pr_archive").mkdir(parents=True)
+    args = ("mine", "--repo", str(repo), "--name", "demo", "--root", str(root), "--json")
+    first, _ = _loaded(*args)
+    assert first.returncode == 0, first.stderr
+    out, mods = _loaded(*args)
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["mode"] == "noop"
+    assert not _heavy(mods)
+    assert _areas(mods) == {"archive"}
+    lazy = ("rich", "numpy", "yaml", "kbase.ingest.card_writer", "kbase.ingest.logrun")
+    assert not [m for m in lazy if m in mods]
