@@ -14,7 +14,7 @@ import shutil
 import subprocess
 import sys
 import threading
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -55,6 +55,7 @@ class Histories:
         self._mined: dict[str, MinedHistory] = {}
         self._locks: dict[str, threading.Lock] = {}
         self._guard = threading.Lock()
+        self._pool: ThreadPoolExecutor | None = None
 
     def mined(self, name: str) -> MinedHistory:
         with self._guard:
@@ -64,10 +65,12 @@ class Histories:
                 self._mined[name] = self._mine(name)
             return self._mined[name]
 
-    def mine_all(self, names: tuple[str, ...]) -> list[MinedHistory]:
-        """Two at a time: a mine is one Python process fed by git, so two share two cores."""
-        with ThreadPoolExecutor(max_workers=2) as pool:
-            return list(pool.map(self.mined, names))
+    def prefetch(self, names: tuple[str, ...]) -> list[Future[MinedHistory]]:
+        """Start mining `names` in the background, two at a time (a mine is one Python process
+        fed by git), so the caller can embed meanwhile."""
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="mine")
+        return [self._pool.submit(self.mined, n) for n in names]
 
     def _mine(self, name: str) -> MinedHistory:
         data = HIST / f"{name}.jsonl"
@@ -85,10 +88,13 @@ class Histories:
 
 
 @pytest.fixture(scope="session")
-def histories(tmp_path_factory) -> Histories:
+def histories(tmp_path_factory):
     if not REPLAY.exists():
         pytest.skip(f"shared histories not found at {SHARED}")
-    return Histories(tmp_path_factory.mktemp("histories"))
+    h = Histories(tmp_path_factory.mktemp("histories"))
+    yield h
+    if h._pool is not None:
+        h._pool.shutdown(wait=True)
 
 
 @dataclass(frozen=True)

@@ -69,14 +69,16 @@ def test_pr_questions_paraphrase_rather_than_copy_the_subject(sets):
 
 
 @pytest.fixture(scope="module")
-def devset_kb(tmp_path_factory, histories, skills_index):
+def devset_kb(request, tmp_path_factory, histories):
     """The session's mined histories (shared with other tests) over a copy of the session's
     skills-only index: indexing then embeds only the PR cards."""
     work = os.environ.get("KBASE_DEVSET_WORK")
     if work:  # a local re-run: take the archives already mined there as they are
         return build_kb(Path(work), mine=not (Path(work) / "kb" / "pr_archive").is_dir())
+    mining = histories.prefetch(HISTORIES)  # in the background, while the skills are embedded
+    skills_index = request.getfixturevalue("skills_index")
     work = tmp_path_factory.mktemp("devsets")
-    for h in histories.mine_all(HISTORIES):
+    for h in (f.result() for f in mining):
         shutil.copytree(h.archive, work / "kb" / "pr_archive" / h.name)
     skills_index.copy_home(work / "home")
     return build_kb(work, mine=False)
