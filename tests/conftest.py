@@ -12,11 +12,31 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"
 
-# Session fixtures of the serve tests, visible to every test module without an import there.
+# Session fixtures (serve tests, shared histories), visible to every test module without an import.
+from history_fixtures import histories, skills_index  # noqa: E402, F401
 from serve_fixtures import chroma_server, indexed_root, service  # noqa: E402, F401
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
+
+
+# Tests that share a costly session fixture run in one pytest-xdist worker (--dist loadgroup,
+# set in pyproject.toml), so the fixture is built once per run rather than once per worker.
+XDIST_GROUPS = {
+    "skills_index": "kb-index",
+    "histories": "kb-index",
+    "indexed_root": "serve",
+    "service": "serve",
+}
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the marks
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        names = getattr(item, "fixturenames", ())
+        group = next((g for f, g in XDIST_GROUPS.items() if f in names), None)
+        if group is not None:
+            item.add_marker(pytest.mark.xdist_group(group))
 
 
 @dataclass

@@ -2,7 +2,7 @@
 test halves: hybrid search must not fall below BM25 alone or dense alone on either set.
 
 The PR questions run against archives mined from replays of the four shared histories
-(../shared, read at run time); this builds a ~5k-entry index, the slowest test of the suite.
+(../shared, read at run time); this builds a ~6.5k-entry index, the slowest test of the suite.
 KBASE_DEVSET_WORK=<dir> reuses replays, archives and vectors between local runs.
 """
 
@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import sys
 from pathlib import Path
 
@@ -68,13 +69,19 @@ def test_pr_questions_paraphrase_rather_than_copy_the_subject(sets):
 
 
 @pytest.fixture(scope="module")
-def devset_kb(tmp_path_factory, embedder):
-    if not HIST.exists():
-        pytest.skip(f"shared histories not found at {HIST}")
+def devset_kb(request, tmp_path_factory, histories):
+    """The session's mined histories (shared with other tests) over a copy of the session's
+    skills-only index: indexing then embeds only the PR cards."""
     work = os.environ.get("KBASE_DEVSET_WORK")
     if work:  # a local re-run: take the archives already mined there as they are
         return build_kb(Path(work), mine=not (Path(work) / "kb" / "pr_archive").is_dir())
-    return build_kb(tmp_path_factory.mktemp("devsets"))
+    mining = histories.prefetch(HISTORIES)  # in the background, while the skills are embedded
+    skills_index = request.getfixturevalue("skills_index")
+    work = tmp_path_factory.mktemp("devsets")
+    for h in (f.result() for f in mining):
+        shutil.copytree(h.archive, work / "kb" / "pr_archive" / h.name)
+    skills_index.copy_home(work / "home")
+    return build_kb(work, mine=False)
 
 
 @pytest.mark.parametrize("name", list(D.SETS))

@@ -17,11 +17,10 @@ def dev_set():
 
 
 @pytest.fixture(scope="module")
-def real_kb(real_skills_root, embedder, tmp_path_factory):
-    kb = KnowledgeBase(root=real_skills_root, home=tmp_path_factory.mktemp("evalhome"))
-    rep = kb.index()
-    assert not rep.problems, [str(p) for p in rep.problems]
-    return kb
+def real_kb(skills_index, tmp_path_factory):
+    """The shipped skills, indexed once per session (a copy: searching may write to its home)."""
+    home = skills_index.copy_home(tmp_path_factory.mktemp("evalhome") / "home")
+    return KnowledgeBase(root=skills_index.root, home=home)
 
 
 def test_dev_set_is_well_formed(dev_set):
