@@ -11,7 +11,9 @@ name is the identifier before the parameter list), or a plain block.
 from __future__ import annotations
 
 import bisect
+import operator
 import re
+from itertools import accumulate, count
 
 from kbase.ingest.definitions import CLASS, FUNCTION, KERNEL, MACRO, METHOD, FileDefs, Span
 
@@ -166,7 +168,10 @@ def function_name(sig: str, need_type: bool = False) -> str | None:
 
 def scan_defs(src: bytes | str) -> FileDefs:
     text = src.decode("utf-8", "replace") if isinstance(src, bytes) else src
-    line_starts = [0] + [m.end() for m in re.finditer(r"\n", text)]
+    # the offset after every newline, from the lengths of the lines (C loops, not a match
+    # object per line)
+    line_starts = [0]
+    line_starts.extend(map(operator.add, accumulate(map(len, text.split("\n")[:-1])), count(1)))
 
     def line_of(pos: int) -> int:
         return bisect.bisect_right(line_starts, pos)

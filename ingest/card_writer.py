@@ -124,15 +124,18 @@ class CardWriter:
             for sha in (card.sha, *card.also):
                 by_sha[sha[:SHORT_SHA]] = stem
         wanted: dict[str, set[str]] = {}
+        heads: list[tuple[str, str]] | None = None  # the folder's cards, read at most once
         for stem, card in self.cards.items():
             ref = f"#{card.pr}" if card.pr is not None else commit_ref(card.sha)
             target = None
             if card.reverts is not None:
                 target = str(card.reverts)
             elif card.reverts_commit:
-                target = by_sha.get(card.reverts_commit[:SHORT_SHA]) or _find_by_sha(
-                    self.folder, card.reverts_commit
-                )
+                target = by_sha.get(card.reverts_commit[:SHORT_SHA])
+                if target is None:
+                    if heads is None:
+                        heads = _card_heads(self.folder)
+                    target = _find_by_sha(self.folder, card.reverts_commit, heads)
             if target is not None and target != stem:
                 wanted.setdefault(target, set()).add(ref)
         for stem, refs in sorted(wanted.items()):
@@ -158,19 +161,27 @@ def _ref_order(ref: str) -> tuple[int, int, str]:
     return (0, int(ref[1:]), "") if ref.startswith("#") else (1, 0, ref)
 
 
-def _find_by_sha(folder: Path, sha: str) -> str | None:
+def _card_heads(folder: Path) -> list[tuple[str, str]]:
+    """(file stem, the first 4000 characters) of every card in the folder, in glob order: a
+    full mine of a history with many reverts looked each one up in every card."""
+    out = []
+    for p in folder.glob("*.md"):
+        try:
+            out.append((p.stem, p.read_text(encoding="utf-8")[:4000]))
+        except OSError:
+            continue
+    return out
+
+
+def _find_by_sha(folder: Path, sha: str, heads: list[tuple[str, str]]) -> str | None:
     """The card (file stem) of an earlier run whose commit is `sha` (a prefix is enough)."""
     short = sha[:SHORT_SHA]
     p = folder / f"commit-{short}.md"
     if p.exists():
         return p.stem
-    for p in folder.glob("*.md"):
-        try:
-            head = p.read_text(encoding="utf-8")[:4000]
-        except OSError:
-            continue
+    for stem, head in heads:
         if f"\nsha: {short}" in head or f"\nsha: {sha}" in head:
-            return p.stem
+            return stem
     return None
 
 
