@@ -175,14 +175,16 @@ class DefsCache:
         """Which of these commits' facts the cache holds (a commit's diff never changes)."""
         if self._db is None:
             return set()
+        held: set[str] = set()
         try:
-            return {
-                sha
-                for sha in shas
-                if self._db.execute("SELECT 1 FROM commits WHERE sha = ?", (sha,)).fetchone()
-            }
+            for i in range(0, len(shas), 500):  # one query per 500 (SQLite's parameter limit)
+                part = shas[i : i + 500]
+                marks = ",".join("?" * len(part))
+                rows = self._db.execute(f"SELECT sha FROM commits WHERE sha IN ({marks})", part)
+                held.update(r[0] for r in rows)
         except sqlite3.Error:
             return set()
+        return held
 
     def get_commit(self, sha: str) -> tuple | None:
         if self._db is None:
