@@ -112,8 +112,8 @@ def _strip_template_head(sig: str) -> str:
 
 # a word each _ATTR_CALL match holds: where none is in a signature (the common case) the
 # regex is not run over it
-_ATTR_WORDS = ("__launch_bounds__", "__attribute__", "align", "__declspec", "noexcept", "throw")
-_ATTR_WORDS += ("decltype", "__cluster_dims__", "requires")
+_ATTR_WORDS: tuple[str, ...] = ("__launch_bounds__", "__attribute__", "align", "__declspec")
+_ATTR_WORDS += ("noexcept", "throw", "decltype", "__cluster_dims__", "requires")
 
 
 def _without_attr_calls(sig: str) -> str:
