@@ -61,6 +61,10 @@ _NUMBER = re.compile(
 )
 
 
+_DIGIT = re.compile(r"\d")  # every _NUMBER match holds one
+_LINK_HINT = re.compile(r"#\d|/issues/\d")  # every _ISSUE_LINK match holds one
+
+
 @dataclass
 class BodyFacts:
     description: str = ""
@@ -73,12 +77,17 @@ class BodyFacts:
 
 def read_body(body: str, own_pr: int | None = None) -> BodyFacts:
     out = BodyFacts()
-    m = _REVERTS_COMMIT.search(body)
-    if m:
-        out.reverts_commit = m.group(1).lower()
-    m = _REVERTS_PR.search(body)
-    if m:
-        out.reverts_pr = int(m.group(1) or m.group(2))
+    # the case-insensitive patterns below scan the whole body; most bodies lack the words
+    # they need, which a substring test tells sooner (in ASCII text only: outside it, case
+    # folding can match other letters, e.g. U+017F to "s")
+    low = body.lower() if body.isascii() else None
+    if low is None or "revert" in low:
+        m = _REVERTS_COMMIT.search(body)
+        if m:
+            out.reverts_commit = m.group(1).lower()
+        m = _REVERTS_PR.search(body)
+        if m:
+            out.reverts_pr = int(m.group(1) or m.group(2))
     kept: list[str] = []
     skip_section = False
     for raw in _COMMENT.sub("", body).splitlines() if "<!--" in body else body.splitlines():
@@ -122,12 +131,13 @@ def read_body(body: str, own_pr: int | None = None) -> BodyFacts:
         cut = text.rfind("\n", 0, DESCRIPTION_LIMIT)
         text = text[: cut if cut > DESCRIPTION_LIMIT // 2 else DESCRIPTION_LIMIT].rstrip() + " …"
     out.description = text
-    for lm in _ISSUE_LINK.finditer(body):
+    links = _ISSUE_LINK.finditer(body) if low is None or _LINK_HINT.search(low) else ()
+    for lm in links:
         for num in _ISSUE_NUM.finditer(lm.group(1)):
             n = int(num.group(1) or num.group(2))
             if n != own_pr and n not in out.issues and n != out.reverts_pr:
                 out.issues.append(n)
-    for nm in _NUMBER.finditer(text):
+    for nm in _NUMBER.finditer(text) if _DIGIT.search(text) else ():
         v = " ".join((nm.group(1) or nm.group(2)).split())
         if v not in out.numbers and not re.fullmatch(r"[01]\s?s", v):
             out.numbers.append(v)

@@ -11,7 +11,9 @@ name is the identifier before the parameter list), or a plain block.
 from __future__ import annotations
 
 import bisect
+import operator
 import re
+from itertools import accumulate, count
 
 from kbase.ingest.definitions import CLASS, FUNCTION, KERNEL, MACRO, METHOD, FileDefs, Span
 
@@ -28,6 +30,8 @@ _TOKEN = re.compile(
 _NOISE = re.compile(
     r'//[^\n]*|/\*.*?\*/|^[ \t]*#(?:\\\r?\n|[^\n])*|"(?:\\.|[^"\\\n])*"', re.S | re.M
 )
+_FIRST = re.compile(r"\S")
+_NAMESPACE = re.compile(r"\bnamespace\b[\w:\s]*$")
 _DEFINE = re.compile(r"[ \t]*#[ \t]*define[ \t]+([A-Za-z_]\w*)")
 _DIRECTIVE = re.compile(r"[ \t]*#[ \t]*([a-z]+)")
 _ACCESS = re.compile(r"^\s*(?:public|private|protected)\s*:\s*")
@@ -106,7 +110,15 @@ def _strip_template_head(sig: str) -> str:
         sig = sig[j + 1 :]
 
 
+# a word each _ATTR_CALL match holds: where none is in a signature (the common case) the
+# regex is not run over it
+_ATTR_WORDS: tuple[str, ...] = ("__launch_bounds__", "__attribute__", "align", "__declspec")
+_ATTR_WORDS += ("noexcept", "throw", "decltype", "__cluster_dims__", "requires")
+
+
 def _without_attr_calls(sig: str) -> str:
+    if "(" not in sig or not any(w in sig for w in _ATTR_WORDS):
+        return sig
     while True:
         m = _ATTR_CALL.search(sig)
         if not m:
@@ -166,7 +178,10 @@ def function_name(sig: str, need_type: bool = False) -> str | None:
 
 def scan_defs(src: bytes | str) -> FileDefs:
     text = src.decode("utf-8", "replace") if isinstance(src, bytes) else src
-    line_starts = [0] + [m.end() for m in re.finditer(r"\n", text)]
+    # the offset after every newline, from the lengths of the lines (C loops, not a match
+    # object per line)
+    line_starts = [0]
+    line_starts.extend(map(operator.add, accumulate(map(len, text.split("\n")[:-1])), count(1)))
 
     def line_of(pos: int) -> int:
         return bisect.bisect_right(line_starts, pos)
@@ -222,8 +237,12 @@ def scan_defs(src: bytes | str) -> FileDefs:
             continue
         # an opening brace: read its signature
         raw = text[sig_from : m.start()]
-        sig = _ACCESS.sub("", _NOISE.sub(" ", raw)).strip()
-        lead = re.search(r"\S", _NOISE.sub(lambda x: " " * len(x.group(0)), raw))
+        if "/" in raw or '"' in raw or "#" in raw:
+            sig = _ACCESS.sub("", _NOISE.sub(" ", raw)).strip()
+            lead = _FIRST.search(_NOISE.sub(lambda x: " " * len(x.group(0)), raw))
+        else:  # nothing for _NOISE to match (comments, strings, directives): two passes saved
+            sig = _ACCESS.sub("", raw).strip()
+            lead = _FIRST.search(raw)
         start = line_of(sig_from + lead.start()) if lead else line_of(m.start())
         sig_from = m.end()
         # the innermost class frame already holds the qualified name
@@ -234,7 +253,7 @@ def scan_defs(src: bytes | str) -> FileDefs:
             fname = function_name(flat, need_type=True) if flat else None
             if fname:
                 frame = ("func", f"{fname}\x00{FUNCTION}", start)
-        elif re.search(r"\bnamespace\b[\w:\s]*$", flat) or re.fullmatch(r"extern\s*", flat):
+        elif ("namespace" in flat and _NAMESPACE.search(flat)) or re.fullmatch(r"extern\s*", flat):
             frame = ("ns", "", start)
         else:
             core = _strip_template_head(flat).strip()

@@ -20,13 +20,16 @@ from kbase.ingest.card_build import (
     title_of,
     to_change,
 )
+from kbase.ingest.card_cache import card_key, card_version, recipe_key
 from kbase.ingest.card_format import existing_notes, render_card, split_card
 from kbase.ingest.checkpoint import atomic_write
 from kbase.ingest.gitlog import CommitFacts
+from kbase.ingest.logrun import pack_commit
 
 from kbase.schema import PRCard, Recipe
 
 if TYPE_CHECKING:
+    from kbase.ingest.defs_cache import DefsCache
     from kbase.ingest.mining import MineReport
 
 SAMPLE_LIMIT = 20
@@ -42,7 +45,14 @@ class CardWriter:
     """Accumulates commits newest-first and writes one card per PR (or direct push) as soon as
     it is known; revert links in both directions are settled in `link_reverts` at the end."""
 
-    def __init__(self, folder: Path, recipe: Recipe, incremental: bool, report: MineReport):
+    def __init__(
+        self,
+        folder: Path,
+        recipe: Recipe,
+        incremental: bool,
+        report: MineReport,
+        cache: DefsCache | None = None,
+    ):
         self.folder = folder
         self.recipe = recipe
         self.matcher = recipe.matcher()
@@ -50,6 +60,10 @@ class CardWriter:
         self.report = report
         self.cards: dict[str, PRCard] = {}  # card file stem -> card
         self.seen_shas: set[str] = set()
+        self.cache = cache
+        if cache is not None:
+            cache.use_cards(card_version())
+        self._recipe_key = recipe_key(recipe)
 
     def __call__(self, c: CommitFacts) -> None:
         self.report.commits += 1
@@ -59,18 +73,7 @@ class CardWriter:
                 self.report.warnings.append(f"{c.sha[:12]}: {f.problem}; its symbols are skipped")
         found = classify.pr_number(c.subject)
         pr, style = found if found else (None, None)
-        files = sorted((to_change(f) for f in c.files), key=lambda f: f.path)
-        card = build_card(
-            self.recipe,
-            self.matcher,
-            pr=pr,
-            title=title_of(c, style),
-            sha=c.sha,
-            date=c.date,
-            files=files,
-            body=body_facts(c, pr, style),
-            key=key_diff(c.files, files),
-        )
+        card = self._card(c, pr, style)
         if pr is None:
             self.report.without_pr += 1
             self.report.direct_pushes += 1
@@ -86,6 +89,37 @@ class CardWriter:
             # the same PR number on an older commit (a re-land, an empty follow-up): one card
             card = _combine(self, held, card)
         self._write(stem, card)
+
+    def _card(self, c: CommitFacts, pr: int | None, style: str | None) -> PRCard:
+        """The card of one commit alone, from the cache when an earlier mine built it."""
+        key = None
+        # facts with a problem (a blob git could not read) may read otherwise next time
+        if self.cache is not None and not any(f.problem for f in c.files):
+            key = card_key(pack_commit(c), self._recipe_key)
+            got = self.cache.get_card(key)
+            if got is not None:
+                try:
+                    card = PRCard.model_validate(got)
+                except ValueError:
+                    pass
+                else:
+                    self.report.cards_cached += 1
+                    return card
+        files = sorted((to_change(f) for f in c.files), key=lambda f: f.path)
+        card = build_card(
+            self.recipe,
+            self.matcher,
+            pr=pr,
+            title=title_of(c, style),
+            sha=c.sha,
+            date=c.date,
+            files=files,
+            body=body_facts(c, pr, style),
+            key=key_diff(c.files, files),
+        )
+        if key is not None and self.cache is not None:
+            self.cache.put_card(key, card.model_dump(mode="json"))
+        return card
 
     def _write(self, stem: str, card: PRCard) -> None:
         path = self.folder / f"{stem}.md"
@@ -124,15 +158,18 @@ class CardWriter:
             for sha in (card.sha, *card.also):
                 by_sha[sha[:SHORT_SHA]] = stem
         wanted: dict[str, set[str]] = {}
+        heads: list[tuple[str, str]] | None = None  # the folder's cards, read at most once
         for stem, card in self.cards.items():
             ref = f"#{card.pr}" if card.pr is not None else commit_ref(card.sha)
             target = None
             if card.reverts is not None:
                 target = str(card.reverts)
             elif card.reverts_commit:
-                target = by_sha.get(card.reverts_commit[:SHORT_SHA]) or _find_by_sha(
-                    self.folder, card.reverts_commit
-                )
+                target = by_sha.get(card.reverts_commit[:SHORT_SHA])
+                if target is None:
+                    if heads is None:
+                        heads = _card_heads(self.folder)
+                    target = _find_by_sha(self.folder, card.reverts_commit, heads)
             if target is not None and target != stem:
                 wanted.setdefault(target, set()).add(ref)
         for stem, refs in sorted(wanted.items()):
@@ -158,19 +195,27 @@ def _ref_order(ref: str) -> tuple[int, int, str]:
     return (0, int(ref[1:]), "") if ref.startswith("#") else (1, 0, ref)
 
 
-def _find_by_sha(folder: Path, sha: str) -> str | None:
+def _card_heads(folder: Path) -> list[tuple[str, str]]:
+    """(file stem, the first 4000 characters) of every card in the folder, in glob order: a
+    full mine of a history with many reverts looked each one up in every card."""
+    out = []
+    for p in folder.glob("*.md"):
+        try:
+            out.append((p.stem, p.read_text(encoding="utf-8")[:4000]))
+        except OSError:
+            continue
+    return out
+
+
+def _find_by_sha(folder: Path, sha: str, heads: list[tuple[str, str]]) -> str | None:
     """The card (file stem) of an earlier run whose commit is `sha` (a prefix is enough)."""
     short = sha[:SHORT_SHA]
     p = folder / f"commit-{short}.md"
     if p.exists():
         return p.stem
-    for p in folder.glob("*.md"):
-        try:
-            head = p.read_text(encoding="utf-8")[:4000]
-        except OSError:
-            continue
+    for stem, head in heads:
         if f"\nsha: {short}" in head or f"\nsha: {sha}" in head:
-            return p.stem
+            return stem
     return None
 
 

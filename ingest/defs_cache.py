@@ -2,7 +2,8 @@
 mine of another branch or clone into the same root reads what an earlier run parsed
 instead of parsing it again. Beside it: what each file change's lines were named (by its
 blobs and hunks) and each commit's facts (by commit id), so a re-mine of commits mined
-before neither parses nor asks git for their diffs.
+before neither parses nor asks git for their diffs; and the card each commit's facts made
+under a recipe (ingest/card_cache.py), so a re-mine does not build them again either.
 
 A blob's definitions depend only on its bytes, the language, the grammars and our own
 extraction code; the cache is one SQLite file whose `version` row names all of those,
@@ -99,6 +100,7 @@ class DefsCache:
         self._new: list[tuple[str, str, bytes]] = []
         self._new_changes: list[tuple[str, bytes]] = []
         self._new_commits: list[tuple[str, bytes]] = []
+        self._new_cards: list[tuple[str, bytes]] = []
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             db = sqlite3.connect(str(path), timeout=5, isolation_level=None)
@@ -115,6 +117,9 @@ class DefsCache:
             db.execute(
                 "CREATE TABLE IF NOT EXISTS commits (sha TEXT PRIMARY KEY, data BLOB) WITHOUT ROWID"
             )
+            db.execute(
+                "CREATE TABLE IF NOT EXISTS cards (k TEXT PRIMARY KEY, data BLOB) WITHOUT ROWID"
+            )
             version = code_version()
             row = db.execute("SELECT v FROM meta WHERE k = 'version'").fetchone()
             if row is None or row[0] != version:
@@ -122,6 +127,7 @@ class DefsCache:
                 db.execute("DELETE FROM defs")
                 db.execute("DELETE FROM changes")
                 db.execute("DELETE FROM commits")
+                db.execute("DELETE FROM cards")
                 db.execute("INSERT OR REPLACE INTO meta VALUES ('version', ?)", (version,))
                 db.execute("COMMIT")
             self._db = db
@@ -175,14 +181,16 @@ class DefsCache:
         """Which of these commits' facts the cache holds (a commit's diff never changes)."""
         if self._db is None:
             return set()
+        held: set[str] = set()
         try:
-            return {
-                sha
-                for sha in shas
-                if self._db.execute("SELECT 1 FROM commits WHERE sha = ?", (sha,)).fetchone()
-            }
+            for i in range(0, len(shas), 500):  # one query per 500 (SQLite's parameter limit)
+                part = shas[i : i + 500]
+                marks = ",".join("?" * len(part))
+                rows = self._db.execute(f"SELECT sha FROM commits WHERE sha IN ({marks})", part)
+                held.update(r[0] for r in rows)
         except sqlite3.Error:
             return set()
+        return held
 
     def get_commit(self, sha: str) -> tuple | None:
         if self._db is None:
@@ -197,17 +205,48 @@ class DefsCache:
         if self._db is not None:
             self._new_commits.append((sha, zlib.compress(marshal.dumps(value), 1)))
 
+    def use_cards(self, version: str) -> None:
+        """Cards built by other code than `version` (card_cache.card_version) are dropped."""
+        if self._db is None:
+            return
+        try:
+            row = self._db.execute("SELECT v FROM meta WHERE k = 'cards'").fetchone()
+            if row is None or row[0] != version:
+                self._db.execute("BEGIN")
+                self._db.execute("DELETE FROM cards")
+                self._db.execute("INSERT OR REPLACE INTO meta VALUES ('cards', ?)", (version,))
+                self._db.execute("COMMIT")
+        except sqlite3.Error:
+            self._db = None
+
+    def get_card(self, key: str) -> dict | None:
+        """The card one commit's facts made under one recipe (`card_cache.card_key`)."""
+        if self._db is None:
+            return None
+        try:
+            row = self._db.execute("SELECT data FROM cards WHERE k = ?", (key,)).fetchone()
+            return marshal.loads(zlib.decompress(row[0])) if row else None
+        except (sqlite3.Error, ValueError, EOFError, TypeError, zlib.error):
+            return None
+
+    def put_card(self, key: str, value: dict) -> None:
+        if self._db is not None:
+            self._new_cards.append((key, zlib.compress(marshal.dumps(value), 1)))
+
     def flush(self) -> None:
-        if self._db is None or not (self._new or self._new_changes or self._new_commits):
+        pending = self._new or self._new_changes or self._new_commits or self._new_cards
+        if self._db is None or not pending:
             self._new.clear()
             self._new_changes.clear()
             self._new_commits.clear()
+            self._new_cards.clear()
             return
         try:
             self._db.execute("BEGIN")
             self._db.executemany("INSERT OR REPLACE INTO defs VALUES (?, ?, ?)", self._new)
             self._db.executemany("INSERT OR REPLACE INTO changes VALUES (?, ?)", self._new_changes)
             self._db.executemany("INSERT OR REPLACE INTO commits VALUES (?, ?)", self._new_commits)
+            self._db.executemany("INSERT OR REPLACE INTO cards VALUES (?, ?)", self._new_cards)
             self._db.execute("COMMIT")
         except sqlite3.Error:
             try:
@@ -217,6 +256,7 @@ class DefsCache:
         self._new.clear()
         self._new_changes.clear()
         self._new_commits.clear()
+        self._new_cards.clear()
 
     def close(self) -> None:
         self.flush()

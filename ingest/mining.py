@@ -60,6 +60,7 @@ class MineReport:
     blobs_incremental: int = 0
     blobs_cached: int = 0
     commits_cached: int = 0  # commits whose facts came from the cache: git was not asked
+    cards_cached: int = 0  # commits whose card (built from their facts) came from the cache
     resumed_after: int = 0  # commits an interrupted run had mined already (0: a fresh run)
     written: int = 0
     unchanged: int = 0
@@ -199,12 +200,16 @@ def mine(
 
         walk = read_plan(repo, report.range, head)
         total = len(walk.mine)
+        cache = open_cache(root)
         writer = CardWriter(
-            folder, recipe, incremental=report.mode in ("incremental", "since"), report=report
+            folder,
+            recipe,
+            incremental=report.mode in ("incremental", "since"),
+            report=report,
+            cache=cache,
         )
         skip = resume(folder, key, writer, walk.mine)
         done = skip
-        cache = open_cache(root)
 
         def on_commit(c: CommitFacts) -> None:
             nonlocal done

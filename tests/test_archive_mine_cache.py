@@ -262,3 +262,34 @@ def test_line_runs_name_what_line_by_line_lookups_name():
             want.kinds,
             want.lines,
         )
+
+
+def test_a_remine_reads_the_cards_built_before_for_the_same_facts_and_recipe(tmp_path, monkeypatch):
+    _history(tmp_path / "repo")
+    root = tmp_path / "kb"
+    first = mine(tmp_path / "repo", root, RECIPE)
+    assert first.cards_cached == 0
+    cards = _cards(root)
+    again = mine(tmp_path / "repo", root, RECIPE, full=True)
+    assert again.cards_cached == again.commits_cached == again.commits
+    assert _cards(root) == cards
+
+    # another recipe shapes other cards: none is read from the cache, and they are those of a
+    # mine without it
+    other = Recipe(
+        name="cache", upstream="https://github.com/example/other", families={"k": ["csrc/**"]}
+    )
+    changed = mine(tmp_path / "repo", root, other, full=True)
+    assert changed.cards_cached == 0 and changed.commits_cached == changed.commits
+    monkeypatch.setenv("KBASE_MINE_CACHE", "0")
+    mine(tmp_path / "repo", tmp_path / "kb-off", other)
+    assert _cards(root) == _cards(tmp_path / "kb-off") != cards
+    monkeypatch.delenv("KBASE_MINE_CACHE")
+
+    # cards built by other card code are not read
+    db = sqlite3.connect(root / ".kbase" / "cache" / CACHE_FILE)
+    db.execute("UPDATE meta SET v = 'older card code' WHERE k = 'cards'")
+    db.commit()
+    db.close()
+    assert mine(tmp_path / "repo", root, other, full=True).cards_cached == 0
+    assert mine(tmp_path / "repo", root, other, full=True).cards_cached > 0

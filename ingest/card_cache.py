@@ -1,0 +1,56 @@
+"""Which cached card a commit's facts made: a re-mine (`--full`, a recipe tried again, another
+branch into the same root) reads the card built before instead of building it again.
+
+A card depends on the commit's facts, the recipe and the code that builds and validates
+cards (with the tag vocabulary); the key holds a digest of the first two, the cache's
+`cards` version a digest of the third, so an edit to any of them misses.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+from functools import cache
+from importlib import resources
+
+from kbase.schema import Recipe
+
+# the modules whose code shapes a card built from commit facts
+_CARD_CODE = (
+    "kbase.ingest.card_build",
+    "kbase.ingest.classify",
+    "kbase.ingest.bodies",
+    "kbase.ingest.change_symbols",
+    "kbase.schema",
+    "kbase.vocab",
+    "kbase.closed_sets",
+    "kbase.globs",
+)
+
+
+@cache
+def card_version() -> str:
+    from importlib import metadata
+
+    h = hashlib.sha256(f"pydantic={metadata.version('pydantic')};".encode())
+    for name in _CARD_CODE:
+        spec = importlib.util.find_spec(name)
+        if spec is None or spec.origin is None:
+            h.update(f"{name}=none;".encode())
+            continue
+        with open(spec.origin, "rb") as fh:
+            h.update(fh.read())
+    h.update(resources.files("kbase.data").joinpath("vocab.yaml").read_bytes())
+    return h.hexdigest()[:20]
+
+
+def recipe_key(recipe: Recipe) -> str:
+    return hashlib.sha256(recipe.model_dump_json().encode()).hexdigest()[:16]
+
+
+def card_key(packed_commit: tuple, recipe: str) -> str:
+    """`packed_commit`: logrun.pack_commit of the facts; `recipe`: `recipe_key`. The facts are
+    digested through repr, which (unlike marshal) writes equal values as equal bytes."""
+    text = repr(packed_commit).encode("utf-8", "backslashreplace")
+    digest = hashlib.blake2b(text, digest_size=16).hexdigest()
+    return f"{packed_commit[0]}:{recipe}:{digest}"
