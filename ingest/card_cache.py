@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import platform
 from functools import cache
 from importlib import resources
 
@@ -25,6 +26,7 @@ _CARD_CODE = (
     "kbase.vocab",
     "kbase.closed_sets",
     "kbase.globs",
+    "kbase.search_query",
 )
 
 
@@ -32,7 +34,10 @@ _CARD_CODE = (
 def card_version() -> str:
     from importlib import metadata
 
-    h = hashlib.sha256(f"pydantic={metadata.version('pydantic')};".encode())
+    # the regex engine and pydantic's validators are part of the code too
+    h = hashlib.sha256(
+        f"python={platform.python_version()};pydantic={metadata.version('pydantic')};".encode()
+    )
     for name in _CARD_CODE:
         spec = importlib.util.find_spec(name)
         if spec is None or spec.origin is None:
