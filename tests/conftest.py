@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 from dataclasses import dataclass
@@ -64,6 +65,29 @@ def run_cli(*args: str, env: dict[str, str] | None = None, cwd: Path | str | Non
     if res.exception is not None and not isinstance(res.exception, SystemExit):
         raise res.exception  # a traceback, which a user would have seen: fail with it
     return CliRun(res.exit_code, res.stdout, res.stderr)
+
+
+# Runs `kbase ARGS` in this interpreter and reports on stderr every module that was imported,
+# for the tests of what a start-up or a base install loads.
+MODULES_DRIVER = """
+import json, sys
+from kbase.cli import main
+sys.argv = ["kbase", *sys.argv[1:]]
+try:
+    main()
+except SystemExit as e:
+    code = e.code
+else:
+    code = 0
+sys.stderr.write("\\nLOADED " + json.dumps(sorted(sys.modules)) + "\\n")
+sys.exit(code)
+"""
+
+
+def modules_loaded(stderr: str) -> set[str]:
+    """The modules a MODULES_DRIVER run reported."""
+    line = [x for x in stderr.splitlines() if x.startswith("LOADED ")][-1]
+    return set(json.loads(line[len("LOADED ") :]))
 
 
 @pytest.fixture(scope="session")

@@ -8,11 +8,10 @@ import json
 import os
 import subprocess
 import sys
-import textwrap
 
 import pytest
 import typer
-from conftest import write_topic_skills
+from conftest import MODULES_DRIVER, modules_loaded, write_topic_skills
 
 from kbase.api import KnowledgeBase
 from kbase.cli import COMMAND_MODULES
@@ -21,33 +20,16 @@ from kbase.cli import COMMAND_MODULES
 HEAVY = ("torch", "chromadb", "sentence_transformers", "fastapi", "mcp", "uvicorn", "starlette")
 COMMAND_AREAS = sorted({m for m in COMMAND_MODULES.values() if m})
 
-DRIVER = textwrap.dedent(
-    """
-    import json, sys
-    from kbase.cli import main
-    sys.argv = ["kbase", *sys.argv[1:]]
-    try:
-        main()
-    except SystemExit as e:
-        code = e.code
-    else:
-        code = 0
-    sys.stderr.write("\\nLOADED " + json.dumps(sorted(sys.modules)) + "\\n")
-    sys.exit(code)
-    """
-)
-
 
 def _loaded(*args: str, env: dict | None = None) -> tuple[subprocess.CompletedProcess, set[str]]:
     out = subprocess.run(
-        [sys.executable, "-c", DRIVER, *args],
+        [sys.executable, "-c", MODULES_DRIVER, *args],
         capture_output=True,
         text=True,
         env=env or dict(os.environ),
         timeout=120,
     )
-    line = [x for x in out.stderr.splitlines() if x.startswith("LOADED ")][-1]
-    return out, set(json.loads(line[len("LOADED ") :]))
+    return out, modules_loaded(out.stderr)
 
 
 def _heavy(mods: set[str]) -> list[str]:

