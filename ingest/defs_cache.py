@@ -19,6 +19,7 @@ import os
 import sqlite3
 import zlib
 from pathlib import Path
+from typing import Any
 
 from kbase.ingest.definitions import FileDefs, Span
 
@@ -192,14 +193,18 @@ class DefsCache:
             return set()
         return held
 
-    def get_commit(self, sha: str) -> tuple | None:
+    def _packed(self, query: str, key: str) -> Any:
+        """The marshalled, compressed value `query` selects for key; None if absent or bad."""
         if self._db is None:
             return None
         try:
-            row = self._db.execute("SELECT data FROM commits WHERE sha = ?", (sha,)).fetchone()
+            row = self._db.execute(query, (key,)).fetchone()
             return marshal.loads(zlib.decompress(row[0])) if row else None
         except (sqlite3.Error, ValueError, EOFError, TypeError, zlib.error):
             return None
+
+    def get_commit(self, sha: str) -> tuple | None:
+        return self._packed("SELECT data FROM commits WHERE sha = ?", sha)
 
     def put_commit(self, sha: str, value: tuple) -> None:
         if self._db is not None:
@@ -221,13 +226,7 @@ class DefsCache:
 
     def get_card(self, key: str) -> dict | None:
         """The card one commit's facts made under one recipe (`card_cache.card_key`)."""
-        if self._db is None:
-            return None
-        try:
-            row = self._db.execute("SELECT data FROM cards WHERE k = ?", (key,)).fetchone()
-            return marshal.loads(zlib.decompress(row[0])) if row else None
-        except (sqlite3.Error, ValueError, EOFError, TypeError, zlib.error):
-            return None
+        return self._packed("SELECT data FROM cards WHERE k = ?", key)
 
     def put_card(self, key: str, value: dict) -> None:
         if self._db is not None:
