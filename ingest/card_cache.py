@@ -9,10 +9,8 @@ cards (with the tag vocabulary); the key holds a digest of the first two, the ca
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import platform
 from functools import cache
-from importlib import resources
 
 from kbase.schema import Recipe
 
@@ -34,19 +32,11 @@ _CARD_CODE = (
 def card_version() -> str:
     from importlib import metadata
 
+    from kbase.code_digest import source_digest
+
     # the regex engine and pydantic's validators are part of the code too
-    h = hashlib.sha256(
-        f"python={platform.python_version()};pydantic={metadata.version('pydantic')};".encode()
-    )
-    for name in _CARD_CODE:
-        spec = importlib.util.find_spec(name)
-        if spec is None or spec.origin is None:
-            h.update(f"{name}=none;".encode())
-            continue
-        with open(spec.origin, "rb") as fh:
-            h.update(fh.read())
-    h.update(resources.files("kbase.data").joinpath("vocab.yaml").read_bytes())
-    return h.hexdigest()[:20]
+    versions = f"python={platform.python_version()};pydantic={metadata.version('pydantic')};"
+    return source_digest(_CARD_CODE, ["vocab.yaml"], prefix=versions, length=20)
 
 
 def recipe_key(recipe: Recipe) -> str:

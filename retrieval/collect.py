@@ -12,22 +12,18 @@ from kbase.schema import Entry, Problem
 def parser_fingerprint() -> str:
     """Changes whenever the code that turns a card into an Entry changes: cached entries of an
     earlier generation are reused only under the same fingerprint."""
-    import hashlib
-    import importlib
+    from kbase.code_digest import source_digest
 
-    h = hashlib.sha256()
-    for mod in (
-        "kbase.ingest.cards",
-        "kbase.ingest.card_format",
-        "kbase.ingest.skills",
-        "kbase.ingest.markdown",
-        "kbase.drafts",
-        "kbase.schema",
-    ):
-        f = getattr(importlib.import_module(mod), "__file__", None)
-        if f:
-            h.update(Path(f).read_bytes())
-    return h.hexdigest()[:16]
+    return source_digest(
+        (
+            "kbase.ingest.cards",
+            "kbase.ingest.card_format",
+            "kbase.ingest.skills",
+            "kbase.ingest.markdown",
+            "kbase.drafts",
+            "kbase.schema",
+        )
+    )
 
 
 def _file_sig(p: Path) -> list[int] | None:

@@ -31,14 +31,9 @@ TITLE_OFFSETS_FILE = "title_offsets.npy"
 
 def tokenizer_fingerprint() -> str:
     """Changes with the tokenizer's code or its abbreviation groups."""
-    import hashlib
-    from importlib import resources
+    from kbase.code_digest import source_digest
 
-    from kbase.retrieval import tokenize
-
-    h = hashlib.sha256(Path(tokenize.__file__).read_bytes())
-    h.update(resources.files("kbase.data").joinpath("abbreviations.yaml").read_bytes())
-    return h.hexdigest()[:16]
+    return source_digest(["kbase.retrieval.tokenize"], ["abbreviations.yaml"])
 
 
 class TokenCache:
