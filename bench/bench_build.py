@@ -251,6 +251,8 @@ def main() -> None:
         "chunk_lengths_whole_archive": lengths,
         "quality": quality,
         "device": args.device,
+        # KBASE_GPU_PRECISION: how the GPU computed the vectors (fp32 on a CPU)
+        "precision": getattr(emb, "precision", "fp32"),
         "cores": cores(),
         "load_avg_1m_at_start": round(os.getloadavg()[0], 2),
         "entries": len(chosen),
@@ -265,12 +267,15 @@ def main() -> None:
     from rich.table import Table
 
     table = Table(
-        title=f"index build, {len(chosen)} PR cards ({chunks} dense chunks), {args.device}, "
+        title=f"index build, {len(chosen)} PR cards ({chunks} dense chunks), {args.device} "
+        f"{res['precision']}, "
         f"{cores()} cores, load {res['load_avg_1m_at_start']}",
         title_justify="left",
     )
     cols = ("backend", "build s", "CPU s", "entries/s", "entries/s idle est", "chunks/s (embed)")
-    for col in (*cols, "embed s", "store s", "bm25+write s"):
+    # store s: the build's wait on Chroma; writer s: the inserts' own time in the writer process
+    # (retrieval/store_writer.py), overlapping embed and bm25 for a large build
+    for col in (*cols, "embed s", "store s", "writer s", "bm25+write s"):
         table.add_column(col)
     for b, r in runs.items():
         table.add_row(
@@ -282,6 +287,7 @@ def main() -> None:
             str(r["embedded_chunks_per_s"]),
             str(r["stages_s"].get("embed")),
             str(r["stages_s"].get("store")),
+            str(r["stages_s"].get("store_writer", "-")),
             str(r["stages_s"].get("bm25+write")),
         )
     Console(width=140).print(table)

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import threading
+from collections.abc import Iterator
 
 import numpy as np
 
@@ -15,6 +17,22 @@ _models: dict[str, Embedder] = {}
 def default_device() -> str:
     """KBASE_DEVICE (`kbase index --device` sets it): cpu, cuda, cuda:1 ...; default cpu."""
     return os.environ.get("KBASE_DEVICE", "").strip() or "cpu"
+
+
+# How a GPU computes document vectors (KBASE_GPU_PRECISION). fp32 is exact to the CPU's vectors;
+# fp16 runs the matrix products on tensor cores under autocast (layer norms and softmax stay fp32)
+# and tf32 keeps fp32 storage with tensor-core products. bench/bench_build.py --device cuda
+# --save-vectors with bench/vector_agreement.py measures how far each lands from fp32.
+GPU_PRECISIONS = ("fp32", "tf32", "fp16")
+
+
+def gpu_precision() -> str:
+    value = os.environ.get("KBASE_GPU_PRECISION", "").strip().lower() or "fp32"
+    if value not in GPU_PRECISIONS:
+        raise ValueError(
+            f"KBASE_GPU_PRECISION must be one of {', '.join(GPU_PRECISIONS)}, got {value!r}"
+        )
+    return value
 
 
 class Embedder:
@@ -41,6 +59,7 @@ class Embedder:
             if not torch.cuda.is_available():
                 raise RuntimeError(f"device {device!r} asked for, but torch sees no CUDA GPU")
         self.device = device
+        self.precision = gpu_precision() if device.startswith("cuda") else "fp32"
         # Loaded in the dtype stored (transformers' defaults for that differ between versions),
         # then computed in fp32 everywhere: vectors agree across machines whether the weights came
         # as the fp32 file or the fp16 copy sent to a GPU machine, and the ONNX export (traced
@@ -74,16 +93,35 @@ class Embedder:
             batch_size = 64 if self.device == "cpu" else 4096  # H200: 4096 beat 1024 and 512
         self.model.max_seq_length = min(max_length or self.full_length, self.full_length)
         try:
-            vecs = self.model.encode(
-                texts,
-                batch_size=batch_size,
-                normalize_embeddings=True,
-                convert_to_numpy=True,
-                show_progress_bar=False,
-            )
+            with self._precision():
+                vecs = self.model.encode(
+                    texts,
+                    batch_size=batch_size,
+                    normalize_embeddings=True,
+                    convert_to_numpy=True,
+                    show_progress_bar=False,
+                )
         finally:
             self.model.max_seq_length = self.full_length
         return vecs.astype(np.float32)
+
+    @contextlib.contextmanager
+    def _precision(self) -> Iterator[None]:
+        if self.precision == "fp32":
+            yield
+            return
+        import torch
+
+        if self.precision == "fp16":
+            with torch.autocast("cuda", dtype=torch.float16):
+                yield
+            return
+        was = torch.backends.cuda.matmul.allow_tf32
+        torch.backends.cuda.matmul.allow_tf32 = True
+        try:
+            yield
+        finally:
+            torch.backends.cuda.matmul.allow_tf32 = was
 
     def _embed_query(self, text: str) -> tuple[float, ...]:
         # encode() spends most of a single-query call in batching and progress plumbing;

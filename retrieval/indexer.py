@@ -13,6 +13,7 @@ from typing import Any
 from kbase.retrieval import dense_text as DT
 from kbase.retrieval.collect import collect_entries, parser_fingerprint
 from kbase.retrieval.previous import Previous
+from kbase.retrieval.store_writer import StoreWriter, min_chunks
 
 from kbase.schema import Chunk, Entry, Problem
 
@@ -96,13 +97,12 @@ def build_index(
     every run. `model_path`: the embedding model's folder, so the ONNX query model can be checked
     without loading it (default: the packaged model)."""
     from kbase.retrieval import generations as G
-    from kbase.retrieval.lexical import build_bm25, load_token_cache
     from kbase.retrieval.vector_files import GenVectors
     from kbase.retrieval.vectors import VectorStore, partition_key
 
     rep = IndexReport()
     t0 = time.perf_counter()
-    with G.writer_lock(home):
+    with G.writer_lock(home), _Writers() as writers:
         # light: chunk texts are read only where needed (retrieval/previous.py)
         prev = G.load_generation(home, light=True)
         prevs = Previous(prev)
@@ -197,6 +197,13 @@ def build_index(
             )
         )
 
+        # A large build tokenizes for BM25 on a thread while the model embeds: the model runs
+        # outside the GIL (a GPU, or ONNX Runtime's own threads), the tokenizer inside it.
+        big = sum(len(dense_chunks(e)) for e in todo) >= min_chunks()
+        if not noop:
+            gid, tmp = G.new_generation_dir(home)
+            bm25_done = _bm25_stage(prev, prevs, entries, tmp / "bm25", background=big)
+
         t2 = time.perf_counter()
         fresh: dict[str, Any] = {}  # chunk id -> vector embedded (or kept) in this run
         store_s = 0.0
@@ -214,6 +221,13 @@ def build_index(
             # upserted with the first batch embedded: each Chroma upsert call costs ~0.1 s
             pending = [(e, c) for e in todo for c in dense_chunks(e) if c.id in kept]
             chunks = [(e, c) for e in todo for c in dense_chunks(e) if c.id not in kept]
+            if big:
+                # a large build: Chroma's inserts go to a process of their own (store_writer.py),
+                # started before the model loads so that its imports overlap the loading
+                if stores:
+                    stores.pop().close()
+                writers.append(StoreWriter(home, chroma_url))
+            sink = (lambda: writers[0]) if writers else store
             if chunks:
                 if progress:
                     progress("loading the embedding model", 0, 0)
@@ -233,14 +247,14 @@ def build_index(
                 for j, (_, c) in enumerate(part):
                     fresh[c.id] = vecs[j]
                 t_store = time.perf_counter()
-                _upsert(store, pending + part, [fresh[c.id] for _, c in pending + part])
+                _upsert(sink, pending + part, [fresh[c.id] for _, c in pending + part])
                 store_s += time.perf_counter() - t_store
                 pending = []
                 if progress:
                     progress("embed", min(i + len(part), len(chunks)), len(chunks))
             if pending:
                 t_store = time.perf_counter()
-                _upsert(store, pending, [fresh[c.id] for _, c in pending])
+                _upsert(sink, pending, [fresh[c.id] for _, c in pending])
                 store_s += time.perf_counter() - t_store
             rep.embedded_entries = sorted(e.id for e in todo)
             rep.embedded_chunks = len(chunks)
@@ -253,21 +267,15 @@ def build_index(
             # nothing changed: the current generation stays (no files written, none published)
             rep.generation = prev.gen_id if prev is not None else ""
         else:
-            gid, tmp = G.new_generation_dir(home)
-            cache = (
-                load_token_cache(prev.path / "bm25", [e.title for e in prev.entries])
-                if prev is not None
-                else None
-            )
-            if cache is None:  # else it holds every chunk of the entries taken over from prev
-                prevs.fill(entries)
-            build_bm25(
-                [c for e in entries for c in e.chunks],
-                [e.title for e in entries for _ in e.chunks],
-                tmp / "bm25",
-                cache=cache,
-                entry_titles=[e.title for e in entries],
-            )
+            own = bm25_done()
+            if big:  # bm25+write counts the wait; the thread's own time is reported apart
+                rep.seconds["bm25_thread"] = own
+            if writers:  # the vectors are all in the store before the generation names them
+                t_wait = time.perf_counter()
+                rep.seconds["store_writer"] = writers.pop().finish()  # overlapped, mostly
+                waited = time.perf_counter() - t_wait
+                rep.seconds["store"] += waited
+                t3 += waited  # bm25+write is the stage's own work
             _write_vectors(tmp, by_part, fresh, prev_vecs if trust_files else None, store)
             G.write_card_stats(tmp, card_stats)
             G.write_entries(tmp, entries, meta, stored_line=prevs.stored_line)
@@ -293,6 +301,53 @@ def build_index(
         if progress:
             progress("done", 1, 1)
     return rep
+
+
+class _Writers(list):
+    """The build's StoreWriter while it runs; one left here when the build fails is stopped."""
+
+    def __enter__(self) -> _Writers:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        while self:
+            self.pop().abandon()
+
+
+def _bm25_stage(
+    prev: Any, prevs: Previous, entries: list[Entry], out: Path, background: bool
+) -> Callable[[], float]:
+    """Build the BM25 index of `entries` into `out`, now on a thread or later inline; the
+    callable returned waits for it (raising what it raised) and says how long the build took."""
+    from kbase.retrieval.lexical import build_bm25, load_token_cache
+
+    cache = (
+        load_token_cache(prev.path / "bm25", [e.title for e in prev.entries])
+        if prev is not None
+        else None
+    )
+    if cache is None:  # else it holds every chunk of the entries taken over from prev
+        prevs.fill(entries)
+
+    def build() -> float:
+        t = time.perf_counter()
+        build_bm25(
+            [c for e in entries for c in e.chunks],
+            [e.title for e in entries for _ in e.chunks],
+            out,
+            cache=cache,
+            entry_titles=[e.title for e in entries],
+        )
+        return time.perf_counter() - t
+
+    if not background:
+        return build
+    from concurrent.futures import ThreadPoolExecutor
+
+    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kbase-bm25")
+    future = pool.submit(build)
+    pool.shutdown(wait=False)
+    return future.result
 
 
 def _upsert(store: Callable[[], Any], pairs: list[tuple[Entry, Chunk]], vecs: Any) -> None:

@@ -145,11 +145,15 @@ class VectorStore:
         return out
 
     def upsert(self, key: str, ids: list[str], vectors, metadatas: list[dict[str, Any]]) -> None:
+        import numpy as np
+
         col = self._col(key, create=True)
+        # one float32 array: Chroma converts lists of Python floats element by element
+        vectors = np.asarray(vectors, dtype=np.float32)
         for i in range(0, len(ids), _BATCH):
             col.upsert(
                 ids=ids[i : i + _BATCH],
-                embeddings=[list(map(float, v)) for v in vectors[i : i + _BATCH]],
+                embeddings=vectors[i : i + _BATCH],
                 metadatas=metadatas[i : i + _BATCH],
             )
 

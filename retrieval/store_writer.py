@@ -1,0 +1,151 @@
+"""Chroma's inserts in a process of their own, beside a large build.
+
+Chroma's upsert holds the GIL for its whole call (HNSW construction and sqlite writes): from a
+thread it would stall the embedding loop and the BM25 build as surely as running inline. A child
+process owns the store while the build embeds, so the inserts overlap the model's work and the
+BM25 build instead of adding to them. The parent holds no client of its own meanwhile: an
+embedded Chroma is not safe to write from two processes at once.
+
+The child is `python -m kbase.retrieval.store_writer`, fed length-prefixed pickles on stdin by a
+feeder thread (writing a pipe releases the GIL, and the embedding loop never waits on a slow
+store); it answers one pickle on stdout when stdin is done: the seconds it spent writing, or the
+error that stopped it.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import queue
+import struct
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any, BinaryIO
+
+import numpy as np
+
+
+def min_chunks() -> int:
+    """Below this many chunks to embed (KBASE_STORE_PROCESS_MIN_CHUNKS, default 2,000), a second
+    interpreter importing chromadb (~1 s) costs more than the inserts it would overlap: a
+    one-skill re-index upserts a handful of vectors."""
+    return int(os.environ.get("KBASE_STORE_PROCESS_MIN_CHUNKS") or 2000)
+
+
+_HEADER = struct.Struct("<Q")
+
+
+class StoreWriterError(RuntimeError):
+    pass
+
+
+class StoreWriter:
+    """upsert/delete as VectorStore has them, carried out by the child; finish() waits for it."""
+
+    def __init__(self, home: Path, chroma_url: str | None, collection: str | None = None):
+        env = dict(os.environ)
+        # The child imports kbase from wherever this process did (a checkout on PYTHONPATH, say).
+        env["PYTHONPATH"] = os.pathsep.join(p for p in [*sys.path, env.get("PYTHONPATH", "")] if p)
+        self._proc = subprocess.Popen(
+            [sys.executable, "-m", "kbase.retrieval.store_writer"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            env=env,
+        )
+        self._todo: queue.Queue[bytes | None] = queue.Queue()
+        self._broken: BaseException | None = None
+        self._feeder = threading.Thread(target=self._feed, name="kbase-store-feed", daemon=True)
+        self._feeder.start()
+        self._send(("open", str(home), chroma_url, collection))
+
+    def _send(self, op: tuple) -> None:
+        if self._broken is not None:
+            raise StoreWriterError(f"the vector store writer stopped: {self._broken}")
+        self._todo.put(pickle.dumps(op, protocol=pickle.HIGHEST_PROTOCOL))
+
+    def _feed(self) -> None:
+        pipe = self._proc.stdin
+        assert pipe is not None
+        try:
+            while (blob := self._todo.get()) is not None:
+                pipe.write(_HEADER.pack(len(blob)))
+                pipe.write(blob)
+            pipe.close()
+        except (BrokenPipeError, OSError) as exc:  # the child died; finish() reports why
+            self._broken = exc
+
+    def upsert(self, key: str, ids: list[str], vectors: Any, metadatas: list[dict]) -> None:
+        self._send(("upsert", key, ids, np.asarray(vectors, dtype=np.float32), metadatas))
+
+    def delete(self, key: str, ids: list[str]) -> None:
+        self._send(("delete", key, list(ids)))
+
+    def finish(self) -> float:
+        """Wait until every operation is written; the seconds the child spent on them."""
+        self._todo.put(None)
+        self._feeder.join()
+        assert self._proc.stdout is not None
+        out = self._proc.stdout.read()  # the stdin side is closed by the feeder
+        self._proc.wait()
+        try:
+            status, value = pickle.loads(out)
+        except Exception:  # noqa: BLE001 - nothing or half a pickle: the child crashed
+            raise StoreWriterError(
+                f"the vector store writer exited with status {self._proc.returncode} "
+                "before answering (its error is above)"
+            ) from None
+        if status != "ok":
+            raise StoreWriterError(f"the vector store writer failed: {value}")
+        return float(value)
+
+    def abandon(self) -> None:
+        """After a failed build: stop the child without waiting for what it has left."""
+        self._todo.put(None)
+        if self._proc.poll() is None:
+            self._proc.kill()
+        self._proc.wait()
+
+
+def _read_ops(pipe: BinaryIO):
+    while head := pipe.read(_HEADER.size):
+        (size,) = _HEADER.unpack(head)
+        yield pickle.loads(pipe.read(size))
+
+
+def _serve(stdin: BinaryIO, stdout: BinaryIO) -> int:
+    from kbase.retrieval.vectors import VectorStore
+
+    store: VectorStore | None = None
+    busy = 0.0
+    try:
+        for op in _read_ops(stdin):
+            t = time.perf_counter()
+            if op[0] == "open":
+                store = VectorStore(Path(op[1]), op[2], op[3])
+            elif store is None:
+                raise StoreWriterError(f"{op[0]} before open")
+            elif op[0] == "upsert":
+                store.upsert(op[1], op[2], op[3], op[4])
+            elif op[0] == "delete":
+                store.delete(op[1], op[2])
+            else:
+                raise StoreWriterError(f"unknown operation {op[0]!r}")
+            busy += time.perf_counter() - t
+        if store is not None:
+            store.close()
+        answer: tuple[str, Any] = ("ok", busy)
+    except Exception as exc:  # noqa: BLE001 - reported to the parent, which raises it
+        answer = ("error", f"{type(exc).__name__}: {exc}")
+    stdout.write(pickle.dumps(answer))
+    stdout.flush()
+    return 0 if answer[0] == "ok" else 1
+
+
+if __name__ == "__main__":
+    # The answer gets the real stdout to itself; anything Chroma or a library prints goes to stderr.
+    answer_fd = os.dup(1)
+    os.dup2(2, 1)
+    sys.exit(_serve(sys.stdin.buffer, os.fdopen(answer_fd, "wb")))

@@ -1,0 +1,128 @@
+"""Chroma's inserts in a process of their own (retrieval/store_writer.py): a build that sends its
+vectors through the writer process leaves the store holding exactly what an inline build leaves,
+a writer that fails says why instead of hanging, and a build that fails stops its writer.
+
+The threshold is lowered (KBASE_STORE_PROCESS_MIN_CHUNKS) so that a small index takes the route a
+large build takes."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import pr_entry, write_topic_skills
+from kbase.retrieval.indexer import build_index
+from kbase.retrieval.store_writer import StoreWriter, StoreWriterError
+from kbase.retrieval.vectors import VectorStore
+
+from kbase.api import KnowledgeBase
+
+
+def _cards():
+    topics = ["paged kv cache decode", "fp8 blockwise gemm", "fused rmsnorm", "moe routing"]
+    return [
+        pr_entry("alpha", i + 1, f"{topics[i % 4]} step {i}", f"a{i:015d}", tags=["repo=alpha"])
+        for i in range(24)
+    ]
+
+
+def _build(root: Path, home: Path, embedder, threshold: int, chroma_url: str | None = None):
+    os.environ["KBASE_STORE_PROCESS_MIN_CHUNKS"] = str(threshold)
+    try:
+        return build_index(root, home, lambda: embedder, chroma_url, extra_entries=_cards())
+    finally:
+        del os.environ["KBASE_STORE_PROCESS_MIN_CHUNKS"]
+
+
+def _stored(home: Path, chroma_url: str | None = None, collection: str | None = None):
+    store = VectorStore(home, chroma_url, collection)
+    try:
+        out = {}
+        for key in ("skill", "pr--alpha"):
+            col = store._col(key, create=False)
+            got = col.get(include=["embeddings", "metadatas"])
+            out[key] = {
+                i: (np.asarray(v), m)
+                for i, v, m in zip(got["ids"], got["embeddings"], got["metadatas"], strict=True)
+            }
+        return out
+    finally:
+        store.close()
+
+
+def _children() -> list[str]:
+    """Command lines of this process's live children."""
+    me, out = str(os.getpid()), []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+            if stat.rsplit(")", 1)[1].split()[1] == me:
+                out.append(Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode())
+        except OSError:
+            continue
+    return out
+
+
+@pytest.fixture(scope="module")
+def root(tmp_path_factory):
+    root = tmp_path_factory.mktemp("writer") / "kb"
+    write_topic_skills(root)
+    return root
+
+
+def test_writer_process_stores_what_an_inline_build_stores(root, tmp_path, embedder):
+    via = _build(root, tmp_path / "via", embedder, threshold=1)
+    inline = _build(root, tmp_path / "inline", embedder, threshold=10**9)
+    assert "store_writer" in via.seconds and "store_writer" not in inline.seconds
+    assert via.embedded_chunks == inline.embedded_chunks > 24
+    a, b = _stored(tmp_path / "via"), _stored(tmp_path / "inline")
+    for key in a:
+        assert a[key].keys() == b[key].keys() and a[key]
+        for cid, (vec, md) in a[key].items():
+            assert md == b[key][cid][1]
+            assert np.allclose(vec, b[key][cid][0], atol=1e-6)
+    # and searches answer the same from either home
+    hits = []
+    for home in ("via", "inline"):
+        kb = KnowledgeBase(root=root, home=tmp_path / home)
+        hits.append([h.id for h in kb.search("fp8 gemm with block scales", kind="pr", k=5)])
+    assert hits[0] == hits[1] and hits[0]
+    assert not [c for c in _children() if "store_writer" in c]
+
+
+def test_writer_process_with_a_chroma_server(root, tmp_path, embedder, chroma_server):
+    os.environ["KBASE_CHROMA_COLLECTION"] = "writer_test"
+    try:
+        rep = _build(root, tmp_path / "home", embedder, threshold=1, chroma_url=chroma_server.url)
+        stored = _stored(tmp_path / "home", chroma_server.url, "writer_test")
+    finally:
+        del os.environ["KBASE_CHROMA_COLLECTION"]
+    assert "store_writer" in rep.seconds
+    assert len(stored["pr--alpha"]) == 24 and stored["skill"]
+
+
+def test_a_failing_writer_says_why(tmp_path):
+    blocker = tmp_path / "home"
+    blocker.write_text("a file where the home should be")
+    writer = StoreWriter(blocker, None)
+    writer.upsert("skill", ["x::0"], np.ones((1, 4), dtype=np.float32), [{"kind": "skill"}])
+    with pytest.raises(StoreWriterError, match="failed: .*(exists|directory)"):
+        writer.finish()
+
+
+def test_a_failed_build_stops_its_writer(root, tmp_path, embedder):
+    class Dies:
+        full_length = embedder.full_length
+
+        def embed(self, texts, max_length=None):
+            raise RuntimeError("the model fell over")
+
+    os.environ["KBASE_STORE_PROCESS_MIN_CHUNKS"] = "1"
+    try:
+        with pytest.raises(RuntimeError, match="fell over"):
+            build_index(root, tmp_path / "home", lambda: Dies(), extra_entries=_cards())
+    finally:
+        del os.environ["KBASE_STORE_PROCESS_MIN_CHUNKS"]
+    assert not [c for c in _children() if "store_writer" in c]
