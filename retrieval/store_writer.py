@@ -47,10 +47,11 @@ class StoreWriter:
 
     def __init__(self, home: Path, chroma_url: str | None, collection: str | None = None):
         env = dict(os.environ)
-        # The child imports kbase from wherever this process did (a checkout on PYTHONPATH, say).
-        env["PYTHONPATH"] = os.pathsep.join(p for p in [*sys.path, env.get("PYTHONPATH", "")] if p)
+        # The child imports kbase from wherever this process did: the same path, in the same
+        # order, and (-P) no working directory in front of it to shadow the package.
+        env["PYTHONPATH"] = os.pathsep.join(p or os.getcwd() for p in sys.path)
         self._proc = subprocess.Popen(
-            [sys.executable, "-m", "kbase.retrieval.store_writer"],
+            [sys.executable, "-P", "-m", "kbase.retrieval.store_writer"],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             env=env,
