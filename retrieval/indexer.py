@@ -319,7 +319,7 @@ def _bm25_stage(
 ) -> Callable[[], float]:
     """Build the BM25 index of `entries` into `out`, now on a thread or later inline; the
     callable returned waits for it (raising what it raised) and says how long the build took."""
-    from kbase.retrieval.lexical import build_bm25, load_token_cache
+    from kbase.retrieval.lexical import build_bm25, load_token_cache, tokenize_workers
 
     cache = (
         load_token_cache(prev.path / "bm25", [e.title for e in prev.entries])
@@ -337,6 +337,7 @@ def _bm25_stage(
             out,
             cache=cache,
             entry_titles=[e.title for e in entries],
+            workers=tokenize_workers() if background else 0,
         )
         return time.perf_counter() - t
 

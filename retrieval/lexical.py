@@ -101,24 +101,28 @@ def build_bm25(
     path: Path,
     cache: TokenCache | None = None,
     entry_titles: list[str] | None = None,
+    workers: int = 0,
 ) -> None:
     """Write the eager BM25 index of the chunks (Lucene variant: the score of token t in chunk
     d is idf(t) * tf / (tf + k1 * (1 - b + b * |d| / avgdl)), idf = ln(1 + (N - df + .5) /
     (df + .5))) as a CSC matrix in bm25s's file layout, plus the token ids for the next run.
     Only chunks the cache lacks are tokenized; the rest is numpy. `entry_titles`: every entry's
-    title, in entry order, whose ids are written too (read_title_ids)."""
+    title, in entry order, whose ids are written too (read_title_ids). `workers` > 1 tokenizes
+    in that many processes first (a large build on a machine with cores to spare); the ids
+    are the same either way."""
     import json
 
     path.mkdir(parents=True, exist_ok=True)
     vocab: dict[str, int] = dict(cache.vocab) if cache is not None else {}
     parts: list[np.ndarray] = []
     same_text: dict[tuple[str, str], np.ndarray] = {}  # repeated texts tokenized once
+    pre = _tokenized_apart(chunks, titles, cache, workers) if workers > 1 else {}
     for c, t in zip(chunks, titles, strict=True):
         got = cache.get(c.id) if cache is not None else None
         if got is None:
             got = same_text.get((t, c.text))
         if got is None:
-            toks = chunk_tokens(c, t)
+            toks = pre.get((t, c.text)) or chunk_tokens(c, t)
             got = np.fromiter(
                 (vocab.setdefault(x, len(vocab)) for x in toks), dtype=np.int32, count=len(toks)
             )
@@ -183,6 +187,51 @@ def build_bm25(
     np.save(path / TOKENS_FILE, flat)
     np.save(path / OFFSETS_FILE, offsets)
     (path / IDS_FILE).write_text("\n".join(i.replace("\n", " ") for i in ids), "utf-8")
+
+
+def tokenize_workers() -> int:
+    """Processes a large build tokenizes in (KBASE_BM25_WORKERS overrides): none on a small
+    machine, whose cores the embedding model already keeps busy."""
+    import os
+
+    env = os.environ.get("KBASE_BM25_WORKERS", "").strip()
+    if env:
+        return int(env)
+    n = os.cpu_count() or 1
+    return min(8, n - 2) if n >= 6 else 0
+
+
+def _tokenized_apart(
+    chunks: list[Chunk], titles: list[str], cache: TokenCache | None, workers: int
+) -> dict[tuple[str, str], list[str]]:
+    """The tokens of the chunks the cache lacks, from a pool of processes: tokenizing is pure
+    Python, so threads would only take turns. Spawned, not forked: the parent may hold a CUDA
+    context and threads (the tokenizer's, the vector store writer's)."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    todo = list(
+        dict.fromkeys(
+            (t, c.text)
+            for c, t in zip(chunks, titles, strict=True)
+            if cache is None or cache.get(c.id) is None
+        )
+    )
+    if len(todo) < 2 * workers:
+        return {}
+    size = -(-len(todo) // (4 * workers))  # a few shards a worker evens out their lengths
+    shards = [todo[i : i + size] for i in range(0, len(todo), size)]
+    ctx = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
+        joined = [s for part in pool.map(_tokenize_shard, shards) for s in part]
+    return {pair: s.split(_SEP) for pair, s in zip(todo, joined, strict=True)}
+
+
+_SEP = "\x00"  # one string per chunk crosses the process boundary, not a list of tokens
+
+
+def _tokenize_shard(pairs: list[tuple[str, str]]) -> list[str]:
+    return [_SEP.join(tokens(f"{t}\n{text}") or ["<empty>"]) for t, text in pairs]
 
 
 def _vocab_json(vocab: dict[str, int], cache: TokenCache | None) -> str:
