@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from kbase.retrieval import dense_text as DT
+from kbase.retrieval.build_stages import Writers, bm25_stage, embed_batch
 from kbase.retrieval.collect import collect_entries, parser_fingerprint
 from kbase.retrieval.previous import Previous
 from kbase.retrieval.store_writer import StoreWriter, min_chunks
@@ -102,7 +103,7 @@ def build_index(
 
     rep = IndexReport()
     t0 = time.perf_counter()
-    with G.writer_lock(home), _Writers() as writers:
+    with G.writer_lock(home), Writers() as writers:
         # light: chunk texts are read only where needed (retrieval/previous.py)
         prev = G.load_generation(home, light=True)
         prevs = Previous(prev)
@@ -202,7 +203,7 @@ def build_index(
         big = sum(len(dense_chunks(e)) for e in todo) >= min_chunks()
         if not noop:
             gid, tmp = G.new_generation_dir(home)
-            bm25_done = _bm25_stage(prev, prevs, entries, tmp / "bm25", background=big)
+            bm25_done = bm25_stage(prev, prevs, entries, tmp / "bm25", background=big)
 
         t2 = time.perf_counter()
         fresh: dict[str, Any] = {}  # chunk id -> vector embedded (or kept) in this run
@@ -233,8 +234,8 @@ def build_index(
                     progress("loading the embedding model", 0, 0)
                 embedder = embedder_factory()
                 rep.backend = getattr(embedder, "backend", "torch")
-                if batch is None:  # a GPU is only busy with thousands of texts a call
-                    batch = 256 if str(getattr(embedder, "device", "cpu")) == "cpu" else 4096
+                if batch is None:
+                    batch = embed_batch(str(getattr(embedder, "device", "cpu")), big)
             chunks.sort(key=lambda ec: ec[0].kind != "skill")  # skills first, then PR cards
             for i in range(0, len(chunks), batch or 256):
                 part = chunks[i : i + (batch or 256)]
@@ -301,54 +302,6 @@ def build_index(
         if progress:
             progress("done", 1, 1)
     return rep
-
-
-class _Writers(list):
-    """The build's StoreWriter while it runs; one left here when the build fails is stopped."""
-
-    def __enter__(self) -> _Writers:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        while self:
-            self.pop().abandon()
-
-
-def _bm25_stage(
-    prev: Any, prevs: Previous, entries: list[Entry], out: Path, background: bool
-) -> Callable[[], float]:
-    """Build the BM25 index of `entries` into `out`, now on a thread or later inline; the
-    callable returned waits for it (raising what it raised) and says how long the build took."""
-    from kbase.retrieval.lexical import build_bm25, load_token_cache, tokenize_workers
-
-    cache = (
-        load_token_cache(prev.path / "bm25", [e.title for e in prev.entries])
-        if prev is not None
-        else None
-    )
-    if cache is None:  # else it holds every chunk of the entries taken over from prev
-        prevs.fill(entries)
-
-    def build() -> float:
-        t = time.perf_counter()
-        build_bm25(
-            [c for e in entries for c in e.chunks],
-            [e.title for e in entries for _ in e.chunks],
-            out,
-            cache=cache,
-            entry_titles=[e.title for e in entries],
-            workers=tokenize_workers() if background else 0,
-        )
-        return time.perf_counter() - t
-
-    if not background:
-        return build
-    from concurrent.futures import ThreadPoolExecutor
-
-    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kbase-bm25")
-    future = pool.submit(build)
-    pool.shutdown(wait=False)
-    return future.result
 
 
 def _upsert(store: Callable[[], Any], pairs: list[tuple[Entry, Chunk]], vecs: Any) -> None:

@@ -116,13 +116,14 @@ def build_bm25(
     vocab: dict[str, int] = dict(cache.vocab) if cache is not None else {}
     parts: list[np.ndarray] = []
     same_text: dict[tuple[str, str], np.ndarray] = {}  # repeated texts tokenized once
-    pre = _tokenized_apart(chunks, titles, cache, workers) if workers > 1 else {}
+    if workers > 1:
+        same_text = _tokenized_apart(chunks, titles, cache, vocab, workers)
     for c, t in zip(chunks, titles, strict=True):
         got = cache.get(c.id) if cache is not None else None
         if got is None:
             got = same_text.get((t, c.text))
         if got is None:
-            toks = pre.get((t, c.text)) or chunk_tokens(c, t)
+            toks = chunk_tokens(c, t)
             got = np.fromiter(
                 (vocab.setdefault(x, len(vocab)) for x in toks), dtype=np.int32, count=len(toks)
             )
@@ -202,10 +203,16 @@ def tokenize_workers() -> int:
 
 
 def _tokenized_apart(
-    chunks: list[Chunk], titles: list[str], cache: TokenCache | None, workers: int
-) -> dict[tuple[str, str], list[str]]:
-    """The tokens of the chunks the cache lacks, from a pool of processes: tokenizing is pure
-    Python, so threads would only take turns. Spawned, not forked: the parent may hold a CUDA
+    chunks: list[Chunk],
+    titles: list[str],
+    cache: TokenCache | None,
+    vocab: dict[str, int],
+    workers: int,
+) -> dict[tuple[str, str], np.ndarray]:
+    """The token ids of the chunks the cache lacks, tokenized by a pool of processes: tokenizing
+    is pure Python, so threads would only take turns. Each shard comes back as its own
+    vocabulary (first occurrence first) and ids into it; merged shard by shard in order, the
+    ids are those a single process assigns. Spawned, not forked: the parent may hold a CUDA
     context and threads (the tokenizer's, the vector store writer's)."""
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
@@ -221,17 +228,30 @@ def _tokenized_apart(
         return {}
     size = -(-len(todo) // (4 * workers))  # a few shards a worker evens out their lengths
     shards = [todo[i : i + size] for i in range(0, len(todo), size)]
+    out: dict[tuple[str, str], np.ndarray] = {}
     ctx = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
-        joined = [s for part in pool.map(_tokenize_shard, shards) for s in part]
-    return {pair: s.split(_SEP) for pair, s in zip(todo, joined, strict=True)}
+        for shard, (words, ids, lengths) in zip(
+            shards, pool.map(_tokenize_shard, shards), strict=True
+        ):
+            lut = np.fromiter(
+                (vocab.setdefault(w, len(vocab)) for w in words), dtype=np.int32, count=len(words)
+            )
+            bounds = np.cumsum(lengths)
+            for pair, part in zip(shard, np.split(lut[ids], bounds[:-1]), strict=True):
+                out[pair] = part
+    return out
 
 
-_SEP = "\x00"  # one string per chunk crosses the process boundary, not a list of tokens
-
-
-def _tokenize_shard(pairs: list[tuple[str, str]]) -> list[str]:
-    return [_SEP.join(tokens(f"{t}\n{text}") or ["<empty>"]) for t, text in pairs]
+def _tokenize_shard(pairs: list[tuple[str, str]]) -> tuple[list[str], np.ndarray, np.ndarray]:
+    local: dict[str, int] = {}
+    ids: list[int] = []
+    lengths = []
+    for t, text in pairs:
+        toks = tokens(f"{t}\n{text}") or ["<empty>"]
+        ids.extend(local.setdefault(x, len(local)) for x in toks)
+        lengths.append(len(toks))
+    return list(local), np.asarray(ids, dtype=np.int32), np.asarray(lengths, dtype=np.int64)
 
 
 def _vocab_json(vocab: dict[str, int], cache: TokenCache | None) -> str:

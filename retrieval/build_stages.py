@@ -1,0 +1,77 @@
+"""The stages of a large index build that run beside the embedding model: Chroma's inserts in a
+writer process (store_writer.py), BM25 on a thread (its tokenizing in processes where cores are
+spare), and the embedding batch size that lets both start early. A small build (a one-skill
+re-index) runs them inline, as before."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from kbase.retrieval.previous import Previous
+
+from kbase.schema import Entry
+
+
+class Writers(list):
+    """The build's StoreWriter while it runs; one left here when the build fails is stopped."""
+
+    def __enter__(self) -> Writers:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        while self:
+            self.pop().abandon()
+
+
+def embed_batch(device: str, big: bool) -> int:
+    """Chunks embedded per call (KBASE_EMBED_BATCH overrides). A GPU is only busy with
+    thousands of texts a call; but while a writer process stores the vectors, the sooner the
+    first batch reaches it the sooner its inserts overlap the rest."""
+    import os
+
+    env = os.environ.get("KBASE_EMBED_BATCH", "").strip()
+    if env:
+        return int(env)
+    if device == "cpu":
+        return 256
+    return 1024 if big else 4096
+
+
+def bm25_stage(
+    prev: Any, prevs: Previous, entries: list[Entry], out: Path, background: bool
+) -> Callable[[], float]:
+    """Build the BM25 index of `entries` into `out`, now on a thread or later inline; the
+    callable returned waits for it (raising what it raised) and says how long the build took."""
+    from kbase.retrieval.lexical import build_bm25, load_token_cache, tokenize_workers
+
+    cache = (
+        load_token_cache(prev.path / "bm25", [e.title for e in prev.entries])
+        if prev is not None
+        else None
+    )
+    if cache is None:  # else it holds every chunk of the entries taken over from prev
+        prevs.fill(entries)
+
+    def build() -> float:
+        t = time.perf_counter()
+        build_bm25(
+            [c for e in entries for c in e.chunks],
+            [e.title for e in entries for _ in e.chunks],
+            out,
+            cache=cache,
+            entry_titles=[e.title for e in entries],
+            workers=tokenize_workers() if background else 0,
+        )
+        return time.perf_counter() - t
+
+    if not background:
+        return build
+    from concurrent.futures import ThreadPoolExecutor
+
+    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kbase-bm25")
+    future = pool.submit(build)
+    pool.shutdown(wait=False)
+    return future.result
