@@ -235,7 +235,7 @@ def build_index(
                 embedder = embedder_factory()
                 rep.backend = getattr(embedder, "backend", "torch")
                 if batch is None:
-                    batch = embed_batch(str(getattr(embedder, "device", "cpu")), big)
+                    batch = embed_batch(str(getattr(embedder, "device", "cpu")))
             chunks.sort(key=lambda ec: ec[0].kind != "skill")  # skills first, then PR cards
             for i in range(0, len(chunks), batch or 256):
                 part = chunks[i : i + (batch or 256)]
