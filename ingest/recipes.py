@@ -6,8 +6,9 @@ model or kernel families mapped to path globs inside the repository.
 Glob semantics follow git's `:(glob)` pathspecs, so a family's PR set can be
 checked against `git log --first-parent -- ':(glob)<pattern>'`:
   `*` and `?` stay inside one path segment, `**` crosses segments
-  (`a/**/b` also matches `a/b`), `[...]` is a character class, and a pattern
-  that names a directory also matches everything below it.
+  (`a/**/b` also matches `a/b`), `[...]` is a character class; a pattern
+  without wildcards also matches everything below the directory it names,
+  one with wildcards only whole paths (kbase.globs).
 """
 
 from __future__ import annotations
