@@ -1,5 +1,5 @@
 """What a mine leaves beside its cards (`.state.json`) and what it reports, in a module that
-imports nothing beyond the standard library: the no-op check (kbase.mine_noop) reads
+imports nothing beyond the standard library: the no-op check (kbase.mine_cli) reads
 them before the CLI, pydantic or the miner are imported.
 
 `recipe_source` in the state names the recipe file a mine used by the hash of its bytes (and

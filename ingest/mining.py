@@ -37,7 +37,7 @@ __all__ = ["MineReport", "MiningError", "archive_dir", "mine", "open_repo", "rea
 
 # a no-op mine (the common case: nothing new) reads the state and HEAD and stops; what mining
 # needs (the card writer, the log parser, tree-sitter) is imported only when there is work;
-# through the CLI, kbase.mine_noop decides a no-op before this module is imported
+# through the CLI, kbase.mine_cli decides a no-op before this module is imported
 CHECKPOINT_EVERY = int(os.environ.get("KBASE_MINE_CHECKPOINT_EVERY", "100"))
 
 

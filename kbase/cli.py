@@ -1,7 +1,7 @@
 """The `kbase` command's entry point (`kbase.cli:main`, `python -m kbase.cli`).
 
 The command itself (typer, its sub-commands) lives in kbase.cli_app and is imported only when
-needed: a `kbase mine` with nothing new is answered by kbase.mine_noop before the CLI
+needed: a `kbase mine` with nothing new is answered by kbase.mine_cli before the CLI
 framework and pydantic are imported (they are most of a no-op's time).
 """
 
@@ -14,9 +14,9 @@ from typing import Any
 def main() -> None:
     argv = sys.argv[1:]
     if argv[:1] == ["mine"]:
-        from kbase.mine_noop import run as quick_noop
+        from kbase.mine_cli import run as quick_mine
 
-        if quick_noop(argv[1:]):
+        if quick_mine(argv[1:]):
             return
     from kbase.cli_app import main as run_cli
 

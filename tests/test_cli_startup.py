@@ -113,8 +113,8 @@ def test_a_no_op_mine_loads_no_miner_machinery(tmp_path):
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout)["mode"] == "noop"
     assert not _heavy(mods)
-    # decided from the state file and HEAD (kbase.mine_noop) before the CLI framework loads
-    assert "kbase.mine_noop" in mods and not _areas(mods)
+    # decided from the state file and HEAD (kbase.mine_cli) before the CLI framework loads
+    assert "kbase.mine_cli" in mods and not _areas(mods)
     lazy = ("rich", "numpy", "yaml", "kbase.ingest.card_writer", "kbase.ingest.logrun")
     lazy += ("typer", "click", "pydantic", "kbase.schema", "kbase.api", "kbase.ingest.mining")
     assert not [m for m in lazy if m in mods]

@@ -1,6 +1,7 @@
-"""`kbase mine` with nothing new is answered by kbase.mine_noop before the CLI framework loads
-(issue #12: a no-op under 0.5 s). It must say "no-op" exactly when the full mine would, print
-what the full command prints, and hand everything else to the full command."""
+"""`kbase mine` runs in kbase.mine_cli without the CLI framework, and a mine with nothing new is
+answered there before the miner loads (issue #12: a no-op under 0.5 s). It must say "no-op"
+exactly when the full mine would, and print (results and errors) what the typer command
+prints."""
 
 from __future__ import annotations
 
@@ -58,8 +59,46 @@ def _mine(repo: Path, root: Path, *extra: str) -> tuple[dict, set[str]]:
 
 
 def _quick(mods: set[str]) -> bool:
-    """Whether the run was answered without the CLI framework (the quick no-op)."""
-    return "kbase.mine_noop" in mods and "typer" not in mods
+    """Whether the run was answered without the CLI framework or the miner (the quick no-op)."""
+    return "kbase.mine_cli" in mods and not {"typer", "kbase.ingest.mining"} & mods
+
+
+TYPER_CLI = "import sys; from kbase.cli_app import main; sys.argv[0] = 'kbase'; main()"
+
+
+def _both(*args: str) -> tuple[subprocess.CompletedProcess, subprocess.CompletedProcess]:
+    """`kbase ARGS` through kbase.cli (mine_cli) and through the typer command."""
+    runs = []
+    for lead in (["-m", "kbase.cli"], ["-c", TYPER_CLI]):
+        runs.append(subprocess.run([sys.executable, *lead, *args], capture_output=True, text=True))
+    return runs[0], runs[1]
+
+
+def test_a_mine_without_typer_prints_what_the_typer_command_prints(setup, tmp_path):
+    repo, root = setup
+    args = ["mine", "--repo", str(repo), "--name", "demo", "--root", str(root)]
+    first, mods = _mine(repo, root)
+    assert first["mode"] == "full" and "typer" not in mods and "kbase.ingest.mining" in mods
+    ours, theirs = _both(*args, "--full", "--json")
+    assert ours.returncode == theirs.returncode == 0, ours.stderr + theirs.stderr
+    a, b = json.loads(ours.stdout), json.loads(theirs.stdout)
+    a.pop("seconds"), b.pop("seconds")
+    assert a == b and a["mode"] == "full" and a["unchanged"] == 2
+    ours, theirs = _both(*args, "--since", "HEAD~1")
+    assert ours.returncode == theirs.returncode == 0
+    assert ours.stdout.splitlines()[0] == theirs.stdout.splitlines()[0]
+    assert "demo: since" in ours.stdout
+    # errors: the same message, JSON and exit status
+    for bad in (
+        ["--repo", str(tmp_path / "nowhere")],
+        ["--since", "no-such-rev"],
+        ["--full", "--since", "HEAD"],
+        ["--recipe", "missing-recipe"],
+    ):
+        ours, theirs = _both(*args, *bad, "--json")
+        assert ours.returncode == theirs.returncode == 2, bad
+        assert ours.stdout == theirs.stdout and ours.stderr == theirs.stderr, bad
+        assert json.loads(ours.stdout)["problems"]
 
 
 def test_the_quick_noop_reports_what_the_full_noop_reports(setup):
@@ -80,14 +119,8 @@ def test_the_quick_noop_reports_what_the_full_noop_reports(setup):
 def test_the_text_output_is_the_full_commands(setup):
     repo, root = setup
     _mine(repo, root)
-    args = ["mine", "--repo", str(repo), "--root", str(root), "--name", "demo"]
-    quick = subprocess.run(
-        [sys.executable, "-m", "kbase.cli", *args], capture_output=True, text=True, check=True
-    )
-    full_cli = "import sys; from kbase.cli_app import main; sys.argv[0] = 'kbase'; main()"
-    full = subprocess.run(
-        [sys.executable, "-c", full_cli, *args], capture_output=True, text=True, check=True
-    )
+    quick, full = _both("mine", "--repo", str(repo), "--root", str(root), "--name", "demo")
+    assert quick.returncode == full.returncode == 0
     first = quick.stdout.splitlines()[0]
     assert first == "demo: noop (nothing new since the last mine)"
     assert first == full.stdout.splitlines()[0]
@@ -115,11 +148,10 @@ def test_anything_new_goes_to_the_full_mine(setup):
     rep, _ = _mine(repo, root)
     assert rep["mode"] == "incremental" and rep["prs"] == 1
 
-    # another option than the quick path knows: the full command, which still finds a no-op
     rep, mods = _mine(repo, root, "--recipe", str(recipe))
     assert rep["mode"] == "noop" and _quick(mods)  # a recipe by path, the same bytes
-    _, mods = _mine(repo, root, "--since", "HEAD")
-    assert not _quick(mods)
+    rep, mods = _mine(repo, root, "--since", "HEAD")
+    assert rep["mode"] == "since" and not _quick(mods)
 
 
 def test_an_upstream_from_origin_is_checked(tmp_path, setup):
