@@ -60,6 +60,12 @@ class CardWriter:
         self.report = report
         self.cards: dict[str, PRCard] = {}  # card file stem -> card
         self.seen_shas: set[str] = set()
+        # history streams newest first, so a revert is met before what it reverts: the target's
+        # card is written with its `reverted_by` at once instead of a second time in
+        # link_reverts. _targets: reverting stem -> ("pr", stem) or ("sha", short sha);
+        # _early: refs so added per stem, taken back in link_reverts if they no longer hold
+        self._targets: dict[str, tuple[str, str]] = {}
+        self._early: dict[str, set[str]] = {}
         self.cache = cache
         if cache is not None:
             cache.use_cards(card_version())
@@ -126,8 +132,31 @@ class CardWriter:
         old_text = path.read_text(encoding="utf-8") if path.exists() else ""
         if old_text and self.incremental and stem not in self.cards:
             card = self._merge_with_existing(card, old_text)
+        card = self._with_known_reverts(stem, card)
         self.cards[stem] = card
         self._put(path, card, old_text)
+
+    def _with_known_reverts(self, stem: str, card: PRCard) -> PRCard:
+        """Note what `card` reverts, and add to it the reverts of it written so far (as
+        link_reverts would: by PR number, else by commit)."""
+        if card.reverts is not None:
+            self._targets[stem] = ("pr", str(card.reverts))
+        elif card.reverts_commit:
+            self._targets[stem] = ("sha", card.reverts_commit[:SHORT_SHA])
+        else:
+            self._targets.pop(stem, None)
+        shas = {s[:SHORT_SHA] for s in (card.sha, *card.also)}
+        refs = {
+            _ref(self.cards[r])
+            for r, (kind, key) in self._targets.items()
+            if r != stem and r in self.cards and (key == stem if kind == "pr" else key in shas)
+        }
+        added = refs - set(card.reverted_by)
+        if not added:
+            return card
+        self._early.setdefault(stem, set()).update(added)
+        merged = sorted(set(card.reverted_by) | added, key=_ref_order)
+        return card.model_copy(update={"reverted_by": merged})
 
     def _put(self, path: Path, card: PRCard, old_text: str) -> None:
         text = render_card(card, existing_notes(old_text), card.also)
@@ -160,7 +189,7 @@ class CardWriter:
         wanted: dict[str, set[str]] = {}
         heads: list[tuple[str, str]] | None = None  # the folder's cards, read at most once
         for stem, card in self.cards.items():
-            ref = f"#{card.pr}" if card.pr is not None else commit_ref(card.sha)
+            ref = _ref(card)
             target = None
             if card.reverts is not None:
                 target = str(card.reverts)
@@ -172,6 +201,15 @@ class CardWriter:
                     target = _find_by_sha(self.folder, card.reverts_commit, heads)
             if target is not None and target != stem:
                 wanted.setdefault(target, set()).add(ref)
+        for stem, early in self._early.items():  # added while streaming, no longer wanted
+            stale = early - wanted.get(stem, set())
+            card = self.cards[stem]
+            if stale & set(card.reverted_by):
+                kept = [r for r in card.reverted_by if r not in stale]
+                card = card.model_copy(update={"reverted_by": kept})
+                self.cards[stem] = card
+                path = self.folder / f"{stem}.md"
+                self._put(path, card, path.read_text(encoding="utf-8") if path.exists() else "")
         for stem, refs in sorted(wanted.items()):
             held = self.cards.get(stem)
             path = self.folder / f"{stem}.md"
@@ -189,6 +227,11 @@ class CardWriter:
                 card = card.model_copy(update={"reverted_by": merged})
                 self.cards[stem] = card
                 self._put(path, card, old_text)
+
+
+def _ref(card: PRCard) -> str:
+    """How other cards name this one in reverts / reverted_by."""
+    return f"#{card.pr}" if card.pr is not None else commit_ref(card.sha)
 
 
 def _ref_order(ref: str) -> tuple[int, int, str]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import bisect
 import operator
+import sys
 from dataclasses import dataclass, field
 from functools import cache
 from itertools import accumulate, count
@@ -100,6 +101,8 @@ def grammar_for(path: str) -> str | None:
 
 
 NUMPY_FROM_BYTES = 64 << 10
+NUMPY_AFTER_BYTES = 16 << 20  # large texts read without numpy before it is imported
+_large_bytes = 0
 # Error recovery on broken code can take a hundred times longer than a sound parse, so a parse
 # past this budget is abandoned (the scanner names its symbols). The budget counts tree-sitter's
 # progress callbacks (one per 100 parse operations), not seconds: a time budget gave different
@@ -147,8 +150,15 @@ def parse_tree(lang: str, src: bytes, old_tree=None):
 def _line_offsets(src: bytes):
     """Byte offset of the start of every line, then the length when the text does not end in
     a newline (this runs on both sides of every edited tree): one vectorised pass over a large
-    text, C loops over a small one (an incremental mine then never imports numpy)."""
-    if len(src) < NUMPY_FROM_BYTES:
+    text once a mine has met many (numpy costs ~0.25 s to import, about what the C loops
+    spend on 20 MB: an incremental mine of a few large files never imports it), C loops
+    before that and over a small text."""
+    global _large_bytes
+    if len(src) >= NUMPY_FROM_BYTES and "numpy" not in sys.modules:
+        _large_bytes += len(src)
+    if len(src) < NUMPY_FROM_BYTES or (
+        _large_bytes < NUMPY_AFTER_BYTES and "numpy" not in sys.modules
+    ):
         out = [0]
         out.extend(map(operator.add, accumulate(map(len, src.split(b"\n")[:-1])), count(1)))
         if out[-1] != len(src):

@@ -8,6 +8,7 @@ call, so a bare mirror without a `config` file, a worktree and a plain clone wor
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 from pathlib import Path
 
@@ -75,3 +76,23 @@ def find_git_dir(path: Path) -> str | None:
     if not lines[0] or (len(lines) > 1 and lines[1].strip()):
         return None  # `--show-cdup` says `path` is below the top of its work tree
     return lines[0]
+
+
+def origin_url(git_dir: str) -> str | None:
+    """https://host/owner/repo for the `origin` remote (scp-style and .git endings undone)."""
+    out = subprocess.run(
+        ["git", f"--git-dir={git_dir}", "config", "--get", "remote.origin.url"],
+        capture_output=True,
+        text=True,
+        env=_env(),
+    )
+    url = out.stdout.strip()
+    if out.returncode != 0 or not url:
+        return None
+    m = re.match(r"^(?:ssh://)?git@([^:/]+)[:/](.+?)(?:\.git)?/?$", url)
+    if m:
+        return f"https://{m.group(1)}/{m.group(2)}"
+    m = re.match(r"^(?:https?|git)://(?:[^@/]+@)?([^/]+)/(.+?)(?:\.git)?/?$", url)
+    if m:
+        return f"https://{m.group(1)}/{m.group(2)}"
+    return None  # a local path or something else without a web page

@@ -13,82 +13,32 @@ import json
 import os
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from kbase.ingest.gitrepo import GitFailed, GitRepo, find_git_dir
-
-from kbase.errors import KbaseError
+from kbase.ingest.gitrepo import GitFailed, GitRepo, find_git_dir, origin_url
+from kbase.ingest.mine_state import (
+    NOOP_REASON,
+    PROGRESS_FILE,
+    STATE_FILE,
+    STATE_VERSION,
+    MineReport,
+    MiningError,
+    archive_dir,
+    read_state,
+)
 
 if TYPE_CHECKING:
     from kbase.ingest.gitlog import CommitFacts
 
     from kbase.schema import Recipe
 
+__all__ = ["MineReport", "MiningError", "archive_dir", "mine", "open_repo", "read_state"]
+
 # a no-op mine (the common case: nothing new) reads the state and HEAD and stops; what mining
-# needs (the card writer, the log parser, tree-sitter) is imported only when there is work
-ARCHIVE_DIR = "pr_archive"  # kbase.ingest.cards.ARCHIVE_DIR, without importing the card code
-PROGRESS_FILE = ".progress.json"  # kbase.ingest.checkpoint.PROGRESS_FILE, likewise
-STATE_FILE = ".state.json"
+# needs (the card writer, the log parser, tree-sitter) is imported only when there is work;
+# through the CLI, kbase.mine_cli decides a no-op before this module is imported
 CHECKPOINT_EVERY = int(os.environ.get("KBASE_MINE_CHECKPOINT_EVERY", "100"))
-STATE_VERSION = 1
-
-
-class MiningError(KbaseError):
-    """A problem with the repository or the archive that the user must fix; the message says how."""
-
-
-@dataclass
-class MineReport:
-    repo: str
-    source: str
-    mode: str  # full | incremental | since | noop
-    head: str
-    range: str
-    reason: str = ""
-    commits: int = 0
-    prs: int = 0
-    without_pr: int = 0
-    without_pr_sample: list[dict] = field(default_factory=list)
-    behind_merges: int = 0  # commits brought in by merges that name no PR, mined like the main line
-    direct_pushes: int = 0  # commits with no PR number that got a commit card
-    warnings: list[str] = field(default_factory=list)  # missing blobs and the like
-    # blobs whose definitions were parsed (incrementally: from the tree of another version)
-    # and read from the root's definitions cache instead
-    blobs_parsed: int = 0
-    blobs_incremental: int = 0
-    blobs_cached: int = 0
-    commits_cached: int = 0  # commits whose facts came from the cache: git was not asked
-    cards_cached: int = 0  # commits whose card (built from their facts) came from the cache
-    resumed_after: int = 0  # commits an interrupted run had mined already (0: a fresh run)
-    written: int = 0
-    unchanged: int = 0
-    removed: list[str] = field(default_factory=list)
-    orphaned: list[str] = field(default_factory=list)
-    seconds: float = 0.0
-
-    def as_dict(self) -> dict:
-        return dict(self.__dict__)
-
-
-def archive_dir(root: Path, name: str) -> Path:
-    return root / ARCHIVE_DIR / name
-
-
-def read_state(folder: Path) -> dict | None:
-    p = folder / STATE_FILE
-    if not p.exists():
-        return None
-    try:
-        data = json.loads(p.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise MiningError(
-            f"{p}: unreadable state file ({exc}); delete it or run with --full"
-        ) from None
-    if not isinstance(data, dict) or "last_sha" not in data:
-        raise MiningError(f"{p}: state file has no 'last_sha'; delete it or run with --full")
-    return data
 
 
 def open_repo(source: str | os.PathLike) -> GitRepo:
@@ -135,13 +85,17 @@ def mine(
     since: str | None = None,
     full: bool = False,
     progress: Callable[[int, int], None] | None = None,
+    recipe_fingerprint: str | None = None,
 ) -> MineReport:
-    """Mine `source` into <root>/pr_archive/<recipe.name>/ and return what happened."""
+    """Mine `source` into <root>/pr_archive/<recipe.name>/ and return what happened.
+
+    `recipe_fingerprint` (mine_state.recipe_fingerprint of the recipe's file) goes into the
+    state, where the CLI's no-op check finds it; None (a recipe not read from a file) leaves
+    that check to this function."""
     t0 = time.perf_counter()
     repo = open_repo(source)
-    if recipe.upstream is None:
-        from kbase.ingest.recipe_tools import origin_url
-
+    from_origin = recipe.upstream is None
+    if from_origin:
         url = origin_url(str(repo.git_dir))
         if url:  # links on the cards without a recipe: the web page of `origin`
             recipe = recipe.model_copy(update={"upstream": url})
@@ -179,7 +133,7 @@ def mine(
         report.mode, report.range, report.reason = (
             "noop",
             f"{head}..{head}",
-            "nothing new since the last mine",
+            NOOP_REASON,
         )
     else:
         report.mode, report.range = "incremental", f"{state['last_sha']}..{head}"
@@ -259,6 +213,9 @@ def mine(
         + report.commits,
         "without_pr": (0 if report.mode == "full" else prev.get("without_pr", 0))
         + report.without_pr,
+        "recipe_source": (
+            {"file": recipe_fingerprint, "origin": from_origin} if recipe_fingerprint else None
+        ),
     }
     if (
         report.mode != "noop"

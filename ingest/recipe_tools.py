@@ -1,5 +1,5 @@
-"""Working without a hand-written recipe: the upstream URL from `origin`, families proposed from
-the repository's directories and file names, and a lint for recipe globs.
+"""Working without a hand-written recipe: the upstream URL from `origin` (gitrepo.origin_url),
+families proposed from the repository's directories and file names, and a lint for recipe globs.
 
 Suggestions are a start for a person to edit, not a classification: a family is a word that
 several source files are named after (`rmsnorm.cu`, `rmsnorm_kernel.cuh`, `test_rmsnorm.py`),
@@ -13,6 +13,8 @@ import subprocess
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from kbase.ingest.gitrepo import origin_url
 
 from kbase.globs import compile_globs
 
@@ -30,25 +32,6 @@ _GENERIC = {
     "template", "templates", "def", "defs", "generated", "gen", "inst", "instantiations",
 }  # fmt: skip
 _TOKEN = re.compile(r"[a-z][a-z0-9]*")
-
-
-def origin_url(git_dir: str) -> str | None:
-    """https://host/owner/repo for the `origin` remote (scp-style and .git endings undone)."""
-    out = subprocess.run(
-        ["git", f"--git-dir={git_dir}", "config", "--get", "remote.origin.url"],
-        capture_output=True,
-        text=True,
-    )
-    url = out.stdout.strip()
-    if out.returncode != 0 or not url:
-        return None
-    m = re.match(r"^(?:ssh://)?git@([^:/]+)[:/](.+?)(?:\.git)?/?$", url)
-    if m:
-        return f"https://{m.group(1)}/{m.group(2)}"
-    m = re.match(r"^(?:https?|git)://(?:[^@/]+@)?([^/]+)/(.+?)(?:\.git)?/?$", url)
-    if m:
-        return f"https://{m.group(1)}/{m.group(2)}"
-    return None  # a local path or something else without a web page
 
 
 def tokens(name: str) -> list[str]:

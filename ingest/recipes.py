@@ -6,20 +6,20 @@ model or kernel families mapped to path globs inside the repository.
 Glob semantics follow git's `:(glob)` pathspecs, so a family's PR set can be
 checked against `git log --first-parent -- ':(glob)<pattern>'`:
   `*` and `?` stay inside one path segment, `**` crosses segments
-  (`a/**/b` also matches `a/b`), `[...]` is a character class, and a pattern
-  that names a directory also matches everything below it.
+  (`a/**/b` also matches `a/b`), `[...]` is a character class; a pattern
+  without wildcards also matches everything below the directory it names,
+  one with wildcards only whole paths (kbase.globs).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from kbase.ingest.mine_state import RECIPES_DIR, recipe_file
 from pydantic import ValidationError
 
 from kbase.errors import ProblemsError
 from kbase.schema import Problem, Recipe
-
-RECIPES_DIR = Path("pr_archive") / "recipes"
 
 
 class RecipeError(ProblemsError):
@@ -79,15 +79,15 @@ def load_recipe_file(path: Path, root: Path | None = None) -> Recipe:
 
 def find_recipe(spec: str, root: Path) -> Path:
     """A recipe by file path, or by name under <root>/pr_archive/recipes/."""
+    try:
+        found = recipe_file(spec, "", root)
+    except FileNotFoundError:
+        found = None
+    if found is not None:
+        return found
     p = Path(spec)
     if p.suffix in (".yaml", ".yml") or p.exists():
-        if not p.exists():
-            raise RecipeError([Problem(path=spec, message="recipe file does not exist")])
-        return p
-    for ext in (".yaml", ".yml"):
-        cand = root / RECIPES_DIR / f"{spec}{ext}"
-        if cand.exists():
-            return cand
+        raise RecipeError([Problem(path=spec, message="recipe file does not exist")])
     known = (
         sorted(x.stem for x in (root / RECIPES_DIR).glob("*.y*ml"))
         if (root / RECIPES_DIR).is_dir()
@@ -104,15 +104,15 @@ def find_recipe(spec: str, root: Path) -> Path:
     )
 
 
-def resolve_recipe(spec: str | None, name: str, root: Path) -> Recipe:
-    """--recipe beats a recipe named like the archive; with neither, a recipe without families."""
+def resolve_recipe(spec: str | None, name: str, root: Path) -> tuple[Recipe, Path | None]:
+    """--recipe beats a recipe named like the archive; with neither, a recipe without families.
+    Returns the recipe and the file it was read from (None: none)."""
     if spec:
-        recipe = load_recipe_file(find_recipe(spec, root), root)
+        found: Path | None = find_recipe(spec, root)
     else:
-        named = [root / RECIPES_DIR / f"{name}{ext}" for ext in (".yaml", ".yml")]
-        found = next((p for p in named if p.exists()), None)
-        if found is None:
-            return Recipe(name=name)
-        recipe = load_recipe_file(found, root)
+        found = recipe_file(None, name, root)
+    if found is None:
+        return Recipe(name=name), None
+    recipe = load_recipe_file(found, root)
     # the archive name on the command line wins, so one recipe can serve a fork
-    return recipe.model_copy(update={"name": name})
+    return recipe.model_copy(update={"name": name}), found

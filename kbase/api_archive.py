@@ -87,15 +87,24 @@ class ArchiveAPI:
         """Mine a clone's first-parent history into pr_archive/<name>/; returns a MineReport."""
         if since and full:
             raise InvalidArgument("--since and --full cannot be used together", "since")
+        from kbase.ingest.mine_state import recipe_fingerprint
         from kbase.ingest.recipes import resolve_recipe
 
         try:
-            rec = resolve_recipe(recipe, name, self.root)
+            rec, path = resolve_recipe(recipe, name, self.root)
         except ValueError as exc:  # a name that is not kebab-case
             raise InvalidArgument(f"--name {name!r}: {exc}", "name") from None
         from kbase.ingest.mining import mine as run_mine
 
-        return run_mine(repo_path, self.root, rec, since=since, full=full, progress=progress)
+        return run_mine(
+            repo_path,
+            self.root,
+            rec,
+            since=since,
+            full=full,
+            progress=progress,
+            recipe_fingerprint=recipe_fingerprint(path),
+        )
 
     def recipe_suggest(self, repo_path: str, name: str, write: bool = False) -> dict[str, Any]:
         """Families proposed from a clone's directories and file names; `write` saves the recipe."""

@@ -1,9 +1,11 @@
 """Path globs with git `:(glob)` pathspec semantics, shared by recipes, cards and watch rules.
 
 `*` and `?` stay inside one path segment, `**` crosses segments (`a/**/b` also matches
-`a/b`), `[...]` is a character class, and a pattern that names a directory also matches
-everything below it. Following git lets a family's PR set be checked against
-`git log --first-parent -- ':(glob)<pattern>'`.
+`a/b`), `[...]` is a character class. A pattern without wildcards matches the path it names
+and, when that is a directory, everything below it (`csrc/xqa`, `csrc/xqa/`); a pattern with
+wildcards must match the whole path, as git's does: `csrc/*xqa*` matches `csrc/fused_xqa.cu`
+but not `csrc/xqa/mha.cu` (write `csrc/xqa/**` or `csrc/*xqa*/**` for that). Following git
+lets a family's PR set be checked against `git log --first-parent -- ':(glob)<pattern>'`.
 """
 
 from __future__ import annotations
@@ -51,10 +53,15 @@ def compile_glob(pattern: str) -> re.Pattern[str]:
     if not p:
         raise ValueError("empty glob")
     p = p.lstrip("/")
+    if not any(c in p for c in "*?["):
+        # git matches a literal pathspec as a leading directory too
+        return re.compile(
+            re.escape(p.rstrip("/")) + (r"/.*\Z" if p.endswith("/") else r"(?:/.*)?\Z")
+        )
     if p.endswith("/"):
-        p = p + "**"
-    # a pattern also matches the contents of a directory it names, like a git pathspec
-    return re.compile(_glob_body(p) + r"(?:/.*)?\Z")
+        # git matches no file with it (a file path never ends in '/'): say what to write
+        raise ValueError(f"glob {pattern!r} matches no file; write {p + '**'!r} for what is below")
+    return re.compile(_glob_body(p) + r"\Z")
 
 
 @functools.lru_cache(maxsize=1024)

@@ -248,6 +248,62 @@ def test_glob_semantics():
     assert glob_match("a/x/y/z.cu", ["a/**/*.cu"]) and glob_match("a/z.cu", ["a/**/*.cu"])
     assert glob_match("src/x/y.h", ["src/"]) and not glob_match("srcx/y.h", ["src"])
     assert glob_match("k/v1.cu", ["k/v[0-9].cu"]) and not glob_match("k/va.cu", ["k/v[0-9].cu"])
+    # a wildcard pattern matches whole paths only, never a directory's contents (as git's)
+    assert not glob_match("csrc/gqa/mha.cu", ["csrc/*gqa*"])
+    assert glob_match("csrc/gqa/mha.cu", ["csrc/gqa"]) and glob_match(
+        "csrc/gqa/mha.cu", ["csrc/gqa/"]
+    )
+    with pytest.raises(ValueError, match="matches no file"):
+        glob_match("csrc/gqa/mha.cu", ["csrc/*gqa/"])
+
+
+GIT_PATHS = [
+    "csrc/gqa/mha.cu",
+    "csrc/gqa/sub/deep.cuh",
+    "csrc/fused_gqa.cu",
+    "csrc/gqa.py",
+    "csrc/other.cu",
+    "include/attn/sparse_gqa_sm120/arch/barrier.cuh",
+    "include/attn/gqa_decode.cuh",
+    "src/x/y.h",
+    "srcx/y.h",
+    "a/z.cu",
+    "a/x/y/z.cu",
+]
+GIT_PATTERNS = [
+    "csrc/*gqa*", "csrc/gqa", "csrc/gqa/", "csrc/gqa/*", "csrc/gqa/**", "csrc/*", "csrc/**",
+    "csrc/g?a", "csrc/[g]qa", "c*/gqa", "**/gqa", "**/*.cu", "csrc/**/deep.cuh",
+    "include/attn/*gqa*", "include/attn/*gqa*/**", "src", "src/", "a/**/*.cu", "a/*.cu",
+    "*.cu", "**/arch/*",
+]  # fmt: skip
+
+
+def test_globs_match_what_git_pathspecs_match(tmp_path):
+    """A family's PR set can be checked with `git log -- ':(glob)PATTERN'` (issue #12: a family
+    held PRs whose files only sat in a directory a wildcard pattern named)."""
+    import subprocess
+
+    repo = tmp_path / "repo"
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    for i, rel in enumerate(GIT_PATHS):  # one commit per path
+        (repo / rel).parent.mkdir(parents=True, exist_ok=True)
+        (repo / rel).write_text(f"{i}\n")
+        subprocess.run(["git", "-C", str(repo), "add", rel], check=True)
+        subprocess.run(
+            ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@e"]
+            + ["commit", "-qm", rel],
+            check=True,
+        )
+    for pattern in GIT_PATTERNS:
+        out = subprocess.run(
+            ["git", "-C", str(repo), "log", "--format=%s", "--", f":(glob){pattern}"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.split()
+        want = sorted(out)
+        assert want == sorted(p for p in GIT_PATHS if glob_match(p, [pattern])), pattern
+    assert any(glob_match(p, ["csrc/*gqa*"]) for p in GIT_PATHS)  # not a vacuous check
 
 
 def test_recipe_errors_name_line_and_field(tmp_path):

@@ -15,6 +15,7 @@ git = pytest.importorskip("git")
 
 from kbase.ingest.card_format import split_card  # noqa: E402
 from kbase.ingest.cards import load_card_entries  # noqa: E402
+from kbase.ingest.mine_state import recipe_fingerprint  # noqa: E402
 from kbase.ingest.mining import mine  # noqa: E402
 
 from kbase.schema import PRCard, Recipe  # noqa: E402
@@ -112,6 +113,25 @@ def test_description_pushes_and_reverts_on_cards(tmp_path):
     assert "card=pr" in e41.tags
     epush = next(e for e in entries if e.id.startswith("commit:"))
     assert epush.kind == "pr" and "card=commit" in epush.tags
+
+
+@pytest.mark.parametrize("cache", ["1", "0"])
+def test_a_full_remine_writes_each_revert_pair_once(tmp_path, monkeypatch, cache):
+    """A reverted card is written with its `reverted_by` when it is first met (the revert,
+    newer, streamed before it), not written without it and then again in link_reverts."""
+    monkeypatch.setenv("KBASE_MINE_CACHE", cache)
+    repo, shas = _history(tmp_path)
+    root = tmp_path / "kb"
+    first = mine(repo.working_dir, root, RECIPE)
+    assert (first.written, first.unchanged) == (5, 0)  # each card once, reverted ones too
+    folder = root / "pr_archive" / "demo"
+    before = {p.name: p.read_bytes() for p in folder.glob("*.md")}
+    again = mine(repo.working_dir, root, RECIPE, full=True)
+    assert (again.written, again.unchanged) == (0, 5)
+    assert {p.name: p.read_bytes() for p in folder.glob("*.md")} == before
+    c41, _ = _load(root, "41")
+    push, _ = _load(root, f"commit-{shas['push'][:12]}")
+    assert c41.reverted_by == ["#43"] and push.reverted_by == [shas["rev"][:12]]
 
 
 def test_history_by_family_and_by_path_includes_direct_pushes(tmp_path):
@@ -224,9 +244,15 @@ def test_a_killed_mine_resumes_from_its_checkpoint_byte_identical(tmp_path):
         body = f"__global__ void K{i % 7}(float* y) {{\n  y[{i}] = {i}.f;\n}}\n"
         msg = f"Tune kernel {i} (#{i + 1})" if i % 3 else f"direct tweak {i}"
         _commit(repo, msg, {f"kernels/norm/k{i % 9}.cu": body}, 1 + i % 28)
+    recipe_file = tmp_path / "demo.yaml"
+    recipe_file.write_text(
+        "name: demo\nupstream: https://github.com/example/demo\n"
+        "families:\n  norm: ['kernels/norm/**']\n"
+    )
     ref = tmp_path / "ref"
     (ref / "pr_archive").mkdir(parents=True)
-    mine(repo.working_dir, ref, RECIPE)
+    # the state names the recipe file by its bytes, as the command line's mine does
+    mine(repo.working_dir, ref, RECIPE, recipe_fingerprint=recipe_fingerprint(recipe_file))
 
     def snap(root: Path) -> dict[str, str]:
         out = {}
@@ -239,11 +265,6 @@ def test_a_killed_mine_resumes_from_its_checkpoint_byte_identical(tmp_path):
 
     root = tmp_path / "kb"
     (root / "pr_archive").mkdir(parents=True)
-    recipe_file = tmp_path / "demo.yaml"
-    recipe_file.write_text(
-        "name: demo\nupstream: https://github.com/example/demo\n"
-        "families:\n  norm: ['kernels/norm/**']\n"
-    )
     cmd = [sys.executable, "-m", "kbase.cli", "mine", "--repo", repo.working_dir, "--name", "demo"]
     cmd += ["--root", str(root), "--recipe", str(recipe_file), "--json"]
     env = {**os.environ, "KBASE_MINE_CHECKPOINT_EVERY": "5"}

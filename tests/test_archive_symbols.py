@@ -135,3 +135,28 @@ def test_the_parse_budget_counts_parser_work_not_seconds(monkeypatch):
     # and it is the budget that decides
     monkeypatch.setattr(D, "PARSE_BUDGET_CALLS", 10**6)
     assert D.parse_defs("cuda", runaway) is not None
+
+
+def test_line_offsets_are_the_same_with_and_without_numpy():
+    """Large texts switch to numpy only once a mine has read many (an incremental mine of a
+    few large files does not pay its import); the offsets are the same either way."""
+    import subprocess
+    import sys
+
+    code = """
+import sys
+from kbase.ingest import definitions as d
+big = b"".join(b"int f%d(int x) { return x; }\\n" % i for i in range(4000)) + b"tail"
+small = b"a\\nbb\\n\\nccc"
+assert len(big) >= d.NUMPY_FROM_BYTES
+first = list(d._line_offsets(big))
+assert "numpy" not in sys.modules, "numpy imported for one large text"
+d._large_bytes = d.NUMPY_AFTER_BYTES  # as after a long cold mine
+second = [int(x) for x in d._line_offsets(big)]
+assert "numpy" in sys.modules
+assert first == second and first[:3] == [0, 28, 56] and first[-1] == len(big)
+assert list(d._line_offsets(small)) == [0, 2, 5, 6, 9]
+print("ok")
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr

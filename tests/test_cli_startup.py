@@ -41,7 +41,7 @@ def _areas(mods: set[str]) -> set[str]:
 
 
 def test_the_command_table_is_what_each_module_registers():
-    """kbase/cli.py names every command's module without importing it; a command added to a
+    """kbase/cli_app.py names every command's module without importing it; a command added to a
     module and not to the table (or the reverse) fails here, in `kbase --help` order."""
     from kbase.cli import app
 
@@ -113,6 +113,35 @@ def test_a_no_op_mine_loads_no_miner_machinery(tmp_path):
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout)["mode"] == "noop"
     assert not _heavy(mods)
-    assert _areas(mods) == {"archive"}
+    # decided from the state file and HEAD (kbase.mine_cli) before the CLI framework loads
+    assert "kbase.mine_cli" in mods and not _areas(mods)
     lazy = ("rich", "numpy", "yaml", "kbase.ingest.card_writer", "kbase.ingest.logrun")
+    lazy += ("typer", "click", "pydantic", "kbase.schema", "kbase.api", "kbase.ingest.mining")
     assert not [m for m in lazy if m in mods]
+
+
+def test_a_mine_with_work_loads_neither_the_cli_framework_nor_numpy(tmp_path):
+    """`kbase mine` runs through kbase.mine_cli (no typer), and line offsets of large files
+    use numpy only in a long mine: a large header changed in one commit does not import it."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+
+    def git(*args: str) -> None:
+        subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True)
+
+    git("init", "-q", "-b", "main")
+    body = "".join(f"__device__ int f{i}(int x) {{ return x + {i}; }}\n" for i in range(3000))
+    for n, text in enumerate((body, body.replace("x + 7;", "x - 7;"))):
+        (repo / "big.cuh").write_text(text)  # over 64 KB: the numpy threshold for one text
+        git("add", ".")
+        git("-c", "user.name=t", "-c", "user.email=t@e", "commit", "-qm", f"tune f7 (#{n + 1})")
+    root = tmp_path / "kb"
+    (root / "pr_archive").mkdir(parents=True)
+    args = ("mine", "--repo", str(repo), "--name", "demo", "--root", str(root), "--json")
+    out, mods = _loaded(*args)
+    assert out.returncode == 0, out.stderr
+    report = json.loads(out.stdout)
+    assert report["mode"] == "full" and report["blobs_incremental"] >= 1
+    assert "kbase.ingest.mining" in mods and "kbase.mine_cli" in mods
+    assert not _heavy(mods) and not _areas(mods)
+    assert not [m for m in ("typer", "click", "numpy", "rich") if m in mods]

@@ -21,6 +21,7 @@ from kbase.errors import InvalidArgument, KbaseError, ProblemsError
 REPO = Path(__file__).resolve().parents[1]
 ADAPTERS = [
     REPO / "kbase" / "cli.py",
+    REPO / "kbase" / "cli_app.py",
     *sorted((REPO / "kbase" / "commands").glob("*.py")),
     REPO / "kbase" / "serve" / "http_app.py",
     REPO / "kbase" / "serve" / "mcp_server.py",

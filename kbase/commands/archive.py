@@ -39,6 +39,7 @@ def mine(
     as_json: bool = JsonOpt,
 ) -> None:
     """Mine first-parent history of a clone into one card per PR under pr_archive/<name>/."""
+    # kbase.mine_cli runs this command without typer when it can (kbase.cli); keep them alike
     if not err_console.is_terminal:  # no bar to draw (and rich.progress not imported)
         report = kb(root).mine(repo, name, recipe, since=since, full=full)
     else:
@@ -46,16 +47,8 @@ def mine(
     if as_json:
         print_json(report.as_dict())
         return
-    console.print(
-        f"[bold]{name}[/bold]: {report.mode} ({report.reason or report.range})", highlight=False
-    )
-    kept = f", kept with Notes {report.orphaned}" if report.orphaned else ""
-    console.print(
-        f"  commits {report.commits}, PRs {report.prs}, without a PR number {report.without_pr}; "
-        f"cards written {report.written}, unchanged {report.unchanged}, "
-        f"removed {len(report.removed)}{kept}; {report.seconds:.2f}s",
-        highlight=False,
-    )
+    for line in report.summary():
+        console.print(line, highlight=False)
 
 
 def _mine_with_bar(

@@ -97,15 +97,20 @@ def handles_errors(fn: F) -> F:
         try:
             return fn(*args, **kwargs)
         except KbaseError as exc:
-            if kwargs.get("as_json"):
-                print_json(error_json(exc))
-            if isinstance(exc, ProblemsError):
-                for p in exc.problems:
-                    err_console.print(str(p), highlight=False, markup=False, soft_wrap=True)
-                raise typer.Exit(exc.exit_code) from None
-            raise fail(str(exc), code=exc.exit_code) from None
+            raise error_exit(exc, bool(kwargs.get("as_json"))) from None
 
     return wrapper  # type: ignore[return-value]
+
+
+def error_exit(exc: KbaseError, as_json: bool) -> typer.Exit:
+    """Print what a command that raised `exc` prints (see handles_errors); the Exit to raise."""
+    if as_json:
+        print_json(error_json(exc))
+    if isinstance(exc, ProblemsError):
+        for p in exc.problems:
+            err_console.print(str(p), highlight=False, markup=False, soft_wrap=True)
+        return typer.Exit(exc.exit_code)
+    return fail(str(exc), code=exc.exit_code)
 
 
 def root_path(root: str | None) -> Any:

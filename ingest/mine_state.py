@@ -1,0 +1,114 @@
+"""What a mine leaves beside its cards (`.state.json`) and what it reports, in a module that
+imports nothing beyond the standard library: the no-op check (kbase.mine_cli) reads
+them before the CLI, pydantic or the miner are imported.
+
+`recipe_source` in the state names the recipe file a mine used by the hash of its bytes (and
+whether the upstream URL came from `origin` instead), so that "nothing new" is decided
+without parsing the recipe: the same bytes give the same validated recipe and digest.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from kbase.errors import KbaseError
+
+ARCHIVE_DIR = "pr_archive"  # kbase.ingest.cards.ARCHIVE_DIR, without importing the card code
+RECIPES_DIR = Path(ARCHIVE_DIR) / "recipes"
+PROGRESS_FILE = ".progress.json"  # kbase.ingest.checkpoint.PROGRESS_FILE, likewise
+STATE_FILE = ".state.json"
+STATE_VERSION = 1
+NOOP_REASON = "nothing new since the last mine"
+
+
+class MiningError(KbaseError):
+    """A problem with the repository or the archive that the user must fix; the message says how."""
+
+
+@dataclass
+class MineReport:
+    repo: str
+    source: str
+    mode: str  # full | incremental | since | noop
+    head: str
+    range: str
+    reason: str = ""
+    commits: int = 0
+    prs: int = 0
+    without_pr: int = 0
+    without_pr_sample: list[dict] = field(default_factory=list)
+    behind_merges: int = 0  # commits brought in by merges that name no PR, mined like the main line
+    direct_pushes: int = 0  # commits with no PR number that got a commit card
+    warnings: list[str] = field(default_factory=list)  # missing blobs and the like
+    # blobs whose definitions were parsed (incrementally: from the tree of another version)
+    # and read from the root's definitions cache instead
+    blobs_parsed: int = 0
+    blobs_incremental: int = 0
+    blobs_cached: int = 0
+    commits_cached: int = 0  # commits whose facts came from the cache: git was not asked
+    cards_cached: int = 0  # commits whose card (built from their facts) came from the cache
+    resumed_after: int = 0  # commits an interrupted run had mined already (0: a fresh run)
+    written: int = 0
+    unchanged: int = 0
+    removed: list[str] = field(default_factory=list)
+    orphaned: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+    def as_dict(self) -> dict:
+        return dict(self.__dict__)
+
+    def summary(self) -> tuple[str, str]:
+        """The two lines `kbase mine` prints without --json (rich markup)."""
+        kept = f", kept with Notes {self.orphaned}" if self.orphaned else ""
+        return (
+            f"[bold]{self.repo}[/bold]: {self.mode} ({self.reason or self.range})",
+            f"  commits {self.commits}, PRs {self.prs}, without a PR number {self.without_pr}; "
+            f"cards written {self.written}, unchanged {self.unchanged}, "
+            f"removed {len(self.removed)}{kept}; {self.seconds:.2f}s",
+        )
+
+
+def archive_dir(root: Path, name: str) -> Path:
+    return root / ARCHIVE_DIR / name
+
+
+def read_state(folder: Path) -> dict | None:
+    p = folder / STATE_FILE
+    if not p.exists():
+        return None
+    try:
+        data = json.loads(p.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise MiningError(
+            f"{p}: unreadable state file ({exc}); delete it or run with --full"
+        ) from None
+    if not isinstance(data, dict) or "last_sha" not in data:
+        raise MiningError(f"{p}: state file has no 'last_sha'; delete it or run with --full")
+    return data
+
+
+def recipe_file(spec: str | None, name: str, root: Path) -> Path | None:
+    """The file `--recipe spec` names (a path, or a name under pr_archive/recipes/), or with no
+    spec the recipe named like the archive; None when there is none. A spec that names nothing
+    raises FileNotFoundError (kbase.ingest.recipes.find_recipe turns it into a located problem)."""
+    if spec:
+        p = Path(spec)
+        if p.suffix in (".yaml", ".yml") or p.exists():
+            if not p.exists():
+                raise FileNotFoundError(spec)
+            return p
+        named = [root / RECIPES_DIR / f"{spec}{ext}" for ext in (".yaml", ".yml")]
+        found = next((c for c in named if c.exists()), None)
+        if found is None:
+            raise FileNotFoundError(spec)
+        return found
+    named = [root / RECIPES_DIR / f"{name}{ext}" for ext in (".yaml", ".yml")]
+    return next((c for c in named if c.exists()), None)
+
+
+def recipe_fingerprint(path: Path | None) -> str:
+    """The recipe file a mine used, by its bytes ("none": a mine without a recipe file)."""
+    return hashlib.sha256(path.read_bytes()).hexdigest()[:32] if path is not None else "none"
