@@ -4,8 +4,9 @@ rebuild BM25, publish a new generation atomically.
 
 from __future__ import annotations
 
+import contextlib
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -102,9 +103,10 @@ def build_index(
 
     rep = IndexReport()
     t0 = time.perf_counter()
-    with G.writer_lock(home):
-        # light: chunk texts are read only where needed (retrieval/previous.py)
-        prev = G.load_generation(home, light=True)
+    with G.writer_lock(home), _gc_paused():
+        # lazy: entries carried over undecoded, chunk texts read only where needed
+        # (retrieval/previous.py, retrieval/carried.py)
+        prev = G.load_generation(home, lazy=True)
         prevs = Previous(prev)
         fingerprint = parser_fingerprint()
         # Entries and vectors of the previous generation are taken over only when they were made
@@ -112,7 +114,7 @@ def build_index(
         dense_key = f"{DT.RECIPE}:{PR_MAX_TOKENS}"
         same_recipe = prev is not None and prev.meta.get("dense") == dense_key
         reuse = (
-            {e.path: e for e in prev.entries}
+            {e.path: e for e in prevs.entries}
             if prev is not None and prev.meta.get("parser") == fingerprint and same_recipe
             else {}
         )
@@ -127,11 +129,11 @@ def build_index(
         # Nothing already indexed is lost: an entry that fails to parse keeps its last good version.
         present = {e.path for e in entries}
         if prev is not None:
-            for old in prev.entries:
+            for old in prevs.entries:
                 if old.path in failed and old.path not in present and (root / old.path).exists():
                     entries.append(old)
                     rep.kept_previous.append(old.id)
-        prev_ids = {e.id for e in prev.entries} if prev else set()
+        prev_ids = set(prevs.by_id)
         rep.removed_entries = sorted(prev_ids - {e.id for e in entries})
         rep.seconds["parse"] = time.perf_counter() - t0
 
@@ -177,6 +179,11 @@ def build_index(
             if missing and (chroma_url or not trust_files):  # embedded: this lock's writes only
                 have |= store().existing_ids(key, missing)
         todo = [e for e in entries if any(c.id not in have for c in dense_chunks(e))]
+        # an entry carried over undecoded whose vectors are missing is embedded whole
+        swap = prevs.decoded(todo)
+        if swap:
+            entries = [swap.get(id(e), e) for e in entries]
+            todo = [swap.get(id(e), e) for e in todo]
         rep.seconds["diff"] = time.perf_counter() - t1
 
         meta = {
@@ -255,7 +262,7 @@ def build_index(
         else:
             gid, tmp = G.new_generation_dir(home)
             cache = (
-                load_token_cache(prev.path / "bm25", [e.title for e in prev.entries])
+                load_token_cache(prev.path / "bm25", [e.title for e in prevs.entries])
                 if prev is not None
                 else None
             )
@@ -270,7 +277,7 @@ def build_index(
             )
             _write_vectors(tmp, by_part, fresh, prev_vecs if trust_files else None, store)
             G.write_card_stats(tmp, card_stats)
-            G.write_entries(tmp, entries, meta, stored_line=prevs.stored_line)
+            G.write_entries(tmp, entries, meta, stored_line=prevs.stored_line, table=prevs.table)
             G.publish(home, gid, tmp)
             rep.generation = gid
         rep.seconds["bm25+write"] = time.perf_counter() - t3
@@ -279,7 +286,7 @@ def build_index(
         if gc and prev is not None:
             keep = set(wanted)
             stale: dict[str, set[str]] = {}
-            for e in prev.entries:
+            for e in prevs.entries:
                 for c in dense_chunks(e):
                     if c.id not in keep:
                         stale.setdefault(partition_key(e.kind, e.repo), set()).add(c.id)
@@ -293,6 +300,23 @@ def build_index(
         if progress:
             progress("done", 1, 1)
     return rep
+
+
+@contextlib.contextmanager
+def _gc_paused() -> Iterator[None]:
+    """No cyclic garbage collection during a build: a re-index allocates some 100k long-lived
+    containers (columns, card signatures, the carried entries), and the collector's repeated
+    passes over them took 0.5-0.9 s of a one-edit re-index (issue #11). The build makes no
+    reference cycles of its own; what it drops is freed by reference counting."""
+    import gc
+
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
 
 
 def _upsert(store: Callable[[], Any], pairs: list[tuple[Entry, Chunk]], vecs: Any) -> None:

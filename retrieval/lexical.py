@@ -7,6 +7,7 @@ import logging
 from pathlib import Path
 
 import numpy as np
+from kbase.retrieval import fastjson as F
 from kbase.retrieval.tokenize import tokens
 
 from kbase.schema import Chunk
@@ -57,14 +58,13 @@ def load_token_cache(bm25_dir: Path, titles: list[str] | None = None) -> TokenCa
     entry's content hash, so a cached id always has the same text. Re-tokenizing every chunk
     and handing strings to bm25s was most of an incremental re-index (issue #11). `titles`: that
     generation's entry titles in order, to reuse their title ids too."""
-    import json
 
     try:
         fingerprint = (bm25_dir / TOKENIZER_FILE).read_text(encoding="utf-8").strip()
         if fingerprint != tokenizer_fingerprint():
             return None
         vocab_json = (bm25_dir / "vocab.index.json").read_text(encoding="utf-8")
-        vocab = json.loads(vocab_json)
+        vocab = F.loads(vocab_json)
         ids = (bm25_dir / IDS_FILE).read_text(encoding="utf-8").split("\n")
         flat = np.load(bm25_dir / TOKENS_FILE)
         off = np.load(bm25_dir / OFFSETS_FILE)
@@ -217,9 +217,7 @@ class Lexical:
         self.data = np.load(path / "data.csc.index.npy", mmap_mode="r")
         self.indices = np.load(path / "indices.csc.index.npy", mmap_mode="r")
         self.indptr = np.load(path / "indptr.csc.index.npy")
-        self.vocab: dict[str, int] = json.loads(
-            (path / "vocab.index.json").read_text(encoding="utf-8")
-        )
+        self.vocab: dict[str, int] = F.loads((path / "vocab.index.json").read_bytes())
 
     def scores(self, query: str) -> np.ndarray:
         ids = [self.vocab[t] for t in self.compounds(tokens(query)) if t in self.vocab]
