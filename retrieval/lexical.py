@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 from kbase.retrieval import fastjson as F
+from kbase.retrieval.bm25_pairs import TF_FILE, PrevPairs, all_pairs, gather, merged_pairs
 from kbase.retrieval.tokenize import tokens
 
 from kbase.schema import Chunk
@@ -47,6 +48,7 @@ class TokenCache:
         self.off = off
         self.titles: dict[str, np.ndarray] = {}  # title -> its ids (see title_ids)
         self.vocab_json = ""  # the vocabulary file as stored (extended, not re-encoded)
+        self.pairs: PrevPairs | None = None  # its (token, chunk) pairs, to merge into
 
     def get(self, chunk_id: str) -> np.ndarray | None:
         i = self.row.get(chunk_id)
@@ -74,6 +76,7 @@ def load_token_cache(bm25_dir: Path, titles: list[str] | None = None) -> TokenCa
         return None
     cache = TokenCache(vocab, ids, flat, off)
     cache.vocab_json = vocab_json
+    cache.pairs = PrevPairs.read(bm25_dir, len(ids), len(vocab))
     got = read_title_ids(bm25_dir)
     if titles is not None and got is not None and len(got[1]) == len(titles) + 1:
         tflat, toff = got
@@ -111,19 +114,21 @@ def build_bm25(
 
     path.mkdir(parents=True, exist_ok=True)
     vocab: dict[str, int] = dict(cache.vocab) if cache is not None else {}
-    parts: list[np.ndarray] = []
+    ids = [c.id for c in chunks]
+    row = cache.row if cache is not None else {}
+    rows = np.fromiter((row.get(i, -1) for i in ids), dtype=np.int64, count=len(ids))
+    fresh: dict[int, np.ndarray] = {}
     same_text: dict[tuple[str, str], np.ndarray] = {}  # repeated texts tokenized once
-    for c, t in zip(chunks, titles, strict=True):
-        got = cache.get(c.id) if cache is not None else None
-        if got is None:
-            got = same_text.get((t, c.text))
+    for j in np.flatnonzero(rows < 0).tolist():
+        c, t = chunks[j], titles[j]
+        got = same_text.get((t, c.text))
         if got is None:
             toks = chunk_tokens(c, t)
             got = np.fromiter(
                 (vocab.setdefault(x, len(vocab)) for x in toks), dtype=np.int32, count=len(toks)
             )
             same_text[(t, c.text)] = got
-        parts.append(got)
+        fresh[j] = got
     if entry_titles is not None:
         known = cache.titles if cache is not None else {}
         done: dict[str, np.ndarray] = {}
@@ -141,19 +146,24 @@ def build_bm25(
         tflat = np.concatenate(tparts) if tparts else np.zeros(0, dtype=np.int32)
         np.save(path / TITLE_TOKENS_FILE, tflat.astype(np.int32, copy=False))
         np.save(path / TITLE_OFFSETS_FILE, toff)
-    ids = [c.id for c in chunks]
-    if not parts:  # an empty index still loads and answers nothing
-        parts = [np.asarray([vocab.setdefault("<empty>", len(vocab))], dtype=np.int32)]
+    if not ids:  # an empty index still loads and answers nothing
         ids = ["<empty>"]
-    lengths = np.fromiter((len(x) for x in parts), dtype=np.int64, count=len(parts))
-    flat = np.concatenate(parts).astype(np.int32, copy=False)
-    n, v = len(parts), max(len(vocab), 1)
-    doc = np.repeat(np.arange(n, dtype=np.int64), lengths)
-    pair, tf = np.unique(flat.astype(np.int64) * n + doc, return_counts=True)  # token-major
+        rows = np.full(1, -1, dtype=np.int64)
+        fresh = {0: np.asarray([vocab.setdefault("<empty>", len(vocab))], dtype=np.int32)}
+    if cache is not None:
+        flat, lengths = gather(rows, cache.flat, cache.off, fresh)
+    else:
+        flat, lengths = gather(rows, np.zeros(0, np.int32), np.zeros(1, np.int64), fresh)
+    n, v = len(ids), max(len(vocab), 1)
+    got = None
+    if cache is not None and cache.pairs is not None:
+        got = merged_pairs(cache.pairs, rows, flat, lengths)
+    pair, tf = got if got is not None else all_pairs(flat, lengths)  # token-major
     tok, d = pair // n, pair % n
     df = np.bincount(tok, minlength=v)
     idf = np.log(1.0 + (n - df + 0.5) / (df + 0.5))
     norm = K1 * ((1.0 - B) + B * lengths / lengths.mean())
+    np.save(path / TF_FILE, tf.astype(np.int32))
     tf = tf.astype(np.float64)
     scores = (idf[tok] * tf / (norm[d] + tf)).astype(np.float32)
     indptr = np.zeros(v + 1, dtype=np.int64)
