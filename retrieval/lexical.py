@@ -155,10 +155,10 @@ def build_bm25(
     else:
         flat, lengths = gather(rows, np.zeros(0, np.int32), np.zeros(1, np.int64), fresh)
     n, v = len(ids), max(len(vocab), 1)
-    got = None
+    merged = None
     if cache is not None and cache.pairs is not None:
-        got = merged_pairs(cache.pairs, rows, flat, lengths)
-    pair, tf = got if got is not None else all_pairs(flat, lengths)  # token-major
+        merged = merged_pairs(cache.pairs, rows, flat, lengths)
+    pair, tf = merged if merged is not None else all_pairs(flat, lengths)  # token-major
     tok, d = pair // n, pair % n
     df = np.bincount(tok, minlength=v)
     idf = np.log(1.0 + (n - df + 0.5) / (df + 0.5))
