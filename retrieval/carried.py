@@ -28,7 +28,9 @@ def carry_columns(entries: list[Any]) -> dict[str, list[Any]]:
     return {
         "paths": [e.path for e in entries],
         "hashes": [e.content_hash for e in entries],
-        "sections": [[c.section for c in e.chunks] for e in entries],
+        "sections": [
+            e.sections if isinstance(e, Carried) else [c.section for c in e.chunks] for e in entries
+        ],
     }
 
 
@@ -83,9 +85,23 @@ class _Texts:
 
 
 class Carried:
-    """One entry of the previous generation, at position i of its table, not decoded."""
+    """One entry of the previous generation, at position i of its table, not decoded. Its chunks
+    are made only when something asks for them (the indexer mostly needs their ids)."""
 
-    __slots__ = ("i", "id", "kind", "repo", "title", "path", "content_hash", "tags", "chunks")
+    __slots__ = (
+        "i",
+        "id",
+        "kind",
+        "repo",
+        "title",
+        "path",
+        "content_hash",
+        "tags",
+        "chunk_ids",
+        "sections",
+        "_texts",
+        "_chunks",
+    )
 
     def __init__(self, table: EntryTable, cols: dict[str, list[Any]], i: int, texts: _Texts):
         self.i = i
@@ -96,15 +112,22 @@ class Carried:
         self.tags = table.tags[i]
         self.path = cols["paths"][i]
         self.content_hash = cols["hashes"][i]
-        self.chunks = [
-            CarriedChunk(cid, sec, texts, i, k)
-            for k, (cid, sec) in enumerate(
-                zip(table.chunk_ids[i], cols["sections"][i], strict=True)
-            )
-        ]
+        self.chunk_ids: list[str] = table.chunk_ids[i]
+        self.sections: list[str] = cols["sections"][i]
+        self._texts = texts
+        self._chunks: list[CarriedChunk] | None = None
+
+    @property
+    def chunks(self) -> list[CarriedChunk]:
+        if self._chunks is None:
+            self._chunks = [
+                CarriedChunk(cid, sec, self._texts, self.i, k)
+                for k, (cid, sec) in enumerate(zip(self.chunk_ids, self.sections, strict=True))
+            ]
+        return self._chunks
 
     def texts(self) -> list[str]:
-        return [c.text for c in self.chunks]
+        return self._texts.of(self.i)
 
 
 def carried_entries(table: EntryTable, path: Path, texts_line: Any) -> list[Carried] | None:

@@ -4,14 +4,14 @@ rebuild BM25, publish a new generation atomically.
 
 from __future__ import annotations
 
-import contextlib
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from kbase.retrieval import dense_text as DT
+from kbase.retrieval.chunk_ids import Chunks, dense_chunks, dense_ids, gc_paused, ids_of
 from kbase.retrieval.collect import collect_entries, parser_fingerprint
 from kbase.retrieval.previous import Previous
 
@@ -20,7 +20,6 @@ from kbase.schema import Chunk, Entry, Problem
 __all__ = ["IndexReport", "build_index", "collect_entries", "dense_chunks", "parser_fingerprint"]
 
 PR_MAX_TOKENS = 128
-LEXICAL_ONLY_SECTIONS = frozenset({"files", "symbols"})
 Progress = Callable[[str, int, int], None]  # (stage, done, total)
 
 
@@ -65,16 +64,6 @@ def _vector_id(chunk: Chunk, content_hash: str) -> str:
     return f"{chunk.entry_id}::{tag}::{chunk.id.rsplit('::', 1)[-1]}"
 
 
-def dense_chunks(entry: Entry) -> list[Chunk]:
-    """The chunks that get a vector. A PR card's file lists and touched symbols are paths and
-    identifiers: the embedding model splits them into meaningless word pieces, BM25 matches them
-    exactly, and they were most of the embedding time (issue #11). Only a card's prose (summary,
-    description, notes) is embedded."""
-    if entry.kind != "pr":
-        return entry.chunks
-    return [c for c in entry.chunks if c.section not in LEXICAL_ONLY_SECTIONS]
-
-
 def _metadata(entry: Entry) -> dict:
     md: dict[str, Any] = {"kind": entry.kind, "entry_id": entry.id, "repo": entry.repo or ""}
     for t in entry.tags:
@@ -96,6 +85,32 @@ def build_index(
     """`extra_entries` come from elsewhere than root (benchmarks, other importers); pass them on
     every run. `model_path`: the embedding model's folder, so the ONNX query model can be checked
     without loading it (default: the packaged model)."""
+    with gc_paused():
+        # the build's own objects are freed on return, before the collector is back
+        return _build_index(
+            root,
+            home,
+            embedder_factory,
+            chroma_url,
+            progress,
+            gc,
+            batch,
+            extra_entries,
+            model_path,
+        )
+
+
+def _build_index(
+    root: Path,
+    home: Path,
+    embedder_factory: Callable[[], Any],
+    chroma_url: str | None,
+    progress: Progress | None,
+    gc: bool,
+    batch: int | None,
+    extra_entries: list[Entry] | None,
+    model_path: str | None,
+) -> IndexReport:
     from kbase.retrieval import generations as G
     from kbase.retrieval.lexical import build_bm25, load_token_cache
     from kbase.retrieval.vector_files import GenVectors
@@ -103,7 +118,7 @@ def build_index(
 
     rep = IndexReport()
     t0 = time.perf_counter()
-    with G.writer_lock(home), _gc_paused():
+    with G.writer_lock(home):
         # lazy: entries carried over undecoded, chunk texts read only where needed
         # (retrieval/previous.py, retrieval/carried.py)
         prev = G.load_generation(home, lazy=True)
@@ -163,12 +178,12 @@ def build_index(
                 continue  # taken over from prev: its chunks have their vector ids already
             for c in e.chunks:
                 c.id = _vector_id(c, e.content_hash)
-        wanted = [c.id for e in entries for c in e.chunks]
+        chunk_ids = [ids_of(e) for e in entries]
+        wanted = [i for ids in chunk_ids for i in ids]
+        dense_of = [dense_ids(e) for e in entries]
         by_part: dict[str, list[str]] = {}
-        for e in entries:
-            by_part.setdefault(partition_key(e.kind, e.repo), []).extend(
-                c.id for c in dense_chunks(e)
-            )
+        for e, ids in zip(entries, dense_of, strict=True):
+            by_part.setdefault(partition_key(e.kind, e.repo), []).extend(ids)
         have: set[str] = set()
         for key, ids in by_part.items():
             known = prev_vecs.all_ids(key).intersection(ids) if trust_files and prev_vecs else set()
@@ -178,7 +193,9 @@ def build_index(
             missing = [i for i in ids if i not in known]
             if missing and (chroma_url or not trust_files):  # embedded: this lock's writes only
                 have |= store().existing_ids(key, missing)
-        todo = [e for e in entries if any(c.id not in have for c in dense_chunks(e))]
+        todo = [
+            e for e, ids in zip(entries, dense_of, strict=True) if any(i not in have for i in ids)
+        ]
         # an entry carried over undecoded whose vectors are missing is embedded whole
         swap = prevs.decoded(todo)
         if swap:
@@ -268,12 +285,14 @@ def build_index(
             )
             if cache is None:  # else it holds every chunk of the entries taken over from prev
                 prevs.fill(entries)
+            counts = [len(ids) for ids in chunk_ids]
             build_bm25(
-                [c for e in entries for c in e.chunks],
-                [e.title for e in entries for _ in e.chunks],
+                Chunks(entries, counts),
+                [e.title for e, n in zip(entries, counts, strict=True) for _ in range(n)],
                 tmp / "bm25",
                 cache=cache,
                 entry_titles=[e.title for e in entries],
+                ids=wanted,
             )
             _write_vectors(tmp, by_part, fresh, prev_vecs if trust_files else None, store)
             G.write_card_stats(tmp, card_stats)
@@ -287,9 +306,9 @@ def build_index(
             keep = set(wanted)
             stale: dict[str, set[str]] = {}
             for e in prevs.entries:
-                for c in dense_chunks(e):
-                    if c.id not in keep:
-                        stale.setdefault(partition_key(e.kind, e.repo), set()).add(c.id)
+                for cid in dense_ids(e):
+                    if cid not in keep:
+                        stale.setdefault(partition_key(e.kind, e.repo), set()).add(cid)
             for key, gone in stale.items():
                 store().delete(key, gone)
         if stores:
@@ -300,23 +319,6 @@ def build_index(
         if progress:
             progress("done", 1, 1)
     return rep
-
-
-@contextlib.contextmanager
-def _gc_paused() -> Iterator[None]:
-    """No cyclic garbage collection during a build: a re-index allocates some 100k long-lived
-    containers (columns, card signatures, the carried entries), and the collector's repeated
-    passes over them took 0.5-0.9 s of a one-edit re-index (issue #11). The build makes no
-    reference cycles of its own; what it drops is freed by reference counting."""
-    import gc
-
-    was = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was:
-            gc.enable()
 
 
 def _upsert(store: Callable[[], Any], pairs: list[tuple[Entry, Chunk]], vecs: Any) -> None:

@@ -4,6 +4,7 @@ layout of bm25s (whose scores it reproduces; tests/test_lexical_reader.py)."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -99,22 +100,24 @@ def read_title_ids(bm25_dir: Path) -> tuple[np.ndarray, np.ndarray] | None:
 
 
 def build_bm25(
-    chunks: list[Chunk],
+    chunks: Sequence[Chunk],
     titles: list[str],
     path: Path,
     cache: TokenCache | None = None,
     entry_titles: list[str] | None = None,
+    ids: list[str] | None = None,
 ) -> None:
     """Write the eager BM25 index of the chunks (Lucene variant: the score of token t in chunk
     d is idf(t) * tf / (tf + k1 * (1 - b + b * |d| / avgdl)), idf = ln(1 + (N - df + .5) /
     (df + .5))) as a CSC matrix in bm25s's file layout, plus the token ids for the next run.
     Only chunks the cache lacks are tokenized; the rest is numpy. `entry_titles`: every entry's
-    title, in entry order, whose ids are written too (read_title_ids)."""
+    title, in entry order, whose ids are written too (read_title_ids). `ids`: the chunks' ids,
+    given when `chunks` makes each chunk on access (only those the cache lacks are read)."""
     import json
 
     path.mkdir(parents=True, exist_ok=True)
     vocab: dict[str, int] = dict(cache.vocab) if cache is not None else {}
-    ids = [c.id for c in chunks]
+    ids = ids if ids is not None else [c.id for c in chunks]
     row = cache.row if cache is not None else {}
     rows = np.fromiter((row.get(i, -1) for i in ids), dtype=np.int64, count=len(ids))
     fresh: dict[int, np.ndarray] = {}
