@@ -88,10 +88,13 @@ def merged_pairs(
     )
     old2new = np.full(size, -1, dtype=np.int64)
     old2new[rows[cached]] = np.flatnonzero(cached)
-    tok = np.repeat(np.arange(len(prev.indptr) - 1, dtype=np.int64), np.diff(prev.indptr))
     dn = old2new[prev.indices]
     keep = dn >= 0
-    key = tok[keep] * n + dn[keep]
+    # token * n + new row, in place (a dropped row's key is garbage and masked out once)
+    key = np.repeat(np.arange(len(prev.indptr) - 1, dtype=np.int64), np.diff(prev.indptr))
+    key *= n
+    key += dn
+    key = key[keep]
     if len(key) > 1 and not bool((key[1:] > key[:-1]).all()):
         return None
     tf = prev.tf[keep].astype(np.int64)
