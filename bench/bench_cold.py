@@ -43,7 +43,9 @@ from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
 
-def _side_by_side(cmds: dict[str, list[str]], pys: dict[str, str], env: dict, runs: int) -> dict:
+def _side_by_side(
+    cmds: dict[str, list[str]], pys: dict[str, str], envs: dict[str, dict], runs: int
+) -> dict:
     """{command name: {interpreter label: _wall figures}}, the interpreters alternating."""
     out: dict[str, dict] = {}
     for name, cmd in cmds.items():
@@ -51,7 +53,7 @@ def _side_by_side(cmds: dict[str, list[str]], pys: dict[str, str], env: dict, ru
         for i in range(runs):
             for label, py in pys.items():
                 args = [a.replace("{i}", f"{label}{i}") for a in cmd]
-                per[label].append(_wall([py, *args], env, 1))
+                per[label].append(_wall([py, *args], envs[label], 1))
         out[name] = {
             label: {
                 "median_s": round(statistics.median(r["median_s"] for r in rs), 3),
@@ -142,8 +144,22 @@ def main() -> None:
     env.pop("PYTHONDONTWRITEBYTECODE", None)
     env["PYTHONPYCACHEPREFIX"] = str(work / "pycache")
     pys = {"this": sys.executable}
+    envs = {"this": env}
     if args.against:
-        pys["against"] = shutil.which(args.against) or args.against
+        # the interpreter itself, not a launcher (pyenv's shims are shell scripts: ~0.2 s a start)
+        named = shutil.which(args.against) or args.against
+        pys["against"] = subprocess.run(
+            [named, "-c", "import sys; print(sys.executable)"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+        # its own copy of the root: the skill statuses cached under root/.kbase are keyed by
+        # the judging code's files, so two checkouts sharing one root would evict each other
+        other = work / "root-against"
+        shutil.rmtree(other, ignore_errors=True)
+        shutil.copytree(root, other, symlinks=True, ignore=shutil.ignore_patterns(".kbase"))
+        envs["against"] = {**env, "KBASE_ROOT": str(other)}
     cmds = {
         "python -c pass": ["-c", "pass"],
         "import kbase.cli": ["-c", "import kbase.cli"],
@@ -163,11 +179,11 @@ def main() -> None:
             "skill",
         ],
     }
-    for py in pys.values():  # fills the bytecode cache
+    for label, py in pys.items():  # fills the bytecode cache and the status cache
         for cmd in cmds.values():
-            _wall([py, *[a.replace("{i}", "warm-up") for a in cmd]], env, 1)
+            _wall([py, *[a.replace("{i}", "warm-up") for a in cmd]], envs[label], 1)
     load_avg = [round(x, 2) for x in os.getloadavg()]
-    both = _side_by_side(cmds, pys, env, args.runs)
+    both = _side_by_side(cmds, pys, envs, args.runs)
     cold = {name: per["this"] for name, per in both.items()}
 
     kb.index_embedder()  # model load excluded from the re-index
