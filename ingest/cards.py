@@ -30,6 +30,11 @@ _SKIP_DIRS = {"recipes"}
 
 def card_files(root: Path, repo: str | None = None) -> list[Path]:
     """pr_archive/<name>/<N>.md for every archive (or one), skipping recipes/ and README files."""
+    return [Path(p) for p in card_paths(root, repo)]
+
+
+def card_paths(root: Path, repo: str | None = None) -> list[str]:
+    """card_files as strings: a re-index lists thousands, and Path objects were a tenth of it."""
     base = root / ARCHIVE_DIR
     if not base.is_dir():
         return []
@@ -42,10 +47,11 @@ def card_files(root: Path, repo: str | None = None) -> list[Path]:
             if d.is_dir() and d.name not in _SKIP_DIRS and not d.name.startswith(".")
         )
     )
-    out: list[Path] = []
+    out: list[str] = []
     for d in dirs:
         if not d.is_dir():
             continue
+        sd = str(d) + os.sep
         with os.scandir(d) as it:
             names = [
                 e.name
@@ -53,7 +59,7 @@ def card_files(root: Path, repo: str | None = None) -> list[Path]:
                 if e.name.endswith(".md") and not e.name.startswith(".") and e.is_file()
             ]
         out.extend(
-            d / n for n in sorted(names, key=lambda n: (len(n), n)) if n.lower() != "readme.md"
+            sd + n for n in sorted(names, key=lambda n: (len(n), n)) if n.lower() != "readme.md"
         )
     return out
 

@@ -9,6 +9,7 @@ model from kbase/schema.py; every deliberate error is a `kbase.errors.KbaseError
 from __future__ import annotations
 
 import os
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -50,6 +51,7 @@ class KnowledgeBase(ValidateAPI, ArchiveAPI, ExperienceAPI):
         )
         self._embedder: Any = None
         self._query_embedder: Any = None
+        self._query_embedder_lock = threading.Lock()
         self._searcher: Any = None
         self.started = time.time()
 
@@ -82,15 +84,32 @@ class KnowledgeBase(ValidateAPI, ArchiveAPI, ExperienceAPI):
 
     def query_embedder(self) -> Any:
         """ONNX Runtime when home/onnx matches the model (no torch import: fast CLI searches)."""
-        if self._query_embedder is None:
-            from kbase.retrieval.onnx_query import load_query_embedder
+        with self._query_embedder_lock:  # the first search may be loading it aside
+            if self._query_embedder is None:
+                from kbase.retrieval.onnx_query import load_query_embedder
 
-            # A base install has no model, only the index's ONNX export of it ("" says so).
-            model_path = self.settings.model_path or (
-                default_model_path() if model_installed() else ""
-            )
-            self._query_embedder = load_query_embedder(self.home, model_path) or self.embedder()
+                # A base install has no model, only the index's ONNX export of it ("" says so).
+                model_path = self.settings.model_path or (
+                    default_model_path() if model_installed() else ""
+                )
+                self._query_embedder = load_query_embedder(self.home, model_path) or self.embedder()
         return self._query_embedder
+
+    def _load_query_embedder_aside(self) -> threading.Thread:
+        """Start loading the query embedder on a thread of its own: ONNX Runtime builds its
+        session without the GIL, while this thread imports the searcher and loads the index
+        (the first search of a process, e.g. a cold `kbase search`; issue #11). A failure
+        there is met again, and reported, where the searcher asks for the embedder."""
+
+        def load() -> None:
+            try:
+                self.query_embedder()
+            except Exception:  # noqa: BLE001, S110
+                pass
+
+        thread = threading.Thread(target=load, name="kbase-embedder", daemon=True)
+        thread.start()
+        return thread
 
     def vector_store(self) -> Any:
         from kbase.retrieval.vectors import VectorStore
@@ -207,12 +226,26 @@ class KnowledgeBase(ValidateAPI, ArchiveAPI, ExperienceAPI):
         return self.query(q, auto_index=auto_index).hits
 
     def query(self, q: SearchQuery, auto_index: bool = True) -> SearchResult:
-        from kbase.retrieval.searcher import make_snippet
-
         if not self.is_indexed():
             if not auto_index:
                 raise NotIndexed(f"no index under {self.home}; run `kbase index`")
             self.index()
+        aside = (
+            self._load_query_embedder_aside()
+            if q.mode != "bm25" and self._query_embedder is None
+            else None
+        )
+        try:
+            return self._answer(q)
+        finally:
+            if aside is not None:
+                # a search that needed no vector (its filters left nothing, or it failed) must
+                # not leave while ONNX Runtime builds the session: at exit the runtime aborts
+                aside.join()
+
+    def _answer(self, q: SearchQuery) -> SearchResult:
+        from kbase.retrieval.searcher import make_snippet
+
         wanted = set(q.status)
         self._check_archive_names(q)
         cands = self.searcher().search(

@@ -1,35 +1,65 @@
-"""The `kbase` command's entry point (`kbase.cli:main`, `python -m kbase.cli`).
+"""The `kbase` command. Each area registers its own sub-commands from kbase/commands/; the typer
+app that holds them is kbase/cli_app.py.
 
-The command itself (typer, its sub-commands) lives in kbase.cli_app and is imported only when
-needed: a `kbase mine` with nothing new is answered by kbase.mine_cli before the CLI
-framework and pydantic are imported (they are most of a no-op's time).
+`kbase search ... --json` is answered without it (kbase/commands/search_fast.py): importing typer,
+click and building the app was a third of a cold search (issue #11). Anything that path does not
+take exactly as typer would (help, an unknown option, an error to report) goes to the app. So is
+`kbase mine` (kbase/mine_cli.py): a mine with nothing new is decided before the CLI framework and
+pydantic are imported, which were most of a no-op's time (issue #12).
+
+Exit codes (docs/agents.md): 0 success (a search with no hits too: it says so on stderr),
+1 the command ran and found problems (lint errors, a failing check, an unknown id),
+2 bad usage or input (a wrong option, a root that is not a knowledge base, a missing extra).
 """
 
 from __future__ import annotations
 
-import sys
 from typing import Any
+
+# Each sub-command (and command group) with the module of kbase/commands/ that registers it, in
+# `kbase --help` order (commands, then groups). A module is imported, and its commands built,
+# when one of its commands is first looked up: `kbase search` builds no other command's options
+# and imports no other area's module. tests/test_cli_startup.py checks this against register().
+COMMAND_MODULES = {
+    **dict.fromkeys(("index", "search", "get", "list", "lint"), "core"),
+    **dict.fromkeys(("verify", "audit", "new", "check", "merge-ledger"), "validate"),
+    **dict.fromkeys(("mine", "history"), "archive"),
+    **dict.fromkeys(("mcp", "serve", "export"), "serve"),
+    "keygen": "trust",
+    **dict.fromkeys(("feedback", "propose"), "experience"),
+    "init": None,  # defined in kbase/cli_app.py
+    "recipe": "archive",
+    "ledger": "trust",
+}
+
+
+def __getattr__(name: str) -> Any:
+    # `from kbase.cli import app` (tests, embedding programs): the typer app, built on first use
+    if name == "app":
+        from kbase.cli_app import app
+
+        return app
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def main() -> None:
+    import sys
+
     argv = sys.argv[1:]
     if argv[:1] == ["mine"]:
         from kbase.mine_cli import run as quick_mine
 
         if quick_mine(argv[1:]):
             return
-    from kbase.cli_app import main as run_cli
+    else:
+        from kbase.commands.search_fast import fast_search
 
-    run_cli()
+        code = fast_search(argv)
+        if code is not None:
+            raise SystemExit(code)
+    from kbase.cli_app import run
 
-
-def __getattr__(name: str) -> Any:
-    # `from kbase.cli import app` (tests, docs tooling, typer's own runner) still works
-    if name in ("app", "COMMAND_MODULES"):
-        from kbase import cli_app
-
-        return getattr(cli_app, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    run()
 
 
 if __name__ == "__main__":

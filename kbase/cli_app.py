@@ -1,10 +1,5 @@
-"""The `kbase` command (entry point: kbase.cli). Each area registers its own sub-commands from
-kbase/commands/.
-
-Exit codes (docs/agents.md): 0 success (a search with no hits too: it says so on stderr),
-1 the command ran and found problems (lint errors, a failing check, an unknown id),
-2 bad usage or input (a wrong option, a root that is not a knowledge base, a missing extra).
-"""
+"""The `kbase` command as a typer app (kbase/cli.py starts it). Each area registers its own
+sub-commands from kbase/commands/."""
 
 from __future__ import annotations
 
@@ -15,21 +10,7 @@ from typing import Any
 import typer
 from typer.core import TyperGroup
 
-# Each sub-command (and command group) with the module of kbase/commands/ that registers it, in
-# `kbase --help` order (commands, then groups). A module is imported, and its commands built,
-# when one of its commands is first looked up: `kbase search` builds no other command's options
-# and imports no other area's module. tests/test_cli_startup.py checks this against register().
-COMMAND_MODULES = {
-    **dict.fromkeys(("index", "search", "get", "list", "lint"), "core"),
-    **dict.fromkeys(("verify", "audit", "new", "check", "merge-ledger"), "validate"),
-    **dict.fromkeys(("mine", "history"), "archive"),
-    **dict.fromkeys(("mcp", "serve", "export"), "serve"),
-    "keygen": "trust",
-    **dict.fromkeys(("feedback", "propose"), "experience"),
-    "init": None,  # defined below
-    "recipe": "archive",
-    "ledger": "trust",
-}
+from kbase.cli import COMMAND_MODULES
 
 
 class _Commands(MutableMapping[str, Any]):
@@ -136,7 +117,7 @@ def init(
 app.command()(init)
 
 
-def main() -> None:
+def run() -> None:
     from kbase.errors import KbaseError
 
     try:
@@ -145,7 +126,3 @@ def main() -> None:
         from kbase.commands.common import fail
 
         raise SystemExit(fail(str(exc)).exit_code) from None
-
-
-if __name__ == "__main__":
-    main()

@@ -39,28 +39,37 @@ def embed_batch(device: str) -> int:
 
 
 def bm25_stage(
-    prev: Any, prevs: Previous, entries: list[Entry], out: Path, background: bool
+    prev: Any,
+    prevs: Previous,
+    entries: list[Entry],
+    chunk_ids: list[list[str]],
+    out: Path,
+    background: bool,
 ) -> Callable[[], float]:
-    """Build the BM25 index of `entries` into `out`, now on a thread or later inline; the
-    callable returned waits for it (raising what it raised) and says how long the build took."""
+    """Build the BM25 index of `entries` (whose chunks' ids are `chunk_ids`) into `out`, now on a
+    thread or later inline; the callable returned waits for it (raising what it raised) and says
+    how long the build took."""
+    from kbase.retrieval.chunk_ids import Chunks
     from kbase.retrieval.lexical import build_bm25, load_token_cache, tokenize_workers
 
     cache = (
-        load_token_cache(prev.path / "bm25", [e.title for e in prev.entries])
+        load_token_cache(prev.path / "bm25", [e.title for e in prevs.entries])
         if prev is not None
         else None
     )
     if cache is None:  # else it holds every chunk of the entries taken over from prev
         prevs.fill(entries)
+    counts = [len(ids) for ids in chunk_ids]
 
     def build() -> float:
         t = time.perf_counter()
         build_bm25(
-            [c for e in entries for c in e.chunks],
-            [e.title for e in entries for _ in e.chunks],
+            Chunks(entries, counts),
+            [e.title for e, n in zip(entries, counts, strict=True) for _ in range(n)],
             out,
             cache=cache,
             entry_titles=[e.title for e in entries],
+            ids=[i for ids in chunk_ids for i in ids],
             workers=tokenize_workers() if background else 0,
         )
         return time.perf_counter() - t

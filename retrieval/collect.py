@@ -26,7 +26,7 @@ def parser_fingerprint() -> str:
     )
 
 
-def _file_sig(p: Path) -> list[int] | None:
+def _file_sig(p: Path | str) -> list[int] | None:
     """[size, mtime_ns, inode] of a plain file; None for a symlink or a missing file."""
     import os
     import stat as S
@@ -50,7 +50,7 @@ def _cards(
     then, for a plain file; else the same content hash. `new_stats` receives this run's."""
     import hashlib
 
-    from kbase.ingest.cards import CardProblems, card_entry, card_files, load_card
+    from kbase.ingest.cards import CardProblems, card_entry, card_paths, load_card
     from kbase.ingest.files import FileProblem, display_path, read_text
 
     entries: list[Entry] = []
@@ -59,12 +59,11 @@ def _cards(
     import os
 
     prefix = str(root) + os.sep
-    for p in card_files(root):
-        # card_files joins onto root: the relative path is a slice (relative_to cost ~15 us a card)
-        sp = str(p)
-        shown = sp[len(prefix) :] if sp.startswith(prefix) else display_path(p, root)
+    for sp in card_paths(root):
+        # card_paths joins onto root: the relative path is a slice (relative_to cost ~15 us a card)
+        shown = sp[len(prefix) :] if sp.startswith(prefix) else display_path(Path(sp), root)
         old = reuse.get(shown)
-        sig = _file_sig(p)
+        sig = _file_sig(sp)
         if sig is not None and new_stats is not None:
             new_stats[shown] = sig
         if old is not None:
@@ -72,7 +71,7 @@ def _cards(
                 entries.append(old)
                 continue
             try:
-                text = read_text(p, root)
+                text = read_text(Path(sp), root)
             except FileProblem:
                 text = None
             if (
@@ -82,7 +81,7 @@ def _cards(
                 entries.append(old)
                 continue
         try:
-            entries.append(card_entry(load_card(p, root)))
+            entries.append(card_entry(load_card(Path(sp), root)))
         except CardProblems as cp:
             problems.extend(cp.problems)
             if new_stats is not None:

@@ -10,10 +10,10 @@ load builds (the same pydantic validation of the same JSON), and stays cached.
 from __future__ import annotations
 
 import functools
-import json
 from collections.abc import Iterator, Sequence
 from typing import Any, overload
 
+from kbase.retrieval import fastjson as F
 from pydantic import TypeAdapter
 
 from kbase.schema import Entry
@@ -90,13 +90,28 @@ class EntryTable(Sequence[Entry]):
     @classmethod
     def read(cls, columns: bytes, data: bytes) -> EntryTable:
         """From a generation's columns.json and entries.jsonl, as write_entries wrote them."""
-        cols = json.loads(columns)
+        cols = F.loads(columns)
         return cls(cols, data=data, offsets=cols.get("offsets"))
 
     @classmethod
     def of(cls, entries: list[Entry]) -> EntryTable:
         """A table over entries already decoded (a generation written before columns.json)."""
         return cls(columns_of(entries), entries=entries)
+
+    def column(self, name: str) -> list[Any]:
+        """One of the stored columns (a key of _COLUMNS)."""
+        if name not in _COLUMNS:
+            raise KeyError(name)
+        return getattr(self, name)
+
+    def has_lines(self) -> bool:
+        """True when read from entries.jsonl (each entry's stored line at hand)."""
+        return self._offsets is not None
+
+    def line(self, i: int) -> bytes:
+        """Entry i's stored entries.jsonl line, without its newline."""
+        assert self._offsets is not None
+        return self._data[self._offsets[i] : self._offsets[i + 1] - 1]
 
     def __len__(self) -> int:
         return len(self.ids)

@@ -15,7 +15,9 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
+from kbase.retrieval import fastjson as F
 from kbase.retrieval.entry_table import (
     COLUMNS,
     ENTRIES,
@@ -64,7 +66,7 @@ class ChunkTexts:
         """Every entry's line of texts.jsonl, as stored (the indexer copies the lines of
         unchanged entries instead of decoding and encoding them again)."""
         if self._offsets is None:
-            self._offsets = json.loads((self.path / TEXT_OFFSETS).read_text())
+            self._offsets = F.loads((self.path / TEXT_OFFSETS).read_bytes())
         data = (self.path / TEXTS).read_bytes()
         ends = [*self._offsets[1:], len(data)]
         return [data[a:b] for a, b in zip(self._offsets, ends, strict=True)]
@@ -75,7 +77,7 @@ class ChunkTexts:
         if not todo:
             return
         if self._offsets is None:
-            self._offsets = json.loads((self.path / TEXT_OFFSETS).read_text())
+            self._offsets = F.loads((self.path / TEXT_OFFSETS).read_bytes())
         with open(self.path / TEXTS, "rb") as fh:
             for i, e in sorted(todo, key=lambda p: p[0]):
                 fh.seek(self._offsets[i])
@@ -156,13 +158,13 @@ def read_card_stats(gen: Generation | None) -> dict[str, list[int]]:
     if gen is None:
         return {}
     try:
-        return json.loads((gen.path / CARD_STATS).read_text(encoding="utf-8"))
+        return F.loads((gen.path / CARD_STATS).read_bytes())
     except (OSError, ValueError):
         return {}
 
 
 def write_card_stats(path: Path, stats: dict[str, list[int]]) -> None:
-    (path / CARD_STATS).write_text(json.dumps(stats), encoding="utf-8")
+    (path / CARD_STATS).write_bytes(F.dumps(stats))
 
 
 def new_generation_dir(home: Path) -> tuple[str, Path]:
@@ -174,32 +176,55 @@ def new_generation_dir(home: Path) -> tuple[str, Path]:
 
 def write_entries(
     path: Path,
-    entries: list[Entry],
+    entries: Sequence[Any],
     meta: dict,
-    stored_line: Callable[[Entry], bytes | None] | None = None,
+    stored_line: Callable[[Any], bytes | None] | None = None,
+    table: EntryTable | None = None,
 ) -> None:
-    """`stored_line(entry)`: the entry's texts line as a previous generation stored it, for an
-    entry taken over unchanged (its texts may not be loaded), else None."""
+    """`entries`: models, or Carried entries of the previous generation whose `table` holds
+    their stored lines and column values (retrieval/carried.py). `stored_line(entry)`: the
+    entry's texts line as a previous generation stored it, for an entry taken over unchanged (its
+    texts may not be loaded), else None."""
+    from kbase.retrieval.carried import Carried, carry_columns, write_carry
+
     # The entries without their chunk texts, one line each (serialized by pydantic's core: the
     # pure-Python encoder took seconds for thousands of PR cards), the columns a search scans
     # over all of them, and the texts one line per entry: a searcher reads the columns, and the
-    # lines of the entries and texts it returns; a full load joins them.
-    rows = entry_lines(entries, exclude=_NO_TEXT)
+    # lines of the entries and texts it returns; a full load joins them. A Carried entry's
+    # line and column values are copied as stored (decoding and encoding them again was most of
+    # an incremental re-index).
+    carried = [isinstance(e, Carried) for e in entries]
+    if any(carried) and table is None:
+        raise ValueError("carried entries need the table they were read from")
+    fresh = [e for e, c in zip(entries, carried, strict=True) if not c]
+    dumped = iter(entry_lines(fresh, exclude=_NO_TEXT))
+    rows = [
+        table.line(e.i) if c and table is not None else next(dumped)
+        for e, c in zip(entries, carried, strict=True)
+    ]
     (path / ENTRIES).write_bytes(b"".join(row + b"\n" for row in rows))
     ends = [0]
     for row in rows:
         ends.append(ends[-1] + len(row) + 1)
-    (path / COLUMNS).write_text(json.dumps({**columns_of(entries), "offsets": ends}))
-    offsets, pos = [], 0
-    with open(path / TEXTS, "wb") as fh:
-        for e in entries:
-            line = stored_line(e) if stored_line is not None else None
-            if line is None:
-                line = json.dumps([c.text for c in e.chunks], ensure_ascii=False).encode() + b"\n"
-            offsets.append(pos)
-            pos += len(line)
-            fh.write(line)
-    (path / TEXT_OFFSETS).write_text(json.dumps(offsets))
+    cols = columns_of(fresh)
+    if table is not None and len(fresh) < len(entries):
+        for name, values in cols.items():
+            stored, got = table.column(name), iter(values)
+            cols[name] = [
+                stored[e.i] if c else next(got) for e, c in zip(entries, carried, strict=True)
+            ]
+    (path / COLUMNS).write_bytes(F.dumps({**cols, "offsets": ends}))
+    write_carry(path, carry_columns(list(entries)))
+    lines, offsets, pos = [], [], 0
+    for e in entries:
+        line = stored_line(e) if stored_line is not None else None
+        if line is None:
+            line = json.dumps([c.text for c in e.chunks], ensure_ascii=False).encode() + b"\n"
+        offsets.append(pos)
+        pos += len(line)
+        lines.append(line)
+    (path / TEXTS).write_bytes(b"".join(lines))
+    (path / TEXT_OFFSETS).write_bytes(F.dumps(offsets))
     (path / "meta.json").write_text(json.dumps({**meta, "format": FORMAT_VERSION}, indent=1))
 
 

@@ -12,6 +12,7 @@ from typing import Any
 
 from kbase.retrieval import dense_text as DT
 from kbase.retrieval.build_stages import Writers, bm25_stage, embed_batch
+from kbase.retrieval.chunk_ids import dense_chunks, dense_ids, gc_paused, ids_of
 from kbase.retrieval.collect import collect_entries, parser_fingerprint
 from kbase.retrieval.previous import Previous
 from kbase.retrieval.store_writer import StoreWriter, min_chunks
@@ -21,7 +22,6 @@ from kbase.schema import Chunk, Entry, Problem
 __all__ = ["IndexReport", "build_index", "collect_entries", "dense_chunks", "parser_fingerprint"]
 
 PR_MAX_TOKENS = 128
-LEXICAL_ONLY_SECTIONS = frozenset({"files", "symbols"})
 Progress = Callable[[str, int, int], None]  # (stage, done, total)
 
 
@@ -66,16 +66,6 @@ def _vector_id(chunk: Chunk, content_hash: str) -> str:
     return f"{chunk.entry_id}::{tag}::{chunk.id.rsplit('::', 1)[-1]}"
 
 
-def dense_chunks(entry: Entry) -> list[Chunk]:
-    """The chunks that get a vector. A PR card's file lists and touched symbols are paths and
-    identifiers: the embedding model splits them into meaningless word pieces, BM25 matches them
-    exactly, and they were most of the embedding time (issue #11). Only a card's prose (summary,
-    description, notes) is embedded."""
-    if entry.kind != "pr":
-        return entry.chunks
-    return [c for c in entry.chunks if c.section not in LEXICAL_ONLY_SECTIONS]
-
-
 def _metadata(entry: Entry) -> dict:
     md: dict[str, Any] = {"kind": entry.kind, "entry_id": entry.id, "repo": entry.repo or ""}
     for t in entry.tags:
@@ -97,6 +87,32 @@ def build_index(
     """`extra_entries` come from elsewhere than root (benchmarks, other importers); pass them on
     every run. `model_path`: the embedding model's folder, so the ONNX query model can be checked
     without loading it (default: the packaged model)."""
+    with gc_paused():
+        # the build's own objects are freed on return, before the collector is back
+        return _build_index(
+            root,
+            home,
+            embedder_factory,
+            chroma_url,
+            progress,
+            gc,
+            batch,
+            extra_entries,
+            model_path,
+        )
+
+
+def _build_index(
+    root: Path,
+    home: Path,
+    embedder_factory: Callable[[], Any],
+    chroma_url: str | None,
+    progress: Progress | None,
+    gc: bool,
+    batch: int | None,
+    extra_entries: list[Entry] | None,
+    model_path: str | None,
+) -> IndexReport:
     from kbase.retrieval import generations as G
     from kbase.retrieval.vector_files import GenVectors
     from kbase.retrieval.vectors import VectorStore, partition_key
@@ -104,8 +120,9 @@ def build_index(
     rep = IndexReport()
     t0 = time.perf_counter()
     with G.writer_lock(home), Writers() as writers:
-        # light: chunk texts are read only where needed (retrieval/previous.py)
-        prev = G.load_generation(home, light=True)
+        # lazy: entries carried over undecoded, chunk texts read only where needed
+        # (retrieval/previous.py, retrieval/carried.py)
+        prev = G.load_generation(home, lazy=True)
         prevs = Previous(prev)
         fingerprint = parser_fingerprint()
         # Entries and vectors of the previous generation are taken over only when they were made
@@ -113,7 +130,7 @@ def build_index(
         dense_key = f"{DT.RECIPE}:{PR_MAX_TOKENS}"
         same_recipe = prev is not None and prev.meta.get("dense") == dense_key
         reuse = (
-            {e.path: e for e in prev.entries}
+            {e.path: e for e in prevs.entries}
             if prev is not None and prev.meta.get("parser") == fingerprint and same_recipe
             else {}
         )
@@ -128,11 +145,11 @@ def build_index(
         # Nothing already indexed is lost: an entry that fails to parse keeps its last good version.
         present = {e.path for e in entries}
         if prev is not None:
-            for old in prev.entries:
+            for old in prevs.entries:
                 if old.path in failed and old.path not in present and (root / old.path).exists():
                     entries.append(old)
                     rep.kept_previous.append(old.id)
-        prev_ids = {e.id for e in prev.entries} if prev else set()
+        prev_ids = set(prevs.by_id)
         rep.removed_entries = sorted(prev_ids - {e.id for e in entries})
         rep.seconds["parse"] = time.perf_counter() - t0
 
@@ -162,12 +179,12 @@ def build_index(
                 continue  # taken over from prev: its chunks have their vector ids already
             for c in e.chunks:
                 c.id = _vector_id(c, e.content_hash)
-        wanted = [c.id for e in entries for c in e.chunks]
+        chunk_ids = [ids_of(e) for e in entries]
+        wanted = [i for ids in chunk_ids for i in ids]
+        dense_of = [dense_ids(e) for e in entries]
         by_part: dict[str, list[str]] = {}
-        for e in entries:
-            by_part.setdefault(partition_key(e.kind, e.repo), []).extend(
-                c.id for c in dense_chunks(e)
-            )
+        for e, ids in zip(entries, dense_of, strict=True):
+            by_part.setdefault(partition_key(e.kind, e.repo), []).extend(ids)
         have: set[str] = set()
         for key, ids in by_part.items():
             known = prev_vecs.all_ids(key).intersection(ids) if trust_files and prev_vecs else set()
@@ -177,7 +194,14 @@ def build_index(
             missing = [i for i in ids if i not in known]
             if missing and (chroma_url or not trust_files):  # embedded: this lock's writes only
                 have |= store().existing_ids(key, missing)
-        todo = [e for e in entries if any(c.id not in have for c in dense_chunks(e))]
+        todo = [
+            e for e, ids in zip(entries, dense_of, strict=True) if any(i not in have for i in ids)
+        ]
+        # an entry carried over undecoded whose vectors are missing is embedded whole
+        swap = prevs.decoded(todo)
+        if swap:
+            entries = [swap.get(id(e), e) for e in entries]
+            todo = [swap.get(id(e), e) for e in todo]
         rep.seconds["diff"] = time.perf_counter() - t1
 
         meta = {
@@ -203,7 +227,7 @@ def build_index(
         big = sum(len(dense_chunks(e)) for e in todo) >= min_chunks()
         if not noop:
             gid, tmp = G.new_generation_dir(home)
-            bm25_done = bm25_stage(prev, prevs, entries, tmp / "bm25", background=big)
+            bm25_done = bm25_stage(prev, prevs, entries, chunk_ids, tmp / "bm25", background=big)
 
         t2 = time.perf_counter()
         fresh: dict[str, Any] = {}  # chunk id -> vector embedded (or kept) in this run
@@ -279,7 +303,7 @@ def build_index(
                 t3 += waited  # bm25+write is the stage's own work
             _write_vectors(tmp, by_part, fresh, prev_vecs if trust_files else None, store)
             G.write_card_stats(tmp, card_stats)
-            G.write_entries(tmp, entries, meta, stored_line=prevs.stored_line)
+            G.write_entries(tmp, entries, meta, stored_line=prevs.stored_line, table=prevs.table)
             G.publish(home, gid, tmp)
             rep.generation = gid
         rep.seconds["bm25+write"] = time.perf_counter() - t3
@@ -288,10 +312,10 @@ def build_index(
         if gc and prev is not None:
             keep = set(wanted)
             stale: dict[str, set[str]] = {}
-            for e in prev.entries:
-                for c in dense_chunks(e):
-                    if c.id not in keep:
-                        stale.setdefault(partition_key(e.kind, e.repo), set()).add(c.id)
+            for e in prevs.entries:
+                for cid in dense_ids(e):
+                    if cid not in keep:
+                        stale.setdefault(partition_key(e.kind, e.repo), set()).add(cid)
             for key, gone in stale.items():
                 store().delete(key, gone)
         if stores:

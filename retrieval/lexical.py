@@ -4,9 +4,12 @@ layout of bm25s (whose scores it reproduces; tests/test_lexical_reader.py)."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
+from kbase.retrieval import fastjson as F
+from kbase.retrieval.bm25_pairs import TF_FILE, PrevPairs, all_pairs, gather, merged_pairs
 from kbase.retrieval.tokenize import tokens
 
 from kbase.schema import Chunk
@@ -46,6 +49,7 @@ class TokenCache:
         self.off = off
         self.titles: dict[str, np.ndarray] = {}  # title -> its ids (see title_ids)
         self.vocab_json = ""  # the vocabulary file as stored (extended, not re-encoded)
+        self.pairs: PrevPairs | None = None  # its (token, chunk) pairs, to merge into
 
     def get(self, chunk_id: str) -> np.ndarray | None:
         i = self.row.get(chunk_id)
@@ -57,14 +61,13 @@ def load_token_cache(bm25_dir: Path, titles: list[str] | None = None) -> TokenCa
     entry's content hash, so a cached id always has the same text. Re-tokenizing every chunk
     and handing strings to bm25s was most of an incremental re-index (issue #11). `titles`: that
     generation's entry titles in order, to reuse their title ids too."""
-    import json
 
     try:
         fingerprint = (bm25_dir / TOKENIZER_FILE).read_text(encoding="utf-8").strip()
         if fingerprint != tokenizer_fingerprint():
             return None
         vocab_json = (bm25_dir / "vocab.index.json").read_text(encoding="utf-8")
-        vocab = json.loads(vocab_json)
+        vocab = F.loads(vocab_json)
         ids = (bm25_dir / IDS_FILE).read_text(encoding="utf-8").split("\n")
         flat = np.load(bm25_dir / TOKENS_FILE)
         off = np.load(bm25_dir / OFFSETS_FILE)
@@ -74,6 +77,7 @@ def load_token_cache(bm25_dir: Path, titles: list[str] | None = None) -> TokenCa
         return None
     cache = TokenCache(vocab, ids, flat, off)
     cache.vocab_json = vocab_json
+    cache.pairs = PrevPairs.read(bm25_dir, len(ids), len(vocab))
     got = read_title_ids(bm25_dir)
     if titles is not None and got is not None and len(got[1]) == len(titles) + 1:
         tflat, toff = got
@@ -96,39 +100,44 @@ def read_title_ids(bm25_dir: Path) -> tuple[np.ndarray, np.ndarray] | None:
 
 
 def build_bm25(
-    chunks: list[Chunk],
+    chunks: Sequence[Chunk],
     titles: list[str],
     path: Path,
     cache: TokenCache | None = None,
     entry_titles: list[str] | None = None,
+    ids: list[str] | None = None,
     workers: int = 0,
 ) -> None:
     """Write the eager BM25 index of the chunks (Lucene variant: the score of token t in chunk
     d is idf(t) * tf / (tf + k1 * (1 - b + b * |d| / avgdl)), idf = ln(1 + (N - df + .5) /
     (df + .5))) as a CSC matrix in bm25s's file layout, plus the token ids for the next run.
     Only chunks the cache lacks are tokenized; the rest is numpy. `entry_titles`: every entry's
-    title, in entry order, whose ids are written too (read_title_ids). `workers` > 1 tokenizes
-    in that many processes first (a large build on a machine with cores to spare); the ids
-    are the same either way."""
+    title, in entry order, whose ids are written too (read_title_ids). `ids`: the chunks' ids,
+    given when `chunks` makes each chunk on access (only those the cache lacks are read).
+    `workers` > 1 tokenizes in that many processes first (a large build on a machine with cores
+    to spare); the ids are the same either way."""
     import json
 
     path.mkdir(parents=True, exist_ok=True)
     vocab: dict[str, int] = dict(cache.vocab) if cache is not None else {}
-    parts: list[np.ndarray] = []
+    ids = ids if ids is not None else [c.id for c in chunks]
+    row = cache.row if cache is not None else {}
+    rows = np.fromiter((row.get(i, -1) for i in ids), dtype=np.int64, count=len(ids))
+    fresh: dict[int, np.ndarray] = {}
     same_text: dict[tuple[str, str], np.ndarray] = {}  # repeated texts tokenized once
+    todo = np.flatnonzero(rows < 0).tolist()
     if workers > 1:
-        same_text = _tokenized_apart(chunks, titles, cache, vocab, workers)
-    for c, t in zip(chunks, titles, strict=True):
-        got = cache.get(c.id) if cache is not None else None
-        if got is None:
-            got = same_text.get((t, c.text))
+        same_text = _tokenized_apart([(titles[j], chunks[j].text) for j in todo], vocab, workers)
+    for j in todo:
+        c, t = chunks[j], titles[j]
+        got = same_text.get((t, c.text))
         if got is None:
             toks = chunk_tokens(c, t)
             got = np.fromiter(
                 (vocab.setdefault(x, len(vocab)) for x in toks), dtype=np.int32, count=len(toks)
             )
             same_text[(t, c.text)] = got
-        parts.append(got)
+        fresh[j] = got
     if entry_titles is not None:
         known = cache.titles if cache is not None else {}
         done: dict[str, np.ndarray] = {}
@@ -146,19 +155,24 @@ def build_bm25(
         tflat = np.concatenate(tparts) if tparts else np.zeros(0, dtype=np.int32)
         np.save(path / TITLE_TOKENS_FILE, tflat.astype(np.int32, copy=False))
         np.save(path / TITLE_OFFSETS_FILE, toff)
-    ids = [c.id for c in chunks]
-    if not parts:  # an empty index still loads and answers nothing
-        parts = [np.asarray([vocab.setdefault("<empty>", len(vocab))], dtype=np.int32)]
+    if not ids:  # an empty index still loads and answers nothing
         ids = ["<empty>"]
-    lengths = np.fromiter((len(x) for x in parts), dtype=np.int64, count=len(parts))
-    flat = np.concatenate(parts).astype(np.int32, copy=False)
-    n, v = len(parts), max(len(vocab), 1)
-    doc = np.repeat(np.arange(n, dtype=np.int64), lengths)
-    pair, tf = np.unique(flat.astype(np.int64) * n + doc, return_counts=True)  # token-major
+        rows = np.full(1, -1, dtype=np.int64)
+        fresh = {0: np.asarray([vocab.setdefault("<empty>", len(vocab))], dtype=np.int32)}
+    if cache is not None:
+        flat, lengths = gather(rows, cache.flat, cache.off, fresh)
+    else:
+        flat, lengths = gather(rows, np.zeros(0, np.int32), np.zeros(1, np.int64), fresh)
+    n, v = len(ids), max(len(vocab), 1)
+    merged = None
+    if cache is not None and cache.pairs is not None:
+        merged = merged_pairs(cache.pairs, rows, flat, lengths)
+    pair, tf = merged if merged is not None else all_pairs(flat, lengths)  # token-major
     tok, d = pair // n, pair % n
     df = np.bincount(tok, minlength=v)
     idf = np.log(1.0 + (n - df + 0.5) / (df + 0.5))
     norm = K1 * ((1.0 - B) + B * lengths / lengths.mean())
+    np.save(path / TF_FILE, tf.astype(np.int32))
     tf = tf.astype(np.float64)
     scores = (idf[tok] * tf / (norm[d] + tf)).astype(np.float32)
     indptr = np.zeros(v + 1, dtype=np.int64)
@@ -203,27 +217,17 @@ def tokenize_workers() -> int:
 
 
 def _tokenized_apart(
-    chunks: list[Chunk],
-    titles: list[str],
-    cache: TokenCache | None,
-    vocab: dict[str, int],
-    workers: int,
+    pairs: list[tuple[str, str]], vocab: dict[str, int], workers: int
 ) -> dict[tuple[str, str], np.ndarray]:
-    """The token ids of the chunks the cache lacks, tokenized by a pool of processes: tokenizing
-    is pure Python, so threads would only take turns. Each shard comes back as its own
-    vocabulary (first occurrence first) and ids into it; merged shard by shard in order, the
-    ids are those a single process assigns. Spawned, not forked: the parent may hold a CUDA
-    context and threads (the tokenizer's, the vector store writer's)."""
+    """The token ids of (title, text) pairs, tokenized by a pool of processes: tokenizing is pure
+    Python, so threads would only take turns. Each shard comes back as its own vocabulary (first
+    occurrence first) and ids into it; merged shard by shard in order, the ids are those a single
+    process assigns. Spawned, not forked: the parent may hold a CUDA context and threads (the
+    tokenizer's, the vector store writer's)."""
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
-    todo = list(
-        dict.fromkeys(
-            (t, c.text)
-            for c, t in zip(chunks, titles, strict=True)
-            if cache is None or cache.get(c.id) is None
-        )
-    )
+    todo = list(dict.fromkeys(pairs))
     if len(todo) < 2 * workers:
         return {}
     size = -(-len(todo) // (4 * workers))  # a few shards a worker evens out their lengths
@@ -286,9 +290,7 @@ class Lexical:
         self.data = np.load(path / "data.csc.index.npy", mmap_mode="r")
         self.indices = np.load(path / "indices.csc.index.npy", mmap_mode="r")
         self.indptr = np.load(path / "indptr.csc.index.npy")
-        self.vocab: dict[str, int] = json.loads(
-            (path / "vocab.index.json").read_text(encoding="utf-8")
-        )
+        self.vocab: dict[str, int] = F.loads((path / "vocab.index.json").read_bytes())
 
     def scores(self, query: str) -> np.ndarray:
         ids = [self.vocab[t] for t in self.compounds(tokens(query)) if t in self.vocab]

@@ -23,6 +23,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 import numpy as np
+from kbase.retrieval import fastjson as F
 
 VEC_DIR = "vectors"
 INDEX = "index.json"
@@ -64,9 +65,7 @@ class GenVectors:
         got = self._ids.get(key)
         if got is None:
             info = self.parts[key]
-            got = self._ids[key] = json.loads(
-                (self.dir / f"{info['stem']}.ids.json").read_text(encoding="utf-8")
-            )
+            got = self._ids[key] = F.loads((self.dir / f"{info['stem']}.ids.json").read_bytes())
         return got
 
     def all_ids(self, key: str) -> set[str]:
@@ -147,7 +146,7 @@ def write_generation_vectors(
                     shutil.copy2(prev.dir / f"{src}{ext}", d / f"{stem}{ext}")
         else:
             np.save(d / f"{stem}.npy", np.ascontiguousarray(vecs, dtype=np.float32))
-            (d / f"{stem}.ids.json").write_text(json.dumps(ids), encoding="utf-8")
+            (d / f"{stem}.ids.json").write_bytes(F.dumps(ids))
         index[key] = {"stem": stem, "rows": len(ids)}
     (d / INDEX).write_text(
         json.dumps({"format": FORMAT, "dim": dim, "partitions": index}), encoding="utf-8"

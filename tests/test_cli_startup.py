@@ -87,10 +87,71 @@ def test_a_search_of_an_existing_index_loads_nothing_heavy(embedder, tmp_path):
         assert out.returncode == 0, out.stderr
         assert json.loads(out.stdout)["hits"][0]["id"] == "warp-shuffle-sum"
         assert not _heavy(mods)
-        assert _areas(mods) == {"core"}
-        assert "rich" not in mods  # --json prints no rich output
-    # with the statuses cached, no SKILL.md is parsed: no markdown parser either
+        # answered by kbase/commands/search_fast.py: no typer app, no command module
+        assert _areas(mods) == set() and not {"typer", "click", "rich"} & _tops(mods)
+    # with the statuses cached, no SKILL.md is parsed: no markdown parser either, and no YAML
+    # parser (the data files' JSON twins are read instead)
     assert "markdown_it" not in mods and "kbase.ingest.skills" not in mods
+    assert "yaml" not in mods
+
+
+def _tops(mods: set[str]) -> set[str]:
+    return {m.split(".")[0] for m in mods}
+
+
+TYPER_ONLY = "import sys\nfrom kbase.cli_app import run\nsys.argv = ['kbase', *sys.argv[1:]]\nrun()"
+
+
+def test_the_fast_search_path_answers_exactly_as_the_typer_command(embedder, tmp_path):
+    """`kbase search ... --json` skips typer (kbase/commands/search_fast.py); the documented
+    typer command, run on the same arguments, prints the same bytes and exits the same way,
+    answers and errors alike (an error, or anything unusual, is left to typer)."""
+    root = tmp_path / "kb"
+    write_topic_skills(root)
+    kb = KnowledgeBase(root=root, home=tmp_path / "home")
+    kb._embedder = embedder
+    assert not kb.index().problems
+    env = {**os.environ, "KBASE_HOME": str(kb.home), "KBASE_ROOT": str(root)}
+    env.pop("KBASE_ONNX", None)
+    answered = [
+        ["search", "warp reduction gives wrong sum", "--json"],
+        ["search", "--json", "bank conflicts", "-k", "2", "--kind", "skill"],
+        ["search", "tf32 mantissa", "--mode", "bm25", "--json", "-k3"],
+        ["search", "int64 offsets", "--status", "unverified", "--status", "failing", "--json"],
+        # no PR cards: the date filter leaves nothing, and no vector is asked for (the query
+        # embedder, loading aside, must not be running when the process exits)
+        ["search", "fp8 gemm", "--since=2024-01-01", "--mode", "dense", "--json"],
+        ["search", "共享内存 bank 冲突", "--json", "--root", str(root), "--env", "local"],
+    ]
+    left_to_typer = [
+        ["search", "x", "-k", "99", "--json"],
+        ["search", "x", "--kind", "nope", "--json"],
+        ["search", "x", "--json", "--bogus"],
+        ["search", "--json"],
+        ["search", "x", "y", "--json"],
+        ["search", "x", "--repo", "--json"],
+        ["search", "x", "--since", "last tuesday", "--json"],
+        ["search", "x", "--json", "--help"],
+    ]
+    for args in answered + left_to_typer:
+        fast, mods = _loaded(*args, env=env)
+        typed = subprocess.run(
+            [sys.executable, "-c", TYPER_ONLY, *args],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=120,
+        )
+        fast_err = fast.stderr[: fast.stderr.rindex("\nLOADED ")]
+        assert (fast.returncode, fast.stdout, fast_err) == (
+            typed.returncode,
+            typed.stdout,
+            typed.stderr,
+        ), args
+        assert ("typer" not in mods) == (args in answered), args
+        if args in answered:
+            hits = json.loads(fast.stdout)["hits"]
+            assert fast.returncode == 0 and bool(hits) == ("--since=2024-01-01" not in args)
 
 
 def test_a_no_op_mine_loads_no_miner_machinery(tmp_path):

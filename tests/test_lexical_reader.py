@@ -4,6 +4,7 @@ build from the token cache equals a build from scratch."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from kbase.retrieval.lexical import Lexical, build_bm25, chunk_tokens, load_token_cache
 from kbase.retrieval.tokenize import tokens
 
@@ -64,6 +65,47 @@ def test_incremental_build_equals_a_fresh_one(tmp_path):
     for q in ("warp divergence", "bank conflicts", "fp8 gemm"):
         np.testing.assert_allclose(a.scores(q), b.scores(q), rtol=1e-6)
     assert a.scores("divergence").argmax() == 5
+
+
+CSC = ["data.csc.index.npy", "indices.csc.index.npy", "indptr.csc.index.npy", "tf.csc.index.npy"]
+
+
+@pytest.mark.parametrize(
+    "change",
+    ["edit in the middle", "insert first", "delete two", "reorder", "same", "all new", "to empty"],
+)
+def test_pairs_merged_from_the_previous_index_equal_pairs_sorted_anew(tmp_path, change):
+    """An incremental build merges the new chunks' (token, chunk) pairs into the previous
+    generation's; its matrix is exactly the one a build that sorts every pair again writes."""
+    first = _chunks(TEXTS)
+    build_bm25(first, ["t"] * len(first), tmp_path / "g1")
+    new = _chunks(["mbarrier wait hangs on sm90 with tma multicast"])[0]
+    new.id = "n::0"
+    chunks = {
+        "edit in the middle": [*first[:2], new, *first[3:]],
+        "insert first": [new, *first],
+        "delete two": [first[0], first[2], first[4], first[5]],
+        "reorder": [first[1], first[0], *first[2:], new],
+        "same": first,
+        "all new": [new],
+        "to empty": [],
+    }[change]
+    titles = ["t"] * len(chunks)
+    merged = load_token_cache(tmp_path / "g1")
+    assert merged is not None and merged.pairs is not None
+    build_bm25(chunks, titles, tmp_path / "merged", cache=merged)
+    sorted_anew = load_token_cache(tmp_path / "g1")
+    assert sorted_anew is not None
+    sorted_anew.pairs = None  # what a previous index without term frequencies gets
+    build_bm25(chunks, titles, tmp_path / "sorted", cache=sorted_anew)
+    for name in CSC:
+        a, b = np.load(tmp_path / "merged" / name), np.load(tmp_path / "sorted" / name)
+        assert a.dtype == b.dtype and np.array_equal(a, b), name
+    fresh = tmp_path / "fresh"
+    build_bm25(chunks, titles, fresh)
+    for q in ("warp reduction", "mbarrier sm90", "bank conflicts"):
+        want = Lexical(fresh).scores(q)
+        np.testing.assert_array_equal(Lexical(tmp_path / "merged").scores(q), want)
 
 
 def _title_words(path, n):

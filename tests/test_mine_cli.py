@@ -63,7 +63,7 @@ def _quick(mods: set[str]) -> bool:
     return "kbase.mine_cli" in mods and not {"typer", "kbase.ingest.mining"} & mods
 
 
-TYPER_CLI = "import sys; from kbase.cli_app import main; sys.argv[0] = 'kbase'; main()"
+TYPER_CLI = "import sys; from kbase.cli_app import run; sys.argv[0] = 'kbase'; run()"
 
 
 def _both(*args: str) -> tuple[subprocess.CompletedProcess, subprocess.CompletedProcess]:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import functools
-import json
 import os
 import sys
 from collections.abc import Callable
@@ -11,6 +10,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import typer
 
+from kbase.commands.jsonout import print_json  # noqa: F401 (re-exported for the commands)
 from kbase.errors import KbaseError, ProblemsError
 
 if TYPE_CHECKING:
@@ -58,10 +58,6 @@ console = LazyConsole()
 err_console = LazyConsole(stderr=True)
 
 F = TypeVar("F", bound=Callable[..., Any])
-
-
-def print_json(obj: Any) -> None:
-    sys.stdout.write(json.dumps(obj, ensure_ascii=False, indent=None, default=str) + "\n")
 
 
 def fail(message: str, code: int = 2) -> typer.Exit:

@@ -1,0 +1,93 @@
+"""`kbase search ... --json` without typer, click or rich (issue #11: importing them and building
+the app was about a third of a cold search, which an agent pays on every query).
+
+The options are those of the typer command (kbase/commands/core.py, the documented one) and the
+answer is the same JSON; tests/test_cli_startup.py runs both on the same arguments. This path
+takes only what it reads exactly as typer would: help, an option it does not know, `-` (stdin),
+`--`, an index still to build and every error go to the typer command, which then prints what it
+always did.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from typing import Any
+
+
+class _Unsure(Exception):
+    """The arguments are not plainly a search this path answers: leave them to typer."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> Any:  # argparse would print usage and exit 2
+        raise _Unsure(message)
+
+
+def _parser() -> _Parser:
+    p = _Parser(prog="kbase search", add_help=False, allow_abbrev=False)
+    p.add_argument("query")
+    p.add_argument("-k", type=int, default=5)
+    for name in ("--kind", "--repo", "--mode", "--since", "--until", "--env", "--root"):
+        p.add_argument(name, default=None)
+    p.add_argument("--tag", action="append", default=[])
+    p.add_argument("--status", action="append", default=[])
+    p.add_argument("--json", action="store_true", dest="as_json")
+    return p
+
+
+def parse(argv: list[str]) -> argparse.Namespace | None:
+    """The search arguments of `kbase ARGV`, or None when typer should read them."""
+    if not argv or argv[0] != "search" or "--json" not in argv[1:]:
+        return None
+    rest = argv[1:]
+    if any(a in ("-h", "--help", "--", "-") for a in rest):
+        return None
+    try:
+        args = _parser().parse_args(rest)
+    except (_Unsure, ValueError):
+        return None
+    if not args.as_json:  # "--json" was an option's value
+        return None
+    if args.root is None:
+        args.root = os.environ.get("KBASE_ROOT") or None  # click: an empty variable is unset
+    if args.mode is None:
+        args.mode = "hybrid"
+    return args
+
+
+def fast_search(argv: list[str]) -> int | None:
+    """The exit code after answering `kbase ARGV`, or None to leave it to the typer app."""
+    args = parse(argv)
+    if args is None:
+        return None
+    from kbase.errors import KbaseError
+
+    try:
+        from kbase.envspec import parse_env
+        from kbase.schema import SearchQuery
+
+        q = SearchQuery.parse(
+            env=parse_env(args.env),
+            query=args.query,
+            k=args.k,
+            kind=args.kind,
+            repo=args.repo,
+            tags=args.tag,
+            status=args.status,
+            mode=args.mode,
+            since=args.since,
+            until=args.until,
+        )
+        from kbase.api import KnowledgeBase
+
+        base = KnowledgeBase(root=args.root)
+        if not base.is_indexed():
+            return None  # the first search builds the index, with typer's progress and report
+        result = base.query(q)
+    except KbaseError:
+        return None  # the typer command reports it, in its words and with its exit code
+    from kbase.commands.jsonout import print_json
+
+    print_json(result.model_dump(mode="json"))
+    return 0
