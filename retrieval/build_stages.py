@@ -12,7 +12,7 @@ from typing import Any
 
 from kbase.retrieval.previous import Previous
 
-from kbase.schema import Entry
+from kbase.schema import Chunk, Entry
 
 
 class Writers(list):
@@ -82,3 +82,26 @@ def bm25_stage(
     future = pool.submit(build)
     pool.shutdown(wait=False)
     return future.result
+
+
+def chroma_metadata(entry: Entry) -> dict:
+    md: dict[str, Any] = {"kind": entry.kind, "entry_id": entry.id, "repo": entry.repo or ""}
+    for t in entry.tags:
+        md[f"t:{t}"] = True
+    return md
+
+
+def upsert_pairs(store: Callable[[], Any], pairs: list[tuple[Entry, Chunk]], vecs: Any) -> None:
+    """Vectors of (entry, chunk) pairs into the store, grouped by partition."""
+    from kbase.retrieval.vectors import partition_key
+
+    groups: dict[str, list[int]] = {}
+    for j, (e, _) in enumerate(pairs):
+        groups.setdefault(partition_key(e.kind, e.repo), []).append(j)
+    for key, rows in groups.items():
+        store().upsert(
+            key,
+            [pairs[j][1].id for j in rows],
+            [vecs[j] for j in rows],
+            [{**chroma_metadata(pairs[j][0]), "section": pairs[j][1].section} for j in rows],
+        )

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from kbase.retrieval import dense_text as DT
-from kbase.retrieval.build_stages import Writers, bm25_stage, embed_batch
+from kbase.retrieval.build_stages import Writers, bm25_stage, embed_batch, upsert_pairs
 from kbase.retrieval.chunk_ids import dense_chunks, dense_ids, gc_paused, ids_of
 from kbase.retrieval.collect import collect_entries, parser_fingerprint
 from kbase.retrieval.previous import Previous
@@ -64,13 +64,6 @@ def _vector_id(chunk: Chunk, content_hash: str) -> str:
         recipe = f"{content_hash}:{DT.RECIPE}:{PR_MAX_TOKENS}"
         tag = hashlib.sha256(recipe.encode()).hexdigest()[:12]
     return f"{chunk.entry_id}::{tag}::{chunk.id.rsplit('::', 1)[-1]}"
-
-
-def _metadata(entry: Entry) -> dict:
-    md: dict[str, Any] = {"kind": entry.kind, "entry_id": entry.id, "repo": entry.repo or ""}
-    for t in entry.tags:
-        md[f"t:{t}"] = True
-    return md
 
 
 def build_index(
@@ -272,14 +265,14 @@ def _build_index(
                 for j, (_, c) in enumerate(part):
                     fresh[c.id] = vecs[j]
                 t_store = time.perf_counter()
-                _upsert(sink, pending + part, [fresh[c.id] for _, c in pending + part])
+                upsert_pairs(sink, pending + part, [fresh[c.id] for _, c in pending + part])
                 store_s += time.perf_counter() - t_store
                 pending = []
                 if progress:
                     progress("embed", min(i + len(part), len(chunks)), len(chunks))
             if pending:
                 t_store = time.perf_counter()
-                _upsert(sink, pending, [fresh[c.id] for _, c in pending])
+                upsert_pairs(sink, pending, [fresh[c.id] for _, c in pending])
                 store_s += time.perf_counter() - t_store
             rep.embedded_entries = sorted(e.id for e in todo)
             rep.embedded_chunks = len(chunks)
@@ -326,22 +319,6 @@ def _build_index(
         if progress:
             progress("done", 1, 1)
     return rep
-
-
-def _upsert(store: Callable[[], Any], pairs: list[tuple[Entry, Chunk]], vecs: Any) -> None:
-    """Vectors of (entry, chunk) pairs into the store, grouped by partition."""
-    from kbase.retrieval.vectors import partition_key
-
-    groups: dict[str, list[int]] = {}
-    for j, (e, _) in enumerate(pairs):
-        groups.setdefault(partition_key(e.kind, e.repo), []).append(j)
-    for key, rows in groups.items():
-        store().upsert(
-            key,
-            [pairs[j][1].id for j in rows],
-            [vecs[j] for j in rows],
-            [{**_metadata(pairs[j][0]), "section": pairs[j][1].section} for j in rows],
-        )
 
 
 def _write_vectors(
