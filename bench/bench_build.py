@@ -89,6 +89,25 @@ def print_variants(variants: list[dict], quality: dict | None, lengths: dict | N
         )
 
 
+class CpuTimed:
+    """The embedder, counting this process's CPU seconds inside embed() (the rest of the
+    build's CPU time is parsing, Chroma and BM25)."""
+
+    def __init__(self, inner: object):
+        self._inner = inner
+        self.cpu_s = 0.0
+
+    def embed(self, *a, **kw):
+        c = time.process_time()
+        try:
+            return self._inner.embed(*a, **kw)  # type: ignore[attr-defined]
+        finally:
+            self.cpu_s += time.process_time() - c
+
+    def __getattr__(self, name: str):
+        return getattr(self._inner, name)
+
+
 def save_sample(path: Path, entries: list, vecs: dict) -> None:
     """Chunk ids, the texts the build embedded and its vectors, every k-th chunk up to 2,000."""
     import numpy as np
@@ -114,8 +133,10 @@ def main() -> None:
     ap.add_argument("--device", default="cpu", help="torch device for the embedding model")
     ap.add_argument(
         "--backends",
-        default="torch,onnx,onnx-fulltext",
-        help="comma list: torch, onnx, onnx-fulltext (the last two CPU only)",
+        default="torch,onnx,onnx-int8,onnx-2threads,onnx-fulltext",
+        help="comma list: torch, onnx (fp32), onnx-int8 (retrieval/onnx_int8.py), onnx-2threads "
+        "(fp32, one run at a time on two intra-op threads, as before), onnx-fulltext (fp32, "
+        "each chunk's full text as before retrieval/dense_text.py); all but torch CPU only",
     )
     ap.add_argument("--no-variants", action="store_true", help="skip the embedding variants table")
     ap.add_argument(
@@ -182,6 +203,19 @@ def main() -> None:
         ox = OnnxDocEmbedder(onnx_home / "onnx")
         ox.embed(["warm up the kernels"])
     onnx_load_s = time.perf_counter() - t
+    int8_s = None
+    onnx_by_backend: dict[str, object] = {"onnx": ox, "onnx-fulltext": ox}
+    if "onnx-int8" in backends:
+        from kbase.retrieval import onnx_int8 as Q
+
+        t = time.perf_counter()
+        Q.build_int8(onnx_home / "onnx")
+        int8_s = time.perf_counter() - t
+        ox8 = OnnxDocEmbedder(onnx_home / "onnx", model=Q.INT8_FILE, recipe=Q.RECIPE)
+        ox8.embed(["warm up the kernels"])
+        onnx_by_backend["onnx-int8"] = ox8
+    if "onnx-2threads" in backends:
+        onnx_by_backend["onnx-2threads"] = OnnxDocEmbedder(onnx_home / "onnx", threads=cores())
     empty_root = work / "empty-root"
     (empty_root / "skills").mkdir(parents=True, exist_ok=True)
     chunks = sum(len(dense_chunks(e)) for e in chosen)
@@ -192,13 +226,19 @@ def main() -> None:
         shutil.rmtree(home, ignore_errors=True)
         home.mkdir(parents=True)
         shutil.copytree(onnx_home / "onnx", home / "onnx")
-        factory = (lambda: emb) if backend == "torch" else (lambda: ox)
+        timed = CpuTimed(emb if backend == "torch" else onnx_by_backend[backend])
         entries = [e.model_copy(deep=True) for e in chosen]
         legacy = backend == "onnx-fulltext"
         with with_variant(legacy_text if legacy else None, "legacy" if legacy else None, None):
             t = time.perf_counter()
             cpu0 = time.process_time()
-            rep = build_index(empty_root, home, factory, extra_entries=entries)
+            rep = build_index(
+                empty_root,
+                home,
+                lambda timed=timed: timed,
+                extra_entries=entries,
+                dense_model=getattr(timed, "recipe", ""),
+            )
             took = time.perf_counter() - t
             cpu = time.process_time() - cpu0
         gv = GenVectors(G.load_generation(home).path)
@@ -215,6 +255,8 @@ def main() -> None:
             "entries_per_s": round(rep.entries / took, 1),
             # what the build would take on idle cores: this process's CPU time spread over them
             "entries_per_s_idle_est": round(rep.entries / (cpu / cores()), 1),
+            "embed_cpu_s": round(timed.cpu_s, 2),
+            "other_cpu_s": round(cpu - timed.cpu_s, 2),
             "embedded_chunks_per_s": round(
                 rep.embedded_chunks / max(rep.seconds["embed"], 1e-9), 1
             ),
@@ -227,6 +269,19 @@ def main() -> None:
         cos = np.asarray([float(vecs["torch"][c] @ vecs["onnx"][c]) for c in common])
         agreement = {
             "vectors": len(common),
+            "min_cosine": round(float(cos.min()), 6),
+            "mean_cosine": round(float(cos.mean()), 6),
+        }
+    int8_agreement = None
+    if "onnx" in vecs and "onnx-int8" in vecs:  # ids differ by the recipe tag: match the chunks
+
+        def by_chunk(v: dict) -> dict:
+            return {(i.split("::")[0], i.rsplit("::", 1)[-1]): x for i, x in v.items()}
+
+        a, b = by_chunk(vecs["onnx"]), by_chunk(vecs["onnx-int8"])
+        cos = np.asarray([float(a[c] @ b[c]) for c in sorted(set(a) & set(b))])
+        int8_agreement = {
+            "vectors": len(cos),
             "min_cosine": round(float(cos.min()), 6),
             "mean_cosine": round(float(cos.mean()), 6),
         }
@@ -257,8 +312,10 @@ def main() -> None:
         "dense_chunks": chunks,
         "model_load_s": round(load_s, 2),
         "onnx_export_and_load_s": None if onnx_load_s is None else round(onnx_load_s, 2),
+        "int8_model_s": None if int8_s is None else round(int8_s, 2),
         "runs": runs,
         "torch_vs_onnx": agreement,
+        "onnx_fp32_vs_int8": int8_agreement,
         "target_entries_per_s": 100 if args.device == "cpu" else 2000,
     }
     from rich.console import Console
@@ -269,7 +326,15 @@ def main() -> None:
         f"{cores()} cores, load {res['load_avg_1m_at_start']}",
         title_justify="left",
     )
-    cols = ("backend", "build s", "CPU s", "entries/s", "entries/s idle est", "chunks/s (embed)")
+    cols = (
+        "backend",
+        "build s",
+        "CPU s",
+        "embed CPU s",
+        "entries/s",
+        "entries/s idle est",
+        "chunks/s (embed)",
+    )
     for col in (*cols, "embed s", "store s", "bm25+write s"):
         table.add_column(col)
     for b, r in runs.items():
@@ -277,6 +342,7 @@ def main() -> None:
             b,
             str(r["build_s"]),
             str(r["process_cpu_s"]),
+            str(r["embed_cpu_s"]),
             str(r["entries_per_s"]),
             str(r["entries_per_s_idle_est"]),
             str(r["embedded_chunks_per_s"]),
@@ -286,6 +352,7 @@ def main() -> None:
         )
     Console(width=140).print(table)
     print(f"model load {res['model_load_s']} s; torch vs onnx vectors: {agreement}")
+    print(f"ONNX fp32 vs int8 vectors: {int8_agreement}")
     print_variants(variants, quality, lengths)
     name = "build" if args.device == "cpu" else f"build-{args.device.replace(':', '_')}"
     out = write_result(name, res)

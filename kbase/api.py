@@ -73,12 +73,14 @@ class KnowledgeBase(ValidateAPI, ArchiveAPI, ExperienceAPI):
             self._embedder = get_embedder(self.model_path)
         return self._embedder
 
-    def index_embedder(self) -> Any:
+    def index_embedder(self, recipe: str = "") -> Any:
         """Documents go through ONNX Runtime on CPU once home/onnx holds the model's export
-        (retrieval/onnx_embed.py; KBASE_INDEX_BACKEND=torch turns it off), else torch."""
+        (retrieval/onnx_embed.py; KBASE_INDEX_BACKEND=torch turns it off), else torch.
+        `recipe`: onnx_embed.index_recipe(), the int8 model when it names one."""
         from kbase.retrieval.onnx_embed import doc_embedder
 
-        return doc_embedder(self.home, self.model_path, self.embedder) or self.embedder()
+        emb = doc_embedder(self.home, self.model_path, self.embedder, recipe)
+        return emb or self.embedder()
 
     def query_embedder(self) -> Any:
         """ONNX Runtime when home/onnx matches the model (no torch import: fast CLI searches)."""
@@ -125,15 +127,18 @@ class KnowledgeBase(ValidateAPI, ArchiveAPI, ExperienceAPI):
     def index(self, progress: Progress | None = None, gc: bool = True) -> Any:
         """Build or update the index; returns retrieval.indexer.IndexReport (`.as_dict()`)."""
         from kbase.retrieval.indexer import build_index
+        from kbase.retrieval.onnx_embed import index_recipe
 
+        recipe = index_recipe()
         return build_index(
             self.root,
             self.home,
-            self.index_embedder,
+            lambda: self.index_embedder(recipe),
             self.settings.chroma_url,
             progress=progress,
             gc=gc,
             model_path=self.model_path,
+            dense_model=recipe,
         )
 
     # ------------------------------------------------------------------ status
