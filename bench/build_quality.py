@@ -93,19 +93,24 @@ def evaluate_variants(work: Path, variants: dict[str, tuple]) -> dict[str, dict]
 
 
 @contextlib.contextmanager
-def with_settings(env: dict[str, str], pr_max_tokens: int | None = None) -> Iterator[None]:
-    """Index with these environment variables (KBASE_INDEX_PRECISION ...) and PR token limit."""
+def with_settings(
+    env: dict[str, str], pr_max_tokens: int | None = None, lexical_only: list[str] | None = None
+) -> Iterator[None]:
+    """Index with these environment variables (KBASE_INDEX_PRECISION ...), PR token limit and
+    PR sections left to BM25 alone (indexer.LEXICAL_ONLY_SECTIONS)."""
     from kbase.retrieval import indexer as IX
 
     saved = {k: os.environ.get(k) for k in env}
-    saved_limit = IX.PR_MAX_TOKENS
+    saved_limit, saved_lex = IX.PR_MAX_TOKENS, IX.LEXICAL_ONLY_SECTIONS
     os.environ.update(env)
     if pr_max_tokens is not None:
         IX.PR_MAX_TOKENS = pr_max_tokens
+    if lexical_only is not None:
+        IX.LEXICAL_ONLY_SECTIONS = frozenset(lexical_only)
     try:
         yield
     finally:
-        IX.PR_MAX_TOKENS = saved_limit
+        IX.PR_MAX_TOKENS, IX.LEXICAL_ONLY_SECTIONS = saved_limit, saved_lex
         for k, v in saved.items():
             if v is None:
                 os.environ.pop(k, None)
@@ -141,9 +146,13 @@ def evaluate_settings(
             out[name] = json.loads(done.read_text())
             continue
         home = work / f"quality-home-{name}"
-        if not home.exists() and base_home is not None:
+        if not home.exists() and base_home is not None and not spec.get("from"):
             shutil.copytree(base_home, home, symlinks=True)
-        with with_settings(spec.get("env", {}), spec.get("pr_max_tokens")):
+        if not home.exists() and spec.get("from"):
+            shutil.copytree(work / f"quality-home-{spec['from']}", home, symlinks=True)
+        with with_settings(
+            spec.get("env", {}), spec.get("pr_max_tokens"), spec.get("lexical_only")
+        ):
             kb = KnowledgeBase(root=root, home=home)
             t, c = time.perf_counter(), time.process_time()
             rep = kb.index()

@@ -1,12 +1,14 @@
 """Index-time embeddings with ONNX Runtime: the export `kbase index` keeps in `<home>/onnx/`
-(retrieval/onnx_query.py), run with every core and texts batched by length.
+(retrieval/onnx_query.py), or by default its int8 copy (retrieval/onnx_int8.py), run on every
+core with texts batched by length.
 
 Two things made ONNX Runtime slower than torch for documents before (issue #11): the query
 session's settings (two intra-op threads, tuned for one short text) and padding, since a batch
-is padded to its longest text and attention cost grows with length. Here the session gets one
-thread per core without spinning, and texts are sorted by token count so each batch holds texts
-of about the same length. Vectors agree with the torch model's within the export's check
-(cosine distance <= onnx_query.MAX_COS_DIST).
+is padded to its longest text and attention cost grows with length. Here texts are sorted by
+token count so each batch holds texts of about the same length, and batches run side by side,
+one thread each, without spinning. The fp32 model's vectors agree with the torch model's within
+the export's check (cosine distance <= onnx_query.MAX_COS_DIST); the int8 model's are a vector
+recipe of their own (index_recipe: part of every vector id and of meta.dense).
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from kbase.retrieval import onnx_query as OQ
 # Padded tokens per run. Smaller runs keep the FFN activations (tokens x 1536 floats) in cache:
 # on the PR chunks of bench/bench_build.py, 1024 took 2.3-2.4 CPU s where 8192 took 3.6 (issue #11).
 BATCH_TOKENS = 1024
-DEFAULT_PRECISION = "fp32"  # KBASE_INDEX_PRECISION (index_precision)
+DEFAULT_PRECISION = "int8"  # KBASE_INDEX_PRECISION (index_precision)
 
 
 def cores() -> int:
@@ -219,8 +221,8 @@ def doc_embedder(
             if not hasattr(emb, "model"):
                 return None  # not a sentence-transformers model (a test double)
             OQ.ensure_onnx(home, getattr(emb, "model_path", model_path), emb)
-        if recipe and not (d / Q.INT8_FILE).is_file():
-            Q.build_int8(d)
+        if recipe:
+            Q.ensure_int8(d)
         return _cached(d, recipe)
     except Exception as exc:  # noqa: BLE001
         if backend == "onnx" or recipe:

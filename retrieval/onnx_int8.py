@@ -28,6 +28,9 @@ RECIPE = (
 INT8_FILE = f"model-{RECIPE}.onnx"
 
 
+_made: dict[str, Path] = {}  # source export's fingerprint -> an int8 file made by this process
+
+
 def available() -> bool:
     return importlib.util.find_spec("onnx") is not None
 
@@ -38,8 +41,35 @@ def weight_matmuls(model) -> list[str]:
     return [n.name for n in model.graph.node if n.op_type == "MatMul" and set(n.input) & inits]
 
 
+def ensure_int8(onnx_dir: Path) -> Path:
+    """onnx_dir's int8 model, made now when missing: linked from another home's when this
+    process made one from an export of the same model (seconds saved per fresh home)."""
+    import json
+
+    from kbase.retrieval import onnx_query as OQ
+
+    out = onnx_dir / INT8_FILE
+    if out.is_file():
+        return out
+    meta = OQ.read_meta(onnx_dir) or {}
+    key = json.dumps([meta.get("fingerprint"), meta.get("onnxruntime")], sort_keys=True)
+    prior = _made.get(key)
+    if prior is not None and prior.is_file() and meta.get("fingerprint"):
+        tmp = onnx_dir / f".{INT8_FILE}.{os.getpid()}.link"
+        try:
+            os.link(prior, tmp)
+            os.replace(tmp, out)
+            return out
+        except OSError:
+            Path(tmp).unlink(missing_ok=True)
+    build_int8(onnx_dir)
+    if meta.get("fingerprint"):
+        _made[key] = out
+    return out
+
+
 def build_int8(onnx_dir: Path) -> Path:
-    """onnx_dir/model-int8.onnx from onnx_dir/model.onnx (written atomically); returns its path."""
+    """onnx_dir/INT8_FILE from onnx_dir/model.onnx (written atomically); returns its path."""
     import onnx
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
