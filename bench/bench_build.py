@@ -2,17 +2,22 @@
 """Index build throughput: N PR cards mined from the shared histories, indexed into a fresh home.
 
     python bench/bench_build.py [--n 2000] [--device cpu|cuda] [--work DIR]
-        [--backends torch,onnx,onnx-fulltext] [--no-variants] [--quality]
+        [--backends torch,onnx,onnx-int8,onnx-2threads,onnx-fulltext,onnx-int8@64]
+        [--no-variants] [--quality [--quality-work DIR] [--quality-base HOME]]
 
 Mines the four histories (bench/devset_kb.py) unless --work already holds them, then builds an
 index of the first N cards (the four archives interleaved) from scratch with each embedding
-backend in turn (on CPU: torch, ONNX Runtime, and ONNX Runtime embedding each chunk's full text as
-before retrieval/dense_text.py; side by side, same cards), and prints entries/s and embedded
-chunks/s, model load and ONNX export excluded and reported apart, and how closely the backends'
-vectors agree (cosine). Then (CPU, unless --no-variants) the embedding variants of
-bench/build_variants.py on the same chunks: graph optimisation, int8, text recipe, token limit,
-batch size; with --quality, each text/model variant's Hit@1/Hit@5/MRR on both halves of both dev
-sets (bench/build_quality.py; indexes the whole dev-set knowledge base once per variant).
+backend in turn (on CPU: torch; ONNX Runtime fp32, int8 (retrieval/onnx_int8.py, the default),
+fp32 on two intra-op threads one run at a time (as before), fp32 embedding each chunk's full text
+(as before retrieval/dense_text.py); `@N` cuts PR chunks at N word pieces; side by side, same
+cards), and prints entries/s (wall, and an idle estimate from this process's CPU seconds spread
+over the cores), the embedder's CPU seconds apart, model load, ONNX export, int8 conversion and
+chromadb's import excluded and reported apart, and how closely the backends' vectors agree
+(cosine). Then (CPU, unless --no-variants) the embedding variants of bench/build_variants.py on
+the same chunks: graph optimisation, int8, text recipe, token limit, batch size; with --quality,
+Hit@1/Hit@5/MRR on both halves of both dev sets for each index setting of
+build_quality.SETTINGS (precision, PR token limit, PR descriptions embedded or not), each
+through `KnowledgeBase.index()` of the whole dev-set knowledge base.
 Writes bench/results/build*.json.
 """
 
@@ -26,7 +31,14 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from build_quality import evaluate_variants, legacy_text, summary_rows, with_variant  # noqa: E402
+from build_quality import (  # noqa: E402
+    SETTINGS,
+    evaluate_settings,
+    legacy_text,
+    summary_rows,
+    with_settings,
+    with_variant,
+)
 from build_variants import length_facts, make_graphs, run_variants  # noqa: E402
 from common import write_result  # noqa: E402
 from devset_kb import mine_archives  # noqa: E402
@@ -142,10 +154,25 @@ def main() -> None:
     ap.add_argument(
         "--quality",
         action="store_true",
-        help="dev-set quality of the text/model variants (slow: several full index builds)",
+        help="dev-set quality of the index settings of build_quality.SETTINGS (slow: indexes "
+        "the dev-set knowledge base once per setting)",
     )
     ap.add_argument(
         "--work", type=Path, default=None, help="folder with (or for) the mined archives"
+    )
+    ap.add_argument(
+        "--quality-work",
+        type=Path,
+        default=None,
+        help="folder for --quality (default --work): kb/ with the mined archives and skills, one "
+        "home per setting, and each setting's scores (quality-NAME.json, read back if there)",
+    )
+    ap.add_argument(
+        "--quality-base",
+        type=Path,
+        default=None,
+        help="an index home of the same kb/ to copy into each setting's home (vectors of the "
+        "same recipe are taken over, not embedded again)",
     )
     ap.add_argument(
         "--save-vectors",
@@ -227,15 +254,20 @@ def main() -> None:
     chunks = sum(len(dense_chunks(e)) for e in chosen)
     runs: dict[str, dict] = {}
     vecs: dict[str, dict[str, np.ndarray]] = {}
-    for backend in backends:
-        home = work / f"home-{backend}-{args.device.replace(':', '_')}-{args.n}"
+    for spec in backends:
+        # "backend@N": PR chunks cut at N word pieces instead of indexer.PR_MAX_TOKENS
+        backend, _, cut = spec.partition("@")
+        home = work / f"home-{backend}-{cut or 'x'}-{args.device.replace(':', '_')}-{args.n}"
         shutil.rmtree(home, ignore_errors=True)
         home.mkdir(parents=True)
         shutil.copytree(onnx_home / "onnx", home / "onnx")
         timed = CpuTimed(emb if backend == "torch" else onnx_by_backend[backend])
         entries = [e.model_copy(deep=True) for e in chosen]
         legacy = backend == "onnx-fulltext"
-        with with_variant(legacy_text if legacy else None, "legacy" if legacy else None, None):
+        with (
+            with_variant(legacy_text if legacy else None, "legacy" if legacy else None, None),
+            with_settings({}, int(cut) if cut else None),
+        ):
             t = time.perf_counter()
             cpu0 = time.process_time()
             rep = build_index(
@@ -248,12 +280,12 @@ def main() -> None:
             took = time.perf_counter() - t
             cpu = time.process_time() - cpu0
         gv = GenVectors(G.load_generation(home).path)
-        vecs[backend] = {
+        vecs[spec] = {
             cid: np.asarray(gv.matrix(k)[i]) for k in gv.parts for i, cid in enumerate(gv.ids(k))
         }
         if args.save_vectors and backend == "torch":
-            save_sample(args.save_vectors, entries, vecs[backend])
-        runs[backend] = {
+            save_sample(args.save_vectors, entries, vecs[spec])
+        runs[spec] = {
             "entries": rep.entries,
             "embedded_chunks": rep.embedded_chunks,
             "build_s": round(took, 2),
@@ -298,15 +330,9 @@ def main() -> None:
     lengths = length_facts(cards, onnx_home / "onnx" / "tokenizer.json") if ox is not None else None
     quality = None
     if args.quality:
-        graphs = make_graphs(emb, onnx_home / "onnx", work / "onnx-variants")
-        qv: dict[str, tuple] = {
-            "dense-text": (None, None, None),
-            "full-text": (legacy_text, "legacy", None),
-        }
-        if "fused-ffn-int8" in graphs:
-            ffn = graphs["fused-ffn-int8"] / "model.onnx"
-            qv["dense-text-ffn-int8"] = (None, "ffn-int8", ffn)
-        quality = evaluate_variants(work, qv)
+        quality = evaluate_settings(
+            args.quality_work or work, SETTINGS, args.quality_base, recompute=False
+        )
     res = {
         "variants": variants,
         "chunk_lengths_whole_archive": lengths,

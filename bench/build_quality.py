@@ -118,8 +118,31 @@ def with_settings(
                 os.environ[k] = v
 
 
+# Index settings compared on the dev sets (issue #11): name -> evaluate_settings spec. "from":
+# start from that setting's home (its skill vectors have the same recipe).
+INT8 = {"KBASE_INDEX_PRECISION": "int8"}
+SETTINGS: dict[str, dict] = {
+    "fp32-128": {"env": {"KBASE_INDEX_PRECISION": "fp32"}},  # before
+    "int8-128": {"env": INT8},  # the default now
+    "int8-64": {"env": INT8, "pr_max_tokens": 64, "from": "int8-128"},
+    "fp32-no-description": {
+        "env": {"KBASE_INDEX_PRECISION": "fp32"},
+        "from": "fp32-128",
+        "lexical_only": ["files", "symbols", "description"],
+    },
+    "int8-no-description": {
+        "env": INT8,
+        "from": "int8-128",
+        "lexical_only": ["files", "symbols", "description"],
+    },
+}
+
+
 def evaluate_settings(
-    work: Path, variants: dict[str, dict], base_home: Path | None = None
+    work: Path,
+    variants: dict[str, dict],
+    base_home: Path | None = None,
+    recompute: bool = False,
 ) -> dict[str, dict]:
     """variants: name -> {"env": {...}, "pr_max_tokens": N or None}, each indexed by the real
     `KnowledgeBase.index()` into its own home, a copy of base_home when given (vectors whose
@@ -142,7 +165,7 @@ def evaluate_settings(
     out: dict[str, dict] = {}
     for name, spec in variants.items():
         done = work / f"quality-{name}.json"
-        if done.is_file():
+        if done.is_file() and not recompute:
             out[name] = json.loads(done.read_text())
             continue
         home = work / f"quality-home-{name}"
