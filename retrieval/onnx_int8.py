@@ -19,6 +19,7 @@ from __future__ import annotations
 import importlib.util
 import logging
 import os
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -84,14 +85,19 @@ def build_int8(onnx_dir: Path) -> Path:
     level = log.level
     log.setLevel(logging.ERROR)
     try:
-        quantize_dynamic(
-            str(src),
-            tmp,
-            weight_type=QuantType.QInt8,
-            per_channel=True,
-            nodes_to_quantize=nodes,
-            extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT},
-        )
+        # onnx refuses external weights with several hard links (onnx_query links an export
+        # into each home of a process), so the quantizer reads a private copy
+        with tempfile.TemporaryDirectory(prefix=".int8-src-", dir=onnx_dir) as private:
+            for f in onnx_dir.glob("model.onnx*"):  # the graph and its external weights
+                shutil.copyfile(f, Path(private) / f.name)
+            quantize_dynamic(
+                str(Path(private) / src.name),
+                tmp,
+                weight_type=QuantType.QInt8,
+                per_channel=True,
+                nodes_to_quantize=nodes,
+                extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT},
+            )
         os.chmod(tmp, 0o644)
         os.replace(tmp, out)
     except BaseException:
