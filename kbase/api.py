@@ -127,19 +127,29 @@ class KnowledgeBase(ValidateAPI, ArchiveAPI, ExperienceAPI):
     def index(self, progress: Progress | None = None, gc: bool = True) -> Any:
         """Build or update the index; returns retrieval.indexer.IndexReport (`.as_dict()`)."""
         from kbase.retrieval.indexer import build_index
-        from kbase.retrieval.onnx_embed import index_recipe
+        from kbase.retrieval.onnx_embed import OnnxUnavailable, index_recipe
+
+        def run(recipe: str) -> Any:
+            return build_index(
+                self.root,
+                self.home,
+                lambda: self.index_embedder(recipe),
+                self.settings.chroma_url,
+                progress=progress,
+                gc=gc,
+                model_path=self.model_path,
+                dense_model=recipe,
+            )
 
         recipe = index_recipe()
-        return build_index(
-            self.root,
-            self.home,
-            lambda: self.index_embedder(recipe),
-            self.settings.chroma_url,
-            progress=progress,
-            gc=gc,
-            model_path=self.model_path,
-            dense_model=recipe,
-        )
+        try:
+            return run(recipe)
+        except OnnxUnavailable as exc:
+            # raised before anything was stored or published: index again in fp32 with torch
+            import sys
+
+            print(f"kbase: warning: ONNX Runtime not used for indexing ({exc})", file=sys.stderr)
+            return run("")
 
     # ------------------------------------------------------------------ status
     def statuses(self, env: Any = None) -> dict[str, SkillAudit]:

@@ -166,6 +166,11 @@ def index_backend() -> str:
     return v
 
 
+class OnnxUnavailable(RuntimeError):
+    """The int8 ONNX document model the vector ids were made for cannot be had (KnowledgeBase.index
+    then indexes again with fp32 ids and torch, as it does without ONNX)."""
+
+
 def index_precision() -> str:
     """KBASE_INDEX_PRECISION: the weights that embed documents on CPU with ONNX Runtime, int8
     (retrieval/onnx_int8.py) or fp32 (the query model). torch and GPUs always use fp32."""
@@ -201,8 +206,8 @@ def doc_embedder(
     """The ONNX document embedder for this home, exporting the model first when needed (that
     loads the torch model once); None when ONNX is off, the device is a GPU, or the export
     cannot be made (the caller then embeds with torch). `recipe` (index_recipe()) names the
-    int8 model, made from the export on first use; when that fails the build fails too, since
-    the vector ids already say int8 (KBASE_INDEX_PRECISION=fp32 avoids it)."""
+    int8 model, made from the export on first use; when that fails under KBASE_INDEX_BACKEND=auto
+    this raises OnnxUnavailable, since the vector ids already say int8."""
     import sys
 
     from kbase.retrieval import onnx_int8 as Q
@@ -225,8 +230,10 @@ def doc_embedder(
             Q.ensure_int8(d)
         return _cached(d, recipe)
     except Exception as exc:  # noqa: BLE001
-        if backend == "onnx" or recipe:
+        if backend == "onnx":
             raise
+        if recipe:
+            raise OnnxUnavailable(f"{type(exc).__name__}: {exc}") from exc
         print(
             f"kbase: warning: ONNX Runtime not used for indexing ({type(exc).__name__}: {exc})",
             file=sys.stderr,
