@@ -2,17 +2,22 @@
 """Index build throughput: N PR cards mined from the shared histories, indexed into a fresh home.
 
     python bench/bench_build.py [--n 2000] [--device cpu|cuda] [--work DIR]
-        [--backends torch,onnx,onnx-fulltext] [--no-variants] [--quality]
+        [--backends torch,onnx,onnx-int8,onnx-2threads,onnx-fulltext,onnx-int8@64]
+        [--no-variants] [--quality [--quality-work DIR] [--quality-base HOME]]
 
 Mines the four histories (bench/devset_kb.py) unless --work already holds them, then builds an
 index of the first N cards (the four archives interleaved) from scratch with each embedding
-backend in turn (on CPU: torch, ONNX Runtime, and ONNX Runtime embedding each chunk's full text as
-before retrieval/dense_text.py; side by side, same cards), and prints entries/s and embedded
-chunks/s, model load and ONNX export excluded and reported apart, and how closely the backends'
-vectors agree (cosine). Then (CPU, unless --no-variants) the embedding variants of
-bench/build_variants.py on the same chunks: graph optimisation, int8, text recipe, token limit,
-batch size; with --quality, each text/model variant's Hit@1/Hit@5/MRR on both halves of both dev
-sets (bench/build_quality.py; indexes the whole dev-set knowledge base once per variant).
+backend in turn (on CPU: torch; ONNX Runtime fp32, int8 (retrieval/onnx_int8.py, the default),
+fp32 on two intra-op threads one run at a time (as before), fp32 embedding each chunk's full text
+(as before retrieval/dense_text.py); `@N` cuts PR chunks at N word pieces; side by side, same
+cards), and prints entries/s (wall, and an idle estimate from this process's CPU seconds spread
+over the cores), the embedder's CPU seconds apart, model load, ONNX export, int8 conversion and
+chromadb's import excluded and reported apart, and how closely the backends' vectors agree
+(cosine). Then (CPU, unless --no-variants) the embedding variants of bench/build_variants.py on
+the same chunks: graph optimisation, int8, text recipe, token limit, batch size; with --quality,
+Hit@1/Hit@5/MRR on both halves of both dev sets for each index setting of
+build_quality.SETTINGS (precision, PR token limit, PR descriptions embedded or not), each
+through `KnowledgeBase.index()` of the whole dev-set knowledge base.
 Writes bench/results/build*.json.
 """
 
@@ -26,7 +31,14 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from build_quality import evaluate_variants, legacy_text, summary_rows, with_variant  # noqa: E402
+from build_quality import (  # noqa: E402
+    SETTINGS,
+    evaluate_settings,
+    legacy_text,
+    summary_rows,
+    with_settings,
+    with_variant,
+)
 from build_variants import length_facts, make_graphs, run_variants  # noqa: E402
 from common import write_result  # noqa: E402
 from devset_kb import mine_archives  # noqa: E402
@@ -89,6 +101,25 @@ def print_variants(variants: list[dict], quality: dict | None, lengths: dict | N
         )
 
 
+class CpuTimed:
+    """The embedder, counting this process's CPU seconds inside embed() (the rest of the
+    build's CPU time is parsing, Chroma and BM25)."""
+
+    def __init__(self, inner: object):
+        self._inner = inner
+        self.cpu_s = 0.0
+
+    def embed(self, *a, **kw):
+        c = time.process_time()
+        try:
+            return self._inner.embed(*a, **kw)  # type: ignore[attr-defined]
+        finally:
+            self.cpu_s += time.process_time() - c
+
+    def __getattr__(self, name: str):
+        return getattr(self._inner, name)
+
+
 def save_sample(path: Path, entries: list, vecs: dict) -> None:
     """Chunk ids, the texts the build embedded and its vectors, every k-th chunk up to 2,000."""
     import numpy as np
@@ -114,17 +145,34 @@ def main() -> None:
     ap.add_argument("--device", default="cpu", help="torch device for the embedding model")
     ap.add_argument(
         "--backends",
-        default="torch,onnx,onnx-fulltext",
-        help="comma list: torch, onnx, onnx-fulltext (the last two CPU only)",
+        default="torch,onnx,onnx-int8,onnx-2threads,onnx-fulltext",
+        help="comma list: torch, onnx (fp32), onnx-int8 (retrieval/onnx_int8.py), onnx-2threads "
+        "(fp32, one run at a time on two intra-op threads, as before), onnx-fulltext (fp32, "
+        "each chunk's full text as before retrieval/dense_text.py); all but torch CPU only",
     )
     ap.add_argument("--no-variants", action="store_true", help="skip the embedding variants table")
     ap.add_argument(
         "--quality",
         action="store_true",
-        help="dev-set quality of the text/model variants (slow: several full index builds)",
+        help="dev-set quality of the index settings of build_quality.SETTINGS (slow: indexes "
+        "the dev-set knowledge base once per setting)",
     )
     ap.add_argument(
         "--work", type=Path, default=None, help="folder with (or for) the mined archives"
+    )
+    ap.add_argument(
+        "--quality-work",
+        type=Path,
+        default=None,
+        help="folder for --quality (default --work): kb/ with the mined archives and skills, one "
+        "home per setting, and each setting's scores (quality-NAME.json, read back if there)",
+    )
+    ap.add_argument(
+        "--quality-base",
+        type=Path,
+        default=None,
+        help="an index home of the same kb/ to copy into each setting's home (vectors of the "
+        "same recipe are taken over, not embedded again)",
     )
     ap.add_argument(
         "--save-vectors",
@@ -182,32 +230,62 @@ def main() -> None:
         ox = OnnxDocEmbedder(onnx_home / "onnx")
         ox.embed(["warm up the kernels"])
     onnx_load_s = time.perf_counter() - t
+    int8_s = None
+    onnx_by_backend: dict[str, object] = {"onnx": ox, "onnx-fulltext": ox}
+    if "onnx-int8" in backends:
+        from kbase.retrieval import onnx_int8 as Q
+
+        t = time.perf_counter()
+        Q.build_int8(onnx_home / "onnx")
+        int8_s = time.perf_counter() - t
+        ox8 = OnnxDocEmbedder(onnx_home / "onnx", model=Q.INT8_FILE, recipe=Q.RECIPE)
+        ox8.embed(["warm up the kernels"])
+        onnx_by_backend["onnx-int8"] = ox8
+    if "onnx-2threads" in backends:
+        onnx_by_backend["onnx-2threads"] = OnnxDocEmbedder(onnx_home / "onnx", threads=cores())
+    # chromadb's import (seconds of CPU) is paid once per process, like the model load: apart, so
+    # the first backend built is not charged for it
+    t = time.perf_counter()
+    import chromadb  # noqa: F401
+
+    chroma_import_s = time.perf_counter() - t
     empty_root = work / "empty-root"
     (empty_root / "skills").mkdir(parents=True, exist_ok=True)
     chunks = sum(len(dense_chunks(e)) for e in chosen)
     runs: dict[str, dict] = {}
     vecs: dict[str, dict[str, np.ndarray]] = {}
-    for backend in backends:
-        home = work / f"home-{backend}-{args.device.replace(':', '_')}-{args.n}"
+    for spec in backends:
+        # "backend@N": PR chunks cut at N word pieces instead of indexer.PR_MAX_TOKENS
+        backend, _, cut = spec.partition("@")
+        home = work / f"home-{backend}-{cut or 'x'}-{args.device.replace(':', '_')}-{args.n}"
         shutil.rmtree(home, ignore_errors=True)
         home.mkdir(parents=True)
         shutil.copytree(onnx_home / "onnx", home / "onnx")
-        factory = (lambda: emb) if backend == "torch" else (lambda: ox)
+        timed = CpuTimed(emb if backend == "torch" else onnx_by_backend[backend])
         entries = [e.model_copy(deep=True) for e in chosen]
         legacy = backend == "onnx-fulltext"
-        with with_variant(legacy_text if legacy else None, "legacy" if legacy else None, None):
+        with (
+            with_variant(legacy_text if legacy else None, "legacy" if legacy else None, None),
+            with_settings({}, int(cut) if cut else None),
+        ):
             t = time.perf_counter()
             cpu0 = time.process_time()
-            rep = build_index(empty_root, home, factory, extra_entries=entries)
+            rep = build_index(
+                empty_root,
+                home,
+                lambda timed=timed: timed,
+                extra_entries=entries,
+                dense_model=getattr(timed, "recipe", ""),
+            )
             took = time.perf_counter() - t
             cpu = time.process_time() - cpu0
         gv = GenVectors(G.load_generation(home).path)
-        vecs[backend] = {
+        vecs[spec] = {
             cid: np.asarray(gv.matrix(k)[i]) for k in gv.parts for i, cid in enumerate(gv.ids(k))
         }
         if args.save_vectors and backend == "torch":
-            save_sample(args.save_vectors, entries, vecs[backend])
-        runs[backend] = {
+            save_sample(args.save_vectors, entries, vecs[spec])
+        runs[spec] = {
             "entries": rep.entries,
             "embedded_chunks": rep.embedded_chunks,
             "build_s": round(took, 2),
@@ -215,6 +293,8 @@ def main() -> None:
             "entries_per_s": round(rep.entries / took, 1),
             # what the build would take on idle cores: this process's CPU time spread over them
             "entries_per_s_idle_est": round(rep.entries / (cpu / cores()), 1),
+            "embed_cpu_s": round(timed.cpu_s, 2),
+            "other_cpu_s": round(cpu - timed.cpu_s, 2),
             "embedded_chunks_per_s": round(
                 rep.embedded_chunks / max(rep.seconds["embed"], 1e-9), 1
             ),
@@ -230,6 +310,19 @@ def main() -> None:
             "min_cosine": round(float(cos.min()), 6),
             "mean_cosine": round(float(cos.mean()), 6),
         }
+    int8_agreement = None
+    if "onnx" in vecs and "onnx-int8" in vecs:  # ids differ by the recipe tag: match the chunks
+
+        def by_chunk(v: dict) -> dict:
+            return {(i.split("::")[0], i.rsplit("::", 1)[-1]): x for i, x in v.items()}
+
+        a, b = by_chunk(vecs["onnx"]), by_chunk(vecs["onnx-int8"])
+        cos = np.asarray([float(a[c] @ b[c]) for c in sorted(set(a) & set(b))])
+        int8_agreement = {
+            "vectors": len(cos),
+            "min_cosine": round(float(cos.min()), 6),
+            "mean_cosine": round(float(cos.mean()), 6),
+        }
     variants: list[dict] = []
     if args.device == "cpu" and not args.no_variants and "onnx" in backends:
         graphs = make_graphs(emb, onnx_home / "onnx", work / "onnx-variants")
@@ -237,15 +330,9 @@ def main() -> None:
     lengths = length_facts(cards, onnx_home / "onnx" / "tokenizer.json") if ox is not None else None
     quality = None
     if args.quality:
-        graphs = make_graphs(emb, onnx_home / "onnx", work / "onnx-variants")
-        qv: dict[str, tuple] = {
-            "dense-text": (None, None, None),
-            "full-text": (legacy_text, "legacy", None),
-        }
-        if "fused-ffn-int8" in graphs:
-            ffn = graphs["fused-ffn-int8"] / "model.onnx"
-            qv["dense-text-ffn-int8"] = (None, "ffn-int8", ffn)
-        quality = evaluate_variants(work, qv)
+        quality = evaluate_settings(
+            args.quality_work or work, SETTINGS, args.quality_base, recompute=False
+        )
     res = {
         "variants": variants,
         "chunk_lengths_whole_archive": lengths,
@@ -259,8 +346,11 @@ def main() -> None:
         "dense_chunks": chunks,
         "model_load_s": round(load_s, 2),
         "onnx_export_and_load_s": None if onnx_load_s is None else round(onnx_load_s, 2),
+        "chromadb_import_s": round(chroma_import_s, 2),
+        "int8_model_s": None if int8_s is None else round(int8_s, 2),
         "runs": runs,
         "torch_vs_onnx": agreement,
+        "onnx_fp32_vs_int8": int8_agreement,
         "target_entries_per_s": 100 if args.device == "cpu" else 2000,
     }
     from rich.console import Console
@@ -272,7 +362,15 @@ def main() -> None:
         f"{cores()} cores, load {res['load_avg_1m_at_start']}",
         title_justify="left",
     )
-    cols = ("backend", "build s", "CPU s", "entries/s", "entries/s idle est", "chunks/s (embed)")
+    cols = (
+        "backend",
+        "build s",
+        "CPU s",
+        "embed CPU s",
+        "entries/s",
+        "entries/s idle est",
+        "chunks/s (embed)",
+    )
     # store s: the build's wait on Chroma; writer s: the inserts' own time in the writer process
     # (retrieval/store_writer.py), overlapping embed and bm25 for a large build
     for col in (*cols, "embed s", "store s", "writer s", "bm25+write s"):
@@ -282,6 +380,7 @@ def main() -> None:
             b,
             str(r["build_s"]),
             str(r["process_cpu_s"]),
+            str(r["embed_cpu_s"]),
             str(r["entries_per_s"]),
             str(r["entries_per_s_idle_est"]),
             str(r["embedded_chunks_per_s"]),
@@ -292,6 +391,7 @@ def main() -> None:
         )
     Console(width=140).print(table)
     print(f"model load {res['model_load_s']} s; torch vs onnx vectors: {agreement}")
+    print(f"ONNX fp32 vs int8 vectors: {int8_agreement}")
     print_variants(variants, quality, lengths)
     name = "build" if args.device == "cpu" else f"build-{args.device.replace(':', '_')}"
     out = write_result(name, res)

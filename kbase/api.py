@@ -75,12 +75,14 @@ class KnowledgeBase(ValidateAPI, ArchiveAPI, ExperienceAPI):
             self._embedder = get_embedder(self.model_path)
         return self._embedder
 
-    def index_embedder(self) -> Any:
+    def index_embedder(self, recipe: str = "") -> Any:
         """Documents go through ONNX Runtime on CPU once home/onnx holds the model's export
-        (retrieval/onnx_embed.py; KBASE_INDEX_BACKEND=torch turns it off), else torch."""
+        (retrieval/onnx_embed.py; KBASE_INDEX_BACKEND=torch turns it off), else torch.
+        `recipe`: onnx_embed.index_recipe(), the int8 model when it names one."""
         from kbase.retrieval.onnx_embed import doc_embedder
 
-        return doc_embedder(self.home, self.model_path, self.embedder) or self.embedder()
+        emb = doc_embedder(self.home, self.model_path, self.embedder, recipe)
+        return emb or self.embedder()
 
     def query_embedder(self) -> Any:
         """ONNX Runtime when home/onnx matches the model (no torch import: fast CLI searches)."""
@@ -144,16 +146,29 @@ class KnowledgeBase(ValidateAPI, ArchiveAPI, ExperienceAPI):
     def index(self, progress: Progress | None = None, gc: bool = True) -> Any:
         """Build or update the index; returns retrieval.indexer.IndexReport (`.as_dict()`)."""
         from kbase.retrieval.indexer import build_index
+        from kbase.retrieval.onnx_embed import OnnxUnavailable, index_recipe
 
-        return build_index(
-            self.root,
-            self.home,
-            self.index_embedder,
-            self.settings.chroma_url,
-            progress=progress,
-            gc=gc,
-            model_path=self.model_path,
-        )
+        def run(recipe: str) -> Any:
+            return build_index(
+                self.root,
+                self.home,
+                lambda: self.index_embedder(recipe),
+                self.settings.chroma_url,
+                progress=progress,
+                gc=gc,
+                model_path=self.model_path,
+                dense_model=recipe,
+            )
+
+        recipe = index_recipe(self.home)
+        try:
+            return run(recipe)
+        except OnnxUnavailable as exc:
+            # raised before anything was stored or published: index again in fp32 with torch
+            import sys
+
+            print(f"kbase: warning: ONNX Runtime not used for indexing ({exc})", file=sys.stderr)
+            return run("")
 
     # ------------------------------------------------------------------ status
     def statuses(self, env: Any = None) -> dict[str, SkillAudit]:

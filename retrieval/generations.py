@@ -102,6 +102,15 @@ def current_id(home: Path) -> str | None:
         return None
 
 
+def current_meta(home: Path) -> dict | None:
+    """meta.json of the current generation, without loading it; None when there is none."""
+    gid = current_id(home)
+    try:
+        return json.loads((gens_dir(home) / gid / "meta.json").read_text()) if gid else None
+    except (OSError, ValueError):
+        return None
+
+
 def pointer_stamp(home: Path) -> tuple[int, int] | None:
     """Cheap change detector for readers: (mtime_ns, inode) of the pointer file."""
     try:

@@ -53,17 +53,26 @@ class IndexReport:
         }
 
 
-def _vector_id(chunk: Chunk, content_hash: str) -> str:
+def _vector_id(chunk: Chunk, content_hash: str, model: str = "") -> str:
     # The content hash is part of the id, so an edited entry gets new vectors while the
     # old ones stay queryable until the new generation is published. A PR chunk's vector also
-    # depends on how its text is cut for the model (retrieval/dense_text.py, PR_MAX_TOKENS).
+    # depends on how its text is cut for the model (retrieval/dense_text.py, PR_MAX_TOKENS), and
+    # every vector on the model that made it when that is not the fp32 one (`model`:
+    # onnx_embed.index_recipe()), so an index never mixes the two.
+    import hashlib
+
     tag = content_hash[:12]
     if chunk.kind == "pr":
-        import hashlib
-
-        recipe = f"{content_hash}:{DT.RECIPE}:{PR_MAX_TOKENS}"
+        recipe = f"{content_hash}:{DT.RECIPE}:{PR_MAX_TOKENS}" + (f":{model}" if model else "")
         tag = hashlib.sha256(recipe.encode()).hexdigest()[:12]
+    elif model:
+        tag = hashlib.sha256(f"{content_hash}:{model}".encode()).hexdigest()[:12]
     return f"{chunk.entry_id}::{tag}::{chunk.id.rsplit('::', 1)[-1]}"
+
+
+def dense_key(model: str = "") -> str:
+    """meta.dense of a generation: the recipe of its vectors (see _vector_id)."""
+    return f"{DT.RECIPE}:{PR_MAX_TOKENS}" + (f":{model}" if model else "")
 
 
 def build_index(
@@ -76,10 +85,12 @@ def build_index(
     batch: int | None = None,
     extra_entries: list[Entry] | None = None,
     model_path: str | None = None,
+    dense_model: str = "",
 ) -> IndexReport:
     """`extra_entries` come from elsewhere than root (benchmarks, other importers); pass them on
     every run. `model_path`: the embedding model's folder, so the ONNX query model can be checked
-    without loading it (default: the packaged model)."""
+    without loading it (default: the packaged model). `dense_model`: the `recipe` of the embedder
+    the factory returns ("" for the fp32 model, torch or ONNX; onnx_embed.index_recipe())."""
     with gc_paused():
         # the build's own objects are freed on return, before the collector is back
         return _build_index(
@@ -92,6 +103,7 @@ def build_index(
             batch,
             extra_entries,
             model_path,
+            dense_model,
         )
 
 
@@ -105,6 +117,7 @@ def _build_index(
     batch: int | None,
     extra_entries: list[Entry] | None,
     model_path: str | None,
+    dense_model: str,
 ) -> IndexReport:
     from kbase.retrieval import generations as G
     from kbase.retrieval.vector_files import GenVectors
@@ -120,8 +133,8 @@ def _build_index(
         fingerprint = parser_fingerprint()
         # Entries and vectors of the previous generation are taken over only when they were made
         # by the same parser and the same dense-text recipe (a new recipe re-embeds every card).
-        dense_key = f"{DT.RECIPE}:{PR_MAX_TOKENS}"
-        same_recipe = prev is not None and prev.meta.get("dense") == dense_key
+        dense = dense_key(dense_model)
+        same_recipe = prev is not None and prev.meta.get("dense") == dense
         reuse = (
             {e.path: e for e in prevs.entries}
             if prev is not None and prev.meta.get("parser") == fingerprint and same_recipe
@@ -171,7 +184,7 @@ def _build_index(
             if prevs.owns(e):
                 continue  # taken over from prev: its chunks have their vector ids already
             for c in e.chunks:
-                c.id = _vector_id(c, e.content_hash)
+                c.id = _vector_id(c, e.content_hash, dense_model)
         chunk_ids = [ids_of(e) for e in entries]
         wanted = [i for ids in chunk_ids for i in ids]
         dense_of = [dense_ids(e) for e in entries]
@@ -202,7 +215,7 @@ def _build_index(
             "entries": len(entries),
             "parser": fingerprint,
             "vector_store": store_where,
-            "dense": dense_key,
+            "dense": dense,
         }
         from kbase.retrieval.lexical import tokenizer_fingerprint
 
@@ -251,6 +264,11 @@ def _build_index(
                     progress("loading the embedding model", 0, 0)
                 embedder = embedder_factory()
                 rep.backend = getattr(embedder, "backend", "torch")
+                if getattr(embedder, "recipe", "") != dense_model:
+                    raise RuntimeError(
+                        f"the document embedder is {getattr(embedder, 'recipe', '') or 'fp32'}, "
+                        f"the vector ids say {dense_model or 'fp32'}"
+                    )
                 if batch is None:
                     batch = embed_batch(str(getattr(embedder, "device", "cpu")))
             chunks.sort(key=lambda ec: ec[0].kind != "skill")  # skills first, then PR cards

@@ -1,12 +1,14 @@
 """Index-time embeddings with ONNX Runtime: the export `kbase index` keeps in `<home>/onnx/`
-(retrieval/onnx_query.py), run with every core and texts batched by length.
+(retrieval/onnx_query.py), or by default its int8 copy (retrieval/onnx_int8.py), run on every
+core with texts batched by length.
 
 Two things made ONNX Runtime slower than torch for documents before (issue #11): the query
 session's settings (two intra-op threads, tuned for one short text) and padding, since a batch
-is padded to its longest text and attention cost grows with length. Here the session gets one
-thread per core without spinning, and texts are sorted by token count so each batch holds texts
-of about the same length. Vectors agree with the torch model's within the export's check
-(cosine distance <= onnx_query.MAX_COS_DIST).
+is padded to its longest text and attention cost grows with length. Here texts are sorted by
+token count so each batch holds texts of about the same length, and batches run side by side,
+one thread each, without spinning. The fp32 model's vectors agree with the torch model's within
+the export's check (cosine distance <= onnx_query.MAX_COS_DIST); the int8 model's are a vector
+recipe of their own (index_recipe: part of every vector id and of meta.dense).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from kbase.retrieval import onnx_query as OQ
 # Padded tokens per run. Smaller runs keep the FFN activations (tokens x 1536 floats) in cache:
 # on the PR chunks of bench/bench_build.py, 1024 took 2.3-2.4 CPU s where 8192 took 3.6 (issue #11).
 BATCH_TOKENS = 1024
+DEFAULT_PRECISION = "int8"  # KBASE_INDEX_PRECISION (index_precision)
 
 
 def cores() -> int:
@@ -32,7 +35,15 @@ def cores() -> int:
 class OnnxDocEmbedder:
     """`embed(texts, max_length=None)` like retrieval.embed.Embedder, on ONNX Runtime."""
 
-    def __init__(self, onnx_dir: str | os.PathLike, threads: int | None = None, model: str = ""):
+    def __init__(
+        self,
+        onnx_dir: str | os.PathLike,
+        threads: int | None = None,
+        model: str = "",
+        recipe: str = "",
+    ):
+        """`model`: another graph file in onnx_dir (default model.onnx); `recipe`: what it is,
+        part of the vector ids (retrieval/onnx_int8.RECIPE for the int8 model, "" for fp32)."""
         import onnxruntime as ort
         from tokenizers import Tokenizer
 
@@ -49,10 +60,16 @@ class OnnxDocEmbedder:
         self.name = meta.get("name") or ""
         self.model_path = meta.get("source_model_path")
         self.backend = "onnxruntime"
+        self.recipe = recipe
         self._tok = Tokenizer.from_file(str(self.onnx_dir / "tokenizer.json"))
         self._tok.no_padding()
+        # One thread per run and one run per core (embed() runs batches side by side): runs of a
+        # few hundred tokens split over two threads spend a third more CPU time waiting on each
+        # other than they save (issue #11, bench/bench_build.py). `threads`: that many intra-op
+        # threads and one run at a time instead (what this class did before).
+        self.workers = 1 if threads else cores()
         opts = ort.SessionOptions()
-        opts.intra_op_num_threads = threads or cores()
+        opts.intra_op_num_threads = 1 if threads is None else threads
         opts.inter_op_num_threads = 1
         opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
         # Spinning workers help a dedicated server; on a shared small machine they steal the CPU
@@ -78,12 +95,25 @@ class OnnxDocEmbedder:
         encs = self._tok.encode_batch(list(texts))
         # Longest first: each batch's first text sets its padded length and so its size.
         order = sorted(range(len(encs)), key=lambda i: -len(encs[i].ids))
+        batches = []
         i = 0
         while i < len(order):
             size = batch_size or max(8, BATCH_TOKENS // max(len(encs[order[i]].ids), 1))
-            rows = order[i : i + size]
-            out[rows] = self._run([encs[r] for r in rows])
+            batches.append(order[i : i + size])
             i += size
+
+        def run(rows: list[int]) -> None:
+            out[rows] = self._run([encs[r] for r in rows])
+
+        if self.workers > 1 and len(batches) > 1:
+            # ONNX Runtime releases the GIL in run(); one session serves concurrent runs
+            from concurrent.futures import ThreadPoolExecutor
+
+            with ThreadPoolExecutor(self.workers) as pool:
+                list(pool.map(run, batches))
+        else:
+            for rows in batches:
+                run(rows)
         return out
 
     def _run(self, encs: list) -> np.ndarray:
@@ -110,18 +140,21 @@ class OnnxDocEmbedder:
 _sessions: dict[tuple, OnnxDocEmbedder] = {}
 
 
-def _cached(d: Path) -> OnnxDocEmbedder:
-    """One session per export and process: creating one takes ~0.5 s, about what a re-index
-    after one edit may take in all (a server or agent re-indexes many times)."""
+def _cached(d: Path, recipe: str = "") -> OnnxDocEmbedder:
+    """One session per export, model file and process: creating one takes ~0.5 s, about what a
+    re-index after one edit may take in all (a server or agent re-indexes many times)."""
+    from kbase.retrieval import onnx_int8 as Q
+
+    name = Q.INT8_FILE if recipe else "model.onnx"
     try:
-        st = (d / "model.onnx").stat()
-        key: tuple = (str(d), st.st_mtime_ns, st.st_size, st.st_ino)
+        st = (d / name).stat()
+        key: tuple = (str(d), name, st.st_mtime_ns, st.st_size, st.st_ino)
     except OSError:
-        return OnnxDocEmbedder(d)
+        return OnnxDocEmbedder(d, model=name, recipe=recipe)
     emb = _sessions.get(key)
     if emb is None:
         _sessions.clear()  # an older export of this home is never used again
-        emb = _sessions[key] = OnnxDocEmbedder(d)
+        emb = _sessions[key] = OnnxDocEmbedder(d, model=name, recipe=recipe)
     return emb
 
 
@@ -133,16 +166,63 @@ def index_backend() -> str:
     return v
 
 
-def doc_embedder(home: Path, model_path: str | None, torch_factory) -> object | None:
-    """The ONNX document embedder for this home, exporting the model first when needed (that
-    loads the torch model once); None when ONNX is off, the device is a GPU, or the export
-    cannot be made (the caller then embeds with torch)."""
-    import sys
+class OnnxUnavailable(RuntimeError):
+    """The int8 ONNX document model the vector ids were made for cannot be had (KnowledgeBase.index
+    then indexes again with fp32 ids and torch, as it does without ONNX)."""
 
+
+def index_precision(home: Path | None = None) -> str:
+    """KBASE_INDEX_PRECISION: the weights that embed documents on CPU with ONNX Runtime, int8
+    (retrieval/onnx_int8.py) or fp32 (the query model). torch and GPUs always use fp32. Unset,
+    an existing index in `home` keeps the precision its vectors have: an index built on a GPU
+    (fp32) and then edited on a laptop re-embeds the edit, not every entry."""
+    v = os.environ.get("KBASE_INDEX_PRECISION", "").strip().lower()
+    if not v and home is not None:
+        from kbase.retrieval import onnx_int8 as Q
+        from kbase.retrieval.generations import current_meta
+
+        dense = (current_meta(home) or {}).get("dense")
+        if isinstance(dense, str):
+            v = "int8" if dense.endswith(f":{Q.RECIPE}") else "fp32"
+    v = v or DEFAULT_PRECISION
+    if v not in ("int8", "fp32"):
+        raise ValueError(f"KBASE_INDEX_PRECISION must be int8 or fp32, not {v!r}")
+    return v
+
+
+def _onnx_docs() -> bool:
+    """True when `doc_embedder` is asked for the ONNX model (it may still fall back to torch)."""
     from kbase.retrieval.embed import default_device
 
+    return index_backend() != "torch" and OQ.enabled() and default_device() == "cpu"
+
+
+def index_recipe(home: Path | None = None) -> str:
+    """What will embed this index's documents, as the vector ids name it: "" for the fp32 model
+    (torch or ONNX: the same vectors within 1e-4), else onnx_int8.RECIPE. Decided before the
+    model loads, since the ids decide what must be embedded; without the `onnx` package the int8
+    model cannot be made and documents stay fp32."""
+    from kbase.retrieval import onnx_int8 as Q
+
+    if _onnx_docs() and Q.available() and index_precision(home) == "int8":
+        return Q.RECIPE
+    return ""
+
+
+def doc_embedder(
+    home: Path, model_path: str | None, torch_factory, recipe: str = ""
+) -> object | None:
+    """The ONNX document embedder for this home, exporting the model first when needed (that
+    loads the torch model once); None when ONNX is off, the device is a GPU, or the export
+    cannot be made (the caller then embeds with torch). `recipe` (index_recipe()) names the
+    int8 model, made from the export on first use; when that fails under KBASE_INDEX_BACKEND=auto
+    this raises OnnxUnavailable, since the vector ids already say int8."""
+    import sys
+
+    from kbase.retrieval import onnx_int8 as Q
+
     backend = index_backend()
-    if backend == "torch" or not OQ.enabled() or default_device() != "cpu":
+    if not _onnx_docs():
         return None
     d = home / OQ.ONNX_DIR
     try:
@@ -155,10 +235,14 @@ def doc_embedder(home: Path, model_path: str | None, torch_factory) -> object | 
             if not hasattr(emb, "model"):
                 return None  # not a sentence-transformers model (a test double)
             OQ.ensure_onnx(home, getattr(emb, "model_path", model_path), emb)
-        return _cached(d)
+        if recipe:
+            Q.ensure_int8(d)
+        return _cached(d, recipe)
     except Exception as exc:  # noqa: BLE001
         if backend == "onnx":
             raise
+        if recipe:
+            raise OnnxUnavailable(f"{type(exc).__name__}: {exc}") from exc
         print(
             f"kbase: warning: ONNX Runtime not used for indexing ({type(exc).__name__}: {exc})",
             file=sys.stderr,

@@ -110,13 +110,22 @@ def concept_token(group: int) -> str:
     return f"{CONCEPT_PREFIX}{group}"
 
 
+@functools.cache
+def _firsts() -> frozenset[str]:
+    """The first token of every form."""
+    return frozenset(key[0] for key in _groups()[0])
+
+
 def matched_spans(base: list[str]) -> list[tuple[int, int, int]]:
     """(group, start, length) for every form found as a run of consecutive base tokens."""
     table, _ = _groups()
     prefixes = _prefixes()
+    firsts = _firsts()
     out: list[tuple[int, int, int]] = []
     n = len(base)
     for i in range(n):
+        if base[i] not in firsts:  # most tokens start no form: one set lookup (index build time)
+            continue
         run: tuple[str, ...] = ()
         for L in range(1, min(MAX_PHRASE, n - i) + 1):
             run = (*run, base[i + L - 1])

@@ -98,3 +98,54 @@ def test_cold_search_imports_neither_chromadb_nor_bm25s(embedder, tmp_path):
     )
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["warp-shuffle-sum", "warp-shuffle-sum"]
+
+
+def test_int8_documents_get_their_own_vector_ids_and_answer_fp32_queries(
+    embedder, tmp_path, monkeypatch
+):
+    from kbase.retrieval import generations as G
+    from kbase.retrieval import onnx_int8 as Q
+    from kbase.retrieval.vector_files import GenVectors
+
+    def vectors(home):
+        gv = GenVectors(G.load_generation(home).path)
+        return {i: gv.matrix(k)[j] for k in gv.parts for j, i in enumerate(gv.ids(k))}
+
+    root = tmp_path / "kb"
+    write_topic_skills(root)
+    monkeypatch.setenv("KBASE_INDEX_PRECISION", "fp32")
+    kb = KnowledgeBase(root=root, home=tmp_path / "home")
+    fp32 = kb.index()
+    fp32_vecs = vectors(kb.home)
+    assert G.load_generation(kb.home).meta["dense"].count(":") == 1  # the old recipe key
+    assert not (kb.home / "onnx" / Q.INT8_FILE).exists()
+
+    monkeypatch.setenv("KBASE_INDEX_PRECISION", "int8")
+    kb = KnowledgeBase(root=root, home=kb.home)
+    int8 = kb.index()
+    # every vector embedded again under new ids: an index never mixes the two models
+    assert int8.embedded_chunks == fp32.embedded_chunks > 0 and int8.backend == "onnxruntime"
+    assert G.load_generation(kb.home).meta["dense"].endswith(f":{Q.RECIPE}")
+    assert (kb.home / "onnx" / Q.INT8_FILE).is_file()
+    int8_vecs = vectors(kb.home)
+    assert len(int8_vecs) == len(fp32_vecs) and not set(int8_vecs) & set(fp32_vecs)
+    stored = kb.vector_store()
+    assert not stored.existing_ids("skill", list(fp32_vecs))  # the old ids were collected
+    stored.close()
+    # the same chunks, close to the fp32 vectors; fp32 queries still find the right skill
+    by_chunk = {i.rsplit("::", 1)[-1] + i.split("::")[0]: v for i, v in fp32_vecs.items()}
+    cos = [
+        float(v @ by_chunk[i.rsplit("::", 1)[-1] + i.split("::")[0]]) for i, v in int8_vecs.items()
+    ]
+    assert min(cos) > 0.95, cos
+    for q, want in (
+        ("warp reduction gives wrong sum", "warp-shuffle-sum"),
+        ("transpose is slow because of bank conflicts", "smem-bank-padding"),
+        ("matmul in triton loses precision to tf32", "tl-dot-tf32"),
+    ):
+        assert kb.search(q, k=1, mode="dense")[0].id == want, q
+    assert kb.index().embedded_chunks == 0  # int8 again: nothing to embed
+
+    monkeypatch.setenv("KBASE_INDEX_PRECISION", "fp16")
+    with pytest.raises(ValueError, match="KBASE_INDEX_PRECISION"):
+        KnowledgeBase(root=root, home=kb.home).index()
