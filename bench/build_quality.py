@@ -97,20 +97,21 @@ def with_settings(
     env: dict[str, str], pr_max_tokens: int | None = None, lexical_only: list[str] | None = None
 ) -> Iterator[None]:
     """Index with these environment variables (KBASE_INDEX_PRECISION ...), PR token limit and
-    PR sections left to BM25 alone (indexer.LEXICAL_ONLY_SECTIONS)."""
+    PR sections left to BM25 alone (chunk_ids.LEXICAL_ONLY_SECTIONS)."""
+    from kbase.retrieval import chunk_ids as CI
     from kbase.retrieval import indexer as IX
 
     saved = {k: os.environ.get(k) for k in env}
-    saved_limit, saved_lex = IX.PR_MAX_TOKENS, IX.LEXICAL_ONLY_SECTIONS
+    saved_limit, saved_lex = IX.PR_MAX_TOKENS, CI.LEXICAL_ONLY_SECTIONS
     os.environ.update(env)
     if pr_max_tokens is not None:
         IX.PR_MAX_TOKENS = pr_max_tokens
     if lexical_only is not None:
-        IX.LEXICAL_ONLY_SECTIONS = frozenset(lexical_only)
+        CI.LEXICAL_ONLY_SECTIONS = frozenset(lexical_only)
     try:
         yield
     finally:
-        IX.PR_MAX_TOKENS, IX.LEXICAL_ONLY_SECTIONS = saved_limit, saved_lex
+        IX.PR_MAX_TOKENS, CI.LEXICAL_ONLY_SECTIONS = saved_limit, saved_lex
         for k, v in saved.items():
             if v is None:
                 os.environ.pop(k, None)
