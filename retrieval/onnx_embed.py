@@ -19,6 +19,8 @@ from pathlib import Path
 import numpy as np
 from kbase.retrieval import onnx_query as OQ
 
+from kbase.errors import Unavailable
+
 # Padded tokens per run. Smaller runs keep the FFN activations (tokens x 1536 floats) in cache:
 # on the PR chunks of bench/bench_build.py, 1024 took 2.3-2.4 CPU s where 8192 took 3.6 (issue #11).
 BATCH_TOKENS = 1024
@@ -166,7 +168,7 @@ def index_backend() -> str:
     return v
 
 
-class OnnxUnavailable(RuntimeError):
+class OnnxUnavailable(Unavailable):
     """The int8 ONNX document model the vector ids were made for cannot be had (KnowledgeBase.index
     then indexes again with fp32 ids and torch, as it does without ONNX)."""
 

@@ -27,6 +27,8 @@ from typing import Any, BinaryIO
 
 import numpy as np
 
+from kbase.errors import Unavailable
+
 
 def min_chunks() -> int:
     """Below this many chunks to embed (KBASE_STORE_PROCESS_MIN_CHUNKS, default 2,000), a second
@@ -38,8 +40,8 @@ def min_chunks() -> int:
 _HEADER = struct.Struct("<Q")
 
 
-class StoreWriterError(RuntimeError):
-    pass
+class StoreWriterError(Unavailable):
+    """The writer process could not store the build's vectors (its error is in the message)."""
 
 
 class StoreWriter:
