@@ -154,13 +154,19 @@ def test_the_fast_search_path_answers_exactly_as_the_typer_command(embedder, tmp
             assert fast.returncode == 0 and bool(hits) == ("--since=2024-01-01" not in args)
 
 
-def test_a_no_op_mine_loads_no_miner_machinery(tmp_path):
+def _git_repo(tmp_path):
+    """An empty git repository and a runner of git commands in it."""
     repo = tmp_path / "repo"
     repo.mkdir()
 
     def git(*args: str) -> None:
         subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True)
 
+    return repo, git
+
+
+def test_a_no_op_mine_loads_no_miner_machinery(tmp_path):
+    repo, git = _git_repo(tmp_path)
     git("init", "-q", "-b", "main")
     (repo / "kernel.cu").write_text("__global__ void k() {}\n")
     git("add", ".")
@@ -184,12 +190,7 @@ def test_a_no_op_mine_loads_no_miner_machinery(tmp_path):
 def test_a_mine_with_work_loads_neither_the_cli_framework_nor_numpy(tmp_path):
     """`kbase mine` runs through kbase.mine_cli (no typer), and line offsets of large files
     use numpy only in a long mine: a large header changed in one commit does not import it."""
-    repo = tmp_path / "repo"
-    repo.mkdir()
-
-    def git(*args: str) -> None:
-        subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True)
-
+    repo, git = _git_repo(tmp_path)
     git("init", "-q", "-b", "main")
     body = "".join(f"__device__ int f{i}(int x) {{ return x + {i}; }}\n" for i in range(3000))
     for n, text in enumerate((body, body.replace("x + 7;", "x - 7;"))):
