@@ -15,7 +15,9 @@ def _texts() -> list[str]:
 
 def test_direct_encode_matches_sentence_transformers(embedder):
     texts = _texts()
-    assert embedder._fast_tokenizer(128) is not None  # else this test would compare encode() to itself
+    assert (
+        embedder._fast_tokenizer(128) is not None
+    )  # else this test would compare encode() to itself
     for max_length in (None, 128, 16):
         ours = embedder.embed(texts, batch_size=3, max_length=max_length)
         embedder.model.max_seq_length = max_length or embedder.full_length
