@@ -94,7 +94,8 @@ class Embedder:
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
         if batch_size is None:  # a GPU wants big batches; on CPU 64 keeps padding waste low
-            batch_size = 64 if self.device == "cpu" else 4096  # H200: 4096 beat 1024 and 512
+            # a GPU takes what it is handed in one go (a build hands it build_stages.embed_batch)
+            batch_size = 64 if self.device == "cpu" else 4096
         length = min(max_length or self.full_length, self.full_length)
         tok = self._fast_tokenizer(length)
         if tok is not None:
