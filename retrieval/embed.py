@@ -7,6 +7,7 @@ import functools
 import os
 import threading
 from collections.abc import Iterator
+from typing import Any
 
 import numpy as np
 
@@ -81,6 +82,9 @@ class Embedder:
         self.dim = int(dim)
         self._prep = getattr(self.model, "preprocess", None) or self.model.tokenize
         self._query_cache = functools.lru_cache(maxsize=2048)(self._embed_query)
+        self._tokenizers: dict[int, Any] = {}
+        # what the model's own tokenizer hands it (BERT-style models take token type ids)
+        self._type_ids = "token_type_ids" in self._prep(["x"])
 
     def embed(
         self, texts: list[str], batch_size: int | None = None, max_length: int | None = None
@@ -90,8 +94,14 @@ class Embedder:
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
         if batch_size is None:  # a GPU wants big batches; on CPU 64 keeps padding waste low
-            batch_size = 64 if self.device == "cpu" else 4096  # H200: 4096 beat 1024 and 512
-        self.model.max_seq_length = min(max_length or self.full_length, self.full_length)
+            # a GPU takes what it is handed in one go (a build hands it build_stages.embed_batch)
+            batch_size = 64 if self.device == "cpu" else 4096
+        length = min(max_length or self.full_length, self.full_length)
+        tok = self._fast_tokenizer(length)
+        if tok is not None:
+            with self._precision():
+                return self._encode(tok, texts, batch_size)
+        self.model.max_seq_length = length
         try:
             with self._precision():
                 vecs = self.model.encode(
@@ -104,6 +114,50 @@ class Embedder:
         finally:
             self.model.max_seq_length = self.full_length
         return vecs.astype(np.float32)
+
+    def _fast_tokenizer(self, length: int) -> Any:
+        """A copy of the model's own Rust tokenizer, truncating at `length` and padding each
+        batch to its longest text; None when the model has none (then encode() does it all).
+
+        On the H200, `encode()` spent 3.7-4.0 s on 10k PR chunks, most of it in transformers'
+        Python plumbing around the tokenizer; this path took 1.5 s for vectors within 3e-7 of
+        its (issue #11, bench/bench_build.py --device cuda)."""
+        tok = self._tokenizers.get(length)
+        if tok is not None or length in self._tokenizers:
+            return tok
+        backend = getattr(getattr(self.model, "tokenizer", None), "backend_tokenizer", None)
+        if backend is not None:
+            from tokenizers import Tokenizer
+
+            tok = Tokenizer.from_str(backend.to_str())
+            tok.enable_truncation(length)
+            pad_id = self.model.tokenizer.pad_token_id
+            tok.enable_padding(pad_id=pad_id or 0, pad_token=self.model.tokenizer.pad_token)
+        self._tokenizers[length] = tok
+        return tok
+
+    def _encode(self, tok: Any, texts: list[str], batch_size: int) -> np.ndarray:
+        """What `encode(normalize_embeddings=True)` computes: texts stripped as
+        sentence-transformers strips them, longest first so that each batch pads little."""
+        import torch
+
+        order = np.argsort([-len(t) for t in texts], kind="stable")
+        out = np.empty((len(texts), self.dim), dtype=np.float32)
+        with torch.inference_mode():
+            for i in range(0, len(texts), batch_size):
+                rows = order[i : i + batch_size]
+                enc = tok.encode_batch([str(texts[j]).strip() for j in rows])
+                feats = {
+                    "input_ids": torch.tensor([e.ids for e in enc]),
+                    "attention_mask": torch.tensor([e.attention_mask for e in enc]),
+                }
+                if self._type_ids:
+                    feats["token_type_ids"] = torch.tensor([e.type_ids for e in enc])
+                feats = {k: v.to(self.device) for k, v in feats.items()}
+                vecs = self.model.forward(feats)["sentence_embedding"]
+                vecs = torch.nn.functional.normalize(vecs.float(), dim=1)
+                out[rows] = vecs.cpu().numpy()
+        return out
 
     @contextlib.contextmanager
     def _precision(self) -> Iterator[None]:

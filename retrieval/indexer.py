@@ -4,6 +4,7 @@ rebuild BM25, publish a new generation atomically.
 
 from __future__ import annotations
 
+import shutil
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -15,7 +16,7 @@ from kbase.retrieval.build_stages import Writers, bm25_stage, embed_batch, upser
 from kbase.retrieval.chunk_ids import dense_chunks, dense_ids, gc_paused, ids_of
 from kbase.retrieval.collect import collect_entries, parser_fingerprint
 from kbase.retrieval.previous import Previous
-from kbase.retrieval.store_writer import StoreWriter, min_chunks
+from kbase.retrieval.store_writer import StoreWriters, min_chunks
 
 from kbase.schema import Chunk, Entry, Problem
 
@@ -37,6 +38,7 @@ class IndexReport:
     seconds: dict[str, float] = field(default_factory=dict)
     generation: str = ""
     backend: str = ""  # what embedded this run's chunks: onnxruntime or torch
+    store_writers: int = 0  # writer processes of a large build (store_writer.py), 0 inline
 
     def as_dict(self) -> dict:
         return {
@@ -49,6 +51,7 @@ class IndexReport:
             "problems": [p.model_dump() for p in self.problems],
             "seconds": {k: round(v, 3) for k, v in self.seconds.items()},
             "generation": self.generation,
+            "store_writers": self.store_writers,
             "backend": self.backend,
         }
 
@@ -120,6 +123,7 @@ def _build_index(
     dense_model: str,
 ) -> IndexReport:
     from kbase.retrieval import generations as G
+    from kbase.retrieval import vectors as V
     from kbase.retrieval.vector_files import GenVectors
     from kbase.retrieval.vectors import VectorStore, partition_key
 
@@ -162,7 +166,7 @@ def _build_index(
         t1 = time.perf_counter()
         if progress:
             progress("comparing with the index", 0, 0)
-        store_where = chroma_url or "embedded"
+        store_where = chroma_url or V.LAYOUT
         prev_vecs = GenVectors(prev.path) if prev is not None else None
         # The previous generation's vector files say which vectors exist, without asking Chroma
         # for every id; trusted only when they were written against the same store.
@@ -171,7 +175,7 @@ def _build_index(
             and prev_vecs.ok
             and prev is not None
             and prev.meta.get("vector_store") == store_where
-            and (chroma_url is not None or (home / "chroma").is_dir())
+            and (chroma_url is not None or (home / V.PARTS_DIR).is_dir())
         )
         stores: list[Any] = []
 
@@ -244,7 +248,10 @@ def _build_index(
             # an edited entry's chunks whose text did not change keep their vectors
             kept = prevs.kept_vectors(
                 todo,
-                prev_vecs if trust_files and same_recipe else None,
+                # a vector id names its text, model and recipe, so the files' vectors hold
+                # whichever store they were written against: a store moved to another layout
+                # (or server) is filled from them without embedding again
+                prev_vecs if prev_vecs is not None and prev_vecs.ok and same_recipe else None,
                 dense_chunks,
                 partition_key,
             )
@@ -257,7 +264,12 @@ def _build_index(
                 # started before the model loads so that its imports overlap the loading
                 if stores:
                     stores.pop().close()
-                writers.append(StoreWriter(home, chroma_url))
+                sizes: dict[str, int] = {}
+                for e, _ in pending + chunks:
+                    k = partition_key(e.kind, e.repo)
+                    sizes[k] = sizes.get(k, 0) + 1
+                writers.append(StoreWriters(home, chroma_url, sizes))
+                rep.store_writers = writers[0].processes
             sink = (lambda: writers[0]) if writers else store
             if chunks:
                 if progress:
@@ -316,6 +328,9 @@ def _build_index(
             G.write_card_stats(tmp, card_stats)
             G.write_entries(tmp, entries, meta, stored_line=prevs.stored_line, table=prevs.table)
             G.publish(home, gid, tmp)
+            if not chroma_url and prev is not None:
+                if prev.meta.get("vector_store") == V.LEGACY_LAYOUT:  # moved to chroma-parts/
+                    shutil.rmtree(home / V.LEGACY_DIR, ignore_errors=True)
             rep.generation = gid
         rep.seconds["bm25+write"] = time.perf_counter() - t3
         _refresh_onnx(home, embedder_factory, embedder, model_path)

@@ -20,6 +20,7 @@ class LoadedIndex:
         from kbase.retrieval.lexical import Lexical
 
         self.gen_id = gen.gen_id
+        self.vector_store = gen.meta.get("vector_store")  # where its vectors live (vectors.py)
         self.entries: EntryTable = gen.entries
         self._texts = gen.texts
         table = self.entries

@@ -89,7 +89,18 @@ class Previous:
         partition_key: Callable[[str, str | None], str],
     ) -> dict[str, Any]:
         """New chunk id -> the previous vector of a chunk of the same entry with the same title
-        and text (the embedding of an edited entry's unchanged chunks is the same)."""
+        and text (the embedding of an edited entry's unchanged chunks is the same), or of the
+        same chunk id: an id names text, model and recipe, so a vector the files hold for it is
+        the one the store lacks (a store moved to another layout: retrieval/vectors.py).
+        """
+        out: dict[str, Any] = {}
+        if prev_vectors is not None:
+            wanted: dict[str, set[str]] = {}
+            for e in todo:
+                ids = wanted.setdefault(partition_key(e.kind, e.repo), set())
+                ids.update(c.id for c in dense_chunks(e))
+            for key, ids in wanted.items():
+                out.update(prev_vectors.vectors_of(key, ids))
         pairs = []
         for e in todo:
             old = self.by_id.get(e.id)
@@ -101,9 +112,8 @@ class Previous:
                 continue
             pairs.append((e, old))
         if not pairs or prev_vectors is None:
-            return {}
+            return out
         self.fill(old for _, old in pairs)
-        out: dict[str, Any] = {}
         for e, old in pairs:
             have = {c.text: c.id for c in dense_chunks(old) if c.text}
             want = {c.id: have[c.text] for c in dense_chunks(e) if c.text in have}

@@ -144,7 +144,10 @@ class Searcher:
 
     def store(self):
         if self._store is None:
-            self._store = self._store_factory()
+            store = self._store_factory()
+            if hasattr(store, "read_layout") and self._loaded is not None:
+                store.read_layout(self._loaded.vector_store)
+            self._store = store
         return self._store
 
     # ------------------------------------------------------------ retrievers

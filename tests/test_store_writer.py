@@ -15,7 +15,7 @@ import pytest
 from conftest import pr_entry, write_topic_skills
 from kbase.retrieval.indexer import build_index
 from kbase.retrieval.store_writer import StoreWriter, StoreWriterError
-from kbase.retrieval.vectors import VectorStore
+from kbase.retrieval.vectors import PARTS_DIR, VectorStore, part_dir
 
 from kbase.api import KnowledgeBase
 
@@ -28,12 +28,20 @@ def _cards():
     ]
 
 
-def _build(root: Path, home: Path, embedder, threshold: int, chroma_url: str | None = None):
+def _build(
+    root: Path,
+    home: Path,
+    embedder,
+    threshold: int,
+    chroma_url: str | None = None,
+    writers: int = 1,
+):
     os.environ["KBASE_STORE_PROCESS_MIN_CHUNKS"] = str(threshold)
+    os.environ["KBASE_STORE_WRITERS"] = str(writers)
     try:
         return build_index(root, home, lambda: embedder, chroma_url, extra_entries=_cards())
     finally:
-        del os.environ["KBASE_STORE_PROCESS_MIN_CHUNKS"]
+        del os.environ["KBASE_STORE_PROCESS_MIN_CHUNKS"], os.environ["KBASE_STORE_WRITERS"]
 
 
 def _stored(home: Path, chroma_url: str | None = None, collection: str | None = None):
@@ -72,10 +80,13 @@ def root(tmp_path_factory):
     return root
 
 
-def test_writer_process_stores_what_an_inline_build_stores(root, tmp_path, embedder):
-    via = _build(root, tmp_path / "via", embedder, threshold=1)
+@pytest.mark.parametrize("writers", [1, 2])
+def test_writer_process_stores_what_an_inline_build_stores(root, tmp_path, embedder, writers):
+    via = _build(root, tmp_path / "via", embedder, threshold=1, writers=writers)
     inline = _build(root, tmp_path / "inline", embedder, threshold=10**9)
     assert "store_writer" in via.seconds and "store_writer" not in inline.seconds
+    # two partitions (skills, PR repo alpha): with two writers each has a process of its own
+    assert (via.store_writers, inline.store_writers) == (writers, 0)
     assert via.embedded_chunks == inline.embedded_chunks > 24
     a, b = _stored(tmp_path / "via"), _stored(tmp_path / "inline")
     for key in a:
@@ -83,6 +94,9 @@ def test_writer_process_stores_what_an_inline_build_stores(root, tmp_path, embed
         for cid, (vec, md) in a[key].items():
             assert md == b[key][cid][1]
             assert np.allclose(vec, b[key][cid][0], atol=1e-6)
+    # each partition in a Chroma directory of its own, holding that partition alone
+    dirs = sorted(p.name for p in (tmp_path / "via" / PARTS_DIR).iterdir())
+    assert dirs == sorted(part_dir(tmp_path / "via", k).name for k in a)
     # and searches answer the same from either home
     hits = []
     for home in ("via", "inline"):
@@ -95,12 +109,15 @@ def test_writer_process_stores_what_an_inline_build_stores(root, tmp_path, embed
 def test_writer_process_with_a_chroma_server(root, tmp_path, embedder, chroma_server):
     os.environ["KBASE_CHROMA_COLLECTION"] = "writer_test"
     try:
-        rep = _build(root, tmp_path / "home", embedder, threshold=1, chroma_url=chroma_server.url)
+        rep = _build(
+            root, tmp_path / "home", embedder, threshold=1, chroma_url=chroma_server.url, writers=2
+        )
         stored = _stored(tmp_path / "home", chroma_server.url, "writer_test")
     finally:
         del os.environ["KBASE_CHROMA_COLLECTION"]
-    assert "store_writer" in rep.seconds
+    assert "store_writer" in rep.seconds and rep.store_writers == 2
     assert len(stored["pr--alpha"]) == 24 and stored["skill"]
+    assert not (tmp_path / "home" / PARTS_DIR).exists()  # the server holds every partition
 
 
 def test_a_failing_writer_says_why(tmp_path):
