@@ -207,3 +207,31 @@ def test_a_mine_with_work_loads_neither_the_cli_framework_nor_numpy(tmp_path):
     assert "kbase.ingest.mining" in mods and "kbase.mine_cli" in mods
     assert not _heavy(mods) and not _areas(mods)
     assert not [m for m in ("typer", "click", "numpy", "rich") if m in mods]
+
+
+def test_a_mine_reads_its_recipe_from_the_twin_until_the_yaml_changes(tmp_path):
+    """A recipe loaded once is read from its JSON twin (by SHA-256) after that, and cards read
+    back only through fast_meta: an incremental mine never imports PyYAML. An edited recipe
+    is parsed again, and its new families shape the cards."""
+    repo, git = _git_repo(tmp_path)
+    git("init", "-q", "-b", "main")
+    root = tmp_path / "kb"
+    (root / "pr_archive" / "recipes").mkdir(parents=True)
+    recipe = root / "pr_archive" / "recipes" / "demo.yaml"
+    recipe.write_text("name: demo\nfamilies:\n  gemm: ['csrc/gemm/**']\n")
+    args = ("mine", "--repo", str(repo), "--name", "demo", "--root", str(root), "--json")
+    modes = []
+    for n, rel in enumerate(("csrc/gemm/a.cu", "csrc/attn/b.cu", "csrc/attn/c.cu")):
+        (repo / rel).parent.mkdir(parents=True, exist_ok=True)
+        (repo / rel).write_text(f"__global__ void k{n}() {{}}\n")
+        git("add", ".")
+        git("-c", "user.name=t", "-c", "user.email=t@e", "commit", "-qm", f"kernel {n} (#{n + 1})")
+        if n == 2:  # the recipe changes: parsed again
+            recipe.write_text(recipe.read_text() + "  attn: ['csrc/attn/**']\n")
+        out, mods = _loaded(*args)
+        assert out.returncode == 0, out.stderr
+        modes.append((json.loads(out.stdout)["mode"], "yaml" in mods))
+    assert modes == [("full", True), ("incremental", False), ("full", True)]
+    assert len(list((root / ".kbase" / "cache" / "recipes").glob("*.json"))) == 2
+    card = (root / "pr_archive" / "demo" / "2.md").read_text()
+    assert "attn" in card  # mined under the edited recipe
