@@ -105,6 +105,8 @@ class DefsCache:
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             self._db = self._open(path, code_version())
+        except sqlite3.OperationalError:  # locked by another mine past the timeout, ...
+            self._db = None
         except sqlite3.DatabaseError:
             # not a database, or damaged (a power cut while the OS held unwritten pages): a
             # cache may be lost, so a new one replaces it
