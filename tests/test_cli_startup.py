@@ -235,3 +235,29 @@ def test_a_mine_reads_its_recipe_from_the_twin_until_the_yaml_changes(tmp_path):
     assert len(list((root / ".kbase" / "cache" / "recipes").glob("*.json"))) == 2
     card = (root / "pr_archive" / "demo" / "2.md").read_text()
     assert "attn" in card  # mined under the edited recipe
+
+
+def test_a_finished_mine_exits_without_tearing_the_interpreter_down(tmp_path):
+    """kbase.cli.entry skips the interpreter's teardown (atexit handlers, freeing every object)
+    after a mine that finished, once its output is flushed; other commands exit as usual."""
+    repo, git = _git_repo(tmp_path)
+    git("init", "-q", "-b", "main")
+    (repo / "kernel.cu").write_text("__global__ void k() {}\n")
+    git("add", ".")
+    git("-c", "user.name=t", "-c", "user.email=t@e", "commit", "-qm", "add a kernel (#1)")
+    root = tmp_path / "kb"
+    (root / "pr_archive").mkdir(parents=True)
+    driver = (
+        "import atexit, sys; atexit.register(lambda: sys.stderr.write('TEARDOWN'));"
+        "sys.argv = ['kbase', *sys.argv[1:]]; from kbase.cli import entry; entry()"
+    )
+    mine = ["mine", "--repo", str(repo), "--name", "demo", "--root", str(root), "--json"]
+    for args, torn_down in ((mine, False), (["list", "--root", str(root), "--json"], True)):
+        out = subprocess.run(
+            [sys.executable, "-c", driver, *args], capture_output=True, text=True, timeout=120
+        )
+        assert out.returncode == 0, out.stderr
+        assert ("TEARDOWN" in out.stderr) is torn_down, (args[0], out.stderr[-500:])
+    assert json.loads(out.stdout) is not None
+    report = (root / "pr_archive" / "demo" / ".state.json").read_text()
+    assert json.loads(report)["commits_mined"] == 1  # written whole before the exit
