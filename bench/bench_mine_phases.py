@@ -97,7 +97,9 @@ def child(argv: list[str]) -> None:
             rows.append({"phase": label, "depth": depth, "calls": int(got[0]), "wall": got[1],
                          "cpu": got[2], "git_cpu": got[3]})  # fmt: skip
     total = _row("in process", 0, 1, t0, end)
-    print(json.dumps({"rows": rows, "total": total, "report": report}))
+    print(json.dumps({"rows": rows, "total": total, "report": report}), flush=True)
+    sys.stderr.flush()
+    os._exit(0)  # as kbase.cli.entry ends a finished mine: no interpreter teardown
 
 
 def _row(label: str, depth: int, calls: int, a: tuple, b: tuple) -> dict:
