@@ -45,7 +45,9 @@ def recipe_key(recipe: Recipe) -> str:
 
 def card_key(packed_commit: tuple, recipe: str) -> str:
     """`packed_commit`: logrun.pack_commit of the facts; `recipe`: `recipe_key`. The facts are
-    digested through repr, which (unlike marshal) writes equal values as equal bytes."""
-    text = repr(packed_commit).encode("utf-8", "backslashreplace")
+    digested through repr, which (unlike marshal) writes equal values as equal bytes. The card
+    code's version is digested too: the `cards` version row empties the table when it changes,
+    but the cache is written without fsync, so after a power cut an old row could come back."""
+    text = repr(packed_commit).encode("utf-8", "backslashreplace") + card_version().encode()
     digest = hashlib.blake2b(text, digest_size=16).hexdigest()
     return f"{packed_commit[0]}:{recipe}:{digest}"

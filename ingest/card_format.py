@@ -30,13 +30,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
-import yaml
-from kbase.ingest.safe_yaml import MAX_DEPTH, too_deep_line
-
 from kbase.errors import KbaseError
 from kbase.schema import PRCard
-
-_Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 NOTES_HEADING = "## Notes"
 NOTES_PLACEHOLDER = (
@@ -79,21 +74,9 @@ def split_card(text: str) -> CardText:
     body_start = end + 5
     body_line = yaml_text.count("\n") + 3
     body = text[body_start:]
-    try:
-        meta = fast_meta(yaml_text)
-        if meta is None:
-            deep = too_deep_line(yaml_text)  # libyaml would overflow the C stack first
-            if deep is not None:
-                raise CardError(f"YAML nests deeper than {MAX_DEPTH} levels", deep + 2)
-            meta = yaml.load(yaml_text, Loader=_Loader)
-    except RecursionError:  # thousands of nested brackets: reject the card, not the index run
-        raise CardError("malformed YAML: nested too deeply", 2) from None
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        raise CardError(
-            f"malformed YAML: {getattr(exc, 'problem', None) or exc}",
-            mark.line + 2 if mark is not None else 1,
-        ) from None
+    meta = fast_meta(yaml_text)
+    if meta is None:
+        meta = _yaml_meta(yaml_text)
     if not isinstance(meta, dict):
         raise CardError("front-matter must be a YAML mapping", 2)
     m = _NOTES_RE.search(body)
@@ -111,6 +94,27 @@ def split_card(text: str) -> CardText:
         notes=notes,
         notes_line=notes_line,
     )
+
+
+def _yaml_meta(yaml_text: str) -> Any:
+    """Front-matter `fast_meta` does not read (hand-edited, not as kbase writes it), by PyYAML:
+    imported only then, so a mine, which reads back only cards it wrote, never imports it."""
+    import yaml
+    from kbase.ingest.safe_yaml import MAX_DEPTH, too_deep_line
+
+    try:
+        deep = too_deep_line(yaml_text)  # libyaml would overflow the C stack first
+        if deep is not None:
+            raise CardError(f"YAML nests deeper than {MAX_DEPTH} levels", deep + 2)
+        return yaml.load(yaml_text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))  # noqa: S506
+    except RecursionError:  # thousands of nested brackets: reject the card, not the index run
+        raise CardError("malformed YAML: nested too deeply", 2) from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        raise CardError(
+            f"malformed YAML: {getattr(exc, 'problem', None) or exc}",
+            mark.line + 2 if mark is not None else 1,
+        ) from None
 
 
 _INT = re.compile(r"^-?[0-9]+$")

@@ -62,5 +62,31 @@ def main() -> None:
     run()
 
 
-if __name__ == "__main__":
+def entry() -> None:
+    """The `kbase` console script (and `python -m kbase.cli`): `main`, then, after a mine that
+    finished, an exit that skips tearing the interpreter down: freeing the mine's pydantic
+    schemas, parsers and modules object by object cost ~0.1 s of CPU after the last byte was
+    written (issue #12: 10 new commits in under 1 s). Every file the mine wrote is closed and
+    renamed into place by then, and its git processes reaped; the output is flushed here, and
+    a process with other threads still running (or logging handlers) exits the usual way."""
+    import sys
+
     main()
+    if sys.argv[1:2] != ["mine"] or "logging" in sys.modules:
+        return
+    import threading
+
+    if threading.active_count() > 1:
+        return
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        return  # a closed or broken stream: the usual exit reports it
+    import os
+
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    entry()

@@ -611,10 +611,14 @@ class Recipe(Model):
                 raise ValueError(f"family {fam!r}: use lowercase letters, digits, '.', '_' or '-'")
             if not globs or not all(isinstance(g, str) and g.strip() for g in globs):
                 raise ValueError(f"family {fam!r} needs a non-empty list of path globs")
-            from kbase.globs import compile_glob
+            from kbase.globs import compile_glob, compile_globs
 
-            for g in globs:
-                compile_glob(g)  # raises ValueError on a malformed pattern
+            try:  # the family's matcher (Recipe.matcher) compiles, and is kept, or ...
+                compile_globs(tuple(globs))
+            except Exception:  # ... the glob that fails says so: ValueError on a malformed one
+                for g in globs:
+                    compile_glob(g)
+                raise
         return v
 
     def pr_url(self, pr: int) -> str | None:

@@ -152,6 +152,19 @@ def test_a_damaged_or_outdated_cache_is_ignored(tmp_path):
     broken = mine(tmp_path / "repo", root, RECIPE, full=True)
     assert broken.blobs_parsed > 0 and not broken.warnings
     assert _cards(root) == cards
+    # the file that was not a database was replaced by a working cache
+    assert mine(tmp_path / "repo", root, RECIPE, full=True).commits_cached > 0
+
+    # values damaged in place (what a power cut can leave of pages written without fsync)
+    # fail their checksum and are mined again, to the same cards
+    db = sqlite3.connect(path)
+    for table in ("defs", "changes", "commits", "cards"):
+        db.execute(f"UPDATE {table} SET data = x'7801' || substr(data, 3, 5) || x'00ff00ff'")
+    db.commit()
+    db.close()
+    damaged = mine(tmp_path / "repo", root, RECIPE, full=True)
+    assert damaged.commits_cached == 0 and damaged.blobs_parsed > 0
+    assert _cards(root) == cards
 
 
 def test_encoding_round_trips_both_parsers(tmp_path):

@@ -207,3 +207,57 @@ def test_a_mine_with_work_loads_neither_the_cli_framework_nor_numpy(tmp_path):
     assert "kbase.ingest.mining" in mods and "kbase.mine_cli" in mods
     assert not _heavy(mods) and not _areas(mods)
     assert not [m for m in ("typer", "click", "numpy", "rich") if m in mods]
+
+
+def test_a_mine_reads_its_recipe_from_the_twin_until_the_yaml_changes(tmp_path):
+    """A recipe loaded once is read from its JSON twin (by SHA-256) after that, and cards read
+    back only through fast_meta: an incremental mine never imports PyYAML. An edited recipe
+    is parsed again, and its new families shape the cards."""
+    repo, git = _git_repo(tmp_path)
+    git("init", "-q", "-b", "main")
+    root = tmp_path / "kb"
+    (root / "pr_archive" / "recipes").mkdir(parents=True)
+    recipe = root / "pr_archive" / "recipes" / "demo.yaml"
+    recipe.write_text("name: demo\nfamilies:\n  gemm: ['csrc/gemm/**']\n")
+    args = ("mine", "--repo", str(repo), "--name", "demo", "--root", str(root), "--json")
+    modes = []
+    for n, rel in enumerate(("csrc/gemm/a.cu", "csrc/attn/b.cu", "csrc/attn/c.cu")):
+        (repo / rel).parent.mkdir(parents=True, exist_ok=True)
+        (repo / rel).write_text(f"__global__ void k{n}() {{}}\n")
+        git("add", ".")
+        git("-c", "user.name=t", "-c", "user.email=t@e", "commit", "-qm", f"kernel {n} (#{n + 1})")
+        if n == 2:  # the recipe changes: parsed again
+            recipe.write_text(recipe.read_text() + "  attn: ['csrc/attn/**']\n")
+        out, mods = _loaded(*args)
+        assert out.returncode == 0, out.stderr
+        modes.append((json.loads(out.stdout)["mode"], "yaml" in mods))
+    assert modes == [("full", True), ("incremental", False), ("full", True)]
+    assert len(list((root / ".kbase" / "cache" / "recipes").glob("*.json"))) == 2
+    card = (root / "pr_archive" / "demo" / "2.md").read_text()
+    assert "attn" in card  # mined under the edited recipe
+
+
+def test_a_finished_mine_exits_without_tearing_the_interpreter_down(tmp_path):
+    """kbase.cli.entry skips the interpreter's teardown (atexit handlers, freeing every object)
+    after a mine that finished, once its output is flushed; other commands exit as usual."""
+    repo, git = _git_repo(tmp_path)
+    git("init", "-q", "-b", "main")
+    (repo / "kernel.cu").write_text("__global__ void k() {}\n")
+    git("add", ".")
+    git("-c", "user.name=t", "-c", "user.email=t@e", "commit", "-qm", "add a kernel (#1)")
+    root = tmp_path / "kb"
+    (root / "pr_archive").mkdir(parents=True)
+    driver = (
+        "import atexit, sys; atexit.register(lambda: sys.stderr.write('TEARDOWN'));"
+        "sys.argv = ['kbase', *sys.argv[1:]]; from kbase.cli import entry; entry()"
+    )
+    mine = ["mine", "--repo", str(repo), "--name", "demo", "--root", str(root), "--json"]
+    for args, torn_down in ((mine, False), (["list", "--root", str(root), "--json"], True)):
+        out = subprocess.run(
+            [sys.executable, "-c", driver, *args], capture_output=True, text=True, timeout=120
+        )
+        assert out.returncode == 0, out.stderr
+        assert ("TEARDOWN" in out.stderr) is torn_down, (args[0], out.stderr[-500:])
+    assert json.loads(out.stdout) is not None
+    report = (root / "pr_archive" / "demo" / ".state.json").read_text()
+    assert json.loads(report)["commits_mined"] == 1  # written whole before the exit
