@@ -39,7 +39,12 @@ def _glob_body(pattern: str) -> str:
             inner = pattern[i + 1 : j]
             if inner.startswith("!"):
                 inner = "^" + inner[1:]
-            out.append("[" + inner.replace("\\", "\\\\") + "]")
+            cls = "[" + inner.replace("\\", "\\\\") + "]"
+            try:  # a class alone compiles in microseconds; a reversed range must not crash later
+                re.compile(cls)
+            except re.error as exc:
+                raise ValueError(f"glob {pattern!r}: bad character class {cls!r} ({exc})") from None
+            out.append(cls)
             i = j + 1
         else:
             out.append(re.escape(c))

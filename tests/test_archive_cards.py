@@ -318,6 +318,11 @@ def test_recipe_errors_name_line_and_field(tmp_path):
     p.write_text("name: demo\nfamilies: [unclosed\n")
     with pytest.raises(RecipeError, match="malformed YAML"):
         load_recipe_file(p)
+    # a reversed range in a character class is the recipe's error, not re.error from the miner
+    p.write_text("name: demo\nfamilies:\n  norm:\n    - csrc/norm.cu\n    - csrc/[z-a]*.cu\n")
+    with pytest.raises(RecipeError, match=r"bad character class") as ei:
+        load_recipe_file(p)
+    assert [(pr.field, pr.line) for pr in ei.value.problems] == [("families", 2)]
 
 
 @pytest.mark.parametrize("name", ["lmdeploy", "flashinfer", "vllm", "sglang"])
