@@ -152,6 +152,25 @@ def test_the_fast_search_path_answers_exactly_as_the_typer_command(embedder, tmp
         if args in answered:
             hits = json.loads(fast.stdout)["hits"]
             assert fast.returncode == 0 and bool(hits) == ("--since=2024-01-01" not in args)
+            # a process of its own leaves with os._exit once the answer is flushed (kbase.cli)
+            own = subprocess.run(
+                [sys.executable, "-m", "kbase.cli", *args],
+                capture_output=True,
+                text=True,
+                env=env,
+                timeout=120,
+            )
+            assert (own.returncode, own.stdout, own.stderr) == (0, typed.stdout, typed.stderr)
+
+
+def test_the_kbase_script_is_the_entry_that_leaves_at_once():
+    """The console script runs kbase.cli.script (main with os._exit after a fast search); the
+    test above runs the same function through `python -m kbase.cli`."""
+    import tomllib
+    from pathlib import Path
+
+    project = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text())
+    assert project["project"]["scripts"]["kbase"] == "kbase.cli:script"
 
 
 def _git_repo(tmp_path):
