@@ -45,7 +45,12 @@ class KnowledgeBase(ValidateAPI, ArchiveAPI, ExperienceAPI):
         home: str | os.PathLike[str] | None = None,
         model_path: str | None = None,
         chroma_url: str | None = None,
+        one_query: bool = False,
     ):
+        """`one_query`: this process answers one search and ends (a CLI search), so the query
+        model starts as fast as it can rather than answering many queries fast (retrieval/
+        onnx_query.py, prepack)."""
+        self.one_query = one_query
         self.settings = Settings.load(
             root=root, home=home, model_path=model_path, chroma_url=chroma_url
         )
@@ -94,7 +99,10 @@ class KnowledgeBase(ValidateAPI, ArchiveAPI, ExperienceAPI):
                 model_path = self.settings.model_path or (
                     default_model_path() if model_installed() else ""
                 )
-                self._query_embedder = load_query_embedder(self.home, model_path) or self.embedder()
+                self._query_embedder = (
+                    load_query_embedder(self.home, model_path, prepack=not self.one_query)
+                    or self.embedder()
+                )
         return self._query_embedder
 
     def _load_query_embedder_aside(self) -> threading.Thread:

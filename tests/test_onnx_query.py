@@ -102,6 +102,17 @@ def test_onnx_query_vectors_match_sentence_transformers(onnx_dir, embedder):
         assert _cos_dist(v, ox.embed_query(q)) < 1e-6
 
 
+def test_a_one_query_session_gives_the_same_vectors_unpacked(onnx_dir):
+    """prepack=False (a CLI search's session: its weights are not packed for the matrix
+    products) answers what a packed session does, to the last bits of a float32."""
+    packed = OQ.OnnxQueryEmbedder(onnx_dir)
+    unpacked = OQ.OnnxQueryEmbedder(onnx_dir, prepack=False)
+    for q in QUERIES:
+        assert _cos_dist(unpacked.embed_query(q), packed.embed_query(q)) < 1e-6, q
+    a, b = packed.embed_batch(QUERIES[:4]), unpacked.embed_batch(QUERIES[:4])
+    assert np.abs(a - b).max() < 1e-5
+
+
 def test_load_query_embedder_rejects_a_stale_or_missing_export(onnx_dir, embedder, tmp_path):
     home = tmp_path / "home"
     assert OQ.load_query_embedder(home, embedder.model_path) is None  # nothing exported

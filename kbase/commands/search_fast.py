@@ -81,7 +81,7 @@ def fast_search(argv: list[str]) -> int | None:
         )
         from kbase.api import KnowledgeBase
 
-        base = KnowledgeBase(root=args.root)
+        base = KnowledgeBase(root=args.root, one_query=True)
         if not base.is_indexed():
             return None  # the first search builds the index, with typer's progress and report
         result = base.query(q)
