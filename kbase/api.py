@@ -325,11 +325,12 @@ class KnowledgeBase(ValidateAPI, ArchiveAPI, ExperienceAPI):
     def _check_archive_names(self, q: SearchQuery) -> None:
         """An archive repo or family/category tag that nothing in the index has is a typo."""
         from kbase.search_query import ARCHIVE_TAG_KEYS
-        from kbase.suggest import did_you_mean
 
         asked = [t for t in q.tags if t.split("=", 1)[0] in ARCHIVE_TAG_KEYS]
         if not q.repo and not asked:
             return
+        from kbase.suggest import did_you_mean  # difflib: only for a filter to check
+
         idx = self.searcher().index() if self.is_indexed() else None
         known = (
             idx.tags_with_keys(tuple(ARCHIVE_TAG_KEYS))  # cached per generation

@@ -3,7 +3,6 @@ layout of bm25s (whose scores it reproduces; tests/test_lexical_reader.py)."""
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -13,8 +12,6 @@ from kbase.retrieval.bm25_pairs import TF_FILE, PrevPairs, all_pairs, gather, me
 from kbase.retrieval.tokenize import tokens
 
 from kbase.schema import Chunk
-
-logging.getLogger("bm25s").setLevel(logging.ERROR)
 
 
 def chunk_tokens(chunk: Chunk, title: str) -> list[str]:
