@@ -93,6 +93,9 @@ def test_a_search_of_an_existing_index_loads_nothing_heavy(embedder, tmp_path):
     # parser (the data files' JSON twins are read instead)
     assert "markdown_it" not in mods and "kbase.ingest.skills" not in mods
     assert "yaml" not in mods
+    # nor what a cold search used to import for nothing (issue #11): logging (through
+    # concurrent.futures) and difflib (no filter to suggest names for)
+    assert not {"logging", "concurrent", "difflib"} & mods
 
 
 def _tops(mods: set[str]) -> set[str]:

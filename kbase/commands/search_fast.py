@@ -61,6 +61,11 @@ def fast_search(argv: list[str]) -> int | None:
     args = parse(argv)
     if args is None:
         return None
+    # pydantic looks for plugins in the entry points of every installed distribution when it
+    # builds its first validator: ~20 ms of a cold search here. Plugins observe validation for
+    # an application's telemetry; a one-shot search has none to give. (pydantic's documented
+    # switch; a value the user set is kept.)
+    os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
     from kbase.errors import KbaseError
 
     try:
