@@ -28,7 +28,8 @@ from common import write_result  # noqa: E402
 
 # One cold search, step by step; prints {stage: [wall s, cpu s]} as JSON on its last line.
 STAGES = r"""
-import json, sys, time
+import gc, json, sys, time
+gc.disable()  # as kbase/commands/search_fast.py does
 t0 = time.perf_counter(); c0 = time.process_time(); out = {}; last = [t0, c0]
 def mark(name):
     t, c = time.perf_counter(), time.process_time()

@@ -166,6 +166,23 @@ def test_the_fast_search_path_answers_exactly_as_the_typer_command(embedder, tmp
             assert (own.returncode, own.stdout, own.stderr) == (0, typed.stdout, typed.stderr)
 
 
+def test_the_fast_path_turns_the_garbage_collector_back_on(tmp_path, monkeypatch):
+    """fast_search runs with the cyclic collector off (a one-shot search) and turns it back on
+    when it leaves it to typer, which may then build an index: here nothing is indexed yet."""
+    import gc
+
+    from kbase.commands.search_fast import fast_search
+
+    root = tmp_path / "kb"
+    write_topic_skills(root)
+    monkeypatch.setenv("KBASE_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("PYDANTIC_DISABLE_PLUGINS", "__all__")  # what fast_search sets, undone
+    assert gc.isenabled()
+    assert fast_search(["search", "warp reduction", "--json", "--root", str(root)]) is None
+    assert gc.isenabled()
+    assert not (tmp_path / "home" / "CURRENT").exists()
+
+
 def test_the_kbase_script_is_the_entry_that_leaves_at_once():
     """The console script runs kbase.cli.script (main with os._exit after a fast search); the
     test above runs the same function through `python -m kbase.cli`."""
