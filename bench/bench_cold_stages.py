@@ -39,6 +39,7 @@ import kbase.schema; mark("import pydantic + kbase.schema")
 from kbase.commands.search_fast import parse
 args = parse(["search", sys.argv[1], "--json"])
 import os; os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
+from kbase.commands.plugins_off import skip_plugin_loader; skip_plugin_loader()
 from kbase.envspec import parse_env
 q = kbase.schema.SearchQuery.parse(env=parse_env(None), query=args.query, k=args.k)
 mark("SearchQuery.parse (first validator)")
