@@ -134,12 +134,19 @@ class OnnxQueryEmbedder:
     """`embed_query(text)` with onnxruntime; the same vector as Embedder.embed_query."""
 
     def __init__(
-        self, onnx_dir: str | os.PathLike, threads: int | None = None, prepack: bool = True
+        self,
+        onnx_dir: str | os.PathLike,
+        threads: int | None = None,
+        prepack: bool = True,
+        optimize: bool | None = None,
     ):
         """`prepack=False`: for a process that embeds one query (a CLI search). Packing the
         weights for the matrix products was ~75% of the session's start-up here and pays back
         only over many queries; an unpacked session costs ~10 ms more per query, and its
-        vectors differ from a packed one's in the last bits (cosine distance ~1e-10)."""
+        vectors differ from a packed one's in the last bits (cosine distance ~1e-10).
+        `optimize` (default: as prepack): run ORT's graph optimizers again at load. The export
+        is their output already (_optimize); on it they change nothing (the same vectors, to
+        the bit: tests/test_onnx_query.py) and took ~15 ms of a one-query session's start."""
         # model.onnx is ORT's optimized graph with external weights (model.onnx.data); see
         # _optimize.
         import onnxruntime as ort
@@ -171,7 +178,12 @@ class OnnxQueryEmbedder:
         # ORT's worker threads otherwise spin for a while after each run, and on a small machine
         # they take the CPU from the vector query that follows every embedding (issue #11).
         opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
-        opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        level = prepack if optimize is None else optimize
+        opts.graph_optimization_level = (
+            ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+            if level
+            else ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+        )
         opts.log_severity_level = 3
         if not prepack:
             opts.add_session_config_entry("session.disable_prepacking", "1")
