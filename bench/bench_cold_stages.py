@@ -34,7 +34,8 @@ t0 = time.perf_counter(); c0 = time.process_time(); out = {}; last = [t0, c0]
 def mark(name):
     t, c = time.perf_counter(), time.process_time()
     out[name] = [t - last[0], c - last[1]]; last[:] = [t, c]
-import numpy; mark("import numpy")
+from kbase.commands.search_fast import _one_blas_thread
+_one_blas_thread(); import numpy; mark("import numpy (one BLAS thread)")
 import kbase.schema; mark("import pydantic + kbase.schema")
 from kbase.commands.search_fast import parse
 args = parse(["search", sys.argv[1], "--json"])

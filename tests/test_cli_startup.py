@@ -214,6 +214,27 @@ def test_pydantic_plugins_off_skip_the_loader_and_on_again_load_it():
     assert on == [[], True, "pydantic"] and kind == "module"
 
 
+ONE_BLAS_THREAD = """
+import json, os
+from kbase.commands.search_fast import _one_blas_thread
+_one_blas_thread()
+import numpy  # loaded already, unless the user chose a thread count
+from threadpoolctl import threadpool_info
+blas = [i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"]
+print(json.dumps([blas, sorted(k for k in os.environ if k.endswith("_NUM_THREADS"))]))
+"""
+
+
+def test_a_fast_search_loads_numpy_with_one_blas_thread_and_leaves_the_environment_be():
+    env = {k: v for k, v in os.environ.items() if not k.endswith("_NUM_THREADS")}
+    run = [sys.executable, "-c", ONE_BLAS_THREAD]
+    out = subprocess.run(run, capture_output=True, text=True, check=True, env=env)
+    assert json.loads(out.stdout) == [[1], []]
+    env["OMP_NUM_THREADS"] = "2"  # the user's choice stands
+    out = subprocess.run(run, capture_output=True, text=True, check=True, env=env)
+    assert json.loads(out.stdout) == [[2], ["OMP_NUM_THREADS"]]
+
+
 def test_the_kbase_script_is_the_entry_that_leaves_at_once():
     """The console script runs kbase.cli.script (main with os._exit after a fast search); the
     test above runs the same function through `python -m kbase.cli`."""

@@ -69,6 +69,7 @@ def fast_search(argv: list[str]) -> int | None:
     from kbase.commands.plugins_off import skip_plugin_loader
 
     skip_plugin_loader()
+    _one_blas_thread()
     import gc
 
     # A cold search makes a few hundred thousand objects (pydantic's schemas, the index's
@@ -82,6 +83,28 @@ def fast_search(argv: list[str]) -> int | None:
     finally:
         if enabled:
             gc.enable()
+
+
+# what OpenBLAS reads for its thread count, in its order; one set by the user is left alone
+_BLAS_THREADS = ("OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS", "OMP_NUM_THREADS")
+
+
+def _one_blas_thread() -> None:
+    """numpy with one OpenBLAS thread. Loading OpenBLAS starts a thread per core, which spun for
+    ~0.1 s of CPU while numpy was imported here (2 cores: CPU time above wall time), taking it
+    from the search's own two threads on a busy machine (issue #11). A search's only BLAS call
+    is a matrix-vector product over a vector file, whose every row one thread computes either
+    way (the same scores, to the bit). OpenBLAS reads the variable once, when it loads; it is
+    removed again so that child processes see the environment as it was."""
+    import sys
+
+    if "numpy" in sys.modules or any(v in os.environ for v in _BLAS_THREADS):
+        return
+    os.environ["OPENBLAS_NUM_THREADS"] = "1"
+    try:
+        import numpy  # noqa: F401
+    finally:
+        del os.environ["OPENBLAS_NUM_THREADS"]
 
 
 def _answer(args: argparse.Namespace) -> int | None:
