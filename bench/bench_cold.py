@@ -44,7 +44,7 @@ from rich.table import Table  # noqa: E402
 
 
 def _side_by_side(
-    cmds: dict[str, list[str]], pys: dict[str, str], envs: dict[str, dict], runs: int
+    cmds: dict[str, list[str]], pys: dict[str, str], envs: dict[str, dict], runs: int, cwd: Path
 ) -> dict:
     """{command name: {interpreter label: _wall figures}}, the interpreters alternating."""
     out: dict[str, dict] = {}
@@ -53,7 +53,7 @@ def _side_by_side(
         for i in range(runs):
             for label, py in pys.items():
                 args = [a.replace("{i}", f"{label}{i}") for a in cmd]
-                per[label].append(_wall([py, *args], envs[label], 1))
+                per[label].append(_wall([py, *args], envs[label], 1, cwd))
         out[name] = {
             label: {
                 "median_s": round(statistics.median(r["median_s"] for r in rs), 3),
@@ -65,10 +65,11 @@ def _side_by_side(
     return out
 
 
-def _wall(cmd: list[str], env: dict, runs: int) -> dict:
+def _wall(cmd: list[str], env: dict, runs: int, cwd: Path) -> dict:
     """Median wall time of runs, and the child's CPU time (user + sys): on a machine shared
     with other jobs the wall time mostly measures the queue; the CPU time is what the command
-    costs, and about its wall time on an idle machine (start-up is one thread)."""
+    costs, and about its wall time on an idle machine (start-up is one thread). `cwd`: not a
+    checkout, whose kbase/ `python -m` would import ahead of the interpreter's own."""
     import resource
 
     times, cpus = [], []
@@ -76,7 +77,7 @@ def _wall(cmd: list[str], env: dict, runs: int) -> dict:
         args = [a.replace("{i}", str(i)) for a in cmd]
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
         t = time.perf_counter()
-        subprocess.run(args, check=True, capture_output=True, env=env)
+        subprocess.run(args, check=True, capture_output=True, env=env, cwd=cwd)
         times.append(time.perf_counter() - t)
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
         cpus.append(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
@@ -181,9 +182,9 @@ def main() -> None:
     }
     for label, py in pys.items():  # fills the bytecode cache and the status cache
         for cmd in cmds.values():
-            _wall([py, *[a.replace("{i}", "warm-up") for a in cmd]], envs[label], 1)
+            _wall([py, *[a.replace("{i}", "warm-up") for a in cmd]], envs[label], 1, work)
     load_avg = [round(x, 2) for x in os.getloadavg()]
-    both = _side_by_side(cmds, pys, envs, args.runs)
+    both = _side_by_side(cmds, pys, envs, args.runs, work)
     cold = {name: per["this"] for name, per in both.items()}
 
     kb.index_embedder()  # model load excluded from the re-index

@@ -45,7 +45,12 @@ class KnowledgeBase(ValidateAPI, ArchiveAPI, ExperienceAPI):
         home: str | os.PathLike[str] | None = None,
         model_path: str | None = None,
         chroma_url: str | None = None,
+        one_query: bool = False,
     ):
+        """`one_query`: this process answers one search and ends (a CLI search), so the query
+        model starts as fast as it can rather than answering many queries fast (retrieval/
+        onnx_query.py, prepack)."""
+        self.one_query = one_query
         self.settings = Settings.load(
             root=root, home=home, model_path=model_path, chroma_url=chroma_url
         )
@@ -94,7 +99,10 @@ class KnowledgeBase(ValidateAPI, ArchiveAPI, ExperienceAPI):
                 model_path = self.settings.model_path or (
                     default_model_path() if model_installed() else ""
                 )
-                self._query_embedder = load_query_embedder(self.home, model_path) or self.embedder()
+                self._query_embedder = (
+                    load_query_embedder(self.home, model_path, prepack=not self.one_query)
+                    or self.embedder()
+                )
         return self._query_embedder
 
     def _load_query_embedder_aside(self) -> threading.Thread:
@@ -317,11 +325,12 @@ class KnowledgeBase(ValidateAPI, ArchiveAPI, ExperienceAPI):
     def _check_archive_names(self, q: SearchQuery) -> None:
         """An archive repo or family/category tag that nothing in the index has is a typo."""
         from kbase.search_query import ARCHIVE_TAG_KEYS
-        from kbase.suggest import did_you_mean
 
         asked = [t for t in q.tags if t.split("=", 1)[0] in ARCHIVE_TAG_KEYS]
         if not q.repo and not asked:
             return
+        from kbase.suggest import did_you_mean  # difflib: only for a filter to check
+
         idx = self.searcher().index() if self.is_indexed() else None
         known = (
             idx.tags_with_keys(tuple(ARCHIVE_TAG_KEYS))  # cached per generation

@@ -42,7 +42,11 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-def main() -> None:
+def main(leave_at_once: bool = False) -> None:
+    """`leave_at_once`: a process of its own (the `kbase` script, `python -m kbase.cli`) ends a
+    fast search with os._exit once its answer is flushed. Tearing the interpreter down (the ONNX
+    session, the loaded index, every module) was ~0.2 s of a cold search's CPU time and wall
+    time here (issue #11), and a read-only search has nothing left to finish."""
     import sys
 
     argv = sys.argv[1:]
@@ -56,6 +60,8 @@ def main() -> None:
 
         code = fast_search(argv)
         if code is not None:
+            if leave_at_once:
+                _leave(code)
             raise SystemExit(code)
     from kbase.cli_app import run
 
@@ -63,29 +69,34 @@ def main() -> None:
 
 
 def entry() -> None:
-    """The `kbase` console script (and `python -m kbase.cli`): `main`, then, after a mine that
-    finished, an exit that skips tearing the interpreter down: freeing the mine's pydantic
-    schemas, parsers and modules object by object cost ~0.1 s of CPU after the last byte was
-    written (issue #12: 10 new commits in under 1 s). Every file the mine wrote is closed and
-    renamed into place by then, and its git processes reaped; the output is flushed here, and
-    a process with other threads still running (or logging handlers) exits the usual way."""
+    """The `kbase` console script (and `python -m kbase.cli`): a process of its own, so a fast
+    search, and a mine that finished, leave with os._exit once their output is flushed.
+    Tearing the interpreter down (the ONNX session, the loaded index, pydantic's schemas, the
+    parsers, every module, object by object) cost ~0.2 s of a cold search's CPU and ~0.1 s of a
+    mine's after the last byte was written (issues #11, #12). Every file a mine wrote is closed
+    and renamed into place by then, and its git processes reaped; a process with other threads
+    still running (or logging handlers) exits the usual way."""
     import sys
 
-    main()
+    main(leave_at_once=True)
     if sys.argv[1:2] != ["mine"] or "logging" in sys.modules:
         return
     import threading
 
-    if threading.active_count() > 1:
-        return
+    if threading.active_count() == 1:
+        _leave(0)
+
+
+def _leave(code: int) -> None:
+    import os
+    import sys
+
     try:
         sys.stdout.flush()
         sys.stderr.flush()
-    except (OSError, ValueError):
-        return  # a closed or broken stream: the usual exit reports it
-    import os
-
-    os._exit(0)
+    except BaseException:  # noqa: BLE001 - e.g. a closed pipe: the ordinary exit reports it
+        return
+    os._exit(code)
 
 
 if __name__ == "__main__":

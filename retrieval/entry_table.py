@@ -10,6 +10,7 @@ load builds (the same pydantic validation of the same JSON), and stays cached.
 from __future__ import annotations
 
 import functools
+import mmap
 from collections.abc import Iterator, Sequence
 from typing import Any, overload
 
@@ -65,7 +66,7 @@ class EntryTable(Sequence[Entry]):
     def __init__(
         self,
         columns: dict[str, list[Any]],
-        data: bytes = b"",
+        data: bytes | mmap.mmap = b"",
         offsets: list[int] | None = None,
         entries: list[Entry] | None = None,
     ):
@@ -88,8 +89,9 @@ class EntryTable(Sequence[Entry]):
         self._decoded: dict[int, Entry] = dict(enumerate(entries)) if entries is not None else {}
 
     @classmethod
-    def read(cls, columns: bytes, data: bytes) -> EntryTable:
-        """From a generation's columns.json and entries.jsonl, as write_entries wrote them."""
+    def read(cls, columns: bytes, data: bytes | mmap.mmap) -> EntryTable:
+        """From a generation's columns.json and entries.jsonl (its bytes, or the file mapped into
+        memory), as write_entries wrote them."""
         cols = F.loads(columns)
         return cls(cols, data=data, offsets=cols.get("offsets"))
 
@@ -141,7 +143,7 @@ class EntryTable(Sequence[Entry]):
     def all(self) -> list[Entry]:
         """Every entry (one validation pass over the rest when most are still undecoded)."""
         if len(self._decoded) < len(self):
-            fresh = decode_all(self._data)
+            fresh = decode_all(self._data[:])  # bytes, also of a mapped file
             for i, e in enumerate(fresh):
                 self._decoded.setdefault(i, e)
         return [self._decoded[i] for i in range(len(self))]

@@ -9,6 +9,7 @@ import contextlib
 import fcntl
 import functools
 import json
+import mmap
 import os
 import shutil
 import time
@@ -137,11 +138,10 @@ def load_generation(
             return None
         entries: Sequence[Entry]
         if meta["format"] == FORMAT_VERSION:
-            data = (path / ENTRIES).read_bytes()
             if lazy:
-                entries = EntryTable.read((path / COLUMNS).read_bytes(), data)
+                entries = EntryTable.read((path / COLUMNS).read_bytes(), _mapped(path / ENTRIES))
             else:
-                entries = decode_all(data)
+                entries = decode_all((path / ENTRIES).read_bytes())
         elif (path / LIGHT).exists():
             # pydantic parses and validates the JSON in one pass: ~2x json.loads + model_validate
             entries = _entries_adapter().validate_json((path / LIGHT).read_bytes())
@@ -157,6 +157,17 @@ def load_generation(
         return Generation(gid, path, meta, entries, texts=texts)
     texts.fill(list(enumerate(entries)))
     return Generation(gid, path, meta, entries)
+
+
+def _mapped(path: Path) -> bytes | mmap.mmap:
+    """The file mapped into memory: a search decodes a few dozen of its lines, and reading all
+    of it (7 MB at 6.5k entries) was ~7-10 ms of a cold search. A generation's files are never
+    written again once published (a newer generation is a new folder), so the mapping stays
+    valid, also after the folder is removed."""
+    with open(path, "rb") as f:
+        if os.fstat(f.fileno()).st_size == 0:
+            return b""  # mmap refuses an empty file (an index without entries)
+        return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
 
 
 CARD_STATS = "card_stats.json"

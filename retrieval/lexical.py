@@ -3,18 +3,16 @@ layout of bm25s (whose scores it reproduces; tests/test_lexical_reader.py)."""
 
 from __future__ import annotations
 
-import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
 from kbase.retrieval import fastjson as F
 from kbase.retrieval.bm25_pairs import TF_FILE, PrevPairs, all_pairs, gather, merged_pairs
+from kbase.retrieval.sorted_vocab import SortedVocab, write_sorted
 from kbase.retrieval.tokenize import tokens
 
 from kbase.schema import Chunk
-
-logging.getLogger("bm25s").setLevel(logging.ERROR)
 
 
 def chunk_tokens(chunk: Chunk, title: str) -> list[str]:
@@ -181,6 +179,7 @@ def build_bm25(
     np.save(path / "indices.csc.index.npy", d.astype(np.int32))
     np.save(path / "indptr.csc.index.npy", indptr)
     (path / "vocab.index.json").write_text(_vocab_json(vocab, cache), "utf-8")
+    write_sorted(vocab, path)  # what a searcher reads (retrieval/sorted_vocab.py)
     # exactly the keys bm25s writes, so readers of earlier kbase versions (bm25s.BM25.load)
     # still open an index this one wrote; the tokenizer fingerprint goes in its own file
     params = {
@@ -292,7 +291,10 @@ class Lexical:
         self.data = np.load(path / "data.csc.index.npy", mmap_mode="r")
         self.indices = np.load(path / "indices.csc.index.npy", mmap_mode="r")
         self.indptr = np.load(path / "indptr.csc.index.npy")
-        self.vocab: dict[str, int] = F.loads((path / "vocab.index.json").read_bytes())
+        # the sorted twin when there is one (an index written before it has none)
+        self.vocab: Mapping[str, int] = SortedVocab.read(path, len(self.indptr) - 1) or F.loads(
+            (path / "vocab.index.json").read_bytes()
+        )
 
     def scores(self, query: str) -> np.ndarray:
         ids = [self.vocab[t] for t in self.compounds(tokens(query)) if t in self.vocab]

@@ -40,8 +40,11 @@ class LoadedIndex:
         self.lexical = Lexical(gen.path / "bm25")
         from kbase.retrieval.vectors import partition_key
 
-        pairs = zip(table.kinds, table.repos, strict=True)
-        self.entry_partition = [partition_key(k, r) for k, r in pairs]
+        keys: dict[tuple[str, str | None], str] = {}  # a few (kind, repo) pairs, many entries
+        self.entry_partition = [
+            keys.get(p) or keys.setdefault(p, partition_key(*p))
+            for p in zip(table.kinds, table.repos, strict=True)
+        ]
         self.partitions = sorted(set(self.entry_partition))
         pnum = {k: i for i, k in enumerate(self.partitions)}
         self.entry_part_no = np.asarray([pnum[k] for k in self.entry_partition], dtype=np.int64)

@@ -133,7 +133,20 @@ def is_fresh(onnx_dir: Path, model_path: str, fingerprint: dict | None = None) -
 class OnnxQueryEmbedder:
     """`embed_query(text)` with onnxruntime; the same vector as Embedder.embed_query."""
 
-    def __init__(self, onnx_dir: str | os.PathLike, threads: int | None = None):
+    def __init__(
+        self,
+        onnx_dir: str | os.PathLike,
+        threads: int | None = None,
+        prepack: bool = True,
+        optimize: bool | None = None,
+    ):
+        """`prepack=False`: for a process that embeds one query (a CLI search). Packing the
+        weights for the matrix products was ~75% of the session's start-up here and pays back
+        only over many queries; an unpacked session costs ~10 ms more per query, and its
+        vectors differ from a packed one's in the last bits (cosine distance ~1e-10).
+        `optimize` (default: as prepack): run ORT's graph optimizers again at load. The export
+        is their output already (_optimize); on it they change nothing (the same vectors, to
+        the bit: tests/test_onnx_query.py) and took ~15 ms of a one-query session's start."""
         # model.onnx is ORT's optimized graph with external weights (model.onnx.data); see
         # _optimize.
         import onnxruntime as ort
@@ -165,8 +178,15 @@ class OnnxQueryEmbedder:
         # ORT's worker threads otherwise spin for a while after each run, and on a small machine
         # they take the CPU from the vector query that follows every embedding (issue #11).
         opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
-        opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        level = prepack if optimize is None else optimize
+        opts.graph_optimization_level = (
+            ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+            if level
+            else ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+        )
         opts.log_severity_level = 3
+        if not prepack:
+            opts.add_session_config_entry("session.disable_prepacking", "1")
         self._session = ort.InferenceSession(
             str(self.onnx_dir / "model.onnx"), sess_options=opts, providers=["CPUExecutionProvider"]
         )
@@ -204,9 +224,11 @@ class OnnxQueryEmbedder:
         return list(self._query_cache(text))
 
 
-def load_query_embedder(home: str | os.PathLike, model_path: str) -> OnnxQueryEmbedder | None:
+def load_query_embedder(
+    home: str | os.PathLike, model_path: str, prepack: bool = True
+) -> OnnxQueryEmbedder | None:
     """The ONNX query embedder of `home/onnx/` if it is an export of the model at model_path, else
-    None.
+    None. `prepack`: see OnnxQueryEmbedder.
     """
     if not enabled():
         return None
@@ -216,19 +238,20 @@ def load_query_embedder(home: str | os.PathLike, model_path: str) -> OnnxQueryEm
         if read_meta(d) is None:
             return None
         with _lock:
-            emb = _loaded.get((str(d.resolve()), "as-exported"))
+            emb = _loaded.get((str(d.resolve()), "as-exported", prepack))
             if emb is None:
-                emb = _loaded[(str(d.resolve()), "as-exported")] = OnnxQueryEmbedder(d)
+                emb = OnnxQueryEmbedder(d, prepack=prepack)
+                _loaded[(str(d.resolve()), "as-exported", prepack)] = emb
         return emb
     try:
         fp = model_fingerprint(model_path)
         if fp is None or not is_fresh(d, model_path, fp):
             return None
-        key = (str(d.resolve()), _fp_key(fp))
+        key = (str(d.resolve()), _fp_key(fp), prepack)
         with _lock:
             emb = _loaded.get(key)
             if emb is None:
-                emb = _loaded[key] = OnnxQueryEmbedder(d)
+                emb = _loaded[key] = OnnxQueryEmbedder(d, prepack=prepack)
         return emb
     except Exception:  # a broken export must never break search: the torch path still works
         return None

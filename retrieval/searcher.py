@@ -77,6 +77,31 @@ def _best_per_entry(
     return out
 
 
+class _Future:
+    """fn(*args) on a thread; `result()` waits for it and returns it or raises what it raised.
+    Not concurrent.futures: it imports logging, ~10 ms of a cold search (issue #11)."""
+
+    def __init__(self, fn: Callable[..., Any], args: tuple):
+        self._fn, self._args = fn, args
+        self._value: Any = None
+        self._error: BaseException | None = None
+        # not a daemon: an exit waits for it, as for ONNX Runtime's run it must (see api.query)
+        self._thread = threading.Thread(target=self._run, name="kbase-search", daemon=False)
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            self._value = self._fn(*self._args)
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller of result()
+            self._error = exc
+
+    def result(self) -> Any:
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        return self._value
+
+
 @dataclass
 class Pool:
     """The candidate entries of one query with one feature row each (see fusion.FEATURES)."""
@@ -106,20 +131,12 @@ class Searcher:
         self._loaded: LoadedIndex | None = None
         self._stamp: tuple[int, int] | None = None
         self._lock = threading.Lock()
-        self._threads: Any = None
         self.weights = F.weights_vector()
 
-    def _background(self, fn: Callable[..., Any], *args: Any) -> Any:
-        """A future for fn(*args) on the searcher's threads: the query embedding (ONNX Runtime)
-        and Chroma's kNN release the GIL, so they run while this thread scores BM25 and the
-        vector files."""
-        if self._threads is None:
-            from concurrent.futures import ThreadPoolExecutor
-
-            with self._lock:
-                if self._threads is None:
-                    self._threads = ThreadPoolExecutor(4, thread_name_prefix="kbase-search")
-        return self._threads.submit(fn, *args)
+    def _background(self, fn: Callable[..., Any], *args: Any) -> _Future:
+        """A future for fn(*args) on a thread of its own: the query embedding (ONNX Runtime)
+        releases the GIL, so it runs while this thread scores BM25 and the vector files."""
+        return _Future(fn, args)
 
     def index(self) -> LoadedIndex | None:
         from kbase.retrieval import generations as G

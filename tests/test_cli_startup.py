@@ -93,6 +93,10 @@ def test_a_search_of_an_existing_index_loads_nothing_heavy(embedder, tmp_path):
     # parser (the data files' JSON twins are read instead)
     assert "markdown_it" not in mods and "kbase.ingest.skills" not in mods
     assert "yaml" not in mods
+    # nor what a cold search used to import for nothing (issue #11): logging (through
+    # concurrent.futures), difflib (no filter to suggest names for) and importlib.metadata
+    # (pydantic's plugin loader, with plugins off: kbase/commands/plugins_off.py)
+    assert not {"logging", "concurrent", "difflib", "importlib.metadata", "email"} & mods
 
 
 def _tops(mods: set[str]) -> set[str]:
@@ -152,6 +156,93 @@ def test_the_fast_search_path_answers_exactly_as_the_typer_command(embedder, tmp
         if args in answered:
             hits = json.loads(fast.stdout)["hits"]
             assert fast.returncode == 0 and bool(hits) == ("--since=2024-01-01" not in args)
+            # a process of its own leaves with os._exit once the answer is flushed (kbase.cli)
+            own = subprocess.run(
+                [sys.executable, "-m", "kbase.cli", *args],
+                capture_output=True,
+                text=True,
+                env=env,
+                timeout=120,
+            )
+            assert (own.returncode, own.stdout, own.stderr) == (0, typed.stdout, typed.stderr)
+
+
+def test_the_fast_path_turns_the_garbage_collector_back_on(tmp_path, monkeypatch):
+    """fast_search runs with the cyclic collector off (a one-shot search) and turns it back on
+    when it leaves it to typer, which may then build an index: here nothing is indexed yet."""
+    import gc
+
+    from kbase.commands.search_fast import fast_search
+
+    root = tmp_path / "kb"
+    write_topic_skills(root)
+    monkeypatch.setenv("KBASE_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("PYDANTIC_DISABLE_PLUGINS", "__all__")  # what fast_search sets, undone
+    assert gc.isenabled()
+    assert fast_search(["search", "warp reduction", "--json", "--root", str(root)]) is None
+    assert gc.isenabled()
+    assert not (tmp_path / "home" / "CURRENT").exists()
+
+
+PLUGINS_OFF = """
+import json, os, sys
+os.environ["PYDANTIC_DISABLE_PLUGINS"] = "__all__"
+from kbase.commands.plugins_off import LOADER, skip_plugin_loader
+skip_plugin_loader()
+from pydantic import BaseModel
+class M(BaseModel):
+    x: int
+off = [M.model_validate({"x": "3"}).x, "importlib.metadata" in sys.modules]
+from pydantic.plugin._loader import get_plugins
+off.append(list(get_plugins()))
+del os.environ["PYDANTIC_DISABLE_PLUGINS"]  # switched on again: the real loader answers
+on = [list(get_plugins()), "importlib.metadata" in sys.modules]
+import pydantic.plugin._loader as loader
+on.append(loader.PYDANTIC_ENTRY_POINT_GROUP)
+print(json.dumps([off, on, type(sys.modules[LOADER]).__name__]))
+"""
+
+
+def test_pydantic_plugins_off_skip_the_loader_and_on_again_load_it():
+    """With plugins off, a validator is built without pydantic's plugin loader (its import of
+    importlib.metadata was ~20 ms of a cold search); switched on again, the real one answers."""
+    out = subprocess.run(
+        [sys.executable, "-c", PLUGINS_OFF], capture_output=True, text=True, check=True
+    )
+    off, on, kind = json.loads(out.stdout)
+    assert off == [3, False, []]
+    assert on == [[], True, "pydantic"] and kind == "module"
+
+
+ONE_BLAS_THREAD = """
+import json, os
+from kbase.commands.search_fast import _one_blas_thread
+_one_blas_thread()
+import numpy  # loaded already, unless the user chose a thread count
+from threadpoolctl import threadpool_info
+blas = [i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"]
+print(json.dumps([blas, sorted(k for k in os.environ if k.endswith("_NUM_THREADS"))]))
+"""
+
+
+def test_a_fast_search_loads_numpy_with_one_blas_thread_and_leaves_the_environment_be():
+    env = {k: v for k, v in os.environ.items() if not k.endswith("_NUM_THREADS")}
+    run = [sys.executable, "-c", ONE_BLAS_THREAD]
+    out = subprocess.run(run, capture_output=True, text=True, check=True, env=env)
+    assert json.loads(out.stdout) == [[1], []]
+    env["OMP_NUM_THREADS"] = "2"  # the user's choice stands
+    out = subprocess.run(run, capture_output=True, text=True, check=True, env=env)
+    assert json.loads(out.stdout) == [[2], ["OMP_NUM_THREADS"]]
+
+
+def test_the_kbase_script_is_the_entry_that_leaves_at_once():
+    """The console script runs kbase.cli.entry (main with os._exit after a fast search); the
+    test above runs the same function through `python -m kbase.cli`."""
+    import tomllib
+    from pathlib import Path
+
+    project = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text())
+    assert project["project"]["scripts"]["kbase"] == "kbase.cli:entry"
 
 
 def _git_repo(tmp_path):

@@ -4,6 +4,7 @@ generation written in the previous layout (entries-light.json) read and then wri
 from __future__ import annotations
 
 import json
+import shutil
 
 import pytest
 from conftest import TOPICS, pr_entry, write_topic_skills
@@ -56,6 +57,12 @@ def test_lazy_table_decodes_the_entries_of_the_full_load(kb_root, tmp_path, embe
     assert table.chunk_ids == [[c.id for c in e.chunks] for e in want]
     with pytest.raises(IndexError):
         table[len(want)]
+    # entries.jsonl is mapped, not read: a later index may remove the generation meanwhile
+    again = G.load_generation(kb.home, lazy=True)
+    assert again is not None and isinstance(again.entries, EntryTable)
+    shutil.rmtree(again.path)
+    assert again.entries[2] == want[2] and list(again.entries) == want
+    assert again.entries.line(0) == table.line(0)
 
 
 def test_previous_layout_searches_alike_and_is_written_anew_without_embedding(

@@ -102,6 +102,28 @@ def test_onnx_query_vectors_match_sentence_transformers(onnx_dir, embedder):
         assert _cos_dist(v, ox.embed_query(q)) < 1e-6
 
 
+def test_a_one_query_session_gives_the_same_vectors_unpacked(onnx_dir):
+    """prepack=False (a CLI search's session: its weights are not packed for the matrix
+    products) answers what a packed session does, to the last bits of a float32."""
+    packed = OQ.OnnxQueryEmbedder(onnx_dir)
+    unpacked = OQ.OnnxQueryEmbedder(onnx_dir, prepack=False)
+    for q in QUERIES:
+        assert _cos_dist(unpacked.embed_query(q), packed.embed_query(q)) < 1e-6, q
+    a, b = packed.embed_batch(QUERIES[:4]), unpacked.embed_batch(QUERIES[:4])
+    assert np.abs(a - b).max() < 1e-5
+
+
+def test_the_export_optimized_again_at_load_gives_the_very_same_vectors(onnx_dir):
+    """A one-query session skips ORT's graph optimizers (the export is their output already):
+    its vectors are those of a session that runs them again, bit for bit."""
+    again = OQ.OnnxQueryEmbedder(onnx_dir, prepack=False, optimize=True)
+    once = OQ.OnnxQueryEmbedder(onnx_dir, prepack=False)
+    texts = [*QUERIES, " ".join(QUERIES), "x", "共享内存 bank 冲突 " * 40]
+    for q in texts:
+        assert once.embed_query(q) == again.embed_query(q), q
+    assert np.array_equal(once.embed_batch(texts), again.embed_batch(texts))
+
+
 def test_load_query_embedder_rejects_a_stale_or_missing_export(onnx_dir, embedder, tmp_path):
     home = tmp_path / "home"
     assert OQ.load_query_embedder(home, embedder.model_path) is None  # nothing exported

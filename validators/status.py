@@ -7,18 +7,22 @@ mtime and size) and the PR archive's folders; a warm call costs a few stat() cal
 from __future__ import annotations
 
 import datetime as dt
-import logging
 import threading
 from pathlib import Path
 
 from kbase.validators.ledger import ledger_path, read_ledger
 from kbase.validators.rules import Judgement, SkillFacts, judge
 
-log = logging.getLogger(__name__)
 _lock = threading.Lock()
 _results: dict[tuple, dict] = {}
 _skills: dict[tuple, object] = {}
 _ledgers: dict[str, tuple] = {}
+
+
+def _log():  # imported when there is something to say: logging was ~10 ms of a cold search
+    import logging
+
+    return logging.getLogger(__name__)
 
 
 def _stat_sig(path: Path) -> tuple:
@@ -57,7 +61,7 @@ def _load(path: Path, root: Path):
         try:
             _skills[key] = load_skill(path, root)
         except (DocumentError, OSError) as exc:
-            log.debug("skipping %s: %s", path, exc)
+            _log().debug("skipping %s: %s", path, exc)
             _skills[key] = None
     return _skills[key]
 
@@ -108,7 +112,7 @@ def _ledger_split(root: Path) -> tuple[dict[str, list[dict]], dict[str, list[dic
         return cached[1]
     read = read_ledger(root, strict=False)
     for p in read.problems:
-        log.warning("ignoring ledger line: %s", p)
+        _log().warning("ignoring ledger line: %s", p)
     keys = trusted_keys(root)
     grouped: dict[str, list[dict]] = {}
     others: dict[str, list[dict]] = {}
@@ -131,7 +135,7 @@ def source_touched(root: Path, skill) -> str | None:
         try:
             touched = latest_touch(root, w.repo, list(w.paths))
         except Exception as exc:  # another area's bug must not take search down with it
-            log.warning("latest_touch(%s) failed: %s", w.repo, exc)
+            _log().warning("latest_touch(%s) failed: %s", w.repo, exc)
             continue
         if touched and (newest is None or str(touched) > newest):
             newest = str(touched)
@@ -265,4 +269,4 @@ def _write_disk(root: Path, digest: str, out: dict) -> None:
             json.dump(body, fh)
         os.replace(tmp, folder / _DISK_NAME)
     except OSError as exc:  # a read-only root still answers, only slower
-        log.debug("status cache not written: %s", exc)
+        _log().debug("status cache not written: %s", exc)

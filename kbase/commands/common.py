@@ -115,8 +115,8 @@ def root_path(root: str | None) -> Any:
     return find_root(root)
 
 
-def kb(root: str | None) -> Any:
-    """The façade every command goes through."""
+def kb(root: str | None, one_query: bool = False) -> Any:
+    """The façade every command goes through (`one_query`: see KnowledgeBase)."""
     from kbase.api import KnowledgeBase
 
-    return KnowledgeBase(root=root)
+    return KnowledgeBase(root=root, one_query=one_query)

@@ -152,7 +152,7 @@ def search(
         since=since,
         until=until,
     )
-    base = kb(root)
+    base = kb(root, one_query=True)  # the process ends after this search
     if not base.is_indexed():
         rep = _run_index(base, quiet=as_json)
         for p in rep.problems:

@@ -61,6 +61,53 @@ def fast_search(argv: list[str]) -> int | None:
     args = parse(argv)
     if args is None:
         return None
+    # pydantic looks for plugins in the entry points of every installed distribution when it
+    # builds its first validator: ~20 ms of a cold search here. Plugins observe validation for
+    # an application's telemetry; a one-shot search has none to give. (pydantic's documented
+    # switch; a value the user set is kept.)
+    os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
+    from kbase.commands.plugins_off import skip_plugin_loader
+
+    skip_plugin_loader()
+    _one_blas_thread()
+    import gc
+
+    # A cold search makes a few hundred thousand objects (pydantic's schemas, the index's
+    # columns) that live until it ends; the cyclic collector's passes over them were ~0.1 s of
+    # its CPU time here (issue #11). Reference counting still frees what it can, and the
+    # collector is back on before this returns (a fall-back to typer may build an index).
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return _answer(args)
+    finally:
+        if enabled:
+            gc.enable()
+
+
+# what OpenBLAS reads for its thread count, in its order; one set by the user is left alone
+_BLAS_THREADS = ("OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS", "OMP_NUM_THREADS")
+
+
+def _one_blas_thread() -> None:
+    """numpy with one OpenBLAS thread. Loading OpenBLAS starts a thread per core, which spun for
+    ~0.1 s of CPU while numpy was imported here (2 cores: CPU time above wall time), taking it
+    from the search's own two threads on a busy machine (issue #11). A search's only BLAS call
+    is a matrix-vector product over a vector file, whose every row one thread computes either
+    way (the same scores, to the bit). OpenBLAS reads the variable once, when it loads; it is
+    removed again so that child processes see the environment as it was."""
+    import sys
+
+    if "numpy" in sys.modules or any(v in os.environ for v in _BLAS_THREADS):
+        return
+    os.environ["OPENBLAS_NUM_THREADS"] = "1"
+    try:
+        import numpy  # noqa: F401
+    finally:
+        del os.environ["OPENBLAS_NUM_THREADS"]
+
+
+def _answer(args: argparse.Namespace) -> int | None:
     from kbase.errors import KbaseError
 
     try:
@@ -81,7 +128,7 @@ def fast_search(argv: list[str]) -> int | None:
         )
         from kbase.api import KnowledgeBase
 
-        base = KnowledgeBase(root=args.root)
+        base = KnowledgeBase(root=args.root, one_query=True)
         if not base.is_indexed():
             return None  # the first search builds the index, with typer's progress and report
         result = base.query(q)
