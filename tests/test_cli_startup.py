@@ -256,7 +256,8 @@ def _git_repo(tmp_path):
     return repo, git
 
 
-def test_a_no_op_mine_loads_no_miner_machinery(tmp_path):
+def _one_kernel_repo(tmp_path):
+    """A git repository with one commit adding one kernel, and an empty knowledge base root."""
     repo, git = _git_repo(tmp_path)
     git("init", "-q", "-b", "main")
     (repo / "kernel.cu").write_text("__global__ void k() {}\n")
@@ -264,6 +265,11 @@ def test_a_no_op_mine_loads_no_miner_machinery(tmp_path):
     git("-c", "user.name=t", "-c", "user.email=t@e", "commit", "-qm", "add a kernel (#1)")
     root = tmp_path / "kb"
     (root / "pr_archive").mkdir(parents=True)
+    return repo, root
+
+
+def test_a_no_op_mine_loads_no_miner_machinery(tmp_path):
+    repo, root = _one_kernel_repo(tmp_path)
     args = ("mine", "--repo", str(repo), "--name", "demo", "--root", str(root), "--json")
     first, _ = _loaded(*args)
     assert first.returncode == 0, first.stderr
@@ -331,13 +337,7 @@ def test_a_mine_reads_its_recipe_from_the_twin_until_the_yaml_changes(tmp_path):
 def test_a_finished_mine_exits_without_tearing_the_interpreter_down(tmp_path):
     """kbase.cli.entry skips the interpreter's teardown (atexit handlers, freeing every object)
     after a mine that finished, once its output is flushed; other commands exit as usual."""
-    repo, git = _git_repo(tmp_path)
-    git("init", "-q", "-b", "main")
-    (repo / "kernel.cu").write_text("__global__ void k() {}\n")
-    git("add", ".")
-    git("-c", "user.name=t", "-c", "user.email=t@e", "commit", "-qm", "add a kernel (#1)")
-    root = tmp_path / "kb"
-    (root / "pr_archive").mkdir(parents=True)
+    repo, root = _one_kernel_repo(tmp_path)
     driver = (
         "import atexit, sys; atexit.register(lambda: sys.stderr.write('TEARDOWN'));"
         "sys.argv = ['kbase', *sys.argv[1:]]; from kbase.cli import entry; entry()"
