@@ -71,7 +71,7 @@ class VectorStore:
         self.home = home
         self.chroma_url = chroma_url
         # the server's client, or one embedded client per partition directory opened so far
-        self._clients: dict[str | None, Any] = {}
+        self._clients: dict[Path | None, Any] = {}  # by directory; None: the server
         self.legacy = False
         # Several knowledge bases can share one Chroma server under different collection prefixes.
         self.base = collection or os.environ.get("KBASE_CHROMA_COLLECTION") or COLLECTION
@@ -79,7 +79,7 @@ class VectorStore:
         self._cols: dict[str, Any] = {}
         self._pool: Any = None
         if chroma_url:
-            self._clients[None] = _client(None, chroma_url)
+            self._open(None, create=True)
 
     def read_layout(self, vector_store: str | None) -> None:
         """Read the layout a generation's meta names (`vector_store`): a generation built before
@@ -100,21 +100,18 @@ class VectorStore:
 
     def _client_for(self, key: str, create: bool) -> Any:
         if self.chroma_url:
-            if None not in self._clients:
-                self._clients[None] = _client(None, self.chroma_url)
-            return self._clients[None]
-        if self.legacy:
-            if None not in self._clients:
-                if not create and not (self.home / LEGACY_DIR / "chroma.sqlite3").is_file():
-                    return None
-                self._clients[None] = _client(self.home / LEGACY_DIR, None)
-            return self._clients[None]
-        client = self._clients.get(key)
+            return self._open(None, create=True)
+        path = self.home / LEGACY_DIR if self.legacy else part_dir(self.home, key)
+        return self._open(path, create)
+
+    def _open(self, path: Path | None, create: bool) -> Any:
+        """The client of the server (path None) or of one embedded directory, opened once; None
+        for a directory holding no store when not asked to create one (a reader never does)."""
+        client = self._clients.get(path)
         if client is None:
-            path = part_dir(self.home, key)
-            if not create and not (path / "chroma.sqlite3").is_file():
-                return None  # a reader never creates an empty store
-            client = self._clients[key] = _client(path, None)
+            if path is not None and not create and not (path / "chroma.sqlite3").is_file():
+                return None
+            client = self._clients[path] = _client(path, self.chroma_url)
         return client
 
     def _col(self, key: str, create: bool):
@@ -165,12 +162,8 @@ class VectorStore:
             clients = [c] if (c := self._client_for("", create=False)) is not None else []
         else:
             parts = self.home / PARTS_DIR
-            clients = []
-            for d in sorted(parts.iterdir()) if parts.is_dir() else []:
-                if (d / "chroma.sqlite3").is_file():
-                    if f"dir:{d.name}" not in self._clients:
-                        self._clients[f"dir:{d.name}"] = _client(d, None)
-                    clients.append(self._clients[f"dir:{d.name}"])
+            dirs = sorted(parts.iterdir()) if parts.is_dir() else []
+            clients = [c for d in dirs if (c := self._open(d, create=False)) is not None]
         out = []
         for client in clients:
             for c in client.list_collections():
