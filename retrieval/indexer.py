@@ -39,6 +39,7 @@ class IndexReport:
     generation: str = ""
     backend: str = ""  # what embedded this run's chunks: onnxruntime or torch
     store_writers: int = 0  # writer processes of a large build (store_writer.py), 0 inline
+    bm25: str = ""  # where BM25 was built: inline, thread or process ("" when nothing changed)
 
     def as_dict(self) -> dict:
         return {
@@ -52,6 +53,7 @@ class IndexReport:
             "seconds": {k: round(v, 3) for k, v in self.seconds.items()},
             "generation": self.generation,
             "store_writers": self.store_writers,
+            "bm25": self.bm25,
             "backend": self.backend,
         }
 
@@ -237,7 +239,9 @@ def _build_index(
         big = sum(len(dense_chunks(e)) for e in todo) >= min_chunks()
         if not noop:
             gid, tmp = G.new_generation_dir(home)
-            bm25_done = bm25_stage(prev, prevs, entries, chunk_ids, tmp / "bm25", background=big)
+            bm25_done, rep.bm25 = bm25_stage(
+                prev, prevs, entries, chunk_ids, tmp / "bm25", background=big
+            )
 
         t2 = time.perf_counter()
         fresh: dict[str, Any] = {}  # chunk id -> vector embedded (or kept) in this run
@@ -283,7 +287,18 @@ def _build_index(
                     )
                 if batch is None:
                     batch = embed_batch(str(getattr(embedder, "device", "cpu")))
-            chunks.sort(key=lambda ec: ec[0].kind != "skill")  # skills first, then PR cards
+            # Largest partition first: each partition's writer process can only finish its inserts
+            # once its last vector is embedded, and the largest one's is the build's tail.
+            part_rows: dict[str, int] = {}
+            for e, _ in chunks:
+                k = partition_key(e.kind, e.repo)
+                part_rows[k] = part_rows.get(k, 0) + 1
+
+            def largest_first(ec: tuple[Entry, Chunk]) -> tuple[int, str]:
+                k = partition_key(ec[0].kind, ec[0].repo)
+                return -part_rows[k], k
+
+            chunks.sort(key=largest_first)
             for i in range(0, len(chunks), batch or 256):
                 part = chunks[i : i + (batch or 256)]
                 texts = [DT.dense_text(e, c) for e, c in part]
