@@ -169,6 +169,7 @@ def _build_index(
         if progress:
             progress("comparing with the index", 0, 0)
         store_where = chroma_url or V.LAYOUT
+        served = bool(chroma_url)  # a Chroma server filters by metadata; embedded needs none
         prev_vecs = GenVectors(prev.path) if prev is not None else None
         # The previous generation's vector files say which vectors exist, without asking Chroma
         # for every id; trusted only when they were written against the same store.
@@ -310,14 +311,14 @@ def _build_index(
                 for j, (_, c) in enumerate(part):
                     fresh[c.id] = vecs[j]
                 t_store = time.perf_counter()
-                upsert_pairs(sink, pending + part, [fresh[c.id] for _, c in pending + part])
+                upsert_pairs(sink, pending + part, [fresh[c.id] for _, c in pending + part], served)
                 store_s += time.perf_counter() - t_store
                 pending = []
                 if progress:
                     progress("embed", min(i + len(part), len(chunks)), len(chunks))
             if pending:
                 t_store = time.perf_counter()
-                upsert_pairs(sink, pending, [fresh[c.id] for _, c in pending])
+                upsert_pairs(sink, pending, [fresh[c.id] for _, c in pending], served)
                 store_s += time.perf_counter() - t_store
             rep.embedded_entries = sorted(e.id for e in todo)
             rep.embedded_chunks = len(chunks)
