@@ -288,18 +288,10 @@ def _build_index(
                     )
                 if batch is None:
                     batch = embed_batch(str(getattr(embedder, "device", "cpu")))
-            # Largest partition first: each partition's writer process can only finish its inserts
-            # once its last vector is embedded, and the largest one's is the build's tail.
-            part_rows: dict[str, int] = {}
-            for e, _ in chunks:
-                k = partition_key(e.kind, e.repo)
-                part_rows[k] = part_rows.get(k, 0) + 1
-
-            def largest_first(ec: tuple[Entry, Chunk]) -> tuple[int, str]:
-                k = partition_key(ec[0].kind, ec[0].repo)
-                return -part_rows[k], k
-
-            chunks.sort(key=largest_first)
+            # skills first, then PR cards in entry order, so that every partition's writer gets
+            # work through the build: largest partition first left the other writers idle until
+            # the end (H200: store wait 1.45-1.59 s against 0.58-0.74 s in alternating runs)
+            chunks.sort(key=lambda ec: ec[0].kind != "skill")
             for i in range(0, len(chunks), batch or 256):
                 part = chunks[i : i + (batch or 256)]
                 texts = [DT.dense_text(e, c) for e, c in part]
