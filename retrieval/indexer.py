@@ -326,6 +326,8 @@ def _build_index(
             own = bm25_done()
             if big:  # bm25+write counts the wait; the thread's own time is reported apart
                 rep.seconds["bm25_thread"] = own
+            if getattr(bm25_done, "cpu_s", 0.0):  # a forked child's CPU, counted nowhere else
+                rep.seconds["bm25_child_cpu"] = bm25_done.cpu_s  # type: ignore[attr-defined]
             if writers:  # the vectors are all in the store before the generation names them
                 t_wait = time.perf_counter()
                 rep.seconds["store_writer"] = writers.pop().finish()  # overlapped, mostly
