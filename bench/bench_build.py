@@ -10,8 +10,9 @@ index of the first N cards (the four archives interleaved) from scratch with eac
 backend in turn (on CPU: torch; ONNX Runtime fp32, int8 (retrieval/onnx_int8.py, the default),
 fp32 on two intra-op threads one run at a time (as before), fp32 embedding each chunk's full text
 (as before retrieval/dense_text.py); `@N` cuts PR chunks at N word pieces; side by side, same
-cards), and prints entries/s (wall, and an idle estimate from this process's CPU seconds spread
-over the cores), the embedder's CPU seconds apart, model load, ONNX export, int8 conversion and
+cards), and prints entries/s (wall, and an idle estimate from the CPU seconds of the build's
+processes spread over the cores: this one, its writer and tokenizer processes, a forked
+BM25), the embedder's CPU seconds apart, model load, ONNX export, int8 conversion and
 chromadb's import excluded and reported apart, and how closely the backends' vectors agree
 (cosine). Then (CPU, unless --no-variants) the embedding variants of bench/build_variants.py on
 the same chunks: graph optimisation, int8, text recipe, token limit, batch size; with --quality,
@@ -40,7 +41,7 @@ from build_quality import (  # noqa: E402
     with_variant,
 )
 from build_variants import length_facts, make_graphs, run_variants  # noqa: E402
-from common import write_result  # noqa: E402
+from common import children_cpu, write_result  # noqa: E402
 from devset_kb import mine_archives  # noqa: E402
 
 # (column header, row key) of the variants and lengths tables
@@ -269,7 +270,7 @@ def main() -> None:
             with_settings({}, int(cut) if cut else None),
         ):
             t = time.perf_counter()
-            cpu0 = time.process_time()
+            cpu0 = time.process_time() + children_cpu()
             rep = build_index(
                 empty_root,
                 home,
@@ -278,7 +279,8 @@ def main() -> None:
                 dense_model=getattr(timed, "recipe", ""),
             )
             took = time.perf_counter() - t
-            cpu = time.process_time() - cpu0
+            # the build's own CPU, its writer and tokenizer processes', and a forked BM25's
+            cpu = time.process_time() + children_cpu() - cpu0 + rep.seconds.get("bm25_child_cpu", 0)
         gv = GenVectors(G.load_generation(home).path)
         vecs[spec] = {
             cid: np.asarray(gv.matrix(k)[i]) for k in gv.parts for i, cid in enumerate(gv.ids(k))
@@ -291,7 +293,7 @@ def main() -> None:
             "build_s": round(took, 2),
             "process_cpu_s": round(cpu, 2),
             "entries_per_s": round(rep.entries / took, 1),
-            # what the build would take on idle cores: this process's CPU time spread over them
+            # what the build would take on idle cores: its processes' CPU time spread over them
             "entries_per_s_idle_est": round(rep.entries / (cpu / cores()), 1),
             "embed_cpu_s": round(timed.cpu_s, 2),
             "other_cpu_s": round(cpu - timed.cpu_s, 2),

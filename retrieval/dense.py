@@ -25,7 +25,8 @@ LOCAL_MAX_ROWS = 20_000
 # this many (~1 ms): exact, and cheaper than a kNN over-asked to survive the filter.
 LOCAL_MASKED_ROWS = 8_000
 # A filter keeping at least this share of a partition's entries is applied to Chroma's hits
-# afterwards (asking for proportionally more); a rarer tag becomes a Chroma `where`.
+# afterwards (asking for proportionally more). The rows a rarer filter keeps are scored exactly
+# (embedded store), or its tags become a Chroma `where` (a server, whose chunks carry them).
 MIN_POST_FILTER_SHARE = 0.1
 MAX_ASK = 10 * DENSE_PER_PARTITION
 
@@ -64,21 +65,25 @@ def plan_dense(
     out = DensePlan()
     vecs = idx.vectors
     for k in keys:
+        share = 1.0
+        if counts is not None:
+            share = counts.get(k, 0) / max(1, idx.partition_sizes.get(k, 0))
         if local_vectors and k in vecs.parts:
             if vecs.rows(k) <= LOCAL_MAX_ROWS:
                 out.local.append((k, None))
                 continue
             if mask is not None:
                 rows = idx.masked_rows(k, mask, mask_key)
-                if rows.size <= LOCAL_MASKED_ROWS:
+                # A filter keeping few rows is scored exactly, whatever their number: the
+                # embedded store holds no metadata to filter by (build_stages.upsert_pairs)
+                if rows.size <= LOCAL_MASKED_ROWS or share < MIN_POST_FILTER_SHARE:
                     out.local.append((k, rows))
                     continue
         n, where = DENSE_PER_PARTITION, None
         if counts is not None:
-            share = counts.get(k, 0) / max(1, idx.partition_sizes.get(k, 0))
             if share >= MIN_POST_FILTER_SHARE:
                 n = int(min(DENSE_PER_PARTITION / share, MAX_ASK))
-            elif tags:
+            elif tags and not local_vectors:
                 where = chroma_where(tags)  # the mask still checks kind, repo and dates
             else:
                 n = MAX_ASK

@@ -227,6 +227,7 @@ def _tokenized_apart(
     tokenizer's, the vector store writer's)."""
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
+    from concurrent.futures.process import BrokenProcessPool
 
     todo = list(dict.fromkeys(pairs))
     if len(todo) < 2 * workers:
@@ -235,16 +236,23 @@ def _tokenized_apart(
     shards = [todo[i : i + size] for i in range(0, len(todo), size)]
     out: dict[tuple[str, str], np.ndarray] = {}
     ctx = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
-        for shard, (words, ids, lengths) in zip(
-            shards, pool.map(_tokenize_shard, shards), strict=True
-        ):
-            lut = np.fromiter(
-                (vocab.setdefault(w, len(vocab)) for w in words), dtype=np.int32, count=len(words)
-            )
-            bounds = np.cumsum(lengths)
-            for pair, part in zip(shard, np.split(lut[ids], bounds[:-1]), strict=True):
-                out[pair] = part
+    try:
+        with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
+            for shard, (words, ids, lengths) in zip(
+                shards, pool.map(_tokenize_shard, shards), strict=True
+            ):
+                lut = np.fromiter(
+                    (vocab.setdefault(w, len(vocab)) for w in words),
+                    dtype=np.int32,
+                    count=len(words),
+                )
+                bounds = np.cumsum(lengths)
+                for pair, part in zip(shard, np.split(lut[ids], bounds[:-1]), strict=True):
+                    out[pair] = part
+    except BrokenProcessPool:
+        # A worker died (seen once on the H200 host). The shards merged so far took their ids in
+        # order, so the caller tokenizing what is missing here gives the ids one process gives.
+        pass
     return out
 
 

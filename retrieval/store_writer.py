@@ -80,7 +80,7 @@ class StoreWriter:
         except (BrokenPipeError, OSError) as exc:  # the child died; finish() reports why
             self._broken = exc
 
-    def upsert(self, key: str, ids: list[str], vectors: Any, metadatas: list[dict]) -> None:
+    def upsert(self, key: str, ids: list[str], vectors: Any, metadatas: list[dict] | None) -> None:
         self._send(("upsert", key, ids, np.asarray(vectors, dtype=np.float32), metadatas))
 
     def delete(self, key: str, ids: list[str]) -> None:
@@ -156,7 +156,7 @@ class StoreWriters:
     def _child(self, key: str) -> StoreWriter:
         return self._children[self._route.setdefault(key, 0)]
 
-    def upsert(self, key: str, ids: list[str], vectors: Any, metadatas: list[dict]) -> None:
+    def upsert(self, key: str, ids: list[str], vectors: Any, metadatas: list[dict] | None) -> None:
         self._child(key).upsert(key, ids, vectors, metadatas)
 
     def delete(self, key: str, ids: list[str]) -> None:

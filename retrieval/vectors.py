@@ -206,7 +206,9 @@ class VectorStore:
             out.update(zip(got["ids"], got["embeddings"], strict=True))
         return out
 
-    def upsert(self, key: str, ids: list[str], vectors, metadatas: list[dict[str, Any]]) -> None:
+    def upsert(
+        self, key: str, ids: list[str], vectors, metadatas: list[dict[str, Any]] | None
+    ) -> None:
         import numpy as np
 
         col = self._col(key, create=True)
@@ -216,7 +218,7 @@ class VectorStore:
             col.upsert(
                 ids=ids[i : i + _BATCH],
                 embeddings=vectors[i : i + _BATCH],
-                metadatas=metadatas[i : i + _BATCH],
+                metadatas=metadatas[i : i + _BATCH] if metadatas is not None else None,
             )
 
     def delete(self, key: str, ids: Iterable[str]) -> None:

@@ -48,3 +48,44 @@ def test_tokenizing_in_processes_writes_the_same_index(tmp_path):
         assert (tmp_path / "one" / name).read_bytes() == (tmp_path / "pool" / name).read_bytes(), (
             name
         )
+
+
+def _kill_first_worker(killed: list[int], stop) -> None:
+    """SIGKILL the first process this one spawns (a tokenize worker) as soon as it appears."""
+    import os
+    import signal
+    from pathlib import Path
+
+    me = str(os.getpid())
+    while not stop.is_set() and not killed:
+        for pid in filter(str.isdigit, os.listdir("/proc")):
+            try:
+                stat = Path(f"/proc/{pid}/stat").read_text()
+                cmd = Path(f"/proc/{pid}/cmdline").read_bytes()
+            except OSError:
+                continue
+            if stat.rsplit(")", 1)[1].split()[1] == me and b"spawn_main" in cmd:
+                os.kill(int(pid), signal.SIGKILL)
+                killed.append(int(pid))
+                break
+        stop.wait(0.005)
+
+
+def test_a_worker_that_dies_leaves_the_same_index(tmp_path):
+    import threading
+
+    chunks, titles = _chunks(3000)
+    entry_titles = sorted(set(titles))
+    build_bm25(chunks, titles, tmp_path / "one", entry_titles=entry_titles)
+    killed: list[int] = []
+    stop = threading.Event()
+    watcher = threading.Thread(target=_kill_first_worker, args=(killed, stop))
+    watcher.start()
+    try:
+        build_bm25(chunks, titles, tmp_path / "pool", entry_titles=entry_titles, workers=2)
+    finally:
+        stop.set()
+        watcher.join()
+    assert killed  # a worker did die under the build
+    for p in (tmp_path / "one").iterdir():
+        assert p.read_bytes() == (tmp_path / "pool" / p.name).read_bytes(), p.name

@@ -42,7 +42,7 @@ def test_gpu_precision_is_one_of_the_closed_set(monkeypatch):
     from kbase.retrieval.embed import GPU_PRECISIONS, gpu_precision
 
     monkeypatch.delenv("KBASE_GPU_PRECISION", raising=False)
-    assert gpu_precision() == "fp32"
+    assert gpu_precision() == "tf32"
     for p in GPU_PRECISIONS:
         monkeypatch.setenv("KBASE_GPU_PRECISION", p.upper())
         assert gpu_precision() == p
