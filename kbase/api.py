@@ -161,7 +161,11 @@ class KnowledgeBase(ValidateAPI, ArchiveAPI, ExperienceAPI):
         if idx is not None:
             idx.prefetch()  # the generation's files into the page cache, read aside
             self.searcher().store().count()
-        self.statuses()  # parses every skill and reads the ledger once; later calls hit its cache
+        statuses = self.statuses()  # parses every skill and reads the ledger once (cached)
+        from kbase.validators.claim_views import claim_views_of
+
+        # the claim views a skill hit shows, all computed now and cached on disk in one write
+        claim_views_of(self.root, sorted(statuses))
 
     # ------------------------------------------------------------------ index
     def index(self, progress: Progress | None = None, gc: bool = True) -> Any:

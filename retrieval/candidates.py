@@ -91,7 +91,9 @@ def best_per_entry(
     )
 
 
-def rows_scores(hits: list[tuple[int, int, float]], rows: dict[int, int]):
+def rows_scores(
+    hits: list[tuple[int, int, float]], rows: dict[int, int]
+) -> tuple[np.ndarray, np.ndarray]:
     """(pool row of each hit's entry, its score) as arrays, in the hits' order."""
     n = len(hits)
     return (

@@ -144,9 +144,9 @@ class Searcher:
 
     # ------------------------------------------------------------ retrievers
     def _bm25(
-        self, idx: LoadedIndex, text: str, mask, mask_key: tuple | None = None
+        self, idx: LoadedIndex, text: str, chunks: np.ndarray | None
     ) -> list[tuple[int, int, float]]:
-        chunks = idx.masked_chunks(mask, mask_key) if mask is not None else None
+        """`chunks`: the chunk positions a filter keeps (LoadedIndex.masked_chunks), None: all."""
         return best_per_entry(idx.lexical.scores(text), idx, chunks)
 
     def _query_store(
@@ -219,8 +219,10 @@ class Searcher:
         mask_key: tuple | None = None,
     ) -> Pool:
         """`mask_key`: what the mask was made from, to cache per-filter arrays under."""
+        # in this thread: the per-filter caches are filled by one thread only
+        chunks = idx.masked_chunks(mask, mask_key) if mask is not None and use_bm25 else None
         aside = (
-            self._background(self._bm25, idx, qp.lexical, mask, mask_key)
+            self._background(self._bm25, idx, qp.lexical, chunks)
             if use_dense and use_bm25
             else None
         )
@@ -228,7 +230,7 @@ class Searcher:
         if aside is not None:
             bm = aside.result()
         else:
-            bm = self._bm25(idx, qp.lexical, mask, mask_key) if use_bm25 else []
+            bm = self._bm25(idx, qp.lexical, chunks) if use_bm25 else []
         rows: dict[int, int] = {}
         chunk: list[int] = []
         for e, p, _ in bm + de:
