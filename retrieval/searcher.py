@@ -147,7 +147,10 @@ class Searcher:
         self, idx: LoadedIndex, text: str, chunks: np.ndarray | None
     ) -> list[tuple[int, int, float]]:
         """`chunks`: the chunk positions a filter keeps (LoadedIndex.masked_chunks), None: all."""
-        return best_per_entry(idx.lexical.scores(text), idx, chunks)
+        within = None
+        if chunks is not None and chunks.size and int(chunks[-1]) - int(chunks[0]) < chunks.size:
+            within = (int(chunks[0]), int(chunks[-1]) + 1)  # one run: skills, or a repo's cards
+        return best_per_entry(idx.lexical.scores(text, within), idx, chunks)
 
     def _query_store(
         self, vec, asks: list[tuple[str, int, Any]], background: bool = False

@@ -138,3 +138,25 @@ def test_candidates_decode_their_entry_when_asked(kb):
     hits = kb.search("fp8 blockwise gemm scaling", k=2)
     assert len(hits) == 2 and {h.id for h in hits} <= set(ids)
     assert all(h.snippet for h in hits)
+
+
+def test_bm25_within_one_run_of_chunks_matches_the_full_scores(kb):
+    """A filter keeping one run of chunks (the skills, one repo's cards) has BM25 scored over
+    that run only: the same scores there, and the same rows per entry."""
+    idx = kb.searcher().index()
+    assert idx.lexical.sorted_postings
+    runs, found = 0, 0
+    for kind, repo in (("skill", None), ("pr", "alpha"), ("pr", "beta")):
+        chunks = idx.masked_chunks(idx.entry_mask(kind, repo, None))
+        contiguous = int(chunks[-1]) - int(chunks[0]) < chunks.size
+        runs += contiguous
+        for q in ("fp8 gemm scaling", "paged kv cache decode attention in alpha", "moe"):
+            full = idx.lexical.scores(q)
+            want = best_per_entry(full, idx, chunks)
+            assert kb.searcher()._bm25(idx, q, chunks) == want
+            found += bool(want)
+            if contiguous:
+                within = idx.lexical.scores(q, (int(chunks[0]), int(chunks[-1]) + 1))
+                assert np.array_equal(within[chunks], full[chunks])
+    assert runs == 3  # skills first, then each repo's cards: every filter here is one run
+    assert found >= 6  # most of the questions match something in each run
