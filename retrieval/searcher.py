@@ -246,17 +246,17 @@ class Searcher:
         col = {f: i for i, f in enumerate(F.FEATURES)}
         if bm:
             top = bm[0][2] or 1.0
-            r, sc = rows_scores(bm, rows)
-            X[r, col["bm25"]] = sc / top
-            X[r, col["bm25_rr"]] = 1.0 / (F.RR_K + np.arange(len(bm)) + 1)
+            at, sc = rows_scores(bm, rows)
+            X[at, col["bm25"]] = sc / top
+            X[at, col["bm25_rr"]] = 1.0 / (F.RR_K + np.arange(len(bm)) + 1)
         if de:
             hi, lo = de[0][2], de[-1][2]
             span = (hi - lo) or 1.0
-            r, sc = rows_scores(de, rows)
-            X[r, col["dense"]] = (sc - lo) / span
+            at, sc = rows_scores(de, rows)
+            X[at, col["dense"]] = (sc - lo) / span
             rr = 1.0 / (F.RR_K + np.arange(len(de)) + 1)
-            X[r, col["dense_rr"]] = rr
-            X[r, col["dense_code"]] = rr * F.code_share(qp.text)
+            X[at, col["dense_rr"]] = rr
+            X[at, col["dense_code"]] = rr * F.code_share(qp.text)
         from kbase.retrieval.tokenize import tokens
 
         qtok = {t for t in tokens(qp.lexical) if len(t) > 1}
