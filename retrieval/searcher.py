@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 import sys
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -62,6 +63,10 @@ class _Future:
         self._thread.start()
 
     def _run(self) -> None:
+        # Hand the GIL back first: the thread that started this one waits for it to return from
+        # start(), and would otherwise wait while this one runs Python (up to the interpreter's
+        # switch interval) before it can start the query embedding, which releases the GIL.
+        time.sleep(0)
         try:
             self._value = self._fn(*self._args)
         except BaseException as exc:  # noqa: BLE001 - handed to the caller of result()
