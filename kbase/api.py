@@ -13,7 +13,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from kbase.api_archive import ArchiveAPI
 from kbase.api_experience import ExperienceAPI
@@ -36,6 +36,17 @@ from kbase.schema import (
 __all__ = ["KnowledgeBase", "NotIndexed", "PR_STATUS"]
 
 Progress = Callable[[str, int, int], None]
+
+
+class _Ranked(NamedTuple):
+    """A candidate as a search ranks it before the hits it keeps are built."""
+
+    id: str
+    score: float  # rounded as the hit shows it (feedback's nudge multiplies this one)
+    status: str
+    verified_on: Any
+    verified_at: Any
+    cand: Any  # retrieval.searcher.Candidate
 
 
 class KnowledgeBase(ValidateAPI, ArchiveAPI, ExperienceAPI):
@@ -146,9 +157,15 @@ class KnowledgeBase(ValidateAPI, ArchiveAPI, ExperienceAPI):
     def warm_up(self) -> None:
         """Load the model, the index and the vector store now, not on the first query."""
         self.query_embedder().embed_query("warm up")
-        if self.searcher().index() is not None:
+        idx = self.searcher().index()
+        if idx is not None:
+            idx.prefetch()  # the generation's files into the page cache, read aside
             self.searcher().store().count()
-        self.statuses()  # parses every skill and reads the ledger once; later calls hit its cache
+        statuses = self.statuses()  # parses every skill and reads the ledger once (cached)
+        from kbase.validators.claim_views import claim_views_of
+
+        # the claim views a skill hit shows, all computed now and cached on disk in one write
+        claim_views_of(self.root, sorted(statuses))
 
     # ------------------------------------------------------------------ index
     def index(self, progress: Progress | None = None, gc: bool = True) -> Any:
@@ -282,44 +299,49 @@ class KnowledgeBase(ValidateAPI, ArchiveAPI, ExperienceAPI):
             until=q.until,
             fill_texts=False,  # texts and snippets below, for the hits returned only
         )
-        statuses = self.statuses(q.env) if any(c.entry.kind == "skill" for c in cands) else {}
-        hits: list[Hit] = []
-        by_id = {c.entry.id: c for c in cands}
+        statuses = self.statuses(q.env) if any(c.kind == "skill" for c in cands) else {}
+        # Ranked on (id, score, status) first; only the k kept are decoded and made into hits
+        # (a PR card's status needs no decoding; issue #11).
+        ranked: list[_Ranked] = []
         for c in cands:
-            st, on, at = self._status_of(c.entry, statuses)
+            if c.kind == "pr":
+                st, on, at = PR_STATUS, None, None
+            else:
+                st, on, at = self._status_of(c.entry, statuses)
             if wanted and st not in wanted:
                 continue
-            chunk = c.entry.chunks[c.chunk_index] if c.entry.chunks else None
-            hits.append(
-                Hit(
-                    id=c.entry.id,
-                    kind=c.entry.kind,
-                    title=c.entry.title,
-                    score=round(c.score, 6),
-                    status=st,
-                    path=c.entry.path,
-                    line=chunk.line if chunk else c.entry.line,
-                    section=chunk.section if chunk else "",
-                    snippet="",
-                    repo=c.entry.repo,
-                    pr=c.entry.pr,
-                    verified_on=on,
-                    verified_at=at,
-                )
-            )
+            ranked.append(_Ranked(c.id, round(c.score, 6), st, on, at, c))
         from kbase.feedback import rerank
 
-        hits = rerank(hits, self.root)  # a mild nudge from users' feedback, near-ties only
+        ranked = rerank(ranked, self.root)  # a mild nudge from users' feedback, near-ties only
         if not wanted:
             # Failing entries stay findable but rank below healthy ones.
-            hits.sort(key=lambda h: h.status in STATUS_SPECS and STATUS_SPECS[h.status].demoted)
-        hits = hits[: q.k]
-        self.searcher().fill_texts([by_id[h.id] for h in hits])
-        for h, c in zip(hits, [by_id[h.id] for h in hits], strict=True):
-            if c.entry.chunks:
-                h.snippet = make_snippet(c.entry.chunks[c.chunk_index].text, q.query)
-            # claim views read the ledger: only for the hits returned, not every candidate
-            h.claims = self._claims_of(c.entry)
+            ranked.sort(key=lambda h: h.status in STATUS_SPECS and STATUS_SPECS[h.status].demoted)
+        ranked = ranked[: q.k]
+        self.searcher().fill_texts([r.cand for r in ranked])
+        hits: list[Hit] = []
+        for r in ranked:
+            e = r.cand.entry
+            chunk = e.chunks[r.cand.chunk_index] if e.chunks else None
+            hits.append(
+                Hit(
+                    id=e.id,
+                    kind=e.kind,
+                    title=e.title,
+                    score=r.score,
+                    status=r.status,
+                    path=e.path,
+                    line=chunk.line if chunk else e.line,
+                    section=chunk.section if chunk else "",
+                    snippet=make_snippet(chunk.text, q.query) if chunk else "",
+                    repo=e.repo,
+                    pr=e.pr,
+                    verified_on=r.verified_on,
+                    verified_at=r.verified_at,
+                    # claim views read the ledger: only for the hits returned
+                    claims=self._claims_of(e),
+                )
+            )
         return SearchResult(query=q.query, hits=hits)
 
     def _check_archive_names(self, q: SearchQuery) -> None:

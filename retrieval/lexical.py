@@ -299,16 +299,30 @@ class Lexical:
         self.data = np.load(path / "data.csc.index.npy", mmap_mode="r")
         self.indices = np.load(path / "indices.csc.index.npy", mmap_mode="r")
         self.indptr = np.load(path / "indptr.csc.index.npy")
+        # build_bm25 (which writes the tokenizer's fingerprint) keeps each token's chunks in
+        # order; an index bm25s wrote may not
+        self.sorted_postings = (path / TOKENIZER_FILE).is_file()
         # the sorted twin when there is one (an index written before it has none)
         self.vocab: Mapping[str, int] = SortedVocab.read(path, len(self.indptr) - 1) or F.loads(
             (path / "vocab.index.json").read_bytes()
         )
 
-    def scores(self, query: str) -> np.ndarray:
+    def scores(self, query: str, within: tuple[int, int] | None = None) -> np.ndarray:
+        """BM25 score of every chunk; `within` (lo, hi): only chunks lo <= i < hi are scored
+        (the others are 0), as when a filter keeps one run of chunks (kind=skill)."""
         ids = [self.vocab[t] for t in self.compounds(tokens(query)) if t in self.vocab]
         # every query token's postings at once, one bincount (a repeated token counts again,
         # as in bm25s): per-token passes over an array of every chunk cost ~7 ms at 100k entries
         spans = [(int(self.indptr[t]), int(self.indptr[t + 1])) for t in ids]
+        if within is not None and self.sorted_postings:
+            # each token's postings cut to the run by two binary searches: a filter keeping
+            # 1% of 360k chunks summed all their postings before (~3 ms; issue #11)
+            lo, hi = within
+            spans = [
+                (a + int(np.searchsorted(c, lo)), a + int(np.searchsorted(c, hi)))
+                for a, b in spans
+                for c in (self.indices[a:b],)
+            ]
         spans = [(a, b) for a, b in spans if b > a]
         if not spans:
             return np.zeros(self.num_docs, dtype=self.dtype)

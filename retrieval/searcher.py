@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 import sys
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,7 +15,7 @@ from typing import Any
 
 import numpy as np
 from kbase.retrieval import fusion as F
-from kbase.retrieval.dense import CANDIDATES
+from kbase.retrieval.candidates import Candidate, best_per_entry, rows_scores
 from kbase.retrieval.loaded import LoadedIndex
 from kbase.retrieval.query import QueryPlan, plan
 
@@ -25,14 +26,6 @@ from kbase.schema import Entry
 # for the benchmarks' side-by-side comparison only.
 MODES = (*_PUBLIC_MODES, "rrf")
 _FIX = frozenset({"fix", "revert"})
-
-
-@dataclass
-class Candidate:
-    entry: Entry
-    score: float
-    chunk_index: int  # index into entry.chunks of the best-matching chunk
-    source: LoadedIndex | None = None  # the generation it came from (its chunk texts)
 
 
 def normalize_tag(tag: str) -> str:
@@ -46,35 +39,15 @@ def normalize_tag(tag: str) -> str:
     return f"{key}={canon or value}"
 
 
-def _best_per_entry(
-    chunk_scores: np.ndarray, idx: LoadedIndex, mask: np.ndarray | None
-) -> list[tuple[int, int, float]]:
-    """[(entry index, chunk position, score)] best first, one row per entry with score > 0."""
-    pos = np.nonzero(chunk_scores > 0)[0]
-    if mask is not None:
-        pos = pos[mask[idx.chunk_entry[pos]]]
-    if pos.size == 0:
-        return []
-    # Sorting every matching chunk cost ~10 ms at 100k entries; the best few thousand almost
-    # always hold CANDIDATES distinct entries (else sort them all).
-    take = CANDIDATES * 20
-    for full in (False, True):
-        sel = pos
-        if not full and pos.size > take:
-            sel = pos[np.argpartition(-chunk_scores[pos], take - 1)[:take]]
-        order = sel[np.argsort(-chunk_scores[sel], kind="stable")]
-        seen: set[int] = set()
-        out = []
-        for p in order:
-            e = int(idx.chunk_entry[p])
-            if e not in seen:
-                seen.add(e)
-                out.append((e, int(p), float(chunk_scores[p])))
-                if len(out) >= CANDIDATES:
-                    return out
-        if sel.size == pos.size:
-            break
-    return out
+def _freeze_long_lived() -> None:
+    """Leave what exists now (the index just loaded: ~400k lists and models at 100k entries)
+    out of the cyclic collector's passes. They live as long as the generation; a full pass
+    over them took 0.2-0.5 s of one warm search every few hundred (issue #11), and every pass
+    slowed the vector store's queries. Reference counting still frees them when a newer
+    generation replaces this one. gc.freeze() only relinks the collector's lists."""
+    import gc
+
+    gc.freeze()
 
 
 class _Future:
@@ -85,11 +58,15 @@ class _Future:
         self._fn, self._args = fn, args
         self._value: Any = None
         self._error: BaseException | None = None
-        # not a daemon: an exit waits for it, as for ONNX Runtime's run it must (see api.query)
+        # not a daemon: an exit waits for it (it may run ONNX Runtime, which must not be cut off)
         self._thread = threading.Thread(target=self._run, name="kbase-search", daemon=False)
         self._thread.start()
 
     def _run(self) -> None:
+        # Hand the GIL back first: the thread that started this one waits for it to return from
+        # start(), and would otherwise wait while this one runs Python (up to the interpreter's
+        # switch interval) before it can start the query embedding, which releases the GIL.
+        time.sleep(0)
         try:
             self._value = self._fn(*self._args)
         except BaseException as exc:  # noqa: BLE001 - handed to the caller of result()
@@ -134,8 +111,10 @@ class Searcher:
         self.weights = F.weights_vector()
 
     def _background(self, fn: Callable[..., Any], *args: Any) -> _Future:
-        """A future for fn(*args) on a thread of its own: the query embedding (ONNX Runtime)
-        releases the GIL, so it runs while this thread scores BM25 and the vector files."""
+        """A future for fn(*args) on a thread of its own: BM25 scores while this thread embeds
+        the query (ONNX Runtime releases the GIL). The embedding, not BM25, stays in the calling
+        thread: the vector queries wait for it, and waking this thread from a finished embedding
+        thread cost ~2 ms of every query on a busy machine (issue #11)."""
         return _Future(fn, args)
 
     def index(self) -> LoadedIndex | None:
@@ -147,6 +126,7 @@ class Searcher:
                 if self._loaded is None or stamp != self._stamp:
                     gen = G.load_generation(self.home, lazy=True)
                     self._loaded = LoadedIndex(self.home, gen) if gen else None
+                    _freeze_long_lived()
                     if self._stamp is not None:
                         # Another process re-indexed: collection handles (and an embedded
                         # client's view of them) may be stale.
@@ -168,8 +148,14 @@ class Searcher:
         return self._store
 
     # ------------------------------------------------------------ retrievers
-    def _bm25(self, idx: LoadedIndex, text: str, mask) -> list[tuple[int, int, float]]:
-        return _best_per_entry(idx.lexical.scores(text), idx, mask)
+    def _bm25(
+        self, idx: LoadedIndex, text: str, chunks: np.ndarray | None
+    ) -> list[tuple[int, int, float]]:
+        """`chunks`: the chunk positions a filter keeps (LoadedIndex.masked_chunks), None: all."""
+        within = None
+        if chunks is not None and chunks.size and int(chunks[-1]) - int(chunks[0]) < chunks.size:
+            within = (int(chunks[0]), int(chunks[-1]) + 1)  # one run: skills, or a repo's cards
+        return best_per_entry(idx.lexical.scores(text, within), idx, chunks)
 
     def _query_store(
         self, vec, asks: list[tuple[str, int, Any]], background: bool = False
@@ -212,7 +198,7 @@ class Searcher:
         self, idx: LoadedIndex, text: str, kind, repo, tags, mask=None, mask_key=None, vec=None
     ) -> list[tuple[int, int, float]]:
         """(entry, chunk position, cosine) best first, at most CANDIDATES entries. `vec`: the
-        query's embedding (a future or an array) when the caller has started it already."""
+        query's embedding when the caller has it already."""
         from kbase.retrieval import dense as D
 
         dp = D.plan_dense(idx, kind, repo, tags, mask, mask_key, self.local_vectors)
@@ -220,8 +206,6 @@ class Searcher:
             return []
         if vec is None:
             vec = self._embed(text)
-        elif hasattr(vec, "result"):
-            vec = vec.result()
         # Chroma's kNN runs on the store's threads while this one scores the vector files.
         remote = self._query_store(vec.tolist(), dp.asks, bool(dp.local)) if dp.asks else None
         out = D.score_local(idx, vec, dp.local, mask) if dp.local else []
@@ -243,9 +227,18 @@ class Searcher:
         mask_key: tuple | None = None,
     ) -> Pool:
         """`mask_key`: what the mask was made from, to cache per-filter arrays under."""
-        vec = self._background(self._embed, qp.dense) if use_dense and use_bm25 else None
-        bm = self._bm25(idx, qp.lexical, mask) if use_bm25 else []
-        de = self._dense(idx, qp.dense, kind, repo, tags, mask, mask_key, vec) if use_dense else []
+        # in this thread: the per-filter caches are filled by one thread only
+        chunks = idx.masked_chunks(mask, mask_key) if mask is not None and use_bm25 else None
+        aside = (
+            self._background(self._bm25, idx, qp.lexical, chunks)
+            if use_dense and use_bm25
+            else None
+        )
+        de = self._dense(idx, qp.dense, kind, repo, tags, mask, mask_key) if use_dense else []
+        if aside is not None:
+            bm = aside.result()
+        else:
+            bm = self._bm25(idx, qp.lexical, chunks) if use_bm25 else []
         rows: dict[int, int] = {}
         chunk: list[int] = []
         for e, p, _ in bm + de:
@@ -258,18 +251,17 @@ class Searcher:
         col = {f: i for i, f in enumerate(F.FEATURES)}
         if bm:
             top = bm[0][2] or 1.0
-            for rank, (e, _, s) in enumerate(bm):
-                X[rows[e], col["bm25"]] = s / top
-                X[rows[e], col["bm25_rr"]] = 1.0 / (F.RR_K + rank + 1)
+            at, sc = rows_scores(bm, rows)
+            X[at, col["bm25"]] = sc / top
+            X[at, col["bm25_rr"]] = 1.0 / (F.RR_K + np.arange(len(bm)) + 1)
         if de:
             hi, lo = de[0][2], de[-1][2]
             span = (hi - lo) or 1.0
-            code = F.code_share(qp.text)
-            for rank, (e, _, s) in enumerate(de):
-                X[rows[e], col["dense"]] = (s - lo) / span
-                rr = 1.0 / (F.RR_K + rank + 1)
-                X[rows[e], col["dense_rr"]] = rr
-                X[rows[e], col["dense_code"]] = rr * code
+            at, sc = rows_scores(de, rows)
+            X[at, col["dense"]] = (sc - lo) / span
+            rr = 1.0 / (F.RR_K + np.arange(len(de)) + 1)
+            X[at, col["dense_rr"]] = rr
+            X[at, col["dense_code"]] = rr * F.code_share(qp.text)
         from kbase.retrieval.tokenize import tokens
 
         qtok = {t for t in tokens(qp.lexical) if len(t) > 1}
@@ -361,19 +353,14 @@ class Searcher:
                 else self.weights
             )
             s = pool.features @ w
-            order = sorted(range(len(pool.entries)), key=lambda r: -s[r])
+            order = np.argsort(-s, kind="stable").tolist()
             scores = s[order]
         out = []
         for r, score in zip(order[: max(k, 0) * 4 + 20], scores, strict=False):
             p = pool.chunk[r]
             local = int(idx.chunk_local[p]) if p >= 0 else 0
             out.append(
-                Candidate(
-                    entry=idx.entries[pool.entries[r]],
-                    score=float(score),
-                    chunk_index=local,
-                    source=idx,
-                )
+                Candidate(score=float(score), chunk_index=local, source=idx, pos=pool.entries[r])
             )
         if fill_texts:
             idx.fill_texts([c.entry for c in out])

@@ -108,17 +108,20 @@ def top_entries(
     take = min(len(sims), n * 4)  # chunk rows enough for n entries, mostly
     top = np.argpartition(-sims, take - 1)[:take] if take < len(sims) else np.arange(len(sims))
     top = top[np.argsort(-sims[top], kind="stable")]
-    out: list[tuple[int, int, float]] = []
-    seen: set[int] = set()
-    for r in top:
-        p = int(pos[r])
-        e = int(chunk_entry[p])
-        if e not in seen:
-            seen.add(e)
-            out.append((e, p, float(sims[r])))
-            if len(out) >= n:
-                break
-    return out
+    top = top[first_of_each(chunk_entry[pos[top]])[:n]]
+    best = pos[top]
+    return list(zip(chunk_entry[best].tolist(), best.tolist(), sims[top].tolist(), strict=True))
+
+
+def first_of_each(keys: np.ndarray) -> np.ndarray:
+    """Positions of the first occurrence of each distinct key, in order: a Python loop with a
+    set over the best chunks was ~1 ms of a query at 100k entries (issue #11). Not np.unique:
+    it imports numpy.ma, ~15 ms of a cold search."""
+    by_key = np.argsort(keys, kind="stable")
+    k = keys[by_key]
+    starts = np.ones(len(k), dtype=bool)
+    starts[1:] = k[1:] != k[:-1]
+    return np.sort(by_key[starts])
 
 
 def write_generation_vectors(

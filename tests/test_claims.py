@@ -196,3 +196,26 @@ def test_status_rejudges_stored_values_and_counts_claims_in_audit_and_get(tmp_pa
     assert speed["expect"] == ">= 3" and speed["measured"][0]["holds"] is False
     assert "(FAILS)" in speed["rendered"]
     assert json.loads(cache.read_text())["skills"]["rejudge"]["views"][0]["expect"] == ">= 3"
+
+
+def test_claim_views_of_several_skills_write_the_cache_once(tmp_path):
+    """A server's warm-up computes the claim views of every skill, and the disk cache is
+    written once with all of them (not rewritten per skill)."""
+    from kbase.validators import claim_views as CV
+
+    cited = (
+        '  - {id: warp, text: "a warp is 32 threads", cite: "https://docs.nvidia.com/cuda/", '
+        'locator: "SIMT Architecture"}'
+    )
+    write(tmp_path, "one", SPEEDUP, 'print("KBASE_MEASURE speedup 2.0")')
+    write(tmp_path, "two", cited, "print(1)")
+    cache = tmp_path / ".kbase" / "cache" / "claim-views.json"
+    CV._memory.clear()
+    got = CV.claim_views_of(tmp_path, ["one", "two"])
+    assert [v.id for v in got["one"]] == ["speedup"] and [v.id for v in got["two"]] == ["warp"]
+    assert sorted(json.loads(cache.read_text())["skills"]) == ["one", "two"]
+    stamp = cache.stat().st_mtime_ns
+    CV._memory.clear()  # a new process: both read from the cache, which stays as it was
+    again = CV.claim_views_of(tmp_path, ["one", "two"])
+    assert again == got and cache.stat().st_mtime_ns == stamp
+    assert CV.claim_views(tmp_path, "two") == got["two"]
