@@ -26,6 +26,7 @@ from kbase.ingest.definitions import (
     Span,
     edit_tree,
     grammar_for,
+    line_offsets,
     parse_tree,
 )
 from kbase.ingest.defs_cache import SCAN_PENDING, DefsCache, change_key
@@ -143,8 +144,8 @@ class SymbolNamer:
         self.disk = cache
         self._pending: dict[str, bytes | None] = {}
         self._cache: OrderedDict[str, Owners | None] = OrderedDict()
-        # path -> (blob, tree, contents) of the version parsed last
-        self._trees: OrderedDict[str, tuple[str, object, bytes]] = OrderedDict()
+        # path -> (blob, tree, contents, its line offsets or None) of the version parsed last
+        self._trees: OrderedDict[str, tuple[str, object, bytes, object]] = OrderedDict()
         self._held_bytes = 0
         # path -> (old blob, new blob, hunks) of the last change met: how to edit the tree of
         # the new blob into one for the old blob when the old side was not needed then
@@ -162,14 +163,14 @@ class SymbolNamer:
         """Blobs whose definitions came from the disk cache instead of a parse."""
         return (self.disk.hits if self.disk is not None else 0) + len(self._answered_blobs)
 
-    def _hold(self, path: str, blob: str, tree: object, data: bytes) -> None:
+    def _hold(self, path: str, blob: str, tree: object, data: bytes, offsets: object) -> None:
         old = self._trees.pop(path, None)
         if old is not None:
             self._held_bytes -= len(old[2])
-        self._trees[path] = (blob, tree, data)
+        self._trees[path] = (blob, tree, data, offsets)
         self._held_bytes += len(data)
         while len(self._trees) > HOLD_TREES or self._held_bytes > HOLD_BYTES:
-            _, (_, _, gone) = self._trees.popitem(last=False)
+            _, (_, _, gone, _) = self._trees.popitem(last=False)
             self._held_bytes -= len(gone)
 
     def _defs(
@@ -191,17 +192,23 @@ class SymbolNamer:
             data = self._pending.pop(blob) if blob in self._pending else self.read_blob(blob)
             if data is not None:
                 self.parsed += 1
-                old_tree = None
+                old_tree = offsets = None
                 held = self._trees.get(path)
                 if base is not None and held is not None and held[0] == base[0]:
-                    old_tree = edit_tree(held[1], held[2], data, base[1], base[2])
+                    # each version's line offsets are found once: as the edit's destination
+                    # here, kept with its tree for the edit from it to the next older version
+                    src_offsets = held[3] if held[3] is not None else line_offsets(held[2])
+                    offsets = line_offsets(data)
+                    old_tree = edit_tree(
+                        held[1], held[2], data, base[1], base[2], (src_offsets, offsets)
+                    )
                     self.incremental += 1
                 ts, scan, tree = _parse_both(lang, data, old_tree, lazy=True)
                 got = (ts, scan)
                 if self.disk is not None:
                     self.disk.put(blob, lang, got)
                 if tree is not None and path:
-                    self._hold(path, blob, tree, data)
+                    self._hold(path, blob, tree, data, offsets)
         owners = None
         if got is not None:
             scanner = None
