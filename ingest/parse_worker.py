@@ -64,7 +64,11 @@ class ParseWorker:
 
     def dispatch(self) -> None:
         if self._batch:
-            self._conn.send(self._batch)
+            try:
+                self._conn.send(self._batch)
+            except OSError:  # the worker is gone: what it said last says why
+                self._receive()
+                raise
             self._batch = []
 
     def answer(self, job: int) -> Any:
@@ -72,14 +76,17 @@ class ParseWorker:
         cannot be read."""
         self.dispatch()
         while job not in self._answers:
-            try:
-                got = self._conn.recv()
-            except EOFError:
-                raise RuntimeError("the parse worker ended without answering") from None
-            if isinstance(got, str):
-                raise RuntimeError(f"the parse worker failed:\n{got}")
-            self._answers.update(got)
+            self._receive()
         return self._answers.pop(job)
+
+    def _receive(self) -> None:
+        try:
+            got = self._conn.recv()
+        except (EOFError, OSError):
+            raise RuntimeError("the parse worker ended without answering") from None
+        if isinstance(got, str):
+            raise RuntimeError(f"the parse worker failed:\n{got}")
+        self._answers.update(got)
 
     def close(self) -> None:
         try:
@@ -131,11 +138,11 @@ def _serve(conn, git_dir: str) -> None:
                 out.append((job, (pack_defs(ts), packed, incremental)))
             conn.send(out)
     except BaseException:
-        try:
+        try:  # the mining process raises it (multiprocessing would print it here too)
             conn.send(traceback.format_exc())
         except (OSError, ValueError):
             pass
-        raise
+        raise SystemExit(1) from None
     finally:
         reader.close()
 

@@ -77,3 +77,22 @@ def test_only_a_long_mine_on_more_than_one_cpu_starts_a_worker(monkeypatch):
     assert worker_wanted(1)
     monkeypatch.setenv("KBASE_MINE_WORKER", "0")
     assert not worker_wanted(10 * MIN_COMMITS)
+
+
+def test_a_worker_that_fails_says_why_and_is_reaped(tmp_path):
+    repo = git.Repo.init(tmp_path / "r", initial_branch="main")
+    ids = []
+    for i, text in enumerate(("def f():\n    return 1\n", "def f():\n    return 2\n")):
+        (tmp_path / f"v{i}.py").write_text(text)
+        ids.append(repo.git.hash_object("-w", str(tmp_path / f"v{i}.py")))
+    worker = ParseWorker(str(tmp_path / "r" / ".git"))
+    try:
+        first = worker.submit("py", ids[0], "m.py", None)
+        assert worker.answer(first)[0][2] == [(1, 2, "f", "function")]
+        # hunks that are not hunks: the edit of the held tree fails inside the worker
+        bad = worker.submit("py", ids[1], "m.py", (ids[0], None, True))
+        with pytest.raises(RuntimeError, match="(?s)parse worker failed.*TypeError"):
+            worker.answer(bad)
+    finally:
+        worker.close()
+    assert not worker._proc.is_alive() and worker._proc.exitcode == 1
