@@ -14,9 +14,6 @@ costs more than it saves.
 from __future__ import annotations
 
 import os
-import queue
-import threading
-import traceback
 from typing import Any
 
 from kbase.ingest.blobs import BlobReader
@@ -102,6 +99,11 @@ class ParseWorker:
 
 def _serve(conn, git_dir: str) -> None:
     """The worker: parse each batch of jobs in order, answer with the packed definitions."""
+    # imported here: a mine without a worker (an incremental one) never pays for them
+    import queue
+    import threading
+    import traceback
+
     jobs: queue.SimpleQueue = queue.SimpleQueue()
 
     def pump() -> None:
