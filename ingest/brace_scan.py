@@ -13,6 +13,7 @@ from __future__ import annotations
 import bisect
 import operator
 import re
+from functools import lru_cache
 from itertools import accumulate, count
 
 from kbase.ingest.definitions import CLASS, FUNCTION, KERNEL, MACRO, METHOD, FileDefs, Span
@@ -80,17 +81,21 @@ _NOT_NAMES = {
 }
 
 
+_PAREN = re.compile(r"[()]")
+# where function_name's walk over a signature stops: a group, a trailing return type, an `=`
+_SIG_MARK = re.compile(r"[(=]|->")
+
+
 def _balanced_end(s: str, i: int) -> int:
     """Index after the parenthesis group that opens at s[i] == '('."""
     depth = 0
-    for j in range(i, len(s)):
-        c = s[j]
-        if c == "(":
+    for m in _PAREN.finditer(s, i):  # only the parentheses: no Python step per character
+        if m.group() == "(":
             depth += 1
-        elif c == ")":
+        else:
             depth -= 1
             if depth == 0:
-                return j + 1
+                return m.end()
     return len(s)
 
 
@@ -127,14 +132,20 @@ def _without_attr_calls(sig: str) -> str:
         sig = sig[: m.start()] + " " + sig[end:]
 
 
+@lru_cache(maxsize=1 << 16)
 def function_name(sig: str, need_type: bool = False) -> str | None:
-    """The name of the function whose signature (everything before its `{`) is `sig`."""
+    """The name of the function whose signature (everything before its `{`) is `sig`.
+    Memoised: the versions of a file a mine scans one after another share most signatures."""
     s = _without_attr_calls(_strip_template_head(sig))
     # the parameter list is the last top-level group: drop a constructor's initialiser list
     # (`) : a(x), b{y}`) and a trailing return type first
     groups: list[tuple[int, int]] = []
     i = 0
-    while i < len(s):
+    while True:
+        mark = _SIG_MARK.search(s, i)  # the next character the walk acts on
+        if mark is None:
+            break
+        i = mark.start()
         if s[i] == "(":
             end = _balanced_end(s, i)
             if end >= len(s) and s.count("(", i) > s.count(")", i):
@@ -195,12 +206,17 @@ def scan_defs(src: bytes | str) -> FileDefs:
     # `#if` stack: True while the current branch is one after the first (`#elif`, `#else`);
     # only the first branch of each conditional is read, so braces split by `#if` balance
     cond: list[bool] = []
+    skip = False  # any(cond): a later branch of some `#if` is being read past
     for m in _TOKEN.finditer(text):
         tok = m.group(0)
         c = tok[0]
+        if c == ";":  # the most common token
+            if not skip:
+                sig_from = m.end()
+            continue
         if c in "/\"'R":
             continue
-        if c != "{" and c != "}" and c != ";":
+        if c != "{" and c != "}":
             d = _DIRECTIVE.match(tok)
             word = d.group(1) if d else ""
             if word in ("if", "ifdef", "ifndef"):
@@ -209,17 +225,15 @@ def scan_defs(src: bytes | str) -> FileDefs:
                 cond[-1] = True
             elif word == "endif" and cond:
                 cond.pop()
-            elif word == "define" and not any(cond):
+            elif word == "define" and not skip:
                 macro = _DEFINE.match(tok)
                 if macro:
                     out.spans.append(
                         Span(line_of(m.start()), line_of(m.end() - 1), macro.group(1), MACRO)
                     )
+            skip = any(cond)
             continue
-        if any(cond):
-            continue
-        if c == ";":
-            sig_from = m.end()
+        if skip:
             continue
         if c == "}":
             if not stack:
@@ -236,42 +250,26 @@ def scan_defs(src: bytes | str) -> FileDefs:
             sig_from = m.end()
             continue
         # an opening brace: read its signature
-        raw = text[sig_from : m.start()]
-        if "/" in raw or '"' in raw or "#" in raw:
-            sig = _ACCESS.sub("", _NOISE.sub(" ", raw)).strip()
-            lead = _FIRST.search(_NOISE.sub(lambda x: " " * len(x.group(0)), raw))
-        else:  # nothing for _NOISE to match (comments, strings, directives): two passes saved
-            sig = _ACCESS.sub("", raw).strip()
-            lead = _FIRST.search(raw)
-        start = line_of(sig_from + lead.start()) if lead else line_of(m.start())
+        lead, tag, fname, is_global = _brace_head(text[sig_from : m.start()], in_func > 0)
+        start = line_of(sig_from + lead) if lead >= 0 else line_of(m.start())
         sig_from = m.end()
-        # the innermost class frame already holds the qualified name
-        scope = [n for k, n, _ in stack if k == "class"][-1:]
-        frame = ("block", "", start)
-        flat = " ".join(sig.split())
-        if in_func:
-            fname = function_name(flat, need_type=True) if flat else None
-            if fname:
-                frame = ("func", f"{fname}\x00{FUNCTION}", start)
-        elif ("namespace" in flat and _NAMESPACE.search(flat)) or re.fullmatch(r"extern\s*", flat):
-            frame = ("ns", "", start)
-        else:
-            core = _strip_template_head(flat).strip()
-            cm = _CLASS_HEAD.match(core)
-            if cm and "(" not in core[: cm.end()]:
-                qual = "::".join((*scope, cm.group(1)))
-                frame = ("class", qual, start)
-            elif not re.match(r"^(?:enum|typedef\s+enum)\b", core) and flat:
-                fname = function_name(flat)
-                if fname:
-                    if "__global__" in flat:
-                        kind = KERNEL
-                    elif scope or "::" in fname:
-                        kind = METHOD
-                    else:
-                        kind = FUNCTION
-                    full = "::".join((*scope, fname)) if scope and "::" not in fname else fname
-                    frame = ("func", f"{full}\x00{kind}", start)
+        frame = (tag, "", start)
+        if tag == "func" and in_func:
+            frame = ("func", f"{fname}\x00{FUNCTION}", start)
+        elif tag in ("class", "func"):
+            # the innermost class frame already holds the qualified name
+            scope = [n for k, n, _ in stack if k == "class"][-1:]
+            if tag == "class":
+                frame = ("class", "::".join((*scope, fname)), start)
+            else:
+                if is_global:
+                    kind = KERNEL
+                elif scope or "::" in fname:
+                    kind = METHOD
+                else:
+                    kind = FUNCTION
+                full = "::".join((*scope, fname)) if scope and "::" not in fname else fname
+                frame = ("func", f"{full}\x00{kind}", start)
         if frame[0] == "func":
             in_func += 1
         stack.append(frame)
@@ -282,3 +280,33 @@ def scan_defs(src: bytes | str) -> FileDefs:
             span_kind = name.split("\x00")[1] if "\x00" in name else CLASS
             out.spans.append(Span(start, last, name.split("\x00")[0], span_kind))
     return out.finish()
+
+
+@lru_cache(maxsize=1 << 16)
+def _brace_head(raw: str, in_func: bool) -> tuple[int, str, str, bool]:
+    """What the text between the previous `;`, `{` or `}` and a `{` opens: (offset in `raw`
+    of its first character outside comments and directives, -1 if none; `ns`, `class`,
+    `func` or `block`; the class's or function's name, unqualified; whether `__global__`).
+    Memoised: the versions of a file a mine scans one after another share most of these."""
+    if "/" in raw or '"' in raw or "#" in raw:
+        sig = _ACCESS.sub("", _NOISE.sub(" ", raw)).strip()
+        lead = _FIRST.search(_NOISE.sub(lambda x: " " * len(x.group(0)), raw))
+    else:  # nothing for _NOISE to match (comments, strings, directives): two passes saved
+        sig = _ACCESS.sub("", raw).strip()
+        lead = _FIRST.search(raw)
+    at = lead.start() if lead else -1
+    flat = " ".join(sig.split())
+    if in_func:
+        fname = function_name(flat, need_type=True) if flat else None
+        return (at, "func", fname, False) if fname else (at, "block", "", False)
+    if ("namespace" in flat and _NAMESPACE.search(flat)) or re.fullmatch(r"extern\s*", flat):
+        return at, "ns", "", False
+    core = _strip_template_head(flat).strip()
+    cm = _CLASS_HEAD.match(core)
+    if cm and "(" not in core[: cm.end()]:
+        return at, "class", cm.group(1), False
+    if not re.match(r"^(?:enum|typedef\s+enum)\b", core) and flat:
+        fname = function_name(flat)
+        if fname:
+            return at, "func", fname, "__global__" in flat
+    return at, "block", "", False

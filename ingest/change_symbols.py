@@ -15,8 +15,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import lru_cache
 from itertools import groupby, repeat
+from typing import NamedTuple
 
-from kbase.ingest.brace_scan import scan_defs
 from kbase.ingest.definitions import (
     CLASS,
     FUNCTION,
@@ -24,18 +24,14 @@ from kbase.ingest.definitions import (
     METHOD,
     FileDefs,
     Span,
-    edit_tree,
     grammar_for,
-    parse_tree,
 )
 from kbase.ingest.defs_cache import SCAN_PENDING, DefsCache, change_key
+from kbase.ingest.tree_parse import HeldTrees, _parse_both, py_scan_defs, scan_for
+
+__all__ = ["Named", "Owners", "SymbolNamer", "_parse_both", "py_scan_defs", "scan_for"]
 
 CACHE_BLOBS = 2048
-# trees of the last parsed version per file, for incremental parses: bounded by count and by
-# the bytes of source they hold (a tree costs a few times its source)
-HOLD_TREES = 4096
-HOLD_BYTES = 96 << 20
-_PY_DEF = re.compile(r"^([ \t]*)(?:async[ \t]+)?(def|class)[ \t]+([A-Za-z_]\w*)")
 
 
 @dataclass
@@ -61,69 +57,6 @@ class Named:
         self.lines[i] += n
 
 
-def py_scan_defs(src: bytes) -> FileDefs:
-    """Python definitions by indentation, for the rare file tree-sitter-python cannot parse."""
-    lines = src.decode("utf-8", "replace").splitlines()
-    out = FileDefs(method="scanner")
-    open_defs: list[tuple[int, int, str, str]] = []  # (indent, start, name, kind)
-
-    def close(upto_indent: int, end: int) -> None:
-        while open_defs and open_defs[-1][0] >= upto_indent:
-            ind, start, name, kind = open_defs.pop()
-            out.spans.append(Span(start, end, name, kind))
-
-    last_code = 0
-    for i, line in enumerate(lines, 1):
-        stripped = line.strip()
-        if not stripped or stripped.startswith("#"):
-            continue
-        indent = len(line) - len(line.lstrip())
-        close(indent, last_code) if open_defs and indent <= open_defs[-1][0] else None
-        m = _PY_DEF.match(line)
-        if m:
-            outer = open_defs[-1][2] if open_defs else None
-            kind = CLASS if m.group(2) == "class" else (METHOD if outer else FUNCTION)
-            start = i
-            while start > 1 and lines[start - 2].strip().startswith("@"):
-                start -= 1  # decorators belong to the definition
-            name = f"{outer}.{m.group(3)}" if outer else m.group(3)
-            open_defs.append((indent, start, name, kind))
-        last_code = i
-    close(0, last_code)
-    return out.finish()
-
-
-def _parse_both(lang: str, data: bytes, old_tree=None, lazy: bool = False):
-    """(primary spans, scanner spans for the primary's error regions, tree or None). `lazy`:
-    the scanner's spans are SCAN_PENDING where the primary has errors (`scan_for` makes them
-    when a changed line falls in an error region)."""
-    if lang == "py":
-        ts, tree = parse_tree(lang, data, old_tree)
-        if ts is None:
-            return py_scan_defs(data), None, None
-        return ts, (_scan_or_pending(lang, data, lazy) if ts.errors else None), tree
-    lines = data.count(b"\n")
-    if abs(data.count(b"{") - data.count(b"}")) > 2 or (
-        lines > 40 and data.count(b";") * 20 < lines
-    ):
-        # braces that do not match, or text with hardly a statement in it, defeat the grammar
-        # (and its error recovery is slow): the scanner reads it
-        return scan_defs(data), None, None
-    ts, tree = parse_tree(lang, data, old_tree)
-    if ts is None:
-        return scan_defs(data), None, None
-    return ts, (_scan_or_pending(lang, data, lazy) if ts.errors else None), tree
-
-
-def scan_for(lang: str, data: bytes) -> FileDefs:
-    """The scanner that reads a language's error regions."""
-    return py_scan_defs(data) if lang == "py" else scan_defs(data)
-
-
-def _scan_or_pending(lang: str, data: bytes, lazy: bool) -> FileDefs:
-    return SCAN_PENDING if lazy else scan_for(lang, data)
-
-
 class SymbolNamer:
     """Definitions of the blobs a stream of file changes needs, newest change first.
 
@@ -131,6 +64,8 @@ class SymbolNamer:
     else tree-sitter, incrementally from the tree of the version of the same file parsed
     last when the hunks that link the two are known (the new side of one change is the old
     side of the next older change to that file)."""
+
+    lag = 0  # commits whose symbols may be planned ahead of the one `finish`ed (parse_worker)
 
     def __init__(
         self,
@@ -142,10 +77,9 @@ class SymbolNamer:
         self.read_many = read_many
         self.disk = cache
         self._pending: dict[str, bytes | None] = {}
-        self._cache: OrderedDict[str, Owners | None] = OrderedDict()
-        # path -> (blob, tree, contents) of the version parsed last
-        self._trees: OrderedDict[str, tuple[str, object, bytes]] = OrderedDict()
-        self._held_bytes = 0
+        # Owners, None (the blob cannot be read), or a parse a worker has not answered yet
+        self._cache: OrderedDict[str, object] = OrderedDict()
+        self.trees = HeldTrees()
         # path -> (old blob, new blob, hunks) of the last change met: how to edit the tree of
         # the new blob into one for the old blob when the old side was not needed then
         self._prev: dict[str, tuple[str | None, str | None, list]] = {}
@@ -162,56 +96,48 @@ class SymbolNamer:
         """Blobs whose definitions came from the disk cache instead of a parse."""
         return (self.disk.hits if self.disk is not None else 0) + len(self._answered_blobs)
 
-    def _hold(self, path: str, blob: str, tree: object, data: bytes) -> None:
-        old = self._trees.pop(path, None)
-        if old is not None:
-            self._held_bytes -= len(old[2])
-        self._trees[path] = (blob, tree, data)
-        self._held_bytes += len(data)
-        while len(self._trees) > HOLD_TREES or self._held_bytes > HOLD_BYTES:
-            _, (_, _, gone) = self._trees.popitem(last=False)
-            self._held_bytes -= len(gone)
-
-    def _defs(
-        self, lang: str, blob: str, path: str = "", base: tuple | None = None
-    ) -> Owners | None:
+    def _defs(self, lang: str, blob: str, path: str = "", base: tuple | None = None) -> object:
         """The owners of the blob's lines from (tree-sitter defs, scanner defs where the parse
-        has ERROR regions), or None when the blob cannot be read. `base`: (other blob, hunks,
-        to_old) to parse incrementally from."""
+        has ERROR regions), or None when the blob cannot be read (either possibly still to
+        come from a worker: `settle`). `base`: (other blob, hunks, to_old) to parse
+        incrementally from."""
         key = f"{blob}:{lang}"
         if key in self._cache:
             self._cache.move_to_end(key)
             return self._cache[key]
         got: tuple[FileDefs, FileDefs | None] | None = None
-        data: bytes | None = None
         if blob not in self._pending and key not in self._missed and self.disk is not None:
             got = self.disk.get(blob, lang)
         self._missed.discard(key)
-        if got is None:
-            data = self._pending.pop(blob) if blob in self._pending else self.read_blob(blob)
-            if data is not None:
-                self.parsed += 1
-                old_tree = None
-                held = self._trees.get(path)
-                if base is not None and held is not None and held[0] == base[0]:
-                    old_tree = edit_tree(held[1], held[2], data, base[1], base[2])
-                    self.incremental += 1
-                ts, scan, tree = _parse_both(lang, data, old_tree, lazy=True)
-                got = (ts, scan)
-                if self.disk is not None:
-                    self.disk.put(blob, lang, got)
-                if tree is not None and path:
-                    self._hold(path, blob, tree, data)
-        owners = None
         if got is not None:
-            scanner = None
-            if got[1] is SCAN_PENDING:  # from the bytes in hand, else read again when needed
-                scanner = self._scanner(lang, blob, data)
-            owners = Owners(got, scanner)
+            scanner = self._scanner(lang, blob) if got[1] is SCAN_PENDING else None
+            owners: object = Owners(got, scanner)
+        else:
+            owners = self._parse(lang, blob, path, base)
         self._cache[key] = owners
         if len(self._cache) > CACHE_BLOBS:
             self._cache.popitem(last=False)
         return owners
+
+    def _parse(self, lang: str, blob: str, path: str, base: tuple | None) -> object:
+        """Read and parse a blob no cache holds: its Owners, or None if it cannot be read."""
+        data = self._pending.pop(blob) if blob in self._pending else self.read_blob(blob)
+        if data is None:
+            return None
+        self.parsed += 1
+        got, incremental = self.trees.parse(lang, blob, path, base, data)
+        self.incremental += incremental
+        if self.disk is not None:
+            self.disk.put(blob, lang, got)
+        # the scan of error regions from the bytes in hand when a change needs it
+        return Owners(got, self._scanner(lang, blob, data) if got[1] is SCAN_PENDING else None)
+
+    def dispatch(self) -> None:
+        """Send the parses planned so far on their way (to a worker: parse_worker.py)."""
+
+    def settle(self, got: object) -> Owners | None:
+        """What `_defs` gave, once known (a worker's namer waits for its answer here)."""
+        return got  # type: ignore[return-value]
 
     def _scanner(
         self, lang: str, blob: str, held: bytes | None = None
@@ -269,6 +195,17 @@ class SymbolNamer:
         hunks: list[tuple[int, int, int, int]],
     ) -> Named | None:
         """Symbols for one file change, or None when the language has no grammar."""
+        return self.finish(self.plan(path, old_blob, new_blob, hunks))
+
+    def plan(
+        self,
+        path: str,
+        old_blob: str | None,
+        new_blob: str | None,
+        hunks: list[tuple[int, int, int, int]],
+    ) -> Named | Plan | None:
+        """The first half of `name`: every cache decision and parse request, in stream order
+        (`finish` turns it into symbols, possibly after later changes were planned)."""
         lang = grammar_for(path)
         if lang is None:
             return None
@@ -285,7 +222,7 @@ class SymbolNamer:
                 if blob and needed and f"{blob}:{lang}" not in self._cache:
                     self._answered_blobs.add(blob)
             return _from_answer(answer)
-        out = Named()
+        sides: list[tuple[str, str, object]] = []
         for side, blob, needed in (("new", new_blob, need_new), ("old", old_blob, need_old)):
             if not needed or not blob:
                 continue
@@ -293,14 +230,33 @@ class SymbolNamer:
                 base = (new_blob, hunks, True) if new_blob else None
             else:  # the old side of the newer change to this file, when that was not parsed
                 base = (prev[1], prev[2], True) if prev and prev[0] == blob and prev[1] else None
-            got = self._defs(lang, blob, path, base)
-            if got is None:
+            sides.append((side, blob, self._defs(lang, blob, path, base)))
+        return Plan(path, key, hunks, sides)
+
+    def finish(self, plan: Named | Plan | None) -> Named | None:
+        """The symbols of a planned file change."""
+        if plan is None or isinstance(plan, Named):
+            return plan
+        path, key, hunks, sides = plan
+        out = Named()
+        for side, blob, got in sides:
+            owners = self.settle(got)
+            if owners is None:
                 out.problem = f"blob {blob[:12]} ({side} {path}) is missing from the repository"
                 continue
-            _name_lines(out, got, hunks, side == "new")
+            _name_lines(out, owners, hunks, side == "new")
         if key and out.problem is None:
             self.disk.put_change(key, (out.symbols, out.named_by, out.kinds, out.lines))  # type: ignore[union-attr]
         return out
+
+
+class Plan(NamedTuple):
+    """A file change whose blobs' definitions are asked for (`SymbolNamer.plan`)."""
+
+    path: str
+    key: str  # its key in the disk cache's changes, "" without a disk cache
+    hunks: list[tuple[int, int, int, int]]
+    sides: list[tuple[str, str, object]]  # (new|old, blob, what `_defs` gave)
 
 
 def _from_answer(answer: tuple) -> Named:

@@ -147,7 +147,7 @@ def parse_tree(lang: str, src: bytes, old_tree=None):
     return out.finish(), tree
 
 
-def _line_offsets(src: bytes):
+def line_offsets(src: bytes):
     """Byte offset of the start of every line, then the length when the text does not end in
     a newline (this runs on both sides of every edited tree): one vectorised pass over a large
     text once a mine has met many (numpy costs ~0.25 s to import, about what the C loops
@@ -173,10 +173,18 @@ def _line_offsets(src: bytes):
     return np.concatenate(parts)
 
 
-def edit_tree(tree, src: bytes, dst: bytes, hunks: list[tuple[int, int, int, int]], to_old: bool):
+def edit_tree(
+    tree,
+    src: bytes,
+    dst: bytes,
+    hunks: list[tuple[int, int, int, int]],
+    to_old: bool,
+    offsets: tuple | None = None,
+):
     """Edit `tree` (parsed from `src`) so that it describes `dst`, from -U0 hunks
-    (old_start, old_count, new_start, new_count); `to_old`: src is the new side."""
-    a, b = _line_offsets(src), _line_offsets(dst)
+    (old_start, old_count, new_start, new_count); `to_old`: src is the new side. `offsets`:
+    `line_offsets` of src and of dst where the caller has them."""
+    a, b = offsets if offsets is not None else (line_offsets(src), line_offsets(dst))
 
     def at(starts, line: int) -> int:
         return int(starts[min(max(line, 0), len(starts) - 1)])

@@ -29,6 +29,7 @@ _EXTRACTORS = (
     "definitions.py",
     "brace_scan.py",
     "change_symbols.py",
+    "tree_parse.py",
     "gitlog.py",
     "symbols.py",
     "logrun.py",
@@ -57,7 +58,7 @@ def code_version() -> str:
     return h.hexdigest()[:20]
 
 
-def _pack(fd: FileDefs) -> tuple:
+def pack_defs(fd: FileDefs) -> tuple:
     return (
         fd.method,
         fd.balanced,
@@ -66,7 +67,7 @@ def _pack(fd: FileDefs) -> tuple:
     )
 
 
-def _unpack(t: tuple) -> FileDefs:
+def unpack_defs(t: tuple) -> FileDefs:
     method, balanced, spans, errors = t
     fd = FileDefs(
         spans=[Span(*s) for s in spans],
@@ -79,15 +80,15 @@ def _unpack(t: tuple) -> FileDefs:
 
 def encode(defs: Defs) -> bytes:
     ts, scan = defs
-    packed = "pending" if scan is SCAN_PENDING else (_pack(scan) if scan else None)
-    return zlib.compress(marshal.dumps((_pack(ts), packed)), 1)
+    packed = "pending" if scan is SCAN_PENDING else (pack_defs(scan) if scan else None)
+    return zlib.compress(marshal.dumps((pack_defs(ts), packed)), 1)
 
 
 def decode(data: bytes) -> Defs:
     ts, scan = marshal.loads(zlib.decompress(data))
     if scan == "pending":
-        return _unpack(ts), SCAN_PENDING
-    return _unpack(ts), (_unpack(scan) if scan is not None else None)
+        return unpack_defs(ts), SCAN_PENDING
+    return unpack_defs(ts), (unpack_defs(scan) if scan is not None else None)
 
 
 class DefsCache:

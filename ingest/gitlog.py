@@ -9,6 +9,7 @@ lines that define something.
 from __future__ import annotations
 
 import re
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -166,14 +167,25 @@ def parse_log(
 
     excerpt: list[str] | None = None
     kept = 0
+    # commits whose symbols are planned (their parses handed to the namer's worker), not yet
+    # named: up to `namer.lag` of them, so the worker parses while this process reads on
+    planned: deque[tuple[CommitFacts, list]] = deque()
+
+    def hand_on() -> None:
+        nonlocal count
+        c, plans = planned.popleft()
+        if namer is not None:
+            _settle_symbols(plans, namer)
+        on_commit(c)
+        count += 1
 
     def finish() -> None:
-        nonlocal count
         if commit is not None:
+            planned.append((commit, _plan_symbols(commit, namer) if namer is not None else []))
             if namer is not None:
-                _name_symbols(commit, namer)
-            on_commit(commit)
-            count += 1
+                namer.dispatch()
+            while len(planned) > (namer.lag if namer is not None else 0):
+                hand_on()
 
     for raw in stream:
         if rem:
@@ -278,15 +290,22 @@ def parse_log(
                 cur.added = cur.deleted = None
     if last_ok is None or last_ok():
         finish()
+    while planned:
+        hand_on()
     return count
 
 
-def _name_symbols(commit: CommitFacts, namer: SymbolNamer) -> None:
-    """Symbols of every file of the commit from parsed code, its blobs read in one batch."""
+def _plan_symbols(commit: CommitFacts, namer: SymbolNamer) -> list:
+    """The first half of naming every file of the commit from parsed code (its blobs read in
+    one batch): the namer's cache decisions and parses, in stream order."""
     todo = [f for f in commit.files if f.hunks and grammar_for(f.path) is not None]
     namer.prefetch([(f.path, f.old_blob, f.new_blob, f.hunks) for f in todo])
-    for f in todo:
-        named = namer.name(f.path, f.old_blob, f.new_blob, f.hunks)
+    return [(f, namer.plan(f.path, f.old_blob, f.new_blob, f.hunks)) for f in todo]
+
+
+def _settle_symbols(plans: list, namer: SymbolNamer) -> None:
+    for f, plan in plans:
+        named = namer.finish(plan)
         if named is None:
             continue
         f.symbols, f.named_by, f.kinds = named.symbols, named.named_by, named.kinds

@@ -19,6 +19,7 @@ from kbase.ingest.change_symbols import SymbolNamer
 from kbase.ingest.definitions import grammar_for
 from kbase.ingest.defs_cache import DefsCache
 from kbase.ingest.gitlog import LOG_FORMAT, CommitFacts, FileFacts, log_command, parse_log
+from kbase.ingest.parse_worker import ParseWorker, WorkerNamer, worker_wanted
 from kbase.ingest.symbols import GIT_DIFF_DRIVERS, attributes_text
 
 from kbase.errors import KbaseError
@@ -51,7 +52,10 @@ def stream_history(
     todo = [s for s in shas if s not in held]
     fd, attrs = tempfile.mkstemp(prefix="kbase-attrs-", suffix=".gitattributes")
     reader = BlobReader(git_dir)
-    namer = SymbolNamer(reader.read, reader.read_many, cache) if parse_code else None
+    worker: ParseWorker | None = None
+    namer: SymbolNamer | None = None
+    if parse_code:
+        namer = SymbolNamer(reader.read, reader.read_many, cache)
 
     def one(sha: str) -> CommitFacts:
         got: list[CommitFacts] = []
@@ -63,6 +67,10 @@ def stream_history(
         with os.fdopen(fd, "w") as fh:
             parsed = tuple(e for e in GIT_DIFF_DRIVERS if grammar_for(e) is not None)
             fh.write(attributes_text(parsed if parse_code else ()))
+        if parse_code and worker_wanted(len(todo)):
+            # started before any git process of this mine, so it holds none of their pipes
+            worker = ParseWorker(git_dir)
+            namer = WorkerNamer(worker, reader.read, cache)
         pos = 0
         while pos < len(todo):
             done, err = _run(git_dir, attrs, todo[pos:], merged, namer)
@@ -77,6 +85,8 @@ def stream_history(
         return len(shas)
     finally:
         reader.close()
+        if worker is not None:
+            worker.close()
         if stats is not None and namer is not None:
             stats["parsed"] = stats.get("parsed", 0) + namer.parsed
             stats["incremental"] = stats.get("incremental", 0) + namer.incremental

@@ -149,13 +149,13 @@ from kbase.ingest import definitions as d
 big = b"".join(b"int f%d(int x) { return x; }\\n" % i for i in range(4000)) + b"tail"
 small = b"a\\nbb\\n\\nccc"
 assert len(big) >= d.NUMPY_FROM_BYTES
-first = list(d._line_offsets(big))
+first = list(d.line_offsets(big))
 assert "numpy" not in sys.modules, "numpy imported for one large text"
 d._large_bytes = d.NUMPY_AFTER_BYTES  # as after a long cold mine
-second = [int(x) for x in d._line_offsets(big)]
+second = [int(x) for x in d.line_offsets(big)]
 assert "numpy" in sys.modules
 assert first == second and first[:3] == [0, 28, 56] and first[-1] == len(big)
-assert list(d._line_offsets(small)) == [0, 2, 5, 6, 9]
+assert list(d.line_offsets(small)) == [0, 2, 5, 6, 9]
 print("ok")
 """
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
