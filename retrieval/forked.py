@@ -11,8 +11,10 @@ import warnings
 from collections.abc import Callable
 from typing import Any
 
+from kbase.errors import KbaseError
 
-class ForkedError(RuntimeError):
+
+class ForkedError(KbaseError):
     """The forked child raised, or died before it answered."""
 
 
