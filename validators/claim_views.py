@@ -134,9 +134,9 @@ _DISK_NAME = "claim-views.json"
 def _code_sig() -> tuple:
     """Changes with the code that parses a skill and renders its claims (fixed per process).
     The modules are found, not imported: a cached answer needs no markdown parser."""
-    from importlib.util import find_spec
-
     from kbase.validators.status import _stat_sig
+
+    from kbase.code_digest import module_files
 
     mods: tuple[str, ...] = (__name__, "kbase.validators.claims", "kbase.validators.rules")
     mods += (
@@ -145,7 +145,7 @@ def _code_sig() -> tuple:
         "kbase.ingest.markdown",
         "kbase.ingest.safe_yaml",
     )
-    return tuple(_stat_sig(Path(getattr(find_spec(m), "origin", None) or "")) for m in mods)
+    return tuple(_stat_sig(Path(f)) for m in mods for f in module_files(m) or [""])
 
 
 _disk: dict[str, tuple[tuple, dict]] = {}
