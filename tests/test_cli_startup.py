@@ -93,6 +93,8 @@ def test_a_search_of_an_existing_index_loads_nothing_heavy(embedder, tmp_path):
     # parser (the data files' JSON twins are read instead)
     assert "markdown_it" not in mods and "kbase.ingest.skills" not in mods
     assert "yaml" not in mods
+    # nor the rules that judge a skill and its claims: a cached status needs no judging
+    assert not {"kbase.validators.rules", "kbase.validators.claims"} & mods
     # nor what a cold search used to import for nothing (issue #11): logging (through
     # concurrent.futures), difflib (no filter to suggest names for) and importlib.metadata
     # (pydantic's plugin loader, with plugins off: kbase/commands/plugins_off.py)

@@ -6,13 +6,13 @@ from __future__ import annotations
 import functools
 from pathlib import Path
 
-from kbase.validators.rules import minor
-
 from kbase.schema import ClaimMeasurement, ClaimView
 
 
 def env_name(row: dict) -> str:
     """`NVIDIA H200 (sm_90, torch 2.11, triton 3.6)` or `cpu-interpret (torch 2.13, triton 3.9)`."""
+    from kbase.validators.rules import minor  # rendering only: cached views need no rules
+
     fp = row.get("fingerprint") or {}
     parts = []
     if row.get("tier") == "gpu" and fp.get("compute_capability"):
