@@ -158,11 +158,12 @@ def measure(name: str, work: Path, repeats: int, back: int, pys: dict[str, str])
     )
     tip = git(clone, "rev-parse", "HEAD")
     git(clone, "update-ref", "HEAD", git(clone, "rev-parse", f"HEAD~{back}"))
-    for label, py in pys.items():
+    for label, py in pys.items():  # also fills each interpreter's bytecode cache
         base = work / f"{name}-base-{label}"
         shutil.rmtree(base, ignore_errors=True)
         (base / "pr_archive").mkdir(parents=True)
-        subprocess.run([py, *mine_cmd(clone, base, name)[1:]], check=True, capture_output=True)
+        cmd = [py, *mine_cmd(clone, base, name)[1:]]
+        subprocess.run(cmd, check=True, capture_output=True, env=_env(work))
     git(clone, "update-ref", "HEAD", tip)
     runs: dict[str, list[dict]] = {label: [] for label in pys}
     for _ in range(repeats):
@@ -175,6 +176,7 @@ def measure(name: str, work: Path, repeats: int, back: int, pys: dict[str, str])
                     "kbase": best["kbase"], "commits": best["report"]["commits"], **best,
                     "median_wall": statistics.median(r["wall"] for r in rs),
                     "median_cpu": statistics.median(r["cpu"] for r in rs),
+                    "median_imports_cpu": statistics.median(r["imports_cpu"] for r in rs),
                     "rounds": [{"wall": r["wall"], "cpu": r["cpu"]} for r in rs],
                     "load_1min": os.getloadavg()[0]})  # fmt: skip
     return out
@@ -187,7 +189,9 @@ def _round(name: str, work: Path, clone: Path, label: str, py: str) -> dict:
     shutil.copytree(work / f"{name}-base-{label}", root, symlinks=True)
     argv = mine_cmd(clone, root, name)[4:]  # the options after `kbase mine`
     c0, t0 = children_cpu(), time.perf_counter()
-    proc = subprocess.run([py, __file__, "--child", *argv], capture_output=True, text=True)
+    proc = subprocess.run(
+        [py, __file__, "--child", *argv], capture_output=True, text=True, env=_env(work)
+    )
     wall, cpu = time.perf_counter() - t0, children_cpu() - c0
     if proc.returncode != 0:
         raise SystemExit(f"{name} ({label}): the timed mine failed: {proc.stderr[-2000:]}")
@@ -197,8 +201,17 @@ def _round(name: str, work: Path, clone: Path, label: str, py: str) -> dict:
     start = {"phase": "interpreter start and exit", "depth": 0, "calls": 1,
              "wall": wall - inner["wall"], "cpu": cpu - inner["cpu"] - inner["git_cpu"],
              "git_cpu": 0.0}  # fmt: skip
+    imports = sum(r["cpu"] for r in got["rows"] if r["phase"].startswith("import "))
     return {"wall": wall, "cpu": cpu, "rows": [start, *got["rows"]], "report": got["report"],
-            "kbase": got["kbase"]}  # fmt: skip
+            "kbase": got["kbase"], "imports_cpu": imports}  # fmt: skip
+
+
+def _env(work: Path) -> dict[str, str]:
+    """Bytecode cached under the work folder (as an installed package has it beside its code),
+    not written into the checkouts themselves."""
+    env = {**os.environ, "PYTHONPYCACHEPREFIX": str(work / "pycache")}
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    return env
 
 
 def main() -> None:
@@ -218,7 +231,14 @@ def main() -> None:
     work.mkdir(parents=True, exist_ok=True)
     pys = {"this": sys.executable}
     if args.against:
-        pys["against"] = shutil.which(args.against) or args.against
+        # the interpreter itself, not a launcher (pyenv's shims are shell scripts: ~0.1 s a start)
+        named = shutil.which(args.against) or args.against
+        pys["against"] = subprocess.run(
+            [named, "-c", "import sys; print(sys.executable)"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
     results = []
     try:
         for name in args.only or HISTORIES:
@@ -260,18 +280,14 @@ def _print_pairs(console, results: list[dict]) -> None:
     from rich.table import Table
 
     table = Table(title="side by side (rounds in turn): this / against", title_justify="left")
-    for col in ("repo", "median wall s", "median CPU s", "best CPU s", "imports CPU s"):
+    for col in ("repo", "median wall s", "median CPU s", "best CPU s", "median imports CPU s"):
         table.add_column(col, justify="left" if col == "repo" else "right")
     by = {(r["repo"], r["interpreter"]): r for r in results}
     for repo in dict.fromkeys(r["repo"] for r in results):
         a, b = by[(repo, "this")], by[(repo, "against")]
-
-        def imports(r: dict) -> float:
-            return sum(x["cpu"] for x in r["rows"] if x["phase"].startswith("import "))
-
         cells = []
-        for va, vb in ((a["median_wall"], b["median_wall"]), (a["median_cpu"], b["median_cpu"]),
-                       (a["cpu"], b["cpu"]), (imports(a), imports(b))):  # fmt: skip
+        for key in ("median_wall", "median_cpu", "cpu", "median_imports_cpu"):
+            va, vb = a[key], b[key]
             cells.append(f"{va:.3f} / {vb:.3f} ({va / vb:.2f}x)")
         table.add_row(repo, *cells)
     console.print(table)
