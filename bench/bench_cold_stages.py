@@ -36,13 +36,14 @@ def mark(name):
     out[name] = [t - last[0], c - last[1]]; last[:] = [t, c]
 from kbase.commands.search_fast import _one_blas_thread
 _one_blas_thread(); import numpy; mark("import numpy (one BLAS thread)")
-import kbase.schema; mark("import pydantic + kbase.schema")
+from kbase.schema import Entry, SearchQuery, SearchResult, SkillAudit  # what a search defines
+mark("import pydantic + the search's kbase.schema models")
 from kbase.commands.search_fast import parse
 args = parse(["search", sys.argv[1], "--json"])
 import os; os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
 from kbase.commands.plugins_off import skip_plugin_loader; skip_plugin_loader()
 from kbase.envspec import parse_env
-q = kbase.schema.SearchQuery.parse(env=parse_env(None), query=args.query, k=args.k)
+q = SearchQuery.parse(env=parse_env(None), query=args.query, k=args.k)
 mark("SearchQuery.parse (first validator)")
 from kbase.api import KnowledgeBase
 kb = KnowledgeBase(root=args.root, one_query=True)

@@ -11,9 +11,15 @@ less the child's own. Rows are nested (indented): a parent's `other` is what its
 children do not cover. Each round mines a fresh copy of the pre-mined root; the round with the
 least CPU is kept (`--repeats`).
 
-    python3 bench/bench_mine_phases.py [--only NAME] [--repeats 3] [--back 10]
+    python3 bench/bench_mine_phases.py [--only NAME] [--repeats 3] [--back 10] [--against PY]
 
-Writes bench/results/bench_mine_phases.json and prints a table per repository.
+--against PY times the same mine with another interpreter's kbase too (e.g. `python3`, whose
+editable install is main's checkout), round by round in turn so that both see the same machine
+load; each interpreter mines its own pre-mined root (the card cache is keyed by the code that
+builds cards, so one root shared by two checkouts would miss for both). Medians of all rounds
+are printed beside the best round's phases.
+
+Writes bench/results/bench_mine_phases.json and prints a table per repository (and interpreter).
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ import importlib
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -74,12 +81,12 @@ def child(argv: list[str]) -> None:
 
     t = lap("import kbase.mine_cli (no-op check)", t0)
     os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")  # as mine_cli._mine does
-    import kbase.api  # noqa: F401
+    import kbase.api
 
-    t = lap("import kbase.api (pydantic, kbase.schema)", t)
+    t = lap("import kbase.api (the façade)", t)
     for mod in ("card_writer", "checkpoint", "defs_cache", "graph", "logrun", "mining"):
         importlib.import_module(f"kbase.ingest.{mod}")
-    t = lap("import the miner (card writer, log parser, tree-sitter)", t)
+    t = lap("import the miner (pydantic, card models, log parser, tree-sitter)", t)
     acc: dict[str, list[float]] = {}
     for mod, attr, label, _ in TIMED:
         _wrap(mod, attr, label, acc)
@@ -97,7 +104,8 @@ def child(argv: list[str]) -> None:
             rows.append({"phase": label, "depth": depth, "calls": int(got[0]), "wall": got[1],
                          "cpu": got[2], "git_cpu": got[3]})  # fmt: skip
     total = _row("in process", 0, 1, t0, end)
-    print(json.dumps({"rows": rows, "total": total, "report": report}), flush=True)
+    got = {"rows": rows, "total": total, "report": report, "kbase": kbase.api.__file__}
+    print(json.dumps(got), flush=True)
     sys.stderr.flush()
     os._exit(0)  # as kbase.cli.entry ends a finished mine: no interpreter teardown
 
@@ -134,7 +142,8 @@ def git(git_dir: Path, *args: str) -> str:
     ).stdout.strip()
 
 
-def measure(name: str, work: Path, repeats: int, back: int) -> dict:
+def measure(name: str, work: Path, repeats: int, back: int, pys: dict[str, str]) -> list[dict]:
+    """One result per interpreter in `pys` (label -> executable), its rounds run in turn."""
     replay = work / f"{name}-replay"
     if not replay.exists():
         data = SHARED / "data" / "histories" / f"{name}.jsonl"
@@ -149,36 +158,60 @@ def measure(name: str, work: Path, repeats: int, back: int) -> dict:
     )
     tip = git(clone, "rev-parse", "HEAD")
     git(clone, "update-ref", "HEAD", git(clone, "rev-parse", f"HEAD~{back}"))
-    base = work / f"{name}-base"
-    shutil.rmtree(base, ignore_errors=True)
-    (base / "pr_archive").mkdir(parents=True)
-    subprocess.run(mine_cmd(clone, base, name), check=True, capture_output=True)
+    for label, py in pys.items():  # also fills each interpreter's bytecode cache
+        base = work / f"{name}-base-{label}"
+        shutil.rmtree(base, ignore_errors=True)
+        (base / "pr_archive").mkdir(parents=True)
+        cmd = [py, *mine_cmd(clone, base, name)[1:]]
+        subprocess.run(cmd, check=True, capture_output=True, env=_env(work))
     git(clone, "update-ref", "HEAD", tip)
-    argv = mine_cmd(clone, work / f"{name}-run", name)[4:]  # the options after `kbase mine`
-    best = None
+    runs: dict[str, list[dict]] = {label: [] for label in pys}
     for _ in range(repeats):
-        root = work / f"{name}-run"
-        shutil.rmtree(root, ignore_errors=True)
-        shutil.copytree(base, root, symlinks=True)
-        c0, t0 = children_cpu(), time.perf_counter()
-        proc = subprocess.run(
-            [sys.executable, __file__, "--child", *argv], capture_output=True, text=True
-        )
-        wall, cpu = time.perf_counter() - t0, children_cpu() - c0
-        if proc.returncode != 0:
-            raise SystemExit(f"{name}: the timed mine failed: {proc.stderr[-2000:]}")
-        got = json.loads(proc.stdout.splitlines()[-1])
-        assert got["report"]["mode"] == "incremental", got["report"]["mode"]
-        inner = got["total"]
-        start = {"phase": "interpreter start and exit", "depth": 0, "calls": 1,
-                 "wall": wall - inner["wall"], "cpu": cpu - inner["cpu"] - inner["git_cpu"],
-                 "git_cpu": 0.0}  # fmt: skip
-        run = {"wall": wall, "cpu": cpu, "rows": [start, *got["rows"]], "report": got["report"]}
-        if best is None or run["cpu"] < best["cpu"]:
-            best = run
-    assert best is not None
-    return {"repo": name, "commits": best["report"]["commits"], **best,
-            "load_1min": os.getloadavg()[0]}  # fmt: skip
+        for label, py in pys.items():
+            runs[label].append(_round(name, work, clone, label, py))
+    out = []
+    for label, rs in runs.items():
+        best = min(rs, key=lambda r: r["cpu"])
+        out.append({"repo": name, "interpreter": label, "python": pys[label],
+                    "kbase": best["kbase"], "commits": best["report"]["commits"], **best,
+                    "median_wall": statistics.median(r["wall"] for r in rs),
+                    "median_cpu": statistics.median(r["cpu"] for r in rs),
+                    "median_imports_cpu": statistics.median(r["imports_cpu"] for r in rs),
+                    "rounds": [{"wall": r["wall"], "cpu": r["cpu"]} for r in rs],
+                    "load_1min": os.getloadavg()[0]})  # fmt: skip
+    return out
+
+
+def _round(name: str, work: Path, clone: Path, label: str, py: str) -> dict:
+    """One incremental mine by `py`, timed, on a fresh copy of its pre-mined root."""
+    root = work / f"{name}-run-{label}"
+    shutil.rmtree(root, ignore_errors=True)
+    shutil.copytree(work / f"{name}-base-{label}", root, symlinks=True)
+    argv = mine_cmd(clone, root, name)[4:]  # the options after `kbase mine`
+    c0, t0 = children_cpu(), time.perf_counter()
+    proc = subprocess.run(
+        [py, __file__, "--child", *argv], capture_output=True, text=True, env=_env(work)
+    )
+    wall, cpu = time.perf_counter() - t0, children_cpu() - c0
+    if proc.returncode != 0:
+        raise SystemExit(f"{name} ({label}): the timed mine failed: {proc.stderr[-2000:]}")
+    got = json.loads(proc.stdout.splitlines()[-1])
+    assert got["report"]["mode"] == "incremental", got["report"]["mode"]
+    inner = got["total"]
+    start = {"phase": "interpreter start and exit", "depth": 0, "calls": 1,
+             "wall": wall - inner["wall"], "cpu": cpu - inner["cpu"] - inner["git_cpu"],
+             "git_cpu": 0.0}  # fmt: skip
+    imports = sum(r["cpu"] for r in got["rows"] if r["phase"].startswith("import "))
+    return {"wall": wall, "cpu": cpu, "rows": [start, *got["rows"]], "report": got["report"],
+            "kbase": got["kbase"], "imports_cpu": imports}  # fmt: skip
+
+
+def _env(work: Path) -> dict[str, str]:
+    """Bytecode cached under the work folder (as an installed package has it beside its code),
+    not written into the checkouts themselves."""
+    env = {**os.environ, "PYTHONPYCACHEPREFIX": str(work / "pycache")}
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    return env
 
 
 def main() -> None:
@@ -189,24 +222,37 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=3, help="rounds; the least CPU is kept")
     ap.add_argument("--back", type=int, default=10, help="new commits for the incremental mine")
     ap.add_argument("--keep", type=Path, default=None, help="work folder to keep and reuse")
+    ap.add_argument("--against", default=None, help="another interpreter, run in turn with this")
     args = ap.parse_args()
     from rich.console import Console
     from rich.table import Table
 
     work = args.keep or Path(tempfile.mkdtemp(prefix="kbase-bench-mine-phases-"))
     work.mkdir(parents=True, exist_ok=True)
+    pys = {"this": sys.executable}
+    if args.against:
+        # the interpreter itself, not a launcher (pyenv's shims are shell scripts: ~0.1 s a start)
+        named = shutil.which(args.against) or args.against
+        pys["against"] = subprocess.run(
+            [named, "-c", "import sys; print(sys.executable)"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
     results = []
     try:
         for name in args.only or HISTORIES:
-            results.append(measure(name, work, args.repeats, args.back))
+            results.extend(measure(name, work, args.repeats, args.back, pys))
     finally:
         if args.keep is None:
             shutil.rmtree(work, ignore_errors=True)
     console = Console(width=160)
     for r in results:
+        who = f" ({r['interpreter']}: {r['kbase']})" if args.against else ""
         table = Table(
-            title=f"{r['repo']}: incremental mine of {r['commits']} commits, "
-            f"wall {r['wall']:.3f} s, CPU {r['cpu']:.3f} s (load {r['load_1min']:.1f})",
+            title=f"{r['repo']}{who}: incremental mine of {r['commits']} commits, "
+            f"wall {r['wall']:.3f} s, CPU {r['cpu']:.3f} s (load {r['load_1min']:.1f}); "
+            f"median of {args.repeats}: wall {r['median_wall']:.3f} s, CPU {r['median_cpu']:.3f} s",
             title_justify="left",
         )
         for col in ("phase", "calls", "wall s", "CPU s", "git CPU s"):
@@ -221,10 +267,30 @@ def main() -> None:
             )
         console.print(table)
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    if args.against:
+        _print_pairs(console, results)
     out = {"at": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "repeats": args.repeats,
            "back": args.back, "cpus": os.cpu_count(), "results": results}  # fmt: skip
     RESULTS.write_text(json.dumps(out, indent=1) + "\n")
     Console(stderr=True).print(f"wrote {RESULTS.relative_to(REPO_ROOT)}")
+
+
+def _print_pairs(console, results: list[dict]) -> None:
+    """Per repository: each interpreter's medians and best CPU, and this one's over the other's."""
+    from rich.table import Table
+
+    table = Table(title="side by side (rounds in turn): this / against", title_justify="left")
+    for col in ("repo", "median wall s", "median CPU s", "best CPU s", "median imports CPU s"):
+        table.add_column(col, justify="left" if col == "repo" else "right")
+    by = {(r["repo"], r["interpreter"]): r for r in results}
+    for repo in dict.fromkeys(r["repo"] for r in results):
+        a, b = by[(repo, "this")], by[(repo, "against")]
+        cells = []
+        for key in ("median_wall", "median_cpu", "cpu", "median_imports_cpu"):
+            va, vb = a[key], b[key]
+            cells.append(f"{va:.3f} / {vb:.3f} ({va / vb:.2f}x)")
+        table.add_row(repo, *cells)
+    console.print(table)
 
 
 if __name__ == "__main__":

@@ -30,12 +30,12 @@ _CARD_CODE = (
 
 @cache
 def card_version() -> str:
-    from importlib import metadata
+    from pydantic.version import VERSION  # its distribution's version, without importlib.metadata
 
     from kbase.code_digest import source_digest
 
     # the regex engine and pydantic's validators are part of the code too
-    versions = f"python={platform.python_version()};pydantic={metadata.version('pydantic')};"
+    versions = f"python={platform.python_version()};pydantic={VERSION};"
     return source_digest(_CARD_CODE, ["vocab.yaml"], prefix=versions, length=20)
 
 

@@ -3,7 +3,7 @@
 `KnowledgeBase(root=...)`: `.index()`, `.search(query, ...)` / `.query(SearchQuery)`, `.get(id)`,
 `.list()`, `.history(repo, family)`, `.stale()`, `.health()`; the validators' and the miner's
 commands are in the mixins below (kbase/api_validate.py, kbase/api_archive.py). Every answer is a
-model from kbase/schema.py; every deliberate error is a `kbase.errors.KbaseError`.
+model from kbase.schema; every deliberate error is a `kbase.errors.KbaseError`.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from kbase.api_archive import ArchiveAPI
 from kbase.api_experience import ExperienceAPI
@@ -21,17 +21,18 @@ from kbase.api_validate import ValidateAPI
 from kbase.closed_sets import DRAFT_STATUS, PR_STATUS, STATUS_SPECS, severity
 from kbase.config import Settings, default_model_path, model_installed
 from kbase.errors import InvalidArgument, NotFound, NotIndexed, ProblemsError
-from kbase.schema import (
-    EntryDoc,
-    EntrySummary,
-    Health,
-    Hit,
-    SearchQuery,
-    SearchResult,
-    SectionText,
-    SkillAudit,
-    StaleReport,
-)
+
+if TYPE_CHECKING:  # each method imports the models it makes: a search defines no others
+    from kbase.schema import (
+        EntryDoc,
+        EntrySummary,
+        Health,
+        Hit,
+        SearchQuery,
+        SearchResult,
+        SkillAudit,
+        StaleReport,
+    )
 
 __all__ = ["KnowledgeBase", "NotIndexed", "PR_STATUS"]
 
@@ -225,6 +226,8 @@ class KnowledgeBase(ValidateAPI, ArchiveAPI, ExperienceAPI):
 
     def stale(self, env: Any = None) -> StaleReport:
         """Skills that are not verified right now, worst first, with the validators' reasons."""
+        from kbase.schema import StaleReport
+
         statuses = self.statuses(env)
         rows = sorted(
             (a for a in statuses.values() if a.status != "verified"),
@@ -251,6 +254,8 @@ class KnowledgeBase(ValidateAPI, ArchiveAPI, ExperienceAPI):
         env: Any = None,
     ) -> list[Hit]:
         """The hits for one query; arguments as in kbase.schema.SearchQuery (InvalidArgument)."""
+        from kbase.schema import SearchQuery
+
         q = SearchQuery.parse(
             query=query,
             k=k,
@@ -285,6 +290,7 @@ class KnowledgeBase(ValidateAPI, ArchiveAPI, ExperienceAPI):
 
     def _answer(self, q: SearchQuery) -> SearchResult:
         from kbase.retrieval.searcher import make_snippet
+        from kbase.schema import Hit, SearchResult
 
         wanted = set(q.status)
         self._check_archive_names(q)
@@ -387,6 +393,8 @@ class KnowledgeBase(ValidateAPI, ArchiveAPI, ExperienceAPI):
 
     def list_entries(self, kind: str | None = None) -> list[EntrySummary]:
         """Every entry (indexed, or parsed now when there is no index), with its status."""
+        from kbase.schema import EntrySummary
+
         entries = [e for e in self._entries() if kind is None or e.kind == kind]
         statuses = self.statuses() if any(e.kind == "skill" for e in entries) else {}
         out = []
@@ -411,6 +419,7 @@ class KnowledgeBase(ValidateAPI, ArchiveAPI, ExperienceAPI):
         """One entry in full, or one section of it (status judged for `env`, as in search)."""
         from kbase.ingest.files import read_text
         from kbase.ingest.markdown import parse_body, split_front_matter
+        from kbase.schema import EntryDoc, SectionText
 
         idx = self.searcher().index() if self.is_indexed() else None
         entry = None
@@ -492,6 +501,7 @@ class KnowledgeBase(ValidateAPI, ArchiveAPI, ExperienceAPI):
     # ------------------------------------------------------------------ health
     def health(self) -> Health:
         from kbase.retrieval.generations import current_id
+        from kbase.schema import Health
 
         gen = current_id(self.home)
         idx = self.searcher().index() if gen is not None else None

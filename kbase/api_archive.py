@@ -7,7 +7,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kbase.errors import InvalidArgument, NotFound
-from kbase.schema import HistoryResult
+
+if TYPE_CHECKING:
+    from kbase.schema import HistoryResult
 
 
 class ArchiveAPI:
@@ -30,6 +32,7 @@ class ArchiveAPI:
         `paths` (globs) asks for every PR and direct push touching them, with no family needed.
         """
         from kbase.ingest.cards import read_families, timeline
+        from kbase.schema import HistoryResult
 
         if not (self.root / "pr_archive").is_dir():
             return HistoryResult(

@@ -14,7 +14,9 @@ from typing import TYPE_CHECKING, Any
 
 from kbase.closed_sets import BAD_VERDICTS, FAIL_LEVELS, TIER_CHOICES
 from kbase.errors import InvalidArgument
-from kbase.schema import Problem
+
+if TYPE_CHECKING:
+    from kbase.schema import Problem
 
 OnDone = Callable[[Any], None]
 OnPlan = Callable[[int], None]

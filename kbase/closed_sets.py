@@ -233,3 +233,9 @@ assert tuple(MODE_HELP) == MODES
 EntryKind = Literal["skill", "pr"]
 KINDS: tuple[str, ...] = get_args(EntryKind)
 KIND_ALIASES: dict[str, str] = {"skills": "skill", "prs": "pr", "pull-request": "pr", "card": "pr"}
+
+# --------------------------------------------------------------------------- PR archive
+
+# a card for a merged PR (pr_archive/<name>/<N>.md) or for a commit pushed without one
+# (pr_archive/<name>/commit-<short-sha>.md, pr: null); both index as kind "pr"
+CardKind = Literal["pr", "commit"]

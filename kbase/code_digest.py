@@ -6,8 +6,20 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterable
-from importlib import resources
 from importlib.util import find_spec
+from pathlib import Path
+
+
+def module_files(name: str) -> list[str]:
+    """The source files of module `name`: its file or, for a package (kbase.schema), every
+    module of it, sorted; [] when it is not found."""
+    spec = find_spec(name)
+    if spec is None or spec.origin is None:
+        return []
+    if spec.submodule_search_locations:  # a package's code is its modules too, not __init__ only
+        locs = spec.submodule_search_locations
+        return sorted(str(p) for loc in locs for p in Path(loc).glob("*.py"))
+    return [spec.origin]
 
 
 def source_digest(
@@ -17,12 +29,15 @@ def source_digest(
     file of kbase.data named in `data`, cut to `length` hex digits."""
     h = hashlib.sha256(prefix.encode())
     for name in modules:
-        spec = find_spec(name)
-        if spec is None or spec.origin is None:
+        files = module_files(name)
+        if not files:
             h.update(f"{name}=none;".encode())
-            continue
-        with open(spec.origin, "rb") as fh:
-            h.update(fh.read())
-    for name in data:
-        h.update(resources.files("kbase.data").joinpath(name).read_bytes())
+        for path in files:
+            with open(path, "rb") as fh:
+                h.update(fh.read())
+    if data:
+        from importlib import resources
+
+        for name in data:
+            h.update(resources.files("kbase.data").joinpath(name).read_bytes())
     return h.hexdigest()[:length]

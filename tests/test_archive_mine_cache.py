@@ -23,6 +23,7 @@ from kbase.ingest.defs_cache import (  # noqa: E402
     SCAN_PENDING,
     DefsCache,
     decode,
+    dist_version,
     encode,
 )
 from kbase.ingest.mining import mine  # noqa: E402
@@ -306,3 +307,19 @@ def test_a_remine_reads_the_cards_built_before_for_the_same_facts_and_recipe(tmp
     db.close()
     assert mine(tmp_path / "repo", root, other, full=True).cards_cached == 0
     assert mine(tmp_path / "repo", root, other, full=True).cards_cached > 0
+
+
+def test_the_versions_in_the_cache_keys_are_those_importlib_metadata_reads():
+    """The grammars' versions (the definitions cache's key) are read from the .dist-info folder
+    names, pydantic's (the card cache's) from pydantic itself: the same strings as
+    importlib.metadata's, so the keys did not change; one not installed is None, and an
+    editable install (no folder beside a package) is answered by importlib.metadata."""
+    from importlib import metadata
+
+    from pydantic.version import VERSION
+
+    dists = ("tree-sitter", "tree-sitter-cpp", "tree-sitter-cuda", "tree-sitter-python")
+    for dist in (*dists, "pydantic", "gpu-kbase"):
+        assert dist_version(dist) == metadata.version(dist), dist
+    assert dist_version("no-such-distribution-for-kbase") is None
+    assert VERSION == metadata.version("pydantic")

@@ -93,10 +93,16 @@ def test_a_search_of_an_existing_index_loads_nothing_heavy(embedder, tmp_path):
     # parser (the data files' JSON twins are read instead)
     assert "markdown_it" not in mods and "kbase.ingest.skills" not in mods
     assert "yaml" not in mods
+    # nor the rules that judge a skill and its claims: a cached status needs no judging
+    assert not {"kbase.validators.rules", "kbase.validators.claims"} & mods
     # nor what a cold search used to import for nothing (issue #11): logging (through
     # concurrent.futures), difflib (no filter to suggest names for) and importlib.metadata
     # (pydantic's plugin loader, with plugins off: kbase/commands/plugins_off.py)
     assert not {"logging", "concurrent", "difflib", "importlib.metadata", "email"} & mods
+    # and only the schema modules a search answers with (kbase.schema imports a model's module
+    # when it is first named): not the skill front-matter, the archive's, the ledger's, ...
+    schema = sorted(m for m in mods if m.startswith("kbase.schema."))
+    assert schema == [f"kbase.schema.{m}" for m in ("base", "entries", "results", "status")]
 
 
 def _tops(mods: set[str]) -> set[str]:
@@ -304,6 +310,12 @@ def test_a_mine_with_work_loads_neither_the_cli_framework_nor_numpy(tmp_path):
     assert "kbase.ingest.mining" in mods and "kbase.mine_cli" in mods
     assert not _heavy(mods) and not _areas(mods)
     assert not [m for m in ("typer", "click", "numpy", "rich") if m in mods]
+    # nor importlib.metadata (with email): pydantic's plugin loader is skipped with plugins
+    # off, and the grammars' and pydantic's versions are read without it
+    assert not {"importlib.metadata", "email"} & mods
+    # the card and recipe models only, not the search's, the skills' or the ledger's
+    schema = sorted(m for m in mods if m.startswith("kbase.schema."))
+    assert schema == [f"kbase.schema.{m}" for m in ("archive", "base", "problems", "tags")]
 
 
 def test_a_mine_reads_its_recipe_from_the_twin_until_the_yaml_changes(tmp_path):

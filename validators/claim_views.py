@@ -6,13 +6,13 @@ from __future__ import annotations
 import functools
 from pathlib import Path
 
-from kbase.validators.rules import minor
-
 from kbase.schema import ClaimMeasurement, ClaimView
 
 
 def env_name(row: dict) -> str:
     """`NVIDIA H200 (sm_90, torch 2.11, triton 3.6)` or `cpu-interpret (torch 2.13, triton 3.9)`."""
+    from kbase.validators.rules import minor  # rendering only: cached views need no rules
+
     fp = row.get("fingerprint") or {}
     parts = []
     if row.get("tier") == "gpu" and fp.get("compute_capability"):
@@ -151,9 +151,9 @@ _DISK_NAME = "claim-views.json"
 def _code_sig() -> tuple:
     """Changes with the code that parses a skill and renders its claims (fixed per process).
     The modules are found, not imported: a cached answer needs no markdown parser."""
-    from importlib.util import find_spec
-
     from kbase.validators.status import _stat_sig
+
+    from kbase.code_digest import module_files
 
     mods: tuple[str, ...] = (__name__, "kbase.validators.claims", "kbase.validators.rules")
     mods += (
@@ -162,7 +162,7 @@ def _code_sig() -> tuple:
         "kbase.ingest.markdown",
         "kbase.ingest.safe_yaml",
     )
-    return tuple(_stat_sig(Path(getattr(find_spec(m), "origin", None) or "")) for m in mods)
+    return tuple(_stat_sig(Path(f)) for m in mods for f in module_files(m) or [""])
 
 
 _disk: dict[str, tuple[tuple, dict]] = {}

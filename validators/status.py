@@ -9,9 +9,12 @@ from __future__ import annotations
 import datetime as dt
 import threading
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from kbase.validators.ledger import ledger_path, read_ledger
-from kbase.validators.rules import Judgement, SkillFacts, judge
+
+if TYPE_CHECKING:  # the rules judge skills only when no cached status answers (a cold search)
+    from kbase.validators.rules import Judgement, SkillFacts
 
 _lock = threading.Lock()
 _results: dict[tuple, dict] = {}
@@ -143,6 +146,8 @@ def source_touched(root: Path, skill) -> str | None:
 
 
 def facts_of(skill) -> SkillFacts:
+    from kbase.validators.rules import SkillFacts
+
     m = skill.meta
     return SkillFacts(
         name=m.name,
@@ -159,6 +164,7 @@ def judgements(
 ) -> dict[str, Judgement]:
     """Status of every loadable skill (or of `skills`), uncached; `env=None` skips the env rule."""
     from kbase.ingest.skills import find_skill_files
+    from kbase.validators.rules import judge
 
     root = Path(root).resolve()
     now = now or dt.datetime.now(dt.UTC)
@@ -232,9 +238,14 @@ _DISK_NAME = "skill-statuses.json"
 def _disk_key(key: tuple) -> str:
     import hashlib
 
-    from kbase.validators import claims, rules
+    from kbase.code_digest import module_files
 
-    code = tuple(_stat_sig(Path(m.__file__ or "")) for m in (rules, claims))
+    # the judging code's files, found, not imported: a status read from disk needs neither
+    code = tuple(
+        _stat_sig(Path(f))
+        for m in ("kbase.validators.rules", "kbase.validators.claims")
+        for f in module_files(m)
+    )
     return hashlib.sha256(repr((key, code, __file__)).encode()).hexdigest()
 
 

@@ -1,0 +1,59 @@
+"""The API's other answers about entries: a whole entry (`kbase get`), a line of `kbase list`,
+and the index's health."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field
+
+from kbase.closed_sets import EntryKind
+from kbase.schema.base import Model
+from kbase.schema.results import ClaimView
+
+
+class SectionText(Model):
+    title: str
+    line: int
+    text: str
+
+
+class EntryDoc(Model):
+    """A whole entry as `kbase get` returns it."""
+
+    id: str
+    kind: EntryKind
+    title: str
+    path: str
+    status: str
+    repo: str | None = None
+    pr: int | None = None
+    tags: list[str] = Field(default_factory=list)
+    verified_on: str | None = None
+    verified_at: str | None = None
+    sections: list[SectionText] = Field(default_factory=list)
+    text: str = ""
+    claims: list[ClaimView] = Field(default_factory=list, description="skills: claims, measured")
+    # what users said after acting on it (kbase/feedback.py): counts, last date, recent notes
+    feedback: dict[str, Any] | None = None
+
+
+class EntrySummary(Model):
+    """One line of `kbase list`."""
+
+    id: str
+    kind: EntryKind
+    title: str
+    path: str
+    status: str
+    tags: list[str] = Field(default_factory=list)
+    repo: str | None = None
+    pr: int | None = None
+    date: str | None = None
+
+
+class Health(Model):
+    ok: bool
+    generation: str | None
+    entries: int = 0
+    chroma: Literal["server", "embedded"]

@@ -1,0 +1,108 @@
+"""The PR archive: a card's front-matter (pr_archive/<name>/<N>.md) and the recipe that shapes
+the cards of one repository (pr_archive/recipes/<name>.yaml)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+
+from pydantic import ConfigDict, Field, field_validator
+
+from kbase.closed_sets import CardKind
+from kbase.schema.base import Model, check_kebab, check_url
+from kbase.schema.tags import Tags
+
+
+class FileChange(Model):
+    model_config = ConfigDict(extra="forbid")
+
+    path: str
+    added: int | None = None
+    deleted: int | None = None
+    symbols: list[str] = Field(default_factory=list)
+    old_path: str | None = None
+    # per symbol, who named it: tree-sitter | scanner | hunk-header (no grammar for the language)
+    named_by: list[str] = Field(default_factory=list)
+    kernels: list[str] = Field(default_factory=list)  # the symbols that are GPU kernels
+
+
+class PRCard(Model):
+    """Front-matter of pr_archive/<name>/<N>.md (or commit-<short-sha>.md for a direct push)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    repo: str
+    pr: int | None
+    kind: CardKind = "pr"
+    url: str | None = None
+    sha: str
+    date: str
+    title: str
+    families: list[str] = Field(default_factory=list)
+    files: list[FileChange] = Field(default_factory=list)
+    totals: dict[str, int] = Field(default_factory=dict)
+    categories: list[str] = Field(default_factory=list)
+    reverts: int | None = None
+    tags: Tags = Field(default_factory=Tags)
+    reverts_commit: str | None = None  # a reverted direct push (its sha, as the body names it)
+    reverted_by: list[str] = Field(default_factory=list)  # "#N" for a PR, a short sha for a push
+    description: str | None = None  # the commit body, cleaned of template boilerplate
+    co_authors: list[str] = Field(default_factory=list)
+    issues: list[int] = Field(default_factory=list)
+    numbers: list[str] = Field(default_factory=list)  # numbers with units from the description
+    touched: list[str] = Field(default_factory=list)  # symbols, ranked: kernels first, tests last
+    key_diff: str | None = None  # at most 20 diff lines from the most significant hunks
+    also: list[str] = Field(default_factory=list)  # other commits that carry the same PR number
+
+
+class Recipe(Model):
+    """pr_archive/recipes/<name>.yaml: a repository, its upstream and its families' path globs."""
+
+    model_config = ConfigDict(extra="forbid", str_strip_whitespace=True)
+
+    name: str = Field(min_length=1, description="archive name: pr_archive/<name>/")
+    upstream: str | None = Field(default=None, description="https://github.com/<owner>/<repo>")
+    description: str | None = None
+    families: dict[str, list[str]] = Field(default_factory=dict)
+
+    @field_validator("name")
+    @classmethod
+    def _kebab(cls, v: str) -> str:
+        return check_kebab(v)
+
+    @field_validator("upstream")
+    @classmethod
+    def _url(cls, v: str | None) -> str | None:
+        return check_url(v, "upstream").rstrip("/") if v is not None else v
+
+    @field_validator("families")
+    @classmethod
+    def _families(cls, v: dict[str, list[str]]) -> dict[str, list[str]]:
+        for fam, globs in v.items():
+            if not re.match(r"^[a-z0-9][a-z0-9_.-]*$", str(fam)):
+                raise ValueError(f"family {fam!r}: use lowercase letters, digits, '.', '_' or '-'")
+            if not globs or not all(isinstance(g, str) and g.strip() for g in globs):
+                raise ValueError(f"family {fam!r} needs a non-empty list of path globs")
+            from kbase.globs import compile_glob, compile_globs
+
+            try:  # the family's matcher (Recipe.matcher) compiles, and is kept, or ...
+                compile_globs(tuple(globs))
+            except Exception:  # ... the glob that fails says so: ValueError on a malformed one
+                for g in globs:
+                    compile_glob(g)
+                raise
+        return v
+
+    def pr_url(self, pr: int) -> str | None:
+        return f"{self.upstream}/pull/{pr}" if self.upstream else None
+
+    def digest(self) -> str:
+        """Changes when anything that shapes a card changes (families, upstream)."""
+        blob = json.dumps({"upstream": self.upstream, "families": self.families}, sort_keys=True)
+        return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+    def matcher(self):
+        from kbase.globs import FamilyMatcher
+
+        return FamilyMatcher(self.families)

@@ -1,0 +1,181 @@
+"""A skill's front-matter (skills/<name>/SKILL.md): what it claims and how it is verified."""
+
+from __future__ import annotations
+
+import datetime as _dt
+from typing import Any
+
+from pydantic import Field, field_validator, model_validator
+
+from kbase.closed_sets import DeviceUse, Tier
+from kbase.schema.base import NAME_RE, StrictModel, check_kebab, check_url
+from kbase.schema.tags import Tags
+
+
+class FailureMode(StrictModel):
+    symptom: str = Field(min_length=1)
+    cause: str = Field(min_length=1)
+    fix: str = Field(min_length=1)
+
+
+class Verification(StrictModel):
+    """Which fenced blocks are the snippet and where it may run."""
+
+    blocks: list[str] = Field(
+        default_factory=lambda: ["verify"],
+        description="info-string words that mark the snippet blocks (```python verify```)",
+    )
+    tiers: list[Tier] = Field(min_length=1)
+    min_compute_capability: float | None = Field(default=None, ge=5.0, le=20.0)
+    timeout_s: int = Field(default=120, ge=1, le=3600)
+    asserts: str = Field(min_length=1, description="what the snippet proves, in one sentence")
+    gpu_use: DeviceUse | None = Field(
+        default=None,
+        description="GPU tier only: 'exclusive' (runs alone) or 'shared'; unset, the runner infers "
+        "it from the snippet (timing, profiling or device-wide memory calls make it exclusive)",
+    )
+
+    @field_validator("tiers")
+    @classmethod
+    def _unique_tiers(cls, v: list[str]) -> list[str]:
+        if len(set(v)) != len(v):
+            raise ValueError("tiers must not repeat")
+        return v
+
+
+class Audit(StrictModel):
+    date: _dt.date
+    max_age_days: int = Field(default=180, ge=1, le=3650)
+    by: str | None = None
+
+
+class Watch(StrictModel):
+    repo: str = Field(min_length=1, description="archive repo name, e.g. flashinfer")
+    paths: list[str] = Field(min_length=1, description="path globs inside that repo")
+
+
+class Claim(StrictModel):
+    """One thing a skill states: measured by its snippet (`expect`) or cited (`cite`)."""
+
+    id: str = Field(min_length=1, max_length=64, description="kebab-case, unique in the skill")
+    text: str = Field(min_length=1, description="the claim in the skill's own words")
+    expect: str | None = Field(
+        default=None, description='a relation on the measured value: ">= 1.5", "in [a, b]", ...'
+    )
+    tiers: list[Tier] | None = Field(
+        default=None, description="tiers the measurement applies to (default: every declared tier)"
+    )
+    cite: str | None = Field(default=None, description="URL of a source for an unmeasurable fact")
+    locator: str | None = Field(default=None, description="where in the cited source")
+
+    @field_validator("id")
+    @classmethod
+    def _kebab_id(cls, v: str) -> str:
+        if not NAME_RE.match(v):
+            raise ValueError("claim id must be kebab-case: lowercase letters, digits, hyphens")
+        return v
+
+    @field_validator("expect")
+    @classmethod
+    def _relation(cls, v: str | None) -> str | None:
+        if v is None:
+            return v
+        from kbase.validators.claims import RelationError, parse_relation
+
+        try:
+            parse_relation(v)
+        except RelationError as exc:
+            raise ValueError(str(exc)) from None
+        return v
+
+    @field_validator("cite")
+    @classmethod
+    def _cite_url(cls, v: str | None) -> str | None:
+        return check_url(v, "cite") if v is not None else v
+
+    @model_validator(mode="after")
+    def _measured_or_cited(self) -> Claim:
+        if (self.expect is None) == (self.cite is None):
+            raise ValueError("a claim has either expect (measured) or cite + locator (cited)")
+        if self.cite is not None and not (self.locator or "").strip():
+            raise ValueError("a cited claim needs a locator: where in the source it says so")
+        if self.tiers is not None and self.expect is None:
+            raise ValueError("tiers only applies to a measured claim (one with expect)")
+        return self
+
+
+class LiteralTrigger(StrictModel):
+    """A trigger that is the exact text a tool prints; the snippet must make the tool print it."""
+
+    literal: str = Field(min_length=1)
+
+
+class SkillMeta(StrictModel):
+    """YAML front-matter of skills/<name>/SKILL.md."""
+
+    name: str = Field(min_length=1, max_length=64)
+    description: str = Field(min_length=1, max_length=1024)
+    trigger: list[str] = Field(min_length=1)
+    steps: list[str] = Field(min_length=1)
+    failure_modes: list[FailureMode] = Field(min_length=1)
+    verification: Verification
+    audit: Audit
+    tags: Tags = Field(default_factory=Tags)
+    sources: list[str] = Field(default_factory=list)
+    related: list[str] = Field(default_factory=list)
+    watch: list[Watch] = Field(default_factory=list)
+    license: str | None = None
+    claims: list[Claim] = Field(default_factory=list)
+    literal_triggers: list[str] = Field(
+        default_factory=list,
+        exclude=True,
+        description="derived from `- literal:` trigger items; not written in the front-matter",
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _literal_triggers(cls, data: Any) -> Any:
+        """`- literal: "text"` trigger items become plain trigger text plus a literal to check."""
+        if not isinstance(data, dict):
+            return data
+        if "literal_triggers" in data:
+            raise ValueError('write literal triggers as `- literal: "..."` items under trigger')
+        items = data.get("trigger")
+        if isinstance(items, list):
+            literals = []
+            plain: list[Any] = []
+            for item in items:
+                if isinstance(item, dict):
+                    lit = LiteralTrigger.model_validate(item).literal
+                    literals.append(lit)
+                    plain.append(lit)
+                else:
+                    plain.append(item)
+            data = {**data, "trigger": plain, "literal_triggers": literals}
+        return data
+
+    @field_validator("name")
+    @classmethod
+    def _kebab(cls, v: str) -> str:
+        return check_kebab(v)
+
+    @field_validator("claims")
+    @classmethod
+    def _unique_claim_ids(cls, v: list[Claim]) -> list[Claim]:
+        ids = [c.id for c in v]
+        dups = sorted({i for i in ids if ids.count(i) > 1})
+        if dups:
+            raise ValueError(f"duplicate claim id(s): {', '.join(dups)}")
+        return v
+
+    @field_validator("sources")
+    @classmethod
+    def _urls(cls, v: list[str]) -> list[str]:
+        return [check_url(url) for url in v]
+
+    @field_validator("trigger", "steps")
+    @classmethod
+    def _non_empty_items(cls, v: list[str]) -> list[str]:
+        if any(not str(x).strip() for x in v):
+            raise ValueError("items must be non-empty strings")
+        return v

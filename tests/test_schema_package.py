@@ -1,0 +1,108 @@
+"""kbase.schema is a package of small modules behind one name table (PEP 562): `from kbase.schema
+import X` works for every model, and imports only the module that defines X (a cold search or
+mine defines the models it uses, not all of them: issues #11 and #12)."""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import inspect
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from pydantic import BaseModel
+
+import kbase.schema
+from kbase.code_digest import module_files, source_digest
+
+SUBMODULES = sorted(m for m in set(kbase.schema._WHERE.values()) if m.startswith("kbase.schema."))
+
+
+def _type_checking_imports() -> dict[str, str]:
+    """name -> module, from the `if TYPE_CHECKING:` imports of kbase/schema/__init__.py."""
+    tree = ast.parse(Path(kbase.schema.__file__).read_text())
+    block = next(
+        n for n in tree.body if isinstance(n, ast.If) and ast.unparse(n.test) == "TYPE_CHECKING"
+    )
+    return {a.name: n.module for n in block.body if isinstance(n, ast.ImportFrom) for a in n.names}
+
+
+def test_the_name_table_the_type_checking_imports_and_all_agree():
+    table = kbase.schema._WHERE
+    assert sorted(kbase.schema.__all__) == sorted(table)
+    assert _type_checking_imports() == table
+    for name, mod in table.items():
+        assert getattr(importlib.import_module(mod), name) is getattr(kbase.schema, name), name
+    assert set(kbase.schema.__all__) <= set(dir(kbase.schema))
+
+
+@pytest.mark.parametrize("module", SUBMODULES)
+def test_every_model_of_a_schema_module_is_in_the_table(module):
+    """A model added to a module and not to the table would not import as kbase.schema.X."""
+    mod = importlib.import_module(module)
+    models = [
+        name
+        for name, obj in vars(mod).items()
+        if inspect.isclass(obj) and issubclass(obj, BaseModel) and obj.__module__ == module
+    ]
+    assert models
+    assert [m for m in models if kbase.schema._WHERE.get(m) != module] == []
+
+
+def _fresh(code: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+
+
+def test_a_name_imports_only_the_module_that_defines_it():
+    code = (
+        "import json, sys\n"
+        "from kbase.schema import SearchResult\n"
+        "print(json.dumps(sorted(m for m in sys.modules if m.startswith('kbase.schema'))))"
+    )
+    out = _fresh(code)
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout) == ["kbase.schema", "kbase.schema.base", "kbase.schema.results"]
+    out = _fresh("import kbase.schema, sys; print('pydantic' in sys.modules)")
+    assert out.stdout.strip() == "False"  # the package alone defines nothing
+
+
+def test_an_unknown_name_is_an_attribute_error_and_an_import_error():
+    with pytest.raises(AttributeError, match="module 'kbase.schema' has no attribute 'Nope'"):
+        kbase.schema.Nope  # noqa: B018
+    with pytest.raises(ImportError, match="cannot import name 'Nope' from 'kbase.schema'"):
+        from kbase.schema import Nope  # noqa: F401
+
+
+def test_a_model_resolves_names_from_another_schema_module():
+    """PRCard's tags are Tags (kbase.schema.tags), a hit's claims ClaimViews: each module imports
+    what its annotations name, so a deferred validator builds in a process that imported only it."""
+    code = (
+        "from kbase.schema import PRCard, EntryDoc\n"
+        "c = PRCard(repo='r', pr=1, sha='abc', date='2024-01-01', title='t', "
+        "tags={'languages': ['cuda']})\n"
+        "d = EntryDoc(id='x', kind='skill', title='t', path='p', status='verified', "
+        "claims=[{'id': 'c', 'text': 't'}])\n"
+        "print(type(c.tags).__name__, type(d.claims[0]).__name__)"
+    )
+    out = _fresh(code)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["Tags", "ClaimView"]
+
+
+def test_the_source_digest_of_a_package_covers_its_modules(tmp_path, monkeypatch):
+    """Caches keyed by kbase.schema's code (cards, parsed entries, claim views) must miss when any
+    of its modules changes, not only its __init__."""
+    pkg = tmp_path / "digestpkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text('"""init"""\n')
+    (pkg / "models.py").write_text("X = 1\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert module_files("digestpkg") == [str(pkg / "__init__.py"), str(pkg / "models.py")]
+    before = source_digest(["digestpkg"])
+    (pkg / "models.py").write_text("X = 2\n")
+    assert source_digest(["digestpkg"]) != before
+    files = module_files("kbase.schema")
+    assert {Path(f).stem for f in files} == {"__init__"} | {m.rsplit(".", 1)[1] for m in SUBMODULES}
