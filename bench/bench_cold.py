@@ -38,7 +38,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_scale import CACHE, CachedEmbedder  # noqa: E402
-from common import REPO, write_result  # noqa: E402
+from common import REPO, interpreter, write_result  # noqa: E402
 from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
@@ -147,14 +147,7 @@ def main() -> None:
     pys = {"this": sys.executable}
     envs = {"this": env}
     if args.against:
-        # the interpreter itself, not a launcher (pyenv's shims are shell scripts: ~0.2 s a start)
-        named = shutil.which(args.against) or args.against
-        pys["against"] = subprocess.run(
-            [named, "-c", "import sys; print(sys.executable)"],
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout.strip()
+        pys["against"] = interpreter(args.against)
         # its own copy of the root: the skill statuses cached under root/.kbase are keyed by
         # the judging code's files, so two checkouts sharing one root would evict each other
         other = work / "root-against"

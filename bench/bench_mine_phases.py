@@ -38,7 +38,7 @@ from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT / "bench"))
-from common import HISTORIES, SHARED, children_cpu, mine_cmd  # noqa: E402
+from common import HISTORIES, SHARED, children_cpu, interpreter, mine_cmd  # noqa: E402
 
 RESULTS = REPO_ROOT / "bench" / "results" / "bench_mine_phases.json"
 
@@ -231,14 +231,7 @@ def main() -> None:
     work.mkdir(parents=True, exist_ok=True)
     pys = {"this": sys.executable}
     if args.against:
-        # the interpreter itself, not a launcher (pyenv's shims are shell scripts: ~0.1 s a start)
-        named = shutil.which(args.against) or args.against
-        pys["against"] = subprocess.run(
-            [named, "-c", "import sys; print(sys.executable)"],
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout.strip()
+        pys["against"] = interpreter(args.against)
     results = []
     try:
         for name in args.only or HISTORIES:

@@ -88,3 +88,17 @@ def question_pool() -> list[str]:
             if isinstance(row, dict) and row.get("query"):
                 out.append(str(row["query"]))
     return list(dict.fromkeys(out))
+
+
+def interpreter(name: str) -> str:
+    """The Python interpreter `name` runs, not its launcher: pyenv's shims are shell scripts,
+    ~0.1-0.2 s a start, which a start-up benchmark would count."""
+    import shutil
+    import subprocess
+
+    return subprocess.run(
+        [shutil.which(name) or name, "-c", "import sys; print(sys.executable)"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()

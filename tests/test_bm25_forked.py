@@ -12,23 +12,15 @@ from conftest import pr_entry, write_topic_skills
 from kbase.retrieval.forked import ForkedError, run_forked
 from kbase.retrieval.generations import current_id
 from kbase.retrieval.indexer import build_index
+from procs import children
 
 
 def _no_children() -> bool:
     """No child of this process, live or zombie, that run_forked started (xdist's own or other
     tests' children may exist: only those whose command line is this interpreter's count)."""
-    me, mine = str(os.getpid()), Path("/proc/self/cmdline").read_bytes()
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            stat = Path(f"/proc/{pid}/stat").read_text()
-            cmd = Path(f"/proc/{pid}/cmdline").read_bytes()
-        except OSError:
-            continue
-        fields = stat.rsplit(")", 1)[1].split()
-        # a zombie has no command line left: any zombie child counts
-        if fields[1] == me and (cmd == mine or fields[0] == "Z"):
-            return False
-    return True
+    mine = Path("/proc/self/cmdline").read_bytes()
+    # a zombie has no command line left: any zombie child counts
+    return not [pid for pid, state, cmd in children() if cmd == mine or state == "Z"]
 
 
 def test_the_answer_comes_back():

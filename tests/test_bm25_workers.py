@@ -4,6 +4,7 @@ writes must be byte for byte the one a single process writes."""
 from __future__ import annotations
 
 from kbase.retrieval.lexical import build_bm25
+from procs import children
 
 from kbase.schema import Chunk
 
@@ -54,19 +55,12 @@ def _kill_first_worker(killed: list[int], stop) -> None:
     """SIGKILL the first process this one spawns (a tokenize worker) as soon as it appears."""
     import os
     import signal
-    from pathlib import Path
 
-    me = str(os.getpid())
     while not stop.is_set() and not killed:
-        for pid in filter(str.isdigit, os.listdir("/proc")):
-            try:
-                stat = Path(f"/proc/{pid}/stat").read_text()
-                cmd = Path(f"/proc/{pid}/cmdline").read_bytes()
-            except OSError:
-                continue
-            if stat.rsplit(")", 1)[1].split()[1] == me and b"spawn_main" in cmd:
-                os.kill(int(pid), signal.SIGKILL)
-                killed.append(int(pid))
+        for pid, _, cmd in children():
+            if b"spawn_main" in cmd:
+                os.kill(pid, signal.SIGKILL)
+                killed.append(pid)
                 break
         stop.wait(0.005)
 

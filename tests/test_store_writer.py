@@ -16,6 +16,7 @@ from conftest import pr_entry, write_topic_skills
 from kbase.retrieval.indexer import build_index
 from kbase.retrieval.store_writer import StoreWriter, StoreWriterError
 from kbase.retrieval.vectors import PARTS_DIR, VectorStore, part_dir
+from procs import children
 
 from kbase.api import KnowledgeBase
 
@@ -62,15 +63,7 @@ def _stored(home: Path, chroma_url: str | None = None, collection: str | None = 
 
 def _children() -> list[str]:
     """Command lines of this process's live children."""
-    me, out = str(os.getpid()), []
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            stat = Path(f"/proc/{pid}/stat").read_text()
-            if stat.rsplit(")", 1)[1].split()[1] == me:
-                out.append(Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode())
-        except OSError:
-            continue
-    return out
+    return [cmd.replace(b"\0", b" ").decode() for _, _, cmd in children()]
 
 
 @pytest.fixture(scope="module")
