@@ -236,23 +236,28 @@ def _tokenized_apart(
     shards = [todo[i : i + size] for i in range(0, len(todo), size)]
     out: dict[tuple[str, str], np.ndarray] = {}
     ctx = multiprocessing.get_context("spawn")
+    pool = ProcessPoolExecutor(max_workers=workers, mp_context=ctx)
     try:
-        with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
-            for shard, (words, ids, lengths) in zip(
-                shards, pool.map(_tokenize_shard, shards), strict=True
-            ):
-                lut = np.fromiter(
-                    (vocab.setdefault(w, len(vocab)) for w in words),
-                    dtype=np.int32,
-                    count=len(words),
-                )
-                bounds = np.cumsum(lengths)
-                for pair, part in zip(shard, np.split(lut[ids], bounds[:-1]), strict=True):
-                    out[pair] = part
+        for shard, (words, ids, lengths) in zip(
+            shards, pool.map(_tokenize_shard, shards), strict=True
+        ):
+            lut = np.fromiter(
+                (vocab.setdefault(w, len(vocab)) for w in words), dtype=np.int32, count=len(words)
+            )
+            bounds = np.cumsum(lengths)
+            for pair, part in zip(shard, np.split(lut[ids], bounds[:-1]), strict=True):
+                out[pair] = part
     except BrokenProcessPool:
         # A worker died (seen once on the H200 host). The shards merged so far took their ids in
         # order, so the caller tokenizing what is missing here gives the ids one process gives.
-        pass
+        # The survivors are killed first: on Python 3.11 the broken pool's shutdown waited
+        # forever for a worker still blocked on its task queue.
+        survivors = getattr(pool, "_processes", None) or {}
+        for proc in list(survivors.values()):
+            proc.kill()
+        pool.shutdown(wait=False, cancel_futures=True)
+        return out
+    pool.shutdown(wait=True)
     return out
 
 
