@@ -41,7 +41,7 @@ from build_quality import (  # noqa: E402
     with_variant,
 )
 from build_variants import length_facts, make_graphs, run_variants  # noqa: E402
-from common import children_cpu, write_result  # noqa: E402
+from common import children_cpu, cpu_info, write_result  # noqa: E402
 from devset_kb import mine_archives  # noqa: E402
 
 # (column header, row key) of the variants and lengths tables
@@ -361,7 +361,7 @@ def main() -> None:
     table = Table(
         title=f"index build, {len(chosen)} PR cards ({chunks} dense chunks), {args.device} "
         f"{res['precision']}, "
-        f"{cores()} cores, load {res['load_avg_1m_at_start']}",
+        f"{cores()} cores ({cpu_info()}), load {res['load_avg_1m_at_start']}",
         title_justify="left",
     )
     cols = (
