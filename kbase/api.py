@@ -1,9 +1,10 @@
 """The Python API, and the only door the CLI, HTTP and MCP go through.
 
 `KnowledgeBase(root=...)`: `.index()`, `.search(query, ...)` / `.query(SearchQuery)`, `.get(id)`,
-`.list()`, `.history(repo, family)`, `.stale()`, `.health()`; the validators' and the miner's
-commands are in the mixins below (kbase/api_validate.py, kbase/api_archive.py). Every answer is a
-model from kbase.schema; every deliberate error is a `kbase.errors.KbaseError`.
+`.list()`, `.history(repo, family)`, `.stale()`, `.health()`; the search path, the validators'
+and the miner's commands are in the mixins below (kbase/api_search.py, kbase/api_validate.py,
+kbase/api_archive.py). Every answer is a model from kbase.schema; every deliberate error is a
+`kbase.errors.KbaseError`.
 """
 
 from __future__ import annotations
@@ -13,23 +14,21 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
 from kbase.api_archive import ArchiveAPI
 from kbase.api_experience import ExperienceAPI
+from kbase.api_search import SearchAPI
 from kbase.api_validate import ValidateAPI
-from kbase.closed_sets import DRAFT_STATUS, PR_STATUS, STATUS_SPECS, severity
+from kbase.closed_sets import DRAFT_STATUS, PR_STATUS, severity
 from kbase.config import Settings, default_model_path, model_installed
-from kbase.errors import InvalidArgument, NotFound, NotIndexed, ProblemsError
+from kbase.errors import NotFound, NotIndexed, ProblemsError
 
 if TYPE_CHECKING:  # each method imports the models it makes: a search defines no others
     from kbase.schema import (
         EntryDoc,
         EntrySummary,
         Health,
-        Hit,
-        SearchQuery,
-        SearchResult,
         SkillAudit,
         StaleReport,
     )
@@ -39,18 +38,7 @@ __all__ = ["KnowledgeBase", "NotIndexed", "PR_STATUS"]
 Progress = Callable[[str, int, int], None]
 
 
-class _Ranked(NamedTuple):
-    """A candidate as a search ranks it before the hits it keeps are built."""
-
-    id: str
-    score: float  # rounded as the hit shows it (feedback's nudge multiplies this one)
-    status: str
-    verified_on: Any
-    verified_at: Any
-    cand: Any  # retrieval.searcher.Candidate
-
-
-class KnowledgeBase(ValidateAPI, ArchiveAPI, ExperienceAPI):
+class KnowledgeBase(SearchAPI, ValidateAPI, ArchiveAPI, ExperienceAPI):
     def __init__(
         self,
         root: str | os.PathLike[str] | None = None,
@@ -116,22 +104,6 @@ class KnowledgeBase(ValidateAPI, ArchiveAPI, ExperienceAPI):
                     or self.embedder()
                 )
         return self._query_embedder
-
-    def _load_query_embedder_aside(self) -> threading.Thread:
-        """Start loading the query embedder on a thread of its own: ONNX Runtime builds its
-        session without the GIL, while this thread imports the searcher and loads the index
-        (the first search of a process, e.g. a cold `kbase search`; issue #11). A failure
-        there is met again, and reported, where the searcher asks for the embedder."""
-
-        def load() -> None:
-            try:
-                self.query_embedder()
-            except Exception:  # noqa: BLE001, S110
-                pass
-
-        thread = threading.Thread(target=load, name="kbase-embedder", daemon=True)
-        thread.start()
-        return thread
 
     def vector_store(self) -> Any:
         from kbase.retrieval.vectors import VectorStore
@@ -237,150 +209,6 @@ class KnowledgeBase(ValidateAPI, ArchiveAPI, ExperienceAPI):
         for a in statuses.values():
             counts[a.status] = counts.get(a.status, 0) + 1
         return StaleReport(total=len(statuses), counts=counts, skills=rows)
-
-    # ------------------------------------------------------------------ search
-    def search(
-        self,
-        query: str,
-        k: int = 5,
-        kind: str | None = None,
-        repo: str | None = None,
-        tags: list[str] | None = None,
-        status: list[str] | str | None = None,
-        mode: str = "hybrid",
-        auto_index: bool = True,
-        since: str | None = None,
-        until: str | None = None,
-        env: Any = None,
-    ) -> list[Hit]:
-        """The hits for one query; arguments as in kbase.schema.SearchQuery (InvalidArgument)."""
-        from kbase.schema import SearchQuery
-
-        q = SearchQuery.parse(
-            query=query,
-            k=k,
-            kind=kind,
-            repo=repo,
-            tags=tags,
-            status=[status] if isinstance(status, str) else status,
-            mode=mode,
-            since=since,
-            until=until,
-            env=env,
-        )
-        return self.query(q, auto_index=auto_index).hits
-
-    def query(self, q: SearchQuery, auto_index: bool = True) -> SearchResult:
-        if not self.is_indexed():
-            if not auto_index:
-                raise NotIndexed(f"no index under {self.home}; run `kbase index`")
-            self.index()
-        aside = (
-            self._load_query_embedder_aside()
-            if q.mode != "bm25" and self._query_embedder is None
-            else None
-        )
-        try:
-            return self._answer(q)
-        finally:
-            if aside is not None:
-                # a search that needed no vector (its filters left nothing, or it failed) must
-                # not leave while ONNX Runtime builds the session: at exit the runtime aborts
-                aside.join()
-
-    def _answer(self, q: SearchQuery) -> SearchResult:
-        from kbase.retrieval.searcher import make_snippet
-        from kbase.schema import Hit, SearchResult
-
-        wanted = set(q.status)
-        self._check_archive_names(q)
-        cands = self.searcher().search(
-            q.query,
-            k=q.k,
-            kind=q.kind,
-            repo=q.repo,
-            tags=q.tags,
-            mode=q.mode,
-            since=q.since,
-            until=q.until,
-            fill_texts=False,  # texts and snippets below, for the hits returned only
-        )
-        statuses = self.statuses(q.env) if any(c.kind == "skill" for c in cands) else {}
-        # Ranked on (id, score, status) first; only the k kept are decoded and made into hits
-        # (a PR card's status needs no decoding; issue #11).
-        ranked: list[_Ranked] = []
-        for c in cands:
-            if c.kind == "pr":
-                st, on, at = PR_STATUS, None, None
-            else:
-                st, on, at = self._status_of(c.entry, statuses)
-            if wanted and st not in wanted:
-                continue
-            ranked.append(_Ranked(c.id, round(c.score, 6), st, on, at, c))
-        from kbase.feedback import rerank
-
-        ranked = rerank(ranked, self.root)  # a mild nudge from users' feedback, near-ties only
-        if not wanted:
-            # Failing entries stay findable but rank below healthy ones.
-            ranked.sort(key=lambda h: h.status in STATUS_SPECS and STATUS_SPECS[h.status].demoted)
-        ranked = ranked[: q.k]
-        self.searcher().fill_texts([r.cand for r in ranked])
-        hits: list[Hit] = []
-        for r in ranked:
-            e = r.cand.entry
-            chunk = e.chunks[r.cand.chunk_index] if e.chunks else None
-            hits.append(
-                Hit(
-                    id=e.id,
-                    kind=e.kind,
-                    title=e.title,
-                    score=r.score,
-                    status=r.status,
-                    path=e.path,
-                    line=chunk.line if chunk else e.line,
-                    section=chunk.section if chunk else "",
-                    snippet=make_snippet(chunk.text, q.query) if chunk else "",
-                    repo=e.repo,
-                    pr=e.pr,
-                    verified_on=r.verified_on,
-                    verified_at=r.verified_at,
-                    # claim views read the ledger: only for the hits returned
-                    claims=self._claims_of(e),
-                )
-            )
-        return SearchResult(query=q.query, hits=hits)
-
-    def _check_archive_names(self, q: SearchQuery) -> None:
-        """An archive repo or family/category tag that nothing in the index has is a typo."""
-        from kbase.search_query import ARCHIVE_TAG_KEYS
-
-        asked = [t for t in q.tags if t.split("=", 1)[0] in ARCHIVE_TAG_KEYS]
-        if not q.repo and not asked:
-            return
-        from kbase.suggest import did_you_mean  # difflib: only for a filter to check
-
-        idx = self.searcher().index() if self.is_indexed() else None
-        known = (
-            idx.tags_with_keys(tuple(ARCHIVE_TAG_KEYS))  # cached per generation
-            if idx is not None
-            else {
-                t for e in self._entries() for t in e.tags if t.split("=", 1)[0] in ARCHIVE_TAG_KEYS
-            }
-        )
-        if q.repo and f"repo={q.repo}" not in known:
-            repos = [t[5:] for t in known if t.startswith("repo=")]
-            raise InvalidArgument(
-                f"no archive repo {q.repo!r} in the index" + did_you_mean(q.repo, repos, "repos"),
-                "repo",
-            )
-        for t in asked:
-            if t not in known:
-                key, value = t.split("=", 1)
-                vals = [x.split("=", 1)[1] for x in known if x.startswith(key + "=")]
-                raise InvalidArgument(
-                    f"no PR card has {key} {value!r}" + did_you_mean(value, vals, f"{key} values"),
-                    "tags",
-                )
 
     # ------------------------------------------------------------------ get / list
     def _entries(self) -> list[Any]:

@@ -8,6 +8,9 @@ each skill as its own folder, with the verification snippet under scripts/.
 Only the front-matter keys of the Agent Skills format are written (name, description, license,
 compatibility, metadata with string values, allowed-tools); kbase's own keys (trigger, steps,
 failure modes) are rendered into the body and its audit status goes into metadata.
+
+This module writes the folders; the router's text is in kbase/serve/export_router.py, one skill's
+SKILL.md and scripts in kbase/serve/export_skill.py.
 """
 
 from __future__ import annotations
@@ -21,10 +24,10 @@ from pathlib import Path
 
 import yaml
 
-from kbase.closed_sets import TIER_SPECS
 from kbase.errors import KbaseError
+from kbase.serve.export_router import INSTALL_HINT, ROUTER, ROUTER_DESCRIPTION, router_body
+from kbase.serve.export_skill import clip, front_matter, oneline, skill_markdown, skill_scripts
 
-ROUTER = "kbase-gpu-kernel-knowledge"
 TARGETS = ("claude", "codex")
 ALLOWED_KEYS = ("name", "description", "license", "compatibility", "metadata", "allowed-tools")
 NAME_RE = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
@@ -53,24 +56,6 @@ class ExportReport:
             "files": self.files,
             "skipped": self.skipped,
         }
-
-
-def _front_matter(meta: dict) -> str:
-    return "---\n" + yaml.safe_dump(meta, sort_keys=False, allow_unicode=True, width=100) + "---\n"
-
-
-def _oneline(s: str) -> str:
-    return re.sub(r"\s+", " ", s).strip()
-
-
-def _md_text(s: str) -> str:
-    """Front-matter prose as Markdown: one line, and `kernel[grid](...)` must not become a link."""
-    return re.sub(r"\[([^\]]*)\]\(", r"\\[\1\\](", _oneline(s))
-
-
-def _clip(s: str, n: int) -> str:
-    s = _oneline(s)
-    return s if len(s) <= n else s[: n - 1].rstrip() + "…"
 
 
 def _write(report: ExportReport, base: Path, rel: str, text: str) -> None:
@@ -118,220 +103,6 @@ def _openai_yaml(
     return yaml.safe_dump(doc, sort_keys=False, allow_unicode=True, width=100)
 
 
-# --------------------------------------------------------------------------- the router
-
-
-ROUTER_DESCRIPTION = (
-    "Look up verified GPU-kernel engineering know-how (CUDA, Triton, CUTLASS, PyTorch custom ops) "
-    "and "
-    "mined pull requests of kernel repos before writing, debugging, tuning or reviewing a GPU "
-    "kernel. "
-    "Use when a kernel gives wrong results, crashes (illegal memory access, invalid "
-    "configuration), "
-    "recompiles, is slow, or when choosing tiling, precision, launch or timing methodology. Not "
-    "for "
-    "general Python or C++ questions."
-)
-
-
-INSTALL_HINT = (
-    "Needs the `kbase` command, installed from the kbase git repository or a clone of it "
-    "(distribution gpu-kbase, e.g. `uv tool install 'gpu-kbase[index] @ git+<kbase repo URL>'`; "
-    "never `pip install kbase`, an unrelated PyPI project), or a kbase MCP server."
-)
-
-
-def _router_body(
-    skills: list[tuple[str, str, str]] | None,
-    mcp_url: str | None,
-    root: str | None,
-    exported_at: str,
-) -> str:
-    r = f" --root {shlex.quote(root)}" if root else ""
-    lines = [
-        "# Ask kbase about GPU kernels",
-        "",
-        "kbase is a searchable knowledge base of GPU-kernel experience. Every skill in it carries "
-        "a runnable",
-        "check of its claim and a status from the last run of that check. Ask it *before* "
-        "guessing.",
-        "",
-        "## How to ask",
-        "",
-        "If an MCP server named `kbase` is configured, use its tools: `search` (query, k, kind, "
-        "repo, tags,",
-        "status, env), `get` (id, section), `history` (repo, family, since, until, limit), "
-        "`list`, `stale`;",
-        "`feedback` and `propose` when the server allows writes. Otherwise use the command line:",
-        "",
-        "1. Search with the symptom, the literal error message or the topic:",
-        f'   `kbase search "illegal memory access after kernel launch" --json -k 5{r}`',
-        "   The answer is "
-        '`{"query", "hits": [{id, title, status, section, snippet, path, line, ...}]}`.',
-        "2. Read the best hit, or only the section the hit names:",
-        f"   `kbase get <id> --json{r}` or `kbase get <id> --section steps --json{r}`",
-        "3. Filters: `--kind skill|pr`, `--repo NAME` (PR cards of one repo), `--tag archs=sm90`,",
-        "   `--status verified`.",
-        "",
-        "Which knowledge base answers: `--root PATH`, else `$KBASE_ROOT`, else the nearest folder "
-        "at or",
-        "above the current one holding `skills/` or `pr_archive/`; with none of these kbase exits "
-        "2 and",
-        "says so (it never answers from an empty folder).",
-    ]
-    if root:
-        lines += ["", f"This export names the knowledge base at `{root}`."]
-    if mcp_url:
-        lines += ["", f"This team runs it over streamable HTTP at `{mcp_url}`."]
-    lines += [
-        "",
-        "## How to weigh an answer",
-        "",
-        "- `verified`: the skill's check passed recently in a matching environment. Follow it.",
-        "- `stale-age`, `stale-env`, `stale-source`: probably right but not re-checked for this "
-        "setup; confirm",
-        "  with the skill's verification script before relying on a number.",
-        "- `failing`: the check fails now. Treat the skill as a lead, not a fact.",
-        "- `unverified`, `self-reported`: never checked by a runner we trust; read it as advice.",
-        "- `draft`: proposed from experience, not reviewed or verified yet.",
-        "- `mined`: a pull request card, a fact about what changed upstream and why.",
-        "",
-        "A test failing in front of you beats any entry. Cite the entry id when you act on it.",
-    ]
-    if skills:
-        lines += [
-            "",
-            "## What is in it",
-            "",
-            f"Statuses as of the export ({exported_at}); kbase itself answers with current ones.",
-            "",
-        ]
-        lines += [f"- `{name}` ({status}): {title}" for name, title, status in skills]
-    return "\n".join(lines) + "\n"
-
-
-# --------------------------------------------------------------------------- one skill
-
-
-def _strip_snippets(skill) -> str:
-    """The body with each verification block replaced by a pointer to the exported script."""
-    from markdown_it import MarkdownIt
-
-    marks = set(skill.meta.verification.blocks)
-    body_lines = skill.doc.body.split("\n")
-    cut: list[tuple[int, int]] = []
-    for tok in MarkdownIt("commonmark").parse(skill.doc.body):
-        if tok.type == "fence" and tok.map and marks & set(tok.info.split()[1:]):
-            cut.append((tok.map[0], tok.map[1]))
-    pointer = '*(The verification code is in `scripts/`; see "Verify it" above.)*'
-    for start, end in reversed(cut):
-        body_lines[start:end] = [pointer]
-    text = "\n".join(body_lines).strip() + "\n"
-    # Adjacent blocks (a .cu file and the Python driver) would leave the pointer twice in a row.
-    return re.sub(
-        r"(" + re.escape(pointer) + r")(\s*\n\s*" + re.escape(pointer) + r")+", r"\1", text
-    )
-
-
-def _scripts(skill) -> dict[str, str]:
-    """scripts/<file> -> text, following the snippet runtime contract (docs/skill-format.md)."""
-    from kbase.validators.snippets import layout_blocks
-
-    files = layout_blocks(skill.snippet_blocks()).files
-    out: dict[str, str] = {}
-    for f in files:
-        name = "verify.py" if f.name == "snippet.py" else f.name
-        out[name] = f.text
-    if "verify.py" not in out and list(out) == ["snippet_0.cu"]:
-        out = {"verify.cu": out["snippet_0.cu"]}
-    return out
-
-
-def _verify_section(skill, scripts: dict[str, str]) -> list[str]:
-    v = skill.meta.verification
-    lines = ["## Verify it", "", f"The check asserts: {v.asserts}", ""]
-    tiers = ", ".join(v.tiers)
-    if "verify.py" in scripts:
-        lines.append(
-            f"Run `cd scripts && KBASE_TIER=<tier> python verify.py` (tiers: {tiers}; exit 0 = "
-            "pass, "
-            "77 = skipped)."
-        )
-        cpu = [t for t in v.tiers if TIER_SPECS[t].python_only and not TIER_SPECS[t].sees_gpu]
-        if cpu:
-            env = "".join(f" {k}={val}" for k, val in TIER_SPECS[cpu[0]].env.items())
-            lines.append(
-                f"On a machine without a GPU: `KBASE_TIER={cpu[0]}{env} python verify.py`."
-            )
-    else:
-        cu = next(iter(scripts))
-        lines.append(
-            f"Build and run: `cd scripts && nvcc -arch=native {cu} -o verify && ./verify` (tiers: "
-            f"{tiers})."
-        )
-    if v.min_compute_capability:
-        lines.append(f"The GPU check needs compute capability {v.min_compute_capability} or newer.")
-    lines += ["", "Files: " + ", ".join(f"[scripts/{n}](scripts/{n})" for n in scripts)]
-    return lines
-
-
-def _skill_markdown(
-    skill, status: str, audit, scripts: dict[str, str], exported_at: str = ""
-) -> str:
-    m = skill.meta
-    metadata = {
-        "kbase-id": m.name,
-        "kbase-status": status,
-        "kbase-audit-date": m.audit.date.isoformat(),
-        "kbase-tiers": " ".join(m.verification.tiers),
-        "kbase-source": skill.path,
-        "kbase-exported-at": exported_at,
-    }
-    if audit is not None and audit.verified_on:
-        metadata["kbase-verified-on"] = str(audit.verified_on)
-    if audit is not None and audit.last_pass:
-        metadata["kbase-last-pass"] = str(audit.last_pass)
-    tags = " ".join(m.tags.flat())
-    if tags:
-        metadata["kbase-tags"] = tags
-    fm: dict = {"name": m.name, "description": _clip(m.description, 1024)}
-    if m.license:
-        fm["license"] = m.license
-    langs = ", ".join(m.tags.languages) or "GPU toolchain"
-    compat = f"Written for {langs}; verification runs on: {', '.join(m.verification.tiers)}"
-    if m.verification.min_compute_capability:
-        compat += f" (GPU tier needs compute capability >= {m.verification.min_compute_capability})"
-    fm["compatibility"] = _clip(compat, 500)
-    fm["metadata"] = {k: str(v) for k, v in metadata.items()}
-    body = [
-        skill.doc.title and f"# {skill.doc.title}" or f"# {m.name}",
-        "",
-        f"Status in kbase: **{status}**"
-        + (f" (last pass {audit.last_pass})" if audit and audit.last_pass else "")
-        + f", as of the export at {exported_at}; `kbase get {m.name}` gives the current one.",
-        "",
-        "## When to use",
-        "",
-    ]
-    body += [f"- {_md_text(t)}" for t in m.trigger]
-    body += ["", "## Steps", ""] + [f"{i}. {_md_text(s)}" for i, s in enumerate(m.steps, 1)]
-    body += ["", "## Failure modes", ""]
-    for f in m.failure_modes:
-        body += [
-            f"- **Symptom:** {_md_text(f.symptom)}",
-            f"  **Cause:** {_md_text(f.cause)}",
-            f"  **Fix:** {_md_text(f.fix)}",
-        ]
-    body += [""] + _verify_section(skill, scripts) + [""]
-    rest = _strip_snippets(skill)
-    # The body's own H1 repeats the title; drop it and demote nothing else.
-    rest = re.sub(r"\A#\s[^\n]*\n+", "", rest)
-    body += ["## Details", "", rest]
-    if m.sources:
-        body += ["## Sources", ""] + [f"- {u}" for u in m.sources] + [""]
-    return _front_matter(fm) + "\n" + "\n".join(body)
-
-
 # --------------------------------------------------------------------------- entry point
 
 
@@ -366,7 +137,7 @@ def export_agent_skills(
     catalog = [
         (
             s.name,
-            _oneline(s.doc.title or s.name),
+            oneline(s.doc.title or s.name),
             statuses[s.name].status if s.name in statuses else "unverified",
         )
         for s in skills
@@ -385,8 +156,8 @@ def export_agent_skills(
         router_fm["metadata"].update(  # type: ignore[attr-defined]
             {"kbase-skills": str(len(skills)), "kbase-exported-at": exported_at}
         )
-    body = _router_body(None if portable else catalog, mcp_url, root_s, exported_at)
-    _write(rep, rdir, "SKILL.md", _front_matter(router_fm) + "\n" + body)
+    body = router_body(None if portable else catalog, mcp_url, root_s, exported_at)
+    _write(rep, rdir, "SKILL.md", front_matter(router_fm) + "\n" + body)
     if target == "codex":
         _write(
             rep,
@@ -410,26 +181,24 @@ def export_agent_skills(
             audit = statuses.get(s.name)
             status = audit.status if audit is not None else "unverified"
             try:
-                scripts = _scripts(s)
+                scripts = skill_scripts(s)
             except ValueError as exc:  # a snippet the runtime contract cannot lay out
                 rep.skipped.append(f"{s.name}: {exc}")
                 continue
             d = dest / s.name
             _prepare_dir(d)
-            _write(rep, d, "SKILL.md", _skill_markdown(s, status, audit, scripts, exported_at))
+            _write(rep, d, "SKILL.md", skill_markdown(s, status, audit, scripts, exported_at))
             for name, text in scripts.items():
                 _write(rep, d, f"scripts/{name}", text)
             if target == "codex":
-                title = _oneline(s.doc.title or s.name)
-                short = (
-                    _clip(title, 64) if len(title) >= 25 else _clip(f"{title} (kbase skill)", 64)
-                )
+                title = oneline(s.doc.title or s.name)
+                short = clip(title, 64) if len(title) >= 25 else clip(f"{title} (kbase skill)", 64)
                 _write(
                     rep,
                     d,
                     "agents/openai.yaml",
                     _openai_yaml(
-                        _clip(title, 64),
+                        clip(title, 64),
                         short,
                         f"Use ${s.name} for this kernel problem.",
                         False,

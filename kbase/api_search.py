@@ -1,0 +1,210 @@
+"""The search path of `KnowledgeBase` (a mixin of kbase.api): `.search()`, `.query()`.
+
+A query is checked (kbase.search_query.SearchQuery), its archive filters are checked against the
+index, the searcher's candidates are ranked with their statuses and users' feedback, and only the
+hits kept are decoded and built. Meanwhile the query model loads on a thread of its own (a
+search that may embed the query, on the first search of a process).
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from kbase.closed_sets import PR_STATUS, STATUS_SPECS
+from kbase.errors import InvalidArgument, NotIndexed
+
+if TYPE_CHECKING:  # each method imports the models it makes: a search defines no others
+    from kbase.schema import Hit, SearchQuery, SearchResult, SkillAudit
+
+
+class _Ranked(NamedTuple):
+    """A candidate as a search ranks it before the hits it keeps are built."""
+
+    id: str
+    score: float  # rounded as the hit shows it (feedback's nudge multiplies this one)
+    status: str
+    verified_on: Any
+    verified_at: Any
+    cand: Any  # retrieval.searcher.Candidate
+
+
+class SearchAPI:
+    if TYPE_CHECKING:  # provided by KnowledgeBase
+        _query_embedder: Any
+
+        @property
+        def root(self) -> Path: ...
+        @property
+        def home(self) -> Path: ...
+
+        def query_embedder(self) -> Any: ...
+        def searcher(self) -> Any: ...
+        def is_indexed(self) -> bool: ...
+        def index(self, progress: Any = None, gc: bool = True) -> Any: ...
+        def statuses(self, env: Any = None) -> dict[str, SkillAudit]: ...
+        def _status_of(
+            self, entry: Any, statuses: dict[str, SkillAudit]
+        ) -> tuple[str, Any, Any]: ...
+        def _claims_of(self, entry: Any) -> list[Any]: ...
+        def _entries(self) -> list[Any]: ...
+
+    def search(
+        self,
+        query: str,
+        k: int = 5,
+        kind: str | None = None,
+        repo: str | None = None,
+        tags: list[str] | None = None,
+        status: list[str] | str | None = None,
+        mode: str = "hybrid",
+        auto_index: bool = True,
+        since: str | None = None,
+        until: str | None = None,
+        env: Any = None,
+    ) -> list[Hit]:
+        """The hits for one query; arguments as in kbase.schema.SearchQuery (InvalidArgument)."""
+        from kbase.schema import SearchQuery
+
+        q = SearchQuery.parse(
+            query=query,
+            k=k,
+            kind=kind,
+            repo=repo,
+            tags=tags,
+            status=[status] if isinstance(status, str) else status,
+            mode=mode,
+            since=since,
+            until=until,
+            env=env,
+        )
+        return self.query(q, auto_index=auto_index).hits
+
+    def query(self, q: SearchQuery, auto_index: bool = True) -> SearchResult:
+        if not self.is_indexed():
+            if not auto_index:
+                raise NotIndexed(f"no index under {self.home}; run `kbase index`")
+            self.index()
+        aside = (
+            self._load_query_embedder_aside()
+            if q.mode != "bm25" and self._query_embedder is None
+            else None
+        )
+        try:
+            return self._answer(q)
+        finally:
+            if aside is not None:
+                # a search that needed no vector (its filters left nothing, or it failed) must
+                # not leave while ONNX Runtime builds the session: at exit the runtime aborts
+                aside.join()
+
+    def _answer(self, q: SearchQuery) -> SearchResult:
+        from kbase.retrieval.searcher import make_snippet
+        from kbase.schema import Hit, SearchResult
+
+        wanted = set(q.status)
+        self._check_archive_names(q)
+        cands = self.searcher().search(
+            q.query,
+            k=q.k,
+            kind=q.kind,
+            repo=q.repo,
+            tags=q.tags,
+            mode=q.mode,
+            since=q.since,
+            until=q.until,
+            fill_texts=False,  # texts and snippets below, for the hits returned only
+        )
+        statuses = self.statuses(q.env) if any(c.kind == "skill" for c in cands) else {}
+        # Ranked on (id, score, status) first; only the k kept are decoded and made into hits
+        # (a PR card's status needs no decoding; issue #11).
+        ranked: list[_Ranked] = []
+        for c in cands:
+            if c.kind == "pr":
+                st, on, at = PR_STATUS, None, None
+            else:
+                st, on, at = self._status_of(c.entry, statuses)
+            if wanted and st not in wanted:
+                continue
+            ranked.append(_Ranked(c.id, round(c.score, 6), st, on, at, c))
+        from kbase.feedback import rerank
+
+        ranked = rerank(ranked, self.root)  # a mild nudge from users' feedback, near-ties only
+        if not wanted:
+            # Failing entries stay findable but rank below healthy ones.
+            ranked.sort(key=lambda h: h.status in STATUS_SPECS and STATUS_SPECS[h.status].demoted)
+        ranked = ranked[: q.k]
+        self.searcher().fill_texts([r.cand for r in ranked])
+        hits: list[Hit] = []
+        for r in ranked:
+            e = r.cand.entry
+            chunk = e.chunks[r.cand.chunk_index] if e.chunks else None
+            hits.append(
+                Hit(
+                    id=e.id,
+                    kind=e.kind,
+                    title=e.title,
+                    score=r.score,
+                    status=r.status,
+                    path=e.path,
+                    line=chunk.line if chunk else e.line,
+                    section=chunk.section if chunk else "",
+                    snippet=make_snippet(chunk.text, q.query) if chunk else "",
+                    repo=e.repo,
+                    pr=e.pr,
+                    verified_on=r.verified_on,
+                    verified_at=r.verified_at,
+                    # claim views read the ledger: only for the hits returned
+                    claims=self._claims_of(e),
+                )
+            )
+        return SearchResult(query=q.query, hits=hits)
+
+    def _check_archive_names(self, q: SearchQuery) -> None:
+        """An archive repo or family/category tag that nothing in the index has is a typo."""
+        from kbase.search_query import ARCHIVE_TAG_KEYS
+
+        asked = [t for t in q.tags if t.split("=", 1)[0] in ARCHIVE_TAG_KEYS]
+        if not q.repo and not asked:
+            return
+        from kbase.suggest import did_you_mean  # difflib: only for a filter to check
+
+        idx = self.searcher().index() if self.is_indexed() else None
+        known = (
+            idx.tags_with_keys(tuple(ARCHIVE_TAG_KEYS))  # cached per generation
+            if idx is not None
+            else {
+                t for e in self._entries() for t in e.tags if t.split("=", 1)[0] in ARCHIVE_TAG_KEYS
+            }
+        )
+        if q.repo and f"repo={q.repo}" not in known:
+            repos = [t[5:] for t in known if t.startswith("repo=")]
+            raise InvalidArgument(
+                f"no archive repo {q.repo!r} in the index" + did_you_mean(q.repo, repos, "repos"),
+                "repo",
+            )
+        for t in asked:
+            if t not in known:
+                key, value = t.split("=", 1)
+                vals = [x.split("=", 1)[1] for x in known if x.startswith(key + "=")]
+                raise InvalidArgument(
+                    f"no PR card has {key} {value!r}" + did_you_mean(value, vals, f"{key} values"),
+                    "tags",
+                )
+
+    def _load_query_embedder_aside(self) -> threading.Thread:
+        """Start loading the query embedder on a thread of its own: ONNX Runtime builds its
+        session without the GIL, while this thread imports the searcher and loads the index
+        (the first search of a process, e.g. a cold `kbase search`; issue #11). A failure
+        there is met again, and reported, where the searcher asks for the embedder."""
+
+        def load() -> None:
+            try:
+                self.query_embedder()
+            except Exception:  # noqa: BLE001, S110
+                pass
+
+        thread = threading.Thread(target=load, name="kbase-embedder", daemon=True)
+        thread.start()
+        return thread
