@@ -20,27 +20,36 @@ Each generated section is a `## ` heading followed by plain text, so `section()`
 them back (retrieval indexes Summary, Description, Files and Notes).
 
 Everything above `## Notes` belongs to the miner and is rewritten on every mine.
+
+This module reads a card; card_render.py writes one, and front_matter.py holds the YAML shape of
+the front-matter that both sides share.
 """
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import Any
 
-from kbase.errors import KbaseError
-from kbase.schema import PRCard
+from kbase.ingest.card_render import render_card
+from kbase.ingest.front_matter import fast_meta
 
-NOTES_HEADING = "## Notes"
-NOTES_PLACEHOLDER = (
-    "<!-- Notes: written by people, kept as they are when `kbase mine` rewrites this card. "
-    "Record what the PR taught you: numbers, pitfalls, follow-ups. -->"
-)
+from kbase.errors import KbaseError
+
+# written by card_render.py and front_matter.py; importers of this module find them here too
+__all__ = [
+    "CardError",
+    "CardText",
+    "existing_notes",
+    "fast_meta",
+    "notes_text",
+    "render_card",
+    "section",
+    "split_card",
+]
+
 _NOTES_RE = re.compile(r"^## Notes[ \t]*$", re.M)
 _COMMENT_RE = re.compile(r"<!--.*?-->", re.S)
-BODY_FILE_LIMIT = 60  # the body lists this many files; the front-matter always has all of them
 
 
 class CardError(KbaseError, ValueError):
@@ -117,98 +126,6 @@ def _yaml_meta(yaml_text: str) -> Any:
         ) from None
 
 
-_INT = re.compile(r"^-?[0-9]+$")
-_FLOW_ITEM = re.compile(r'\s*("(?:[^"\\]|\\.)*"|[^,"\s][^,]*?)\s*(?:,|$)')
-_KEY = re.compile(r"^([a-z_]+): ?(.*)$")
-
-
-class _NotCanonical(Exception):
-    pass
-
-
-def _read_scalar(tok: str) -> Any:
-    if tok.startswith('"'):
-        try:
-            return json.loads(tok)
-        except ValueError:
-            raise _NotCanonical from None
-    if tok == "null":
-        return None
-    if _INT.match(tok):
-        return int(tok)
-    if _PLAIN.match(tok) and tok.lower() not in _YAML_WORDS:
-        return tok
-    raise _NotCanonical
-
-
-def _read_flow(tok: str, opener: str, closer: str) -> list[str]:
-    if not (tok.startswith(opener) and tok.endswith(closer)):
-        raise _NotCanonical
-    inner = tok[1:-1].strip()
-    if not inner:
-        return []
-    items, pos = [], 0
-    while pos < len(inner):
-        m = _FLOW_ITEM.match(inner, pos)
-        if not m or m.end() == pos:
-            raise _NotCanonical
-        items.append(m.group(1))
-        pos = m.end()
-    return items
-
-
-def _read_value(tok: str) -> Any:
-    if tok.startswith("["):
-        return [_read_scalar(x) for x in _read_flow(tok, "[", "]")]
-    if tok.startswith("{"):
-        out = {}
-        for item in _read_flow(tok, "{", "}"):
-            k, sep, v = item.partition(": ")
-            if not sep or not _PLAIN.match(k):
-                raise _NotCanonical
-            out[k] = _read_scalar(v.strip())
-        return out
-    return _read_scalar(tok)
-
-
-def fast_meta(yaml_text: str) -> dict[str, Any] | None:
-    """Read front-matter in exactly the shape `dump_meta` writes, ten times faster than PyYAML;
-    None for anything else (hand-edited cards), which then goes through the YAML loader."""
-    try:
-        meta: dict[str, Any] = {}
-        block: str | None = None
-        for line in yaml_text.split("\n"):
-            if not line:
-                continue
-            if line.startswith("- ") and block == "files":
-                m = _KEY.match(line[2:])
-                if not m:
-                    raise _NotCanonical
-                meta["files"].append({m.group(1): _read_value(m.group(2))})
-            elif line.startswith("  ") and block in ("files", "tags"):
-                m = _KEY.match(line[2:])
-                if not m:
-                    raise _NotCanonical
-                target = meta["files"][-1] if block == "files" else meta["tags"]
-                if block == "files" and not meta["files"] or m.group(1) in target:
-                    raise _NotCanonical
-                target[m.group(1)] = _read_value(m.group(2))
-            else:
-                m = _KEY.match(line)
-                if not m or m.group(1) in meta:
-                    raise _NotCanonical
-                key, rest = m.group(1), m.group(2)
-                if rest == "" and key in ("files", "tags"):
-                    meta[key] = [] if key == "files" else {}
-                    block = key
-                else:
-                    meta[key] = _read_value(rest)
-                    block = None
-        return meta
-    except _NotCanonical:
-        return None
-
-
 def notes_text(notes_section: str) -> str:
     """What people wrote under Notes: the heading and HTML comments removed."""
     if not notes_section:
@@ -221,251 +138,6 @@ def existing_notes(text: str) -> str:
     """The Notes section of an existing card, verbatim, or '' — used before a card is rewritten."""
     m = _NOTES_RE.search(text)
     return text[m.start() :] if m else ""
-
-
-# --------------------------------------------------------------------------- rendering
-
-
-def card_meta(card: PRCard) -> dict[str, Any]:
-    """Front-matter as an ordered mapping; empty optional keys are left out to keep cards short."""
-    d: dict[str, Any] = {"repo": card.repo, "pr": card.pr}
-    if card.kind != "pr":
-        d["kind"] = card.kind
-    if card.url:
-        d["url"] = card.url
-    d.update(sha=card.sha, date=card.date, title=card.title, families=list(card.families))
-    files = []
-    for f in card.files:
-        fd: dict[str, Any] = {"path": f.path}
-        if f.old_path:
-            fd["old_path"] = f.old_path
-        fd.update(added=f.added, deleted=f.deleted, symbols=list(f.symbols))
-        if f.named_by:
-            fd["named_by"] = list(f.named_by)
-        if f.kernels:
-            fd["kernels"] = list(f.kernels)
-        files.append(fd)
-    d["files"] = files
-    d["totals"] = dict(card.totals)
-    d["categories"] = list(card.categories)
-    if card.reverts is not None:
-        d["reverts"] = card.reverts
-    tags = {k: v for k, v in card.tags.model_dump().items() if v}
-    d["tags"] = tags
-    for key in ("reverts_commit", "description", "key_diff"):
-        if getattr(card, key):
-            d[key] = getattr(card, key)
-    for key in ("reverted_by", "co_authors", "issues", "numbers", "touched", "also"):
-        if getattr(card, key):
-            d[key] = list(getattr(card, key))
-    return d
-
-
-def _count(n: int | None) -> str:
-    return "binary" if n is None else str(n)
-
-
-def summary_text(card: PRCard, also: list[str] | None = None) -> str:
-    """One paragraph of facts in our own words; the index embeds it, so it reads as plain prose."""
-    t = card.totals
-    day = card.date[:10]
-    if card.pr is None:
-        parts = [f"Commit {card.sha[:12]} of {card.repo}, pushed on {day} without a PR."]
-    else:
-        parts = [f"PR #{card.pr} of {card.repo}, merged on {day} as commit {card.sha[:10]}."]
-    nfiles = t.get("files", len(card.files))
-    parts.append(
-        f"It changes {nfiles} file{'s' if nfiles != 1 else ''} "
-        f"(+{t.get('added', 0)}/-{t.get('deleted', 0)} lines"
-        + (f", {t['binary']} binary" if t.get("binary") else "")
-        + ")."
-    )
-    if card.families:
-        parts.append("Families: " + ", ".join(card.families) + ".")
-    parts.append("Categories: " + ", ".join(card.categories) + ".")
-    if card.reverts is not None:
-        parts.append(f"It reverts PR #{card.reverts}.")
-    elif card.reverts_commit:
-        parts.append(f"It reverts commit {card.reverts_commit}.")
-    if card.reverted_by:
-        parts.append(
-            "It was reverted by " + ", ".join(_ref_words(r) for r in card.reverted_by) + "."
-        )
-    tg = card.tags
-    if tg.kernel_types:
-        parts.append("Kernel types: " + ", ".join(tg.kernel_types) + ".")
-    if tg.languages:
-        parts.append("Languages: " + ", ".join(tg.languages) + ".")
-    if tg.archs:
-        parts.append("Architectures: " + ", ".join(tg.archs) + ".")
-    if tg.techniques:
-        parts.append("Techniques: " + ", ".join(tg.techniques) + ".")
-    renamed = [f for f in card.files if f.old_path]
-    if renamed:
-        parts.append(
-            "Renames: "
-            + "; ".join(f"{f.old_path} -> {f.path}" for f in renamed[:5])
-            + (f" and {len(renamed) - 5} more" if len(renamed) > 5 else "")
-            + "."
-        )
-    biggest = sorted(card.files, key=lambda f: -((f.added or 0) + (f.deleted or 0)))[:3]
-    if biggest:
-        parts.append("Largest changes: " + ", ".join(f.path for f in biggest) + ".")
-    kernels = [s for f in card.files for s in f.kernels]
-    if kernels:
-        parts.append("Kernels touched: " + ", ".join(dict.fromkeys(kernels)) + ".")
-    if also:
-        parts.append(
-            "The same PR number also appears on commit"
-            + ("s " if len(also) > 1 else " ")
-            + ", ".join(s[:10] for s in also)
-            + "."
-        )
-    return " ".join(parts)
-
-
-_PLAIN = re.compile(r"^[A-Za-z_][A-Za-z0-9_./+-]*$")
-_YAML_WORDS = {"true", "false", "yes", "no", "on", "off", "null", "y", "n", "~"}
-
-
-def _scalar(v: Any) -> str:
-    """A YAML scalar; strings that could read as anything else are written as JSON strings,
-    which YAML parses as double-quoted scalars."""
-    if v is None:
-        return "null"
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, int):
-        return str(v)
-    return _str_scalar(str(v))
-
-
-@lru_cache(maxsize=1 << 16)
-def _str_scalar(s: str) -> str:
-    # paths and symbol names come back card after card
-    if _PLAIN.match(s) and s.lower() not in _YAML_WORDS:
-        return s
-    return json.dumps(s, ensure_ascii=False)
-
-
-def _flow(items: list[Any]) -> str:
-    return "[" + ", ".join(_scalar(x) for x in items) + "]"
-
-
-def dump_meta(meta: dict[str, Any]) -> str:
-    """Block YAML for the card front-matter. Hand-written because PyYAML's representer dominated
-    mining time; `split_card` reads it back with the ordinary YAML loader (round-trip test)."""
-    out: list[str] = []
-    for key, val in meta.items():
-        if key == "files":
-            if not val:
-                out.append("files: []")
-                continue
-            out.append("files:")
-            for f in val:
-                first = True
-                for fk, fv in f.items():
-                    lead = "- " if first else "  "
-                    first = False
-                    out.append(f"{lead}{fk}: {_flow(fv) if isinstance(fv, list) else _scalar(fv)}")
-        elif isinstance(val, dict):
-            if key == "tags":
-                if not val:
-                    out.append("tags: {}")
-                    continue
-                out.append("tags:")
-                out.extend(f"  {k}: {_flow(v)}" for k, v in val.items())
-            else:
-                out.append(
-                    f"{key}: {{" + ", ".join(f"{k}: {_scalar(v)}" for k, v in val.items()) + "}"
-                )
-        elif isinstance(val, list):
-            out.append(f"{key}: {_flow(val)}")
-        else:
-            out.append(f"{key}: {_scalar(val)}")
-    return "\n".join(out) + "\n"
-
-
-def _ref_words(ref: str) -> str:
-    return f"PR {ref}" if ref.startswith("#") else f"commit {ref}"
-
-
-TOUCHED_LIMIT = 30  # symbols listed in the body after every kernel; all are in the front-matter
-
-
-def render_card(card: PRCard, notes: str = "", also: list[str] | None = None) -> str:
-    meta = dump_meta(card_meta(card))
-    lines = [
-        "---",
-        meta.rstrip("\n"),
-        "---",
-        f"# {card.title}",
-        "",
-        "## Summary",
-        "",
-        summary_text(card, also),
-        "",
-    ]
-    if card.description:
-        lines += ["## Description", "", card.description, ""]
-    if card.touched:
-        kernels = {k for f in card.files for k in f.kernels}
-        shown = [s for s in card.touched if s in kernels]
-        shown += [s for s in card.touched if s not in kernels][: max(0, TOUCHED_LIMIT - len(shown))]
-        lines += ["## Touched", ""]
-        lines += [f"- `{s}`" + (" (kernel)" if s in kernels else "") for s in shown]
-        if len(card.touched) > len(shown):
-            lines.append(f"- ... and {len(card.touched) - len(shown)} more (see the front-matter)")
-        lines.append("")
-    if card.key_diff:
-        lines += ["## Key diff", "", "```diff", card.key_diff, "```", ""]
-    links = _links(card)
-    if links:
-        lines += ["## Links", ""] + [f"- {x}" for x in links] + [""]
-    lines += ["## Files", ""]
-    for f in card.files[:BODY_FILE_LIMIT]:
-        where = f"`{f.old_path}` -> `{f.path}`" if f.old_path else f"`{f.path}`"
-        delta = "binary" if f.added is None else f"+{f.added}/-{f.deleted}"
-        sym = f": {', '.join(f.symbols)}" if f.symbols else ""
-        lines.append(f"- {where} ({delta}){sym}")
-    if len(card.files) > BODY_FILE_LIMIT:
-        lines.append(
-            f"- ... and {len(card.files) - BODY_FILE_LIMIT} more files "
-            "(all are listed in the front-matter)"
-        )
-    if not card.files:
-        lines.append("- (no file changes)")
-    lines.append("")
-    text = "\n".join(lines) + "\n"
-    notes = notes if notes.strip() else f"{NOTES_HEADING}\n\n{NOTES_PLACEHOLDER}\n"
-    if not notes.endswith("\n"):
-        notes += "\n"
-    return text + notes
-
-
-def _links(card: PRCard) -> list[str]:
-    base = card.url.rsplit("/pull/", 1)[0] if card.url and "/pull/" in card.url else None
-    if base is None and card.url and "/commit/" in card.url:
-        base = card.url.rsplit("/commit/", 1)[0]
-    out: list[str] = []
-    if card.pr is not None and card.url:
-        out.append(f"PR: {card.url}")
-    out.append(f"Commit: {base + '/commit/' + card.sha if base else card.sha}")
-    if card.issues:
-        out.append(
-            "Issues: " + ", ".join(f"{base}/issues/{n}" if base else f"#{n}" for n in card.issues)
-        )
-    if card.co_authors:
-        out.append("Co-authors: " + ", ".join(card.co_authors))
-    if card.reverts is not None:
-        out.append(f"Reverts: PR #{card.reverts}")
-    elif card.reverts_commit:
-        out.append(f"Reverts: commit {card.reverts_commit}")
-    if card.reverted_by:
-        out.append("Reverted by: " + ", ".join(_ref_words(r) for r in card.reverted_by))
-    if card.numbers:
-        out.append("Numbers: " + ", ".join(card.numbers))
-    return out
 
 
 def section(body: str, heading: str) -> tuple[str, int]:

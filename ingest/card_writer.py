@@ -21,7 +21,8 @@ from kbase.ingest.card_build import (
     to_change,
 )
 from kbase.ingest.card_cache import card_key, card_version, recipe_key
-from kbase.ingest.card_format import existing_notes, render_card, split_card
+from kbase.ingest.card_format import existing_notes, split_card
+from kbase.ingest.card_render import render_card
 from kbase.ingest.checkpoint import atomic_write
 from kbase.ingest.gitlog import CommitFacts
 from kbase.ingest.logrun import pack_commit

@@ -31,7 +31,7 @@ class ArchiveAPI:
         pr_archive/ at all the answer says so (`available: false`) rather than failing.
         `paths` (globs) asks for every PR and direct push touching them, with no family needed.
         """
-        from kbase.ingest.cards import read_families, timeline
+        from kbase.ingest.card_history import read_families, timeline
         from kbase.schema import HistoryResult
 
         if not (self.root / "pr_archive").is_dir():

@@ -7,7 +7,6 @@ from __future__ import annotations
 import shutil
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -15,47 +14,16 @@ from kbase.retrieval import dense_text as DT
 from kbase.retrieval.build_stages import Writers, bm25_stage, embed_batch, upsert_pairs
 from kbase.retrieval.chunk_ids import dense_chunks, dense_ids, gc_paused, ids_of
 from kbase.retrieval.collect import collect_entries, parser_fingerprint
+from kbase.retrieval.index_report import IndexReport, Progress
+from kbase.retrieval.onnx_refresh import refresh_onnx
 from kbase.retrieval.previous import Previous
 from kbase.retrieval.store_writer import StoreWriters, min_chunks
 
-from kbase.schema import Chunk, Entry, Problem
+from kbase.schema import Chunk, Entry
 
 __all__ = ["IndexReport", "build_index", "collect_entries", "dense_chunks", "parser_fingerprint"]
 
 PR_MAX_TOKENS = 128
-Progress = Callable[[str, int, int], None]  # (stage, done, total)
-
-
-@dataclass
-class IndexReport:
-    entries: int = 0
-    chunks: int = 0
-    embedded_entries: list[str] = field(default_factory=list)
-    embedded_chunks: int = 0
-    removed_entries: list[str] = field(default_factory=list)
-    kept_previous: list[str] = field(default_factory=list)  # failed to parse; old version kept
-    problems: list[Problem] = field(default_factory=list)
-    seconds: dict[str, float] = field(default_factory=dict)
-    generation: str = ""
-    backend: str = ""  # what embedded this run's chunks: onnxruntime or torch
-    store_writers: int = 0  # writer processes of a large build (store_writer.py), 0 inline
-    bm25: str = ""  # where BM25 was built: inline, thread or process ("" when nothing changed)
-
-    def as_dict(self) -> dict:
-        return {
-            "entries": self.entries,
-            "chunks": self.chunks,
-            "embedded_entries": self.embedded_entries,
-            "embedded_chunks": self.embedded_chunks,
-            "removed_entries": self.removed_entries,
-            "kept_previous": self.kept_previous,
-            "problems": [p.model_dump() for p in self.problems],
-            "seconds": {k: round(v, 3) for k, v in self.seconds.items()},
-            "generation": self.generation,
-            "store_writers": self.store_writers,
-            "bm25": self.bm25,
-            "backend": self.backend,
-        }
 
 
 def _vector_id(chunk: Chunk, content_hash: str, model: str = "") -> str:
@@ -126,7 +94,7 @@ def _build_index(
 ) -> IndexReport:
     from kbase.retrieval import generations as G
     from kbase.retrieval import vectors as V
-    from kbase.retrieval.vector_files import GenVectors
+    from kbase.retrieval.vector_files import GenVectors, assemble_generation_vectors
     from kbase.retrieval.vectors import VectorStore, partition_key
 
     rep = IndexReport()
@@ -334,7 +302,9 @@ def _build_index(
                 waited = time.perf_counter() - t_wait
                 rep.seconds["store"] += waited
                 t3 += waited  # bm25+write is the stage's own work
-            _write_vectors(tmp, by_part, fresh, prev_vecs if trust_files else None, store)
+            assemble_generation_vectors(
+                tmp, by_part, fresh, prev_vecs if trust_files else None, store
+            )
             G.write_card_stats(tmp, card_stats)
             G.write_entries(tmp, entries, meta, stored_line=prevs.stored_line, table=prevs.table)
             G.publish(home, gid, tmp)
@@ -343,7 +313,7 @@ def _build_index(
                     shutil.rmtree(home / V.LEGACY_DIR, ignore_errors=True)
             rep.generation = gid
         rep.seconds["bm25+write"] = time.perf_counter() - t3
-        _refresh_onnx(home, embedder_factory, embedder, model_path)
+        refresh_onnx(home, embedder_factory, embedder, model_path)
 
         if gc and prev is not None:
             keep = set(wanted)
@@ -362,81 +332,3 @@ def _build_index(
         if progress:
             progress("done", 1, 1)
     return rep
-
-
-def _write_vectors(
-    tmp: Path,
-    by_part: dict[str, list[str]],
-    fresh: dict[str, Any],
-    prev: Any,
-    store: Callable[[], Any],
-) -> None:
-    """The new generation's vector files: a partition whose ids are those of the previous
-    generation and got nothing new is hard-linked; the others are assembled from this run's
-    vectors, the previous files and, for what neither holds, Chroma. A partition that cannot
-    be completed gets no file (its searches go to Chroma)."""
-    import numpy as np
-    from kbase.retrieval.vector_files import write_generation_vectors
-
-    parts: dict[str, tuple[list[str], Any]] = {}
-    dim = 0
-    for key, ids in by_part.items():
-        if prev is not None and key in prev.parts and not any(i in fresh for i in ids):
-            if prev.ids(key) == ids:
-                parts[key] = (ids, None)
-                dim = dim or prev.dim
-                continue
-        got: dict[str, Any] = {i: fresh[i] for i in ids if i in fresh}
-        if prev is not None and len(got) < len(ids):
-            got.update(prev.vectors_of(key, (i for i in ids if i not in got)))
-        if len(got) < len(ids):
-            got.update(store().get_vectors(key, [i for i in ids if i not in got]))
-        if len(got) < len(ids):
-            continue
-        mat = (
-            np.stack([np.asarray(got[i], dtype=np.float32) for i in ids])
-            if ids
-            else np.zeros((0, dim or 1), dtype=np.float32)
-        )
-        dim = dim or (mat.shape[1] if ids else 0)
-        parts[key] = (ids, mat)
-    write_generation_vectors(tmp, parts, prev, dim)
-
-
-def _refresh_onnx(
-    home: Path,
-    embedder_factory: Callable[[], object],
-    embedder: object = None,
-    model_path: str | None = None,
-) -> None:
-    """Keep home/onnx, the fast query embedder (retrieval/onnx_query.py), in step with the model.
-    Only when torch is importable; a failure is a warning on stderr, never a failed index."""
-    import importlib.util
-    import sys
-
-    try:
-        from kbase.retrieval import onnx_query as OQ
-
-        if not OQ.enabled() or importlib.util.find_spec("torch") is None:
-            return
-        path = getattr(embedder, "model_path", None)
-        if path is None:  # nothing was embedded: find the path without loading the model
-            path = model_path
-            if path is None:
-                from kbase.config import default_model_path
-
-                path = default_model_path()
-        if OQ.is_fresh(home / OQ.ONNX_DIR, path):
-            return
-        if embedder is None:
-            embedder = embedder_factory()
-        path = getattr(embedder, "model_path", None)
-        if path is None or not hasattr(embedder, "model"):
-            return  # not a sentence-transformers Embedder (a test double): nothing to export
-        OQ.ensure_onnx(home, path, embedder)
-    except Exception as exc:  # noqa: BLE001
-        print(
-            f"kbase: warning: ONNX query model not exported ({type(exc).__name__}: {exc}); "
-            "searches will load torch instead",
-            file=sys.stderr,
-        )

@@ -19,8 +19,9 @@ import hashlib
 import json
 import os
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from kbase.retrieval import fastjson as F
@@ -154,3 +155,39 @@ def write_generation_vectors(
     (d / INDEX).write_text(
         json.dumps({"format": FORMAT, "dim": dim, "partitions": index}), encoding="utf-8"
     )
+
+
+def assemble_generation_vectors(
+    tmp: Path,
+    by_part: dict[str, list[str]],
+    fresh: dict[str, Any],
+    prev: GenVectors | None,
+    store: Callable[[], Any],
+) -> None:
+    """The new generation's vector files: a partition whose ids are those of the previous
+    generation and got nothing new is hard-linked; the others are assembled from this run's
+    vectors, the previous files and, for what neither holds, Chroma. A partition that cannot
+    be completed gets no file (its searches go to Chroma)."""
+    parts: dict[str, tuple[list[str], Any]] = {}
+    dim = 0
+    for key, ids in by_part.items():
+        if prev is not None and key in prev.parts and not any(i in fresh for i in ids):
+            if prev.ids(key) == ids:
+                parts[key] = (ids, None)
+                dim = dim or prev.dim
+                continue
+        got: dict[str, Any] = {i: fresh[i] for i in ids if i in fresh}
+        if prev is not None and len(got) < len(ids):
+            got.update(prev.vectors_of(key, (i for i in ids if i not in got)))
+        if len(got) < len(ids):
+            got.update(store().get_vectors(key, [i for i in ids if i not in got]))
+        if len(got) < len(ids):
+            continue
+        mat = (
+            np.stack([np.asarray(got[i], dtype=np.float32) for i in ids])
+            if ids
+            else np.zeros((0, dim or 1), dtype=np.float32)
+        )
+        dim = dim or (mat.shape[1] if ids else 0)
+        parts[key] = (ids, mat)
+    write_generation_vectors(tmp, parts, prev, dim)

@@ -131,7 +131,7 @@ def source_touched(root: Path, skill) -> str | None:
     """
     if not skill.meta.watch:
         return None
-    from kbase.ingest.cards import latest_touch
+    from kbase.ingest.card_history import latest_touch
 
     newest = None
     for w in skill.meta.watch:
