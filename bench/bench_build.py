@@ -210,7 +210,7 @@ def main() -> None:
     import numpy as np
     from kbase.retrieval import generations as G
     from kbase.retrieval.onnx_embed import OnnxDocEmbedder, cores
-    from kbase.retrieval.onnx_query import ensure_onnx
+    from kbase.retrieval.onnx_export import ensure_onnx
     from kbase.retrieval.vector_files import GenVectors
 
     backends = [b for b in args.backends.split(",") if b]

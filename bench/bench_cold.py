@@ -136,7 +136,7 @@ def main() -> None:
         if not args.home:
             cache.save()
     first_s = time.perf_counter() - t
-    from kbase.retrieval.onnx_query import ensure_onnx
+    from kbase.retrieval.onnx_export import ensure_onnx
 
     ensure_onnx(home, model, kb.embedder())  # what `kbase index` leaves for searches
 

@@ -178,7 +178,7 @@ def main() -> None:
 
     from kbase.ingest.cards import load_card_entries
     from kbase.retrieval.onnx_embed import OnnxDocEmbedder
-    from kbase.retrieval.onnx_query import ensure_onnx
+    from kbase.retrieval.onnx_export import ensure_onnx
 
     from kbase.api import KnowledgeBase
     from kbase.config import default_model_path

@@ -32,7 +32,7 @@ def make_graphs(emb: Any, shipped: Path, out: Path) -> dict[str, Path]:
     except ImportError as exc:
         print(f"graph variants skipped: {exc}")
         return graphs
-    from kbase.retrieval import onnx_query as OQ
+    from kbase.retrieval import onnx_export as OX
 
     out.mkdir(parents=True, exist_ok=True)
 
@@ -51,7 +51,7 @@ def make_graphs(emb: Any, shipped: Path, out: Path) -> dict[str, Path]:
         prev = am.config._attn_implementation
         am.set_attn_implementation("eager")
         try:
-            OQ._export_model(am, out / "raw-eager.onnx")
+            OX._export_model(am, out / "raw-eager.onnx")
         finally:
             am.set_attn_implementation(prev)
         m = optimize_model(

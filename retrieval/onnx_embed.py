@@ -7,7 +7,7 @@ session's settings (two intra-op threads, tuned for one short text) and padding,
 is padded to its longest text and attention cost grows with length. Here texts are sorted by
 token count so each batch holds texts of about the same length, and batches run side by side,
 one thread each, without spinning. The fp32 model's vectors agree with the torch model's within
-the export's check (cosine distance <= onnx_query.MAX_COS_DIST); the int8 model's are a vector
+the export's check (cosine distance <= onnx_export.MAX_COS_DIST); the int8 model's are a vector
 recipe of their own (index_recipe: part of every vector id and of meta.dense).
 """
 
@@ -236,7 +236,9 @@ def doc_embedder(
             emb = torch_factory()
             if not hasattr(emb, "model"):
                 return None  # not a sentence-transformers model (a test double)
-            OQ.ensure_onnx(home, getattr(emb, "model_path", model_path), emb)
+            from kbase.retrieval.onnx_export import ensure_onnx
+
+            ensure_onnx(home, getattr(emb, "model_path", model_path), emb)
         if recipe:
             Q.ensure_int8(d)
         return _cached(d, recipe)

@@ -20,6 +20,7 @@ def refresh_onnx(
     import sys
 
     try:
+        from kbase.retrieval import onnx_export as OX
         from kbase.retrieval import onnx_query as OQ
 
         if not OQ.enabled() or importlib.util.find_spec("torch") is None:
@@ -38,7 +39,7 @@ def refresh_onnx(
         path = getattr(embedder, "model_path", None)
         if path is None or not hasattr(embedder, "model"):
             return  # not a sentence-transformers Embedder (a test double): nothing to export
-        OQ.ensure_onnx(home, path, embedder)
+        OX.ensure_onnx(home, path, embedder)
     except Exception as exc:  # noqa: BLE001
         print(
             f"kbase: warning: ONNX query model not exported ({type(exc).__name__}: {exc}); "

@@ -11,6 +11,7 @@ import textwrap
 import numpy as np
 import pytest
 from conftest import write_skill, write_topic_skills
+from kbase.retrieval import onnx_export as OX
 from kbase.retrieval import onnx_query as OQ
 from kbase.retrieval.onnx_embed import OnnxDocEmbedder
 
@@ -27,7 +28,7 @@ TEXTS = [
 
 @pytest.fixture(scope="module")
 def onnx_dir(embedder, tmp_path_factory):
-    return OQ.export_onnx(
+    return OX.export_onnx(
         embedder.model_path, tmp_path_factory.mktemp("onnxdoc") / "onnx", embedder=embedder
     )
 
@@ -39,7 +40,7 @@ def test_onnx_documents_match_torch_at_every_length_limit(onnx_dir, embedder):
         b = embedder.embed(TEXTS, max_length=limit)
         assert a.shape == b.shape == (len(TEXTS), embedder.dim)
         cos = (a * b).sum(axis=1)
-        assert cos.min() >= 1 - OQ.MAX_COS_DIST, (limit, cos)
+        assert cos.min() >= 1 - OX.MAX_COS_DIST, (limit, cos)
         # batched by length: the same vector as the text embedded alone
         alone = np.stack([ox.embed([t], max_length=limit)[0] for t in TEXTS])
         np.testing.assert_allclose(a, alone, atol=1e-5)

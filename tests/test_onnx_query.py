@@ -13,6 +13,7 @@ import textwrap
 import numpy as np
 import pytest
 from conftest import write_skill, write_topic_skills
+from kbase.retrieval import onnx_export as OX
 from kbase.retrieval import onnx_query as OQ
 
 from kbase.api import KnowledgeBase
@@ -51,7 +52,7 @@ def _cos_dist(a, b) -> float:
 
 @pytest.fixture(scope="module")
 def onnx_dir(embedder, tmp_path_factory):
-    return OQ.export_onnx(
+    return OX.export_onnx(
         embedder.model_path, tmp_path_factory.mktemp("onnxexport") / "onnx", embedder=embedder
     )
 
@@ -200,7 +201,7 @@ def test_a_failed_export_warns_and_the_index_still_succeeds(
     def boom(*a, **kw):
         raise RuntimeError("no exporter here")
 
-    monkeypatch.setattr(OQ, "export_onnx", boom)
+    monkeypatch.setattr(OX, "export_onnx", boom)
     kb = KnowledgeBase(root=kb_root, home=tmp_path / "home")
     rep = kb.index()
     assert rep.entries == 1 and rep.generation

@@ -1,10 +1,12 @@
-"""Verify skills: lay out each snippet, run it per tier in the sandbox, judge it and its claims."""
+"""Verify skills: lay out each snippet, run it per tier in the sandbox, judge it and its claims.
+
+What a run executes is validators/run_command.py's; its verdict, validators/verdict.py's.
+"""
 
 from __future__ import annotations
 
 import datetime as dt
 import os
-import shlex
 import signal
 import sys
 import threading
@@ -17,44 +19,21 @@ from kbase.validators.capture import tail
 from kbase.validators.claims import judge_measures
 from kbase.validators.device_gate import DeviceGate, device_use_of, preload_for
 from kbase.validators.fingerprint import fingerprint
-from kbase.validators.pycache import prefix as pycache_prefix
+from kbase.validators.run_command import CPU_COMPILE_ARCH as CPU_COMPILE_ARCH
+from kbase.validators.run_command import _command, _tier_env, nvcc_arch_for
 from kbase.validators.sandbox import (
     Limits,
-    SandboxResult,
     SandboxUnavailable,
     kill_all_live,
     run_sandboxed,
     sandbox_status,
 )
-from kbase.validators.snippets import SnippetError, SnippetLayout, layout_blocks, locate_failure
+from kbase.validators.snippets import SnippetError, layout_blocks
 from kbase.validators.tiers import cuda_preflight, gpu_for, plan_tiers
+from kbase.validators.verdict import SKIP_EXIT as SKIP_EXIT
+from kbase.validators.verdict import _judge
 
 from kbase.closed_sets import TIER_SPECS
-
-SKIP_EXIT = 77  # the automake convention: "this test cannot run here"
-CPU_COMPILE_ARCH = "sm_90a"
-
-# The snippet runs under runpy so that a watchdog can print where it is stuck just before the
-# deadline; -X faulthandler does the same for crashes. Both feed the line mapping.
-# With a turn to wait for (the GPU's device gate), it first imports what the snippet will (while
-# another run holds the GPU), then waits for one byte on stdin.
-_BOOTSTRAP = (
-    "import faulthandler, os, runpy, sys\n"
-    "os.makedirs(os.environ.get('TMPDIR') or 'tmp', exist_ok=True)\n"
-    "for _m in os.environ.pop('KBASE_PRELOAD', '').split():\n"
-    "    try:\n"
-    "        __import__(_m)\n"
-    "    except Exception:\n"
-    "        pass\n"
-    "if os.environ.pop('KBASE_WAIT_TURN', ''):\n"
-    "    sys.stdin.buffer.read(1)\n"
-    "faulthandler.dump_traceback_later(float(sys.argv.pop(1)), exit=False)\n"
-    "path = os.path.abspath('snippet.py')\n"
-    "sys.argv[0] = path\n"
-    "runpy.run_path(path, run_name='__main__')\n"
-)
-# host-side allocation failures only: "CUDA out of memory" is the device, not our limit
-_MEMORY_SIGNS = ("MemoryError", "can't allocate memory", "std::bad_alloc", "Cannot allocate memory")
 
 
 @dataclass
@@ -101,118 +80,6 @@ class RunSettings:
     unsafe_no_sandbox: bool = False  # run without bubblewrap: rows say isolated=false
     disk_mb: int | None = None  # size of the run's tmpfs (None: Limits' default)
     root: Path | None = None
-
-
-def nvcc_arch_for(tier: str, min_cc: float | None) -> str:
-    if not TIER_SPECS[tier].sees_gpu:
-        return os.environ.get("KBASE_NVCC_ARCH", CPU_COMPILE_ARCH)
-    gpu, _ = gpu_for(min_cc)
-    if gpu is None:
-        return CPU_COMPILE_ARCH
-    major, minor = gpu.compute_capability.split(".")
-    # the arch-specific "a" targets (wgmma, tcgen05) exist from Hopper on
-    return f"sm_{major}{minor}{'a' if int(major) >= 9 else ''}"
-
-
-def _tier_env(
-    tier: str, workdir: str, arch: str, min_cc: float | None, workers: int
-) -> dict[str, str]:
-    env = {
-        "KBASE_TIER": tier,
-        "KBASE_NVCC_ARCH": arch,
-        "HOME": workdir,
-        "TMPDIR": f"{workdir}/tmp",
-        "TRITON_CACHE_DIR": f"{workdir}/.triton-cache",
-        "TRITON_HOME": workdir,
-        "XDG_CACHE_HOME": f"{workdir}/.cache",
-        "TORCHINDUCTOR_CACHE_DIR": f"{workdir}/.inductor-cache",
-        "PYTHONDONTWRITEBYTECODE": "1",
-        "PYTHONUNBUFFERED": "1",
-    }
-    cached = pycache_prefix()
-    if cached:
-        env["PYTHONPYCACHEPREFIX"] = cached
-    if "OMP_NUM_THREADS" not in os.environ:
-        env["OMP_NUM_THREADS"] = str(max(1, (os.cpu_count() or 1) // max(1, workers)))
-    spec = TIER_SPECS[tier]
-    env.update(spec.env)
-    if not spec.sees_gpu:
-        env["CUDA_VISIBLE_DEVICES"] = (
-            ""  # CPU tiers must give the same verdict with or without a GPU
-        )
-    else:
-        gpu, _ = gpu_for(min_cc)
-        if gpu is not None:
-            env["KBASE_COMPUTE_CAPABILITY"] = gpu.compute_capability
-            if "CUDA_VISIBLE_DEVICES" not in os.environ:
-                # nvidia-smi numbers devices in PCI order; CUDA's default order may differ
-                env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
-                env["CUDA_VISIBLE_DEVICES"] = str(gpu.index)
-    return env
-
-
-def _command(layout: SnippetLayout, tier: str, arch: str, timeout: float) -> list[str]:
-    """One command per run: the sandbox holds one working directory for the whole run."""
-    if layout.python is not None:
-        watchdog = str(max(0.5, timeout - 0.3))
-        return [sys.executable, "-u", "-X", "faulthandler", "-c", _BOOTSTRAP, watchdog]
-    cu = [f.name for f in layout.cuda_files]
-    if TIER_SPECS[tier].cuda_runs_binary:
-        host = [f.name for f in layout.files if f.lang in ("cpp", "c++", "c")]
-        build = ["nvcc", f"-arch={arch}", "-Xptxas", "-v", "-o", "snippet_bin", *cu, *host]
-        script = f"mkdir -p tmp && {shlex.join(build)} && exec ./snippet_bin"
-    else:
-        compiles = [
-            shlex.join(["nvcc", f"-arch={arch}", "-Xptxas", "-v", "-c", n, "-o", n + ".o"])
-            for n in cu
-        ]
-        script = " && ".join(["mkdir -p tmp", *compiles])
-    return ["/bin/sh", "-c", script]
-
-
-def _last_line(text: str) -> str:
-    lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
-    return lines[-1][:300] if lines else ""
-
-
-def _judge(
-    res: SandboxResult, layout: SnippetLayout, limits: Limits, timeout: float
-) -> tuple[str, int | None, str]:
-    output = res.stderr + "\n" + res.stdout
-    if res.error:
-        return "error", None, res.error
-    if res.timed_out:
-        return "timeout", locate_failure(layout, output), f"ran past the {timeout:g} s timeout"
-    rc = res.returncode
-    if rc == 0:
-        return "pass", None, _last_line(res.stdout)
-    if rc == SKIP_EXIT:
-        return (
-            "skip",
-            None,
-            _last_line(res.stdout + "\n" + res.stderr) or "the snippet skipped itself (exit 77)",
-        )
-    line = locate_failure(layout, output)
-    hit = f"memory limit ({limits.memory_mb} MiB for the run) hit" if res.memory_hit else ""
-    if res.pids_hit:
-        hit = (hit + "; " if hit else "") + f"process limit ({limits.pids}) hit"
-    if rc is not None and rc < 0:
-        if -rc == signal.SIGXCPU:
-            return "killed", line, f"CPU-time limit exceeded ({res.signal_name})"
-        if -rc == signal.SIGXFSZ:
-            return "killed", line, f"file-size limit ({limits.disk_mb} MiB) exceeded (SIGXFSZ)"
-        why = f"killed by {res.signal_name}"
-        if hit:
-            why += f": {hit}"
-        elif -rc == signal.SIGKILL:
-            why += " (out of memory, or killed from outside)"
-        return "killed", line, why
-    last = _last_line(res.stderr) or _last_line(res.stdout) or f"exit status {rc}"
-    if hit:
-        last = f"{hit}: {last}"
-    elif any(sign in output for sign in _MEMORY_SIGNS) and limits.memory_mb:
-        last = f"memory limit ({limits.memory_mb} MiB) hit: {last}"
-    return "fail", line, last
 
 
 _DEVICE_GATE = DeviceGate()

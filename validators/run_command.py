@@ -1,0 +1,104 @@
+"""What one snippet run executes, per tier: the command line (the Python bootstrap, or nvcc and
+the binary for CUDA), the target architecture and the environment (validators/runner.py runs it).
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import sys
+
+from kbase.validators.pycache import prefix as pycache_prefix
+from kbase.validators.snippets import SnippetLayout
+from kbase.validators.tiers import gpu_for
+
+from kbase.closed_sets import TIER_SPECS
+
+CPU_COMPILE_ARCH = "sm_90a"
+
+# The snippet runs under runpy so that a watchdog can print where it is stuck just before the
+# deadline; -X faulthandler does the same for crashes. Both feed the line mapping.
+# With a turn to wait for (the GPU's device gate), it first imports what the snippet will (while
+# another run holds the GPU), then waits for one byte on stdin.
+_BOOTSTRAP = (
+    "import faulthandler, os, runpy, sys\n"
+    "os.makedirs(os.environ.get('TMPDIR') or 'tmp', exist_ok=True)\n"
+    "for _m in os.environ.pop('KBASE_PRELOAD', '').split():\n"
+    "    try:\n"
+    "        __import__(_m)\n"
+    "    except Exception:\n"
+    "        pass\n"
+    "if os.environ.pop('KBASE_WAIT_TURN', ''):\n"
+    "    sys.stdin.buffer.read(1)\n"
+    "faulthandler.dump_traceback_later(float(sys.argv.pop(1)), exit=False)\n"
+    "path = os.path.abspath('snippet.py')\n"
+    "sys.argv[0] = path\n"
+    "runpy.run_path(path, run_name='__main__')\n"
+)
+
+
+def nvcc_arch_for(tier: str, min_cc: float | None) -> str:
+    if not TIER_SPECS[tier].sees_gpu:
+        return os.environ.get("KBASE_NVCC_ARCH", CPU_COMPILE_ARCH)
+    gpu, _ = gpu_for(min_cc)
+    if gpu is None:
+        return CPU_COMPILE_ARCH
+    major, minor = gpu.compute_capability.split(".")
+    # the arch-specific "a" targets (wgmma, tcgen05) exist from Hopper on
+    return f"sm_{major}{minor}{'a' if int(major) >= 9 else ''}"
+
+
+def _tier_env(
+    tier: str, workdir: str, arch: str, min_cc: float | None, workers: int
+) -> dict[str, str]:
+    env = {
+        "KBASE_TIER": tier,
+        "KBASE_NVCC_ARCH": arch,
+        "HOME": workdir,
+        "TMPDIR": f"{workdir}/tmp",
+        "TRITON_CACHE_DIR": f"{workdir}/.triton-cache",
+        "TRITON_HOME": workdir,
+        "XDG_CACHE_HOME": f"{workdir}/.cache",
+        "TORCHINDUCTOR_CACHE_DIR": f"{workdir}/.inductor-cache",
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "PYTHONUNBUFFERED": "1",
+    }
+    cached = pycache_prefix()
+    if cached:
+        env["PYTHONPYCACHEPREFIX"] = cached
+    if "OMP_NUM_THREADS" not in os.environ:
+        env["OMP_NUM_THREADS"] = str(max(1, (os.cpu_count() or 1) // max(1, workers)))
+    spec = TIER_SPECS[tier]
+    env.update(spec.env)
+    if not spec.sees_gpu:
+        env["CUDA_VISIBLE_DEVICES"] = (
+            ""  # CPU tiers must give the same verdict with or without a GPU
+        )
+    else:
+        gpu, _ = gpu_for(min_cc)
+        if gpu is not None:
+            env["KBASE_COMPUTE_CAPABILITY"] = gpu.compute_capability
+            if "CUDA_VISIBLE_DEVICES" not in os.environ:
+                # nvidia-smi numbers devices in PCI order; CUDA's default order may differ
+                env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
+                env["CUDA_VISIBLE_DEVICES"] = str(gpu.index)
+    return env
+
+
+def _command(layout: SnippetLayout, tier: str, arch: str, timeout: float) -> list[str]:
+    """One command per run: the sandbox holds one working directory for the whole run."""
+    if layout.python is not None:
+        watchdog = str(max(0.5, timeout - 0.3))
+        return [sys.executable, "-u", "-X", "faulthandler", "-c", _BOOTSTRAP, watchdog]
+    cu = [f.name for f in layout.cuda_files]
+    if TIER_SPECS[tier].cuda_runs_binary:
+        host = [f.name for f in layout.files if f.lang in ("cpp", "c++", "c")]
+        build = ["nvcc", f"-arch={arch}", "-Xptxas", "-v", "-o", "snippet_bin", *cu, *host]
+        script = f"mkdir -p tmp && {shlex.join(build)} && exec ./snippet_bin"
+    else:
+        compiles = [
+            shlex.join(["nvcc", f"-arch={arch}", "-Xptxas", "-v", "-c", n, "-o", n + ".o"])
+            for n in cu
+        ]
+        script = " && ".join(["mkdir -p tmp", *compiles])
+    return ["/bin/sh", "-c", script]
