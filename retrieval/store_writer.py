@@ -38,6 +38,24 @@ def min_chunks() -> int:
 
 
 _HEADER = struct.Struct("<Q")
+_NOTHING = object()
+
+
+def merge_rows() -> int:
+    """Queued upserts of one partition are merged up to this many rows (KBASE_STORE_MERGE_ROWS;
+    1 merges nothing). VectorStore.upsert cuts at 1,000 rows per Chroma call anyway."""
+    return int(os.environ.get("KBASE_STORE_MERGE_ROWS") or 1000)
+
+
+def _merged(a: tuple, b: tuple | None) -> tuple | None:
+    """Two upserts as one, or None when they cannot be: another operation or partition,
+    metadata on one side only, or an id in both (one Chroma call takes each id once)."""
+    if b is None or b[0] != "upsert" or b[1] != a[1] or (a[4] is None) != (b[4] is None):
+        return None
+    if not set(a[2]).isdisjoint(b[2]):
+        return None
+    metadatas = None if a[4] is None else [*a[4], *b[4]]
+    return ("upsert", a[1], [*a[2], *b[2]], np.concatenate([a[3], b[3]]), metadatas)
 
 
 class StoreWriterError(Unavailable):
@@ -58,8 +76,9 @@ class StoreWriter:
             stdout=subprocess.PIPE,
             env=env,
         )
-        self._todo: queue.Queue[bytes | None] = queue.Queue()
+        self._todo: queue.Queue[tuple | None] = queue.Queue()
         self._broken: BaseException | None = None
+        self.applied = 0  # operations the child carried out (finish() sets it)
         self._feeder = threading.Thread(target=self._feed, name="kbase-store-feed", daemon=True)
         self._feeder.start()
         self._send(("open", str(home), chroma_url, collection))
@@ -67,13 +86,31 @@ class StoreWriter:
     def _send(self, op: tuple) -> None:
         if self._broken is not None:
             raise StoreWriterError(f"the vector store writer stopped: {self._broken}")
-        self._todo.put(pickle.dumps(op, protocol=pickle.HIGHEST_PROTOCOL))
+        self._todo.put(op)
 
     def _feed(self) -> None:
         pipe = self._proc.stdin
         assert pipe is not None
+        held: Any = _NOTHING  # taken from the queue while merging, not written yet
         try:
-            while (blob := self._todo.get()) is not None:
+            while True:
+                op = self._todo.get() if held is _NOTHING else held
+                held = _NOTHING
+                if op is None:
+                    break
+                # Upserts that queued up while the child was busy (its start-up, a slow insert)
+                # go as one: a Chroma call costs about as much for 256 rows as for 1,000
+                while op[0] == "upsert" and len(op[2]) < merge_rows():
+                    try:
+                        nxt = self._todo.get_nowait()
+                    except queue.Empty:
+                        break
+                    both = _merged(op, nxt)
+                    if both is None:
+                        held = nxt
+                        break
+                    op = both
+                blob = pickle.dumps(op, protocol=pickle.HIGHEST_PROTOCOL)
                 pipe.write(_HEADER.pack(len(blob)))
                 pipe.write(blob)
             pipe.close()
@@ -81,7 +118,9 @@ class StoreWriter:
             self._broken = exc
 
     def upsert(self, key: str, ids: list[str], vectors: Any, metadatas: list[dict] | None) -> None:
-        self._send(("upsert", key, ids, np.asarray(vectors, dtype=np.float32), metadatas))
+        # copies: the op is pickled later, on the feeder thread
+        rows = np.array(vectors, dtype=np.float32)
+        self._send(("upsert", key, list(ids), rows, None if metadatas is None else list(metadatas)))
 
     def delete(self, key: str, ids: list[str]) -> None:
         self._send(("delete", key, list(ids)))
@@ -94,7 +133,7 @@ class StoreWriter:
         out = self._proc.stdout.read()  # the stdin side is closed by the feeder
         self._proc.wait()
         try:
-            status, value = pickle.loads(out)
+            status, value, *applied = pickle.loads(out)
         except Exception:  # noqa: BLE001 - nothing or half a pickle: the child crashed
             raise StoreWriterError(
                 f"the vector store writer exited with status {self._proc.returncode} "
@@ -102,6 +141,7 @@ class StoreWriter:
             ) from None
         if status != "ok":
             raise StoreWriterError(f"the vector store writer failed: {value}")
+        self.applied = applied[0] if applied else 0
         return float(value)
 
     def abandon(self) -> None:
@@ -194,6 +234,7 @@ def _serve(stdin: BinaryIO, stdout: BinaryIO) -> int:
 
     store: VectorStore | None = None
     busy = 0.0
+    applied = 0  # operations carried out, after the feeder's merging
     try:
         for op in _read_ops(stdin):
             t = time.perf_counter()
@@ -208,9 +249,10 @@ def _serve(stdin: BinaryIO, stdout: BinaryIO) -> int:
             else:
                 raise StoreWriterError(f"unknown operation {op[0]!r}")
             busy += time.perf_counter() - t
+            applied += 1
         if store is not None:
             store.close()
-        answer: tuple[str, Any] = ("ok", busy)
+        answer: tuple = ("ok", busy, applied)
     except Exception as exc:  # noqa: BLE001 - reported to the parent, which raises it
         answer = ("error", f"{type(exc).__name__}: {exc}")
     stdout.write(pickle.dumps(answer))

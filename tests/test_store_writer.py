@@ -136,3 +136,40 @@ def test_a_failed_build_stops_its_writer(root, tmp_path, embedder):
     finally:
         del os.environ["KBASE_STORE_PROCESS_MIN_CHUNKS"]
     assert not [c for c in _children() if "store_writer" in c]
+
+
+def test_queued_upserts_go_as_fewer_calls_and_store_the_same(tmp_path):
+    """Upserts that queue up while the child starts (it imports chromadb first) are merged, a
+    partition's at a time: the store ends up with every row, a repeated id keeps the vector
+    sent last, and rows with metadata never merge with rows without."""
+    rng = np.random.default_rng(7)
+    writer = StoreWriter(tmp_path / "home", None)
+    sent: dict[str, dict[str, np.ndarray]] = {"pr--alpha": {}, "pr--beta": {}}
+    calls = 0
+    for b in range(30):
+        key = "pr--alpha" if b % 10 else "pr--beta"
+        ids = [f"{key}-{b}-{i}" for i in range(8)]
+        # 12 KB each: the pipe (64 KB) fills long before the child reads, so the rest queue
+        vecs = rng.standard_normal((8, 384)).astype(np.float32)
+        writer.upsert(key, ids, vecs, None)
+        sent[key].update(zip(ids, vecs, strict=True))
+        calls += 1
+    again = rng.standard_normal((1, 384)).astype(np.float32)
+    writer.upsert("pr--alpha", ["pr--alpha-1-0"], again, None)  # the same id a second time
+    sent["pr--alpha"]["pr--alpha-1-0"] = again[0]
+    writer.upsert("pr--alpha", ["tagged"], again, [{"kind": "pr"}])
+    calls += 2
+    writer.finish()
+    assert 2 <= writer.applied < calls  # "open" is one of them
+    store = VectorStore(tmp_path / "home", None)
+    try:
+        for key, rows in sent.items():
+            got = store._col(key, create=False).get(include=["embeddings", "metadatas"])
+            stored = dict(zip(got["ids"], got["embeddings"], strict=True))
+            assert stored.keys() - {"tagged"} == rows.keys()
+            for cid, vec in rows.items():
+                assert np.allclose(stored[cid], vec, atol=1e-6), cid
+        got = store._col("pr--alpha", create=False).get(ids=["tagged"], include=["metadatas"])
+        assert got["metadatas"] == [{"kind": "pr"}]
+    finally:
+        store.close()
