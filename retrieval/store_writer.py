@@ -47,15 +47,24 @@ def merge_rows() -> int:
     return int(os.environ.get("KBASE_STORE_MERGE_ROWS") or 1000)
 
 
-def _merged(a: tuple, b: tuple | None) -> tuple | None:
-    """Two upserts as one, or None when they cannot be: another operation or partition,
-    metadata on one side only, or an id in both (one Chroma call takes each id once)."""
-    if b is None or b[0] != "upsert" or b[1] != a[1] or (a[4] is None) != (b[4] is None):
-        return None
-    if not set(a[2]).isdisjoint(b[2]):
-        return None
-    metadatas = None if a[4] is None else [*a[4], *b[4]]
-    return ("upsert", a[1], [*a[2], *b[2]], np.concatenate([a[3], b[3]]), metadatas)
+def _joins(first: tuple, op: tuple, ids: set[str]) -> bool:
+    """Whether `op` can go in one Chroma call with the upsert `first` (and the ones already
+    joined to it, whose ids are `ids`): the same partition, metadata on both sides or neither,
+    and no id twice (one call takes each id once)."""
+    return (
+        op[0] == "upsert"
+        and op[1] == first[1]
+        and (op[4] is None) == (first[4] is None)
+        and ids.isdisjoint(op[2])
+    )
+
+
+def _joined(ops: list[tuple]) -> tuple:
+    if len(ops) == 1:
+        return ops[0]
+    metadatas = None if ops[0][4] is None else [m for op in ops for m in op[4]]
+    ids = [i for op in ops for i in op[2]]
+    return ("upsert", ops[0][1], ids, np.concatenate([op[3] for op in ops]), metadatas)
 
 
 class StoreWriterError(Unavailable):
@@ -79,6 +88,7 @@ class StoreWriter:
         self._todo: queue.Queue[tuple | None] = queue.Queue()
         self._broken: BaseException | None = None
         self.applied = 0  # operations the child carried out (finish() sets it)
+        self._merge_rows = merge_rows()
         self._feeder = threading.Thread(target=self._feed, name="kbase-store-feed", daemon=True)
         self._feeder.start()
         self._send(("open", str(home), chroma_url, collection))
@@ -98,24 +108,31 @@ class StoreWriter:
                 held = _NOTHING
                 if op is None:
                     break
-                # Upserts that queued up while the child was busy (its start-up, a slow insert)
-                # go as one: a Chroma call costs about as much for 256 rows as for 1,000
-                while op[0] == "upsert" and len(op[2]) < merge_rows():
-                    try:
-                        nxt = self._todo.get_nowait()
-                    except queue.Empty:
-                        break
-                    both = _merged(op, nxt)
-                    if both is None:
-                        held = nxt
-                        break
-                    op = both
+                if op[0] == "upsert":
+                    op, held = self._with_queued(op)
                 blob = pickle.dumps(op, protocol=pickle.HIGHEST_PROTOCOL)
                 pipe.write(_HEADER.pack(len(blob)))
                 pipe.write(blob)
             pipe.close()
         except (BrokenPipeError, OSError) as exc:  # the child died; finish() reports why
             self._broken = exc
+
+    def _with_queued(self, first: tuple) -> tuple[tuple, Any]:
+        """`first` joined by the upserts of its partition queued behind it, up to merge_rows():
+        they queue while the child is busy (its start-up, a slow insert), and a Chroma call
+        costs about as much for 256 rows as for 1,000. Also the next operation taken from the
+        queue that could not join (_NOTHING if none)."""
+        ops, ids = [first], set(first[2])
+        while len(ids) < self._merge_rows:
+            try:
+                nxt = self._todo.get_nowait()
+            except queue.Empty:
+                break
+            if nxt is None or not _joins(first, nxt, ids):
+                return _joined(ops), nxt
+            ops.append(nxt)
+            ids.update(nxt[2])
+        return _joined(ops), _NOTHING
 
     def upsert(self, key: str, ids: list[str], vectors: Any, metadatas: list[dict] | None) -> None:
         # copies: the op is pickled later, on the feeder thread
