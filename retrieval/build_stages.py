@@ -50,8 +50,9 @@ def bm25_stage(
     """Build the BM25 index of `entries` (whose chunks' ids are `chunk_ids`) into `out`, now in a
     forked process or on a thread, or later inline; the callable returned waits for it (raising
     what it raised) and says how long the build took. Also returned: which of the three."""
+    from kbase.retrieval.bm25_workers import tokenize_workers
     from kbase.retrieval.chunk_ids import Chunks
-    from kbase.retrieval.lexical import build_bm25, load_token_cache, tokenize_workers
+    from kbase.retrieval.lexical import build_bm25, load_token_cache
 
     cache = (
         load_token_cache(prev.path / "bm25", [e.title for e in prevs.entries])
@@ -61,6 +62,8 @@ def bm25_stage(
     if cache is None:  # else it holds every chunk of the entries taken over from prev
         prevs.fill(entries)
     counts = [len(ids) for ids in chunk_ids]
+    # in a forked child (no CUDA context, no other thread) the tokenizers are forked too
+    apart = background and bm25_apart()
 
     def build() -> float:
         t = time.perf_counter()
@@ -72,12 +75,13 @@ def bm25_stage(
             entry_titles=[e.title for e in entries],
             ids=[i for ids in chunk_ids for i in ids],
             workers=tokenize_workers() if background else 0,
+            fork_workers=apart,
         )
         return time.perf_counter() - t
 
     if not background:
         return build, "inline"
-    if bm25_apart():
+    if apart:
         from kbase.retrieval.forked import run_forked
 
         return run_forked(build, name="BM25 build"), "process"

@@ -18,6 +18,11 @@ class ForkedError(KbaseError):
     """The forked child raised, or died before it answered."""
 
 
+# CPU seconds of the forked children this process waited for: a child's own children are forked
+# twice as well, so no rusage of this process counts them (_child adds them to its report)
+_waited_cpu = [0.0]
+
+
 class Forked:
     """A function running in a forked child: call it to wait for what the function returned.
     `cpu_s`: the CPU seconds the child and the processes it waited for spent, once answered
@@ -33,6 +38,7 @@ class Forked:
         if not data:
             raise ForkedError(f"{self._name}: the child process died before it answered")
         kind, value, self.cpu_s = pickle.loads(data)
+        _waited_cpu[0] += self.cpu_s
         if kind != "ok":
             raise ForkedError(f"{self._name} failed in its child process: {value}")
         return value
@@ -73,7 +79,7 @@ def _child(fn: Callable[[], Any], write_fd: int) -> None:
         except BaseException as exc:  # noqa: BLE001 - reported to the parent, whole
             answer = ("error", f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}")
             code = 1
-        cpu = 0.0
+        cpu = _waited_cpu[0]
         for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN):
             ru = resource.getrusage(who)
             cpu += ru.ru_utime + ru.ru_stime

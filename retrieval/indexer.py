@@ -243,6 +243,7 @@ def _build_index(
                     sizes[k] = sizes.get(k, 0) + 1
                 writers.append(StoreWriters(home, chroma_url, sizes))
                 rep.store_writers = writers[0].processes
+                rep.store_start = writers[0].start
             sink = (lambda: writers[0]) if writers else store
             if chunks:
                 if progress:

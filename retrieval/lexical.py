@@ -105,6 +105,7 @@ def build_bm25(
     entry_titles: list[str] | None = None,
     ids: list[str] | None = None,
     workers: int = 0,
+    fork_workers: bool = False,
 ) -> None:
     """Write the eager BM25 index of the chunks (Lucene variant: the score of token t in chunk
     d is idf(t) * tf / (tf + k1 * (1 - b + b * |d| / avgdl)), idf = ln(1 + (N - df + .5) /
@@ -113,7 +114,8 @@ def build_bm25(
     title, in entry order, whose ids are written too (read_title_ids). `ids`: the chunks' ids,
     given when `chunks` makes each chunk on access (only those the cache lacks are read).
     `workers` > 1 tokenizes in that many processes first (a large build on a machine with cores
-    to spare); the ids are the same either way."""
+    to spare; `fork_workers`: forked from this process, which must hold no CUDA context and no
+    other thread's lock, rather than spawned); the ids are the same either way."""
     import json
 
     path.mkdir(parents=True, exist_ok=True)
@@ -125,7 +127,11 @@ def build_bm25(
     same_text: dict[tuple[str, str], np.ndarray] = {}  # repeated texts tokenized once
     todo = np.flatnonzero(rows < 0).tolist()
     if workers > 1:
-        same_text = _tokenized_apart([(titles[j], chunks[j].text) for j in todo], vocab, workers)
+        from kbase.retrieval.bm25_workers import tokenized_apart
+
+        same_text = tokenized_apart(
+            [(titles[j], chunks[j].text) for j in todo], vocab, workers, fork=fork_workers
+        )
     for j in todo:
         c, t = chunks[j], titles[j]
         got = same_text.get((t, c.text))
@@ -201,75 +207,6 @@ def build_bm25(
     np.save(path / TOKENS_FILE, flat)
     np.save(path / OFFSETS_FILE, offsets)
     (path / IDS_FILE).write_text("\n".join(i.replace("\n", " ") for i in ids), "utf-8")
-
-
-def tokenize_workers() -> int:
-    """Processes a large build tokenizes in (KBASE_BM25_WORKERS overrides): none on a small
-    machine, whose cores the embedding model already keeps busy, and at most 4, since the
-    store's writer processes and the tokenizer's threads share the cores (H200, 16 cores: 4
-    workers built in 3.98/4.69/4.10 s where 8 took 3.98/4.97/4.36)."""
-    import os
-
-    env = os.environ.get("KBASE_BM25_WORKERS", "").strip()
-    if env:
-        return int(env)
-    n = os.cpu_count() or 1
-    return min(4, n - 2) if n >= 6 else 0
-
-
-def _tokenized_apart(
-    pairs: list[tuple[str, str]], vocab: dict[str, int], workers: int
-) -> dict[tuple[str, str], np.ndarray]:
-    """The token ids of (title, text) pairs, tokenized by a pool of processes: tokenizing is pure
-    Python, so threads would only take turns. Each shard comes back as its own vocabulary (first
-    occurrence first) and ids into it; merged shard by shard in order, the ids are those a single
-    process assigns. Spawned, not forked: the parent may hold a CUDA context and threads (the
-    tokenizer's, the vector store writer's)."""
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
-    from concurrent.futures.process import BrokenProcessPool
-
-    todo = list(dict.fromkeys(pairs))
-    if len(todo) < 2 * workers:
-        return {}
-    size = -(-len(todo) // (4 * workers))  # a few shards a worker evens out their lengths
-    shards = [todo[i : i + size] for i in range(0, len(todo), size)]
-    out: dict[tuple[str, str], np.ndarray] = {}
-    ctx = multiprocessing.get_context("spawn")
-    pool = ProcessPoolExecutor(max_workers=workers, mp_context=ctx)
-    try:
-        for shard, (words, ids, lengths) in zip(
-            shards, pool.map(_tokenize_shard, shards), strict=True
-        ):
-            lut = np.fromiter(
-                (vocab.setdefault(w, len(vocab)) for w in words), dtype=np.int32, count=len(words)
-            )
-            bounds = np.cumsum(lengths)
-            for pair, part in zip(shard, np.split(lut[ids], bounds[:-1]), strict=True):
-                out[pair] = part
-    except BrokenProcessPool:
-        # A worker died (seen once on the H200 host). The shards merged so far took their ids in
-        # order, so the caller tokenizing what is missing here gives the ids one process gives.
-        # The survivors are killed first: on Python 3.11 the broken pool's shutdown waited
-        # forever for a worker still blocked on its task queue.
-        survivors = getattr(pool, "_processes", None) or {}
-        for proc in list(survivors.values()):
-            proc.kill()
-        pool.shutdown(wait=False, cancel_futures=True)
-        return out
-    pool.shutdown(wait=True)
-    return out
-
-
-def _tokenize_shard(pairs: list[tuple[str, str]]) -> tuple[list[str], np.ndarray, np.ndarray]:
-    local: dict[str, int] = {}
-    ids: list[int] = []
-    lengths = []
-    for t, text in pairs:
-        toks = tokens(f"{t}\n{text}") or ["<empty>"]
-        ids.extend(local.setdefault(x, len(local)) for x in toks)
-        lengths.append(len(toks))
-    return list(local), np.asarray(ids, dtype=np.int32), np.asarray(lengths, dtype=np.int64)
 
 
 def _vocab_json(vocab: dict[str, int], cache: TokenCache | None) -> str:

@@ -6,7 +6,8 @@ process owns the store while the build embeds, so the inserts overlap the model'
 BM25 build instead of adding to them. The parent holds no client of its own meanwhile: an
 embedded Chroma is not safe to write from two processes at once.
 
-The child is `python -m kbase.retrieval.store_writer`, fed length-prefixed pickles on stdin by a
+The child is forked from the build where that is safe (writer_fork.py), else it is
+`python -m kbase.retrieval.store_writer`; either way it is fed length-prefixed pickles by a
 feeder thread (writing a pipe releases the GIL, and the embedding loop never waits on a slow
 store); it answers one pickle on stdout when stdin is done: the seconds it spent writing, or the
 error that stopped it.
@@ -75,16 +76,23 @@ class StoreWriter:
     """upsert/delete as VectorStore has them, carried out by the child; finish() waits for it."""
 
     def __init__(self, home: Path, chroma_url: str | None, collection: str | None = None):
-        env = dict(os.environ)
-        # The child imports kbase from wherever this process did: the same path, in the same
-        # order, and (-P) no working directory in front of it to shadow the package.
-        env["PYTHONPATH"] = os.pathsep.join(p or os.getcwd() for p in sys.path)
-        self._proc = subprocess.Popen(
-            [sys.executable, "-P", "-m", "kbase.retrieval.store_writer"],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            env=env,
-        )
+        from kbase.retrieval.writer_fork import ForkedWriter, fork_writers
+
+        self.forked = fork_writers()
+        self._proc: Any
+        if self.forked:
+            self._proc = ForkedWriter(_serve)
+        else:
+            env = dict(os.environ)
+            # The child imports kbase from wherever this process did: the same path, in the
+            # same order, and (-P) no working directory in front of it to shadow the package.
+            env["PYTHONPATH"] = os.pathsep.join(p or os.getcwd() for p in sys.path)
+            self._proc = subprocess.Popen(
+                [sys.executable, "-P", "-m", "kbase.retrieval.store_writer"],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                env=env,
+            )
         self._todo: queue.Queue[tuple | None] = queue.Queue()
         self._broken: BaseException | None = None
         self.applied = 0  # operations the child carried out (finish() sets it)
@@ -209,6 +217,11 @@ class StoreWriters:
     @property
     def processes(self) -> int:
         return len(self._children)
+
+    @property
+    def start(self) -> str:
+        """How the children started: forked or spawned."""
+        return "forked" if all(c.forked for c in self._children) else "spawned"
 
     def _child(self, key: str) -> StoreWriter:
         return self._children[self._route.setdefault(key, 0)]

@@ -33,8 +33,14 @@ LAYOUT = "embedded-parts"  # the generation's meta.vector_store for that layout
 LEGACY_DIR, LEGACY_LAYOUT = "chroma", "embedded"  # before: every partition in <home>/chroma
 
 
+# Whether this process has made a Chroma client: a child forked after that would inherit
+# Chroma's runtime half alive (its threads stay behind), so store_writer.py spawns instead.
+clients_made = [False]
+
+
 def _client(path: Path | None, chroma_url: str | None):
     """A client of the server at `chroma_url`, or of the embedded Chroma directory `path`."""
+    clients_made[0] = True
     os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
     import chromadb
     from chromadb.config import Settings as ChromaSettings

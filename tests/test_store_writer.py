@@ -3,7 +3,8 @@ vectors through the writer process leaves the store holding exactly what an inli
 a writer that fails says why instead of hanging, and a build that fails stops its writer.
 
 The threshold is lowered (KBASE_STORE_PROCESS_MIN_CHUNKS) so that a small index takes the route a
-large build takes."""
+large build takes. The writers are spawned here (KBASE_STORE_FORK=0): whether this process may
+fork them depends on the tests before (test_writer_fork.py covers forked writers)."""
 
 from __future__ import annotations
 
@@ -64,6 +65,11 @@ def _stored(home: Path, chroma_url: str | None = None, collection: str | None = 
 def _children() -> list[str]:
     """Command lines of this process's live children."""
     return [cmd.replace(b"\0", b" ").decode() for _, _, cmd in children()]
+
+
+@pytest.fixture(autouse=True)
+def spawned_writers(monkeypatch):
+    monkeypatch.setenv("KBASE_STORE_FORK", "0")
 
 
 @pytest.fixture(scope="module")
