@@ -153,6 +153,13 @@ def main() -> None:
     )
     ap.add_argument("--no-variants", action="store_true", help="skip the embedding variants table")
     ap.add_argument(
+        "--repeat",
+        type=int,
+        default=1,
+        help="build each backend this many times in this process (rows NAME, NAME#2, ...): "
+        "several builds for one model load and one ONNX export",
+    )
+    ap.add_argument(
         "--quality",
         action="store_true",
         help="dev-set quality of the index settings of build_quality.SETTINGS (slow: indexes "
@@ -255,9 +262,10 @@ def main() -> None:
     chunks = sum(len(dense_chunks(e)) for e in chosen)
     runs: dict[str, dict] = {}
     vecs: dict[str, dict[str, np.ndarray]] = {}
-    for spec in backends:
+    for spec, rerun in [(b, k) for b in backends for k in range(1, args.repeat + 1)]:
         # "backend@N": PR chunks cut at N word pieces instead of indexer.PR_MAX_TOKENS
         backend, _, cut = spec.partition("@")
+        row = spec if rerun == 1 else f"{spec}#{rerun}"
         home = work / f"home-{backend}-{cut or 'x'}-{args.device.replace(':', '_')}-{args.n}"
         shutil.rmtree(home, ignore_errors=True)
         home.mkdir(parents=True)
@@ -287,7 +295,7 @@ def main() -> None:
         }
         if args.save_vectors and backend == "torch":
             save_sample(args.save_vectors, entries, vecs[spec])
-        runs[spec] = {
+        runs[row] = {
             "entries": rep.entries,
             "embedded_chunks": rep.embedded_chunks,
             "build_s": round(took, 2),
@@ -301,6 +309,9 @@ def main() -> None:
                 rep.embedded_chunks / max(rep.seconds["embed"], 1e-9), 1
             ),
             "stages_s": rep.as_dict()["seconds"],
+            "store_writers": rep.store_writers,
+            "store_start": getattr(rep, "store_start", ""),
+            "bm25": rep.bm25,
         }
         shutil.rmtree(home, ignore_errors=True)
     agreement = None

@@ -73,6 +73,7 @@ def _child(fn: Callable[[], Any], write_fd: int) -> None:
     import resource
 
     code = 0
+    _waited_cpu[0] = 0.0  # the parent's count came along with the fork
     try:
         try:
             answer: tuple[str, Any] = ("ok", fn())
