@@ -33,3 +33,50 @@ def test_direct_encode_matches_sentence_transformers(embedder):
     assert float(a @ b) > 0.99999
     c, d = embedder.embed([texts[4], texts[4] + " tail words"])  # 40 words: under every cap
     assert float(c @ d) < 0.9999
+
+
+def _tokenizer_padding(tok, texts):
+    from tokenizers import Tokenizer
+
+    ref = Tokenizer.from_str(tok.to_str())
+    ref.enable_padding(pad_id=0, pad_token="[PAD]")
+    enc = ref.encode_batch(texts)
+    return {
+        "input_ids": np.array([e.ids for e in enc]),
+        "attention_mask": np.array([e.attention_mask for e in enc]),
+        "token_type_ids": np.array([e.type_ids for e in enc]),
+    }
+
+
+def test_numpy_padding_is_the_tokenizers_own(embedder):
+    """The batch handed to the model is padded in numpy from one flat run of ids; it must be
+    what the tokenizer's own padding gives, also for a text holding special tokens literally,
+    and with type ids read token by token when the template gives a text type 1."""
+    from tokenizers.processors import TemplateProcessing
+
+    texts = [t.strip() for t in _texts()] + ["[PAD] literal [SEP] tokens [CLS]", ""]
+    tok = embedder._fast_tokenizer(128)
+    assert embedder._zero_types  # BERT: [CLS] A [SEP] are all type 0
+    ours = embedder._padded(tok.encode_batch(texts))
+    want = _tokenizer_padding(tok, texts)
+    assert ours.keys() == want.keys()
+    for k in want:
+        assert np.array_equal(ours[k], want[k]), k
+
+    from kbase.retrieval.embed import _single_types_zero
+
+    tok.post_processor = TemplateProcessing(
+        single="[CLS] $A:1 [SEP]", special_tokens=[("[CLS]", 101), ("[SEP]", 102)]
+    )
+    assert not _single_types_zero(tok)
+    was = embedder._zero_types
+    embedder._zero_types = False
+    try:
+        ours = embedder._padded(tok.encode_batch(texts))
+    finally:
+        embedder._zero_types = was
+        embedder._tokenizers.pop(128)  # the next caller gets an untouched copy
+    want = _tokenizer_padding(tok, texts)
+    assert want["token_type_ids"].any()
+    for k in want:
+        assert np.array_equal(ours[k], want[k]), k
