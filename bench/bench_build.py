@@ -109,6 +109,8 @@ class CpuTimed:
     def __init__(self, inner: object):
         self._inner = inner
         self.cpu_s = 0.0
+        if hasattr(inner, "embed_batches"):  # a GPU embedder's stream, timed the same way
+            self.embed_batches = self._timed_batches
 
     def embed(self, *a, **kw):
         c = time.process_time()
@@ -116,6 +118,20 @@ class CpuTimed:
             return self._inner.embed(*a, **kw)  # type: ignore[attr-defined]
         finally:
             self.cpu_s += time.process_time() - c
+
+    def _timed_batches(self, batches):
+        """The inner stream (embed.Embedder.embed_batches), counting the CPU seconds spent
+        while this process waits for each batch's vectors."""
+        it = self._inner.embed_batches(batches)  # type: ignore[attr-defined]
+        while True:
+            c = time.process_time()
+            try:
+                vecs = next(it)
+            except StopIteration:
+                return
+            finally:
+                self.cpu_s += time.process_time() - c
+            yield vecs
 
     def __getattr__(self, name: str):
         return getattr(self._inner, name)

@@ -100,9 +100,9 @@ def _spawned(shards: list[list[Pair]], workers: int) -> list[Shard | None]:
 def _forked(shards: list[list[Pair]], workers: int) -> list[Shard | None]:
     """Each shard's result in order, one forked child per shard, all started at once; None for
     a child that failed. Every child is read to its end, so none is left blocked on its pipe."""
-    from kbase.retrieval.forked import ForkedError, run_forked
-
     import functools
+
+    from kbase.retrieval.forked import ForkedError, run_forked
 
     children = [
         run_forked(functools.partial(tokenize_shard, s), name="BM25 tokenizer") for s in shards

@@ -80,3 +80,18 @@ def test_numpy_padding_is_the_tokenizers_own(embedder):
     assert want["token_type_ids"].any()
     for k in want:
         assert np.array_equal(ours[k], want[k]), k
+
+
+def test_a_stream_of_batches_gives_what_embed_gives(embedder):
+    """embed_batches tokenizes the next batch on a thread while the model runs this one (a
+    GPU's route, asked for here on the CPU): each batch's vectors are embed()'s exactly, in
+    order, an empty batch included, whatever its length cap."""
+    texts = _texts()
+    batches = [(texts[:3], 128), ([], None), (texts[3:], 16), (texts, None)]
+    got = list(embedder.embed_batches(iter(batches), ahead=True))
+    assert len(got) == len(batches)
+    for (chunk, cap), vecs in zip(batches, got, strict=True):
+        want = embedder.embed(chunk, max_length=cap)
+        assert vecs.shape == want.shape == (len(chunk), embedder.dim)
+        assert np.array_equal(vecs, want)
+    assert not [t for t in __import__("threading").enumerate() if "kbase-tokenize" in t.name]
