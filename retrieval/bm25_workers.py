@@ -8,22 +8,22 @@ from __future__ import annotations
 import os
 
 import numpy as np
-from kbase.retrieval.tokenize import tokens
+from kbase.retrieval.lexical import text_tokens
 
 Pair = tuple[str, str]  # (title, chunk text)
 Shard = tuple[list[str], np.ndarray, np.ndarray]  # words, ids into them, tokens per pair
 
 
-def tokenize_workers() -> int:
+def tokenize_workers(forked: bool = False) -> int:
     """Processes a large build tokenizes in (KBASE_BM25_WORKERS overrides): none on a small
-    machine, whose cores the embedding model already keeps busy, and at most 4, since the
-    store's writer processes and the tokenizer's threads share the cores (H200, 16 cores: 4
-    workers built in 3.98/4.69/4.10 s where 8 took 3.98/4.97/4.36)."""
+    machine, whose cores the embedding model already keeps busy. Spawned workers are at most 4:
+    each starts an interpreter, and on the H200 host (16 cores) 4 built in 3.98/4.69/4.10 s
+    where 8 took 3.98/4.97/4.36. Forked ones (`forked`) start for next to nothing, up to 8."""
     env = os.environ.get("KBASE_BM25_WORKERS", "").strip()
     if env:
         return int(env)
     n = os.cpu_count() or 1
-    return min(4, n - 2) if n >= 6 else 0
+    return min(8 if forked else 4, n - 2) if n >= 6 else 0
 
 
 def tokenized_apart(
@@ -121,7 +121,7 @@ def tokenize_shard(pairs: list[Pair]) -> Shard:
     ids: list[int] = []
     lengths = []
     for t, text in pairs:
-        toks = tokens(f"{t}\n{text}") or ["<empty>"]
+        toks = text_tokens(t, text)
         ids.extend(local.setdefault(x, len(local)) for x in toks)
         lengths.append(len(toks))
     return list(local), np.asarray(ids, dtype=np.int32), np.asarray(lengths, dtype=np.int64)

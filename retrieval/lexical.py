@@ -16,7 +16,12 @@ from kbase.schema import Chunk
 
 
 def chunk_tokens(chunk: Chunk, title: str) -> list[str]:
-    return tokens(f"{title}\n{chunk.text}") or ["<empty>"]
+    return text_tokens(title, chunk.text)
+
+
+def text_tokens(title: str, text: str) -> list[str]:
+    """BM25's tokens of a chunk: its entry's title, then its text."""
+    return tokens(f"{title}\n{text}") or ["<empty>"]
 
 
 K1, B = 1.5, 0.75  # Lucene's BM25 defaults, as bm25s uses them
@@ -126,21 +131,19 @@ def build_bm25(
     fresh: dict[int, np.ndarray] = {}
     same_text: dict[tuple[str, str], np.ndarray] = {}  # repeated texts tokenized once
     todo = np.flatnonzero(rows < 0).tolist()
+    pairs = [(titles[j], chunks[j].text) for j in todo]
     if workers > 1:
         from kbase.retrieval.bm25_workers import tokenized_apart
 
-        same_text = tokenized_apart(
-            [(titles[j], chunks[j].text) for j in todo], vocab, workers, fork=fork_workers
-        )
-    for j in todo:
-        c, t = chunks[j], titles[j]
-        got = same_text.get((t, c.text))
+        same_text = tokenized_apart(pairs, vocab, workers, fork=fork_workers)
+    for j, key in zip(todo, pairs, strict=True):
+        got = same_text.get(key)
         if got is None:
-            toks = chunk_tokens(c, t)
+            toks = text_tokens(*key)
             got = np.fromiter(
                 (vocab.setdefault(x, len(vocab)) for x in toks), dtype=np.int32, count=len(toks)
             )
-            same_text[(t, c.text)] = got
+            same_text[key] = got
         fresh[j] = got
     if entry_titles is not None:
         known = cache.titles if cache is not None else {}
@@ -211,17 +214,16 @@ def build_bm25(
 
 def _vocab_json(vocab: dict[str, int], cache: TokenCache | None) -> str:
     """The vocabulary as JSON. Built from a cache, it is the cached one plus tokens appended
-    in order, so the stored text is extended rather than the whole of it encoded again."""
-    import json
-
+    in order, so the stored text is extended rather than the whole of it encoded again.
+    Through orjson: json.dumps took ~0.1 s of the BM25 stage for the 10k-chunk archive."""
     old = cache.vocab_json.rstrip() if cache is not None else ""
     n = len(cache.vocab) if cache is not None else 0
     if not (n and old.endswith("}") and len(vocab) >= n):
-        return json.dumps(vocab, ensure_ascii=False)
+        return F.dumps(vocab).decode("utf-8")
     if len(vocab) == n:
         return old
     added = dict(list(vocab.items())[n:])
-    return old[:-1] + ", " + json.dumps(added, ensure_ascii=False)[1:]
+    return old[:-1] + "," + F.dumps(added).decode("utf-8")[1:]
 
 
 class Lexical:
