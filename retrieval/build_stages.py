@@ -74,7 +74,7 @@ def bm25_stage(
             cache=cache,
             entry_titles=[e.title for e in entries],
             ids=[i for ids in chunk_ids for i in ids],
-            workers=tokenize_workers(forked=apart) if background else 0,
+            workers=tokenize_workers() if background else 0,
             fork_workers=apart,
         )
         return time.perf_counter() - t
