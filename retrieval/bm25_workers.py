@@ -35,7 +35,7 @@ def tokenized_apart(
     caller's to tokenize: the shards merged before it took their ids in order.
 
     `fork`: the workers are forked, sharing the pairs without pickling them and importing
-    nothing; only a process with no CUDA context and no other threads may ask for it (the
+    nothing; only a process that uses no CUDA and runs no other thread may ask for it (the
     forked BM25 child of a build). Spawned workers start a fresh interpreter each, which
     also imports the main module: on the H200 host that start-up was most of a 2 s BM25
     stage that tokenizes in about 1.5 s of one core's time."""
@@ -44,7 +44,8 @@ def tokenized_apart(
         return {}
     shards = _balanced(todo, workers) if fork else _even(todo, 4 * workers)
     out: dict[Pair, np.ndarray] = {}
-    for shard, got in zip(shards, (_forked if fork else _spawned)(shards, workers), strict=False):
+    results = _forked(shards) if fork else _spawned(shards, workers)
+    for shard, got in zip(shards, results, strict=False):
         if got is None:
             break
         words, ids, lengths = got
@@ -98,7 +99,7 @@ def _spawned(shards: list[list[Pair]], workers: int) -> list[Shard | None]:
     return out
 
 
-def _forked(shards: list[list[Pair]], workers: int) -> list[Shard | None]:
+def _forked(shards: list[list[Pair]]) -> list[Shard | None]:
     """Each shard's result in order, one forked child per shard, all started at once; None for
     a child that failed. Every child is read to its end, so none is left blocked on its pipe."""
     import functools

@@ -62,7 +62,7 @@ def bm25_stage(
     if cache is None:  # else it holds every chunk of the entries taken over from prev
         prevs.fill(entries)
     counts = [len(ids) for ids in chunk_ids]
-    # in a forked child (no CUDA context, no other thread) the tokenizers are forked too
+    # in a forked child (one thread, CUDA never touched) the tokenizers are forked too
     apart = background and bm25_apart()
 
     def build() -> float:

@@ -119,8 +119,8 @@ def build_bm25(
     title, in entry order, whose ids are written too (read_title_ids). `ids`: the chunks' ids,
     given when `chunks` makes each chunk on access (only those the cache lacks are read).
     `workers` > 1 tokenizes in that many processes first (a large build on a machine with cores
-    to spare; `fork_workers`: forked from this process, which must hold no CUDA context and no
-    other thread's lock, rather than spawned); the ids are the same either way."""
+    to spare; `fork_workers`: forked from this process, which must use no CUDA and run no other
+    thread, rather than spawned); the ids are the same either way."""
     import json
 
     path.mkdir(parents=True, exist_ok=True)
