@@ -45,7 +45,10 @@ def too_deep_line(text: str) -> int | None:
         return None
     depth = 0
     try:
-        for tok in yaml.scan(text, Loader=_Loader):
+        # The pure-Python scanner, whatever loader parses: libyaml's scanner reads a whole flow
+        # collection ahead and (PyYAML >= 6.0.4) raises its own "exceeded maximum nesting depth"
+        # at 1,000 levels before one deep token reaches this loop; this one yields tokens lazily.
+        for tok in yaml.scan(text, Loader=yaml.SafeLoader):
             if isinstance(tok, _OPEN) or isinstance(tok, _OPEN_FLOW):
                 depth += 1
                 if depth > MAX_DEPTH:

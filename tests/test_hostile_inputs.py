@@ -142,3 +142,24 @@ def test_parallel_lint_reports_exactly_what_one_process_does(hostile):
     one = lint_paths(files, root, workers=1)
     assert len(one) >= 8
     assert lint_paths(files, root, workers=2) == one
+
+
+@pytest.mark.parametrize("levels", [33, 999, 1000, 5000])
+@pytest.mark.parametrize("flow", [True, False])
+def test_depth_is_named_by_kbase_whatever_the_yaml_parser_refuses_first(levels, flow):
+    """libyaml (PyYAML >= 6.0.4) refuses 1,000 levels with its own message, older ones crash or
+    pass: either way kbase's own error must name the line where nesting passes 32 levels."""
+    from kbase.ingest.safe_yaml import MAX_DEPTH, YamlProblem, load_yaml
+
+    if flow:
+        text = "a: 1\nnotes: " + "[" * levels + "]" * levels + "\n"
+        line = 2
+    else:
+        text = "a: 1\nnotes:\n" + "".join(" " * i + f"k{i}:\n" for i in range(1, levels))
+        text += " " * levels + "v: 1\n"
+        line = MAX_DEPTH + 2  # the top mapping is level 1, k1 (line 3) level 2, ...
+    with pytest.raises(YamlProblem) as err:
+        load_yaml(text, "x.yaml", first_line=1)
+    (problem,) = err.value.problems
+    assert problem.code == "too-deep" and "nests deeper than 32 levels" in problem.message
+    assert problem.line == line
