@@ -17,6 +17,7 @@ clean-up, result) in validators/sandbox_supervise.py; this module's names are th
 from __future__ import annotations
 
 import os
+import secrets
 import subprocess
 import tempfile
 import time
@@ -142,6 +143,13 @@ def run_sandboxed(
     host_dir = Path(tempfile.mkdtemp(prefix="kbase-run-"))
     fds: list[int] = []
     status_r = status_w = -1
+    # the completion record (validators/run_command.py): a nonce in, the same nonce back out
+    nonce = secrets.token_hex(16).encode()
+    nonce_r, nonce_w = os.pipe()
+    os.write(nonce_w, nonce)
+    os.close(nonce_w)
+    record_r, record_w = os.pipe()
+    fds += [nonce_r, record_w]
     use_userns = False
     try:
         for name, text in files.items():
@@ -166,7 +174,14 @@ def run_sandboxed(
             cwd, inside = "/", bwrap.WORKDIR
         else:
             cmd, cwd, inside = list(argv), str(host_dir), str(host_dir)
-        env = scrubbed_env({**env_for(inside), MARKER: token})
+        env = scrubbed_env(
+            {
+                **env_for(inside),
+                MARKER: token,
+                "KBASE_RECORD_FD": str(record_w),
+                "KBASE_NONCE_FD": str(nonce_r),
+            }
+        )
         # RLIMIT_NPROC counts per user: per run inside a fresh user namespace; in the host
         # namespace it counts all our processes, so the run gets that many more.
         nproc = limits.pids if use_userns else limits.pids + (0 if sandboxed else user_procs())
@@ -196,22 +211,23 @@ def run_sandboxed(
         if turn is None:
             return _supervise(
                 proc, cg, token, sandboxed, limits, limits_row, literals, status_r,
-                on_timeout_grace_s, start,
+                on_timeout_grace_s, start, (record_r, nonce),
             )  # fmt: skip
         with turn():
             _go(proc)
             return _supervise(
                 proc, cg, token, sandboxed, limits, limits_row, literals, status_r,
-                on_timeout_grace_s, time.monotonic(),
+                on_timeout_grace_s, time.monotonic(), (record_r, nonce),
             )  # fmt: skip
     finally:
         for fd in fds:
             os.close(fd)
-        if status_r >= 0:
-            try:
-                os.close(status_r)
-            except OSError:
-                pass
+        for fd in (status_r, record_r):
+            if fd >= 0:
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
         if cg is not None:
             cg.kill_all()
             cg.remove()
