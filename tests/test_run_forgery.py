@@ -120,3 +120,23 @@ def test_an_honest_snippet_still_passes_with_threads_and_sys_exit_0(tmp_path):
         + "sys.exit(0)\n",
     )
     assert out.verdict == "pass", (out.message, out.output_tail)
+
+
+def _hash_of(tmp: Path, body: str) -> str:
+    path = tmp / "skills" / "forge" / "SKILL.md"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    text = SKILL.format(name="forge", date=dt.date.today().isoformat(), code="pass")
+    path.write_text(text.replace("```python verify\npass\n```\n", body))
+    return load_skill(path, tmp).snippet_sha256()
+
+
+def test_moving_a_fence_that_changes_what_runs_changes_the_snippet_hash(tmp_path):
+    # the old hash fed info + code of each block with no boundary: these two hashed the same,
+    # yet the first runs s = "\npython verify\n" and the second s = "\n"
+    one = "```python verify\ns = '''\npython verify\n'''\n```\n"
+    two = "```python verify\ns = '''\n```\n\n```python verify\n'''\n```\n"
+    assert _hash_of(tmp_path, one) != _hash_of(tmp_path, two)
+    # a fence moved between Python blocks runs the same bytes: same hash
+    three = "```python verify\nx = 1\ny = 2\n```\n"
+    four = "```python verify\nx = 1\n```\n\n```python verify\ny = 2\n```\n"
+    assert _hash_of(tmp_path, three) == _hash_of(tmp_path, four)
