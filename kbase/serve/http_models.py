@@ -76,6 +76,8 @@ class HealthOut(BaseModel):
     generation: str | None
     entries: int = 0
     chroma: str
+    degraded: int = Field(0, description="files left out of the index: they do not parse")
+    problems: list[str] = Field(default_factory=list, description="`path:line: message` of each")
     uptime_s: float
 
 
