@@ -50,7 +50,7 @@ def views(skill, rows: list[dict]) -> list[ClaimView]:
                 env=env,
                 value=stored.get("value"),
                 raw=stored.get("raw"),
-                holds=rejudge(c, stored),
+                holds=rejudge(c, stored, r.get("fingerprint")),
                 at=r["at"][:10],
                 signed="sig" in r,
             )

@@ -236,7 +236,7 @@ def _judge_claims(
     A claim that fails in the latest run on an environment makes the skill failing (for that
     environment); a measured claim that no passing run measured holding keeps it unverified.
     """
-    from kbase.validators.claims import rejudge
+    from kbase.validators.claims import env_matches, rejudge
 
     measured = [c for c in facts.claims if getattr(c, "expect", None)]
     cited = sum(1 for c in facts.claims if getattr(c, "cite", None))
@@ -247,7 +247,7 @@ def _judge_claims(
         for c in measured:
             if tier not in (c.tiers or facts.tiers) or c.id not in stored:
                 continue
-            if rejudge(c, stored[c.id]) is False:
+            if rejudge(c, stored[c.id], r.get("fingerprint")) is False:
                 failed.add(c.id)
                 if r["verdict"] == "pass":  # a failed run already says why
                     got = stored[c.id].get("value", stored[c.id].get("raw"))
@@ -261,10 +261,19 @@ def _judge_claims(
         stored = {c.get("id"): c for c in r.get("claims") or [] if isinstance(c, dict)}
         for c in measured:
             if r["tier"] in (c.tiers or facts.tiers) and c.id in stored:
-                if rejudge(c, stored[c.id]):
+                if rejudge(c, stored[c.id], r.get("fingerprint")):
                     held.add(c.id)
     held -= failed
-    unmeasured = [c.id for c in measured if c.id not in held and c.id not in failed]
+    # A claim declared for environments no counted run was on (`when`: an AMX host, a GPU model
+    # not lent yet) has nothing to be judged by: it is listed, not held against the skill.
+    seen = [r.get("fingerprint") for r in current if r["verdict"] == "pass"]
+    unmeasured = [
+        c.id
+        for c in measured
+        if c.id not in held
+        and c.id not in failed
+        and (getattr(c, "when", None) is None or any(env_matches(c, fp) for fp in seen))
+    ]
     if unmeasured:
         found["unverified"].append(
             "claim(s) never measured holding in a counted run: " + ", ".join(unmeasured)

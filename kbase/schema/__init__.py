@@ -47,6 +47,7 @@ _MODULES: dict[str, tuple[str, ...]] = {
     "kbase.schema.skill": (
         "Audit",
         "Claim",
+        "ClaimWhen",
         "FailureMode",
         "LiteralTrigger",
         "SkillMeta",
@@ -87,6 +88,7 @@ if TYPE_CHECKING:  # what type checkers and editors see; at run time, __getattr_
     from kbase.schema.skill import (
         Audit,
         Claim,
+        ClaimWhen,
         FailureMode,
         LiteralTrigger,
         SkillMeta,
@@ -109,6 +111,7 @@ __all__ = [
     "ClaimMeasurement",
     "ClaimResult",
     "ClaimView",
+    "ClaimWhen",
     "CodeBlock",
     "DeviceUse",
     "Entry",
