@@ -130,7 +130,6 @@ def test_audit_names_skills_an_upgrade_between_triton_releases_would_break(tmp_p
     import json
 
     from conftest import run_cli
-
     from kbase.ingest.skills import load_skill
     from kbase.validators.ledger import append_rows
 
