@@ -192,14 +192,6 @@ class DefsCache:
             self.hits += 1
         return got
 
-    def get_many(self, keys: list[tuple[str, str]]) -> dict[tuple[str, str], Defs]:
-        out: dict[tuple[str, str], Defs] = {}
-        for blob, lang in keys:
-            got = self.get(blob, lang)
-            if got is not None:
-                out[(blob, lang)] = got
-        return out
-
     def put(self, blob: str, lang: str, defs: Defs) -> None:
         if self._db is not None:
             self._new.append((blob, lang, encode(defs)))

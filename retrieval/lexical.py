@@ -109,18 +109,13 @@ def build_bm25(
     cache: TokenCache | None = None,
     entry_titles: list[str] | None = None,
     ids: list[str] | None = None,
-    workers: int = 0,
-    fork_workers: bool = False,
 ) -> None:
     """Write the eager BM25 index of the chunks (Lucene variant: the score of token t in chunk
     d is idf(t) * tf / (tf + k1 * (1 - b + b * |d| / avgdl)), idf = ln(1 + (N - df + .5) /
     (df + .5))) as a CSC matrix in bm25s's file layout, plus the token ids for the next run.
     Only chunks the cache lacks are tokenized; the rest is numpy. `entry_titles`: every entry's
     title, in entry order, whose ids are written too (read_title_ids). `ids`: the chunks' ids,
-    given when `chunks` makes each chunk on access (only those the cache lacks are read).
-    `workers` > 1 tokenizes in that many processes first (a large build on a machine with cores
-    to spare; `fork_workers`: forked from this process, which must use no CUDA and run no other
-    thread, rather than spawned); the ids are the same either way."""
+    given when `chunks` makes each chunk on access (only those the cache lacks are read)."""
     import json
 
     path.mkdir(parents=True, exist_ok=True)
@@ -131,12 +126,8 @@ def build_bm25(
     fresh: dict[int, np.ndarray] = {}
     same_text: dict[tuple[str, str], np.ndarray] = {}  # repeated texts tokenized once
     todo = np.flatnonzero(rows < 0).tolist()
-    pairs = [(titles[j], chunks[j].text) for j in todo]
-    if workers > 1:
-        from kbase.retrieval.bm25_workers import tokenized_apart
-
-        same_text = tokenized_apart(pairs, vocab, workers, fork=fork_workers)
-    for j, key in zip(todo, pairs, strict=True):
+    for j in todo:
+        key = (titles[j], chunks[j].text)
         got = same_text.get(key)
         if got is None:
             toks = text_tokens(*key)
