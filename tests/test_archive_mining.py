@@ -16,7 +16,7 @@ import pytest
 git = pytest.importorskip("git")
 
 from kbase.ingest.card_format import split_card  # noqa: E402
-from kbase.ingest.cards import timeline  # noqa: E402
+from kbase.ingest.card_history import timeline  # noqa: E402
 from kbase.ingest.mining import MiningError, mine  # noqa: E402
 from procs import left_in_session  # noqa: E402
 
