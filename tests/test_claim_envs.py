@@ -122,3 +122,43 @@ def test_lint_flags_cpu_claims_that_the_host_decides(tmp_path, guard, when, flag
     assert bool(problems) is flagged, problems
     if flagged:
         assert problems[0].line is not None and "claims.ran" == problems[0].field
+
+
+def test_audit_names_skills_an_upgrade_between_triton_releases_would_break(tmp_path):
+    """Rows of the same snippet under two Triton releases (as the CPU tiers record them under a
+    second interpreter): the audit lists the claim and the literal the newer release lost."""
+    import json
+
+    from conftest import run_cli
+    from kbase.ingest.skills import load_skill
+    from kbase.validators.ledger import append_rows
+
+    path = write(
+        tmp_path,
+        "moved-api",
+        '  - {id: ok, text: "the old API runs (1 = ran)", expect: "== 1"}',
+        'print("KBASE_MEASURE ok 1")',
+    )
+    sha = load_skill(path, tmp_path).snippet_sha256()
+
+    def row(triton: str, value: float, verdict: str, literals: list[str]) -> dict:
+        return {
+            "skill": "moved-api",
+            "snippet_sha256": sha,
+            "tier": "cpu-interpret",
+            "verdict": verdict,
+            "duration_s": 0.1,
+            "fingerprint": {"python": "3.11.7", "date": "2026-12-06", "triton": triton},
+            "at": "2026-12-06T08:00:00+00:00",
+            "claims": [{"id": "ok", "value": value, "expect": "== 1", "holds": value == 1}],
+            "literals_seen": literals,
+            "isolated": True,
+            "message": "" if verdict == "pass" else "claim ok: measured 0, expected == 1",
+        }
+
+    append_rows(tmp_path, [row("3.6.0", 1, "pass", ["old text"]), row("3.9.0", 0, "fail", [])])
+    res = run_cli("audit", "--no-run", "--json", "--root", str(tmp_path), "--fail-on", "never")
+    (diff,) = json.loads(res.stdout)["releases"]
+    assert (diff["from"], diff["to"], diff["skill"]) == ("triton 3.6", "triton 3.9", "moved-api")
+    assert any("claim ok: 1" in w for w in diff["why"])
+    assert "literal no longer printed: 'old text'" in diff["why"]

@@ -105,6 +105,22 @@ def env_gap(row: dict, env: dict, gpu_declared: bool) -> list[str]:
     return gaps
 
 
+def _gpus_not_rechecked(rows: list[dict], current: list[dict]) -> list[str]:
+    """A GPU on which an earlier snippet passed but the current one has no run: named, so a
+    reader sees which GPU the status no longer speaks for (it does not change the status)."""
+
+    def gpu(r: dict) -> str | None:
+        return (r.get("fingerprint") or {}).get("gpu_name") if _on_gpu(r["tier"]) else None
+
+    now_on = {gpu(r) for r in current}
+    last_pass: dict[str, str] = {}
+    for r in rows:
+        name = gpu(r)
+        if name and r["verdict"] == "pass" and name not in now_on:
+            last_pass[name] = max(last_pass.get(name, ""), r["at"][:10])
+    return [f"not re-checked on {g} since {d}" for g, d in sorted(last_pass.items())]
+
+
 def _date(at: str) -> dt.date:
     return dt.date.fromisoformat(at[:10])
 
@@ -207,7 +223,7 @@ def judge(
         )
 
     status = next((s for s in ORDER[:-1] if found[s]), "verified")
-    reasons = [r for s in ORDER[:-1] for r in found[s]]
+    reasons = [r for s in ORDER[:-1] for r in found[s]] + _gpus_not_rechecked(rows, current)
     if status == "verified" and last is not None:
         reasons.append(f"passed on {env_label(last['tier'], last.get('fingerprint') or {})}")
     return Judgement(
@@ -266,13 +282,16 @@ def _judge_claims(
     held -= failed
     # A claim declared for environments no counted run was on (`when`: an AMX host, a GPU model
     # not lent yet) has nothing to be judged by: it is listed, not held against the skill.
-    seen = [r.get("fingerprint") for r in current if r["verdict"] == "pass"]
+    seen = [(r["tier"], r.get("fingerprint")) for r in current if r["verdict"] == "pass"]
     unmeasured = [
         c.id
         for c in measured
         if c.id not in held
         and c.id not in failed
-        and (getattr(c, "when", None) is None or any(env_matches(c, fp) for fp in seen))
+        and (
+            getattr(c, "when", None) is None
+            or any(t in (c.tiers or facts.tiers) and env_matches(c, fp) for t, fp in seen)
+        )
     ]
     if unmeasured:
         found["unverified"].append(
