@@ -325,7 +325,7 @@ def test_merge_ledger_appends_only_rows_it_lacks(tmp_path):
 
 
 def test_stale_source_from_a_real_pr_card_in_the_archive(tmp_path):
-    cards = pytest.importorskip("kbase.ingest.cards")
+    cards = pytest.importorskip("kbase.ingest.card_history")
     from kbase.ingest.card_format import render_card
     from kbase.ingest.skills import load_skill
 

@@ -30,11 +30,6 @@ class GPU:
     compute_capability: str  # "9.0"
     driver: str
 
-    @property
-    def sm(self) -> str:
-        major, minor = self.compute_capability.split(".")
-        return f"sm{major}{minor}"
-
 
 def _run(argv: list[str], timeout: float = 10.0) -> str | None:
     try:
