@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 from kbase.ingest.skills import find_skill_files, lint_paths
+from kbase.validators.narration import narration_in
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -85,6 +86,19 @@ def test_narrating_prose_is_flagged_at_each_place_with_its_line(tmp_path):
     assert "signed runs" in found["trigger.0"].message
     assert "2.0x on the H200" in found["claims.speedup.text"].message
     assert "so far" in found["body"].message
+
+
+def test_the_review_phrases_are_each_caught():
+    phrases = [
+        "it failed the kernel in the H200 run",
+        "the ledger holds no GPU value yet",
+        "2400 and 2616 in the two signed H200 runs",
+        "measured on the H200: 2.1x",
+        "at least half of peak (0.87 in one run)",
+        "The first version of this snippet did exactly that",
+        "that run is not in the ledger",
+    ]
+    assert [p for p in phrases if not narration_in(p)] == []
 
 
 def test_statements_of_what_holds_where_pass(tmp_path):

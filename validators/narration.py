@@ -25,6 +25,7 @@ NARRATION = [
     re.compile(r"\bno\s+(?:GPU|passing|signed)\s+(?:values?|rows?|runs?)\b", re.I),
     re.compile(r"\b(?:awaits?|waiting for)\s+(?:its|a|the)\s+(?:GPU\s+)?(?:rows?|runs?)\b", re.I),
     re.compile(r"\bledger\b[^.;]*\b(?:yet|so far)\b", re.I),
+    re.compile(r"\b(?:runs?|rows?)\s+(?:is|are)\s+not\s+in\s+the\s+ledger\b", re.I),
     re.compile(r"\b(?:recorded|measured|runs?)\s+so\s+far\b", re.I),
     # "(0.87 in one run)", "in two of three runs"
     re.compile(
@@ -32,7 +33,8 @@ NARRATION = [
         re.I,
     ),
     re.compile(
-        r"\b(?:an?\s+)?(?:earlier|older|previous)\s+versions?\s+of\s+(?:this|the)\s+snippet\b", re.I
+        r"\b(?:an?\s+)?(?:earlier|older|previous|first)\s+versions?\s+of\s+(?:this|the)\s+snippet\b",
+        re.I,
     ),
     # "measured on the H200: 2.1x", "2.1x on the H200", "(16 in one H200 run)"
     re.compile(rf"\b(?:measured|seen|observed)\s+(?:on|in)\s+(?:the|an?)\s+{_GPU}\b", re.I),
