@@ -68,6 +68,7 @@ def test_a_claim_for_another_environment_need_not_be_reported(tmp_path):
         ({"triton": ">=3.6,<3.9"}, {"triton": "3.6.0"}, True),
         ({"triton": ">=3.6,<3.9"}, {"triton": "3.9.0"}, False),
         ({"torch": ">=2.13"}, {"torch": "2.13.0+cpu"}, True),
+        ({"numpy": "<2.4"}, {"numpy": "2.4.6"}, False),
         ({"cpu_flags": ["amx_int8"]}, {"cpu_flags": ["avx2"]}, False),
         ({"cpu_flags": ["!amx_int8"]}, {"cpu_flags": ["avx2"]}, True),
         ({"cpu_flags": ["!amx_int8"]}, {}, None),  # a row from before hosts were recorded

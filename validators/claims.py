@@ -104,7 +104,7 @@ def env_matches(claim, fp: dict | None) -> bool | None:
     if when.arch is not None:
         cc = str(fp.get("compute_capability") or "").replace(".", "")
         checks.append(any(a.rstrip("af") == f"sm{cc}" for a in when.arch) if cc else None)
-    for pkg in ("triton", "torch"):
+    for pkg in ("triton", "torch", "numpy"):
         spec = getattr(when, pkg)
         if spec is not None:
             checks.append(_version_in(fp.get(pkg), spec))

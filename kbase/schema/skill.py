@@ -65,6 +65,7 @@ class ClaimWhen(StrictModel):
     arch: list[str] | None = Field(default=None, description='compute capabilities: ["sm90"]')
     triton: str | None = Field(default=None, description='a version range: ">=3.6,<3.9"')
     torch: str | None = Field(default=None, description='a version range: ">=2.11"')
+    numpy: str | None = Field(default=None, description='a version range: ">=2.4"')
     cpu_flags: list[str] | None = Field(
         default=None,
         description='host CPU features it needs ("amx_int8") or needs absent ("!amx_int8"); '
@@ -79,7 +80,7 @@ class ClaimWhen(StrictModel):
                 raise ValueError(f"{a!r} is not an arch like sm90, sm90a or sm100")
         return v
 
-    @field_validator("triton", "torch")
+    @field_validator("triton", "torch", "numpy")
     @classmethod
     def _range(cls, v: str | None) -> str | None:
         if v is not None:
