@@ -1,5 +1,6 @@
-"""The API's other answers about entries: a whole entry (`kbase get`), a line of `kbase list`,
-and the index's health."""
+"""The API's other answers: a whole entry (`kbase get`), a line of `kbase list`, the index's
+health, and what recording feedback and proposing a skill answer (the same models for the
+API, HTTP and MCP)."""
 
 from __future__ import annotations
 
@@ -60,3 +61,16 @@ class Health(Model):
     # files the index left out (or keeps at their last good version) because they do not parse
     degraded: int = 0
     problems: list[str] = Field(default_factory=list, description="`path:line: message`, first 50")
+
+
+class FeedbackAnswer(Model):
+    recorded: dict[str, Any]
+    feedback: dict[str, Any] | None
+
+
+class ProposeAnswer(Model):
+    name: str
+    path: str
+    status: Literal["draft"] = "draft"
+    indexed: bool
+    note: str | None = None
