@@ -64,3 +64,26 @@ def test_a_recipe_that_never_ends_is_refused_at_once(setup, tmp_path):  # noqa: 
                     "--recipe", spec, timeout=30)  # fmt: skip
         assert out.returncode != 0 and time.monotonic() - t0 < 20, spec
         assert "regular file" in out.stdout + out.stderr or "larger than" in out.stdout + out.stderr
+
+
+def test_a_path_that_is_not_utf8_is_mined_and_shown_escaped(tmp_path):
+    from kbase.ingest.card_format import split_card
+
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@e"]
+    subprocess.run([*git, "init", "-q", "-b", "main"], check=True)
+    (repo / "ok.cu").write_text("__global__ void ok() {}\n")
+    subprocess.run([*git, "add", "-A"], check=True)
+    subprocess.run([*git, "commit", "-qm", "add ok (#1)"], check=True)
+    with open(os.path.join(os.fsencode(repo), b"bad\xff.cu"), "wb") as fh:
+        fh.write(b"__global__ void bad() {}\n")
+    subprocess.run([*git, "add", "-A"], check=True)
+    subprocess.run([*git, "commit", "-qm", "add bad (#2)"], check=True)
+    root = tmp_path / "kb"
+    (root / "pr_archive").mkdir(parents=True)
+    out = kbase("mine", "--repo", str(repo), "--name", "demo", "--root", str(root))
+    assert out.returncode == 0, out.stdout + out.stderr
+    card = (root / "pr_archive" / "demo" / "2.md").read_text(encoding="utf-8")
+    assert split_card(card).meta["files"][0]["path"] == "bad\\xff.cu"
+    assert "`bad\\xff.cu`" in card
