@@ -118,6 +118,20 @@ def secret_paths() -> list[str]:
     return out
 
 
+def _sweep_temp_dirs() -> None:
+    """Remove the run folders a SIGKILLed kbase left (their names carry its pid)."""
+    from kbase.validators.cgroup import owner_gone
+
+    tmp = Path(tempfile.gettempdir())
+    try:
+        names = [e.name for e in os.scandir(tmp) if e.name.startswith("kbase-run-")]
+    except OSError:
+        return
+    for name in names:
+        if owner_gone(name):
+            rmtree(tmp / name)
+
+
 def run_sandboxed(
     argv: list[str],
     files: dict[str, str],
@@ -148,7 +162,8 @@ def run_sandboxed(
     token = uuid.uuid4().hex
     start = time.monotonic()
     cg = RunCgroup.create(limits.memory_mb, limits.pids)
-    host_dir = Path(tempfile.mkdtemp(prefix="kbase-run-"))
+    _sweep_temp_dirs()
+    host_dir = Path(tempfile.mkdtemp(prefix=f"kbase-run-{os.getpid()}-"))
     fds: list[int] = []
     status_r = status_w = -1
     # the completion record (validators/run_command.py): a nonce in, the same nonce back out
