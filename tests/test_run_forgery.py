@@ -140,3 +140,38 @@ def test_moving_a_fence_that_changes_what_runs_changes_the_snippet_hash(tmp_path
     three = "```python verify\nx = 1\ny = 2\n```\n"
     four = "```python verify\nx = 1\n```\n\n```python verify\ny = 2\n```\n"
     assert _hash_of(tmp_path, three) == _hash_of(tmp_path, four)
+
+
+FORGE_PID1 = """
+import ctypes, os
+libc = ctypes.CDLL(None, use_errno=True)
+pid1 = os.pidfd_open(1)
+for name in os.listdir("/proc/1/fd"):
+    try:
+        if os.readlink(f"/proc/1/fd/{name}") == "anon_inode:[eventfd]":
+            fd = libc.syscall(438, pid1, int(name), 0)
+            if fd >= 0:
+                os.write(fd, (1).to_bytes(8, "little"))
+    except OSError:
+        pass
+"""
+
+
+def test_a_compiled_programs_status_comes_from_its_wrapper_not_bwrap():
+    """What a CUDA program runs under (run_command._SHELL_WRAPPER): a program that forges
+    bwrap's exit status and then fails still fails, and one that kills its wrapper is no pass."""
+    import sys
+
+    from kbase.validators.run_command import _SHELL_WRAPPER
+    from kbase.validators.sandbox import Limits, run_sandboxed
+
+    def run(script: str):
+        argv = [sys.executable, "-c", _SHELL_WRAPPER, script]
+        return run_sandboxed(argv, {"forge.py": FORGE_PID1}, Limits(timeout_s=20), lambda _: {})
+
+    forged = run("python3 forge.py; sleep 1; exit 3")
+    assert forged.returncode == 3 and forged.completed
+    ok = run("exit 0")
+    assert ok.returncode == 0 and ok.completed
+    killed = run("kill -9 $PPID; exit 0")  # the wrapper gone: no record, never a pass
+    assert not killed.completed

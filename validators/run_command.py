@@ -68,6 +68,25 @@ _BOOTSTRAP = (
 )
 
 
+# A compiled run (nvcc, then the CUDA program) reports its exit status through this wrapper's
+# completion record, `<status> <nonce>`, not through bwrap's: the program shares the sandbox's
+# uid and could forge bwrap's pid-1 status. The wrapper holds the nonce and the record fd where
+# the program cannot reach them: read and closed, not inherited, and the wrapper made
+# non-dumpable (no ptrace, /proc/<pid>/mem or pidfd_getfd by a process without capabilities).
+_SHELL_WRAPPER = (
+    "import ctypes, os, subprocess, sys\n"
+    "record = int(os.environ.pop('KBASE_RECORD_FD'))\n"
+    "nonce_fd = int(os.environ.pop('KBASE_NONCE_FD'))\n"
+    "nonce = os.read(nonce_fd, 64)\n"
+    "os.close(nonce_fd)\n"
+    "os.set_inheritable(record, False)\n"
+    "ctypes.CDLL(None).prctl(4, 0)  # PR_SET_DUMPABLE\n"
+    "rc = subprocess.call(['/bin/sh', '-c', sys.argv[1]])\n"
+    "os.write(record, str(rc).encode() + b' ' + nonce)\n"
+    "sys.exit(rc if 0 <= rc < 256 else 128 - rc)\n"
+)
+
+
 def nvcc_arch_for(tier: str, min_cc: float | None) -> str:
     if not TIER_SPECS[tier].sees_gpu:
         return os.environ.get("KBASE_NVCC_ARCH", CPU_COMPILE_ARCH)
@@ -132,4 +151,4 @@ def _command(layout: SnippetLayout, tier: str, arch: str, timeout: float) -> lis
             for n in cu
         ]
         script = " && ".join(["mkdir -p tmp", *compiles])
-    return ["/bin/sh", "-c", script]
+    return [sys.executable, "-c", _SHELL_WRAPPER, script]

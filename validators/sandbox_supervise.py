@@ -137,6 +137,9 @@ def _supervise(
         t.join(timeout=5)
     status = _drain(status_r)
     rc, started = _decode_status(proc.returncode, status.decode("utf-8", "replace"))
+    completed, recorded_rc = _read_record(record)
+    if recorded_rc is not None:
+        rc = recorded_rc  # a compiled run's own status, from its wrapper (run_command.py)
     error = ""
     if sandboxed and not started and not timed_out:
         error = "the sandbox did not start: " + (err.text().strip()[-500:] or f"exit {rc}")
@@ -155,8 +158,24 @@ def _supervise(
         pids_hit=bool(cg and cg.pids_hit()),
         measures=out.measures,
         literals_seen=[lit for lit in lits if lit in seen],
-        completed=bool(record[1]) and _drain(record[0]) == record[1],
+        completed=completed,
     )
+
+
+def _read_record(record: tuple[int, bytes]) -> tuple[bool, int | None]:
+    """(the run wrote its completion record, the exit status the record gives, if any).
+    The Python bootstrap writes the nonce; the wrapper of a compiled run `<status> <nonce>`."""
+    fd, nonce = record
+    data = _drain(fd) if nonce else b""
+    if not data or not data.endswith(nonce):
+        return False, None
+    head = data[: -len(nonce)]
+    if not head:
+        return True, None
+    try:
+        return True, int(head.strip())
+    except ValueError:
+        return False, None
 
 
 def _drain(fd: int) -> bytes:

@@ -29,7 +29,7 @@ def _judge(
     if res.timed_out:
         return "timeout", locate_failure(layout, output), f"ran past the {timeout:g} s timeout"
     rc = res.returncode
-    if rc == 0 and layout.python is not None and not res.completed:
+    if rc == 0 and not res.completed:
         # exit status 0 without the completion record: os._exit(0) from an exit hook, a
         # re-executed interpreter, a forged sandbox status. The snippet did not finish.
         return (
