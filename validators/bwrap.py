@@ -35,23 +35,27 @@ MASK_MB = 8  # the tmpfs over /run, /root, /home and masked secret folders
 RUN_AS = 65534  # the snippet's host uid and gid when kbase runs as root (nobody)
 
 
+@functools.cache
 def drop_root() -> list[str]:
-    """The setpriv prefix that runs the snippet as RUN_AS when we are root; [] otherwise."""
+    """The setpriv prefix that runs the snippet as RUN_AS when we are root; [] when we are not,
+    or when this machine cannot (no setpriv, or bwrap cannot make namespaces without a user
+    namespace, as in an unprivileged container): runs then keep the user-namespace mapping to
+    root, and their rows say `run_as: 0`. Probed once per process."""
     if os.geteuid() != 0:
         return []
     exe = shutil.which("setpriv")
-    if exe is None:
-        raise OSError(
-            "kbase runs as root and setpriv (util-linux) is missing: snippets would run as root"
-        )
-    return [
-        exe,
-        f"--reuid={RUN_AS}",
-        f"--regid={RUN_AS}",
-        "--clear-groups",
-        "--inh-caps=-all",
-        "--",
-    ]
+    bw = os.environ.get("KBASE_BWRAP") or shutil.which("bwrap")
+    if exe is None or bw is None:
+        return []
+    prefix = [exe, f"--reuid={RUN_AS}", f"--regid={RUN_AS}", "--clear-groups", "--inh-caps=-all"]
+    prefix.append("--")
+    probe = [bw, *_ns_flags(False), "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
+    probe += ["--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev", "--", *prefix, "true"]
+    try:
+        ok = subprocess.run(probe, capture_output=True, timeout=20).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        ok = False
+    return prefix if ok else []
 
 
 @dataclass(frozen=True)

@@ -180,7 +180,7 @@ def run_sandboxed(
         if sandboxed:
             s = bwrap.support()
             use_userns = s.userns if userns is None else (userns and s.userns)
-            use_userns = use_userns and os.geteuid() != 0  # root: setpriv to nobody (bwrap.py)
+            use_userns = use_userns and not bwrap.drop_root()  # root: setpriv to nobody
             opened = {name: os.open(host_dir / name, os.O_RDONLY) for name in files}
             fds += opened.values()
             status_r, status_w = os.pipe()
@@ -218,6 +218,8 @@ def run_sandboxed(
         # namespace it counts all our processes, so the run gets that many more.
         nproc = limits.pids if use_userns else limits.pids + (0 if sandboxed else user_procs())
         limits_row = _limits_row(limits, cg, sandboxed, use_userns, nproc)
+        if sandboxed:  # the snippet's host uid: RUN_AS when root could drop to it
+            limits_row["run_as"] = bwrap.RUN_AS if bwrap.drop_root() else os.geteuid()
         cg_mem = bool(cg and cg.memory_mb)
         try:
             proc = subprocess.Popen(

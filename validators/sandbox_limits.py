@@ -57,7 +57,7 @@ def _limits_row(
         "nproc": nproc,
         # the kernel exempts host uid 0 from RLIMIT_NPROC, user namespace or not: the cgroup
         # counts. A sandboxed run of root's runs as nobody (validators/bwrap.py), which it binds.
-        "nproc_enforced": os.geteuid() != 0 or sandboxed,
+        "nproc_enforced": os.geteuid() != 0 or (sandboxed and not userns),
         "cgroup": cg.version if cg else None,
         "memory_mb": limits.memory_mb,
         "memory_scope": None,
