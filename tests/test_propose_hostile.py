@@ -44,17 +44,18 @@ import sys
 from pathlib import Path
 from kbase.drafts import propose
 for i in range(1000):
-    propose(Path(sys.argv[1]), title=f"Tile overflow number {i}", symptom="s", cause="c",
+    propose(Path(sys.argv[1]), title=f"Tile overflow {sys.argv[2]} {i}", symptom="s", cause="c",
             fix="f", snippet="x = 1\\n" * 2000)
 """
 
 
 def test_a_killed_proposer_leaves_only_drafts_that_lint(tmp_path):
     drafts = tmp_path / "skills" / "_drafts"
-    for delay in (0.0, 0.3, 0.6, 0.9):
-        proc = subprocess.Popen([sys.executable, "-c", PROPOSER, str(tmp_path)])
+    for run, delay in enumerate((0.0, 0.3, 0.6, 0.9)):
+        before = len(list(drafts.iterdir())) if drafts.is_dir() else 0
+        proc = subprocess.Popen([sys.executable, "-c", PROPOSER, str(tmp_path), f"run{run}"])
         deadline = time.monotonic() + 30
-        while not (drafts.is_dir() and any(drafts.iterdir())):
+        while not (drafts.is_dir() and len(list(drafts.iterdir())) > before):
             assert time.monotonic() < deadline and proc.poll() is None
             time.sleep(0.001)
         time.sleep(delay)
