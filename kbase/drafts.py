@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 import shutil
 import tempfile
+import time
 import unicodedata
 from dataclasses import dataclass
 from datetime import date
@@ -170,6 +171,20 @@ def _render(
     return "---\n" + head + "---\n" + "\n".join(body)
 
 
+STAGING_MAX_AGE_S = 600  # a proposal is staged for milliseconds; older ones lost their writer
+
+
+def _sweep_staging(drafts: Path) -> None:
+    """Remove the hidden staging folders of proposers that were killed mid-write."""
+    cutoff = time.time() - STAGING_MAX_AGE_S
+    for p in drafts.glob(".*"):
+        try:
+            if p.is_dir() and p.stat().st_mtime < cutoff:
+                shutil.rmtree(p, ignore_errors=True)
+        except OSError:
+            continue
+
+
 def propose(
     root: Path,
     title: str,
@@ -220,6 +235,7 @@ def propose(
     # Written and linted in a hidden folder, then renamed into place: a draft either lints or
     # does not exist, even when the writer is killed half-way (nothing lists the hidden folder).
     folder.parent.mkdir(parents=True, exist_ok=True)
+    _sweep_staging(folder.parent)
     tmp = Path(tempfile.mkdtemp(prefix=f".{name}.", dir=folder.parent))
     try:
         staged = tmp / name / "SKILL.md"

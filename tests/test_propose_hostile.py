@@ -66,3 +66,9 @@ def test_a_killed_proposer_leaves_only_drafts_that_lint(tmp_path):
     # every visible draft folder has its SKILL.md: nothing half-made is listed
     visible = [p for p in drafts.iterdir() if not p.name.startswith(".")]
     assert sorted(p / "SKILL.md" for p in visible) == files
+    # what the killed ones left staged is removed by a later proposal once it is old
+    stale = [p for p in drafts.iterdir() if p.name.startswith(".")]
+    for p in stale:
+        os.utime(p, (time.time() - 3600, time.time() - 3600))
+    propose(tmp_path, title="After the kills", symptom="s", cause="c", fix="f")
+    assert not [p for p in drafts.iterdir() if p.name.startswith(".")]
