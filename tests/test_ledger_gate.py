@@ -94,3 +94,22 @@ def test_the_pr_workflow_gates_every_change_with_the_base_branchs_checker():
     installs_pr = [i for i, r in enumerate(order) if 'install -e ".[dev]"' in r]
     assert installs_base < gate and all(i > gate for i in installs_pr)
     assert "base-kbase/bin/kbase" in order[gate] and "--base" in order[gate]
+
+
+def test_rows_of_the_wrong_shape_are_named_not_a_traceback(signed_root):  # noqa: F811
+    """A row whose fields have other types (a list for `skill`, a number in the fingerprint)
+    crashed every status with a TypeError; now it is `path:line` like any bad row."""
+    root, _, _ = signed_root
+    ledger = root / "ledger" / "verifications.jsonl"
+    good = json.loads(ledger.read_text().splitlines()[0])
+    bad_rows = [
+        dict(good, skill=["good-skill"]),
+        dict(good, duration_s="slow"),
+        dict(good, fingerprint={**good["fingerprint"], "triton": 5}),
+        dict(good, claims=[{"id": 3, "expect": 5}]),
+    ]
+    for n, row in enumerate(bad_rows, start=2):
+        ledger.write_text(ledger.read_text().splitlines()[0] + "\n" + json.dumps(row) + "\n")
+        out = kbase("audit", "--no-run", "--json", root=root)
+        assert "Traceback" not in out.stderr, out.stderr
+        assert "verifications.jsonl:2:" in out.stderr, (n, out.stderr)

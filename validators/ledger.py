@@ -74,6 +74,50 @@ def seal(row: dict) -> dict:
     return signer.sign(row) if signer else row
 
 
+# what readers use a row's fields as: a row of other types is refused with its line, not a
+# TypeError deep in a status (a list for `skill` cannot key a dict)
+_TYPES: dict[str, type | tuple[type, ...]] = {
+    "skill": str,
+    "snippet_sha256": str,
+    "duration_s": (int, float),
+    "line": (int, type(None)),
+    "message": str,
+    "stderr_tail": str,
+    "isolated": bool,
+    "limits": dict,
+    "claims": list,
+    "literals_seen": list,
+}
+
+
+def _is_bool(v: object, types: type | tuple[type, ...]) -> bool:
+    """True for a bool where a number is wanted (bool is an int to isinstance)."""
+    return isinstance(v, bool) and types is not bool
+
+
+def _nested_problem(row: dict) -> str:
+    """What is wrong inside the fingerprint, claims or literals_seen ("" when nothing)."""
+    for k, v in row["fingerprint"].items():
+        ok = v is None or isinstance(v, (str, bool))
+        if not ok and not (isinstance(v, list) and all(isinstance(x, str) for x in v)):
+            return f"[fingerprint] {k!r} must be text"
+    if any(not isinstance(x, str) for x in row.get("literals_seen") or []):
+        return "[literals_seen] holds an item that is not text"
+    for c in row.get("claims") or []:
+        if not isinstance(c, dict) or not isinstance(c.get("id"), str):
+            return "[claims] an item is not a claim with an id"
+        value = c.get("value")
+        if not isinstance(c.get("expect", ""), str) or not (
+            value is None or (isinstance(value, (int, float)) and not isinstance(value, bool))
+        ):
+            return f"[claims] claim {c['id']!r} has a value or relation of the wrong type"
+        if not all(
+            c.get(k) is None or isinstance(c[k], t) for k, t in (("holds", bool), ("raw", str))
+        ):
+            return f"[claims] claim {c['id']!r} has holds or raw of the wrong type"
+    return ""
+
+
 def validate_row(row: object, path: str, line: int) -> dict:
     if not isinstance(row, dict):
         raise LedgerError(path, line, "a ledger line must be a JSON object")
@@ -88,6 +132,12 @@ def validate_row(row: object, path: str, line: int) -> dict:
         raise LedgerError(path, line, f"[verdict] unknown verdict {row['verdict']!r}")
     if not isinstance(row["at"], str) or not _iso_day(row["at"]):
         raise LedgerError(path, line, "[at] must be an ISO timestamp")
+    for key, types in _TYPES.items():
+        if key in row and not (isinstance(row[key], types) and not _is_bool(row[key], types)):
+            raise LedgerError(path, line, f"[{key}] has the wrong type ({type(row[key]).__name__})")
+    bad = _nested_problem(row)
+    if bad:
+        raise LedgerError(path, line, bad)
     sig = row.get("sig")
     if sig is not None and not (
         isinstance(sig, dict) and {"alg", "key", "value"} <= set(sig) and sig["alg"] == "ed25519"
