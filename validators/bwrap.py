@@ -195,11 +195,13 @@ def command(
     secrets: list[str],
     exe: str,
     seccomp_fd: int | None = None,
+    as_nobody: bool = True,
 ) -> list[str]:
-    """The full bwrap argv. `files`: name in the workdir -> an open fd whose content it gets."""
+    """The full bwrap argv. `files`: name in the workdir -> an open fd whose content it gets.
+    as_nobody=False keeps root's user-namespace mapping (a GPU whose driver refuses nobody)."""
     size = str(disk_mb * 1024 * 1024)
     small = str(MASK_MB * 1024 * 1024)
-    drop = drop_root()
+    drop = drop_root() if as_nobody else []
     if drop:
         userns = False
     cmd = [exe, *_ns_flags(userns)]

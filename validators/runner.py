@@ -136,6 +136,7 @@ def _run_tier(skill, tier: str, settings: RunSettings, turn=None) -> RunOutcome:
         return base
     sandboxed = not settings.unsafe_no_sandbox
     userns: bool | None = None
+    hardening = (True, True)
     if spec.sees_gpu:
         device, _ = gpu_for(v.min_compute_capability)
         visible = (
@@ -143,7 +144,7 @@ def _run_tier(skill, tier: str, settings: RunSettings, turn=None) -> RunOutcome:
             if device is not None and "CUDA_VISIBLE_DEVICES" not in os.environ
             else ""
         )
-        why, userns = cuda_preflight(sandboxed, limits.memory_mb, visible)
+        why, userns, hardening = cuda_preflight(sandboxed, limits.memory_mb, visible)
         if why:  # the machine's or the sandbox's fault, not the snippet's: not a verdict to record
             base.verdict, base.message, base.executed = "skip", why, False
             return base
@@ -178,6 +179,7 @@ def _run_tier(skill, tier: str, settings: RunSettings, turn=None) -> RunOutcome:
             literals=literals,
             on_timeout_grace_s=1.0 if argv[0] == sys.executable else 0.0,
             turn=turn,
+            hardening=hardening,
         )
     except SandboxUnavailable as exc:
         base.verdict, base.executed = "skip", False

@@ -144,6 +144,7 @@ def run_sandboxed(
     literals: Iterable[str] = (),
     on_timeout_grace_s: float = 0.0,
     turn: Callable[[], AbstractContextManager] | None = None,
+    hardening: tuple[bool, bool] = (True, True),
 ) -> SandboxResult:
     """Run argv with `files` in a fresh working directory; always returns, never leaves a process.
 
@@ -154,7 +155,12 @@ def run_sandboxed(
     once, in its sandbox, and may prepare (the runner's bootstrap imports what the snippet will);
     one byte on its stdin says go, sent inside `turn()`, which is held until the run ends. The
     timeout and the reported duration count from go.
+
+    `hardening`: (run as nobody when root, refuse unix sockets). Both stay on except where the GPU
+    tier's preflight found that this machine's CUDA driver cannot start with one of them
+    (tiers.cuda_preflight); the row's limits say which were in force.
     """
+    as_nobody, socket_filter = hardening
     if sandboxed:
         ok, why = sandbox_status()
         if not ok:
@@ -180,13 +186,14 @@ def run_sandboxed(
         if sandboxed:
             s = bwrap.support()
             use_userns = s.userns if userns is None else (userns and s.userns)
-            use_userns = use_userns and not bwrap.drop_root()  # root: setpriv to nobody
+            dropping = as_nobody and bool(bwrap.drop_root())
+            use_userns = use_userns and not dropping  # root: setpriv to nobody
             opened = {name: os.open(host_dir / name, os.O_RDONLY) for name in files}
             fds += opened.values()
             status_r, status_w = os.pipe()
             fds.append(status_w)
             seccomp_fd = None
-            prog = bwrap.unix_socket_filter()
+            prog = bwrap.unix_socket_filter() if socket_filter else None
             if prog is not None:  # a few hundred bytes: the pipe holds them until bwrap reads
                 seccomp_fd, prog_w = os.pipe()
                 os.write(prog_w, prog)
@@ -202,6 +209,7 @@ def run_sandboxed(
                 secrets=secret_paths(),
                 exe=s.exe or "bwrap",
                 seccomp_fd=seccomp_fd,
+                as_nobody=as_nobody,
             )
             cwd, inside = "/", bwrap.WORKDIR
         else:
@@ -219,7 +227,8 @@ def run_sandboxed(
         nproc = limits.pids if use_userns else limits.pids + (0 if sandboxed else user_procs())
         limits_row = _limits_row(limits, cg, sandboxed, use_userns, nproc)
         if sandboxed:  # the snippet's host uid: RUN_AS when root could drop to it
-            limits_row["run_as"] = bwrap.RUN_AS if bwrap.drop_root() else os.geteuid()
+            limits_row["run_as"] = bwrap.RUN_AS if dropping else os.geteuid()
+            limits_row["unix_sockets"] = "refused" if prog is not None else "allowed"
         cg_mem = bool(cg and cg.memory_mb)
         try:
             proc = subprocess.Popen(
