@@ -15,7 +15,7 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kbase.validators.capture import tail
+from kbase.validators.capture import printable, tail
 from kbase.validators.claims import judge_measures
 from kbase.validators.device_gate import DeviceGate, device_use_of, preload_for
 from kbase.validators.fingerprint import fingerprint
@@ -187,11 +187,12 @@ def _run_tier(skill, tier: str, settings: RunSettings, turn=None) -> RunOutcome:
         base.message = f"could not prepare the run: {exc}"
         return base
     base.verdict, base.line, base.message = _judge(res, layout, limits, timeout)
+    base.message = printable(base.message)
     base.duration_s = res.duration_s
     base.isolated = res.isolated
     base.limits = res.limits
     base.literals_seen = res.literals_seen
-    base.output_tail = tail(res.stderr + res.stdout)
+    base.output_tail = printable(tail(res.stderr + res.stdout))
     claims = list(getattr(skill.meta, "claims", []) or [])
     if base.verdict in ("pass", "fail") or res.measures:
         cv = judge_measures(claims, tier, list(v.tiers), res.measures, base.fingerprint)

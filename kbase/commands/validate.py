@@ -18,6 +18,7 @@ from kbase.commands.common import (
     console,
     err_console,
     handles_errors,
+    inert,
     kb,
     print_json,
 )
@@ -101,8 +102,8 @@ def _runs_table(outcomes: list[Any], paths: dict[str, str]) -> None:
             o.tier,
             f"[{style}]{o.verdict}[/]",
             f"{o.duration_s:.1f}",
-            where,
-            o.message[:160],
+            inert(where),
+            inert(o.message[:160]),
         )
     console.print(table)
 
@@ -112,7 +113,9 @@ def _failures_last(outcomes: list[Any], paths: dict[str, str]) -> None:
     bad = [o for o in outcomes if (spec := VERDICT_SPECS.get(o.verdict)) and spec.bad]
     for o in bad:
         where = f"{paths.get(o.skill, o.skill)}:{o.line}" if o.line else paths.get(o.skill, o.skill)
-        err_console.print(f"[red]{o.verdict}[/red] {o.skill} [{o.tier}] {where}: {o.message}")
+        err_console.print(
+            f"[red]{o.verdict}[/red] {o.skill} \\[{o.tier}] {inert(where)}: {inert(o.message)}"
+        )
     if bad:
         err_console.print(f"{len(bad)} bad run(s) of {len(outcomes)}")
 
@@ -222,8 +225,8 @@ def audit(
                 j["skill"],
                 f"[{style}]{j['status']}[/]",
                 (j["last_pass"] or "—")[:10],
-                j["verified_on"] or "—",
-                "; ".join(j["reasons"])[:300],
+                inert(j["verified_on"] or "—"),
+                inert("; ".join(j["reasons"])[:300]),
             )
         console.print(table)
         for p in rep.problems:
