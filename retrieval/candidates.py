@@ -21,7 +21,7 @@ class Candidate:
     100k-entry index cost ~0.1 ms, most of them new to the process; issue #11). `id` and `kind`
     come from the generation's columns without decoding."""
 
-    __slots__ = ("score", "chunk_index", "source", "_pos", "_entry")
+    __slots__ = ("score", "chunk_index", "source", "_pos", "_entry", "confidence", "matched")
 
     def __init__(
         self,
@@ -38,6 +38,8 @@ class Candidate:
         self.source = source
         self._pos = pos
         self._entry = entry
+        self.confidence: float | None = None  # P(this entry fixes the query), fusion.confidence
+        self.matched = ""  # the trigger or symptom line the query repeats most (skills)
 
     @property
     def entry(self) -> Entry:

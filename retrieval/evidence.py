@@ -1,0 +1,96 @@
+"""What identifies a failure in a skill (issue #25): the chunks a person's error text should be
+matched against (its triggers and failure modes, not its steps and notes), and each trigger,
+symptom and cause line as a token set, so a query that repeats an error line verbatim is recognised
+as such rather than scored like any topical overlap.
+
+Read once per generation and skill, when the skill first shows up among a search's candidates:
+the entry is decoded and its trigger and failure-mode texts filled (a few dozen small skills, not
+the whole archive).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import numpy as np
+from kbase.retrieval.tokenize import STOPWORDS, base_tokens
+
+IDENT_SECTIONS = frozenset({"trigger", "failure_modes"})
+_LINE_HEAD = re.compile(r"^\s*-?\s*(?:literal:\s*|symptom:\s*|cause:\s*)?")
+_CAUSE = re.compile(r"^\s*cause:", re.I)
+_FIX = re.compile(r"^\s*fix:", re.I)
+
+
+@dataclass(frozen=True)
+class SkillFacts:
+    ident: np.ndarray  # chunk positions (into the generation's chunks) of identifying sections
+    lines: tuple[tuple[str, frozenset[str]], ...]  # (trigger/symptom/cause line, its tokens)
+    use_when: str  # the description's first sentence
+
+
+NONE = SkillFacts(np.zeros(0, dtype=np.int64), (), "")
+
+
+def words(text: str) -> frozenset[str]:
+    """The tokens that can identify something: no stopwords, no single characters."""
+    return frozenset(t for t in base_tokens(text) if len(t) > 1 and t not in STOPWORDS)
+
+
+def first_sentence(text: str, limit: int = 160) -> str:
+    flat = re.sub(r"\s+", " ", text).strip()
+    m = re.search(r"(?<=[a-z0-9)\]'\"`])[.;:](\s|$)", flat)
+    cut = flat[: m.start() + 1] if m and m.start() < limit else flat[:limit]
+    return cut if len(cut) < len(flat) or len(flat) <= limit else cut + "…"
+
+
+def _lines(section: str, text: str) -> list[str]:
+    out = []
+    for raw in text.splitlines():
+        if section == "failure_modes" and _FIX.match(raw):
+            continue  # the fix says what to do, not what the failure looks like
+        line = _LINE_HEAD.sub("", raw).strip().strip('"')
+        if len(line) > 8:
+            out.append(line)
+    return out
+
+
+def facts(idx, e: int) -> SkillFacts:
+    """The identifying chunks and lines of entry e of the generation (NONE for a PR card)."""
+    cache = idx.evidence
+    got = cache.get(e)
+    if got is not None:
+        return got
+    if idx.kind[e] != "skill":
+        cache[e] = NONE
+        return NONE
+    entry = idx.entries[e]
+    idx.fill_texts([entry])
+    start = int(idx.chunk_start[e])
+    ident, lines, use_when = [], [], ""
+    for j, c in enumerate(entry.chunks):
+        if c.section == "summary":
+            parts = c.text.split("\n", 2)
+            use_when = first_sentence(parts[1] if len(parts) > 1 else c.text)
+        if c.section in IDENT_SECTIONS:
+            ident.append(start + j)
+            for line in _lines(c.section, c.text):
+                lines.append((line, words(line)))
+    got = SkillFacts(np.asarray(ident, dtype=np.int64), tuple(lines), use_when)
+    cache[e] = got
+    return got
+
+
+def coverage(query: frozenset[str], line: frozenset[str]) -> float:
+    """How much of one trigger/symptom line the query repeats; +2 in the denominator keeps a
+    two-word line from counting as a verbatim match."""
+    return len(query & line) / (len(line) + 2) if line else 0.0
+
+
+def best_line(query: frozenset[str], f: SkillFacts) -> tuple[float, str]:
+    best, text = 0.0, ""
+    for line, toks in f.lines:
+        c = coverage(query, toks)
+        if c > best:
+            best, text = c, line
+    return best, text
