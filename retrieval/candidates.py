@@ -49,6 +49,13 @@ class Candidate:
         return self._entry
 
     @property
+    def position(self) -> int:
+        """Its position in `source.entries` (-1 when it was made from an entry alone)."""
+        if self._pos >= 0 or self.source is None:
+            return self._pos
+        return self.source.by_id.get(self.entry.id, -1)
+
+    @property
     def id(self) -> str:
         if self._entry is None and self.source is not None:
             return self.source.entries.ids[self._pos]

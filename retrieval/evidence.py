@@ -39,9 +39,10 @@ def words(text: str) -> frozenset[str]:
 
 def first_sentence(text: str, limit: int = 160) -> str:
     flat = re.sub(r"\s+", " ", text).strip()
-    m = re.search(r"(?<=[a-z0-9)\]'\"`])[.;:](\s|$)", flat)
-    cut = flat[: m.start() + 1] if m and m.start() < limit else flat[:limit]
-    return cut if len(cut) < len(flat) or len(flat) <= limit else cut + "…"
+    m = re.search(r"(?<=[a-z0-9)\]'\"`])([.;]|:(?=\s))(\s|$)", flat)
+    if m and m.start() < limit:
+        return flat[: m.start()] + ("." if m.group(1) != "." else ".")
+    return flat if len(flat) <= limit else flat[:limit].rstrip() + "…"
 
 
 def _lines(section: str, text: str) -> list[str]:
@@ -94,3 +95,13 @@ def best_line(query: frozenset[str], f: SkillFacts) -> tuple[float, str]:
         if c > best:
             best, text = c, line
     return best, text
+
+
+def use_when(c) -> str:
+    """One line saying when a candidate applies: a skill's first description sentence, a PR
+    card's title (both already at hand: no chunk text is read for a PR card)."""
+    if c.kind == "skill" and c.source is not None and c.position >= 0:
+        got = facts(c.source, c.position).use_when
+        if got:
+            return got
+    return first_sentence(c.entry.title)

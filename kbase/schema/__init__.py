@@ -55,7 +55,13 @@ _MODULES: dict[str, tuple[str, ...]] = {
     ),
     "kbase.schema.entries": ("Chunk", "CodeBlock", "Entry"),
     "kbase.schema.problems": ("Problem",),
-    "kbase.schema.results": ("ClaimMeasurement", "ClaimView", "Hit", "SearchResult"),
+    "kbase.schema.results": (
+        "ClaimMeasurement",
+        "ClaimView",
+        "Hit",
+        "SearchCandidate",
+        "SearchResult",
+    ),
     "kbase.schema.answers": ("EntryDoc", "EntrySummary", "Health", "SectionText"),
     "kbase.schema.status": ("ClaimCounts", "SkillAudit", "StaleReport"),
     "kbase.schema.ledger": ("ClaimResult", "Fingerprint", "LedgerRow", "RunResult"),
@@ -83,7 +89,13 @@ if TYPE_CHECKING:  # what type checkers and editors see; at run time, __getattr_
     from kbase.schema.history import HistoryResult, HistoryRow
     from kbase.schema.ledger import ClaimResult, Fingerprint, LedgerRow, RunResult
     from kbase.schema.problems import Problem
-    from kbase.schema.results import ClaimMeasurement, ClaimView, Hit, SearchResult
+    from kbase.schema.results import (
+        ClaimMeasurement,
+        ClaimView,
+        Hit,
+        SearchCandidate,
+        SearchResult,
+    )
     from kbase.schema.skill import (
         Audit,
         Claim,
@@ -132,6 +144,7 @@ __all__ = [
     "Recipe",
     "RunResult",
     "SearchQuery",
+    "SearchCandidate",
     "SearchResult",
     "SectionText",
     "SkillAudit",
