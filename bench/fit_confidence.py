@@ -5,8 +5,8 @@ Each question contributes its top 10 candidates under the fitted weights, labell
 candidate is one of its answers. Questions no skill answers (real problems without a fixing skill,
 and PR-history questions asked of the skills) contribute only negatives. A logistic regression over
 retrieval.fusion.CONF_FEATURES gives each hit a probability; `no_good_match` is set when the best
-hit's probability is under the threshold that keeps it false for COVERED_KEEP of answerable tuning
-questions.
+hit's probability is under the threshold that keeps it false for COVERED_KEEP of the answerable
+tuning problems (the real ones, whose wording is what the flag is for).
 """
 
 from __future__ import annotations
@@ -64,14 +64,18 @@ def best_conf(pools, w: np.ndarray, beta: np.ndarray) -> np.ndarray:
     return np.asarray(out)
 
 
-def fit_confidence(covered: list, uncovered: list, w: np.ndarray) -> dict:
-    """`covered`/`uncovered`: tuning pools [(X, rel)] of answerable / unanswerable questions."""
+def fit_confidence(
+    covered: list, uncovered: list, w: np.ndarray, calibrate: list | None = None
+) -> dict:
+    """`covered`/`uncovered`: tuning pools [(X, rel)] of answerable / unanswerable questions;
+    `calibrate`: the answerable pools the threshold is set on (default `covered`). The real
+    problems, not the hand-written questions beside the skills, are what the flag is for."""
     from kbase.retrieval import fusion as F
 
     Z1, y1, _ = rows(covered, w)
     Z0, y0, _ = rows(uncovered, w)
     beta = logistic(np.vstack([Z1, Z0]), np.concatenate([y1, y0]))
-    cov = best_conf(covered, w, beta)
+    cov = best_conf(calibrate if calibrate else covered, w, beta)
     unc = best_conf(uncovered, w, beta)
     threshold = float(np.quantile(cov, 1.0 - COVERED_KEEP)) if cov.size else 0.5
     return {

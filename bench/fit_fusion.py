@@ -169,7 +169,7 @@ def main() -> None:
     from fit_confidence import fit_confidence
 
     covered = [p for name, ps in halves["tune"].items() if KIND[name] == "skill" for p in ps]
-    conf = fit_confidence(covered, unanswerable, w)
+    conf = fit_confidence(covered, unanswerable, w, calibrate=halves["tune"]["realprobs"])
     print("confidence:", conf)
     if not args.dry_run:
         import yaml

@@ -56,7 +56,7 @@ def router_body(
         "1. Search with the literal error line plus your root-cause guess, not only the API name:",
         f'   `kbase search "illegal memory access only for huge batches; int32 offset?" --json{r}`',
         '   The answer is `{"query", "no_good_match", "hits": [{id, title, status, section,',
-        '   snippet, path, line, confidence, ...}],',
+        "   snippet, path, line, confidence, ...}],",
         '   "candidates": [{id, kind, status, use_when, trigger, confidence}]}`;',
         "   pick from `candidates` by reading them; `no_good_match: true` means nothing fits.",
         "2. Read the best hit, or only the section the hit names:",

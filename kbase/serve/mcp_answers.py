@@ -183,6 +183,12 @@ def fit_search(answer: dict[str, Any], max_chars: int) -> dict[str, Any]:
         )
         if len(dumps(out)) <= max_chars:
             return out
+    kept = out.get("candidates") or []
+    while kept:  # no hit left to drop: the candidate lines go last, from the bottom
+        kept = kept[:-1]
+        out = dict(out, candidates=kept)
+        if len(dumps(out)) <= max_chars:
+            return out
     return out
 
 

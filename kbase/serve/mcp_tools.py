@@ -156,13 +156,10 @@ def register_tools(
         env: Env = None,
         max_chars: Budget = P.DEFAULT_MAX_CHARS,
     ) -> A.SearchAnswer:
-        """Find skills and PR cards for a failure: search with the literal error text and your
-        root-cause hypothesis (e.g. "illegal memory access only for huge batches; int32 offset
-        overflow?"), not only the API name. Answers compact hits with a `confidence` each, a
-        `no_good_match` flag (true: the knowledge base most likely has nothing for this; do not
-        force a hit), and `candidates`: ~10 entries in one line each (when to use it, the trigger
-        the query matched) so you can pick the right one by reading. Each hit has its
-        verification status and the `get` call that reads more."""
+        """Find skills and PR cards for a failure. Search with the literal error line plus your
+        root-cause hypothesis, not only an API name. Hits carry a status, a `confidence` and the
+        `get` call that reads more; `candidates` lists ~10 entries in one line each to pick from;
+        `no_good_match: true` means kbase most likely has nothing for this."""
         e = run(parse_env, env)
         q = run(
             SearchQuery.parse,
