@@ -27,9 +27,10 @@ class SkillFacts:
     ident: np.ndarray  # chunk positions (into the generation's chunks) of identifying sections
     lines: tuple[tuple[str, frozenset[str]], ...]  # (trigger/symptom/cause line, its tokens)
     use_when: str  # the description's first sentence
+    vocab: frozenset[str] = frozenset()  # every word of its summary, triggers and failure modes
 
 
-NONE = SkillFacts(np.zeros(0, dtype=np.int64), (), "")
+NONE = SkillFacts(np.zeros(0, dtype=np.int64), (), "", frozenset())
 
 
 def words(text: str) -> frozenset[str]:
@@ -69,15 +70,18 @@ def facts(idx, e: int) -> SkillFacts:
     idx.fill_texts([entry])
     start = int(idx.chunk_start[e])
     ident, lines, use_when = [], [], ""
+    vocab: set[str] = set()
     for j, c in enumerate(entry.chunks):
         if c.section == "summary":
             parts = c.text.split("\n", 2)
             use_when = first_sentence(parts[1] if len(parts) > 1 else c.text)
+            vocab |= words(c.text)
         if c.section in IDENT_SECTIONS:
             ident.append(start + j)
+            vocab |= words(c.text)
             for line in _lines(c.section, c.text):
                 lines.append((line, words(line)))
-    got = SkillFacts(np.asarray(ident, dtype=np.int64), tuple(lines), use_when)
+    got = SkillFacts(np.asarray(ident, dtype=np.int64), tuple(lines), use_when, frozenset(vocab))
     cache[e] = got
     return got
 
@@ -86,6 +90,12 @@ def coverage(query: frozenset[str], line: frozenset[str]) -> float:
     """How much of one trigger/symptom line the query repeats; +2 in the denominator keeps a
     two-word line from counting as a verbatim match."""
     return len(query & line) / (len(line) + 2) if line else 0.0
+
+
+def explained(query: frozenset[str], f: SkillFacts) -> float:
+    """Share of the question's words the skill's own summary, triggers and failure modes use:
+    low for every skill when the question is about something the knowledge base lacks."""
+    return len(query & f.vocab) / len(query) if query else 0.0
 
 
 def best_line(query: frozenset[str], f: SkillFacts) -> tuple[float, str]:

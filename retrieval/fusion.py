@@ -29,6 +29,7 @@ FEATURES = (
     "ident",  # skills: best BM25 of a trigger/failure-mode chunk / best BM25 among the candidates
     "trig_cover",  # skills: share of the trigger/symptom line the question repeats most
     "dense_raw",  # cosine of the best chunk itself (not rescaled): how close, not only the rank
+    "explained",  # skills: share of the question's words the skill's identifying text uses
 )
 RR_K = 5
 # The weights of the old reciprocal-rank fusion: the fallback when no fitted file exists.
@@ -55,7 +56,7 @@ def fitted() -> dict:
 # The per-hit confidence model (fitted by bench/fit_fusion.py): a logistic regression over these
 # values of a candidate, the probability that it fixes the question; `no_good_match` when the best
 # candidate's probability is under the fitted threshold.
-CONF_FEATURES = ("score", "lead", "trig_cover", "dense_raw", "ident")
+CONF_FEATURES = ("score", "lead", "trig_cover", "dense_raw", "ident", "explained")
 
 
 def confidence_features(X: np.ndarray, s: np.ndarray) -> np.ndarray:
@@ -67,7 +68,14 @@ def confidence_features(X: np.ndarray, s: np.ndarray) -> np.ndarray:
     else:
         other = np.zeros_like(s)
     return np.column_stack(
-        [s, s - other, X[:, col["trig_cover"]], X[:, col["dense_raw"]], X[:, col["ident"]]]
+        [
+            s,
+            s - other,
+            X[:, col["trig_cover"]],
+            X[:, col["dense_raw"]],
+            X[:, col["ident"]],
+            X[:, col["explained"]],
+        ]
     )
 
 

@@ -328,6 +328,7 @@ class Searcher:
             if chunk_scores is not None and f.ident.size and top > 0:
                 X[r, col["ident"]] = float(chunk_scores[f.ident].max()) / top
             X[r, col["trig_cover"]], matched[r] = EV.best_line(qwords, f)
+            X[r, col["explained"]] = EV.explained(qwords, f)
         return matched
 
     # ------------------------------------------------------------ search
