@@ -165,7 +165,9 @@ class SearchAPI:
             ranked.sort(key=lambda h: h.status in STATUS_SPECS and STATUS_SPECS[h.status].demoted)
         listed = ranked[:CANDIDATES]
         ranked = ranked[: q.k]
-        self.searcher().fill_texts([r.cand for r in {id(r): r for r in listed + ranked}.values()])
+        # texts for the hits only: a candidate line needs none (a skill's evidence was read while
+        # ranking, a PR card's line is its title)
+        self.searcher().fill_texts([r.cand for r in ranked])
         hits: list[Hit] = []
         for r in ranked:
             e = r.cand.entry
