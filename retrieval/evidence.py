@@ -115,3 +115,21 @@ def use_when(c) -> str:
         if got:
             return got
     return first_sentence(c.entry.title)
+
+
+def add_features(idx, text: str, order: list[int], X, col, chunk_scores, top: float) -> list[str]:
+    """Skills only: fill the identifying-chunk BM25, trigger-line coverage and explained-words
+    features of pool rows `order` in X (issue #25); returns each row's best-matching line."""
+    matched = [""] * len(order)
+    if not order or not (idx.kind[order] == "skill").any():
+        return matched
+    qwords = words(text)
+    for r, e in enumerate(order):
+        if idx.kind[e] != "skill":
+            continue
+        f = facts(idx, e)
+        if chunk_scores is not None and f.ident.size and top > 0:
+            X[r, col["ident"]] = float(chunk_scores[f.ident].max()) / top
+        X[r, col["trig_cover"]], matched[r] = best_line(qwords, f)
+        X[r, col["explained"]] = explained(qwords, f)
+    return matched

@@ -272,7 +272,9 @@ class Searcher:
 
         qtok = {t for t in tokens(qp.lexical) if len(t) > 1}
         order = list(rows)
-        matched = self._evidence(idx, qp, order, X, col, chunk_scores, bm[0][2] if bm else 0.0)
+        from kbase.retrieval.evidence import add_features
+
+        matched = add_features(idx, qp.lexical, order, X, col, chunk_scores, bm[0][2] if bm else 0)
         if qtok and order:
             # PR titles are subject lines, the best summary a card has. A skill's title is one
             # heading among its trigger, description and steps; on the tuning half the feature
@@ -310,26 +312,6 @@ class Searcher:
             dense_order=[rows[e] for e, _, _ in de],
             matched=matched,
         )
-
-    @staticmethod
-    def _evidence(idx, qp, order, X, col, chunk_scores, top: float) -> list[str]:
-        """Skills only: the identifying-chunk BM25 and trigger-line coverage features (issue
-        #25), and the line each candidate's best coverage came from."""
-        from kbase.retrieval import evidence as EV
-
-        matched = [""] * len(order)
-        if not order or not (idx.kind[order] == "skill").any():
-            return matched
-        qwords = EV.words(qp.lexical)
-        for r, e in enumerate(order):
-            if idx.kind[e] != "skill":
-                continue
-            f = EV.facts(idx, e)
-            if chunk_scores is not None and f.ident.size and top > 0:
-                X[r, col["ident"]] = float(chunk_scores[f.ident].max()) / top
-            X[r, col["trig_cover"]], matched[r] = EV.best_line(qwords, f)
-            X[r, col["explained"]] = EV.explained(qwords, f)
-        return matched
 
     # ------------------------------------------------------------ search
     def search(
