@@ -60,6 +60,20 @@ def mine_archives(
         subprocess.run(mine_cmd(replay, root, name), check=True, capture_output=True)
 
 
+def build_skills_kb(work: Path):
+    """KnowledgeBase over the shipped skills alone (work/skills-kb, indexed under
+    work/skills-home): the skill questions without mining any archive."""
+    from kbase.api import KnowledgeBase
+
+    root = work / "skills-kb"
+    shutil.rmtree(root / "skills", ignore_errors=True)
+    (root / "pr_archive").mkdir(parents=True, exist_ok=True)
+    shutil.copytree(REPO / "skills", root / "skills")
+    kb = KnowledgeBase(root=root, home=work / "skills-home")
+    kb.index()
+    return kb
+
+
 def build_kb(work: Path, limit: int | None = None, fresh_skills: bool = True, mine: bool = True):
     """KnowledgeBase over work/kb (skills + mined archives), indexed under work/home.
     mine=False reuses the archives already in work/kb as they are."""

@@ -1,8 +1,11 @@
 #!/usr/bin/env python3
 """Fit the hybrid ranker's weights (retrieval/fusion.py) on the TUNING halves of the dev sets and
-write kbase/data/fusion.yaml. The test halves are scored with the result but never fitted on.
+of the real-problem set (bench/realprobs.yaml), then the per-hit confidence model
+(bench/fit_confidence.py), and write kbase/data/fusion.yaml. Test halves are scored, never fitted.
 
-    python bench/fit_fusion.py [--work /tmp/kbase-devsets] [--dry-run]
+    python bench/fit_fusion.py [--work /tmp/kbase-devsets] [--dry-run] [--skills-only]
+
+--skills-only leaves out the PR archives (and so the PR set): a quick fit for development.
 
 Coordinate ascent over a small grid per feature, maximising the mean over the two sets (PR and
 skill questions count equally) of MRR@10 + lam x margin, where margin is how far the best right
@@ -25,20 +28,21 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import REPO  # noqa: E402
 from devset_kb import build_kb  # noqa: E402
 
-KIND = {"prs": "pr", "skills": "skill"}
+KIND = {"prs": "pr", "skills": "skill", "realprobs": "skill"}
 GRID = (0.0, 0.1, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0)
 NEG_GRID = (0.0, -0.1, -0.25, -0.5, -1.0, -2.0, -4.0)
 
 
-def pools(kb, queries):
-    """[(feature matrix, relevance vector)] per query, computed once."""
+def pools(kb, queries, kind: str | None = None):
+    """[(feature matrix, relevance vector)] per query, computed once; `kind` overrides the
+    query's own set (PR questions asked of the skills: questions no skill answers)."""
     from kbase.retrieval.query import plan
 
     s = kb.searcher()
     idx = s.index()
     out = []
     for q in queries:
-        kind = KIND[q.set]
+        kind = kind or KIND[getattr(q, "set", "realprobs")]
         mask = idx.entry_mask(kind, None, [], None, None)
         p = s.pool(idx, plan(q.query), kind, None, [], mask)
         rel = np.asarray([idx.entries[e].id in q.expected for e in p.entries], dtype=bool)
@@ -124,18 +128,34 @@ def main() -> None:
     ap.add_argument(
         "--no-mine", action="store_true", help="reuse the archives already mined in --work"
     )
+    ap.add_argument("--skills-only", action="store_true", help="no PR archives, no PR set")
     args = ap.parse_args()
-    kb = build_kb(
-        args.work or Path(tempfile.mkdtemp(prefix="kbase-devsets-")), mine=not args.no_mine
-    )
+    work = args.work or Path(tempfile.mkdtemp(prefix="kbase-devsets-"))
+    if args.skills_only:
+        from devset_kb import build_skills_kb
+
+        kb = build_skills_kb(work)
+    else:
+        kb = build_kb(work, mine=not args.no_mine)
     kb.warm_up()
     ids = {e.id for e in kb.searcher().index().entries}
     t = time.perf_counter()
     halves: dict[str, dict] = {"tune": {}, "test": {}}
+    unanswerable: list = []  # tuning questions no skill answers (for the confidence model)
     for name in D.SETS:
+        if args.skills_only and name == "prs":
+            continue
         ok, _ = D.known(D.load(REPO / "tests" / "eval", name), ids)
         for h in D.HALVES:
             halves[h][name] = pools(kb, [q for q in ok if q.half == h])
+        if name == "prs":
+            unanswerable += pools(kb, [q for q in ok if q.half == "tune"], kind="skill")
+    from kbase.retrieval import realprobs as R
+
+    real = R.load(REPO / "bench" / "realprobs.yaml")
+    for h in D.HALVES:
+        halves[h]["realprobs"] = pools(kb, [p for p in real if p.half == h and p.covered])
+    unanswerable += pools(kb, [p for p in real if p.half == "tune" and not p.covered])
     print(f"features for all questions in {time.perf_counter() - t:.1f}s", file=sys.stderr)
     start = F.weights_vector(F.DEFAULT_WEIGHTS)
     lam, cv = choose_lambda(halves["tune"], start, F.FEATURES)
@@ -146,19 +166,26 @@ def main() -> None:
         print(f"{label:18s} MRR@10 {row}")
     weights = {f: float(v) for f, v in zip(F.FEATURES, w, strict=True) if v}
     print("weights:", weights)
+    from fit_confidence import fit_confidence
+
+    covered = [p for name, ps in halves["tune"].items() if KIND[name] == "skill" for p in ps]
+    conf = fit_confidence(covered, unanswerable, w, calibrate=halves["tune"]["realprobs"])
+    print("confidence:", conf)
     if not args.dry_run:
         import yaml
 
         out = REPO / "kbase" / "data" / "fusion.yaml"
         header = (
-            "# Hybrid ranker weights (retrieval/fusion.py), fitted by bench/fit_fusion.py on the\n"
-            "# TUNING halves of tests/eval/devset_*.yaml only. Re-run it after changing features.\n"
+            "# Hybrid ranker weights and the hit confidence model (retrieval/fusion.py),\n"
+            "# fitted by bench/fit_fusion.py on the TUNING halves of tests/eval/devset_*.yaml\n"
+            "# and bench/realprobs.yaml only. Re-run it after changing features.\n"
         )
         body = {
             "weights": weights,
             "fitted_on": {n: len(ps) for n, ps in halves["tune"].items()},
             "lambda": lam,
             "tuning_mrr": {n: round(mrr(ps, w), 4) for n, ps in halves["tune"].items()},
+            "confidence": conf,
         }
         out.write_text(header + yaml.safe_dump(body, sort_keys=False), encoding="utf-8")
         print(f"wrote {out}", file=sys.stderr)

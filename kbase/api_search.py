@@ -19,6 +19,35 @@ if TYPE_CHECKING:  # each method imports the models it makes: a search defines n
     from kbase.schema import Hit, SearchQuery, SearchResult, SkillAudit
 
 
+CANDIDATES = 10  # entries in the compact candidate list (issue #25: the caller picks from it)
+
+
+def no_good_match(cands: list[Any]) -> bool:
+    """True when the best candidate's confidence is under the fitted threshold (or nothing came
+    back at all): the knowledge base most likely has nothing for this question."""
+    from kbase.retrieval.fusion import confidence_model
+
+    model = confidence_model()
+    best = max((c.confidence for c in cands if c.confidence is not None), default=None)
+    if best is None:
+        return not cands
+    return model is not None and best < model[2]
+
+
+def candidate(c: Any, status: str) -> Any:
+    from kbase.retrieval.evidence import use_when
+    from kbase.schema import SearchCandidate
+
+    return SearchCandidate(
+        id=c.id,
+        kind=c.kind,
+        status=status,
+        use_when=use_when(c),
+        trigger=c.matched or None,
+        confidence=c.confidence,
+    )
+
+
 class _Ranked(NamedTuple):
     """A candidate as a search ranks it before the hits it keeps are built."""
 
@@ -134,7 +163,10 @@ class SearchAPI:
         if not wanted:
             # Failing entries stay findable but rank below healthy ones.
             ranked.sort(key=lambda h: h.status in STATUS_SPECS and STATUS_SPECS[h.status].demoted)
+        listed = ranked[:CANDIDATES]
         ranked = ranked[: q.k]
+        # texts for the hits only: a candidate line needs none (a skill's evidence was read while
+        # ranking, a PR card's line is its title)
         self.searcher().fill_texts([r.cand for r in ranked])
         hits: list[Hit] = []
         for r in ranked:
@@ -157,9 +189,15 @@ class SearchAPI:
                     verified_at=r.verified_at,
                     # claim views read the ledger: only for the hits returned
                     claims=self._claims_of(e),
+                    confidence=r.cand.confidence,
                 )
             )
-        return SearchResult(query=q.query, hits=hits)
+        return SearchResult(
+            query=q.query,
+            hits=hits,
+            no_good_match=no_good_match([r.cand for r in listed]),
+            candidates=[candidate(r.cand, r.status) for r in listed],
+        )
 
     def _check_archive_names(self, q: SearchQuery) -> None:
         """An archive repo or family/category tag that nothing in the index has is a typo."""

@@ -21,7 +21,7 @@ class Candidate:
     100k-entry index cost ~0.1 ms, most of them new to the process; issue #11). `id` and `kind`
     come from the generation's columns without decoding."""
 
-    __slots__ = ("score", "chunk_index", "source", "_pos", "_entry")
+    __slots__ = ("score", "chunk_index", "source", "_pos", "_entry", "confidence", "matched")
 
     def __init__(
         self,
@@ -38,6 +38,8 @@ class Candidate:
         self.source = source
         self._pos = pos
         self._entry = entry
+        self.confidence: float | None = None  # P(this entry fixes the query), fusion.confidence
+        self.matched = ""  # the trigger or symptom line the query repeats most (skills)
 
     @property
     def entry(self) -> Entry:
@@ -45,6 +47,13 @@ class Candidate:
             assert self.source is not None
             self._entry = self.source.entries[self._pos]
         return self._entry
+
+    @property
+    def position(self) -> int:
+        """Its position in `source.entries` (-1 when it was made from an entry alone)."""
+        if self._pos >= 0 or self.source is None:
+            return self._pos
+        return self.source.by_id.get(self.entry.id, -1)
 
     @property
     def id(self) -> str:

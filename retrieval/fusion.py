@@ -26,6 +26,10 @@ FEATURES = (
     "revert",  # question says reverted and the PR is a revert
     "in_range",  # question names a date and the entry's date is in it
     "out_range",  # question names a date and the entry is dated outside it
+    "ident",  # skills: best BM25 of a trigger/failure-mode chunk / best BM25 among the candidates
+    "trig_cover",  # skills: share of the trigger/symptom line the question repeats most
+    "dense_raw",  # cosine of the best chunk itself (not rescaled): how close, not only the rank
+    "explained",  # skills: share of the question's words the skill's identifying text uses
 )
 RR_K = 5
 # The weights of the old reciprocal-rank fusion: the fallback when no fitted file exists.
@@ -47,6 +51,49 @@ def fitted() -> dict:
         return read_yaml("fusion.yaml") or {}
     except FileNotFoundError:
         return {}
+
+
+# The per-hit confidence model (fitted by bench/fit_fusion.py): a logistic regression over these
+# values of a candidate, the probability that it fixes the question; `no_good_match` when the best
+# candidate's probability is under the fitted threshold.
+CONF_FEATURES = ("score", "lead", "trig_cover", "dense_raw", "ident", "explained")
+
+
+def confidence_features(X: np.ndarray, s: np.ndarray) -> np.ndarray:
+    """(n, len(CONF_FEATURES)) for pool rows with feature rows X and fused scores s."""
+    col = {f: i for i, f in enumerate(FEATURES)}
+    if s.size > 1:
+        top2 = np.partition(s, -2)[-2:]
+        other = np.where(s >= top2[1], top2[0], top2[1])  # best score among the others
+    else:
+        other = np.zeros_like(s)
+    return np.column_stack(
+        [
+            s,
+            s - other,
+            X[:, col["trig_cover"]],
+            X[:, col["dense_raw"]],
+            X[:, col["ident"]],
+            X[:, col["explained"]],
+        ]
+    )
+
+
+def confidence_model() -> tuple[np.ndarray, float, float] | None:
+    """(coefficients, bias, no-good-match threshold) from fusion.yaml; None before a fit."""
+    m = fitted().get("confidence")
+    if not m:
+        return None
+    coef = np.asarray([float(m["coef"][f]) for f in CONF_FEATURES], dtype=np.float64)
+    return coef, float(m["bias"]), float(m["threshold"])
+
+
+def confidences(F_: np.ndarray, model: tuple[np.ndarray, float, float] | None = None) -> np.ndarray:
+    model = model or confidence_model()
+    if model is None:  # no fit yet: the raw cosine is the least bad stand-in
+        return np.clip(F_[:, 3], 0.0, 1.0)
+    coef, bias, _ = model
+    return 1.0 / (1.0 + np.exp(-(F_ @ coef + bias)))
 
 
 def weights_vector(weights: dict[str, float] | None = None) -> np.ndarray:

@@ -30,6 +30,8 @@ class LoadedIndex:
         counts = np.fromiter(map(len, table.chunk_ids), dtype=np.int64, count=len(table))
         self.chunk_entry = np.repeat(np.arange(len(table), dtype=np.int64), counts)
         starts = np.cumsum(counts) - counts
+        self.chunk_start = starts  # each entry's first chunk position
+        self.evidence: dict[int, object] = {}  # entry -> retrieval.evidence.SkillFacts
         self.chunk_local = np.arange(len(self.chunk_entry), dtype=np.int64) - np.repeat(
             starts, counts
         )

@@ -11,6 +11,8 @@ import calendar
 import re
 from dataclasses import dataclass, field
 
+from kbase.retrieval.api_aliases import concepts_for
+from kbase.retrieval.distill import distill
 from kbase.retrieval.glossary import expand
 from kbase.retrieval.tokenize import base_tokens, group_forms, matched_groups, matched_spans
 
@@ -136,7 +138,9 @@ def _is_abbreviation(token: str, text: str) -> bool:
 
 
 def plan(query: str) -> QueryPlan:
-    text, since, until = parse_dates(query)
+    # A pasted traceback or log: its error lines and names only (retrieval/distill.py).
+    text, since, until = parse_dates(distill(query))
+    api = concepts_for(text)  # API names -> the concepts they stand for (api_aliases.yaml)
     exp = expand(text)
     base = base_tokens(exp.lexical)
     groups = matched_groups(base)
@@ -151,10 +155,12 @@ def plan(query: str) -> QueryPlan:
                 extra.append(canonical)
     if extra:
         dense = f"{dense} ({'; '.join(extra)})"
+    if api:
+        dense = f"{dense} ({'; '.join(api)})"
     return QueryPlan(
         query=query,
         text=text,
-        lexical=exp.lexical,
+        lexical=f"{exp.lexical} {' '.join(api)}" if api else exp.lexical,
         dense=dense,
         since=since,
         until=until,

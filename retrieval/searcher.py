@@ -88,6 +88,7 @@ class Pool:
     chunk: list[int]  # best chunk position per candidate, -1 if unknown
     bm25_order: list[int]  # candidate rows in BM25 order
     dense_order: list[int]  # candidate rows in dense order
+    matched: list[str]  # per row: the trigger/symptom line the question repeats most ("" none)
 
 
 class Searcher:
@@ -150,12 +151,14 @@ class Searcher:
     # ------------------------------------------------------------ retrievers
     def _bm25(
         self, idx: LoadedIndex, text: str, chunks: np.ndarray | None
-    ) -> list[tuple[int, int, float]]:
-        """`chunks`: the chunk positions a filter keeps (LoadedIndex.masked_chunks), None: all."""
+    ) -> tuple[list[tuple[int, int, float]], np.ndarray]:
+        """(best chunk per entry, every chunk's score); `chunks`: the chunk positions a filter
+        keeps (LoadedIndex.masked_chunks), None: all."""
         within = None
         if chunks is not None and chunks.size and int(chunks[-1]) - int(chunks[0]) < chunks.size:
             within = (int(chunks[0]), int(chunks[-1]) + 1)  # one run: skills, or a repo's cards
-        return best_per_entry(idx.lexical.scores(text, within), idx, chunks)
+        scores = idx.lexical.scores(text, within)
+        return best_per_entry(scores, idx, chunks), scores
 
     def _query_store(
         self, vec, asks: list[tuple[str, int, Any]], background: bool = False
@@ -236,9 +239,11 @@ class Searcher:
         )
         de = self._dense(idx, qp.dense, kind, repo, tags, mask, mask_key) if use_dense else []
         if aside is not None:
-            bm = aside.result()
+            bm, chunk_scores = aside.result()
+        elif use_bm25:
+            bm, chunk_scores = self._bm25(idx, qp.lexical, chunks)
         else:
-            bm = self._bm25(idx, qp.lexical, chunks) if use_bm25 else []
+            bm, chunk_scores = [], None
         rows: dict[int, int] = {}
         chunk: list[int] = []
         for e, p, _ in bm + de:
@@ -262,10 +267,14 @@ class Searcher:
             rr = 1.0 / (F.RR_K + np.arange(len(de)) + 1)
             X[at, col["dense_rr"]] = rr
             X[at, col["dense_code"]] = rr * F.code_share(qp.text)
+            X[at, col["dense_raw"]] = sc
         from kbase.retrieval.tokenize import tokens
 
         qtok = {t for t in tokens(qp.lexical) if len(t) > 1}
         order = list(rows)
+        from kbase.retrieval.evidence import add_features
+
+        matched = add_features(idx, qp.lexical, order, X, col, chunk_scores, bm[0][2] if bm else 0)
         if qtok and order:
             # PR titles are subject lines, the best summary a card has. A skill's title is one
             # heading among its trigger, description and steps; on the tuning half the feature
@@ -301,6 +310,7 @@ class Searcher:
             chunk=chunk,
             bm25_order=[rows[e] for e, _, _ in bm],
             dense_order=[rows[e] for e, _, _ in de],
+            matched=matched,
         )
 
     # ------------------------------------------------------------ search
@@ -355,13 +365,18 @@ class Searcher:
             s = pool.features @ w
             order = np.argsort(-s, kind="stable").tolist()
             scores = s[order]
+        conf = (
+            F.confidences(F.confidence_features(pool.features, pool.features @ self.weights))
+            if len(order)
+            else np.zeros(0)
+        )
         out = []
         for r, score in zip(order[: max(k, 0) * 4 + 20], scores, strict=False):
             p = pool.chunk[r]
             local = int(idx.chunk_local[p]) if p >= 0 else 0
-            out.append(
-                Candidate(score=float(score), chunk_index=local, source=idx, pos=pool.entries[r])
-            )
+            c = Candidate(score=float(score), chunk_index=local, source=idx, pos=pool.entries[r])
+            c.confidence, c.matched = round(float(conf[r]), 4), pool.matched[r]
+            out.append(c)
         if fill_texts:
             idx.fill_texts([c.entry for c in out])
         return out

@@ -48,9 +48,12 @@ def test_search_returns_the_cli_json(api, service, indexed_root):
     r = api.get("/search", params={"q": q, "k": 3})
     assert r.status_code == 200
     body = r.json()
-    # the same shape and hits as `kbase search --json` (which prints KnowledgeBase.search's hits)
-    direct = service.kb.search(q, k=3, auto_index=False)
-    assert body == {"query": q, "hits": [h.model_dump(mode="json") for h in direct]}
+    # the same answer as `kbase search --json` (which prints KnowledgeBase.query's result)
+    from kbase.schema import SearchQuery
+
+    direct = service.kb.query(SearchQuery.parse(query=q, k=3), auto_index=False)
+    assert body == direct.model_dump(mode="json")
+    assert set(body) == {"query", "hits", "no_good_match", "candidates"}
     assert indexed_root.names[1] in [h["id"] for h in body["hits"]]
     post = api.post("/search", json={"question": q, "top_k": 3})
     assert post.status_code == 200 and post.json() == body

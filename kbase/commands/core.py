@@ -164,6 +164,13 @@ def search(
     from kbase.commands.render import render_hits
 
     render_hits(result.hits)
+    if result.hits and result.no_good_match:
+        err_console.print(
+            "no good match: even the best hit is unlikely to fit this question; the knowledge "
+            "base may not cover it (try the literal error line and your root-cause guess)",
+            highlight=False,
+            soft_wrap=True,
+        )
     if not result.hits:
         err_console.print(
             "no hits (not an error): try the literal error text, fewer words or fewer filters; "

@@ -45,6 +45,8 @@ def render_hits(hits: list[Any]) -> None:
         where = f"{h.path}:{h.line}" if h.line else h.path
         if h.section:
             where += f" ({h.section})"
+        if getattr(h, "confidence", None) is not None:
+            where += f"  confidence {h.confidence:.2f}"
         con.print(Text(pad + where, style="dim"), soft_wrap=True)
         snippet = " ".join(h.snippet.split())
         for line in textwrap.wrap(snippet, width=width - len(pad))[:3]:

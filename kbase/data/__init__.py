@@ -14,7 +14,13 @@ import hashlib
 from importlib import resources
 from typing import Any
 
-TWINNED = ("abbreviations.yaml", "fusion.yaml", "glossary.yaml", "vocab.yaml")
+TWINNED = (
+    "abbreviations.yaml",
+    "api_aliases.yaml",
+    "fusion.yaml",
+    "glossary.yaml",
+    "vocab.yaml",
+)
 
 
 def _parse_yaml(text: str) -> Any:

@@ -57,7 +57,13 @@ _MODULES: dict[str, tuple[str, ...]] = {
     ),
     "kbase.schema.entries": ("Chunk", "CodeBlock", "Entry"),
     "kbase.schema.problems": ("Problem",),
-    "kbase.schema.results": ("ClaimMeasurement", "ClaimView", "Hit", "SearchResult"),
+    "kbase.schema.results": (
+        "ClaimMeasurement",
+        "ClaimView",
+        "Hit",
+        "SearchCandidate",
+        "SearchResult",
+    ),
     "kbase.schema.answers": (
         "EntryDoc",
         "EntrySummary",
@@ -99,7 +105,13 @@ if TYPE_CHECKING:  # what type checkers and editors see; at run time, __getattr_
     from kbase.schema.history import HistoryResult, HistoryRow
     from kbase.schema.ledger import ClaimResult, Fingerprint, LedgerRow, RunResult
     from kbase.schema.problems import Problem
-    from kbase.schema.results import ClaimMeasurement, ClaimView, Hit, SearchResult
+    from kbase.schema.results import (
+        ClaimMeasurement,
+        ClaimView,
+        Hit,
+        SearchCandidate,
+        SearchResult,
+    )
     from kbase.schema.skill import (
         Audit,
         Claim,
@@ -152,6 +164,7 @@ __all__ = [
     "Recipe",
     "RunResult",
     "SearchQuery",
+    "SearchCandidate",
     "SearchResult",
     "SectionText",
     "SkillAudit",

@@ -46,6 +46,20 @@ class Hit(Model):
     verified_on: str | None = None
     verified_at: str | None = None
     claims: list[ClaimView] = Field(default_factory=list, description="skills: claims, measured")
+    confidence: float | None = Field(
+        None, ge=0.0, le=1.0, description="estimated probability that this entry fits the query"
+    )
+
+
+class SearchCandidate(Model):
+    """One line of the compact candidate list: enough for the caller to pick by its own reading."""
+
+    id: str
+    kind: EntryKind
+    status: str
+    use_when: str = Field(description="a skill's first description sentence; a PR card's title")
+    trigger: str | None = Field(None, description="the trigger or symptom the query repeats most")
+    confidence: float | None = Field(None, ge=0.0, le=1.0)
 
 
 class SearchResult(Model):
@@ -53,3 +67,9 @@ class SearchResult(Model):
 
     query: str
     hits: list[Hit]
+    no_good_match: bool = Field(
+        False, description="true when even the best hit is unlikely to fit: no entry covers this"
+    )
+    candidates: list[SearchCandidate] = Field(
+        default_factory=list, description="the top ~10 entries in one line each, to choose from"
+    )

@@ -14,6 +14,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from kbase.schema import SearchCandidate
 from kbase.serve.paging import decode_cursor, encode_cursor  # noqa: F401  (re-exported)
 
 MIN_TEXT_CHARS = 80  # an entry answer always carries at least this much of the text
@@ -49,12 +50,20 @@ class CompactHit(BaseModel):
     snippet: str
     where: str = Field(description="path:line in the knowledge base")
     more: More = Field(description="the get call that reads the rest")
+    confidence: float | None = Field(None, description="estimated probability that it fits")
 
 
 class SearchAnswer(BaseModel):
     query: str
     env: str | dict[str, str] | None = Field(None, description="environment statuses are for")
+    no_good_match: bool = Field(
+        False, description="true: even the best hit is unlikely to fit; the kb may not cover this"
+    )
     hits: list[CompactHit]
+    candidates: list[SearchCandidate] = Field(
+        default_factory=list,
+        description="the top ~10 entries, one line each (use_when, matched trigger): pick one",
+    )
     note: str | None = Field(None, description="why there are no hits, and what to try")
     truncated: Truncation | None = None
 
@@ -129,13 +138,23 @@ def _cut(s: str, width: int | None) -> str:
 
 
 def fit_search(answer: dict[str, Any], max_chars: int) -> dict[str, Any]:
-    """Shorten snippets first, then drop the lowest hits."""
+    """Shorten snippets first, then the candidate lines, then drop the lowest hits."""
     hits = answer["hits"]
     out = dict(answer)
     if len(out["query"]) > 120:
         out["query"] = out["query"][:120] + "…"
+    cands = out.get("candidates") or []
     for width in (None, 160, 80):
         out["hits"] = [dict(h, snippet=_cut(h["snippet"], width)) for h in hits]
+        if len(dumps(out)) <= max_chars:
+            return out
+    for width in (100, 60):  # candidate lines next: the caller still sees every id
+        out["candidates"] = [
+            dict(
+                c, use_when=_cut(c["use_when"], width), trigger=_cut(c.get("trigger") or "", width)
+            )
+            for c in cands
+        ]
         if len(dumps(out)) <= max_chars:
             return out
     shown = out["hits"]
@@ -149,6 +168,12 @@ def fit_search(answer: dict[str, Any], max_chars: int) -> dict[str, Any]:
                 "hint": "raise max_chars or lower k, or call get on one id",
             },
         )
+        if len(dumps(out)) <= max_chars:
+            return out
+    kept = out.get("candidates") or []
+    while kept:  # no hit left to drop: the candidate lines go last, from the bottom
+        kept = kept[:-1]
+        out = dict(out, candidates=kept)
         if len(dumps(out)) <= max_chars:
             return out
     return out

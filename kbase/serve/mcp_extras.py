@@ -110,7 +110,9 @@ def register_extras(srv: Any, service: Any) -> None:
         return (
             "A GPU kernel fails with this error or symptom:\n\n"
             f"```text\n{error.strip()[:4000]}\n```{where}\n\n"
-            "1. Call the kbase `search` tool with the literal error text (k=5).\n"
+            "1. Call the kbase `search` tool with the literal error line plus your root-cause "
+            "hypothesis (k=5); read its one-line `candidates` and pick by your own reading. "
+            "`no_good_match: true` means kbase most likely has nothing for this.\n"
             "2. `get` the best hit, or the section its `more` names. Prefer `verified` entries; "
             "treat `failing`, `stale-*` and `draft` ones as leads to check.\n"
             "3. Explain the likely cause, then the fix, citing the entry id. If no entry fits, say "

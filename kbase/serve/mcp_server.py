@@ -27,8 +27,10 @@ INSTRUCTIONS = """\
 kbase is a verified knowledge base of GPU-kernel engineering experience (CUDA, Triton, CUTLASS, \
 PyTorch kernels): skills with a runnable check of their claim, and mined pull requests of kernel \
 repos.
-Use it when you write, debug, tune or review GPU kernels: paste the symptom or the literal error \
-message into `search`, then `get` the best hit (or just the section the hit names) before acting.
+Use it when you write, debug, tune or review GPU kernels: `search` with the literal error line \
+plus your root-cause hypothesis (not only the library or API name), read the one-line \
+`candidates` and pick by your own reading, then `get` it (or just the section the hit names) \
+before acting. `no_good_match: true` means kbase most likely has nothing for this: do not force it.
 Each hit has a status: prefer `verified`; treat `failing`, `stale-*` and `draft` as leads to \
 double-check (resource kbase://statuses). `history` shows how a kernel family evolved in one repo, \
 newest first; `list` shows what exists; `stale` lists skills whose check fails or is out of date. \

@@ -105,6 +105,7 @@ def compact_hit(h: Any) -> dict[str, Any]:
         "snippet": h.snippet,
         "where": f"{h.path}:{h.line}" if h.line else h.path,
         "more": more,
+        "confidence": h.confidence,
     }
 
 
@@ -130,7 +131,8 @@ def register_tools(
             Field(
                 min_length=1,
                 max_length=MAX_QUERY_CHARS,
-                description="a symptom, the literal error message, or a topic",
+                description="the literal error line plus your root-cause hypothesis in a few "
+                "words (what you think is wrong), not only the library or API name",
             ),
         ],
         k: Annotated[int, Field(ge=1, le=MAX_K, description="number of hits")] = P.DEFAULT_K,
@@ -154,8 +156,10 @@ def register_tools(
         env: Env = None,
         max_chars: Budget = P.DEFAULT_MAX_CHARS,
     ) -> A.SearchAnswer:
-        """Find skills and PR cards for a symptom, error message or topic: compact hits, each
-        with its verification status and the `get` call that reads more."""
+        """Find skills and PR cards for a failure. Search with the literal error line plus your
+        root-cause hypothesis, not only an API name. Hits carry a status, a `confidence` and the
+        `get` call that reads more; `candidates` lists ~10 entries in one line each to pick from;
+        `no_good_match: true` means kbase most likely has nothing for this."""
         e = run(parse_env, env)
         q = run(
             SearchQuery.parse,
@@ -173,7 +177,9 @@ def register_tools(
         data: dict[str, Any] = {
             "query": result.query,
             "env": e,
+            "no_good_match": result.no_good_match,
             "hits": [compact_hit(h) for h in result.hits],
+            "candidates": [c.model_dump(mode="json") for c in result.candidates],
         }
         if not result.hits:
             data["note"] = (

@@ -1,0 +1,91 @@
+"""The per-hit confidence model and the no-good-match threshold (issue #25), fitted on the tuning
+halves after the fusion weights (bench/fit_fusion.py calls `fit_confidence`).
+
+Each question contributes its top 10 candidates under the fitted weights, labelled 1 when the
+candidate is one of its answers. Questions no skill answers (real problems without a fixing skill,
+and PR-history questions asked of the skills) contribute only negatives. A logistic regression over
+retrieval.fusion.CONF_FEATURES gives each hit a probability; `no_good_match` is set when the best
+hit's probability is under the threshold that keeps it false for COVERED_KEEP of the answerable
+tuning problems (the real ones, whose wording is what the flag is for).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+COVERED_KEEP = 0.95
+TOP = 10
+
+
+def rows(pools, w: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(confidence features, labels, question id) over each pool's top TOP candidates."""
+    from kbase.retrieval import fusion as F
+
+    feats, labels, qid = [], [], []
+    for i, (X, rel) in enumerate(pools):
+        if X.shape[0] == 0:
+            continue
+        s = X @ w
+        top = np.argsort(-s, kind="stable")[:TOP]
+        feats.append(F.confidence_features(X, s)[top])
+        labels.append(rel[top].astype(np.float64))
+        qid.append(np.full(top.size, i))
+    return np.vstack(feats), np.concatenate(labels), np.concatenate(qid)
+
+
+def logistic(Z: np.ndarray, y: np.ndarray, l2: float = 1e-2, steps: int = 200) -> np.ndarray:
+    """Newton's method on the L2-regularised log loss; returns [coef..., bias]."""
+    A = np.column_stack([Z, np.ones(len(Z))])
+    beta = np.zeros(A.shape[1])
+    reg = np.eye(A.shape[1]) * l2
+    reg[-1, -1] = 0.0
+    for _ in range(steps):
+        p = 1.0 / (1.0 + np.exp(-(A @ beta)))
+        grad = A.T @ (p - y) + reg @ beta
+        hess = (A * (p * (1 - p))[:, None]).T @ A + reg
+        step = np.linalg.solve(hess, grad)
+        beta -= step
+        if np.abs(step).max() < 1e-8:
+            break
+    return beta
+
+
+def best_conf(pools, w: np.ndarray, beta: np.ndarray) -> np.ndarray:
+    """Each question's highest confidence (0 for an empty pool)."""
+    from kbase.retrieval import fusion as F
+
+    out = []
+    for X, _ in pools:
+        if X.shape[0] == 0:
+            out.append(0.0)
+            continue
+        z = F.confidence_features(X, X @ w) @ beta[:-1] + beta[-1]
+        out.append(float((1.0 / (1.0 + np.exp(-z))).max()))
+    return np.asarray(out)
+
+
+def fit_confidence(
+    covered: list, uncovered: list, w: np.ndarray, calibrate: list | None = None
+) -> dict:
+    """`covered`/`uncovered`: tuning pools [(X, rel)] of answerable / unanswerable questions;
+    `calibrate`: the answerable pools the threshold is set on (default `covered`). The real
+    problems, not the hand-written questions beside the skills, are what the flag is for."""
+    from kbase.retrieval import fusion as F
+
+    Z1, y1, _ = rows(covered, w)
+    Z0, y0, _ = rows(uncovered, w)
+    beta = logistic(np.vstack([Z1, Z0]), np.concatenate([y1, y0]))
+    cov = best_conf(calibrate if calibrate else covered, w, beta)
+    unc = best_conf(uncovered, w, beta)
+    threshold = float(np.quantile(cov, 1.0 - COVERED_KEEP)) if cov.size else 0.5
+    return {
+        "coef": {f: round(float(b), 5) for f, b in zip(F.CONF_FEATURES, beta[:-1], strict=True)},
+        "bias": round(float(beta[-1]), 5),
+        "threshold": round(threshold, 5),
+        "tuning": {
+            "covered_false": round(float((cov >= threshold).mean()), 4) if cov.size else None,
+            "uncovered_true": round(float((unc < threshold).mean()), 4) if unc.size else None,
+            "covered": int(cov.size),
+            "uncovered": int(unc.size),
+        },
+    }

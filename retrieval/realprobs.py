@@ -1,0 +1,98 @@
+"""The real-problem question set of issue #25 (bench/realprobs.yaml): problems from public issue
+threads, typed as engineers typed them, with the skills that fix each root cause (possibly none).
+
+The split is by date and repository, not by row (see the file's header): a thread dated on or after
+CUTOFF, or from a repository held out whole, is "test". `load` checks that every row follows it,
+so a row cannot drift into the other half by hand-editing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+CUTOFF = "2025-10-01"
+HELD_OUT_REPOS = frozenset({"NVIDIA/cutlass", "fla-org/flash-linear-attention"})
+KINDS = frozenset("error crash launch compile wrong-result nan numerics slowdown profiling".split())
+MAX_QUERY = 300
+_REQUIRED = ("id", "repo", "url", "date", "kind", "query", "root_cause", "fixing", "split")
+
+
+@dataclass(frozen=True)
+class RealProblem:
+    id: str
+    repo: str
+    url: str
+    date: str
+    kind: str
+    query: str
+    expected: tuple[str, ...]  # fixing skills; empty = no skill fixes it
+    half: str
+    source: str
+
+    @property
+    def covered(self) -> bool:
+        return bool(self.expected)
+
+
+def split_for(date: str, repo: str) -> str:
+    return "test" if date >= CUTOFF or repo in HELD_OUT_REPOS else "tune"
+
+
+def _lines(text: str) -> list[int]:
+    """1-based line of each top-level `- ` row, so an error names the line, not only the index."""
+    return [i + 1 for i, line in enumerate(text.splitlines()) if line.startswith("- ")]
+
+
+def load(path: Path, skills: set[str] | None = None) -> list[RealProblem]:
+    """Every row, checked: required fields, kind, query length, the split rule, unique ids and URLs,
+    and (when `skills` is given) that each fixing skill exists. Errors name file, line and field."""
+    text = path.read_text(encoding="utf-8")
+    rows = yaml.safe_load(text) or []
+    lines = _lines(text)
+    out: list[RealProblem] = []
+    seen: set[str] = set()
+    for i, row in enumerate(rows):
+        where = f"{path}:{lines[i] if i < len(lines) else '?'}"
+
+        def bad(field: str, msg: str, where: str = where) -> ValueError:
+            return ValueError(f"{where}: [{field}] {msg}")
+
+        if not isinstance(row, dict):
+            raise bad("row", "must be a mapping")
+        for f in _REQUIRED:
+            if f not in row or row[f] is None or row[f] == "":
+                raise bad(f, "missing")
+        date, repo = str(row["date"]), str(row["repo"])
+        if row["kind"] not in KINDS:
+            raise bad("kind", f"{row['kind']!r} is not one of {sorted(KINDS)}")
+        if len(str(row["query"])) > MAX_QUERY:
+            raise bad("query", f"longer than {MAX_QUERY} characters")
+        if row["split"] != split_for(date, repo):
+            raise bad("split", f"is {row['split']!r}, the rule gives {split_for(date, repo)!r}")
+        for key in (str(row["id"]), str(row["url"])):
+            if key in seen:
+                raise bad("id/url", f"{key} appears twice")
+            seen.add(key)
+        fixing = row.get("fixing_new", row["fixing"]) or []
+        if not isinstance(fixing, list):
+            raise bad("fixing", "must be a list of skill names")
+        unknown = [s for s in fixing if skills is not None and s not in skills]
+        if unknown:
+            raise bad("fixing", f"unknown skills {unknown}")
+        out.append(
+            RealProblem(
+                id=str(row["id"]),
+                repo=repo,
+                url=str(row["url"]),
+                date=date,
+                kind=str(row["kind"]),
+                query=str(row["query"]),
+                expected=tuple(str(s) for s in fixing),
+                half=str(row["split"]),
+                source=where,
+            )
+        )
+    return out

@@ -1,0 +1,116 @@
+"""Query understanding and the answer fields of issue #25: a pasted log becomes its error lines,
+API names and symptom cues add the concepts they stand for (kbase/data/api_aliases.yaml), and a
+search answers a confidence per hit, `no_good_match` and a compact candidate list, on the shipped
+skills."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+from conftest import REPO, run_cli
+from kbase.retrieval import api_aliases as AA
+from kbase.retrieval.distill import distill
+from kbase.retrieval.query import plan
+
+from kbase.api import KnowledgeBase
+from kbase.data import read_yaml
+
+P = "ERROR 07-24 11:08:41 [core.py:636] "  # vLLM's log prefix, on every line of the paste
+VLLM_LOG = "\n".join(
+    P + line
+    for line in (
+        "Traceback (most recent call last):",
+        '  File "/root/vllm/vllm/model_executor/layers/fused_moe/layer.py", line 1405, in forward',
+        "    return torch.ops.vllm.moe_forward(hidden_states, router_logits,",
+        "           ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^",
+        '  File "/usr/lib/python3/dist-packages/triton/runtime/jit.py", line 419, in <lambda>',
+        "    fused_moe_kernel[grid](",
+        "RuntimeError: Triton Error [CUDA]: an illegal memory access was encountered",
+        "RuntimeError: Triton Error [CUDA]: an illegal memory access was encountered",
+    )
+)
+
+
+def test_a_pasted_log_becomes_its_error_lines_and_names():
+    got = distill(VLLM_LOG)
+    assert "RuntimeError: Triton Error [CUDA]: an illegal memory access was encountered" in got
+    assert got.count("illegal memory access") == 1  # a repeated line counts once
+    for noise in ('File "', "^^^", "ERROR 07-24", "core.py:636", "site-packages"):
+        assert noise not in got, noise
+    short = "fp32 tl.dot is less accurate than torch"
+    assert distill(short) == short  # what a person typed passes through
+
+
+def test_api_names_and_symptom_cues_add_their_concepts():
+    p = plan("flash_attn_varlen_func RuntimeError: shape '[3, 3, 3, 64]' is invalid")
+    assert "cu_seqlens" in p.lexical and "cu_seqlens" in p.dense
+    assert AA.concepts_for("torch.ops.vllm.fused_moe crashed") == AA.concepts_for("fused_moe")
+    assert AA.concepts_for("RMSNorm backward") and not AA.concepts_for("rmsnorm backward")
+    cued = AA.concepts_for("NaN for shapes 1536 x 1560, fine when the dims are divisible by 64")
+    assert any("mask" in c for c in cued)
+    assert AA.concepts_for("illegal memory access once the batch has more than 65536 tokens")
+    assert not AA.concepts_for("fused add rmsnorm kernel")
+
+
+def test_alias_table_is_versioned_and_speaks_the_skills_words():
+    data = read_yaml("api_aliases.yaml")
+    assert isinstance(data["version"], int) and data["aliases"] and data["cues"]
+    corpus = " ".join(p.read_text(encoding="utf-8").lower() for p in REPO.glob("skills/*/SKILL.md"))
+    words = set(re.findall(r"[a-z0-9_\-]+", corpus))
+    seen: set[str] = set()
+    for item in data["aliases"] + data["cues"]:
+        missing = [w for w in item["concepts"].lower().split() if w not in words]
+        assert not missing, (item["concepts"], missing)  # a concept no skill uses finds nothing
+        for name in item.get("names", []):
+            assert name.lower() not in seen, f"{name} listed twice"
+            seen.add(name.lower())
+        if "pattern" in item:
+            re.compile(item["pattern"])
+
+
+@pytest.fixture(scope="module")
+def real_kb(skills_index, tmp_path_factory):
+    home = skills_index.copy_home(tmp_path_factory.mktemp("qu-home") / "home")
+    return KnowledgeBase(root=skills_index.root, home=home)
+
+
+def _ask(kb, query: str):
+    from kbase.schema import SearchQuery
+
+    return kb.query(SearchQuery.parse(query=query, k=3, kind="skill"))
+
+
+def test_an_error_line_is_matched_to_the_trigger_it_repeats(real_kb):
+    res = _ask(real_kb, "triton.runtime.errors.OutOfResources: out of resource: shared memory")
+    assert res.hits[0].id == "triton-num-stages-shared-memory-budget"
+    assert not res.no_good_match
+    top = res.candidates[0]
+    assert top.id == res.hits[0].id and "OutOfResources" in (top.trigger or "")
+    assert top.use_when and len(top.use_when) <= 170 and top.status
+    assert all(0.0 <= h.confidence <= 1.0 for h in res.hits)
+    assert res.hits[0].confidence == max(h.confidence for h in res.hits)
+    assert 3 <= len(res.candidates) <= 10
+    assert len(json.dumps([c.model_dump(mode="json") for c in res.candidates])) < 6000
+
+
+def test_a_question_nothing_covers_says_so(real_kb):
+    res = _ask(real_kb, "how long should sourdough bread proof before baking in a dutch oven")
+    assert res.hits and res.no_good_match
+
+
+def test_cli_json_carries_the_new_fields(skills_index, tmp_path):
+    home = skills_index.copy_home(tmp_path / "home")
+    env = {"KBASE_HOME": str(home)}
+    out = run_cli(
+        "search", "tl.dot fp32 result differs from torch by 1e-3",
+        "--root", str(skills_index.root), "--json", "-k", "2", env=env,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    data = json.loads(out.stdout)
+    assert data["no_good_match"] is False and data["candidates"]
+    assert {"id", "kind", "status", "use_when", "trigger", "confidence"} <= set(
+        data["candidates"][0]
+    )
+    assert all(0.0 <= h["confidence"] <= 1.0 for h in data["hits"])
