@@ -36,7 +36,43 @@ def lint(
         raise typer.Exit(1)
 
 
-def _run_index(base: Any, quiet: bool = False, gc: bool = True) -> Any:
+def _entry_count(root: Path) -> int:
+    """How many files a first build reads (skills, drafts, PR cards), without parsing them."""
+    from kbase.drafts import find_draft_files
+    from kbase.ingest.card_loader import card_paths
+    from kbase.ingest.skills import find_skill_files
+
+    return len(find_skill_files(root)) + len(find_draft_files(root)) + len(card_paths(root))
+
+
+def _run_index(base: Any, gc: bool = True) -> Any:
+    """base.index() with progress on stderr, whatever stdout gets (`--json` too): a bar on a
+    terminal, else a plain line per stage and about one a second while embedding, which an
+    agent's log shows (issue #27: a first search under --json was silent for minutes).
+    `KBASE_PROGRESS=lines` asks for the lines on a terminal too (`kbase mcp`/`serve` read them
+    from their indexing child)."""
+    import os
+    import sys
+    import time
+
+    if not base.is_indexed():
+        typer.echo(
+            f"kbase: building the index, first use only: {_entry_count(base.root)} entries "
+            f"under {base.root}",
+            err=True,
+        )
+    if os.environ.get("KBASE_PROGRESS") == "lines" or not sys.stderr.isatty():
+        shown = {"stage": "", "at": 0.0}
+
+        def line(stage: str, done: int, total: int) -> None:
+            now = time.monotonic()
+            if stage == shown["stage"] and now - shown["at"] < 1.0 and done != total:
+                return
+            shown.update(stage=stage, at=now)
+            count = f" {done}/{total}" if total else ""
+            print(f"kbase: progress {stage}{count}", file=sys.stderr, flush=True)
+
+        return base.index(progress=line, gc=gc)
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     with Progress(
@@ -46,7 +82,6 @@ def _run_index(base: Any, quiet: bool = False, gc: bool = True) -> Any:
         TimeElapsedColumn(),
         console=err_console.get(),
         transient=True,
-        disable=quiet,
     ) as prog:
         task = prog.add_task("starting", total=None, count="")
 
@@ -154,7 +189,7 @@ def search(
     )
     base = kb(root, one_query=True)  # the process ends after this search
     if not base.is_indexed():
-        rep = _run_index(base, quiet=as_json)
+        rep = _run_index(base)
         for p in rep.problems:
             typer.echo(str(p), err=True)
     result = base.query(q)

@@ -375,10 +375,9 @@ def run(
             "serving on %s: kbase has no authentication; put it behind something that has", host
         )
     t0 = time.perf_counter()
-    service = Service.open(root=root, home=home, index_if_missing=index_if_missing)
-    log.info("ready in %.1fs", time.perf_counter() - t0)
+    service = Service.open(root=root, home=home, index_if_missing=index_if_missing, start=False)
     app = create_app(service, allow_write=allow_write, hosts=allowed_hosts(host, env_hosts()))
-    uvicorn.run(
+    config = uvicorn.Config(
         app,
         host=host,
         port=port,
@@ -388,3 +387,13 @@ def run(
         http=guarded_protocol(),
         timeout_keep_alive=5,
     )
+
+    class Server(uvicorn.Server):
+        async def startup(self, sockets: Any = None) -> None:
+            await super().startup(sockets=sockets)
+            # Index and warm up only once /healthz can answer (issue #27): a thread started
+            # before would hold the GIL that uvicorn's start-up needs.
+            log.info("listening after %.1fs", time.perf_counter() - t0)
+            service.start(index_if_missing=index_if_missing)
+
+    Server(config).run()

@@ -76,6 +76,9 @@ class HealthOut(BaseModel):
     generation: str | None
     entries: int = 0
     chroma: str
+    state: str = Field(
+        description='"ready", or what start-up is doing (e.g. "indexing 40/868 (embed)")'
+    )
     uptime_s: float
 
 

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import os
+import sys
 from typing import Any
 
 from kbase.envspec import parse_env
@@ -159,14 +161,27 @@ def run(
 
     from kbase.serve.service import stdout_to_stderr
 
-    with stdout_to_stderr():
-        service = Service.open(root=root, home=home, index_if_missing=index_if_missing)
-        srv = build_server(service, allow_write=allow_write)
     if http:
+        with stdout_to_stderr():
+            service = Service.open(
+                root=root, home=home, index_if_missing=index_if_missing, background=True
+            )
+            srv = build_server(service, allow_write=allow_write)
         host, port = parse_hostport(http)
         anyio.run(serve_http, srv, host, port)
-    else:
-        anyio.run(run_stdio, srv)
+        return
+    # The index is built on a thread while the protocol runs (issue #27), so fd 1 stays on
+    # stderr for good: a native library's banner from that thread can never land between two
+    # frames. The protocol writes to a duplicate of the original stdout.
+    sys.stdout.flush()
+    protocol = os.dup(1)
+    os.dup2(2, 1)
+    sys.stdout = open(protocol, "w", encoding="utf-8", closefd=True)  # noqa: SIM115
+    service = Service.open(root=root, home=home, index_if_missing=index_if_missing, start=False)
+    srv = build_server(service, allow_write=allow_write)
+    # started after the server's imports: the thread would hold the GIL they need
+    service.start(index_if_missing=index_if_missing)
+    anyio.run(run_stdio, srv)
 
 
 async def serve_http(srv, host: str, port: int) -> None:

@@ -1,0 +1,125 @@
+"""Issue #27: the plugin's own server answers at once on a fresh copy of the repository, and says
+"indexing n/N" until its index is built; HTTP /healthz likewise."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import anyio
+import pytest
+
+pytest.importorskip("mcp")
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _kbase() -> list[str]:
+    exe = Path(sys.executable).with_name("kbase")  # this checkout's, not another on PATH
+    return [str(exe)] if exe.is_file() else [sys.executable, "-m", "kbase.cli"]
+
+
+@pytest.fixture
+def fresh_repo(tmp_path) -> Path:
+    """A copy of the repository's tracked files, as a clone has them: no .kbase index."""
+    files = subprocess.run(
+        ["git", "ls-files", "-z"], cwd=REPO, capture_output=True, check=True
+    ).stdout.split(b"\0")
+    out = tmp_path / "repo"
+    for name in filter(None, files):
+        src = REPO / os.fsdecode(name)
+        if src.is_file():
+            dst = out / os.fsdecode(name)
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, dst)
+    assert not (out / ".kbase").exists()
+    return out
+
+
+def _plugin_command(root: Path) -> tuple[str, list[str]]:
+    spec = json.loads((root / ".claude-plugin" / "plugin.json").read_text())["mcpServers"]["kbase"]
+    assert spec["command"] == "kbase"
+    args = [a.replace("${CLAUDE_PLUGIN_ROOT}", str(root)) for a in spec["args"]]
+    cmd = _kbase()
+    return cmd[0], cmd[1:] + args
+
+
+def _env(tmp_path: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KBASE_")}
+    env["HOME"] = str(tmp_path)  # nothing from the user's own configuration
+    return env
+
+
+def test_plugin_server_answers_initialize_at_once_on_a_fresh_clone(fresh_repo, tmp_path):
+    from mcp import Client, StdioServerParameters
+
+    command, args = _plugin_command(fresh_repo)
+    params = StdioServerParameters(command=command, args=args, env=_env(tmp_path), cwd=tmp_path)
+
+    async def main():
+        t0 = time.perf_counter()
+        async with Client(params, read_timeout_seconds=30) as c:
+            first = time.perf_counter() - t0
+            tools = {t.name for t in (await c.list_tools()).tools}
+            hit = await c.call_tool("search", {"query": "illegal memory access"})
+            listed = await c.call_tool("list", {"kind": "skill", "limit": 3})
+            return first, tools, hit, listed
+
+    first, tools, hit, listed = anyio.run(main)
+    # Before `initialize` the server only starts Python and imports: the index is left to a
+    # thread. The MCP SDK's own import is most of that (~0.8 s of CPU here, more on a busy
+    # machine), so the bound is on what kbase adds to a process that only imports the SDK.
+    floor = _sdk_import_seconds()
+    assert first <= floor + 0.5, f"initialize took {first:.2f}s, the SDK import alone {floor:.2f}s"
+    assert {"search", "get", "list"} <= tools
+    text = hit.content[0].text
+    assert hit.is_error and "indexing" in text and "first use only" in text, text
+    assert not listed.is_error and json.loads(listed.content[0].text)["entries"]
+
+
+def _sdk_import_seconds(modules: str = "mcp.server.mcpserver") -> float:
+    t0 = time.perf_counter()
+    subprocess.run([sys.executable, "-c", f"import {modules}"], check=True)
+    return time.perf_counter() - t0
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_http_healthz_answers_at_once_while_indexing(fresh_repo, tmp_path):
+    port = _free_port()
+    cmd = _kbase() + ["serve", "--root", str(fresh_repo), "--port", str(port)]
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(cmd, env=_env(tmp_path), stderr=subprocess.DEVNULL)
+    try:
+        health = None
+        while time.perf_counter() - t0 < 20 and proc.poll() is None:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=5) as r:
+                    health = json.loads(r.read())
+                break
+            except OSError:
+                time.sleep(0.05)
+        took = time.perf_counter() - t0
+        assert health is not None, "no answer from /healthz"
+        floor = _sdk_import_seconds("fastapi, uvicorn")  # as for MCP: what kbase adds
+        assert took <= floor + 0.5, f"/healthz after {took:.2f}s, the imports alone {floor:.2f}s"
+        assert health["state"].startswith("indexing") and health["ok"] is False
+        try:
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/search?q=warp", timeout=5)
+            raise AssertionError("search answered before the index exists")
+        except urllib.error.HTTPError as exc:
+            assert exc.code == 503 and "indexing" in exc.read().decode()
+    finally:
+        proc.kill()
+        proc.wait(10)
