@@ -81,6 +81,32 @@ class SearchAPI:
         )
         return self.query(q, auto_index=auto_index).hits
 
+    def skills_changed(self) -> bool:
+        """Whether a skill or draft was added, edited or removed since the index was built: the
+        files' (size, mtime, inode) against those the build recorded, without parsing them
+        (a few ms for the shipped skills). PR cards are left to `kbase mine`/`kbase index`."""
+        from kbase.drafts import find_draft_files
+        from kbase.ingest.files import display_path
+        from kbase.ingest.skills import find_skill_files
+        from kbase.retrieval import fastjson as F
+        from kbase.retrieval import generations as G
+        from kbase.retrieval.collect import _file_sig
+
+        gid = G.current_id(self.home)
+        if gid is None:
+            return False
+        try:
+            seen = F.loads((G.gens_dir(self.home) / gid / G.CARD_STATS).read_bytes())
+        except (OSError, ValueError):
+            return False  # an index from before the stats were kept: left as it is
+        files = find_skill_files(self.root) + find_draft_files(self.root)
+        shown = {display_path(f, self.root): f for f in files}
+        for path, f in shown.items():
+            if seen.get(path) != _file_sig(f):
+                return True
+        prefixes = ("skills/",)
+        return any(p.startswith(prefixes) and p not in shown for p in seen)
+
     def query(self, q: SearchQuery, auto_index: bool = True) -> SearchResult:
         if not self.is_indexed():
             if not auto_index:

@@ -61,6 +61,8 @@ def _run_index(base: Any, gc: bool = True) -> Any:
             f"under {base.root}",
             err=True,
         )
+    elif base.skills_changed():
+        typer.echo("kbase: skills changed since the last index: updating it", err=True)
     if os.environ.get("KBASE_PROGRESS") == "lines" or not sys.stderr.isatty():
         shown = {"stage": "", "at": 0.0}
 
@@ -188,7 +190,7 @@ def search(
         until=until,
     )
     base = kb(root, one_query=True)  # the process ends after this search
-    if not base.is_indexed():
+    if not base.is_indexed() or base.skills_changed():
         rep = _run_index(base)
         for p in rep.problems:
             typer.echo(str(p), err=True)
