@@ -113,7 +113,7 @@ class ArchiveAPI:
         """Families proposed from a clone's directories and file names; `write` saves the recipe."""
         from kbase.ingest.recipe_tools import suggest_for_repo
 
-        text, fams, upstream = suggest_for_repo(repo_path, name)
+        text, fams, upstream, left = suggest_for_repo(repo_path, name)
         dest = None
         if write:
             dest = self.root / "pr_archive" / "recipes" / f"{name}.yaml"
@@ -125,6 +125,7 @@ class ArchiveAPI:
             "name": name,
             "upstream": upstream,
             "families": fams,
+            "left_out": left,
             "written": str(dest) if dest else None,
             "text": text,
         }

@@ -26,13 +26,11 @@ def _kbase() -> list[str]:
     return [str(exe)] if exe.is_file() else [sys.executable, "-m", "kbase.cli"]
 
 
-@pytest.fixture
-def fresh_repo(tmp_path) -> Path:
+def copy_repo(out: Path) -> Path:
     """A copy of the repository's tracked files, as a clone has them: no .kbase index."""
     files = subprocess.run(
         ["git", "ls-files", "-z"], cwd=REPO, capture_output=True, check=True
     ).stdout.split(b"\0")
-    out = tmp_path / "repo"
     for name in filter(None, files):
         src = REPO / os.fsdecode(name)
         if src.is_file():
@@ -41,6 +39,11 @@ def fresh_repo(tmp_path) -> Path:
             shutil.copy2(src, dst)
     assert not (out / ".kbase").exists()
     return out
+
+
+@pytest.fixture
+def fresh_repo(tmp_path) -> Path:
+    return copy_repo(tmp_path / "repo")
 
 
 def _plugin_command(root: Path) -> tuple[str, list[str]]:
