@@ -85,9 +85,8 @@ class SearchAPI:
         """Whether a skill or draft was added, edited or removed since the index was built: the
         files' (size, mtime, inode) against those the build recorded, without parsing them
         (a few ms for the shipped skills). PR cards are left to `kbase mine`/`kbase index`."""
-        from kbase.drafts import find_draft_files
-        from kbase.ingest.files import display_path
-        from kbase.ingest.skills import find_skill_files
+        import os
+
         from kbase.retrieval import fastjson as F
         from kbase.retrieval import generations as G
         from kbase.retrieval.collect import _file_sig
@@ -99,8 +98,18 @@ class SearchAPI:
             seen = F.loads((G.gens_dir(self.home) / gid / G.CARD_STATS).read_bytes())
         except (OSError, ValueError):
             return False  # an index from before the stats were kept: left as it is
-        files = find_skill_files(self.root) + find_draft_files(self.root)
-        shown = {display_path(f, self.root): f for f in files}
+        # what collect_entries reads (ingest.skills.find_skill_files, drafts.find_draft_files),
+        # listed here without importing the parsers: a cold search must not load them
+        shown: dict[str, str] = {}
+        for sub in ("skills", os.path.join("skills", "_drafts")):
+            try:
+                names = os.listdir(self.root / sub)
+            except OSError:
+                continue
+            for d in names:
+                rel = os.path.join(sub, d, "SKILL.md")
+                if os.path.isfile(self.root / rel):
+                    shown[rel] = str(self.root / rel)
         for path, f in shown.items():
             if seen.get(path) != _file_sig(f):
                 return True

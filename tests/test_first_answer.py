@@ -126,3 +126,33 @@ def test_http_healthz_answers_at_once_while_indexing(fresh_repo, tmp_path):
     finally:
         proc.kill()
         proc.wait(10)
+
+
+def test_first_search_with_torch_says_what_it_does_and_imports_no_triton(tmp_path):
+    """The `index` extra's path (torch embeds documents and the query): one stderr line saying a
+    first build is under way, progress under --json, the JSON alone on stdout, and no triton
+    import, so no nanobind "leaked" lines when the process ends (issue #27)."""
+    from conftest import MODULES_DRIVER, modules_loaded, write_skill
+
+    pytest.importorskip("sentence_transformers")
+    pytest.importorskip("triton")
+    root = tmp_path / "kb"
+    write_skill(root, "quasar-shuffle", description="Quasar capacitor warp shuffle overflow.")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KBASE_")}
+    # no ONNX export: the torch model embeds both sides, as where ONNX Runtime cannot be used
+    env.update(KBASE_ROOT=str(root), KBASE_ONNX="0")
+    r = subprocess.run(
+        [sys.executable, "-c", MODULES_DRIVER, "search", "quasar capacitor", "--json"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["hits"][0]["id"] == "quasar-shuffle"
+    lines = r.stderr.splitlines()
+    assert lines[0] == f"kbase: building the index, first use only: 1 entry under {root}"
+    assert any(ln.startswith("kbase: progress embed") for ln in lines)
+    loaded = modules_loaded(r.stderr)
+    assert "torch" in loaded and not any(m.split(".")[0] == "triton" for m in loaded)
+    assert "nanobind" not in r.stderr and "leaked" not in r.stderr

@@ -45,6 +45,10 @@ def _entry_count(root: Path) -> int:
     return len(find_skill_files(root)) + len(find_draft_files(root)) + len(card_paths(root))
 
 
+def _entries(n: int) -> str:
+    return f"{n} entry" if n == 1 else f"{n} entries"
+
+
 def _run_index(base: Any, gc: bool = True) -> Any:
     """base.index() with progress on stderr, whatever stdout gets (`--json` too): a bar on a
     terminal, else a plain line per stage and about one a second while embedding, which an
@@ -57,7 +61,7 @@ def _run_index(base: Any, gc: bool = True) -> Any:
 
     if not base.is_indexed():
         typer.echo(
-            f"kbase: building the index, first use only: {_entry_count(base.root)} entries "
+            f"kbase: building the index, first use only: {_entries(_entry_count(base.root))} "
             f"under {base.root}",
             err=True,
         )

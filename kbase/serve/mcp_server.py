@@ -99,11 +99,45 @@ def _checked(tool: str, raw: dict[str, Any]) -> dict[str, Any]:
     if tool == "history":
         for key in ("repo", "family"):
             a[key] = P.check_slug(key, a.get(key), required=True)
-    if tool == "list" and isinstance(a.get("kind"), str):
-        from kbase.closed_sets import KIND_ALIASES
-
-        a["kind"] = KIND_ALIASES.get(a["kind"].strip().lower(), a["kind"].strip().lower())
+    if tool == "list":
+        _check_list(a)
     return a
+
+
+def _check_list(a: dict[str, Any]) -> None:
+    """list's arguments, each wrong type or value named (issue #27: pydantic's raw errors)."""
+    from kbase.closed_sets import ENTRY_STATUSES, KIND_ALIASES, KINDS
+    from kbase.search_query import check_int
+    from kbase.serve.paging import DEFAULT_LIST_LIMIT, MAX_LIST_LIMIT
+
+    def text(key: str, limit: int = 100) -> str | None:
+        v = a.get(key)
+        if v is None:
+            return None
+        if not isinstance(v, str):
+            raise InvalidArgument(f"{key} must be a string, got {type(v).__name__}", key)
+        if len(v) > limit:
+            raise InvalidArgument(f"{key} is at most {limit} characters, got {len(v)}", key)
+        return v.strip()
+
+    kind = text("kind")
+    if kind is not None:
+        kind = KIND_ALIASES.get(kind.lower(), kind.lower())
+        if kind not in KINDS:
+            raise InvalidArgument(f"kind must be one of {', '.join(KINDS)}, got {kind!r}", "kind")
+        a["kind"] = kind
+    status = text("status")
+    if status is not None and status not in ENTRY_STATUSES:
+        raise InvalidArgument(
+            f"status must be one of {', '.join(ENTRY_STATUSES)}, got {status!r}", "status"
+        )
+    text("tag")
+    text("cursor", 200)
+    if "limit" in a:
+        try:
+            a["limit"] = check_int("limit", a["limit"], 1, MAX_LIST_LIMIT, DEFAULT_LIST_LIMIT)
+        except ValueError as exc:
+            raise InvalidArgument(str(exc), "limit") from None
 
 
 async def _arguments_middleware(ctx, call_next):
