@@ -316,3 +316,24 @@ def test_recipe_suggest_writes_a_draft_that_recipe_lint_json_reads(tmp_path):
     assert out["paths"] == len(files) and out["recipe"].endswith("flashx.yaml")
     assert lint.returncode == (1 if out["problems"] else 0)
     assert out["problems"] == [], out["problems"]
+
+
+def test_key_diff_shows_the_kernel_file_not_what_git_lists_first(tmp_path):
+    """Issue #27: hunks were kept in git's path order, 40 a commit, before files were ranked:
+    a kernel under csrc/ behind 45 benchmark files had no excerpt, and a change outside any
+    function got no key diff at all."""
+    repo = _repo(tmp_path)
+    kern = "__global__ void FusedKernel(float* y) {\n  y[0] = 1.f;\n}\n"
+    bench = {f"benchmarks/b{i:02d}.py": f"N = {i}\n" for i in range(45)}
+    _commit(repo, "init", {**bench, "csrc/fused.cu": kern, "csrc/cfg.h": "#define BLOCK 128\n"}, 1)
+    bench2 = {k: v.replace("N =", "N = 2 *") for k, v in bench.items()}
+    _commit(repo, "Speed up fused (#2)", {**bench2, "csrc/fused.cu": kern.replace("1.f", "2.f")}, 2)
+    _commit(repo, "Bigger blocks (#3)", {"csrc/cfg.h": "#define BLOCK 256\n"}, 3)
+    root = tmp_path / "kb"
+    mine(repo.working_dir, root, RECIPE)
+    _, two = _load(root, "2")
+    diff = two.split("## Key diff", 1)[1]
+    assert diff.index("--- csrc/fused.cu") < diff.find("benchmarks/") or "benchmarks/" not in diff
+    assert "+  y[0] = 2.f;" in diff
+    _, three = _load(root, "3")
+    assert "## Key diff" in three and "+#define BLOCK 256" in three.split("## Key diff", 1)[1]
