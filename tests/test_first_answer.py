@@ -76,11 +76,11 @@ def test_plugin_server_answers_initialize_at_once_on_a_fresh_clone(fresh_repo, t
             return first, tools, hit, listed
 
     first, tools, hit, listed = anyio.run(main)
-    # Before `initialize` the server only starts Python and imports: the index is left to a
-    # thread. The MCP SDK's own import is most of that (~0.8 s of CPU here, more on a busy
-    # machine), so the bound is on what kbase adds to a process that only imports the SDK.
+    # Before `initialize` the server only starts Python and imports: the index is built by a
+    # child process. The MCP SDK's own import is most of that (~0.8 s of CPU here, more on a
+    # busy machine), so the 1 s bounds what kbase adds to a process importing the SDK.
     floor = _sdk_import_seconds()
-    assert first <= floor + 0.5, f"initialize took {first:.2f}s, the SDK import alone {floor:.2f}s"
+    assert first <= floor + 1.0, f"initialize took {first:.2f}s, the SDK import alone {floor:.2f}s"
     assert {"search", "get", "list"} <= tools
     text = hit.content[0].text
     assert hit.is_error and "indexing" in text and "first use only" in text, text
@@ -116,7 +116,7 @@ def test_http_healthz_answers_at_once_while_indexing(fresh_repo, tmp_path):
         took = time.perf_counter() - t0
         assert health is not None, "no answer from /healthz"
         floor = _sdk_import_seconds("fastapi, uvicorn")  # as for MCP: what kbase adds
-        assert took <= floor + 0.5, f"/healthz after {took:.2f}s, the imports alone {floor:.2f}s"
+        assert took <= floor + 1.0, f"/healthz after {took:.2f}s, the imports alone {floor:.2f}s"
         assert health["state"].startswith("indexing") and health["ok"] is False
         try:
             urllib.request.urlopen(f"http://127.0.0.1:{port}/search?q=warp", timeout=5)

@@ -110,7 +110,10 @@ def create_app(service: Service, allow_write: bool = False, hosts: set[str] | No
         log.exception("internal error on %s %s", req.method, req.url.path)
         return _error(500, "internal error (logged on the server)")
 
-    tag_values, repos = H.schema_enums(kb)
+    # Parsing every entry for the schema's enums took seconds before a fresh root's server could
+    # listen: there the archive tags are added when the schema is first asked for.
+    complete = kb.is_indexed()
+    tag_values, repos = H.schema_enums(kb, entries=complete)
     Env = Annotated[str | None, Query(description=ENV_HELP, max_length=200, pattern=ENV_PATTERN)]
     Day = Annotated[
         str | None,
@@ -339,6 +342,9 @@ def create_app(service: Service, allow_write: bool = False, hosts: set[str] | No
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:
             from fastapi.openapi.utils import get_openapi
+
+            if not complete:  # the same list objects the parameters' schemas hold
+                tag_values[:] = H.schema_enums(kb)[0]
 
             app.openapi_schema = H.tidy_openapi(
                 get_openapi(

@@ -157,6 +157,8 @@ class Service:
             stderr=subprocess.PIPE,
             text=True,
             errors="replace",
+            # below the server's priority: requests are answered first while it builds
+            preexec_fn=(lambda: os.nice(10)) if hasattr(os, "nice") else None,
         ) as proc:
             assert proc.stderr is not None
             for line in proc.stderr:
