@@ -11,14 +11,13 @@ backend in turn (on CPU: torch; ONNX Runtime fp32, int8 (retrieval/onnx_int8.py,
 fp32 on two intra-op threads one run at a time (as before), fp32 embedding each chunk's full text
 (as before retrieval/dense_text.py); `@N` cuts PR chunks at N word pieces; side by side, same
 cards), and prints entries/s (wall, and an idle estimate from the CPU seconds of the build's
-processes spread over the cores: this one, its writer and tokenizer processes, a forked
-BM25), the embedder's CPU seconds apart, model load, ONNX export, int8 conversion and
-chromadb's import excluded and reported apart, and how closely the backends' vectors agree
-(cosine). Then (CPU, unless --no-variants) the embedding variants of bench/build_variants.py on
-the same chunks: graph optimisation, int8, text recipe, token limit, batch size; with --quality,
-Hit@1/Hit@5/MRR on both halves of both dev sets for each index setting of
-build_quality.SETTINGS (precision, PR token limit, PR descriptions embedded or not), each
-through `KnowledgeBase.index()` of the whole dev-set knowledge base.
+processes spread over the cores), the embedder's CPU seconds apart, model load, ONNX export,
+int8 conversion and chromadb's import excluded and reported apart, and how closely the
+backends' vectors agree (cosine). Then (CPU, unless --no-variants) the embedding variants of
+bench/build_variants.py on the same chunks: graph optimisation, int8, text recipe, token limit,
+batch size; with --quality, Hit@1/Hit@5/MRR on both halves of both dev sets for each index
+setting of build_quality.SETTINGS (precision, PR token limit, PR descriptions embedded or not),
+each through `KnowledgeBase.index()` of the whole dev-set knowledge base.
 Writes bench/results/build*.json.
 """
 
@@ -303,8 +302,7 @@ def main() -> None:
                 dense_model=getattr(timed, "recipe", ""),
             )
             took = time.perf_counter() - t
-            # the build's own CPU, its writer and tokenizer processes', and a forked BM25's
-            cpu = time.process_time() + children_cpu() - cpu0 + rep.seconds.get("bm25_child_cpu", 0)
+            cpu = time.process_time() + children_cpu() - cpu0
         gv = GenVectors(G.load_generation(home).path)
         vecs[spec] = {
             cid: np.asarray(gv.matrix(k)[i]) for k in gv.parts for i, cid in enumerate(gv.ids(k))
@@ -325,9 +323,6 @@ def main() -> None:
                 rep.embedded_chunks / max(rep.seconds["embed"], 1e-9), 1
             ),
             "stages_s": rep.as_dict()["seconds"],
-            "store_writers": rep.store_writers,
-            "store_start": getattr(rep, "store_start", ""),
-            "bm25": rep.bm25,
         }
         shutil.rmtree(home, ignore_errors=True)
     agreement = None
@@ -400,9 +395,8 @@ def main() -> None:
         "entries/s idle est",
         "chunks/s (embed)",
     )
-    # store s: the build's wait on Chroma; writer s: the inserts' own time in the writer process
-    # (retrieval/store_writer.py), overlapping embed and bm25 for a large build
-    for col in (*cols, "embed s", "store s", "writer s", "bm25+write s"):
+    # store s: the build's time in Chroma's inserts
+    for col in (*cols, "embed s", "store s", "bm25+write s"):
         table.add_column(col)
     for b, r in runs.items():
         table.add_row(
@@ -415,7 +409,6 @@ def main() -> None:
             str(r["embedded_chunks_per_s"]),
             str(r["stages_s"].get("embed")),
             str(r["stages_s"].get("store")),
-            str(r["stages_s"].get("store_writer", "-")),
             str(r["stages_s"].get("bm25+write")),
         )
     Console(width=140).print(table)

@@ -71,6 +71,8 @@ def main() -> None:
         out.seek(0)
         err.seek(0)
         stdout, stderr = out.read(), err.read()
+    if args.mirror is not None:  # every run's message and output tail, for the failures
+        (args.mirror / "verify.json").write_text(stdout)
     try:
         results = json.loads(stdout)["results"]
     except (json.JSONDecodeError, KeyError):

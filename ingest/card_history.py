@@ -10,7 +10,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from kbase.ingest.card_loader import ARCHIVE_DIR, CardProblems, card_files, load_card
+from kbase.ingest.cards import ARCHIVE_DIR, CardProblems, card_files, load_card
 
 from kbase.globs import compile_globs
 

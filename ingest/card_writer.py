@@ -14,15 +14,16 @@ from kbase.ingest.card_build import (
     SHORT_SHA,
     body_facts,
     build_card,
+    card_key,
+    card_version,
     commit_ref,
     key_diff,
     merge_files,
+    recipe_key,
     title_of,
     to_change,
 )
-from kbase.ingest.card_cache import card_key, card_version, recipe_key
-from kbase.ingest.card_format import existing_notes, split_card
-from kbase.ingest.card_render import render_card
+from kbase.ingest.card_format import existing_notes, render_card, split_card
 from kbase.ingest.checkpoint import atomic_write
 from kbase.ingest.gitlog import CommitFacts
 from kbase.ingest.logrun import pack_commit

@@ -1,45 +1,272 @@
-"""PR cards for the rest of kbase: the indexer's entries (`load_card_entries`) and the two
-questions other parts ask of the archive, when was a path last touched (staleness,
-`latest_touch`) and what is a family's timeline (`kbase history`).
-
-The code lives in card_loader.py (finding and validating cards), card_entries.py (cards as
-index entries) and card_history.py (staleness and timelines); its names are found here too.
+"""The PR cards of an archive: where they are (pr_archive/<name>/<N>.md), each one loaded and
+validated against the schema, its folder and its file name, and each one as an index entry
+(kind "pr": its chunks, summary, files, description, symbols, notes, and tags). Staleness and
+timelines read the archive through card_history.py.
 """
 
 from __future__ import annotations
 
-from kbase.ingest.card_entries import (
-    FILES_PER_CHUNK,
-    card_entry,
-    card_label,
-    entry_id,
-    load_card_entries,
-)
-from kbase.ingest.card_history import CardFacts, card_facts, latest_touch, read_families, timeline
-from kbase.ingest.card_loader import (
-    ARCHIVE_DIR,
-    CardProblems,
-    LoadedCard,
-    card_files,
-    card_paths,
-    load_card,
-)
+import datetime as _dt
+import hashlib
+import os
+from dataclasses import dataclass
+from pathlib import Path
 
-__all__ = [
-    "ARCHIVE_DIR",
-    "FILES_PER_CHUNK",
-    "CardFacts",
-    "CardProblems",
-    "LoadedCard",
-    "card_entry",
-    "card_facts",
-    "card_files",
-    "card_label",
-    "card_paths",
-    "entry_id",
-    "latest_touch",
-    "load_card",
-    "load_card_entries",
-    "read_families",
-    "timeline",
-]
+from kbase.ingest.card_format import CardError, notes_text, section, split_card
+from kbase.ingest.files import FileProblem, display_path, read_text
+from kbase.ingest.recipes import validation_problems
+from pydantic import ValidationError
+
+from kbase.errors import ProblemsError
+from kbase.schema import Chunk, Entry, PRCard, Problem
+
+ARCHIVE_DIR = "pr_archive"
+_SKIP_DIRS = {"recipes"}
+
+
+def card_files(root: Path, repo: str | None = None) -> list[Path]:
+    """pr_archive/<name>/<N>.md for every archive (or one), skipping recipes/ and README files."""
+    return [Path(p) for p in card_paths(root, repo)]
+
+
+def card_paths(root: Path, repo: str | None = None) -> list[str]:
+    """card_files as strings: a re-index lists thousands, and Path objects were a tenth of it."""
+    base = root / ARCHIVE_DIR
+    if not base.is_dir():
+        return []
+    dirs = (
+        [base / repo]
+        if repo
+        else sorted(
+            d
+            for d in base.iterdir()
+            if d.is_dir() and d.name not in _SKIP_DIRS and not d.name.startswith(".")
+        )
+    )
+    out: list[str] = []
+    for d in dirs:
+        if not d.is_dir():
+            continue
+        sd = str(d) + os.sep
+        with os.scandir(d) as it:
+            names = [
+                e.name
+                for e in it
+                if e.name.endswith(".md") and not e.name.startswith(".") and e.is_file()
+            ]
+        out.extend(
+            sd + n for n in sorted(names, key=lambda n: (len(n), n)) if n.lower() != "readme.md"
+        )
+    return out
+
+
+def _validation_problems(exc: ValidationError, yaml_text: str, shown: str) -> list[Problem]:
+    import yaml
+
+    try:
+        node = yaml.compose(yaml_text, Loader=yaml.SafeLoader)
+    except (yaml.YAMLError, RecursionError):
+        node = None
+    return validation_problems(exc, shown, node, first_line=2)
+
+
+@dataclass
+class LoadedCard:
+    card: PRCard
+    path: str
+    text: str
+    body: str
+    body_line: int
+    notes: str
+    notes_line: int
+
+
+def load_card(path: Path, root: Path) -> LoadedCard:
+    """One card, validated. Raises CardProblems naming file, line and field."""
+    shown = display_path(path, root)
+    try:
+        text = read_text(path, root)
+    except FileProblem as fp:
+        raise CardProblems([fp.problem]) from None
+    try:
+        parts = split_card(text)
+    except CardError as ce:
+        raise CardProblems(
+            [Problem(path=shown, line=ce.line, field=ce.field, message=str(ce))]
+        ) from None
+    try:
+        card = PRCard.model_validate(parts.meta)
+    except ValidationError as exc:
+        raise CardProblems(_validation_problems(exc, parts.yaml_text, shown)) from None
+    folder = path.parent.name
+    if card.repo != folder:
+        raise CardProblems(
+            [
+                Problem(
+                    path=shown,
+                    line=2,
+                    field="repo",
+                    message=f"repo {card.repo!r} does not match the archive folder {folder!r}",
+                )
+            ]
+        )
+    want = str(card.pr) if card.pr is not None else f"commit-{card.sha[:12]}"
+    if path.stem != want:
+        what = f"pr {card.pr}" if card.pr is not None else f"commit {card.sha[:12]} (pr: null)"
+        raise CardProblems(
+            [
+                Problem(
+                    path=shown,
+                    line=3,
+                    field="pr",
+                    message=f"{what} does not match the file name {path.name!r}",
+                )
+            ]
+        )
+    try:
+        _dt.datetime.fromisoformat(card.date)
+    except ValueError:
+        raise CardProblems(
+            [
+                Problem(
+                    path=shown,
+                    line=_key_line(parts.yaml_text, "date"),
+                    field="date",
+                    message=f"date {card.date!r} is not ISO 8601",
+                )
+            ]
+        ) from None
+    return LoadedCard(
+        card=card,
+        path=shown,
+        text=text,
+        body=parts.body,
+        body_line=parts.body_line,
+        notes=parts.notes,
+        notes_line=parts.notes_line,
+    )
+
+
+class CardProblems(ProblemsError):
+    """A PR card that does not load; `.problems` says where and why."""
+
+
+def _key_line(yaml_text: str, key: str) -> int:
+    for i, line in enumerate(yaml_text.split("\n")):
+        if line.startswith(f"{key}:"):
+            return i + 2
+    return 1
+
+
+FILES_PER_CHUNK = 12
+
+
+def entry_id(repo: str, pr: int | None, sha: str = "") -> str:
+    """`pr:<repo>#<N>` for a PR card, `commit:<repo>@<short sha>` for a direct push."""
+    return f"pr:{repo}#{pr}" if pr is not None else f"commit:{repo}@{sha[:12]}"
+
+
+def card_label(c: PRCard) -> str:
+    return f"PR #{c.pr}" if c.pr is not None else f"commit {c.sha[:12]}"
+
+
+def card_entry(lc: LoadedCard) -> Entry:
+    c = lc.card
+    eid = entry_id(c.repo, c.pr, c.sha)
+    label = card_label(c)
+    chunks: list[Chunk] = []
+
+    def add(sec: str, text: str, line: int) -> None:
+        if text.strip():
+            chunks.append(
+                Chunk(
+                    id=f"{eid}::{len(chunks)}",
+                    entry_id=eid,
+                    kind="pr",
+                    section=sec,
+                    text=text.strip(),
+                    line=line,
+                    path=lc.path,
+                )
+            )
+
+    summary, s_off = section(lc.body, "Summary")
+    head = [f"{c.title}", f"{c.repo} {label}, {c.date[:10]}"]
+    if c.families:
+        head.append("Families: " + ", ".join(c.families))
+    head.append("Categories: " + ", ".join(c.categories))
+    if c.tags.kernel_types:
+        head.append("Kernel types: " + ", ".join(c.tags.kernel_types))
+    add(
+        "summary",
+        "\n".join(head) + ("\n" + summary if summary else ""),
+        lc.body_line + s_off if summary else 1,
+    )
+    _, f_off = section(lc.body, "Files")
+    lines = [
+        f"{f.old_path + ' -> ' if f.old_path else ''}{f.path}"
+        + (f": {', '.join(f.symbols)}" if f.symbols else "")
+        for f in c.files
+    ]
+    # short chunks: one long list of 60 files buries each symbol under BM25 length
+    # normalisation and past the embedding model's input limit
+    for i in range(0, max(len(lines), 1), FILES_PER_CHUNK):
+        part = "\n".join(lines[i : i + FILES_PER_CHUNK])
+        add(
+            "files",
+            f"Files changed by {c.repo} {label} ({c.title}):\n{part}",
+            lc.body_line + f_off if f_off else 1,
+        )
+    desc, d_off = section(lc.body, "Description")
+    if desc:
+        add(
+            "description",
+            f"Description of {c.repo} {label} ({c.title}):\n{desc}",
+            lc.body_line + d_off,
+        )
+    if c.touched:
+        add(
+            "symbols",
+            f"Kernels and functions touched by {c.repo} {label} ({c.title}): "
+            + ", ".join(c.touched[:60]),
+            lc.body_line + section(lc.body, "Touched")[1],
+        )
+    notes = notes_text(lc.notes)
+    if notes:
+        add("notes", f"Notes on {c.repo} {label} ({c.title}):\n{notes}", lc.notes_line)
+    tags = (
+        c.tags.flat()
+        + [f"family={f}" for f in c.families]
+        + [f"category={x}" for x in c.categories]
+        + [f"repo={c.repo}", f"card={c.kind}"]
+    )
+    return Entry(
+        id=eid,
+        kind="pr",
+        title=c.title,
+        path=lc.path,
+        line=1,
+        content_hash=hashlib.sha256(lc.text.encode("utf-8")).hexdigest(),
+        chunks=chunks,
+        tags=tags,
+        repo=c.repo,
+        pr=c.pr,
+        date=c.date,
+        families=list(c.families),
+        categories=list(c.categories),
+    )
+
+
+def load_card_entries(root: Path) -> tuple[list[Entry], list[Problem]]:
+    """Every card under <root>/pr_archive as an index Entry (kind "pr"); bad cards become Problems
+    and are skipped.
+    """
+    root = Path(root)
+    entries: list[Entry] = []
+    problems: list[Problem] = []
+    for p in card_files(root):
+        try:
+            entries.append(card_entry(load_card(p, root)))
+        except CardProblems as cp:
+            problems.extend(cp.problems)
+    return entries, problems

@@ -3,7 +3,7 @@ mine of another branch or clone into the same root reads what an earlier run par
 instead of parsing it again. Beside it: what each file change's lines were named (by its
 blobs and hunks) and each commit's facts (by commit id), so a re-mine of commits mined
 before neither parses nor asks git for their diffs; and the card each commit's facts made
-under a recipe (ingest/card_cache.py), so a re-mine does not build them again either.
+under a recipe (ingest/card_build.py), so a re-mine does not build them again either.
 
 A blob's definitions depend only on its bytes, the language, the grammars and our own
 extraction code; the cache is one SQLite file whose `version` row names all of those,
@@ -192,14 +192,6 @@ class DefsCache:
             self.hits += 1
         return got
 
-    def get_many(self, keys: list[tuple[str, str]]) -> dict[tuple[str, str], Defs]:
-        out: dict[tuple[str, str], Defs] = {}
-        for blob, lang in keys:
-            got = self.get(blob, lang)
-            if got is not None:
-                out[(blob, lang)] = got
-        return out
-
     def put(self, blob: str, lang: str, defs: Defs) -> None:
         if self._db is not None:
             self._new.append((blob, lang, encode(defs)))
@@ -252,7 +244,7 @@ class DefsCache:
             self._new_commits.append((sha, zlib.compress(marshal.dumps(value), 1)))
 
     def use_cards(self, version: str) -> None:
-        """Cards built by other code than `version` (card_cache.card_version) are dropped."""
+        """Cards built by other code than `version` (card_build.card_version) are dropped."""
         if self._db is None:
             return
         try:
@@ -266,7 +258,7 @@ class DefsCache:
             self._db = None
 
     def get_card(self, key: str) -> dict | None:
-        """The card one commit's facts made under one recipe (`card_cache.card_key`)."""
+        """The card one commit's facts made under one recipe (`card_build.card_key`)."""
         return self._packed("SELECT data FROM cards WHERE k = ?", key)
 
     def put_card(self, key: str, value: dict) -> None:

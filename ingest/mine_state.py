@@ -16,7 +16,7 @@ from pathlib import Path
 
 from kbase.errors import KbaseError
 
-ARCHIVE_DIR = "pr_archive"  # kbase.ingest.card_loader.ARCHIVE_DIR, without importing the card code
+ARCHIVE_DIR = "pr_archive"  # kbase.ingest.cards.ARCHIVE_DIR, without importing the card code
 RECIPES_DIR = Path(ARCHIVE_DIR) / "recipes"
 PROGRESS_FILE = ".progress.json"  # kbase.ingest.checkpoint.PROGRESS_FILE, likewise
 STATE_FILE = ".state.json"

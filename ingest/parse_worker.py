@@ -47,7 +47,7 @@ class ParseWorker:
         # process has no other git process running yet, whose pipes the child would hold open
         ctx = multiprocessing.get_context("fork")
         self._conn, child = ctx.Pipe()
-        self._proc = ctx.Process(target=_serve, args=(child, git_dir), daemon=True)
+        self._proc = ctx.Process(target=_serve, args=(child, git_dir, self._conn), daemon=True)
         self._proc.start()
         child.close()
         self._next = 0
@@ -97,8 +97,11 @@ class ParseWorker:
             self._proc.join()
 
 
-def _serve(conn, git_dir: str) -> None:
-    """The worker: parse each batch of jobs in order, answer with the packed definitions."""
+def _serve(conn, git_dir: str, theirs) -> None:
+    """The worker: parse each batch of jobs in order, answer with the packed definitions.
+    `theirs`, the mining process's end, is closed here first: a fork holds both ends, and a
+    worker holding the other end never reads EOF when the mining process is killed."""
+    theirs.close()
     # imported here: a mine without a worker (an incremental one) never pays for them
     import queue
     import threading

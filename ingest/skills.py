@@ -132,9 +132,25 @@ def _lint_file(f: Path, root: Path) -> tuple[list[Problem], Related]:
     except DocumentError as de:
         return de.problems, []
     from kbase.validators.device_gate import lint_gpu_use
+    from kbase.validators.narration import ledger_narration
     from kbase.validators.numbers import unbacked_numbers
 
-    problems = unbacked_numbers(s) + _unfinished(s)
+    problems = unbacked_numbers(s) + ledger_narration(s) + _unfinished(s)
+    from kbase.validators.claims import host_dependent_claims
+
+    ids = [c.id for c in s.meta.claims]
+    for cid, dep in host_dependent_claims(s):
+        problems.append(
+            Problem(
+                path=s.path,
+                line=s.doc.line_of(("claims", ids.index(cid))),
+                field=f"claims.{cid}",
+                code="host-dependent-cpu-claim",
+                message=f"claim {cid} is measured on a CPU tier by a torch operator whose CPU "
+                f"kernel depends on the host ({dep}): pin the reference path "
+                "(torch.backends.mkldnn.flags(enabled=False)) or declare when: {cpu_flags: [...]}",
+            )
+        )
     why = lint_gpu_use(s.meta.verification.gpu_use, "\n".join(b.code for b in s.snippet_blocks()))
     if why:
         line = s.doc.line_of(("verification", "gpu_use"))

@@ -78,6 +78,8 @@ class RunReport:
     judgements: list[dict[str, Any]] = field(default_factory=list)  # audit only
     exit_code: int = 0
     notes: list[str] = field(default_factory=list)  # e.g. why runs were not recorded
+    # audit only: skills whose CPU runs differ for the worse between two Triton releases
+    releases: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def failed(self) -> bool:
@@ -212,6 +214,8 @@ class ValidateAPI:
             self._plan(skills, opts.tier, on_plan)
         result = run_audit(self.root, skills, problems, settings, run=run, on_done=on_done)
         write_reports(self.root, result, skills, junit=junit, markdown=markdown, html=html)
+        from kbase.validators.releases import release_diffs
+
         return RunReport(
             outcomes=result.outcomes,
             problems=problems,
@@ -221,6 +225,7 @@ class ValidateAPI:
             ran=run,
             judgements=result.judgements,
             exit_code=exit_code(result, fail_on),
+            releases=release_diffs(self.root, skills),
         )
 
     def check(

@@ -74,6 +74,41 @@ TIERS: tuple[str, ...] = get_args(Tier)
 TIER_CHOICES: tuple[str, ...] = ("auto", *TIERS)
 assert tuple(TIER_SPECS) == TIERS, "TIER_SPECS and Tier must list the same tiers, in order"
 
+# --------------------------------------------------------------------------- host CPU features
+
+# The x86 feature flags (as /proc/cpuinfo spells them) that change which CPU kernel torch runs, so a
+# CPU-tier claim about a torch operator can hold on one host and not another. Fingerprints record
+# the ones a host has; a claim's `when: {cpu_flags: [...]}` may name only these.
+CPU_FLAGS: dict[str, str] = {
+    "avx2": "AVX2: torch's AVX2 kernels (ATen CPU capability)",
+    "avx512f": "AVX-512: torch's AVX512 kernels (ATen CPU capability)",
+    "avx512_vnni": "AVX-512 VNNI: oneDNN int8 dot products",
+    "avx512_bf16": "AVX-512 BF16: oneDNN bf16 matmuls in hardware",
+    "avx512_fp16": "AVX-512 FP16",
+    "amx_tile": "AMX tiles (Sapphire Rapids and later Xeons)",
+    "amx_int8": "AMX-INT8: fp8/int8 _scaled_mm goes through oneDNN (aten/src/ATen/native/Blas.cpp)",
+    "amx_bf16": "AMX-BF16: oneDNN bf16 matmuls on tiles",
+    "amx_fp16": "AMX-FP16: mixed-dtype fp8 _scaled_mm goes through oneDNN",
+}
+
+# torch operators whose CPU implementation depends on the host's features (CPU_FLAGS) and whose
+# checks or results therefore differ between hosts: a CPU-tier claim about one must name the
+# hosts it holds on (`when: {cpu_flags: ...}`) or pin the path (turn oneDNN off around the call).
+HOST_DISPATCHED_OPS: dict[str, str] = {
+    "_scaled_mm": "with oneDNN on, a host with AMX-INT8 (AMX-FP16 for mixed fp8 dtypes) runs "
+    "oneDNN's fp8 GEMM, which skips the reference path's scale and layout checks",
+    "_int_mm": "oneDNN's int8 GEMM on hosts with VNNI/AMX, a reference loop elsewhere",
+    "_weight_int8pack_mm": "oneDNN or a vectorised kernel by host features",
+    "_weight_int4pack_mm": "oneDNN or a vectorised kernel by host features",
+}
+
+# How a snippet pins a host-dispatched operator to the reference path on every host.
+HOST_DISPATCH_PINS: tuple[str, ...] = (
+    "torch.backends.mkldnn.flags(enabled=False)",
+    "torch.backends.mkldnn.enabled = False",
+)
+
+
 # --------------------------------------------------------------------------- sharing the GPU
 
 DeviceUse = Literal["exclusive", "shared"]

@@ -51,10 +51,6 @@ class Draft:
         return {"name": self.name, "path": self.path, "status": DRAFT_STATUS}
 
 
-def is_draft_path(path: str) -> bool:
-    return path.replace("\\", "/").startswith(DRAFTS.as_posix() + "/")
-
-
 def find_draft_files(root: Path) -> list[Path]:
     base = Path(root) / DRAFTS
     if not base.is_dir():

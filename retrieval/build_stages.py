@@ -1,7 +1,5 @@
-"""The stages of a large index build that run beside the embedding model: Chroma's inserts in a
-writer process (store_writer.py), BM25 on a thread (its tokenizing in processes where cores are
-spare), and the embedding batch size. A small build (a one-skill
-re-index) runs them inline, as before."""
+"""Pieces of an index build beside the embedding loop: the BM25 build, the embedding batch size
+and the vectors' upserts into Chroma, grouped by partition."""
 
 from __future__ import annotations
 
@@ -13,17 +11,6 @@ from typing import Any
 from kbase.retrieval.previous import Previous
 
 from kbase.schema import Chunk, Entry
-
-
-class Writers(list):
-    """The build's StoreWriter while it runs; one left here when the build fails is stopped."""
-
-    def __enter__(self) -> Writers:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        while self:
-            self.pop().abandon()
 
 
 def embed_batch(device: str) -> int:
@@ -40,17 +27,11 @@ def embed_batch(device: str) -> int:
 
 
 def bm25_stage(
-    prev: Any,
-    prevs: Previous,
-    entries: list[Entry],
-    chunk_ids: list[list[str]],
-    out: Path,
-    background: bool,
-) -> tuple[Callable[[], float], str]:
-    """Build the BM25 index of `entries` (whose chunks' ids are `chunk_ids`) into `out`, now in a
-    forked process or on a thread, or later inline; the callable returned waits for it (raising
-    what it raised) and says how long the build took. Also returned: which of the three."""
-    from kbase.retrieval.bm25_workers import tokenize_workers
+    prev: Any, prevs: Previous, entries: list[Entry], chunk_ids: list[list[str]], out: Path
+) -> Callable[[], float]:
+    """Build the BM25 index of `entries` (whose chunks' ids are `chunk_ids`) into `out` when the
+    callable returned is called; it says how long the build took. The previous generation's
+    token ids are read now, before the embedding model loads."""
     from kbase.retrieval.chunk_ids import Chunks
     from kbase.retrieval.lexical import build_bm25, load_token_cache
 
@@ -62,8 +43,6 @@ def bm25_stage(
     if cache is None:  # else it holds every chunk of the entries taken over from prev
         prevs.fill(entries)
     counts = [len(ids) for ids in chunk_ids]
-    # in a forked child (one thread, CUDA never touched) the tokenizers are forked too
-    apart = background and bm25_apart()
 
     def build() -> float:
         t = time.perf_counter()
@@ -74,39 +53,10 @@ def bm25_stage(
             cache=cache,
             entry_titles=[e.title for e in entries],
             ids=[i for ids in chunk_ids for i in ids],
-            workers=tokenize_workers() if background else 0,
-            fork_workers=apart,
         )
         return time.perf_counter() - t
 
-    if not background:
-        return build, "inline"
-    if apart:
-        from kbase.retrieval.forked import run_forked
-
-        return run_forked(build, name="BM25 build"), "process"
-    from concurrent.futures import ThreadPoolExecutor
-
-    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kbase-bm25")
-    future = pool.submit(build)
-    pool.shutdown(wait=False)
-    return future.result, "thread"
-
-
-def bm25_apart() -> bool:
-    """A large build's BM25 runs in a forked process rather than on a thread
-    (KBASE_BM25_PROCESS=0 keeps the thread). Its Python work held the GIL that the embedding
-    loop needs between batches: on the H200 the loop took 2.5-3.0 s inside a build against
-    1.5 s alone. A fork shares the entries without pickling them; it needs no CUDA and no
-    Chroma, which are all a fork could not carry."""
-    import os
-
-    env = os.environ.get("KBASE_BM25_PROCESS", "").strip()
-    if env:
-        return env != "0"
-    import multiprocessing
-
-    return "fork" in multiprocessing.get_all_start_methods()
+    return build
 
 
 def chroma_metadata(entry: Entry) -> dict:

@@ -10,7 +10,7 @@ import itertools
 from collections.abc import Iterator, Sequence
 from typing import Any, overload
 
-from kbase.retrieval.carried import Carried
+from kbase.retrieval.previous import Carried
 
 from kbase.schema import Chunk, Entry
 

@@ -19,11 +19,8 @@ def parser_fingerprint() -> str:
     return source_digest(
         (
             "kbase.ingest.cards",
-            "kbase.ingest.card_loader",
-            "kbase.ingest.card_entries",
             "kbase.ingest.card_history",
             "kbase.ingest.card_format",
-            "kbase.ingest.card_render",
             "kbase.ingest.front_matter",
             "kbase.ingest.skills",
             "kbase.ingest.markdown",
@@ -57,8 +54,7 @@ def _cards(
     then, for a plain file; else the same content hash. `new_stats` receives this run's."""
     import hashlib
 
-    from kbase.ingest.card_entries import card_entry
-    from kbase.ingest.card_loader import CardProblems, card_paths, load_card
+    from kbase.ingest.cards import CardProblems, card_entry, card_paths, load_card
     from kbase.ingest.files import FileProblem, display_path, read_text
 
     entries: list[Entry] = []

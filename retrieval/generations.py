@@ -202,10 +202,10 @@ def write_entries(
     table: EntryTable | None = None,
 ) -> None:
     """`entries`: models, or Carried entries of the previous generation whose `table` holds
-    their stored lines and column values (retrieval/carried.py). `stored_line(entry)`: the
+    their stored lines and column values (retrieval/previous.py). `stored_line(entry)`: the
     entry's texts line as a previous generation stored it, for an entry taken over unchanged (its
     texts may not be loaded), else None."""
-    from kbase.retrieval.carried import Carried, carry_columns, write_carry
+    from kbase.retrieval.previous import Carried, carry_columns, write_carry
 
     # The entries without their chunk texts, one line each (serialized by pydantic's core: the
     # pure-Python encoder took seconds for thousands of PR cards), the columns a search scans

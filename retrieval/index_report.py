@@ -24,9 +24,6 @@ class IndexReport:
     seconds: dict[str, float] = field(default_factory=dict)
     generation: str = ""
     backend: str = ""  # what embedded this run's chunks: onnxruntime or torch
-    store_writers: int = 0  # writer processes of a large build (store_writer.py), 0 inline
-    store_start: str = ""  # how the writers started: forked or spawned ("" when none ran)
-    bm25: str = ""  # where BM25 was built: inline, thread or process ("" when nothing changed)
 
     def as_dict(self) -> dict:
         return {
@@ -39,8 +36,5 @@ class IndexReport:
             "problems": [p.model_dump() for p in self.problems],
             "seconds": {k: round(v, 3) for k, v in self.seconds.items()},
             "generation": self.generation,
-            "store_writers": self.store_writers,
-            "store_start": self.store_start,
-            "bm25": self.bm25,
             "backend": self.backend,
         }

@@ -11,13 +11,12 @@ from pathlib import Path
 from typing import Any
 
 from kbase.retrieval import dense_text as DT
-from kbase.retrieval.build_stages import Writers, bm25_stage, embed_batch, upsert_pairs
+from kbase.retrieval.build_stages import bm25_stage, embed_batch, upsert_pairs
 from kbase.retrieval.chunk_ids import dense_chunks, dense_ids, gc_paused, ids_of
 from kbase.retrieval.collect import collect_entries, parser_fingerprint
 from kbase.retrieval.index_report import IndexReport, Progress
 from kbase.retrieval.onnx_refresh import refresh_onnx
 from kbase.retrieval.previous import Previous
-from kbase.retrieval.store_writer import StoreWriters, min_chunks
 
 from kbase.schema import Chunk, Entry
 
@@ -118,7 +117,7 @@ def _build_index(
 
     rep = IndexReport()
     t0 = time.perf_counter()
-    with G.writer_lock(home), Writers() as writers:
+    with G.writer_lock(home):
         # lazy: entries carried over undecoded, chunk texts read only where needed
         # (retrieval/previous.py, retrieval/carried.py)
         prev = G.load_generation(home, lazy=True)
@@ -222,14 +221,9 @@ def _build_index(
             )
         )
 
-        # A large build tokenizes for BM25 on a thread while the model embeds: the model runs
-        # outside the GIL (a GPU, or ONNX Runtime's own threads), the tokenizer inside it.
-        big = sum(len(dense_chunks(e)) for e in todo) >= min_chunks()
         if not noop:
             gid, tmp = G.new_generation_dir(home)
-            bm25_done, rep.bm25 = bm25_stage(
-                prev, prevs, entries, chunk_ids, tmp / "bm25", background=big
-            )
+            bm25_done = bm25_stage(prev, prevs, entries, chunk_ids, tmp / "bm25")
 
         t2 = time.perf_counter()
         fresh: dict[str, Any] = {}  # chunk id -> vector embedded (or kept) in this run
@@ -251,19 +245,6 @@ def _build_index(
             # upserted with the first batch embedded: each Chroma upsert call costs ~0.1 s
             pending = [(e, c) for e in todo for c in dense_chunks(e) if c.id in kept]
             chunks = [(e, c) for e in todo for c in dense_chunks(e) if c.id not in kept]
-            if big:
-                # a large build: Chroma's inserts go to a process of their own (store_writer.py),
-                # started before the model loads so that its imports overlap the loading
-                if stores:
-                    stores.pop().close()
-                sizes: dict[str, int] = {}
-                for e, _ in pending + chunks:
-                    k = partition_key(e.kind, e.repo)
-                    sizes[k] = sizes.get(k, 0) + 1
-                writers.append(StoreWriters(home, chroma_url, sizes))
-                rep.store_writers = writers[0].processes
-                rep.store_start = writers[0].start
-            sink = (lambda: writers[0]) if writers else store
             if chunks:
                 if progress:
                     progress("loading the embedding model", 0, 0)
@@ -276,10 +257,7 @@ def _build_index(
                     )
                 if batch is None:
                     batch = embed_batch(str(getattr(embedder, "device", "cpu")))
-            # skills first, then PR cards in entry order, so that every partition's writer gets
-            # work through the build: largest partition first left the other writers idle until
-            # the end (H200: store wait 1.45-1.59 s against 0.58-0.74 s in alternating runs)
-            chunks.sort(key=lambda ec: ec[0].kind != "skill")
+            chunks.sort(key=lambda ec: ec[0].kind != "skill")  # skills first, as before
             step = batch or 256
             plan = [chunks[i : i + step] for i in range(0, len(chunks), step)]
             assert embedder is not None or not plan  # set above whenever there are chunks
@@ -288,7 +266,9 @@ def _build_index(
                 for j, (_, c) in enumerate(part):
                     fresh[c.id] = vecs[j]
                 t_store = time.perf_counter()
-                upsert_pairs(sink, pending + part, [fresh[c.id] for _, c in pending + part], served)
+                upsert_pairs(
+                    store, pending + part, [fresh[c.id] for _, c in pending + part], served
+                )
                 store_s += time.perf_counter() - t_store
                 pending = []
                 done += len(part)
@@ -298,7 +278,7 @@ def _build_index(
                 rep.backend = getattr(embedder, "backend", rep.backend)
             if pending:
                 t_store = time.perf_counter()
-                upsert_pairs(sink, pending, [fresh[c.id] for _, c in pending], served)
+                upsert_pairs(store, pending, [fresh[c.id] for _, c in pending], served)
                 store_s += time.perf_counter() - t_store
             rep.embedded_entries = sorted(e.id for e in todo)
             rep.embedded_chunks = len(chunks)
@@ -311,17 +291,7 @@ def _build_index(
             # nothing changed: the current generation stays (no files written, none published)
             rep.generation = prev.gen_id if prev is not None else ""
         else:
-            own = bm25_done()
-            if big:  # bm25+write counts the wait; the thread's own time is reported apart
-                rep.seconds["bm25_thread"] = own
-            if getattr(bm25_done, "cpu_s", 0.0):  # a forked child's CPU, counted nowhere else
-                rep.seconds["bm25_child_cpu"] = bm25_done.cpu_s  # type: ignore[attr-defined]
-            if writers:  # the vectors are all in the store before the generation names them
-                t_wait = time.perf_counter()
-                rep.seconds["store_writer"] = writers.pop().finish()  # overlapped, mostly
-                waited = time.perf_counter() - t_wait
-                rep.seconds["store"] += waited
-                t3 += waited  # bm25+write is the stage's own work
+            bm25_done()
             assemble_generation_vectors(
                 tmp, by_part, fresh, prev_vecs if trust_files else None, store
             )

@@ -7,10 +7,7 @@ Vectors are partitioned into one collection per kind and PR repo (`<base>--skill
 Chroma for a `where` scan, which cost several times an unfiltered query (issue #11).
 
 The embedded store keeps each partition in a Chroma directory of its own
-(`<home>/chroma-parts/<partition>/`). An embedded Chroma must not be written by two processes
-at once, and one writer inserting every partition was the floor of a GPU build (on the H200,
-10k vectors: 2.9-3.4 s in one process, 1.8-1.9 s for the largest of four side by side); with a
-directory each, a large build writes its partitions from several processes (store_writer.py).
+(`<home>/chroma-parts/<partition>/`).
 """
 
 from __future__ import annotations
@@ -33,14 +30,8 @@ LAYOUT = "embedded-parts"  # the generation's meta.vector_store for that layout
 LEGACY_DIR, LEGACY_LAYOUT = "chroma", "embedded"  # before: every partition in <home>/chroma
 
 
-# Whether this process has made a Chroma client: a child forked after that would inherit
-# Chroma's runtime half alive (its threads stay behind), so store_writer.py spawns instead.
-clients_made = [False]
-
-
 def _client(path: Path | None, chroma_url: str | None):
     """A client of the server at `chroma_url`, or of the embedded Chroma directory `path`."""
-    clients_made[0] = True
     os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
     import chromadb
     from chromadb.config import Settings as ChromaSettings

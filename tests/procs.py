@@ -1,16 +1,16 @@
-"""This process's child processes, read from /proc (tests that start processes check what they
-leave behind)."""
+"""Processes read from /proc: tests that kill a command check what it leaves behind."""
 
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 
-def children() -> list[tuple[int, str, bytes]]:
-    """(pid, state letter, command line) of each child of this process; a zombie's command line
-    is empty."""
-    me, out = str(os.getpid()), []
+def session_members(sid: int) -> list[tuple[int, bytes]]:
+    """(pid, command line) of each live process of session `sid` (a command started with
+    start_new_session=True heads one whose id is its pid); zombies are left out."""
+    out = []
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
             stat = Path(f"/proc/{pid}/stat").read_text()
@@ -18,6 +18,15 @@ def children() -> list[tuple[int, str, bytes]]:
         except OSError:
             continue
         fields = stat.rsplit(")", 1)[1].split()
-        if fields[1] == me:
-            out.append((int(pid), fields[0], cmd))
+        if fields[0] != "Z" and int(fields[3]) == sid:
+            out.append((int(pid), cmd))
     return out
+
+
+def left_in_session(sid: int, wait_s: float = 10.0) -> list[tuple[int, bytes]]:
+    """What of session `sid` is still alive after up to `wait_s` (children of a killed process
+    get EOF on their pipes and exit on their own, not at once)."""
+    deadline = time.monotonic() + wait_s
+    while (left := session_members(sid)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return left

@@ -10,7 +10,8 @@ import pytest
 import yaml
 from conftest import CliRun, run_cli
 from kbase.ingest.card_format import fast_meta, render_card, split_card
-from kbase.ingest.cards import latest_touch, load_card_entries
+from kbase.ingest.card_history import latest_touch
+from kbase.ingest.cards import load_card_entries
 from kbase.ingest.recipes import RecipeError, load_recipe_file
 from kbase.ingest.symbols import c_symbol, python_symbol
 

@@ -16,8 +16,9 @@ import pytest
 git = pytest.importorskip("git")
 
 from kbase.ingest.card_format import split_card  # noqa: E402
-from kbase.ingest.cards import timeline  # noqa: E402
+from kbase.ingest.card_history import timeline  # noqa: E402
 from kbase.ingest.mining import MiningError, mine  # noqa: E402
+from procs import left_in_session  # noqa: E402
 
 from kbase.schema import PRCard, Recipe  # noqa: E402
 
@@ -423,7 +424,8 @@ def test_interrupted_mine_completes_on_rerun_without_duplicates(tmp_path):
         "--root",
         str(root),
     ]
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    # with the parse worker (it is what a long mine on more than one core uses)
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "KBASE_MINE_WORKER": "1"}
     proc = subprocess.Popen(
         cmd + ["--json"],
         stdout=subprocess.DEVNULL,
@@ -438,6 +440,8 @@ def test_interrupted_mine_completes_on_rerun_without_duplicates(tmp_path):
     proc.wait()
     if proc.returncode != -signal.SIGKILL:
         pytest.skip("the mine finished before it could be interrupted on this machine")
+    # nothing it started lives on: the parse worker and every git read EOF and exit
+    assert left_in_session(proc.pid) == []
     partial = len(list(folder.glob("*.md")))
     assert 0 < partial < 2500
     assert not (folder / ".state.json").exists()  # state is written last

@@ -12,7 +12,6 @@ from conftest import run_cli
 from serve_fixtures import ThreadedUvicorn
 
 httpx = pytest.importorskip("httpx")
-cards = pytest.importorskip("kbase.ingest.cards")
 card_format = pytest.importorskip("kbase.ingest.card_format")
 
 

@@ -325,7 +325,7 @@ def test_merge_ledger_appends_only_rows_it_lacks(tmp_path):
 
 
 def test_stale_source_from_a_real_pr_card_in_the_archive(tmp_path):
-    cards = pytest.importorskip("kbase.ingest.cards")
+    cards = pytest.importorskip("kbase.ingest.card_history")
     from kbase.ingest.card_format import render_card
     from kbase.ingest.skills import load_skill
 
@@ -390,3 +390,16 @@ def test_self_reported_when_only_uncounted_runs_passed():
     # and a counted failure outranks an uncounted pass
     failing = judge(facts(), [row("fail")], now=NOW, self_reported=[row()])
     assert failing.status == "failing"
+
+
+def test_a_gpu_the_current_snippet_has_not_run_on_is_named_and_a_failure_on_any_gpu_fails():
+    h200 = {**CPU_ENV, "gpu_name": "NVIDIA H200", "compute_capability": "9.0"}
+    h100 = {**CPU_ENV, "gpu_name": "NVIDIA H100 80GB HBM3", "compute_capability": "9.0"}
+    old_h200 = row(tier="gpu", sha="old", fp=h200, at="2026-12-01T10:00:00+00:00")
+    new_h100 = row(tier="gpu", fp=h100, at="2026-12-06T10:00:00+00:00")
+    j = judge(facts(tiers=("gpu",)), [old_h200, new_h100], now=NOW)
+    assert j.status == "verified"
+    assert "not re-checked on NVIDIA H200 since 2026-12-01" in j.reasons
+    failed_h200 = row(verdict="fail", tier="gpu", fp=h200, at="2026-12-06T11:00:00+00:00")
+    j = judge(facts(tiers=("gpu",)), [old_h200, new_h100, failed_h200], now=NOW)
+    assert j.status == "failing" and not any("not re-checked" in r for r in j.reasons)

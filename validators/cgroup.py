@@ -234,9 +234,6 @@ class RunCgroup:
                 except OSError:  # processes still exiting
                     time.sleep(0.002)
 
-    def describe(self) -> dict:
-        return {"version": self.version, "memory_mb": self.memory_mb, "pids": self.pids}
-
 
 def join_in_child(procs_files: list[str]) -> None:
     """Between fork and exec: move this (child) process into the run's cgroup(s)."""

@@ -31,6 +31,12 @@ def _fmt(v: float | None, raw: str | None) -> str:
     return f"{v:.4g}"
 
 
+def _verdict_note(holds: bool | None) -> str:
+    if holds is None:  # a run outside the environments the claim's `when` names
+        return " (not judged: outside the claim's environments)"
+    return "" if holds else " (FAILS)"
+
+
 def views(skill, rows: list[dict]) -> list[ClaimView]:
     """One ClaimView per claim; `rows` are the skill's counted rows (any snippet hash)."""
     from kbase.validators.claims import rejudge
@@ -50,7 +56,7 @@ def views(skill, rows: list[dict]) -> list[ClaimView]:
                 env=env,
                 value=stored.get("value"),
                 raw=stored.get("raw"),
-                holds=rejudge(c, stored),
+                holds=rejudge(c, stored, r.get("fingerprint")),
                 at=r["at"][:10],
                 signed="sig" in r,
             )
@@ -58,7 +64,7 @@ def views(skill, rows: list[dict]) -> list[ClaimView]:
         ]
         if c.expect:
             said = "; ".join(
-                f"{_fmt(m.value, m.raw)} on {m.env}, {m.at}" + ("" if m.holds else " (FAILS)")
+                f"{_fmt(m.value, m.raw)} on {m.env}, {m.at}" + _verdict_note(m.holds)
                 for m in measured
             )
             rendered = f"{c.text} [expect {c.expect}; measured: {said or 'not yet'}]"

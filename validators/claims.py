@@ -78,10 +78,54 @@ def json_value(v: float | None) -> float | None:
     return v if v is not None and math.isfinite(v) else None
 
 
-def applies(claim, tier: str, declared: list[str]) -> bool:
+def _version_in(version: str | None, spec: str) -> bool | None:
+    if not version:
+        return None
+    from packaging.specifiers import SpecifierSet
+    from packaging.version import InvalidVersion, Version
+
+    try:  # "2.13.0+cpu" is 2.13.0 for a range: the local part names the build, not the release
+        return Version(Version(version).base_version) in SpecifierSet(spec, prereleases=True)
+    except InvalidVersion:
+        return None
+
+
+def env_matches(claim, fp: dict | None) -> bool | None:
+    """Whether a run's environment (its fingerprint) is one the claim's `when` speaks for.
+    True with no `when`; None when the fingerprint lacks what `when` asks about (an old row)."""
+    when = getattr(claim, "when", None)
+    if when is None:
+        return True
+    fp = fp or {}
+    checks: list[bool | None] = []
+    if when.gpu is not None:
+        name = (fp.get("gpu_name") or "").lower()
+        checks.append(any(g.lower() in name for g in when.gpu) if name else None)
+    if when.arch is not None:
+        cc = str(fp.get("compute_capability") or "").replace(".", "")
+        checks.append(any(a.rstrip("af") == f"sm{cc}" for a in when.arch) if cc else None)
+    for pkg in ("triton", "torch", "numpy"):
+        spec = getattr(when, pkg)
+        if spec is not None:
+            checks.append(_version_in(fp.get(pkg), spec))
+    if when.cpu_flags is not None:
+        have = fp.get("cpu_flags")
+        if have is None:
+            checks.append(None)
+        else:
+            checks.append(
+                all((f[1:] not in have) if f[0] == "!" else (f in have) for f in when.cpu_flags)
+            )
+    if any(c is False for c in checks):
+        return False
+    return None if any(c is None for c in checks) else True
+
+
+def applies(claim, tier: str, declared: list[str], fp: dict | None = None) -> bool:
+    """Whether a run on `tier` in environment `fp` must report and satisfy the claim."""
     if claim.expect is None:
         return False
-    return tier in (claim.tiers or declared)
+    return tier in (claim.tiers or declared) and env_matches(claim, fp) is True
 
 
 @dataclass
@@ -105,7 +149,11 @@ class ClaimVerdict:
 
 
 def judge_measures(
-    claims: list, tier: str, declared: list[str], measures: list[tuple[str, str]]
+    claims: list,
+    tier: str,
+    declared: list[str],
+    measures: list[tuple[str, str]],
+    fp: dict | None = None,
 ) -> ClaimVerdict:
     by_id = {c.id: c for c in claims}
     reported: dict[str, list[str]] = {}
@@ -120,7 +168,7 @@ def judge_measures(
         if c.expect is None:
             continue
         rel = parse_relation(c.expect)
-        on_tier = applies(c, tier, declared)
+        on_tier = applies(c, tier, declared, fp)
         raws = reported.get(c.id)
         if not raws:
             if on_tier:
@@ -143,9 +191,10 @@ def judge_measures(
     return ClaimVerdict(results, failed, missing, unknown)
 
 
-def rejudge(claim, stored: dict) -> bool | None:
-    """Judge a stored measurement against the claim as it reads now (None: nothing to judge)."""
-    if claim.expect is None:
+def rejudge(claim, stored: dict, fp: dict | None = None) -> bool | None:
+    """Judge a stored measurement against the claim as it reads now (None: nothing to judge, or
+    a run in an environment the claim's `when` does not speak for)."""
+    if claim.expect is None or env_matches(claim, fp) is not True:
         return None
     value = stored.get("value")
     if value is None and stored.get("raw") is not None:
@@ -154,3 +203,58 @@ def rejudge(claim, stored: dict) -> bool | None:
         return parse_relation(claim.expect).holds(None if value is None else float(value))
     except (RelationError, TypeError, ValueError):
         return False
+
+
+def host_dependent_claims(skill) -> list[tuple[str, str]]:
+    """(claim id, why) for each CPU-tier measured claim whose outcome the host's CPU decides.
+
+    A snippet that calls a torch operator whose CPU kernel is chosen by host features
+    (closed_sets.HOST_DISPATCHED_OPS) measures the host unless it pins the reference path
+    (HOST_DISPATCH_PINS) or the claim names the hosts it holds on (`when: {cpu_flags: ...}`):
+    the fp8 `_scaled_mm` checks passed on AMD hosts and failed on AMX Xeons that way."""
+    from kbase.closed_sets import HOST_DISPATCH_PINS, HOST_DISPATCHED_OPS, TIER_SPECS
+
+    code = "\n".join(b.code for b in skill.snippet_blocks() if b.lang == "python")
+    ops = sorted(_cpu_reachable_calls(code) & set(HOST_DISPATCHED_OPS))
+    if not ops or any(pin in code for pin in HOST_DISPATCH_PINS):
+        return []
+    declared = list(skill.meta.verification.tiers)
+    cpu_tiers = [t for t in declared if not TIER_SPECS[t].sees_gpu]
+    out = []
+    for c in getattr(skill.meta, "claims", []) or []:
+        if c.expect is None or (c.when is not None and c.when.cpu_flags is not None):
+            continue
+        if any(t in (c.tiers or declared) for t in cpu_tiers):
+            why = "; ".join(f"{op}: {HOST_DISPATCHED_OPS[op]}" for op in ops)
+            out.append((c.id, why))
+    return out
+
+
+def _cpu_reachable_calls(code: str) -> set[str]:
+    """Names of the attributes called (`torch.x(...)`) outside an `if` whose test names CUDA or
+    the GPU tier: calls only a GPU run reaches do not measure the host's CPU."""
+    import ast
+
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        return set()
+    found: set[str] = set()
+
+    def visit(node: ast.AST) -> None:
+        if isinstance(node, ast.If) and re.search(r"cuda|\bgpu\b", ast.unparse(node.test), re.I):
+            test = node.test  # `if not cuda...` / `if TIER != "gpu"`: the body is the CPU path
+            negated = (isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not)) or (
+                isinstance(test, ast.Compare) and isinstance(test.ops[0], ast.NotEq)
+            )
+            branch: list[ast.stmt] = node.body if negated else node.orelse
+            for stmt in branch:
+                visit(stmt)
+            return
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            found.add(node.func.attr)
+        for child in ast.iter_child_nodes(node):
+            visit(child)
+
+    visit(tree)
+    return found

@@ -20,7 +20,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from kbase.closed_sets import TIER_SPECS
+from kbase.closed_sets import CPU_FLAGS, TIER_SPECS
 
 
 @dataclass(frozen=True)
@@ -29,11 +29,6 @@ class GPU:
     name: str
     compute_capability: str  # "9.0"
     driver: str
-
-    @property
-    def sm(self) -> str:
-        major, minor = self.compute_capability.split(".")
-        return f"sm{major}{minor}"
 
 
 def _run(argv: list[str], timeout: float = 10.0) -> str | None:
@@ -155,6 +150,19 @@ def git_commit(root: Path) -> str | None:
 
 
 @functools.cache
+def cpu_host() -> tuple[str | None, list[str]]:
+    """(CPU model name, the CPU_FLAGS this host has): torch's CPU kernels differ by them."""
+    try:
+        text = Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return platform.processor() or None, []
+    model = re.search(r"^model name\s*:\s*(.+)$", text, re.M)
+    flags = re.search(r"^flags\s*:\s*(.+)$", text, re.M)
+    have = set(flags.group(1).split()) if flags else set()
+    return (model.group(1).strip() if model else None), sorted(f for f in CPU_FLAGS if f in have)
+
+
+@functools.cache
 def _static(root: str | None) -> dict:
     gpu = gpus()[0] if gpus() else None
     return {
@@ -169,6 +177,8 @@ def _static(root: str | None) -> dict:
         "gpu_name": gpu.name if gpu else None,
         "compute_capability": gpu.compute_capability if gpu else None,
         "machine": platform.machine(),
+        "cpu_model": cpu_host()[0],
+        "cpu_flags": cpu_host()[1],
     }
 
 

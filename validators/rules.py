@@ -105,6 +105,22 @@ def env_gap(row: dict, env: dict, gpu_declared: bool) -> list[str]:
     return gaps
 
 
+def _gpus_not_rechecked(rows: list[dict], current: list[dict]) -> list[str]:
+    """A GPU on which an earlier snippet passed but the current one has no run: named, so a
+    reader sees which GPU the status no longer speaks for (it does not change the status)."""
+
+    def gpu(r: dict) -> str | None:
+        return (r.get("fingerprint") or {}).get("gpu_name") if _on_gpu(r["tier"]) else None
+
+    now_on = {gpu(r) for r in current}
+    last_pass: dict[str, str] = {}
+    for r in rows:
+        name = gpu(r)
+        if name and r["verdict"] == "pass" and name not in now_on:
+            last_pass[name] = max(last_pass.get(name, ""), r["at"][:10])
+    return [f"not re-checked on {g} since {d}" for g, d in sorted(last_pass.items())]
+
+
 def _date(at: str) -> dt.date:
     return dt.date.fromisoformat(at[:10])
 
@@ -207,7 +223,7 @@ def judge(
         )
 
     status = next((s for s in ORDER[:-1] if found[s]), "verified")
-    reasons = [r for s in ORDER[:-1] for r in found[s]]
+    reasons = [r for s in ORDER[:-1] for r in found[s]] + _gpus_not_rechecked(rows, current)
     if status == "verified" and last is not None:
         reasons.append(f"passed on {env_label(last['tier'], last.get('fingerprint') or {})}")
     return Judgement(
@@ -236,7 +252,7 @@ def _judge_claims(
     A claim that fails in the latest run on an environment makes the skill failing (for that
     environment); a measured claim that no passing run measured holding keeps it unverified.
     """
-    from kbase.validators.claims import rejudge
+    from kbase.validators.claims import env_matches, rejudge
 
     measured = [c for c in facts.claims if getattr(c, "expect", None)]
     cited = sum(1 for c in facts.claims if getattr(c, "cite", None))
@@ -247,7 +263,7 @@ def _judge_claims(
         for c in measured:
             if tier not in (c.tiers or facts.tiers) or c.id not in stored:
                 continue
-            if rejudge(c, stored[c.id]) is False:
+            if rejudge(c, stored[c.id], r.get("fingerprint")) is False:
                 failed.add(c.id)
                 if r["verdict"] == "pass":  # a failed run already says why
                     got = stored[c.id].get("value", stored[c.id].get("raw"))
@@ -261,10 +277,22 @@ def _judge_claims(
         stored = {c.get("id"): c for c in r.get("claims") or [] if isinstance(c, dict)}
         for c in measured:
             if r["tier"] in (c.tiers or facts.tiers) and c.id in stored:
-                if rejudge(c, stored[c.id]):
+                if rejudge(c, stored[c.id], r.get("fingerprint")):
                     held.add(c.id)
     held -= failed
-    unmeasured = [c.id for c in measured if c.id not in held and c.id not in failed]
+    # A claim declared for environments no counted run was on (`when`: an AMX host, a GPU model
+    # not lent yet) has nothing to be judged by: it is listed, not held against the skill.
+    seen = [(r["tier"], r.get("fingerprint")) for r in current if r["verdict"] == "pass"]
+    unmeasured = [
+        c.id
+        for c in measured
+        if c.id not in held
+        and c.id not in failed
+        and (
+            getattr(c, "when", None) is None
+            or any(t in (c.tiers or facts.tiers) and env_matches(c, fp) for t, fp in seen)
+        )
+    ]
     if unmeasured:
         found["unverified"].append(
             "claim(s) never measured holding in a counted run: " + ", ".join(unmeasured)

@@ -194,7 +194,7 @@ def _run_tier(skill, tier: str, settings: RunSettings, turn=None) -> RunOutcome:
     base.output_tail = tail(res.stderr + res.stdout)
     claims = list(getattr(skill.meta, "claims", []) or [])
     if base.verdict in ("pass", "fail") or res.measures:
-        cv = judge_measures(claims, tier, list(v.tiers), res.measures)
+        cv = judge_measures(claims, tier, list(v.tiers), res.measures, base.fingerprint)
         base.claims = cv.results
         if base.verdict == "pass":
             if cv.unknown or cv.missing:

@@ -187,15 +187,6 @@ def trusted_keys(root: Path) -> TrustedKeys:
     return TrustedKeys(keys, names, problems)
 
 
-def signature_state(row: dict, keys: TrustedKeys) -> str:
-    """How a row stands: TRUSTED, SELF_REPORTED or BAD_SIGNATURE (signed, but it does not verify).
-
-    Without trusted keys a signature can still be checked against nobody, so unsigned and signed
-    rows alike are self-reported; callers decide whether that matters (see `counts`).
-    """
-    return keys.check(row)
-
-
 def counts(row: dict, keys: TrustedKeys) -> bool:
     """Whether a row may count toward a status: sandboxed, and trusted when keys are configured."""
     if row.get("isolated") is False:

@@ -151,6 +151,9 @@ def verify(
         _runs_table(rep.outcomes, rep.skill_paths)
         for p in rep.problems:
             typer.echo(str(p))
+        for d in rep.releases:
+            typer.echo(f"{d['skill']} [{d['tier']}] works on {d['from']}, not on {d['to']}: ")
+            typer.echo("  " + "; ".join(d["why"]))
         if rep.isolation_note:
             err_console.print(f"[yellow]warning:[/yellow] {rep.isolation_note}")
         for note in rep.notes:
@@ -203,6 +206,7 @@ def audit(
                 "recorded": rep.recorded,
                 "network_isolation": rep.isolation_note is None if rep.ran else None,
                 "isolation_note": rep.isolation_note,
+                "releases": rep.releases,
             }
         )
     else:
@@ -224,6 +228,9 @@ def audit(
         console.print(table)
         for p in rep.problems:
             typer.echo(str(p))
+        for d in rep.releases:
+            typer.echo(f"{d['skill']} [{d['tier']}] works on {d['from']}, not on {d['to']}: ")
+            typer.echo("  " + "; ".join(d["why"]))
         if rep.isolation_note:
             err_console.print(f"[yellow]warning:[/yellow] {rep.isolation_note}")
         _failures_last(rep.outcomes, rep.skill_paths)

@@ -12,7 +12,7 @@ pydantic class costs ~1 ms even with its validator deferred; issues #11 and #12)
 - entries: index entries and their chunks, code blocks
 - problems: `Problem`
 - results: search hits and results, and the claim views they show
-- answers: a whole entry (`kbase get`), a line of `kbase list`, health
+- answers: a whole entry (`kbase get`), a line of `kbase list`, health, feedback, proposals
 - status: skill statuses (`SkillAudit`) and the stale report
 - ledger: run results and ledger rows, with the environment's fingerprint
 - archive: PR cards and recipes
@@ -47,7 +47,9 @@ _MODULES: dict[str, tuple[str, ...]] = {
     "kbase.schema.skill": (
         "Audit",
         "Claim",
+        "ClaimWhen",
         "FailureMode",
+        "FeedbackAnswer",
         "LiteralTrigger",
         "SkillMeta",
         "Verification",
@@ -56,7 +58,14 @@ _MODULES: dict[str, tuple[str, ...]] = {
     "kbase.schema.entries": ("Chunk", "CodeBlock", "Entry"),
     "kbase.schema.problems": ("Problem",),
     "kbase.schema.results": ("ClaimMeasurement", "ClaimView", "Hit", "SearchResult"),
-    "kbase.schema.answers": ("EntryDoc", "EntrySummary", "Health", "SectionText"),
+    "kbase.schema.answers": (
+        "EntryDoc",
+        "EntrySummary",
+        "FeedbackAnswer",
+        "Health",
+        "ProposeAnswer",
+        "SectionText",
+    ),
     "kbase.schema.status": ("ClaimCounts", "SkillAudit", "StaleReport"),
     "kbase.schema.ledger": ("ClaimResult", "Fingerprint", "LedgerRow", "RunResult"),
     "kbase.schema.archive": ("FileChange", "PRCard", "Recipe"),
@@ -76,7 +85,14 @@ if TYPE_CHECKING:  # what type checkers and editors see; at run time, __getattr_
         Tier,
         Verdict,
     )
-    from kbase.schema.answers import EntryDoc, EntrySummary, Health, SectionText
+    from kbase.schema.answers import (
+        EntryDoc,
+        EntrySummary,
+        FeedbackAnswer,
+        Health,
+        ProposeAnswer,
+        SectionText,
+    )
     from kbase.schema.archive import FileChange, PRCard, Recipe
     from kbase.schema.base import NAME_RE, Model, StrictModel, model_dump_jsonable
     from kbase.schema.entries import Chunk, CodeBlock, Entry
@@ -87,6 +103,7 @@ if TYPE_CHECKING:  # what type checkers and editors see; at run time, __getattr_
     from kbase.schema.skill import (
         Audit,
         Claim,
+        ClaimWhen,
         FailureMode,
         LiteralTrigger,
         SkillMeta,
@@ -109,6 +126,7 @@ __all__ = [
     "ClaimMeasurement",
     "ClaimResult",
     "ClaimView",
+    "ClaimWhen",
     "CodeBlock",
     "DeviceUse",
     "Entry",
@@ -117,6 +135,7 @@ __all__ = [
     "EntryStatus",
     "EntrySummary",
     "FailureMode",
+    "FeedbackAnswer",
     "FileChange",
     "Fingerprint",
     "Health",
@@ -129,6 +148,7 @@ __all__ = [
     "Model",
     "PRCard",
     "Problem",
+    "ProposeAnswer",
     "Recipe",
     "RunResult",
     "SearchQuery",

@@ -1,5 +1,6 @@
-"""The API's other answers about entries: a whole entry (`kbase get`), a line of `kbase list`,
-and the index's health."""
+"""The API's other answers: a whole entry (`kbase get`), a line of `kbase list`, the index's
+health, and what recording feedback and proposing a skill answer (the same models for the
+API, HTTP and MCP)."""
 
 from __future__ import annotations
 
@@ -57,3 +58,16 @@ class Health(Model):
     generation: str | None
     entries: int = 0
     chroma: Literal["server", "embedded"]
+
+
+class FeedbackAnswer(Model):
+    recorded: dict[str, Any]
+    feedback: dict[str, Any] | None
+
+
+class ProposeAnswer(Model):
+    name: str
+    path: str
+    status: Literal["draft"] = "draft"
+    indexed: bool
+    note: str | None = None

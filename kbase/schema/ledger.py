@@ -24,6 +24,10 @@ class Fingerprint(Model):
     gpu_name: str | None = None
     compute_capability: str | None = None
     interpret: bool = False
+    cpu_model: str | None = None
+    cpu_flags: list[str] | None = Field(
+        default=None, description="the host's CPU features that change torch's CPU kernels"
+    )
 
 
 class ClaimResult(Model):

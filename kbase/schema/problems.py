@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import re
-
 from kbase.schema.base import Model
 
 
@@ -24,11 +22,3 @@ class Problem(Model):
         where = f"{self.path}:{self.line}" if self.line else self.path
         tag = self.code or self.field
         return f"{where}: [{tag}] {self.message}" if tag else f"{where}: {self.message}"
-
-    @classmethod
-    def from_text(cls, text: str) -> Problem:
-        """A problem from a `path:line: message` line (what older callers produced)."""
-        m = re.match(r"^(?P<path>[^:\n]+?)(?::(?P<line>\d+))?:\s(?P<msg>.*)$", text, re.S)
-        if not m:
-            return cls(path="", message=text)
-        return cls(path=m["path"], line=int(m["line"] or 0), message=m["msg"])

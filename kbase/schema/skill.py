@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import datetime as _dt
+import re
 from typing import Any
 
 from pydantic import Field, field_validator, model_validator
 
-from kbase.closed_sets import DeviceUse, Tier
+from kbase.closed_sets import CPU_FLAGS, DeviceUse, Tier
 from kbase.schema.base import NAME_RE, StrictModel, check_kebab, check_url
 from kbase.schema.tags import Tags
 
@@ -54,6 +55,52 @@ class Watch(StrictModel):
     paths: list[str] = Field(min_length=1, description="path globs inside that repo")
 
 
+class ClaimWhen(StrictModel):
+    """The environments a measured claim holds on; it is judged only there (every field given
+    must match). A run elsewhere still records the value, which `kbase get` shows."""
+
+    gpu: list[str] | None = Field(
+        default=None, description='GPU names it holds on, matched as substrings: ["H100", "H200"]'
+    )
+    arch: list[str] | None = Field(default=None, description='compute capabilities: ["sm90"]')
+    triton: str | None = Field(default=None, description='a version range: ">=3.6,<3.9"')
+    torch: str | None = Field(default=None, description='a version range: ">=2.11"')
+    numpy: str | None = Field(default=None, description='a version range: ">=2.4"')
+    cpu_flags: list[str] | None = Field(
+        default=None,
+        description='host CPU features it needs ("amx_int8") or needs absent ("!amx_int8"); '
+        "names from kbase.closed_sets.CPU_FLAGS",
+    )
+
+    @field_validator("arch")
+    @classmethod
+    def _arch(cls, v: list[str] | None) -> list[str] | None:
+        for a in v or []:
+            if not re.fullmatch(r"sm\d{2,3}[af]?", a):
+                raise ValueError(f"{a!r} is not an arch like sm90, sm90a or sm100")
+        return v
+
+    @field_validator("triton", "torch", "numpy")
+    @classmethod
+    def _range(cls, v: str | None) -> str | None:
+        if v is not None:
+            from packaging.specifiers import InvalidSpecifier, SpecifierSet
+
+            try:
+                SpecifierSet(v)
+            except InvalidSpecifier:
+                raise ValueError(f"{v!r} is not a version range like '>=3.6,<3.9'") from None
+        return v
+
+    @field_validator("cpu_flags")
+    @classmethod
+    def _flags(cls, v: list[str] | None) -> list[str] | None:
+        for f in v or []:
+            if f.lstrip("!") not in CPU_FLAGS:
+                raise ValueError(f"unknown CPU flag {f!r}; known: {', '.join(CPU_FLAGS)}")
+        return v
+
+
 class Claim(StrictModel):
     """One thing a skill states: measured by its snippet (`expect`) or cited (`cite`)."""
 
@@ -64,6 +111,9 @@ class Claim(StrictModel):
     )
     tiers: list[Tier] | None = Field(
         default=None, description="tiers the measurement applies to (default: every declared tier)"
+    )
+    when: ClaimWhen | None = Field(
+        default=None, description="the environments the measurement holds on (default: all)"
     )
     cite: str | None = Field(default=None, description="URL of a source for an unmeasurable fact")
     locator: str | None = Field(default=None, description="where in the cited source")
@@ -101,6 +151,8 @@ class Claim(StrictModel):
             raise ValueError("a cited claim needs a locator: where in the source it says so")
         if self.tiers is not None and self.expect is None:
             raise ValueError("tiers only applies to a measured claim (one with expect)")
+        if self.when is not None and self.expect is None:
+            raise ValueError("when only applies to a measured claim (one with expect)")
         return self
 
 

@@ -16,19 +16,17 @@ from typing import Annotated, Any
 from kbase.closed_sets import ENTRY_STATUSES, EntryKind, EntryStatus, Mode
 from kbase.envspec import ENV_HELP, ENV_PATTERN, parse_env
 from kbase.errors import InvalidArgument, KbaseError
-from kbase.schema import EntryDoc, SearchResult
+from kbase.schema import EntryDoc, FeedbackAnswer, ProposeAnswer, SearchResult
 from kbase.serve import http_schema as H
 from kbase.serve import params as P
 from kbase.serve.guard import MAX_BODY_BYTES  # noqa: F401  (the documented body limit)
 from kbase.serve.http_models import (
     ErrorBody,
     FeedbackBody,
-    FeedbackOut,
     HealthOut,
     HistoryPage,
     ListPage,
     ProposeBody,
-    ProposeOut,
     StaleAnswer,
     error_responses,
 )
@@ -322,7 +320,7 @@ def create_app(service: Service, allow_write: bool = False, hosts: set[str] | No
         @app.post(
             "/feedback",
             summary="Record how acting on an entry went (append-only; a mild ranking signal)",
-            response_model=FeedbackOut,
+            response_model=FeedbackAnswer,
             responses=error_responses(400, 404, 413, 429),
         )
         def feedback(body: FeedbackBody) -> Any:
@@ -332,7 +330,7 @@ def create_app(service: Service, allow_write: bool = False, hosts: set[str] | No
         @app.post(
             "/propose",
             summary="Write a draft skill under skills/_drafts/ (status draft until reviewed)",
-            response_model=ProposeOut,
+            response_model=ProposeAnswer,
             responses=error_responses(400, 413, 429),
         )
         def propose(body: ProposeBody) -> Any:

@@ -6,7 +6,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from kbase.schema import EntrySummary, HistoryRow, SkillAudit, StaleReport
+from kbase.schema import EntrySummary, Health, HistoryRow, SkillAudit, StaleReport
 
 
 class ErrorDetail(BaseModel):
@@ -71,11 +71,7 @@ class StaleAnswer(StaleReport):
     env: str | dict[str, str] | None = None
 
 
-class HealthOut(BaseModel):
-    ok: bool
-    generation: str | None
-    entries: int = 0
-    chroma: str
+class HealthOut(Health):
     state: str = Field(
         description='"ready", or what start-up is doing (e.g. "indexing 40/868 (embed)")'
     )
@@ -105,19 +101,6 @@ class ProposeBody(BaseModel):
     cause: str = Field(min_length=1, max_length=2000)
     fix: str = Field(min_length=1, max_length=2000)
     snippet: str | None = Field(None, max_length=20_000, description="optional Python check")
-
-
-class FeedbackOut(BaseModel):
-    recorded: dict[str, Any]
-    feedback: dict[str, Any] | None
-
-
-class ProposeOut(BaseModel):
-    name: str
-    path: str
-    status: str
-    indexed: bool
-    note: str | None = None
 
 
 StaleAnswer.model_rebuild(_types_namespace={"SkillAudit": SkillAudit})

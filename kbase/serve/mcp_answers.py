@@ -119,19 +119,6 @@ class ListAnswer(BaseModel):
     truncated: Truncation | None = None
 
 
-class FeedbackAnswer(BaseModel):
-    recorded: dict[str, Any]
-    feedback: dict[str, Any] | None
-
-
-class ProposeAnswer(BaseModel):
-    name: str
-    path: str
-    status: Literal["draft"] = "draft"
-    indexed: bool
-    note: str | None = None
-
-
 # --------------------------------------------------------------------------- budgets
 
 

@@ -17,7 +17,7 @@ from kbase.closed_sets import ENTRY_STATUSES, EntryStatus
 from kbase.envspec import ENV_HELP, parse_env
 from kbase.errors import InvalidArgument, KbaseError, NotIndexed
 from kbase.feedback import MAX_NOTE_CHARS, VERDICTS
-from kbase.schema import SearchQuery
+from kbase.schema import FeedbackAnswer, ProposeAnswer, SearchQuery
 from kbase.search_query import MAX_K, MAX_QUERY_CHARS, MAX_TAGS
 from kbase.serve import mcp_answers as A
 from kbase.serve import params as P
@@ -311,13 +311,11 @@ def register_tools(
         note: Annotated[
             str, Field(max_length=MAX_NOTE_CHARS, description="what happened, in a sentence or two")
         ] = "",
-    ) -> A.FeedbackAnswer:
+    ) -> FeedbackAnswer:
         """Say how acting on an entry went. Appended to a log, shown with the entry, and a mild
         ranking signal; it never changes a verification status."""
         run(writes.take)
-        return _result(
-            A.FeedbackAnswer, run(kb.feedback, run(P.check_id, id), verdict, note, "mcp")
-        )
+        return _result(FeedbackAnswer, run(kb.feedback, run(P.check_id, id), verdict, note, "mcp"))
 
     @srv.tool(annotations=ToolAnnotations(title="Propose a draft skill", **rw))
     def propose(
@@ -340,8 +338,8 @@ def register_tools(
                 "in the sandbox, after review)",
             ),
         ] = None,
-    ) -> A.ProposeAnswer:
+    ) -> ProposeAnswer:
         """Turn what you just learned into a draft skill under skills/_drafts/: searchable with
         status draft, and verified only after a person reviews it and its check passes."""
         run(writes.take)
-        return _result(A.ProposeAnswer, run(kb.propose, title, symptom, cause, fix, snippet))
+        return _result(ProposeAnswer, run(kb.propose, title, symptom, cause, fix, snippet))

@@ -5,13 +5,12 @@ is built, and the model loaded, on a thread beside the server (issue #27: a clie
 for `initialize`, far less than a first build): until it is done, search answers "indexing n/N"
 as a 503 / tool error, and every other request is answered from the skill files.
 Every answer comes from `KnowledgeBase`; this module adds only what a long-lived server needs
-(start-up, uptime) and the compact, size-capped JSON that agents get.
+(start-up, uptime).
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import os
 import sys
@@ -23,7 +22,7 @@ from typing import Any
 from kbase.errors import NotFound, NotIndexed, Unavailable
 from kbase.schema import EntryDoc, SearchQuery, SearchResult
 
-__all__ = ["NotFound", "Service", "Unavailable", "stdout_to_stderr", "dumps"]
+__all__ = ["NotFound", "Service", "Unavailable", "stdout_to_stderr"]
 
 log = logging.getLogger("kbase.serve")
 
@@ -44,10 +43,6 @@ def stdout_to_stderr() -> Iterator[None]:
         sys.stdout.flush()
         os.dup2(saved, 1)
         os.close(saved)
-
-
-def dumps(obj: Any) -> str:
-    return json.dumps(obj, ensure_ascii=False, separators=(",", ":"), default=str)
 
 
 class Service:
@@ -230,110 +225,3 @@ def _progress_line(line: str) -> tuple[str, int, int]:
     if not (done.isdigit() and total.isdigit()):
         return body, 0, 0
     return stage, int(done), int(total)
-
-
-# --------------------------------------------------------------------------- compact answers for
-# agents
-
-
-def where(path: str, line: int) -> str:
-    return f"{path}:{line}" if line else path
-
-
-def compact_hit(h) -> dict:
-    """A hit trimmed to what an agent needs to decide whether to read more, and how."""
-    d: dict[str, Any] = {"id": h.id, "title": h.title, "kind": h.kind, "status": h.status}
-    if h.verified_on:
-        d["verified_on"] = h.verified_on
-    if h.verified_at:
-        d["verified_at"] = h.verified_at
-    if h.repo:
-        d["repo"] = h.repo
-    if h.pr is not None:
-        d["pr"] = h.pr
-    d["section"] = h.section
-    d["snippet"] = h.snippet
-    d["where"] = where(h.path, h.line)
-    # "summary" is built from the front-matter, not a section get() can return: read the whole entry
-    # then.
-    if h.section and h.section != "summary":
-        d["more"] = {"tool": "get", "id": h.id, "section": h.section}
-    else:
-        d["more"] = {"tool": "get", "id": h.id}
-    return d
-
-
-def fit_hits(query: str, hits: list[dict], max_chars: int) -> str:
-    """Serialise {"query", "hits"} within max_chars: shorten snippets first, then drop the lowest
-    hits.
-    """
-    q = query if len(query) <= 120 else query[:120] + "…"
-
-    def render(shown: list[dict], omitted: int) -> str:
-        out: dict[str, Any] = {"query": q, "hits": shown}
-        if omitted:
-            out["truncated"] = {
-                "omitted_hits": omitted,
-                "hint": "raise max_chars or lower k, or call get on one id",
-            }
-        return dumps(out)
-
-    for width in (None, 160, 80):
-        shown = [dict(h, snippet=_cut(h["snippet"], width)) for h in hits]
-        text = render(shown, 0)
-        if len(text) <= max_chars:
-            return text
-    while shown:
-        shown = shown[:-1]
-        text = render(shown, len(hits) - len(shown))
-        if len(text) <= max_chars:
-            return text
-    return render([], len(hits))
-
-
-def _cut(s: str, width: int | None) -> str:
-    if width is None or len(s) <= width:
-        return s
-    return s[:width].rstrip() + "…" if width else ""
-
-
-def fit_entry(doc, max_chars: int) -> str:
-    """An entry within max_chars: the text is cut at the budget and the section list tells what to
-    ask for.
-    """
-    d = doc.model_dump(mode="json")
-    d.pop("sections", None)
-    d["sections"] = [s.title for s in doc.sections]
-    text = d.pop("text", "")
-    head = dumps({**d, "text": ""})
-    room = max_chars - len(head) - 200
-    if len(dumps(text)) <= max(room, 0) + 2:
-        return dumps({**d, "text": text})
-    cut = text[: max(room, 0)]
-    while cut and len(dumps(cut)) > room:  # escapes make the JSON longer than the raw text
-        cut = cut[: int(len(cut) * 0.9)]
-    return dumps(
-        {
-            **d,
-            "text": cut,
-            "truncated": {
-                "shown_chars": len(cut),
-                "total_chars": len(text),
-                "hint": "ask for one section, or raise max_chars",
-            },
-        }
-    )
-
-
-def fit_list(obj: dict, key: str, max_chars: int) -> str:
-    """Drop items from the end of obj[key] until the JSON fits."""
-    items = list(obj.get(key) or [])
-    total = len(items)
-    while True:
-        out = dict(obj, **{key: items})
-        if len(items) < total:
-            out["truncated"] = {f"omitted_{key}": total - len(items), "hint": "raise max_chars"}
-        text = dumps(out)
-        if len(text) <= max_chars or not items:
-            return text
-        items = items[: max(0, min(len(items) - 1, int(len(items) * max_chars / len(text))))]
