@@ -39,7 +39,7 @@ def lint(
 def _entry_count(root: Path) -> int:
     """How many files a first build reads (skills, drafts, PR cards), without parsing them."""
     from kbase.drafts import find_draft_files
-    from kbase.ingest.card_loader import card_paths
+    from kbase.ingest.cards import card_paths
     from kbase.ingest.skills import find_skill_files
 
     return len(find_skill_files(root)) + len(find_draft_files(root)) + len(card_paths(root))
