@@ -125,7 +125,12 @@ def test_audit_exit_code_follows_fail_on_and_the_junit_names_the_line(tmp_path):
     failure = ET.parse(junit).getroot().find(".//testcase[@classname='skills.bad-one']/failure")
     line = next(i + 1 for i, ln in enumerate(bad.read_text().splitlines()) if "# ASSERT" in ln)
     assert f"skills/bad-one/SKILL.md:{line}:" in failure.get("message")
-    assert kbase("audit", "--no-run", "--fail-on", "never", root=tmp_path).returncode == 0
+    plain = kbase("audit", "--no-run", "--fail-on", "never", root=tmp_path)
+    assert plain.returncode == 0
+    # problems first, and a last line a maintainer reads in ten seconds (issue #27)
+    assert plain.stdout.index("bad-one") < plain.stdout.index("good-one")
+    last = plain.stderr.strip().splitlines()[-1]
+    assert last == "audit: 2 skill(s): 1 failing, 1 unverified; exit 0", last
     assert (
         kbase("audit", "--no-run", "--fail-on", "unverified", "good-one", root=tmp_path).returncode
         == 1
