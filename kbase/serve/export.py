@@ -148,7 +148,8 @@ def export_agent_skills(
     router_fm = {
         "name": ROUTER,
         "description": ROUTER_DESCRIPTION,
-        "compatibility": INSTALL_HINT,
+        # Codex refuses the key (issue #27)
+        **({} if target == "codex" else {"compatibility": INSTALL_HINT}),
         "metadata": {"kbase-role": "router"},
         "allowed-tools": "Bash(kbase:*)" if target == "claude" else "Bash",
     }
@@ -187,7 +188,9 @@ def export_agent_skills(
                 continue
             d = dest / s.name
             _prepare_dir(d)
-            _write(rep, d, "SKILL.md", skill_markdown(s, status, audit, scripts, exported_at))
+            _write(
+                rep, d, "SKILL.md", skill_markdown(s, status, audit, scripts, exported_at, target)
+            )
             for name, text in scripts.items():
                 _write(rep, d, f"scripts/{name}", text)
             if target == "codex":
