@@ -149,7 +149,10 @@ def lint_families(families: dict[str, list[str]], paths: list[str]) -> list[Glob
 
 
 def recipe_yaml(
-    name: str, upstream: str | None, families: dict[str, list[str]], left_out: list[str] = ()
+    name: str,
+    upstream: str | None,
+    families: dict[str, list[str]],
+    left_out: list[str] | None = None,
 ) -> str:
     lines = [
         "# Proposed by `kbase recipe suggest` from directory and file names: edit before use.",

@@ -29,8 +29,9 @@ def refresh_onnx(
             return  # the model shipped in the package serves (retrieval/shipped_model.py)
         if importlib.util.find_spec("torch") is None:
             return
-        if hasattr(embedder, "real"):  # shipped vectors: the model behind them, if it was loaded
-            embedder = embedder.real() if embedder.loaded else None
+        real = getattr(embedder, "real", None)
+        if real is not None:  # shipped vectors: the model behind them, if it was loaded
+            embedder = real() if getattr(embedder, "loaded", False) else None
         path = getattr(embedder, "model_path", None)
         if path is None:  # nothing was embedded: find the path without loading the model
             path = model_path

@@ -144,7 +144,8 @@ class SeededEmbedder:
         todo = [i for i, v in enumerate(found) if v is None]
         if not todo:
             self.seeded += len(texts)
-            return np.stack(found).astype(np.float32) if texts else np.zeros((0, 384), np.float32)
+            got = [v for v in found if v is not None]
+            return np.stack(got).astype(np.float32) if got else np.zeros((0, 384), np.float32)
         emb = self.inner()
         fresh = emb.embed([texts[i] for i in todo], max_length=max_length, **kw)
         out = np.zeros((len(texts), fresh.shape[1]), dtype=np.float32)
@@ -215,7 +216,8 @@ def _build_seed(export_dir: Path, root: Path, out: Path) -> None:
     Q.ensure_int8(export_dir)
     int8 = OnnxDocEmbedder(export_dir, model=Q.INT8_FILE, recipe=Q.RECIPE).embed(texts)
     keys = np.array([text_key(t, None) for t in texts])
-    np.savez(out / SEED, keys=keys, vectors_fp32=fp32, **{f"vectors_{Q.RECIPE}": int8})
+    arrays = {"keys": keys, "vectors_fp32": fp32, f"vectors_{Q.RECIPE}": int8}
+    np.savez(out / SEED, **arrays)  # type: ignore[arg-type]
 
 
 if __name__ == "__main__":

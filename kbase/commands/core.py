@@ -68,7 +68,7 @@ def _run_index(base: Any, gc: bool = True) -> Any:
     elif base.skills_changed():
         typer.echo("kbase: skills changed since the last index: updating it", err=True)
     if os.environ.get("KBASE_PROGRESS") == "lines" or not sys.stderr.isatty():
-        shown = {"stage": "", "at": 0.0}
+        shown: dict[str, Any] = {"stage": "", "at": 0.0}
 
         def line(stage: str, done: int, total: int) -> None:
             now = time.monotonic()

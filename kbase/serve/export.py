@@ -21,6 +21,7 @@ import shutil
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -145,7 +146,7 @@ def export_agent_skills(
 
     rdir = dest / ROUTER
     _prepare_dir(rdir)
-    router_fm = {
+    router_fm: dict[str, Any] = {
         "name": ROUTER,
         "description": ROUTER_DESCRIPTION,
         # Codex refuses the key (issue #27)
@@ -154,7 +155,7 @@ def export_agent_skills(
         "allowed-tools": "Bash(kbase:*)" if target == "claude" else "Bash",
     }
     if not portable:
-        router_fm["metadata"].update(  # type: ignore[attr-defined]
+        router_fm["metadata"].update(
             {"kbase-skills": str(len(skills)), "kbase-exported-at": exported_at}
         )
     body = router_body(None if portable else catalog, mcp_url, root_s, exported_at)
