@@ -81,6 +81,14 @@ class SearchAPI:
         )
         return self.query(q, auto_index=auto_index).hits
 
+    def source_count(self) -> int:
+        """How many files a build reads (skills, drafts, PR cards), without parsing them."""
+        from kbase.drafts import find_draft_files
+        from kbase.ingest.cards import card_paths
+        from kbase.ingest.skills import find_skill_files
+
+        return sum(len(f(self.root)) for f in (find_skill_files, find_draft_files, card_paths))
+
     def skills_changed(self) -> bool:
         """Whether a skill or draft was added, edited or removed since the index was built: the
         files' (size, mtime, inode) against those the build recorded, without parsing them

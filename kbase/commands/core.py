@@ -36,15 +36,6 @@ def lint(
         raise typer.Exit(1)
 
 
-def _entry_count(root: Path) -> int:
-    """How many files a first build reads (skills, drafts, PR cards), without parsing them."""
-    from kbase.drafts import find_draft_files
-    from kbase.ingest.cards import card_paths
-    from kbase.ingest.skills import find_skill_files
-
-    return len(find_skill_files(root)) + len(find_draft_files(root)) + len(card_paths(root))
-
-
 def _entries(n: int) -> str:
     return f"{n} entry" if n == 1 else f"{n} entries"
 
@@ -61,7 +52,7 @@ def _run_index(base: Any, gc: bool = True) -> Any:
 
     if not base.is_indexed():
         typer.echo(
-            f"kbase: building the index, first use only: {_entries(_entry_count(base.root))} "
+            f"kbase: building the index, first use only: {_entries(base.source_count())} "
             f"under {base.root}",
             err=True,
         )
