@@ -102,6 +102,9 @@ def test_new_scaffold_lints_verifies_and_audits_with_its_gpu_tier_pending(tmp_pa
     assert any("tier(s) gpu" in r for r in entry["reasons"]), entry["reasons"]
     page = html.read_text()
     assert "<svg" in page and "my-first-skill" in page
+    # the report leads with what needs attention, and why (issue #27)
+    lead = page[page.index("Needs attention") : page.index("Verdicts by environment")]
+    assert "my-first-skill" in lead and "tier(s) gpu" in lead
     assert not re.search(r"(src|href)=|<link|<script|@import|url\(", page), (
         "the report must be self-contained"
     )
