@@ -14,8 +14,11 @@ chunk text as the float32 model (and the int8 document model of the `index` extr
 keyed by the text's hash. A first build looks a chunk up there before embedding it, so a fresh
 clone's first search embeds nothing it ships, and an edited skill only its edited chunks.
 
-`python -m kbase.retrieval.shipped_model EXPORT_DIR ROOT` remakes both from an export made with
-the `index` extra (needs the `onnx` package).
+`python -m kbase.retrieval.shipped_model EXPORT_DIR ROOT [--seed-only]` remakes both (or only the
+seed, after skills changed) from an export made with the `index` extra (`<home>/onnx/` after a
+`kbase index` with KBASE_MODEL unset; needs the `onnx` package). A skill missing from the seed is
+embedded on first use, so a stale seed costs seconds, never a wrong vector: vectors are looked up
+by the exact text they embed.
 """
 
 from __future__ import annotations
@@ -223,4 +226,10 @@ def _build_seed(export_dir: Path, root: Path, out: Path) -> None:
 if __name__ == "__main__":
     import sys
 
-    build(Path(sys.argv[1]), Path(sys.argv[2]))
+    # --seed-only: the skills changed, the model did not (weights.f16 is 45 MB of history each
+    # time it is rewritten)
+    if "--seed-only" in sys.argv:
+        args = [a for a in sys.argv[1:] if a != "--seed-only"]
+        _build_seed(Path(args[0]), Path(args[1]), SHIPPED)
+    else:
+        build(Path(sys.argv[1]), Path(sys.argv[2]))
