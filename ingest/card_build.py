@@ -32,6 +32,15 @@ def commit_ref(sha: str) -> str:
     return sha[:SHORT_SHA]
 
 
+def shown_path(p: str) -> str:
+    """A path as a card shows it. git paths are any bytes; the miner keeps them as str with
+    surrogate escapes (they round-trip to git), which UTF-8 cannot write: a byte that is not
+    UTF-8 is shown as `\\xff`, so one such path no longer stops a repository's mine."""
+    if p.isascii() or not any("\udc80" <= ch <= "\udcff" for ch in p):
+        return p
+    return p.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+
+
 def to_change(f: FileFacts) -> FileChange:
     order = sorted(
         range(len(f.symbols)),
@@ -44,8 +53,8 @@ def to_change(f: FileFacts) -> FileChange:
     )
     named = [f.named_by[i] if i < len(f.named_by) else "hunk-header" for i in order]
     return FileChange(
-        path=f.path,
-        old_path=f.old_path,
+        path=shown_path(f.path),
+        old_path=shown_path(f.old_path) if f.old_path else f.old_path,
         added=f.added,
         deleted=f.deleted,
         symbols=[f.symbols[i] for i in order],

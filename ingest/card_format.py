@@ -107,23 +107,17 @@ def split_card(text: str) -> CardText:
 
 def _yaml_meta(yaml_text: str) -> Any:
     """Front-matter `fast_meta` does not read (hand-edited, not as kbase writes it), by PyYAML:
-    imported only then, so a mine, which reads back only cards it wrote, never imports it."""
-    import yaml
-    from kbase.ingest.safe_yaml import MAX_DEPTH, too_deep_line
+    imported only then, so a mine, which reads back only cards it wrote, never imports it.
+    safe_yaml bounds depth and alias expansion and names impossible dates with their line."""
+    from kbase.ingest.safe_yaml import YamlProblem, load_yaml
 
     try:
-        deep = too_deep_line(yaml_text)  # libyaml would overflow the C stack first
-        if deep is not None:
-            raise CardError(f"YAML nests deeper than {MAX_DEPTH} levels", deep + 2)
-        return yaml.load(yaml_text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))  # noqa: S506
+        return load_yaml(yaml_text, "", first_line=2)[0]
     except RecursionError:  # thousands of nested brackets: reject the card, not the index run
         raise CardError("malformed YAML: nested too deeply", 2) from None
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        raise CardError(
-            f"malformed YAML: {getattr(exc, 'problem', None) or exc}",
-            mark.line + 2 if mark is not None else 1,
-        ) from None
+    except YamlProblem as exc:
+        first = exc.problems[0]
+        raise CardError(first.message, first.line or 1, first.field) from None
 
 
 def notes_text(notes_section: str) -> str:

@@ -9,8 +9,12 @@ without parsing the recipe: the same bytes give the same validated recipe and di
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
+import os
+import re
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -71,8 +75,28 @@ class MineReport:
         )
 
 
+_NAME = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")  # kbase.schema.base.NAME_RE, without pydantic
+MAX_RECIPE_BYTES = 1 << 20  # recipes are a few KB; `--recipe /dev/zero` must not read forever
+
+
 def archive_dir(root: Path, name: str) -> Path:
+    """pr_archive/<name>; a name that is not kebab-case (`../..`) would leave pr_archive/."""
+    if not _NAME.match(name):
+        raise MiningError(f"archive name {name!r} must be kebab-case (lowercase, digits, hyphens)")
     return root / ARCHIVE_DIR / name
+
+
+def read_recipe(path: Path) -> bytes:
+    """A recipe file's bytes: a regular file (a FIFO or device would block or never end) of at
+    most MAX_RECIPE_BYTES; OSError otherwise."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    with os.fdopen(fd, "rb") as fh:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file", str(path))
+        data = fh.read(MAX_RECIPE_BYTES + 1)
+    if len(data) > MAX_RECIPE_BYTES:
+        raise OSError(errno.EFBIG, f"larger than {MAX_RECIPE_BYTES} bytes", str(path))
+    return data
 
 
 def read_state(folder: Path) -> dict | None:
@@ -111,4 +135,4 @@ def recipe_file(spec: str | None, name: str, root: Path) -> Path | None:
 
 def recipe_fingerprint(path: Path | None) -> str:
     """The recipe file a mine used, by its bytes ("none": a mine without a recipe file)."""
-    return hashlib.sha256(path.read_bytes()).hexdigest()[:32] if path is not None else "none"
+    return hashlib.sha256(read_recipe(path)).hexdigest()[:32] if path is not None else "none"

@@ -18,7 +18,7 @@ import json
 import os
 from pathlib import Path
 
-from kbase.ingest.mine_state import RECIPES_DIR, recipe_file
+from kbase.ingest.mine_state import RECIPES_DIR, read_recipe, recipe_file
 from pydantic import ValidationError
 
 from kbase.errors import ProblemsError
@@ -67,7 +67,7 @@ def load_recipe_file(path: Path, root: Path | None = None, twins: Path | None = 
         except ValueError:
             pass
     try:
-        raw = path.read_bytes()
+        raw = read_recipe(path)
     except OSError as exc:
         raise RecipeError(
             [Problem(path=shown, message=f"cannot read recipe: {exc.strerror}")]

@@ -1,9 +1,14 @@
-"""YAML that cannot crash a command: depth-limited, duplicate keys refused, libyaml when present.
+"""YAML that cannot crash a command: depth-limited, alias expansion bounded, duplicate keys and
+impossible dates refused with their line, libyaml when present.
 
 PyYAML builds documents recursively: 5,000 nested `[` raise RecursionError in the pure-Python
 loader and overflow the C stack (a segfault) in libyaml's composer. So nesting is bounded before
 anything recursive runs: a cheap upper bound from the text decides whether the exact (iterative)
 token scan is needed at all, which keeps ordinary front-matter at one parse.
+
+Aliases share nodes, so 1 KB of anchors can stand for 9**9 values: the parser is fine, but every
+walk of the data (duplicate keys, validation, JSON for the index) expands them. The node graph is
+therefore sized as a tree before anything walks it, and refused past MAX_NODES.
 """
 
 from __future__ import annotations
@@ -17,6 +22,8 @@ from kbase.errors import ProblemsError
 from kbase.schema import Problem
 
 MAX_DEPTH = 32  # real front-matter nests 4-5 levels; anything near this is an accident or an attack
+MAX_NODES = 50_000  # values once aliases are expanded; real front-matter has a few hundred
+_TIMESTAMP = "tag:yaml.org,2002:timestamp"
 _Loader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _BRACKETS = re.compile(r"[\[\]{}]")
 _LINE_PREFIX = re.compile(r"^[ \t?:-]*", re.M)
@@ -60,12 +67,62 @@ def too_deep_line(text: str) -> int | None:
     return None
 
 
+def _children(n: Any) -> list[Any]:
+    if isinstance(n, yaml.MappingNode):
+        return [x for kv in n.value for x in kv]
+    return list(n.value) if isinstance(n, yaml.SequenceNode) else []
+
+
+def _too_many_nodes(root: Any) -> int | None:
+    """0-based line of the node whose expanded size passes MAX_NODES (or that contains itself
+    through an alias), else None. Iterative, each node sized once."""
+    sizes: dict[int, int] = {}
+    on_path: set[int] = set()
+    stack = [(root, False)]
+    while stack:
+        n, done = stack.pop()
+        key = id(n)
+        if done:
+            on_path.discard(key)
+            sizes[key] = 1 + sum(sizes[id(k)] for k in _children(n))
+            if sizes[key] > MAX_NODES:
+                return int(n.start_mark.line)
+        elif key in on_path:
+            return int(n.start_mark.line)  # an alias inside its own anchor: infinite
+        elif key not in sizes:
+            on_path.add(key)
+            stack.append((n, True))
+            stack.extend((k, False) for k in _children(n) if id(k) not in sizes)
+    return None
+
+
+def _bad_timestamp(loader: Any, root: Any) -> tuple[int, str] | None:
+    """(0-based line, message) of the first timestamp-looking scalar that is no real date."""
+    stack, seen = [root], set()
+    while stack:
+        n = stack.pop()
+        if id(n) in seen:
+            continue
+        seen.add(id(n))
+        if isinstance(n, yaml.ScalarNode) and n.tag == _TIMESTAMP:
+            try:
+                loader.construct_yaml_timestamp(n)
+            except (ValueError, OverflowError) as exc:
+                return int(n.start_mark.line), f"{n.value!r} is not a valid date or time ({exc})"
+        stack.extend(_children(n))
+    return None
+
+
 def _duplicate_keys(node: Any, path: str, first_line: int) -> list[Problem]:
     """Every mapping key given twice (YAML would silently keep the last), both lines named."""
     problems = []
     stack = [node]
+    visited: set[int] = set()
     while stack:
         n = stack.pop()
+        if id(n) in visited:  # an alias: its mapping was checked where its anchor is
+            continue
+        visited.add(id(n))
         if isinstance(n, yaml.MappingNode):
             seen: dict[Any, int] = {}
             for k, v in n.value:
@@ -110,10 +167,21 @@ def load_yaml(text: str, path: str, first_line: int = 1) -> tuple[Any, Any]:
     loader = _Loader(text)
     try:
         node = loader.get_single_node()
-        dups = _duplicate_keys(node, path, first_line) if node is not None else []
+        if node is None:
+            return None, None
+        big = _too_many_nodes(node)
+        if big is not None:
+            raise _problem(
+                path, big + first_line, "too-many-nodes",
+                f"YAML aliases expand to more than {MAX_NODES:,} values; write the values out",
+            )  # fmt: skip
+        dups = _duplicate_keys(node, path, first_line)
         if dups:
             raise YamlProblem(dups)
-        data = loader.construct_document(node) if node is not None else None
+        bad = _bad_timestamp(loader, node)
+        if bad is not None:
+            raise _problem(path, bad[0] + first_line, "bad-date", bad[1])
+        data = loader.construct_document(node)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
         line = mark.line + first_line if mark is not None else first_line
@@ -131,3 +199,7 @@ def load_yaml(text: str, path: str, first_line: int = 1) -> tuple[Any, Any]:
     finally:
         loader.dispose()
     return data, node
+
+
+def _problem(path: str, line: int, code: str, message: str) -> YamlProblem:
+    return YamlProblem([Problem(path=path, line=line, code=code, message=message)])

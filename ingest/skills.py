@@ -32,9 +32,19 @@ class Skill:
         return [b for b in self.doc.code_blocks if marks & set(b.info.split()[1:])]
 
     def snippet_sha256(self) -> str:
-        h = hashlib.sha256()
-        for b in self.snippet_blocks():
-            h.update(b.info.encode() + b"\n" + b.code.encode())
+        """What a ledger row vouches for: the runner version and exactly the files a run
+        executes, each length-prefixed, so that moving a fence changes the hash whenever it
+        changes what runs (a row's tier is signed in the row itself)."""
+        from kbase.validators.snippets import RUNNER_VERSION, SnippetError, layout_blocks
+
+        h = hashlib.sha256(f"kbase-runner {RUNNER_VERSION}\n".encode())
+        try:
+            parts = [(f.name, f.text) for f in layout_blocks(self.snippet_blocks()).files]
+        except SnippetError:  # never runs; still one hash per text
+            parts = [(b.info, b.code) for b in self.snippet_blocks()]
+        for name, text in parts:
+            for part in (name.encode(), text.encode()):
+                h.update(len(part).to_bytes(8, "big") + part)
         return h.hexdigest()
 
 

@@ -357,16 +357,19 @@ class KnowledgeBase(SearchAPI, ValidateAPI, ArchiveAPI, ExperienceAPI):
 
     # ------------------------------------------------------------------ health
     def health(self) -> Health:
-        from kbase.retrieval.generations import current_id
+        from kbase.retrieval.generations import current_id, current_meta
         from kbase.schema import Health
 
         gen = current_id(self.home)
         idx = self.searcher().index() if gen is not None else None
+        meta = (current_meta(self.home) or {}) if gen is not None else {}
         return Health(
             ok=gen is not None,
             generation=gen,
             entries=len(idx.entries) if idx is not None else 0,
             chroma="server" if self.settings.chroma_url else "embedded",
+            degraded=int(meta.get("problem_count", 0)),
+            problems=list(meta.get("problems", [])),
         )
 
     list = list_entries  # `kb.list()`: the name the docs use

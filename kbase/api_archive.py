@@ -92,8 +92,12 @@ class ArchiveAPI:
             raise InvalidArgument("--since and --full cannot be used together", "since")
         from kbase.ingest.mine_state import recipe_fingerprint
         from kbase.ingest.recipes import resolve_recipe
+        from kbase.schema.base import check_kebab
 
         try:
+            # checked here: a recipe file's own name is replaced by this one unvalidated, and
+            # `--name ../..` would write (and with --full delete) cards outside pr_archive/
+            check_kebab(name)
             rec, path = resolve_recipe(recipe, name, self.root)
         except ValueError as exc:  # a name that is not kebab-case
             raise InvalidArgument(f"--name {name!r}: {exc}", "name") from None
@@ -112,7 +116,12 @@ class ArchiveAPI:
     def recipe_suggest(self, repo_path: str, name: str, write: bool = False) -> dict[str, Any]:
         """Families proposed from a clone's directories and file names; `write` saves the recipe."""
         from kbase.ingest.recipe_tools import suggest_for_repo
+        from kbase.schema.base import check_kebab
 
+        try:
+            check_kebab(name)
+        except ValueError as exc:
+            raise InvalidArgument(f"--name {name!r}: {exc}", "name") from None
         text, fams, upstream, left = suggest_for_repo(repo_path, name)
         dest = None
         if write:

@@ -11,6 +11,9 @@ draft gets one that exits 77 (skipped), which can never count as a pass.
 from __future__ import annotations
 
 import re
+import shutil
+import tempfile
+import time
 import unicodedata
 from dataclasses import dataclass
 from datetime import date
@@ -97,10 +100,27 @@ def _quote_numbers(s: str) -> str:
     return "".join(p if p.startswith("`") else _NUMBERY.sub(r"`\1`", p) for p in parts)
 
 
+def _block_safe(line: str) -> str:
+    """One line of prose that cannot start a Markdown block of its own (a heading such as
+    `## Verification`, a quote, a list, a rule, a setext underline, HTML, a table)."""
+    if re.match(r"^(?:[#>+*=|<~-]|\d+[.)])", line):
+        return "\\" + line
+    return line
+
+
+def _fence(code: str) -> str:
+    """A backtick fence longer than any backtick run in `code`: a snippet holding ``` cannot
+    close its own block and add sections after it."""
+    longest = max((len(m) for m in re.findall(r"`+", code)), default=0)
+    return "`" * max(3, longest + 1)
+
+
 def _render(
     name: str, title: str, symptom: str, cause: str, fix: str, snippet: str, tags: dict, today: date
 ) -> str:
     lines = [ln for ln in symptom.splitlines() if ln.strip()]
+    code = (snippet or SKIP_SNIPPET).rstrip("\n")
+    fence = _fence(code)
     fm = {
         "name": name,
         "description": _quote_numbers(f"Draft from experience: {title}. Fix: {fix}")[:1000],
@@ -135,20 +155,34 @@ def _render(
         "",
         "## Cause",
         "",
-        _quote_numbers(cause),
+        _block_safe(_quote_numbers(cause)),
         "",
         "## Fix",
         "",
-        _quote_numbers(fix),
+        _block_safe(_quote_numbers(fix)),
         "",
         "## Verification",
         "",
-        "```python verify",
-        (snippet or SKIP_SNIPPET).rstrip("\n"),
-        "```",
+        fence + "python verify",
+        code,
+        fence,
         "",
     ]
     return "---\n" + head + "---\n" + "\n".join(body)
+
+
+STAGING_MAX_AGE_S = 600  # a proposal is staged for milliseconds; older ones lost their writer
+
+
+def _sweep_staging(drafts: Path) -> None:
+    """Remove the hidden staging folders of proposers that were killed mid-write."""
+    cutoff = time.time() - STAGING_MAX_AGE_S
+    for p in drafts.glob(".*"):
+        try:
+            if p.is_dir() and p.stat().st_mtime < cutoff:
+                shutil.rmtree(p, ignore_errors=True)
+        except OSError:
+            continue
 
 
 def propose(
@@ -198,13 +232,23 @@ def propose(
         {k: v for k, v in tag_model.model_dump().items() if v},
         today or date.today(),
     )
-    folder.mkdir(parents=True)
+    # Written and linted in a hidden folder, then renamed into place: a draft either lints or
+    # does not exist, even when the writer is killed half-way (nothing lists the hidden folder).
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    _sweep_staging(folder.parent)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{name}.", dir=folder.parent))
+    try:
+        staged = tmp / name / "SKILL.md"
+        staged.parent.mkdir()
+        staged.write_text(text, encoding="utf-8")
+        problems = [str(p) for p in lint_paths([staged], root)]
+        if problems:  # never leave a draft that does not lint: the proposer gets the problems
+            raise DraftError("the draft does not pass lint: " + "; ".join(problems[:5]))
+        try:
+            staged.parent.rename(folder)
+        except OSError:  # another proposal took the name meanwhile
+            raise DraftError(f"a draft named {name!r} exists already") from None
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
     f = folder / "SKILL.md"
-    f.write_text(text, encoding="utf-8")
-    problems = [str(p) for p in lint_paths([f], root)]
-    if problems:
-        # Never leave a draft that does not lint: the proposer gets the problems instead.
-        f.unlink()
-        folder.rmdir()
-        raise DraftError("the draft does not pass lint: " + "; ".join(problems[:5]))
     return Draft(name=name, path=f.relative_to(root).as_posix(), lint_problems=[])

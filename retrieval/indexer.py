@@ -23,6 +23,7 @@ from kbase.schema import Chunk, Entry
 __all__ = ["IndexReport", "build_index", "collect_entries", "dense_chunks", "parser_fingerprint"]
 
 PR_MAX_TOKENS = 128
+MAX_PROBLEMS_KEPT = 50  # problems named in a generation's meta (/healthz); the count is exact
 
 
 def _vector_id(chunk: Chunk, content_hash: str, model: str = "") -> str:
@@ -209,6 +210,10 @@ def _build_index(
             "parser": fingerprint,
             "vector_store": store_where,
             "dense": dense,
+            # what /healthz reports as degraded: files left out (or kept at their last good
+            # version) because they do not parse; a changed list is a new generation
+            "problems": [f"{p.path}:{p.line}: {p.message}" for p in problems[:MAX_PROBLEMS_KEPT]],
+            "problem_count": len(problems),
         }
         from kbase.retrieval.lexical import tokenizer_fingerprint
 

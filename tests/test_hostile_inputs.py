@@ -17,6 +17,10 @@ from kbase.cli import app
 
 GOOD = "good-skill"
 VERIFY = "\n```python verify\nassert 1 + 1 == 2\n```\n"
+# nine anchors, each nine aliases of the one before: 9**9 leaves once expanded
+ALIAS_BOMB = "notes:\n  l0: &l0 [x, x, x, x, x, x, x, x, x]\n" + "".join(
+    f"  l{i}: &l{i} [{', '.join([f'*l{i - 1}'] * 9)}]\n" for i in range(1, 9)
+)
 
 
 def _hostile(root: Path, outside: Path) -> dict[str, str]:
@@ -43,6 +47,11 @@ def _hostile(root: Path, outside: Path) -> dict[str, str]:
     late_nul = skill_text("late-nul", body="x" * 9000 + "\x00 hidden") + VERIFY
     put("late-nul", late_nul)
     put("cr-only", (skill_text("cr-only") + VERIFY).replace("\n", "\r"))
+    # issue #28: dates YAML reads as timestamps but no calendar has, and a 1.2 KB alias bomb
+    put("bad-date", skill_text("bad-date").replace("date: 2026-11-01", "date: 2026-13-45") + VERIFY)
+    bad_time = skill_text("bad-time").replace("date: 2026-11-01", "date: 2026-11-01T25:61:00")
+    put("bad-time", bad_time + VERIFY)
+    put("alias-bomb", skill_text("alias-bomb", extra=ALIAS_BOMB) + VERIFY)
     (outside / "escaped").mkdir(parents=True)
     (outside / "escaped" / "SKILL.md").write_text(skill_text("escaped") + VERIFY)
     os.symlink(outside / "escaped", skills / "escaped")
@@ -55,6 +64,9 @@ def _hostile(root: Path, outside: Path) -> dict[str, str]:
         "late-nul": "NUL byte at offset",
         "cr-only": "bare CR",
         "escaped": "outside the knowledge-base root",
+        "bad-date": "not a valid date",
+        "bad-time": "not a valid date",
+        "alias-bomb": "aliases expand",
     }
 
 
@@ -93,6 +105,13 @@ def test_deep_cards_are_refused_without_killing_the_index(hostile):
     for depth in (5000, 200_000):
         with pytest.raises(CardError, match="nests deeper"):
             split_card("---\nrepo: x\ntags: " + "[" * depth + "]" * depth + "\n---\nbody\n")
+    with pytest.raises(CardError, match="aliases expand") as err:
+        split_card("---\nrepo: x\n" + ALIAS_BOMB + "---\nbody\n")
+    assert err.value.line > 2
+    for when in ("2026-13-45", "2026-01-02T25:61:00"):
+        with pytest.raises(CardError, match="not a valid date") as err:
+            split_card(f"---\nrepo: x\ndate: {when}\n---\nbody\n")
+        assert err.value.line == 3
 
 
 def test_index_search_check_serve_and_mcp_keep_working(hostile):
@@ -121,10 +140,23 @@ def test_index_search_check_serve_and_mcp_keep_working(hostile):
     service = Service(kb)
     service.prepare(index_if_missing=False, warm=False)
     with ThreadedUvicorn(create_app(service)) as srv:
-        hits = httpx.get(f"{srv.url}/search", params={"q": "zebracorn"}, timeout=60).json()
-        stale = httpx.get(f"{srv.url}/stale", timeout=60).json()
-    assert [h["id"] for h in hits["hits"]] == [GOOD]
-    assert [s["skill"] for s in stale["skills"]] == [GOOD]
+        get = {
+            route: httpx.get(f"{srv.url}{route}", params=params, timeout=60)
+            for route, params in [
+                ("/search", {"q": "zebracorn"}),
+                ("/stale", {}),
+                ("/list", {}),
+                (f"/entries/{GOOD}", {}),
+                ("/healthz", {}),
+            ]
+        }
+    assert all(r.status_code == 200 for r in get.values()), {k: r.text for k, r in get.items()}
+    assert [h["id"] for h in get["/search"].json()["hits"]] == [GOOD]
+    assert [s["skill"] for s in get["/stale"].json()["skills"]] == [GOOD]
+    assert GOOD in get["/list"].text and get[f"/entries/{GOOD}"].json()["id"] == GOOD
+    health = get["/healthz"].json()
+    assert health["degraded"] == len(rep.problems) >= len(expected)
+    assert any(p.startswith("skills/bad-date/SKILL.md:") for p in health["problems"])
 
     async def mcp_search():
         async with Client(build_server(service)) as c:

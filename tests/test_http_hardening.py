@@ -170,3 +170,16 @@ def test_writes_with_allow_write_validated_and_rate_limited(tmp_path):
     assert (tmp_path / "feedback" / "log.jsonl").read_text().count("\n") == sum(
         1 for c in codes if c == 200
     ) + 1
+
+
+def test_deeply_nested_json_is_a_400_not_a_500(srv):
+    # issue #28: 10,000 nested {"a": made json.loads raise RecursionError in the guard (a 500)
+    deep = b'{"a":' * 10_000 + b"1" + b"}" * 10_000
+    for ctype in ("application/json", "text/plain"):
+        r = httpx.post(srv.url + "/search", content=deep, headers={"content-type": ctype})
+        assert r.status_code == 400 and "nests deeper" in r.json()["error"]["message"]
+    # brackets inside strings do not count; 64 levels are fine
+    flat = b'{"query": "' + b"[{" * 200 + b'", "k": 1}'
+    r = httpx.post(srv.url + "/search", content=flat, headers={"content-type": "application/json"})
+    assert r.status_code == 200, r.text
+    assert httpx.get(srv.url + "/healthz").json()["ok"] is True

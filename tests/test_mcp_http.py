@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 
 import anyio
 import pytest
@@ -75,3 +76,36 @@ def test_non_mcp_requests_to_the_endpoint_are_refused_cleanly(mcp_url):
     r2 = httpx.get(mcp_url.replace("/mcp", "/nothing-here"))
     for r in (r1, r2):
         assert 400 <= r.status_code < 500 and "Traceback" not in r.text
+
+
+def test_sessions_are_bounded_and_expire(service):
+    """Issue #28: every initialize used to keep a session forever (8,000: +317 MB)."""
+    from kbase.serve.mcp_server import build_server, http_app
+
+    app = http_app(build_server(service), "127.0.0.1", max_sessions=3, idle_s=1.0)
+    init = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": {"name": "raw", "version": "0"},
+        },
+    }
+    headers = {"accept": "application/json, text/event-stream"}
+    with ThreadedUvicorn(app) as srv:
+        url = srv.url + "/mcp"
+
+        def initialize() -> httpx.Response:
+            return httpx.post(url, json=init, headers=headers, timeout=30)
+
+        first = [initialize() for _ in range(3)]
+        assert all(r.status_code == 200 for r in first)
+        assert initialize().status_code == 503  # the fourth session is refused
+        sid = first[0].headers["mcp-session-id"]
+        ping = {"jsonrpc": "2.0", "id": 2, "method": "ping"}
+        time.sleep(2.5)  # every session idle past 1 s: closed
+        stale = httpx.post(url, json=ping, headers={**headers, "mcp-session-id": sid}, timeout=30)
+        assert stale.status_code == 404
+        assert initialize().status_code == 200  # room again

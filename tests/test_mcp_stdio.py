@@ -148,6 +148,8 @@ def test_malformed_json_rpc_is_answered_and_the_server_stays_up(indexed_root, ra
         }
     )
     s.send({"jsonrpc": "2.0", "id": 6, "method": "no/such/method"})
+    # issue #28: the SDK took a null id for a notification and never answered
+    s.send({"jsonrpc": "2.0", "id": None, "method": "tools/list"})
     s.send(
         {
             "jsonrpc": "2.0",
@@ -159,10 +161,10 @@ def test_malformed_json_rpc_is_answered_and_the_server_stays_up(indexed_root, ra
             },
         }
     )
-    got = [s.read() for _ in range(7)]
+    got = [s.read() for _ in range(8)]
     parse = [m for m in got if m.get("id") is None]
     by_id = {m["id"]: m for m in got if m.get("id") is not None}
-    assert parse and parse[0]["error"]["code"] == -32700
+    assert sorted(m["error"]["code"] for m in parse) == [-32700, -32600]
     assert by_id[2]["error"]["code"] == -32600
     assert by_id[3]["result"]["isError"] and "nope" in by_id[3]["result"]["content"][0]["text"]
     assert by_id[4]["result"]["isError"] and "string" in by_id[4]["result"]["content"][0]["text"]

@@ -229,7 +229,7 @@ def test_cuda_preflight_runs_in_a_child_and_explains_a_machine_without_cuda():
     from kbase.validators.fingerprint import gpus
     from kbase.validators.tiers import cuda_preflight
 
-    why, userns = cuda_preflight(True, 2048)
+    why, userns, _hardening = cuda_preflight(True, 2048)
     if gpus():
         assert why is None, why
     else:

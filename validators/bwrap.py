@@ -6,6 +6,12 @@ every home directory, with only the interpreter and toolchain paths bound back (
 minimal /dev; its own working directory, a size-limited tmpfs holding copies of the snippet
 files; no capabilities; a new session (no TIOCSTI into our terminal); and death with its parent.
 The runner stays outside the PID namespace, so the snippet cannot see, signal or stop it.
+Every writable mount is a tmpfs of bounded size (MASK_MB for the masking ones).
+
+When kbase runs as root, a user namespace would map the snippet to host root: it could read
+root-only files (/etc/shadow, a 0600 signing key by any of its links) and connect to root's
+socket files. So as root bwrap runs without one, and the command starts under setpriv as
+`nobody` (RUN_AS), after the mounts are made; the snippet keeps no capability.
 """
 
 from __future__ import annotations
@@ -13,7 +19,9 @@ from __future__ import annotations
 import functools
 import glob
 import os
+import platform
 import shutil
+import struct
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -23,6 +31,31 @@ SANDBOX_UID = 1000  # what the snippet sees as its uid when a user namespace is 
 # Home directories hide credentials (ssh agent sockets, cloud tokens, the signing key); they are
 # replaced by empty tmpfs and only the paths the snippet needs to run are bound back.
 MASKED_DIRS = ("/root", "/home")
+MASK_MB = 8  # the tmpfs over /run, /root, /home and masked secret folders
+RUN_AS = 65534  # the snippet's host uid and gid when kbase runs as root (nobody)
+
+
+@functools.cache
+def drop_root() -> list[str]:
+    """The setpriv prefix that runs the snippet as RUN_AS when we are root; [] when we are not,
+    or when this machine cannot (no setpriv, or bwrap cannot make namespaces without a user
+    namespace, as in an unprivileged container): runs then keep the user-namespace mapping to
+    root, and their rows say `run_as: 0`. Probed once per process."""
+    if os.geteuid() != 0:
+        return []
+    exe = shutil.which("setpriv")
+    bw = os.environ.get("KBASE_BWRAP") or shutil.which("bwrap")
+    if exe is None or bw is None:
+        return []
+    prefix = [exe, f"--reuid={RUN_AS}", f"--regid={RUN_AS}", "--clear-groups", "--inh-caps=-all"]
+    prefix.append("--")
+    probe = [bw, *_ns_flags(False), "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
+    probe += ["--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev", "--", *prefix, "true"]
+    try:
+        ok = subprocess.run(probe, capture_output=True, timeout=20).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        ok = False
+    return prefix if ok else []
 
 
 @dataclass(frozen=True)
@@ -103,6 +136,49 @@ def _keep_under(masked: str, paths: list[str], secrets: list[str]) -> list[str]:
     return kept
 
 
+# A unix socket file anywhere on the read-only host (an agent's, a daemon's) is connectable to
+# whoever may write it; the network namespace stops abstract and IP sockets only. So the snippet
+# may not create AF_UNIX sockets at all (socketpair() still works): a seccomp filter, loaded by
+# bwrap, fails socket(AF_UNIX, ...) with EACCES. io_uring (which can make sockets past seccomp)
+# and any other syscall ABI than the native one are refused too.
+# machine -> (AUDIT_ARCH, __NR_socket, __NR_io_uring_setup)
+_SECCOMP_ABI = {"x86_64": (0xC000003E, 41, 425), "aarch64": (0xC00000B7, 198, 425)}
+
+
+def unix_socket_filter() -> bytes | None:
+    """The classic-BPF seccomp program (struct sock_filter[]), or None on another machine."""
+    abi = _SECCOMP_ABI.get(platform.machine())
+    if abi is None:
+        return None
+    arch, nr_socket, nr_uring = abi
+    ld, jeq, jge, ret = 0x20, 0x15, 0x35, 0x06
+    allow, deny = 0x7FFF0000, 0x00050000 | 13  # SECCOMP_RET_ALLOW, SECCOMP_RET_ERRNO | EACCES
+    prog = [
+        (ld, 0, 0, 4),  # 0: arch
+        (jeq, 0, 7, arch),  # 1: another ABI -> deny
+        (ld, 0, 0, 0),  # 2: syscall number
+        (jeq, 2, 0, nr_socket),  # 3: socket -> 6
+        (jeq, 4, 0, nr_uring),  # 4: io_uring_setup -> deny
+        (jge, 3, 2, 0x40000000),  # 5: x32 ABI -> deny, else allow
+        (ld, 0, 0, 16),  # 6: socket's domain (low word of args[0])
+        (jeq, 1, 0, 1),  # 7: AF_UNIX -> deny
+        (ret, 0, 0, allow),  # 8
+        (ret, 0, 0, deny),  # 9
+    ]
+    return b"".join(struct.pack("=HBBI", *ins) for ins in prog)
+
+
+def _parents(top: str, path: str) -> list[str]:
+    """--dir for each folder between `top` and `path`, searchable by all: bwrap makes missing
+    ones 0700, which a snippet that runs as nobody could not pass through (an interpreter
+    bound back under /root)."""
+    out: list[str] = []
+    parts = os.path.relpath(path, top).split(os.sep)[:-1]
+    for i in range(len(parts)):
+        out += ["--perms", "0755", "--dir", os.path.join(top, *parts[: i + 1])]
+    return out
+
+
 def gpu_device_nodes() -> list[str]:
     nodes = sorted(glob.glob("/dev/nvidia*"))
     return [n for n in nodes if os.path.exists(n)]
@@ -118,29 +194,56 @@ def command(
     status_fd: int,
     secrets: list[str],
     exe: str,
+    seccomp_fd: int | None = None,
+    as_nobody: bool = True,
 ) -> list[str]:
-    """The full bwrap argv. `files`: name in the workdir -> an open fd whose content it gets."""
+    """The full bwrap argv. `files`: name in the workdir -> an open fd whose content it gets.
+    as_nobody=False keeps root's user-namespace mapping (a GPU whose driver refuses nobody)."""
     size = str(disk_mb * 1024 * 1024)
-    cmd = [exe, *_ns_flags(userns), "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev"]
-    cmd += ["--size", size, "--tmpfs", "/dev/shm", "--tmpfs", "/run", "--tmpfs", "/var/tmp"]
+    small = str(MASK_MB * 1024 * 1024)
+    drop = drop_root() if as_nobody else []
+    if drop:
+        userns = False
+    cmd = [exe, *_ns_flags(userns)]
+    if drop:  # setpriv needs these two to become RUN_AS; it keeps none of them
+        cmd += ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
+    cmd += ["--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev"]
+    cmd += ["--perms", "1777", "--size", size, "--tmpfs", "/dev/shm"]
+    cmd += ["--perms", "1777", "--size", size, "--tmpfs", "/var/tmp"]
+    cmd += ["--size", small, "--tmpfs", "/run"]
     paths = needed_paths()
     home = os.path.expanduser("~")
     masked = [d for d in dict.fromkeys([*MASKED_DIRS, home]) if os.path.isdir(d) and d != "/"]
     # a home folder inside another masked one is hidden already
     masked = [d for d in masked if not any(d != o and _under(d, o) for o in masked)]
     for d in masked:
-        cmd += ["--tmpfs", d]
+        cmd += ["--size", small, "--tmpfs", d]
         for keep in _keep_under(d, paths, secrets):
-            cmd += ["--ro-bind", keep, keep]
+            cmd += [*_parents(d, keep), "--ro-bind", keep, keep]
     for s in secrets:  # e.g. the signing key, wherever it lives
         if os.path.exists(s) and not any(_under(s, d) for d in masked):
-            cmd += ["--ro-bind", "/dev/null", s] if os.path.isfile(s) else ["--tmpfs", s]
-    cmd += ["--size", size, "--tmpfs", "/tmp", "--dir", WORKDIR]
+            cmd += (
+                ["--ro-bind", "/dev/null", s]
+                if os.path.isfile(s)
+                else ["--size", small, "--tmpfs", s]
+            )
+    cmd += [
+        "--perms",
+        "1777",
+        "--size",
+        size,
+        "--tmpfs",
+        "/tmp",
+        "--perms",
+        "1777",
+        "--dir",
+        WORKDIR,
+    ]
     # an interpreter or virtual environment that lives under /tmp (CI checkouts often do) comes
     # back read-only; nothing else of the host's /tmp does
     for keep in _keep_under("/tmp", paths, secrets):
         if not _under(WORKDIR, keep) and not _under(keep, WORKDIR):
-            cmd += ["--ro-bind", keep, keep]
+            cmd += [*_parents("/tmp", keep), "--ro-bind", keep, keep]
     for name, fd in files.items():
         cmd += ["--file", str(fd), f"{WORKDIR}/{name}"]
     if gpu:
@@ -148,5 +251,7 @@ def command(
             # device nodes need read-write opens for CUDA's ioctls; a read-only mount does not
             # restrict device I/O anyway. Driver libraries come from the read-only root.
             cmd += ["--dev-bind", node, node]
-    cmd += ["--chdir", WORKDIR, "--json-status-fd", str(status_fd), "--", *argv]
+    if seccomp_fd is not None:
+        cmd += ["--seccomp", str(seccomp_fd)]
+    cmd += ["--chdir", WORKDIR, "--json-status-fd", str(status_fd), "--", *drop, *argv]
     return cmd

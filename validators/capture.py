@@ -10,6 +10,17 @@ TAIL_CHARS = 4000
 CAPTURE_CAP = 1 << 20  # bytes of head and of tail kept per stream
 MEASURE_RE = re.compile(r"^\s*KBASE_MEASURE\s+(\S+)\s+(\S+)\s*$")
 MAX_MEASURES = 10000
+# What a snippet prints reaches terminals, job summaries and HTML: control characters (ESC
+# sequences retitle or rewrite a terminal, CR overwrites a line, C1 controls, bidi overrides
+# reorder text) are shown as escapes instead. Newline and tab stay.
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def printable(text: str) -> str:
+    """`text` with every control character written as a visible escape (\\x1b, \\u202e)."""
+    return _CONTROL.sub(
+        lambda m: f"\\x{ord(m[0]):02x}" if ord(m[0]) < 0x100 else f"\\u{ord(m[0]):04x}", text
+    )
 
 
 class Scanner:

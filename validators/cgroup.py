@@ -10,6 +10,7 @@ in which it runs unlimited.
 from __future__ import annotations
 
 import os
+import re
 import signal
 import time
 import uuid
@@ -91,7 +92,8 @@ class RunCgroup:
         """A fresh cgroup with the limits applied, or None when this machine does not let us."""
         if os.environ.get("KBASE_CGROUP", "auto") == "off":
             return None
-        token = f"kbase-run-{uuid.uuid4().hex[:12]}"
+        # our pid in the name: a later run can tell the cgroup of a kbase killed with SIGKILL
+        token = f"kbase-run-{os.getpid()}-{uuid.uuid4().hex[:12]}"
         if (CGROUP_ROOT / "cgroup.controllers").exists():
             return cls._create_v2(token, memory_mb, pids)
         return cls._create_v1(token, memory_mb, pids)
@@ -104,6 +106,7 @@ class RunCgroup:
             base = CGROUP_ROOT / ctrl / own.get(ctrl, "/").lstrip("/")
             if not base.is_dir():
                 continue
+            sweep_stale(base)
             try:
                 (base / token).mkdir()
                 dirs[ctrl] = base / token
@@ -143,6 +146,7 @@ class RunCgroup:
                 want = {"memory", "pids"} & set(_read(parent / "cgroup.controllers").split())
                 if want - enabled:
                     _write(parent / "cgroup.subtree_control", " ".join(f"+{c}" for c in want))
+                sweep_stale(parent)
                 d = parent / token
                 d.mkdir()
             except OSError:
@@ -233,6 +237,40 @@ class RunCgroup:
                     break
                 except OSError:  # processes still exiting
                     time.sleep(0.002)
+
+
+_OWNED = re.compile(r"^kbase-run-(\d+)-")
+
+
+def owner_gone(name: str) -> bool:
+    """True for `kbase-run-<pid>-...` (a run's cgroup or temp folder) whose kbase has exited."""
+    m = _OWNED.match(name)
+    if not m:
+        return False
+    try:
+        os.kill(int(m[1]), 0)
+    except ProcessLookupError:
+        return True
+    except (PermissionError, OverflowError):
+        return False
+    return False
+
+
+def sweep_stale(base: Path) -> int:
+    """The cgroups of runs whose kbase was killed (SIGKILL runs no clean-up): whatever still
+    runs in them is killed, and they are removed. Returns how many."""
+    n = 0
+    for d in base.glob("kbase-run-*"):
+        if not d.is_dir() or not owner_gone(d.name):
+            continue
+        for pid in _read(d / "cgroup.procs").split():
+            try:
+                os.kill(int(pid), signal.SIGKILL)
+            except (ProcessLookupError, PermissionError, ValueError):
+                pass
+        RunCgroup("v1", {"d": d}, None, None).remove()
+        n += 1
+    return n
 
 
 def join_in_child(procs_files: list[str]) -> None:

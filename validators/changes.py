@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from kbase.errors import KbaseError
@@ -41,7 +40,12 @@ def _merge_base(root: Path, base: str | None):
     if chosen is None:
         if base:
             raise ChangesError(f"--base {base!r} is not a revision in this repository")
-        chosen = "HEAD"
+        # comparing against HEAD would take whatever the branch committed (a key of its own and
+        # the rows it signs) for the base: without a base there is nothing to judge against
+        raise ChangesError(
+            f"no base to compare with: none of {', '.join(DEFAULT_BASES)} exists here; "
+            "fetch the target branch or pass --base REF"
+        )
     try:
         merge_base = repo.merge_base(chosen, "HEAD")
     except git.GitCommandError as exc:
@@ -91,7 +95,7 @@ def ledger_change_problems(root: Path, base: str | None = None) -> tuple[list[Pr
     """
     from collections import Counter
 
-    from kbase.validators.ledger import LEDGER_DIR, LEDGER_FILE, LedgerError, validate_row
+    from kbase.validators.ledger import LEDGER_DIR, LEDGER_FILE, LedgerError, parse_line
     from kbase.validators.signing import TRUSTED, TRUSTED_DIR, TrustedKeys, parse_public
 
     repo, git, ref, chosen = _merge_base(root, base)
@@ -102,10 +106,13 @@ def ledger_change_problems(root: Path, base: str | None = None) -> tuple[list[Pr
     shown = f"{LEDGER_DIR}/{LEDGER_FILE}"
 
     def show(path: str) -> str:
+        return show_bytes(path).decode("utf-8", "replace")
+
+    def show_bytes(path: str) -> bytes:
         try:
-            return repo.git.show(f"{ref}:{path}")
+            return repo.git.show(f"{ref}:{path}", stdout_as_string=False)
         except git.GitCommandError:
-            return ""
+            return b""
 
     keys = TrustedKeys({}, {}, [])
     base_key_files = [
@@ -129,11 +136,10 @@ def ledger_change_problems(root: Path, base: str | None = None) -> tuple[list[Pr
             f"{rel_keys}/: the trusted keys change; keys are added by a maintainer, "
             "never in the same change as the rows they would sign"
         )
-    base_lines = [ln for ln in show(rel_ledger).splitlines() if ln.strip()]
+    # lines end at "\n" only, and are compared as bytes (ledger.py: U+2028, bytes not UTF-8)
+    base_lines = [ln for ln in show_bytes(rel_ledger).split(b"\n") if ln.strip()]
     path = top / rel_ledger
-    cur_lines = (
-        [ln for ln in path.read_text(encoding="utf-8").splitlines()] if path.exists() else []
-    )
+    cur_lines = path.read_bytes().split(b"\n") if path.exists() else []
     have = Counter(ln for ln in cur_lines if ln.strip())
     gone = Counter(base_lines) - have
     if gone:
@@ -146,12 +152,9 @@ def ledger_change_problems(root: Path, base: str | None = None) -> tuple[list[Pr
         if not raw.strip() or new[raw] <= 0:
             continue
         new[raw] -= 1
-        try:
-            row = validate_row(json.loads(raw), shown, lineno)
-        except (LedgerError, ValueError) as exc:
-            problems.append(
-                str(exc) if isinstance(exc, LedgerError) else f"{shown}:{lineno}: {exc}"
-            )
+        row = parse_line(raw, shown, lineno)
+        if isinstance(row, LedgerError):
+            problems.append(str(row))
             continue
         state = keys.check(row)
         if state == "bad-signature":

@@ -2,8 +2,8 @@
 
 A measured claim carries `expect`, a relation: ">= x", "<= x", "> x", "< x", "== x" or
 "in [a, b]" (inclusive). A snippet reports a value by printing `KBASE_MEASURE <id> <number>` on
-stdout. NaN never holds. Values are stored in ledger rows, so a status can re-judge them
-against the claim as it reads today.
+stdout. A NaN or infinite value never holds (inf would satisfy ">= x", -inf "<= x"). Values are
+stored in ledger rows, so a status can re-judge them against the claim as it reads today.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ class Relation:
     b: float | None = None
 
     def holds(self, value: float | None) -> bool:
-        if value is None or math.isnan(value):
+        if value is None or not math.isfinite(value):
             return False
         if self.op == ">=":
             return value >= self.a
@@ -66,7 +66,7 @@ def parse_relation(text: str) -> Relation:
 
 
 def parse_value(raw: str) -> float | None:
-    """A reported number; None when it is not one. 'nan' parses (and then never holds)."""
+    """A reported number; None when it is not one. 'nan' and 'inf' parse (and never hold)."""
     try:
         return float(raw)
     except (TypeError, ValueError):

@@ -2,14 +2,19 @@
 
 One line per run keeps concurrent branches mergeable (`merge=union` in ledger/.gitattributes):
 two branches that both appended simply keep both sets of lines.
+
+Lines are ASCII (non-ASCII escaped): a snippet's output in a row may hold U+2028 or U+0085,
+which str.splitlines() and other readers take for line breaks. Readers split on "\n" only and
+report a line that is not UTF-8, not JSON or not a row as `path:line`, never a traceback.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import fcntl
 import json
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -58,7 +63,7 @@ def row_from_outcome(o) -> dict:
 
 def canonical(row: dict) -> str:
     """The one serialisation of a row: what is written, compared and (without `sig`) signed."""
-    return json.dumps(row, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return json.dumps(row, sort_keys=True, ensure_ascii=True, separators=(",", ":"))
 
 
 def seal(row: dict) -> dict:
@@ -69,26 +74,105 @@ def seal(row: dict) -> dict:
     return signer.sign(row) if signer else row
 
 
+# what readers use a row's fields as: a row of other types is refused with its line, not a
+# TypeError deep in a status (a list for `skill` cannot key a dict)
+_TYPES: dict[str, type | tuple[type, ...]] = {
+    "skill": str,
+    "snippet_sha256": str,
+    "duration_s": (int, float),
+    "line": (int, type(None)),
+    "message": str,
+    "stderr_tail": str,
+    "isolated": bool,
+    "limits": dict,
+    "claims": list,
+    "literals_seen": list,
+}
+
+
+def _is_bool(v: object, types: type | tuple[type, ...]) -> bool:
+    """True for a bool where a number is wanted (bool is an int to isinstance)."""
+    return isinstance(v, bool) and types is not bool
+
+
+def _nested_problem(row: dict) -> str:
+    """What is wrong inside the fingerprint, claims or literals_seen ("" when nothing)."""
+    for k, v in row["fingerprint"].items():
+        ok = v is None or isinstance(v, (str, bool))
+        if not ok and not (isinstance(v, list) and all(isinstance(x, str) for x in v)):
+            return f"[fingerprint] {k!r} must be text"
+    if any(not isinstance(x, str) for x in row.get("literals_seen") or []):
+        return "[literals_seen] holds an item that is not text"
+    for c in row.get("claims") or []:
+        if not isinstance(c, dict) or not isinstance(c.get("id"), str):
+            return "[claims] an item is not a claim with an id"
+        value = c.get("value")
+        if not isinstance(c.get("expect", ""), str) or not (
+            value is None or (isinstance(value, (int, float)) and not isinstance(value, bool))
+        ):
+            return f"[claims] claim {c['id']!r} has a value or relation of the wrong type"
+        if not all(
+            c.get(k) is None or isinstance(c[k], t) for k, t in (("holds", bool), ("raw", str))
+        ):
+            return f"[claims] claim {c['id']!r} has holds or raw of the wrong type"
+    return ""
+
+
 def validate_row(row: object, path: str, line: int) -> dict:
     if not isinstance(row, dict):
         raise LedgerError(path, line, "a ledger line must be a JSON object")
     missing = [k for k in REQUIRED if k not in row]
     if missing:
         raise LedgerError(path, line, f"missing field(s): {', '.join(missing)}")
-    if row["verdict"] not in VERDICTS:
-        raise LedgerError(path, line, f"[verdict] unknown verdict {row['verdict']!r}")
-    if row["tier"] not in TIERS:
+    if not isinstance(row["tier"], str) or row["tier"] not in TIERS:
         raise LedgerError(path, line, f"[tier] unknown tier {row['tier']!r}")
     if not isinstance(row["fingerprint"], dict):
         raise LedgerError(path, line, "[fingerprint] must be an object")
-    if not isinstance(row["at"], str) or len(row["at"]) < 10:
+    if not isinstance(row["verdict"], str) or row["verdict"] not in VERDICTS:
+        raise LedgerError(path, line, f"[verdict] unknown verdict {row['verdict']!r}")
+    if not isinstance(row["at"], str) or not _iso_day(row["at"]):
         raise LedgerError(path, line, "[at] must be an ISO timestamp")
+    for key, types in _TYPES.items():
+        if key in row and not (isinstance(row[key], types) and not _is_bool(row[key], types)):
+            raise LedgerError(path, line, f"[{key}] has the wrong type ({type(row[key]).__name__})")
+    bad = _nested_problem(row)
+    if bad:
+        raise LedgerError(path, line, bad)
     sig = row.get("sig")
     if sig is not None and not (
         isinstance(sig, dict) and {"alg", "key", "value"} <= set(sig) and sig["alg"] == "ed25519"
     ):
         raise LedgerError(path, line, '[sig] must be {"alg": "ed25519", "key": ..., "value": ...}')
     return row
+
+
+def _iso_day(at: str) -> bool:
+    try:
+        dt.date.fromisoformat(at[:10])
+    except ValueError:
+        return False
+    return True
+
+
+def parse_line(raw: bytes, shown: str, n: int) -> dict | LedgerError:
+    """One ledger line's row, or the LedgerError that names it (`shown:n`)."""
+    try:
+        return validate_row(json.loads(raw.decode("utf-8")), shown, n)
+    except UnicodeDecodeError as exc:
+        return LedgerError(shown, n, f"not valid UTF-8 (byte {exc.start + 1} of the line)")
+    except json.JSONDecodeError as exc:
+        return LedgerError(shown, n, f"not valid JSON ({exc.msg} at column {exc.colno})")
+    except RecursionError:
+        return LedgerError(shown, n, "not a ledger row (nested too deeply)")
+    except LedgerError as err:
+        return err
+
+
+def parse_lines(data: bytes, shown: str) -> Iterator[tuple[int, dict | LedgerError]]:
+    """(line number, its row or the LedgerError naming it) for each non-blank line of a ledger."""
+    for n, raw in enumerate(data.split(b"\n"), start=1):
+        if raw.strip():
+            yield n, parse_line(raw, shown, n)
 
 
 def append_rows(root: Path, rows: Iterable[dict]) -> int:
@@ -136,24 +220,13 @@ def read_ledger(
     problems: list[LedgerError] = []
     if not path.exists():
         return LedgerRead(rows, problems)
-    with open(path, encoding="utf-8", errors="replace") as fh:
-        for n, raw in enumerate(fh, start=1):
-            if not raw.strip():
-                continue
-            try:
-                row = validate_row(json.loads(raw), shown, n)
-            except json.JSONDecodeError as exc:
-                err = LedgerError(shown, n, f"not valid JSON ({exc.msg} at column {exc.colno})")
-                if strict:
-                    raise err from None
-                problems.append(err)
-                continue
-            except LedgerError as err:
-                if strict:
-                    raise
-                problems.append(err)
-                continue
-            rows.append(row)
+    for _, got in parse_lines(path.read_bytes(), shown):
+        if isinstance(got, LedgerError):
+            if strict:
+                raise got
+            problems.append(got)
+        else:
+            rows.append(got)
     return LedgerRead(rows, problems)
 
 
@@ -166,16 +239,14 @@ def merge_ledger(root: Path, other: Path) -> tuple[int, int]:
     leaves its signed payload unchanged.
     """
     incoming: list[dict] = []
-    with open(other, encoding="utf-8") as fh:
-        for n, raw in enumerate(fh, start=1):
-            if not raw.strip():
-                continue
-            try:
-                incoming.append(validate_row(json.loads(raw), str(other), n))
-            except json.JSONDecodeError as exc:
-                raise LedgerError(
-                    str(other), n, f"not valid JSON ({exc.msg} at column {exc.colno})"
-                ) from None
+    try:
+        data = Path(other).read_bytes()
+    except OSError as exc:
+        raise LedgerError(str(other), 0, exc.strerror or str(exc)) from None
+    for _, got in parse_lines(data, str(other)):
+        if isinstance(got, LedgerError):
+            raise got
+        incoming.append(got)
     have = {canonical(r) for r in read_ledger(root, strict=False).rows}
     new = []
     for r in incoming:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -12,7 +11,7 @@ from kbase.validators.ledger import (
     LedgerError,
     canonical,
     ledger_path,
-    validate_row,
+    parse_lines,
 )
 from kbase.validators.signing import BAD_SIGNATURE, TRUSTED, trusted_keys
 
@@ -44,21 +43,12 @@ def _scan(root: Path):
     path = ledger_path(root)
     problems: list[Problem] = []
     states: list[tuple[int, dict, str]] = []
-    text = path.read_text(encoding="utf-8") if path.exists() else ""
-    for n, raw in enumerate(text.splitlines(), start=1):
-        if not raw.strip():
-            continue
-        try:
-            row = validate_row(json.loads(raw), SHOWN, n)
-        except json.JSONDecodeError as exc:
-            problems.append(
-                Problem(path=SHOWN, line=n, message=f"not valid JSON ({exc.msg} at {exc.colno})")
-            )
-            continue
-        except LedgerError as exc:
-            problems.append(Problem(path=SHOWN, line=n, message=str(exc).split(": ", 2)[-1]))
-            continue
-        states.append((n, row, keys.check(row)))
+    data = path.read_bytes() if path.exists() else b""
+    for n, got in parse_lines(data, SHOWN):
+        if isinstance(got, LedgerError):
+            problems.append(Problem(path=SHOWN, line=n, message=str(got).split(": ", 2)[-1]))
+        else:
+            states.append((n, got, keys.check(got)))
     return keys, problems, states
 
 

@@ -3,10 +3,16 @@
 from __future__ import annotations
 
 import datetime as dt
+import html
+import re
 from xml.etree import ElementTree as ET
+
+from kbase.validators.capture import printable
 
 from kbase.closed_sets import STATUS_SPECS, VERDICT_SPECS, severity
 from kbase.schema import Problem
+
+_MD_SPECIAL = re.compile(r"[\\`*_\[\]|!#~]")
 
 
 def _icon(status: str) -> str:
@@ -64,7 +70,10 @@ def _by_severity(item: tuple[str, int]) -> int:
 
 
 def _cell(text: str) -> str:
-    return str(text).replace("|", "\\|").replace("\n", " ")
+    """Text from runs and rows (a snippet's output) as inert Markdown: no control characters,
+    no HTML, no links, images or emphasis, and no cell break."""
+    t = html.escape(printable(str(text)), quote=False)
+    return _MD_SPECIAL.sub(r"\\\g<0>", t).replace("\n", " ")
 
 
 def markdown_report(

@@ -20,20 +20,70 @@ CPU_COMPILE_ARCH = "sm_90a"
 # deadline; -X faulthandler does the same for crashes. Both feed the line mapping.
 # With a turn to wait for (the GPU's device gate), it first imports what the snippet will (while
 # another run holds the GPU), then waits for one byte on stdin.
+# The verdict does not trust the exit status alone (os._exit(0) from an atexit or except hook,
+# a forged bwrap status): a pass needs the completion record, this run's nonce written to the
+# record pipe only after the snippet's main returned, every non-daemon thread ended and no
+# thread raised. The nonce comes through a pipe read and closed before the snippet runs, and is
+# held only in this function's frame; the record fd is closed on exec, so a re-executed
+# interpreter (`python -O`) cannot write it. Asserts stay on: -O and PYTHONOPTIMIZE are refused.
 _BOOTSTRAP = (
-    "import faulthandler, os, runpy, sys\n"
-    "os.makedirs(os.environ.get('TMPDIR') or 'tmp', exist_ok=True)\n"
-    "for _m in os.environ.pop('KBASE_PRELOAD', '').split():\n"
+    "import faulthandler, os, runpy, sys, threading\n"
+    "def _kbase_run(record, nonce_fd):\n"
+    "    nonce = os.read(nonce_fd, 64)\n"
+    "    os.close(nonce_fd)\n"
+    "    os.set_inheritable(record, False)\n"
+    "    if sys.flags.optimize:\n"
+    "        sys.exit('kbase: snippets run with asserts on (no -O, no PYTHONOPTIMIZE)')\n"
+    "    os.makedirs(os.environ.get('TMPDIR') or 'tmp', exist_ok=True)\n"
+    "    for m in os.environ.pop('KBASE_PRELOAD', '').split():\n"
+    "        try:\n"
+    "            __import__(m)\n"
+    "        except Exception:\n"
+    "            pass\n"
+    "    if os.environ.pop('KBASE_WAIT_TURN', ''):\n"
+    "        sys.stdin.buffer.read(1)\n"
+    "    faulthandler.dump_traceback_later(float(sys.argv.pop(1)), exit=False)\n"
+    "    raised = []\n"
+    "    def hook(args, _default=threading.excepthook):\n"
+    "        raised.append(getattr(args.thread, 'name', '?'))\n"
+    "        _default(args)\n"
+    "    threading.excepthook = hook\n"
+    "    path = os.path.abspath('snippet.py')\n"
+    "    sys.argv[0] = path\n"
     "    try:\n"
-    "        __import__(_m)\n"
-    "    except Exception:\n"
-    "        pass\n"
-    "if os.environ.pop('KBASE_WAIT_TURN', ''):\n"
-    "    sys.stdin.buffer.read(1)\n"
-    "faulthandler.dump_traceback_later(float(sys.argv.pop(1)), exit=False)\n"
-    "path = os.path.abspath('snippet.py')\n"
-    "sys.argv[0] = path\n"
-    "runpy.run_path(path, run_name='__main__')\n"
+    "        runpy.run_path(path, run_name='__main__')\n"
+    "    except SystemExit as exc:\n"
+    "        if exc.code not in (None, 0):\n"
+    "            raise\n"
+    "    for t in threading.enumerate():\n"
+    "        if t is not threading.current_thread() and not t.daemon:\n"
+    "            t.join()\n"
+    "    if threading.excepthook is not hook:\n"
+    "        sys.exit('kbase: the snippet replaced threading.excepthook')\n"
+    "    if raised:\n"
+    "        sys.exit('kbase: uncaught exception in thread(s) ' + ', '.join(raised))\n"
+    "    os.write(record, nonce)\n"
+    "    os.close(record)\n"
+    "_kbase_run(int(os.environ.pop('KBASE_RECORD_FD')), int(os.environ.pop('KBASE_NONCE_FD')))\n"
+)
+
+
+# A compiled run (nvcc, then the CUDA program) reports its exit status through this wrapper's
+# completion record, `<status> <nonce>`, not through bwrap's: the program shares the sandbox's
+# uid and could forge bwrap's pid-1 status. The wrapper holds the nonce and the record fd where
+# the program cannot reach them: read and closed, not inherited, and the wrapper made
+# non-dumpable (no ptrace, /proc/<pid>/mem or pidfd_getfd by a process without capabilities).
+_SHELL_WRAPPER = (
+    "import ctypes, os, subprocess, sys\n"
+    "record = int(os.environ.pop('KBASE_RECORD_FD'))\n"
+    "nonce_fd = int(os.environ.pop('KBASE_NONCE_FD'))\n"
+    "nonce = os.read(nonce_fd, 64)\n"
+    "os.close(nonce_fd)\n"
+    "os.set_inheritable(record, False)\n"
+    "ctypes.CDLL(None).prctl(4, 0)  # PR_SET_DUMPABLE\n"
+    "rc = subprocess.call(['/bin/sh', '-c', sys.argv[1]])\n"
+    "os.write(record, str(rc).encode() + b' ' + nonce)\n"
+    "sys.exit(rc if 0 <= rc < 256 else 128 - rc)\n"
 )
 
 
@@ -101,4 +151,4 @@ def _command(layout: SnippetLayout, tier: str, arch: str, timeout: float) -> lis
             for n in cu
         ]
         script = " && ".join(["mkdir -p tmp", *compiles])
-    return ["/bin/sh", "-c", script]
+    return [sys.executable, "-c", _SHELL_WRAPPER, script]

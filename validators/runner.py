@@ -15,7 +15,7 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kbase.validators.capture import tail
+from kbase.validators.capture import printable, tail
 from kbase.validators.claims import judge_measures
 from kbase.validators.device_gate import DeviceGate, device_use_of, preload_for
 from kbase.validators.fingerprint import fingerprint
@@ -136,6 +136,7 @@ def _run_tier(skill, tier: str, settings: RunSettings, turn=None) -> RunOutcome:
         return base
     sandboxed = not settings.unsafe_no_sandbox
     userns: bool | None = None
+    hardening = (True, True)
     if spec.sees_gpu:
         device, _ = gpu_for(v.min_compute_capability)
         visible = (
@@ -143,7 +144,7 @@ def _run_tier(skill, tier: str, settings: RunSettings, turn=None) -> RunOutcome:
             if device is not None and "CUDA_VISIBLE_DEVICES" not in os.environ
             else ""
         )
-        why, userns = cuda_preflight(sandboxed, limits.memory_mb, visible)
+        why, userns, hardening = cuda_preflight(sandboxed, limits.memory_mb, visible)
         if why:  # the machine's or the sandbox's fault, not the snippet's: not a verdict to record
             base.verdict, base.message, base.executed = "skip", why, False
             return base
@@ -178,6 +179,7 @@ def _run_tier(skill, tier: str, settings: RunSettings, turn=None) -> RunOutcome:
             literals=literals,
             on_timeout_grace_s=1.0 if argv[0] == sys.executable else 0.0,
             turn=turn,
+            hardening=hardening,
         )
     except SandboxUnavailable as exc:
         base.verdict, base.executed = "skip", False
@@ -187,11 +189,12 @@ def _run_tier(skill, tier: str, settings: RunSettings, turn=None) -> RunOutcome:
         base.message = f"could not prepare the run: {exc}"
         return base
     base.verdict, base.line, base.message = _judge(res, layout, limits, timeout)
+    base.message = printable(base.message)
     base.duration_s = res.duration_s
     base.isolated = res.isolated
     base.limits = res.limits
     base.literals_seen = res.literals_seen
-    base.output_tail = tail(res.stderr + res.stdout)
+    base.output_tail = printable(tail(res.stderr + res.stdout))
     claims = list(getattr(skill.meta, "claims", []) or [])
     if base.verdict in ("pass", "fail") or res.measures:
         cv = judge_measures(claims, tier, list(v.tiers), res.measures, base.fingerprint)

@@ -17,6 +17,7 @@ clean-up, result) in validators/sandbox_supervise.py; this module's names are th
 from __future__ import annotations
 
 import os
+import secrets
 import subprocess
 import tempfile
 import time
@@ -106,7 +107,29 @@ def secret_paths() -> list[str]:
     key = os.environ.get("KBASE_SIGNING_KEY")
     if key:
         out.append(os.path.realpath(key))
+        # the sandbox hides the key by its path; another name of the same file would show it
+        # to a snippet that runs as the key's owner (any host where kbase is not root)
+        links = os.stat(key).st_nlink if os.path.exists(key) else 1
+        if links > 1:
+            raise OSError(
+                f"KBASE_SIGNING_KEY {key} has {links} names (hard links); the sandbox hides one "
+                "path only: remove the other links before running snippets"
+            )
     return out
+
+
+def _sweep_temp_dirs() -> None:
+    """Remove the run folders a SIGKILLed kbase left (their names carry its pid)."""
+    from kbase.validators.cgroup import owner_gone
+
+    tmp = Path(tempfile.gettempdir())
+    try:
+        names = [e.name for e in os.scandir(tmp) if e.name.startswith("kbase-run-")]
+    except OSError:
+        return
+    for name in names:
+        if owner_gone(name):
+            rmtree(tmp / name)
 
 
 def run_sandboxed(
@@ -121,6 +144,7 @@ def run_sandboxed(
     literals: Iterable[str] = (),
     on_timeout_grace_s: float = 0.0,
     turn: Callable[[], AbstractContextManager] | None = None,
+    hardening: tuple[bool, bool] = (True, True),
 ) -> SandboxResult:
     """Run argv with `files` in a fresh working directory; always returns, never leaves a process.
 
@@ -131,7 +155,12 @@ def run_sandboxed(
     once, in its sandbox, and may prepare (the runner's bootstrap imports what the snippet will);
     one byte on its stdin says go, sent inside `turn()`, which is held until the run ends. The
     timeout and the reported duration count from go.
+
+    `hardening`: (run as nobody when root, refuse unix sockets). Both stay on except where the GPU
+    tier's preflight found that this machine's CUDA driver cannot start with one of them
+    (tiers.cuda_preflight); the row's limits say which were in force.
     """
+    as_nobody, socket_filter = hardening
     if sandboxed:
         ok, why = sandbox_status()
         if not ok:
@@ -139,9 +168,17 @@ def run_sandboxed(
     token = uuid.uuid4().hex
     start = time.monotonic()
     cg = RunCgroup.create(limits.memory_mb, limits.pids)
-    host_dir = Path(tempfile.mkdtemp(prefix="kbase-run-"))
+    _sweep_temp_dirs()
+    host_dir = Path(tempfile.mkdtemp(prefix=f"kbase-run-{os.getpid()}-"))
     fds: list[int] = []
     status_r = status_w = -1
+    # the completion record (validators/run_command.py): a nonce in, the same nonce back out
+    nonce = secrets.token_hex(16).encode()
+    nonce_r, nonce_w = os.pipe()
+    os.write(nonce_w, nonce)
+    os.close(nonce_w)
+    record_r, record_w = os.pipe()
+    fds += [nonce_r, record_w]
     use_userns = False
     try:
         for name, text in files.items():
@@ -149,10 +186,19 @@ def run_sandboxed(
         if sandboxed:
             s = bwrap.support()
             use_userns = s.userns if userns is None else (userns and s.userns)
+            dropping = as_nobody and bool(bwrap.drop_root())
+            use_userns = use_userns and not dropping  # root: setpriv to nobody
             opened = {name: os.open(host_dir / name, os.O_RDONLY) for name in files}
             fds += opened.values()
             status_r, status_w = os.pipe()
             fds.append(status_w)
+            seccomp_fd = None
+            prog = bwrap.unix_socket_filter() if socket_filter else None
+            if prog is not None:  # a few hundred bytes: the pipe holds them until bwrap reads
+                seccomp_fd, prog_w = os.pipe()
+                os.write(prog_w, prog)
+                os.close(prog_w)
+                fds.append(seccomp_fd)
             cmd = bwrap.command(
                 argv,
                 opened,
@@ -162,15 +208,27 @@ def run_sandboxed(
                 status_fd=status_w,
                 secrets=secret_paths(),
                 exe=s.exe or "bwrap",
+                seccomp_fd=seccomp_fd,
+                as_nobody=as_nobody,
             )
             cwd, inside = "/", bwrap.WORKDIR
         else:
             cmd, cwd, inside = list(argv), str(host_dir), str(host_dir)
-        env = scrubbed_env({**env_for(inside), MARKER: token})
+        env = scrubbed_env(
+            {
+                **env_for(inside),
+                MARKER: token,
+                "KBASE_RECORD_FD": str(record_w),
+                "KBASE_NONCE_FD": str(nonce_r),
+            }
+        )
         # RLIMIT_NPROC counts per user: per run inside a fresh user namespace; in the host
         # namespace it counts all our processes, so the run gets that many more.
         nproc = limits.pids if use_userns else limits.pids + (0 if sandboxed else user_procs())
         limits_row = _limits_row(limits, cg, sandboxed, use_userns, nproc)
+        if sandboxed:  # the snippet's host uid: RUN_AS when root could drop to it
+            limits_row["run_as"] = bwrap.RUN_AS if dropping else os.geteuid()
+            limits_row["unix_sockets"] = "refused" if prog is not None else "allowed"
         cg_mem = bool(cg and cg.memory_mb)
         try:
             proc = subprocess.Popen(
@@ -196,22 +254,23 @@ def run_sandboxed(
         if turn is None:
             return _supervise(
                 proc, cg, token, sandboxed, limits, limits_row, literals, status_r,
-                on_timeout_grace_s, start,
+                on_timeout_grace_s, start, (record_r, nonce),
             )  # fmt: skip
         with turn():
             _go(proc)
             return _supervise(
                 proc, cg, token, sandboxed, limits, limits_row, literals, status_r,
-                on_timeout_grace_s, time.monotonic(),
+                on_timeout_grace_s, time.monotonic(), (record_r, nonce),
             )  # fmt: skip
     finally:
         for fd in fds:
             os.close(fd)
-        if status_r >= 0:
-            try:
-                os.close(status_r)
-            except OSError:
-                pass
+        for fd in (status_r, record_r):
+            if fd >= 0:
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
         if cg is not None:
             cg.kill_all()
             cg.remove()

@@ -55,8 +55,9 @@ def _limits_row(
         "cpu_s": limits.cpu_seconds(),
         "fsize_mb": limits.disk_mb,
         "nproc": nproc,
-        # the kernel exempts host uid 0 from RLIMIT_NPROC, user namespace or not: the cgroup counts
-        "nproc_enforced": os.geteuid() != 0,
+        # the kernel exempts host uid 0 from RLIMIT_NPROC, user namespace or not: the cgroup
+        # counts. A sandboxed run of root's runs as nobody (validators/bwrap.py), which it binds.
+        "nproc_enforced": os.geteuid() != 0 or (sandboxed and not userns),
         "cgroup": cg.version if cg else None,
         "memory_mb": limits.memory_mb,
         "memory_scope": None,

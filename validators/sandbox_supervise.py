@@ -37,6 +37,7 @@ class SandboxResult:
     pids_hit: bool = False
     measures: list[tuple[str, str]] = field(default_factory=list)
     literals_seen: list[str] = field(default_factory=list)
+    completed: bool = False  # the run's own completion record came back (run_command.py)
 
     @property
     def signal_name(self) -> str:
@@ -100,6 +101,7 @@ def _supervise(
     status_r: int,
     grace: float,
     start: float,
+    record: tuple[int, bytes] = (-1, b""),
 ) -> SandboxResult:
     lits = list(literals)
     out, err = Scanner(True, lits), Scanner(False, lits)
@@ -133,15 +135,11 @@ def _supervise(
     duration = time.monotonic() - start
     for t in readers:
         t.join(timeout=5)
-    status = b""
-    if status_r >= 0:
-        os.set_blocking(status_r, False)
-        try:
-            while chunk := os.read(status_r, 65536):
-                status += chunk
-        except (BlockingIOError, OSError):
-            pass
+    status = _drain(status_r)
     rc, started = _decode_status(proc.returncode, status.decode("utf-8", "replace"))
+    completed, recorded_rc = _read_record(record)
+    if recorded_rc is not None:
+        rc = recorded_rc  # a compiled run's own status, from its wrapper (run_command.py)
     error = ""
     if sandboxed and not started and not timed_out:
         error = "the sandbox did not start: " + (err.text().strip()[-500:] or f"exit {rc}")
@@ -160,7 +158,37 @@ def _supervise(
         pids_hit=bool(cg and cg.pids_hit()),
         measures=out.measures,
         literals_seen=[lit for lit in lits if lit in seen],
+        completed=completed,
     )
+
+
+def _read_record(record: tuple[int, bytes]) -> tuple[bool, int | None]:
+    """(the run wrote its completion record, the exit status the record gives, if any).
+    The Python bootstrap writes the nonce; the wrapper of a compiled run `<status> <nonce>`."""
+    fd, nonce = record
+    data = _drain(fd) if nonce else b""
+    if not data or not data.endswith(nonce):
+        return False, None
+    head = data[: -len(nonce)]
+    if not head:
+        return True, None
+    try:
+        return True, int(head.strip())
+    except ValueError:
+        return False, None
+
+
+def _drain(fd: int) -> bytes:
+    """What a pipe holds now (its writers are gone or never write again); b"" for no pipe."""
+    data = b""
+    if fd >= 0:
+        os.set_blocking(fd, False)
+        try:
+            while chunk := os.read(fd, 65536):
+                data += chunk
+        except (BlockingIOError, OSError):
+            pass
+    return data
 
 
 def _wait_exit(proc: subprocess.Popen, timeout: float) -> bool:

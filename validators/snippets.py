@@ -14,6 +14,11 @@ from pathlib import Path
 
 from kbase.errors import KbaseError
 
+# Part of every snippet hash (ingest/skills.py): bump it with any change to how a snippet runs
+# (run_command.py's bootstrap and commands, the layout below), so that rows of the old runner
+# stop counting. 2: the completion record.
+RUNNER_VERSION = "2"
+
 PYTHON_LANGS = {"python", "py", "python3"}
 CUDA_LANGS = {"cuda", "cu"}
 OTHER_LANGS = {"cpp", "c++", "c", "h", "cuh", "hpp"}

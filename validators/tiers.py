@@ -117,8 +117,9 @@ _CUDA_PROBE = (
 @functools.cache
 def cuda_preflight(
     sandboxed: bool, memory_mb: int | None, visible: str = ""
-) -> tuple[str | None, bool | None]:
-    """(why the gpu tier cannot run here, or None; whether to use a user namespace).
+) -> tuple[str | None, bool | None, tuple[bool, bool]]:
+    """(why the gpu tier cannot run here, or None; whether to use a user namespace; the
+    sandbox hardening CUDA starts under: (as nobody, unix sockets refused)).
 
     A sandbox that breaks CUDA would otherwise record every GPU skill as failing. So before the
     first GPU run we create a context the way snippets will, in the sandbox with the GPU device
@@ -131,13 +132,17 @@ def cuda_preflight(
     from kbase.validators.sandbox import Limits, SandboxUnavailable, run_sandboxed
 
     extra = {"CUDA_DEVICE_ORDER": "PCI_BUS_ID", "CUDA_VISIBLE_DEVICES": visible} if visible else {}
-    attempts: list[tuple[bool | None, int | None]] = (
-        [(True, memory_mb), (False, memory_mb)] if sandboxed else [(None, memory_mb)]
+    # strongest first: as nobody with unix sockets refused; then each relaxed, then both
+    levels = [(True, True), (True, False), (False, True), (False, False)] if sandboxed else []
+    attempts: list[tuple[bool | None, int | None, tuple[bool, bool]]] = (
+        [(u, memory_mb, h) for h in levels for u in (True, False)]
+        if sandboxed
+        else [(None, memory_mb, (True, True))]
     )
     if memory_mb:
-        attempts.append((attempts[-1][0], None))
+        attempts.append((attempts[-1][0], None, attempts[-1][2]))
     last = ""
-    for userns, mem in attempts:
+    for userns, mem, hardening in attempts:
         try:
             res = run_sandboxed(
                 [sys.executable, "-c", _CUDA_PROBE],
@@ -147,16 +152,21 @@ def cuda_preflight(
                 sandboxed=sandboxed,
                 gpu=True,
                 userns=userns,
+                hardening=hardening,
             )
         except SandboxUnavailable as exc:
-            return f"no sandbox for the gpu tier: {exc}", None
+            return f"no sandbox for the gpu tier: {exc}", None, (True, True)
         if res.returncode == 0:
             if mem != memory_mb:
                 return (
-                    f"CUDA does not initialise under the {memory_mb} MiB memory limit; "
-                    "raise it with --memory-mb (0 removes it)"
-                ), None
-            return None, userns
+                    (
+                        f"CUDA does not initialise under the {memory_mb} MiB memory limit; "
+                        "raise it with --memory-mb (0 removes it)"
+                    ),
+                    None,
+                    hardening,
+                )
+            return None, userns, hardening
         last = (res.stderr.strip().splitlines() or [res.error or f"exit {res.returncode}"])[-1]
     where = "in the sandbox" if sandboxed else "in a child process"
-    return f"the CUDA driver does not initialise {where}: {last}", None
+    return f"the CUDA driver does not initialise {where}: {last}", None, (True, True)

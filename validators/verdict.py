@@ -29,6 +29,14 @@ def _judge(
     if res.timed_out:
         return "timeout", locate_failure(layout, output), f"ran past the {timeout:g} s timeout"
     rc = res.returncode
+    if rc == 0 and not res.completed:
+        # exit status 0 without the completion record: os._exit(0) from an exit hook, a
+        # re-executed interpreter, a forged sandbox status. The snippet did not finish.
+        return (
+            "fail",
+            locate_failure(layout, output),
+            "exited 0 without finishing its main (os._exit, an exit hook or a re-exec?)",
+        )
     if rc == 0:
         return "pass", None, _last_line(res.stdout)
     if rc == SKIP_EXIT:

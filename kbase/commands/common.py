@@ -120,3 +120,14 @@ def kb(root: str | None, one_query: bool = False) -> Any:
     from kbase.api import KnowledgeBase
 
     return KnowledgeBase(root=root, one_query=one_query)
+
+
+def inert(text: str) -> str:
+    """Text a snippet wrote (a run's message, a ledger row's reason) for a rich console: control
+    characters shown as escapes, and `[...]` markup escaped, so it can neither drive the terminal
+    nor restyle what kbase prints around it."""
+    from rich.markup import escape
+
+    from kbase.validators.capture import printable
+
+    return escape(printable(str(text)))

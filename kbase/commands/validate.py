@@ -18,6 +18,7 @@ from kbase.commands.common import (
     console,
     err_console,
     handles_errors,
+    inert,
     kb,
     print_json,
 )
@@ -101,8 +102,8 @@ def _runs_table(outcomes: list[Any], paths: dict[str, str]) -> None:
             o.tier,
             f"[{style}]{o.verdict}[/]",
             f"{o.duration_s:.1f}",
-            where,
-            _cut(o.message, 160),
+            inert(where),
+            inert(_cut(o.message, 160)),
         )
     console.print(table)
 
@@ -112,7 +113,9 @@ def _failures_last(outcomes: list[Any], paths: dict[str, str]) -> None:
     bad = [o for o in outcomes if (spec := VERDICT_SPECS.get(o.verdict)) and spec.bad]
     for o in bad:
         where = f"{paths.get(o.skill, o.skill)}:{o.line}" if o.line else paths.get(o.skill, o.skill)
-        err_console.print(f"[red]{o.verdict}[/red] {o.skill} [{o.tier}] {where}: {o.message}")
+        err_console.print(
+            f"[red]{o.verdict}[/red] {o.skill} \\[{o.tier}] {inert(where)}: {inert(o.message)}"
+        )
     if bad:
         err_console.print(f"{len(bad)} bad run(s) of {len(outcomes)}")
 
@@ -232,14 +235,16 @@ def _status_lines(judgements: list[dict]) -> None:
     width = max(40, min(console.get().width, 120))
     for j in _problems_first(judgements):
         spec = STATUS_SPECS.get(j["status"])
-        when = ", ".join(x for x in ((j["last_pass"] or "")[:10], j["verified_on"] or "") if x)
+        when = inert(
+            ", ".join(x for x in ((j["last_pass"] or "")[:10], j["verified_on"] or "") if x)
+        )
         head = f"[{spec.style if spec else ''}]{j['status']:<13}[/] {j['skill']}"
         console.print(head + (f"  ({when})" if when else ""), highlight=False, soft_wrap=True)
         reasons = _cut("; ".join(j["reasons"]), 300)
         for line in textwrap.wrap(
             reasons, width - 14, break_long_words=False, break_on_hyphens=False
         ):
-            console.print(" " * 14 + line, highlight=False, markup=False, soft_wrap=True)
+            console.print(" " * 14 + inert(line), highlight=False, soft_wrap=True)
 
 
 def _problems_first(judgements: list[dict]) -> list[dict]:

@@ -58,6 +58,9 @@ class Health(Model):
     generation: str | None
     entries: int = 0
     chroma: Literal["server", "embedded"]
+    # files the index left out (or keeps at their last good version) because they do not parse
+    degraded: int = 0
+    problems: list[str] = Field(default_factory=list, description="`path:line: message`, first 50")
 
 
 class FeedbackAnswer(Model):

@@ -6,7 +6,9 @@
 - reads the whole request body itself, counting bytes as they arrive, so a chunked upload is cut
   off at `max_body` like one with a Content-Length (413), and within `body_timeout` seconds (408);
 - refuses a query string or a JSON body that is not valid UTF-8, or whose JSON holds a lone
-  surrogate escape such as "\\ud800", with 400 before any handler sees it.
+  surrogate escape such as "\\ud800", with 400 before any handler sees it;
+- refuses a JSON body nested deeper than MAX_JSON_DEPTH with 400, counted on the bytes before
+  anything recursive parses it (10,000 `{"a":` made json.loads raise RecursionError: a 500).
 
 `GuardedH11Protocol` closes a connection whose request headers do not arrive within
 `header_timeout` seconds (uvicorn has an idle keep-alive timeout but none for a slow header).
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 from urllib.parse import unquote_to_bytes
@@ -32,6 +35,21 @@ MAX_BODY_BYTES = 64 * 1024
 BODY_TIMEOUT_S = 10.0
 HEADER_TIMEOUT_S = 10.0
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
+MAX_JSON_DEPTH = 64  # kbase's requests nest 3 levels, MCP's about 6
+_JSON_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"', re.S)
+_JSON_BRACKET = re.compile(rb"[\[\]{}]")
+
+
+def json_too_deep(body: bytes, limit: int = MAX_JSON_DEPTH) -> bool:
+    """True when the JSON text opens more than `limit` arrays/objects at once (strings skipped)."""
+    if body.count(b"[") + body.count(b"{") <= limit:
+        return False
+    depth = 0
+    for m in _JSON_BRACKET.finditer(_JSON_STRING.sub(b"", body)):
+        depth += 1 if m.group() in b"[{" else -1
+        if depth > limit:
+            return True
+    return False
 
 
 def allowed_hosts(bind_host: str = "127.0.0.1", extra: Iterable[str] = ()) -> set[str]:
@@ -139,7 +157,11 @@ class Guard:
         if problem is not None:
             await _respond(send, *problem)
             return
-        if body and self.check_json and "json" in headers.get("content-type", ""):
+        is_json = "json" in headers.get("content-type", "")
+        if body and json_too_deep(body):  # whatever the content type says: FastAPI may parse it
+            await _respond(send, 400, f"the JSON body nests deeper than {MAX_JSON_DEPTH} levels")
+            return
+        if body and self.check_json and is_json:
             try:
                 _reject_surrogates(json.loads(body.decode("utf-8")))
             except UnicodeError:

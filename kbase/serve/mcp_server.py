@@ -11,6 +11,7 @@ middleware before the SDK's own validation, so a wrong guess gets a useful messa
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
 import os
 import sys
@@ -224,13 +225,27 @@ async def serve_http(srv, host: str, port: int) -> None:
 
     from kbase.serve.guard import Guard, allowed_hosts, env_hosts, guarded_protocol
 
-    app = Guard(
-        srv.streamable_http_app(host=host), allowed_hosts(host, env_hosts()), check_json=False
-    )
+    app = Guard(http_app(srv, host), allowed_hosts(host, env_hosts()), check_json=False)
     config = uvicorn.Config(
         app, host=host, port=port, log_level="warning", http=guarded_protocol(), server_header=False
     )
     await uvicorn.Server(config).serve()
+
+
+# Each open session holds ~40 KB and the SDK's defaults keep 10,000 of them for 30 minutes
+# (8,000 initializes grew the server by 317 MB); agents open one per conversation.
+MAX_SESSIONS = 256
+SESSION_IDLE_S = 600.0
+
+
+def http_app(
+    srv, host: str, max_sessions: int = MAX_SESSIONS, idle_s: float = SESSION_IDLE_S
+) -> Any:
+    """The streamable-HTTP app with bounded sessions: past `max_sessions` a new one gets 503,
+    and a session with no request for `idle_s` seconds is closed (its id then gets 404)."""
+    return srv.streamable_http_app(
+        host=host, max_sessions=max_sessions, session_idle_timeout=idle_s
+    )
 
 
 def _rejection(exc: Exception):
@@ -263,13 +278,53 @@ def _rejection(exc: Exception):
     return SessionMessage(JSONRPCError(jsonrpc="2.0", id=rid, error=err))
 
 
+def _no_null_ids(line: str) -> str:
+    """A request whose id is null, boolean or fractional, as a line the SDK refuses.
+
+    The SDK reads `{"id": null, "method": ...}` as a notification (it ignores the id) and never
+    answers, so the client waits forever; made invalid here, it gets -32600 like any bad line.
+    """
+    if '"id"' not in line:
+        return line
+    try:
+        msg = json.loads(line)
+    except ValueError:
+        return line
+    if isinstance(msg, dict) and "id" in msg and "method" in msg:
+        rid = msg["id"]
+        if rid is None or isinstance(rid, (bool, float)):
+            return '{"jsonrpc": "2.0", "id": null, "kbase": "an id must be a string or integer"}\n'
+    return line
+
+
+class _StdinLines:
+    """The server's stdin as text lines through _no_null_ids. Like the SDK's own reader, fd 0
+    is moved aside first so that a tool's child process reads EOF, not the protocol."""
+
+    def __init__(self) -> None:
+        import anyio
+
+        wire = os.dup(0)
+        null = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(null, 0)
+        os.close(null)
+        self._file = anyio.wrap_file(open(wire, encoding="utf-8", errors="replace"))  # noqa: SIM115
+
+    def __aiter__(self):
+        return self._lines()
+
+    async def _lines(self):
+        async for line in self._file:
+            yield _no_null_ids(line)
+
+
 async def run_stdio(srv) -> None:
     """srv.run_stdio_async(), with unreadable lines answered instead of dropped."""
     import anyio
     from mcp.server.stdio import stdio_server
 
     low = srv._lowlevel_server  # what MCPServer.run_stdio_async drives too
-    async with stdio_server() as (read_stream, write_stream):
+    async with stdio_server(stdin=_StdinLines()) as (read_stream, write_stream):  # type: ignore[arg-type]
         fwd_send, fwd_recv = anyio.create_memory_object_stream[Any](16)
 
         async def pump() -> None:
