@@ -160,6 +160,8 @@ class Service:
                 stage, done, total = _progress_line(line)
                 if stage:
                     self._progress(stage, done, total)
+                elif line.startswith("kbase: building the index"):
+                    log.info("%s", line.rstrip())
                 elif line.strip():
                     log.warning("kbase index: %s", line.rstrip())
                     last = [*last[-4:], line.strip()]
