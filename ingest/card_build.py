@@ -122,13 +122,19 @@ def key_diff(facts: list[FileFacts], files: list[FileChange]) -> str | None:
         )
         return (top, -((fc.added or 0) + (fc.deleted or 0)), fc.path)
 
+    def is_test(path: str) -> bool:
+        return rank_key("", "", path, 0)[0] == 5
+
     out: list[str] = []
     for fc in sorted(files, key=file_rank):
         ff = by_path.get(fc.path)
-        if ff is None or not ff.excerpts or file_rank(fc)[0] >= 5:
+        # a file whose change names no function (a constant, a launch config, top-level code)
+        # still shows, after those that do; tests never
+        if ff is None or not ff.excerpts or file_rank(fc)[0] == 5 or is_test(fc.path):
             continue
         if len(out) + 2 > KEY_DIFF_LINES:
             break
+        head = len(out)
         out.append(f"--- {fc.path}")
         for _, new_start, lines in ff.excerpts:
             if len(out) + 2 > KEY_DIFF_LINES:
@@ -138,13 +144,20 @@ def key_diff(facts: list[FileFacts], files: list[FileChange]) -> str | None:
             out.append(f"@@ +{new_start}")
             room = KEY_DIFF_LINES - len(out)
             out.extend(lines[:room])
+        if len(out) == head + 1:
+            out.pop()  # every hunk was comments: no header without a line under it
         if len(out) >= KEY_DIFF_LINES:
             break
     return "\n".join(out[:KEY_DIFF_LINES]) if out else None
 
 
+_DIRECTIVE = ("#define", "#undef", "#if", "#el", "#endif", "#include", "#pragma")
+
+
 def _is_comment(line: str) -> bool:
     t = line.strip()
+    if t.startswith(_DIRECTIVE):  # C preprocessor: code, not a comment
+        return False
     return not t or t.startswith(("//", "/*", "*", "#", '"""'))
 
 

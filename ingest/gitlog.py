@@ -21,7 +21,11 @@ MAX_SYMBOLS = 16
 _HUNK = re.compile(rb"^@@@* -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@@* ?(.*)$")
 _INDEX = re.compile(r"^index ([0-9a-f]+)\.\.([0-9a-f]+)")
 DIFF_KEEP = 12  # diff lines kept per hunk for the card's key-diff excerpt
-HUNKS_KEEP = 40  # hunks kept per commit for it
+# Hunks kept for it per file, and per commit: per file, so that the kernel file a card should
+# show is not crowded out by the benchmarks and CI files git lists before it (issue #27: 143 of
+# 1,147 kernel cards showed one); key_diff ranks the files afterwards.
+HUNKS_PER_FILE = 3
+HUNKS_KEEP = 600
 _HEADER_END = b"\x1d"
 # %b is the body: merge commits keep the PR title there
 LOG_FORMAT = "%x1e%H%x1f%P%x1f%cI%x1f%s%x1f%b%x1d"
@@ -233,7 +237,7 @@ def parse_log(
                 old_n = int(m.group(2)) if m.group(2) is not None else 1
                 new_n = int(m.group(4)) if m.group(4) is not None else 1
                 cur.hunks.append((int(m.group(1)), old_n, int(m.group(3)), new_n))
-                if kept < HUNKS_KEEP:
+                if kept < HUNKS_KEEP and len(cur.excerpts) < HUNKS_PER_FILE:
                     kept += 1
                     excerpt = []
                     cur.excerpts.append((int(m.group(1)), int(m.group(3)), excerpt))

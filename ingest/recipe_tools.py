@@ -55,8 +55,12 @@ def repo_paths(git_dir: str, history: bool = True) -> list[str]:
     return sorted(set(head) | {p for p in past if p})
 
 
-def suggest_families(paths: list[str], min_files: int = 3, limit: int = 40) -> dict[str, list[str]]:
-    """Families proposed from file names and directory names of the source files in `paths`."""
+def suggest_families(
+    paths: list[str], min_files: int = 3, limit: int = 40, left_out: list[str] | None = None
+) -> dict[str, list[str]]:
+    """Families proposed from file names and directory names of the source files in `paths`,
+    at most `limit`; `left_out` receives the names of those past the limit, largest first."""
+    left = left_out if left_out is not None else []
     code = [p for p in paths if p.endswith(CODE_EXT)]
     by_token: dict[str, set[str]] = defaultdict(set)
     for p in code:
@@ -73,16 +77,22 @@ def suggest_families(paths: list[str], min_files: int = 3, limit: int = 40) -> d
     families: dict[str, list[str]] = {}
     ranked = sorted(by_token.items(), key=lambda kv: (-len(kv[1]), kv[0]))
     for t, files in ranked:
-        if len(files) < min_files or len(families) >= limit:
+        if len(files) < min_files:
+            continue
+        if len(families) >= limit:
+            left.append(t)
             continue
         globs = sorted({_token_glob(p, t) for p in files})
         families[t] = globs
     for d, files in sorted(dirs.items(), key=lambda kv: (-len(kv[1]), kv[0])):
         key = re.sub(r"[^a-z0-9]+", "-", d.rsplit("/", 1)[-1].lower()).strip("-")
-        if len(files) < min_files or key in families or len(families) >= limit:
+        if len(files) < min_files or key in families or key in left:
             continue
         if all(key not in tokens(p) for p in files):  # not already a file-name family
-            families[key] = [f"{d}/**"]
+            if len(families) >= limit:
+                left.append(key)
+            else:
+                families[key] = [f"{d}/**"]
     return dict(sorted(families.items()))
 
 
@@ -138,11 +148,21 @@ def lint_families(families: dict[str, list[str]], paths: list[str]) -> list[Glob
     return problems
 
 
-def recipe_yaml(name: str, upstream: str | None, families: dict[str, list[str]]) -> str:
+def recipe_yaml(
+    name: str,
+    upstream: str | None,
+    families: dict[str, list[str]],
+    left_out: list[str] | None = None,
+) -> str:
     lines = [
         "# Proposed by `kbase recipe suggest` from directory and file names: edit before use.",
-        f"name: {name}",
     ]
+    if left_out:  # the limit is said, never applied silently (issue #27)
+        shown = ", ".join(left_out[:20]) + (", ..." if len(left_out) > 20 else "")
+        lines.append(
+            f"# Stopped at {len(families)} families; {len(left_out)} more left out: {shown}"
+        )
+    lines.append(f"name: {name}")
     if upstream:
         lines.append(f"upstream: {upstream}")
     lines.append("families:")
@@ -152,11 +172,15 @@ def recipe_yaml(name: str, upstream: str | None, families: dict[str, list[str]])
     return "\n".join(lines) + "\n"
 
 
-def suggest_for_repo(source: str | Path, name: str) -> tuple[str, dict[str, list[str]], str | None]:
+def suggest_for_repo(
+    source: str | Path, name: str
+) -> tuple[str, dict[str, list[str]], str | None, list[str]]:
+    """(recipe text, families, upstream URL, names left out past the limit)."""
     from kbase.ingest.mining import open_repo
 
     repo = open_repo(source)
     paths = repo_paths(str(repo.git_dir), history=False)
-    fams = suggest_families(paths)
+    left: list[str] = []
+    fams = suggest_families(paths, left_out=left)
     up = origin_url(str(repo.git_dir))
-    return recipe_yaml(name, up, fams), fams, up
+    return recipe_yaml(name, up, fams, left), fams, up, left

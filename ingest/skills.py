@@ -145,7 +145,7 @@ def _lint_file(f: Path, root: Path) -> tuple[list[Problem], Related]:
     from kbase.validators.narration import ledger_narration
     from kbase.validators.numbers import unbacked_numbers
 
-    problems = unbacked_numbers(s) + ledger_narration(s)
+    problems = unbacked_numbers(s) + ledger_narration(s) + _unfinished(s)
     from kbase.validators.claims import host_dependent_claims
 
     ids = [c.id for c in s.meta.claims]
@@ -168,6 +168,45 @@ def _lint_file(f: Path, root: Path) -> tuple[list[Problem], Related]:
     return problems, [
         (s.path, rel, i, s.doc.line_of(("related", i))) for i, rel in enumerate(s.meta.related)
     ]
+
+
+def _unfinished(s: Skill) -> list[Problem]:
+    """What `kbase new` left to fill in (issue #27: an untouched scaffold passed lint and check):
+    TODO placeholders outside code blocks, and its sample snippet unchanged."""
+    import re
+
+    from kbase.validators.scaffold import sample_snippet
+
+    out: list[Problem] = []
+    fence = ""
+    for i, line in enumerate(s.text.splitlines(), 1):
+        mark = line.lstrip()[:3]
+        if mark in ("```", "~~~"):
+            fence = "" if fence == mark else (fence or mark)
+            continue
+        if not fence and re.search(r"\bTODO\b", line):
+            out.append(
+                Problem(
+                    path=s.path,
+                    line=i,
+                    code="todo-text",
+                    message="TODO placeholder: write what it asks for, or remove the line",
+                )
+            )
+    sample = sample_snippet()
+    for b in s.snippet_blocks():
+        if b.code.strip() == sample:
+            out.append(
+                Problem(
+                    path=s.path,
+                    line=b.line,
+                    field="verification.blocks",
+                    code="sample-snippet",
+                    message="the snippet is `kbase new`'s unchanged sample: replace it with one "
+                    "that proves this skill's claim",
+                )
+            )
+    return out
 
 
 def _lint_chunk(args: tuple[list[Path], Path]) -> list[tuple[list[Problem], Related]]:

@@ -73,6 +73,13 @@ class KnowledgeBase(SearchAPI, ValidateAPI, ArchiveAPI, ExperienceAPI):
     def model_path(self) -> str:
         return self.settings.model_path or default_model_path()
 
+    def shipped(self) -> bool:
+        """Whether the model shipped in the package embeds (retrieval/shipped_model.py): a base
+        install (no model package, no KBASE_MODEL), or KBASE_MODEL=shipped."""
+        from kbase.retrieval import shipped_model
+
+        return not self.settings.model_path and not model_installed() and shipped_model.available()
+
     def embedder(self) -> Any:
         if self._embedder is None:
             from kbase.retrieval.embed import get_embedder
@@ -84,8 +91,16 @@ class KnowledgeBase(SearchAPI, ValidateAPI, ArchiveAPI, ExperienceAPI):
         """Documents go through ONNX Runtime on CPU once home/onnx holds the model's export
         (retrieval/onnx_embed.py; KBASE_INDEX_BACKEND=torch turns it off), else torch.
         `recipe`: onnx_embed.index_recipe(), the int8 model when it names one."""
-        from kbase.retrieval.onnx_embed import doc_embedder
+        from kbase.retrieval.onnx_embed import _cached, doc_embedder
 
+        if self.shipped():
+            from kbase.retrieval import onnx_int8 as Q
+            from kbase.retrieval.shipped_model import materialize
+
+            d = materialize(self.home)
+            if recipe:
+                Q.ensure_int8(d)
+            return _cached(d, recipe)
         emb = doc_embedder(self.home, self.model_path, self.embedder, recipe)
         return emb or self.embedder()
 
@@ -96,8 +111,12 @@ class KnowledgeBase(SearchAPI, ValidateAPI, ArchiveAPI, ExperienceAPI):
                 from kbase.retrieval.onnx_query import load_query_embedder
 
                 # A base install has no model, only the index's ONNX export of it ("" says so).
+                if self.shipped():
+                    from kbase.retrieval.shipped_model import materialize
+
+                    materialize(self.home)
                 model_path = self.settings.model_path or (
-                    default_model_path() if model_installed() else ""
+                    default_model_path() if model_installed() and not self.shipped() else ""
                 )
                 self._query_embedder = (
                     load_query_embedder(self.home, model_path, prepack=not self.one_query)
@@ -143,18 +162,28 @@ class KnowledgeBase(SearchAPI, ValidateAPI, ArchiveAPI, ExperienceAPI):
     # ------------------------------------------------------------------ index
     def index(self, progress: Progress | None = None, gc: bool = True) -> Any:
         """Build or update the index; returns retrieval.indexer.IndexReport (`.as_dict()`)."""
+        from kbase.retrieval.embed import default_device
         from kbase.retrieval.indexer import build_index
         from kbase.retrieval.onnx_embed import OnnxUnavailable, index_recipe
+        from kbase.retrieval.shipped_model import SeededEmbedder
+
+        shipped = self.shipped()
+
+        def embedder(recipe: str) -> Any:
+            if default_device() != "cpu":
+                return self.index_embedder(recipe)
+            # the shipped skills' vectors come with the package: none of them is embedded again
+            return SeededEmbedder(lambda: self.index_embedder(recipe), recipe)
 
         def run(recipe: str) -> Any:
             return build_index(
                 self.root,
                 self.home,
-                lambda: self.index_embedder(recipe),
+                lambda: embedder(recipe),
                 self.settings.chroma_url,
                 progress=progress,
                 gc=gc,
-                model_path=self.model_path,
+                model_path=None if shipped else self.model_path,
                 dense_model=recipe,
             )
 

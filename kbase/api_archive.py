@@ -122,7 +122,7 @@ class ArchiveAPI:
             check_kebab(name)
         except ValueError as exc:
             raise InvalidArgument(f"--name {name!r}: {exc}", "name") from None
-        text, fams, upstream = suggest_for_repo(repo_path, name)
+        text, fams, upstream, left = suggest_for_repo(repo_path, name)
         dest = None
         if write:
             dest = self.root / "pr_archive" / "recipes" / f"{name}.yaml"
@@ -134,6 +134,7 @@ class ArchiveAPI:
             "name": name,
             "upstream": upstream,
             "families": fams,
+            "left_out": left,
             "written": str(dest) if dest else None,
             "text": text,
         }

@@ -110,6 +110,49 @@ class SearchAPI:
         )
         return self.query(q, auto_index=auto_index).hits
 
+    def source_count(self) -> int:
+        """How many files a build reads (skills, drafts, PR cards), without parsing them."""
+        from kbase.drafts import find_draft_files
+        from kbase.ingest.cards import card_paths
+        from kbase.ingest.skills import find_skill_files
+
+        return sum(len(f(self.root)) for f in (find_skill_files, find_draft_files, card_paths))
+
+    def skills_changed(self) -> bool:
+        """Whether a skill or draft was added, edited or removed since the index was built: the
+        files' (size, mtime, inode) against those the build recorded, without parsing them
+        (a few ms for the shipped skills). PR cards are left to `kbase mine`/`kbase index`."""
+        import os
+
+        from kbase.retrieval import fastjson as F
+        from kbase.retrieval import generations as G
+        from kbase.retrieval.collect import _file_sig
+
+        gid = G.current_id(self.home)
+        if gid is None:
+            return False
+        try:
+            seen = F.loads((G.gens_dir(self.home) / gid / G.CARD_STATS).read_bytes())
+        except (OSError, ValueError):
+            return False  # an index from before the stats were kept: left as it is
+        # what collect_entries reads (ingest.skills.find_skill_files, drafts.find_draft_files),
+        # listed here without importing the parsers: a cold search must not load them
+        shown: dict[str, str] = {}
+        for sub in ("skills", os.path.join("skills", "_drafts")):
+            try:
+                names = os.listdir(self.root / sub)
+            except OSError:
+                continue
+            for d in names:
+                rel = os.path.join(sub, d, "SKILL.md")
+                if os.path.isfile(self.root / rel):
+                    shown[rel] = str(self.root / rel)
+        for path, f in shown.items():
+            if seen.get(path) != _file_sig(f):
+                return True
+        prefixes = ("skills/",)
+        return any(p.startswith(prefixes) and p not in shown for p in seen)
+
     def query(self, q: SearchQuery, auto_index: bool = True) -> SearchResult:
         if not self.is_indexed():
             if not auto_index:

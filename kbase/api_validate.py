@@ -31,6 +31,39 @@ class LintReport:
         return {"checked": self.checked, "problems": [p.model_dump() for p in self.problems]}
 
 
+# What installs the tools a tier needs (CONTRIBUTING.md says the same).
+NEEDS = {
+    "triton is not installed": "pip install 'gpu-kbase[verify]' (triton and torch)",
+    "nvcc is not on PATH": "the CUDA toolkit (nvcc)",
+}
+
+
+def nothing_ran(outcomes: list[Any], skill_paths: dict[str, str]) -> list[Any]:
+    """A problem for each skill whose every planned run was skipped: its snippet was not run,
+    so a green check would be a lie (issue #27). The message names what would run it."""
+    from kbase.schema import Problem
+
+    runs: dict[str, list[Any]] = {}
+    for o in outcomes:
+        runs.setdefault(o.skill, []).append(o)
+    out = []
+    for name, rows in runs.items():
+        if any(o.verdict != "skip" for o in rows):
+            continue
+        why = "; ".join(dict.fromkeys(f"{o.tier}: {o.message}" for o in rows))
+        fix = [NEEDS[k] for k in NEEDS if any(k in o.message for o in rows)]
+        hint = f"; install {' or '.join(fix)}" if fix else ""
+        out.append(
+            Problem(
+                path=skill_paths.get(name, name),
+                field="verification",
+                code="nothing-ran",
+                message=f"no tier ran the snippet ({why}){hint}",
+            )
+        )
+    return out
+
+
 @dataclass
 class RunReport:
     """What verify, check and audit ran and found. `outcomes` are validators.runner.RunOutcome."""
@@ -137,10 +170,13 @@ class ValidateAPI:
         self._plan(skills, opts.tier, on_plan)
         recorder = Recorder(self.root, on_done) if record else None
         outcomes = verify_skills(skills, settings, recorder or on_done)
+        paths = {s.name: s.path for s in skills}
+        if opts.tier != "auto":  # an asked-for tier that nothing could run is a failure
+            problems = problems + nothing_ran(outcomes, paths)
         rep = RunReport(
             outcomes=outcomes,
             problems=problems,
-            skill_paths={s.name: s.path for s in skills},
+            skill_paths=paths,
             recorded=recorder.count if recorder else 0,
             isolation_note=isolation_note(settings, outcomes),
             notes=[recorder.note] if recorder and recorder.note else [],
@@ -233,10 +269,11 @@ class ValidateAPI:
         self._plan(skills, opts.tier, on_plan)
         done = Recorder(self.root, on_done) if record else on_done
         outcomes = verify_skills(skills, settings, done)
+        paths = {s.name: s.path for s in skills}
         rep = RunReport(
             outcomes=outcomes,
-            problems=problems,
-            skill_paths={s.name: s.path for s in skills},
+            problems=problems + nothing_ran(outcomes, paths),
+            skill_paths=paths,
             recorded=done.count if isinstance(done, Recorder) else 0,
             base=used_base,
         )

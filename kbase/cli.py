@@ -55,6 +55,11 @@ def main(leave_at_once: bool = False) -> None:
 
         if quick_mine(argv[1:]):
             return
+    elif "mcp" in argv[:3]:
+        from kbase.commands.mcp_fast import fast_mcp
+
+        if fast_mcp(argv):
+            return
     else:
         from kbase.commands.search_fast import fast_search
 

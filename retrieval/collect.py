@@ -5,8 +5,10 @@ what is unchanged since the previous generation taken from it instead of parsed 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from kbase.schema import Entry, Problem
+if TYPE_CHECKING:  # a cold search reads _file_sig alone (api_search.skills_changed)
+    from kbase.schema import Entry, Problem
 
 
 def parser_fingerprint() -> str:

@@ -39,6 +39,35 @@ def gpu_precision() -> str:
     return value
 
 
+class _NoTriton:
+    """A meta-path finder that says triton is not installed."""
+
+    def find_spec(self, name: str, path: object = None, target: object = None) -> None:
+        if name == "triton" or name.startswith("triton."):
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+
+
+@contextlib.contextmanager
+def without_triton() -> Iterator[None]:
+    """Import torch and sentence-transformers as if triton were not installed.
+
+    transformers imports torch._dynamo, which imports triton where it is installed: seconds of
+    start-up, and at exit ~30 lines of nanobind "leaked instance" warnings on stderr of every
+    first search (issue #27). Embedding never runs a Triton kernel. torch decides once, at that
+    import, that triton is missing (a process that imported triton before keeps it)."""
+    import sys
+
+    if "triton" in sys.modules or "torch" in sys.modules:
+        yield
+        return
+    finder = _NoTriton()
+    sys.meta_path.insert(0, finder)
+    try:
+        yield
+    finally:
+        sys.meta_path.remove(finder)
+
+
 class Embedder:
     def __init__(self, model_path: str, device: str = "cpu"):
         # Belt and braces: the path is local, and the hub must never be consulted.
@@ -51,9 +80,10 @@ class Embedder:
         if not os.path.isdir(model_path):
             raise FileNotFoundError(f"embedding model not found at {model_path} (set KBASE_MODEL)")
         os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
-        import torch
-        from sentence_transformers import SentenceTransformer
-        from transformers.utils import logging as hf_logging
+        with without_triton():
+            import torch
+            from sentence_transformers import SentenceTransformer
+            from transformers.utils import logging as hf_logging
 
         hf_logging.disable_progress_bar()
         hf_logging.set_verbosity_error()

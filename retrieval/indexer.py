@@ -279,6 +279,8 @@ def _build_index(
                 done += len(part)
                 if progress:
                     progress("embed", done, len(chunks))
+            if embedder is not None:  # shipped vectors load the model only when they lack one
+                rep.backend = getattr(embedder, "backend", rep.backend)
             if pending:
                 t_store = time.perf_counter()
                 upsert_pairs(store, pending, [fresh[c.id] for _, c in pending], served)

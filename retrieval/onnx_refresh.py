@@ -23,8 +23,15 @@ def refresh_onnx(
         from kbase.retrieval import onnx_export as OX
         from kbase.retrieval import onnx_query as OQ
 
-        if not OQ.enabled() or importlib.util.find_spec("torch") is None:
+        from kbase.config import model_installed
+
+        if not OQ.enabled() or not model_installed():
+            return  # the model shipped in the package serves (retrieval/shipped_model.py)
+        if importlib.util.find_spec("torch") is None:
             return
+        real = getattr(embedder, "real", None)
+        if real is not None:  # shipped vectors: the model behind them, if it was loaded
+            embedder = real() if getattr(embedder, "loaded", False) else None
         path = getattr(embedder, "model_path", None)
         if path is None:  # nothing was embedded: find the path without loading the model
             path = model_path
@@ -36,6 +43,8 @@ def refresh_onnx(
             return
         if embedder is None:
             embedder = embedder_factory()
+            if hasattr(embedder, "real"):
+                embedder = embedder.real()
         path = getattr(embedder, "model_path", None)
         if path is None or not hasattr(embedder, "model"):
             return  # not a sentence-transformers Embedder (a test double): nothing to export

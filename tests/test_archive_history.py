@@ -227,6 +227,9 @@ def test_without_a_recipe_origin_gives_links_and_suggest_and_lint_help(tmp_path)
     assert ("csrc/gone_*.cu", "matches no path in the repository's history") in msgs
     stray = next(p for p in problems if p.glob == "csrc/*norm*.cu")
     assert stray.examples == ["csrc/moe_topk_renorm.cu"] and "moe" in stray.message
+    left: list[str] = []
+    capped = suggest_families(paths, limit=1, left_out=left)
+    assert len(capped) == 1 and set(capped) | set(left) == set(fams)  # nothing dropped unsaid
 
 
 def _load_named(root: Path, name: str, stem: str) -> tuple[PRCard, str]:
@@ -282,3 +285,55 @@ def test_a_killed_mine_resumes_from_its_checkpoint_byte_identical(tmp_path):
     assert json.loads(r.stdout)["resumed_after"] >= done > 0
     assert not progress.exists()
     assert snap(root) == snap(ref)
+
+
+def test_recipe_suggest_writes_a_draft_that_recipe_lint_json_reads(tmp_path):
+    """`kbase recipe lint --json` on the draft `recipe suggest --write` made (issue #27: the
+    JSON path raised TypeError on every call)."""
+    import json
+    import subprocess
+    import sys
+
+    repo = _repo(tmp_path)
+    files = {f"csrc/rmsnorm_{i}.cu": "void a() {}\n" for i in range(3)}
+    files.update({f"flashx/attention/blackwell/{c}.py": "x = 1\n" for c in "abc"})
+    _commit(repo, "Add kernels (#1)", files, 1)
+    kb = tmp_path / "kb"
+    (kb / "pr_archive").mkdir(parents=True)
+    cli = [sys.executable, "-m", "kbase.cli", "recipe"]
+    common = ["--repo", repo.working_dir, "--root", str(kb)]
+    made = subprocess.run(
+        [*cli, "suggest", *common, "--name", "flashx", "--write", "--json"],
+        capture_output=True,
+        text=True,
+    )
+    assert made.returncode == 0, made.stderr
+    lint = subprocess.run(
+        [*cli, "lint", "flashx", *common, "--json"], capture_output=True, text=True
+    )
+    assert "Traceback" not in lint.stderr, lint.stderr
+    out = json.loads(lint.stdout)
+    assert out["paths"] == len(files) and out["recipe"].endswith("flashx.yaml")
+    assert lint.returncode == (1 if out["problems"] else 0)
+    assert out["problems"] == [], out["problems"]
+
+
+def test_key_diff_shows_the_kernel_file_not_what_git_lists_first(tmp_path):
+    """Issue #27: hunks were kept in git's path order, 40 a commit, before files were ranked:
+    a kernel under csrc/ behind 45 benchmark files had no excerpt, and a change outside any
+    function got no key diff at all."""
+    repo = _repo(tmp_path)
+    kern = "__global__ void FusedKernel(float* y) {\n  y[0] = 1.f;\n}\n"
+    bench = {f"benchmarks/b{i:02d}.py": f"N = {i}\n" for i in range(45)}
+    _commit(repo, "init", {**bench, "csrc/fused.cu": kern, "csrc/cfg.h": "#define BLOCK 128\n"}, 1)
+    bench2 = {k: v.replace("N =", "N = 2 *") for k, v in bench.items()}
+    _commit(repo, "Speed up fused (#2)", {**bench2, "csrc/fused.cu": kern.replace("1.f", "2.f")}, 2)
+    _commit(repo, "Bigger blocks (#3)", {"csrc/cfg.h": "#define BLOCK 256\n"}, 3)
+    root = tmp_path / "kb"
+    mine(repo.working_dir, root, RECIPE)
+    _, two = _load(root, "2")
+    diff = two.split("## Key diff", 1)[1]
+    assert diff.index("--- csrc/fused.cu") < diff.find("benchmarks/") or "benchmarks/" not in diff
+    assert "+  y[0] = 2.f;" in diff
+    _, three = _load(root, "3")
+    assert "## Key diff" in three and "+#define BLOCK 256" in three.split("## Key diff", 1)[1]

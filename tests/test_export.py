@@ -72,6 +72,11 @@ def validate_skill_dir(d: Path, target: str) -> list[str]:
             problems.append(f"{d.name}: body links to missing file {target_path}")
     oa = d / "agents" / "openai.yaml"
     if target == "codex":
+        # Codex's own rules (issue #27): no compatibility key, no angle brackets in descriptions
+        if "compatibility" in fm:
+            problems.append(f"{d.name}: codex refuses the compatibility key")
+        if isinstance(desc, str) and ("<" in desc or ">" in desc):
+            problems.append(f"{d.name}: codex refuses < or > in the description")
         if not oa.is_file():
             problems.append(f"{d.name}: codex export without agents/openai.yaml")
         else:
@@ -213,3 +218,16 @@ def test_export_dates_statuses_and_names_the_root(root, tmp_path):
     sfm = yaml.safe_load(skill[4:].partition("\n---\n")[0])
     assert sfm["metadata"]["kbase-exported-at"] == rep.exported_at
     assert f"as of the export at {rep.exported_at}" in skill
+
+
+def test_codex_export_of_every_shipped_skill_passes_codex_rules(tmp_path):
+    """The shipped skills' descriptions use <= and <<<>>>: Codex's copy must not (issue #27)."""
+    from serve_fixtures import REPO
+
+    from kbase.serve.export import export_agent_skills
+
+    export_agent_skills(REPO, tmp_path / "o", target="codex", include_all=True)
+    dirs = _skill_dirs(tmp_path / "o")
+    assert len(dirs) > 100
+    problems = [p for d in dirs for p in validate_skill_dir(d, "codex")]
+    assert not problems, problems[:5]

@@ -279,3 +279,34 @@ def test_every_hit_says_how_to_read_more_and_that_call_works(service, indexed_ro
     assert follow
     results = call(service, [("get", {k: v for k, v in m.items() if k != "tool"}) for m in follow])
     assert all(not err for err, _ in results), [t for e, t in results if e][:3]
+
+
+def test_list_names_each_wrong_typed_argument(service):
+    """Issue #27: list passed wrong-typed arguments to pydantic and answered its raw errors."""
+    calls = [
+        ("list", {"kind": 5}),
+        ("list", {"kind": "kernels"}),
+        ("list", {"status": ["verified"]}),
+        ("list", {"status": "green"}),
+        ("list", {"tag": {"archs": "sm90"}}),
+        ("list", {"limit": "ten"}),
+        ("list", {"limit": 0}),
+        ("list", {"cursor": 7}),
+        ("list", {"type": "skills", "limit": "3"}),
+    ]
+    answers = call(service, calls)
+    expected = [
+        "kind must be a string, got int",
+        "kind must be one of",
+        "status must be a string, got list",
+        "status must be one of",
+        "tag must be a string, got dict",
+        "limit must be an integer, got str",
+        "limit must be between 1 and",
+        "cursor must be a string, got int",
+    ]
+    for (err, text), want in zip(answers, expected, strict=False):
+        assert err and text.startswith("invalid arguments for list: ") and want in text, text
+        assert "pydantic" not in text and "validation error" not in text
+    err, text = answers[-1]
+    assert not err and len(json.loads(text)["entries"]) == 3

@@ -49,6 +49,18 @@ def test_new_scaffold_lints_verifies_and_audits_with_its_gpu_tier_pending(tmp_pa
     made = kbase("new", "my-first-skill", "--json", root=tmp_path)
     assert made.returncode == 0, made.stderr
     assert json.loads(made.stdout) == {"created": "skills/my-first-skill/SKILL.md"}
+    # an untouched scaffold is not a skill: lint names each placeholder and the sample snippet
+    path = tmp_path / "skills" / "my-first-skill" / "SKILL.md"
+    lint = kbase("lint", "--json", root=tmp_path)
+    codes = [p["code"] for p in json.loads(lint.stdout)["problems"]]
+    assert lint.returncode == 1 and "sample-snippet" in codes, lint.stdout
+    todo = [n for n, ln in enumerate(path.read_text().splitlines(), 1) if "TODO" in ln]
+    assert (
+        sorted(p["line"] for p in json.loads(lint.stdout)["problems"] if p["code"] == "todo-text")
+        == todo
+    )
+    text = path.read_text().replace("TODO ", "Filled in: ")
+    path.write_text(text.replace("x * 3.0", "x * 3.0 + 0.0"))  # the snippet edited
     lint = kbase("lint", root=tmp_path)
     assert lint.returncode == 0, lint.stdout + lint.stderr
 
@@ -90,6 +102,9 @@ def test_new_scaffold_lints_verifies_and_audits_with_its_gpu_tier_pending(tmp_pa
     assert any("tier(s) gpu" in r for r in entry["reasons"]), entry["reasons"]
     page = html.read_text()
     assert "<svg" in page and "my-first-skill" in page
+    # the report leads with what needs attention, and why (issue #27)
+    lead = page[page.index("Needs attention") : page.index("Verdicts by environment")]
+    assert "my-first-skill" in lead and "tier(s) gpu" in lead
     assert not re.search(r"(src|href)=|<link|<script|@import|url\(", page), (
         "the report must be self-contained"
     )
@@ -113,7 +128,12 @@ def test_audit_exit_code_follows_fail_on_and_the_junit_names_the_line(tmp_path):
     failure = ET.parse(junit).getroot().find(".//testcase[@classname='skills.bad-one']/failure")
     line = next(i + 1 for i, ln in enumerate(bad.read_text().splitlines()) if "# ASSERT" in ln)
     assert f"skills/bad-one/SKILL.md:{line}:" in failure.get("message")
-    assert kbase("audit", "--no-run", "--fail-on", "never", root=tmp_path).returncode == 0
+    plain = kbase("audit", "--no-run", "--fail-on", "never", root=tmp_path)
+    assert plain.returncode == 0
+    # problems first, and a last line a maintainer reads in ten seconds (issue #27)
+    assert plain.stdout.index("bad-one") < plain.stdout.index("good-one")
+    last = plain.stderr.strip().splitlines()[-1]
+    assert last == "audit: 2 skill(s): 1 failing, 1 unverified; exit 0", last
     assert (
         kbase("audit", "--no-run", "--fail-on", "unverified", "good-one", root=tmp_path).returncode
         == 1
@@ -169,9 +189,13 @@ def test_check_changed_verifies_only_what_the_branch_touched(tmp_path):
     git("checkout", "-qb", "feature")
     fixture_skill(tmp_path, "fresh", "skip_itself.py")  # untracked: still counts as changed
     res = kbase("check", "--changed", "--base", "main", "--json", root=tmp_path)
-    assert res.returncode == 0, res.stdout + res.stderr
     out = json.loads(res.stdout)
     assert out["skills"] == ["fresh"] and out["base"] == "main"
+    # its only tier skipped: nothing ran the snippet, so the check is not green (issue #27)
+    assert res.returncode == 1 and [p["code"] for p in out["problems"]] == ["nothing-ran"]
+    fixture_skill(tmp_path, "fresh", "triton_interpret.py")
+    res = kbase("check", "--changed", "--base", "main", "--json", root=tmp_path)
+    assert res.returncode == 0, res.stdout + res.stderr
 
     git("add", ".")
     git("commit", "-qm", "add fresh")
@@ -249,3 +273,17 @@ def test_terminating_kbase_keeps_finished_rows_and_kills_the_running_snippet(tmp
         for ln in (tmp_path / "ledger" / "verifications.jsonl").read_text().splitlines()
     ]
     assert [(r["skill"], r["verdict"]) for r in rows] == [("a-quick", "fail")]
+
+
+def test_nothing_ran_names_the_extra_that_runs_the_snippet():
+    from kbase.validators.runner import RunOutcome
+
+    from kbase.api_validate import nothing_ran
+
+    skipped = RunOutcome("s", "cpu-interpret", "skip", 0.0, message="triton is not installed")
+    gpu = RunOutcome("s", "gpu", "skip", 0.0, message="no NVIDIA GPU found (nvidia-smi/NVML)")
+    (p,) = nothing_ran([skipped, gpu], {"s": "skills/s/SKILL.md"})
+    assert p.path == "skills/s/SKILL.md" and p.code == "nothing-ran"
+    assert "gpu-kbase[verify]" in p.message and "no NVIDIA GPU" in p.message
+    ran = RunOutcome("s", "cpu-interpret", "pass", 1.0)
+    assert nothing_ran([ran, gpu], {}) == []

@@ -174,6 +174,23 @@ def html_report(
         f"<td class='reasons'>{'<br>'.join(escape(r) for r in j['reasons'])}</td></tr>"
         for j in judgements
     )
+    # What a maintainer acts on comes first (issue #27: the reasons were ~12,000 px down): every
+    # skill that is not verified, worst first, with why.
+    todo = sorted(
+        (j for j in judgements if j["status"] != "verified"),
+        key=lambda j: (severity(j["status"]), j["skill"]),
+    )
+    attention = (
+        "<h2>Needs attention</h2><table><tr><th>skill</th><th>status</th><th>why</th></tr>"
+        + "".join(
+            f"<tr><td>{escape(j['skill'])}</td><td>{_badge(j['status'])}</td>"
+            f"<td class='reasons'>{'<br>'.join(escape(r) for r in j['reasons'])}</td></tr>"
+            for j in todo
+        )
+        + "</table>"
+        if todo
+        else "<h2>Needs attention</h2><div>nothing: every skill is verified</div>"
+    )
     warn = f'<div class="warn">{escape(isolation_note)}</div>' if isolation_note else ""
     probs = (
         (
@@ -191,6 +208,8 @@ def html_report(
 <h1>kbase audit</h1>
 <div class="meta">{escape(now.isoformat(timespec="minutes"))} · {escape(env)}</div>
 {warn}<div>{summary}</div>
+{probs}
+{attention}
 <h2>Verdicts by environment</h2>
 <div class="legend">{legend}
 <span style="color:#5b6672">faded: an earlier version of the snippet</span></div>
@@ -202,6 +221,5 @@ red tick: the skill's max_age_days</div>
 <h2>Status</h2>
 <table><tr><th>skill</th><th>status</th><th>last pass</th><th>verified on</th><th>reasons</th></tr>
 {rows}</table>
-{probs}
 </body></html>
 """

@@ -150,6 +150,12 @@ def recipe_suggest(
         print_json(out)
         return
     console.print(text, highlight=False, markup=False, end="")
+    if out["left_out"]:
+        err_console.print(
+            f"stopped at {len(out['families'])} families: {len(out['left_out'])} more left out "
+            "(listed in the recipe's first comment)",
+            highlight=False,
+        )
     if dest:
         err_console.print(f"written to {dest}", highlight=False)
 
@@ -162,10 +168,10 @@ def recipe_lint(
 ) -> None:
     """Globs that match nothing in the history, or pull in files named after another family."""
     out = kb(root).recipe_lint(recipe, repo)
-    path, paths, problems = out["recipe"], out["paths"], out["problems"]
-    if as_json:
+    path, problems = out["recipe"], out["problems"]
+    if as_json:  # "paths" is already the count of paths in the history (issue #27: len() of it)
         print_json(
-            {"recipe": str(path), "paths": len(paths), "problems": [p.__dict__ for p in problems]}
+            {"recipe": str(path), "paths": out["paths"], "problems": [vars(p) for p in problems]}
         )
     else:
         for p in problems:

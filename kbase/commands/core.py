@@ -36,7 +36,40 @@ def lint(
         raise typer.Exit(1)
 
 
-def _run_index(base: Any, quiet: bool = False, gc: bool = True) -> Any:
+def _entries(n: int) -> str:
+    return f"{n} entry" if n == 1 else f"{n} entries"
+
+
+def _run_index(base: Any, gc: bool = True) -> Any:
+    """base.index() with progress on stderr, whatever stdout gets (`--json` too): a bar on a
+    terminal, else a plain line per stage and about one a second while embedding, which an
+    agent's log shows (issue #27: a first search under --json was silent for minutes).
+    `KBASE_PROGRESS=lines` asks for the lines on a terminal too (`kbase mcp`/`serve` read them
+    from their indexing child)."""
+    import os
+    import sys
+    import time
+
+    if not base.is_indexed():
+        typer.echo(
+            f"kbase: building the index, first use only: {_entries(base.source_count())} "
+            f"under {base.root}",
+            err=True,
+        )
+    elif base.skills_changed():
+        typer.echo("kbase: skills changed since the last index: updating it", err=True)
+    if os.environ.get("KBASE_PROGRESS") == "lines" or not sys.stderr.isatty():
+        shown: dict[str, Any] = {"stage": "", "at": 0.0}
+
+        def line(stage: str, done: int, total: int) -> None:
+            now = time.monotonic()
+            if stage == shown["stage"] and now - shown["at"] < 1.0 and done != total:
+                return
+            shown.update(stage=stage, at=now)
+            count = f" {done}/{total}" if total else ""
+            print(f"kbase: progress {stage}{count}", file=sys.stderr, flush=True)
+
+        return base.index(progress=line, gc=gc)
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     with Progress(
@@ -46,7 +79,6 @@ def _run_index(base: Any, quiet: bool = False, gc: bool = True) -> Any:
         TimeElapsedColumn(),
         console=err_console.get(),
         transient=True,
-        disable=quiet,
     ) as prog:
         task = prog.add_task("starting", total=None, count="")
 
@@ -153,8 +185,8 @@ def search(
         until=until,
     )
     base = kb(root, one_query=True)  # the process ends after this search
-    if not base.is_indexed():
-        rep = _run_index(base, quiet=as_json)
+    if not base.is_indexed() or base.skills_changed():
+        rep = _run_index(base)
         for p in rep.problems:
             typer.echo(str(p), err=True)
     result = base.query(q)

@@ -129,8 +129,8 @@ def _answer(args: argparse.Namespace) -> int | None:
         from kbase.api import KnowledgeBase
 
         base = KnowledgeBase(root=args.root, one_query=True)
-        if not base.is_indexed():
-            return None  # the first search builds the index, with typer's progress and report
+        if not base.is_indexed() or base.skills_changed():
+            return None  # typer's command builds or updates the index, with progress
         result = base.query(q)
     except KbaseError:
         return None  # the typer command reports it, in its words and with its exit code

@@ -92,7 +92,7 @@ def _runs_table(outcomes: list[Any], paths: dict[str, str]) -> None:
 
     table = Table(title="verification runs", show_lines=False)
     for col in ("skill", "tier", "verdict", "s", "where", "message"):
-        table.add_column(col, overflow="fold")
+        table.add_column(col, no_wrap=col in ("skill", "tier"), overflow="ellipsis")
     for o in outcomes:
         where = f"{paths.get(o.skill, o.skill)}:{o.line}" if o.line else ""
         spec = VERDICT_SPECS.get(o.verdict)
@@ -103,7 +103,7 @@ def _runs_table(outcomes: list[Any], paths: dict[str, str]) -> None:
             f"[{style}]{o.verdict}[/]",
             f"{o.duration_s:.1f}",
             inert(where),
-            inert(o.message[:160]),
+            inert(_cut(o.message, 160)),
         )
     console.print(table)
 
@@ -185,8 +185,6 @@ def audit(
     as_json: bool = JsonOpt,
 ) -> None:
     """Run what this machine can, append to the ledger, and report every skill's status."""
-    from rich.table import Table
-
     opts = _opts(tier, workers, timeout, memory_mb, isolate)
     with _Bar() as bar:
         rep = kb(root).audit(
@@ -215,20 +213,7 @@ def audit(
     else:
         if rep.outcomes:
             _runs_table(rep.outcomes, rep.skill_paths)
-        table = Table(title="skill status")
-        for col in ("skill", "status", "last pass", "verified on", "reasons"):
-            table.add_column(col, overflow="fold")
-        for j in rep.judgements:
-            spec = STATUS_SPECS.get(j["status"])
-            style = spec.style if spec else ""
-            table.add_row(
-                j["skill"],
-                f"[{style}]{j['status']}[/]",
-                (j["last_pass"] or "—")[:10],
-                inert(j["verified_on"] or "—"),
-                inert("; ".join(j["reasons"])[:300]),
-            )
-        console.print(table)
+        _status_lines(rep.judgements)
         for p in rep.problems:
             typer.echo(str(p))
         for d in rep.releases:
@@ -237,7 +222,50 @@ def audit(
         if rep.isolation_note:
             err_console.print(f"[yellow]warning:[/yellow] {rep.isolation_note}")
         _failures_last(rep.outcomes, rep.skill_paths)
+        err_console.print(_summary(rep.judgements, rep.exit_code), highlight=False)
     raise typer.Exit(rep.exit_code)
+
+
+def _status_lines(judgements: list[dict]) -> None:
+    """Each skill's status, problems first: `status  skill  (last pass, verified on)` and its
+    reasons under it, wrapped at word boundaries to the terminal and cut with an ellipsis. A
+    five-column table folded ids mid-word at 80 columns (issue #27)."""
+    import textwrap
+
+    width = max(40, min(console.get().width, 120))
+    for j in _problems_first(judgements):
+        spec = STATUS_SPECS.get(j["status"])
+        when = inert(
+            ", ".join(x for x in ((j["last_pass"] or "")[:10], j["verified_on"] or "") if x)
+        )
+        head = f"[{spec.style if spec else ''}]{j['status']:<13}[/] {j['skill']}"
+        console.print(head + (f"  ({when})" if when else ""), highlight=False, soft_wrap=True)
+        reasons = _cut("; ".join(j["reasons"]), 300)
+        for line in textwrap.wrap(
+            reasons, width - 14, break_long_words=False, break_on_hyphens=False
+        ):
+            console.print(" " * 14 + inert(line), highlight=False, soft_wrap=True)
+
+
+def _problems_first(judgements: list[dict]) -> list[dict]:
+    """Skills in STATUS_ORDER (failing, unverified, ..., stale-*, verified last), then by name."""
+    from kbase.closed_sets import STATUS_ORDER
+
+    rank = {s: i for i, s in enumerate(STATUS_ORDER)}
+    return sorted(judgements, key=lambda j: (rank.get(j["status"], -1), j["skill"]))
+
+
+def _summary(judgements: list[dict], code: int) -> str:
+    """The audit's last line: how many skills per status, worst first, and the exit code."""
+    counts: dict[str, int] = {}
+    for j in _problems_first(judgements):
+        counts[j["status"]] = counts.get(j["status"], 0) + 1
+    parts = ", ".join(f"{n} {s}" for s, n in counts.items())
+    return f"audit: {len(judgements)} skill(s): {parts or 'none'}; exit {code}"
+
+
+def _cut(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: width - 1].rstrip() + "…"
 
 
 def new(

@@ -21,6 +21,7 @@ import shutil
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -145,15 +146,16 @@ def export_agent_skills(
 
     rdir = dest / ROUTER
     _prepare_dir(rdir)
-    router_fm = {
+    router_fm: dict[str, Any] = {
         "name": ROUTER,
         "description": ROUTER_DESCRIPTION,
-        "compatibility": INSTALL_HINT,
+        # Codex refuses the key (issue #27)
+        **({} if target == "codex" else {"compatibility": INSTALL_HINT}),
         "metadata": {"kbase-role": "router"},
         "allowed-tools": "Bash(kbase:*)" if target == "claude" else "Bash",
     }
     if not portable:
-        router_fm["metadata"].update(  # type: ignore[attr-defined]
+        router_fm["metadata"].update(
             {"kbase-skills": str(len(skills)), "kbase-exported-at": exported_at}
         )
     body = router_body(None if portable else catalog, mcp_url, root_s, exported_at)
@@ -187,7 +189,9 @@ def export_agent_skills(
                 continue
             d = dest / s.name
             _prepare_dir(d)
-            _write(rep, d, "SKILL.md", skill_markdown(s, status, audit, scripts, exported_at))
+            _write(
+                rep, d, "SKILL.md", skill_markdown(s, status, audit, scripts, exported_at, target)
+            )
             for name, text in scripts.items():
                 _write(rep, d, f"scripts/{name}", text)
             if target == "codex":

@@ -94,9 +94,22 @@ def _verify_section(skill, scripts: dict[str, str]) -> list[str]:
     return lines
 
 
+# Codex refuses a skill whose front-matter description holds "<" or ">" (issue #27: 13 of the
+# --all export did): the same meaning without them.
+_ANGLES = (("<=", "≤"), (">=", "≥"), ("->", "→"), ("<", "‹"), (">", "›"))
+
+
+def codex_text(text: str) -> str:
+    for a, b in _ANGLES:
+        text = text.replace(a, b)
+    return text
+
+
 def skill_markdown(
-    skill, status: str, audit, scripts: dict[str, str], exported_at: str = ""
+    skill, status: str, audit, scripts: dict[str, str], exported_at: str = "", target: str = ""
 ) -> str:
+    """`target` "codex": Codex's rules for the front-matter (no `compatibility` key, no angle
+    brackets in the description)."""
     m = skill.meta
     metadata = {
         "kbase-id": m.name,
@@ -120,7 +133,10 @@ def skill_markdown(
     compat = f"Written for {langs}; verification runs on: {', '.join(m.verification.tiers)}"
     if m.verification.min_compute_capability:
         compat += f" (GPU tier needs compute capability >= {m.verification.min_compute_capability})"
-    fm["compatibility"] = clip(compat, 500)
+    if target == "codex":
+        fm["description"] = clip(codex_text(m.description), 1024)
+    else:
+        fm["compatibility"] = clip(compat, 500)
     fm["metadata"] = {k: str(v) for k, v in metadata.items()}
     body = [
         skill.doc.title and f"# {skill.doc.title}" or f"# {m.name}",

@@ -108,7 +108,10 @@ def create_app(service: Service, allow_write: bool = False, hosts: set[str] | No
         log.exception("internal error on %s %s", req.method, req.url.path)
         return _error(500, "internal error (logged on the server)")
 
-    tag_values, repos = H.schema_enums(kb)
+    # Parsing every entry for the schema's enums took seconds before a fresh root's server could
+    # listen: there the archive tags are added when the schema is first asked for.
+    complete = kb.is_indexed()
+    tag_values, repos = H.schema_enums(kb, entries=complete)
     Env = Annotated[str | None, Query(description=ENV_HELP, max_length=200, pattern=ENV_PATTERN)]
     Day = Annotated[
         str | None,
@@ -338,6 +341,9 @@ def create_app(service: Service, allow_write: bool = False, hosts: set[str] | No
         if app.openapi_schema is None:
             from fastapi.openapi.utils import get_openapi
 
+            if not complete:  # the same list objects the parameters' schemas hold
+                tag_values[:] = H.schema_enums(kb)[0]
+
             app.openapi_schema = H.tidy_openapi(
                 get_openapi(
                     title=app.title,
@@ -373,10 +379,9 @@ def run(
             "serving on %s: kbase has no authentication; put it behind something that has", host
         )
     t0 = time.perf_counter()
-    service = Service.open(root=root, home=home, index_if_missing=index_if_missing)
-    log.info("ready in %.1fs", time.perf_counter() - t0)
+    service = Service.open(root=root, home=home, index_if_missing=index_if_missing, start=False)
     app = create_app(service, allow_write=allow_write, hosts=allowed_hosts(host, env_hosts()))
-    uvicorn.run(
+    config = uvicorn.Config(
         app,
         host=host,
         port=port,
@@ -386,3 +391,13 @@ def run(
         http=guarded_protocol(),
         timeout_keep_alive=5,
     )
+
+    class Server(uvicorn.Server):
+        async def startup(self, sockets: Any = None) -> None:
+            await super().startup(sockets=sockets)
+            # Index and warm up only once /healthz can answer (issue #27): a thread started
+            # before would hold the GIL that uvicorn's start-up needs.
+            log.info("listening after %.1fs", time.perf_counter() - t0)
+            service.start(index_if_missing=index_if_missing)
+
+    Server(config).run()

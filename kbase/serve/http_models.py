@@ -72,6 +72,9 @@ class StaleAnswer(StaleReport):
 
 
 class HealthOut(Health):
+    state: str = Field(
+        description='"ready", or what start-up is doing (e.g. "indexing 40/868 (embed)")'
+    )
     uptime_s: float
 
 

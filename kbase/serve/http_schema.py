@@ -22,9 +22,11 @@ DAY_PATTERN = r"^\d{4}-\d{2}-\d{2}$"
 RANGES = {"k": (1, P.MAX_K), "limit": (1, MAX_LIST_LIMIT)}
 
 
-def schema_enums(kb: Any) -> tuple[list[str], list[str]]:
+def schema_enums(kb: Any, entries: bool = True) -> tuple[list[str], list[str]]:
     """Every tag filter value and archive repo this server accepts now, for the OpenAPI schema
-    (the parser stays the authority: it also names the nearest value of a wrong one)."""
+    (the parser stays the authority: it also names the nearest value of a wrong one).
+    `entries=False`: the vocabulary's tags and the archive's folder names only, without parsing
+    a file: a server on a fresh root must listen before its index exists (issue #27)."""
     from kbase.search_query import ARCHIVE_TAG_KEYS
     from kbase.vocab import vocabulary
 
@@ -32,6 +34,11 @@ def schema_enums(kb: Any) -> tuple[list[str], list[str]]:
         f"{k}={v}" for k, spec in vocabulary().items() for v in [*spec["values"], *spec["aliases"]]
     }
     repos = set()
+    if not entries:
+        base = kb.root / "pr_archive"
+        if base.is_dir():
+            repos = {d.name for d in base.iterdir() if d.is_dir() and any(d.glob("*.md"))}
+        return sorted(tags), sorted(repos)
     for e in kb._entries():
         for t in e.tags:
             if t.split("=", 1)[0] in ARCHIVE_TAG_KEYS:

@@ -14,6 +14,7 @@ import dataclasses
 import json
 import logging
 import os
+import sys
 from typing import Any
 
 from kbase.envspec import parse_env
@@ -101,11 +102,45 @@ def _checked(tool: str, raw: dict[str, Any]) -> dict[str, Any]:
     if tool == "history":
         for key in ("repo", "family"):
             a[key] = P.check_slug(key, a.get(key), required=True)
-    if tool == "list" and isinstance(a.get("kind"), str):
-        from kbase.closed_sets import KIND_ALIASES
-
-        a["kind"] = KIND_ALIASES.get(a["kind"].strip().lower(), a["kind"].strip().lower())
+    if tool == "list":
+        _check_list(a)
     return a
+
+
+def _check_list(a: dict[str, Any]) -> None:
+    """list's arguments, each wrong type or value named (issue #27: pydantic's raw errors)."""
+    from kbase.closed_sets import ENTRY_STATUSES, KIND_ALIASES, KINDS
+    from kbase.search_query import check_int
+    from kbase.serve.paging import DEFAULT_LIST_LIMIT, MAX_LIST_LIMIT
+
+    def text(key: str, limit: int = 100) -> str | None:
+        v = a.get(key)
+        if v is None:
+            return None
+        if not isinstance(v, str):
+            raise InvalidArgument(f"{key} must be a string, got {type(v).__name__}", key)
+        if len(v) > limit:
+            raise InvalidArgument(f"{key} is at most {limit} characters, got {len(v)}", key)
+        return v.strip()
+
+    kind = text("kind")
+    if kind is not None:
+        kind = KIND_ALIASES.get(kind.lower(), kind.lower())
+        if kind not in KINDS:
+            raise InvalidArgument(f"kind must be one of {', '.join(KINDS)}, got {kind!r}", "kind")
+        a["kind"] = kind
+    status = text("status")
+    if status is not None and status not in ENTRY_STATUSES:
+        raise InvalidArgument(
+            f"status must be one of {', '.join(ENTRY_STATUSES)}, got {status!r}", "status"
+        )
+    text("tag")
+    text("cursor", 200)
+    if "limit" in a:
+        try:
+            a["limit"] = check_int("limit", a["limit"], 1, MAX_LIST_LIMIT, DEFAULT_LIST_LIMIT)
+        except ValueError as exc:
+            raise InvalidArgument(str(exc), "limit") from None
 
 
 async def _arguments_middleware(ctx, call_next):
@@ -163,14 +198,27 @@ def run(
 
     from kbase.serve.service import stdout_to_stderr
 
-    with stdout_to_stderr():
-        service = Service.open(root=root, home=home, index_if_missing=index_if_missing)
-        srv = build_server(service, allow_write=allow_write)
     if http:
+        with stdout_to_stderr():
+            service = Service.open(
+                root=root, home=home, index_if_missing=index_if_missing, background=True
+            )
+            srv = build_server(service, allow_write=allow_write)
         host, port = parse_hostport(http)
         anyio.run(serve_http, srv, host, port)
-    else:
-        anyio.run(run_stdio, srv)
+        return
+    # The index is built on a thread while the protocol runs (issue #27), so fd 1 stays on
+    # stderr for good: a native library's banner from that thread can never land between two
+    # frames. The protocol writes to a duplicate of the original stdout.
+    sys.stdout.flush()
+    protocol = os.dup(1)
+    os.dup2(2, 1)
+    sys.stdout = open(protocol, "w", encoding="utf-8", closefd=True)  # noqa: SIM115
+    service = Service.open(root=root, home=home, index_if_missing=index_if_missing, start=False)
+    srv = build_server(service, allow_write=allow_write)
+    # started after the server's imports: the thread would hold the GIL they need
+    service.start(index_if_missing=index_if_missing)
+    anyio.run(run_stdio, srv)
 
 
 async def serve_http(srv, host: str, port: int) -> None:

@@ -15,7 +15,7 @@ from pydantic import BaseModel, Field
 
 from kbase.closed_sets import ENTRY_STATUSES, EntryStatus
 from kbase.envspec import ENV_HELP, parse_env
-from kbase.errors import InvalidArgument, KbaseError
+from kbase.errors import InvalidArgument, KbaseError, NotIndexed
 from kbase.feedback import MAX_NOTE_CHARS, VERDICTS
 from kbase.schema import FeedbackAnswer, ProposeAnswer, SearchQuery
 from kbase.search_query import MAX_K, MAX_QUERY_CHARS, MAX_TAGS
@@ -121,6 +121,8 @@ def register_tools(
     def run(fn: Any, *a: Any, **kw: Any) -> Any:
         try:
             return fn(*a, **kw)
+        except NotIndexed as exc:  # still building at start-up: say so, not "no index"
+            raise ToolError(service.not_ready() or str(exc)) from None
         except KbaseError as exc:
             raise ToolError(str(exc)) from None
 

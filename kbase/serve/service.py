@@ -1,7 +1,9 @@
 """The read-only service behind `kbase mcp` and `kbase serve`.
 
-One object per server process: it opens the knowledge base, builds the index once at start-up
-if there is none, loads the embedding model once, and answers queries without ever indexing.
+One object per server process: it opens the knowledge base and answers at once. A missing index
+is built, and the model loaded, on a thread beside the server (issue #27: a client waits ~60 s
+for `initialize`, far less than a first build): until it is done, search answers "indexing n/N"
+as a 503 / tool error, and every other request is answered from the skill files.
 Every answer comes from `KnowledgeBase`; this module adds only what a long-lived server needs
 (start-up, uptime).
 """
@@ -12,6 +14,7 @@ import contextlib
 import logging
 import os
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -48,6 +51,10 @@ class Service:
     def __init__(self, kb: Any):
         self.kb = kb
         self.started = time.time()
+        # what the start-up thread is doing: "" once ready, else "indexing n/N" and the like
+        self.state = ""
+        self.failure = ""  # the start-up thread's error, if it had one
+        self._thread: threading.Thread | None = None
 
     # ------------------------------------------------------------------ start-up
     @classmethod
@@ -58,22 +65,63 @@ class Service:
         chroma_url: str | None = None,
         index_if_missing: bool = True,
         warm: bool = True,
+        background: bool = False,
+        start: bool = True,
     ) -> Service:
+        """`background`: index and warm up on a thread (servers), not before returning;
+        `start=False`: neither, the caller calls start() (after its own imports)."""
         from kbase.api import KnowledgeBase
 
         kb = KnowledgeBase(root=root, home=home, chroma_url=chroma_url)
         svc = cls(kb)
-        svc.prepare(index_if_missing=index_if_missing, warm=warm)
+        if not start:
+            return svc
+        if background:
+            svc.start(index_if_missing=index_if_missing, warm=warm)
+        else:
+            svc.prepare(index_if_missing=index_if_missing, warm=warm)
         return svc
 
-    def prepare(self, index_if_missing: bool = True, warm: bool = True) -> None:
-        """Index (only when there is no index at all) and warm up, before the first request."""
+    def start(self, index_if_missing: bool = True, warm: bool = True) -> None:
+        """prepare() on a daemon thread; requests meanwhile see `state`."""
+        self.state = "" if self.kb.is_indexed() or not index_if_missing else "indexing"
+        self._thread = threading.Thread(
+            target=self._prepare_logged,
+            args=(index_if_missing, warm),
+            daemon=True,
+            name="kbase-prepare",
+        )
+        self._thread.start()
+
+    def _prepare_logged(self, index_if_missing: bool, warm: bool) -> None:
+        try:
+            self.prepare(index_if_missing=index_if_missing, warm=warm, child=True)
+        except Exception as exc:  # noqa: BLE001  (the server keeps answering, and says why)
+            self.failure = f"{type(exc).__name__}: {exc}"
+            log.error("start-up failed: %s", self.failure)
+        finally:
+            self.state = ""
+
+    def wait_ready(self, timeout: float | None = None) -> bool:
+        if self._thread is not None:
+            self._thread.join(timeout)
+        return not self.state
+
+    def prepare(
+        self, index_if_missing: bool = True, warm: bool = True, child: bool = False
+    ) -> None:
+        """Index (only when there is no index at all) and warm up. `child`: build the index in a
+        `kbase index` process of its own, so that the server's threads keep the GIL."""
         t0 = time.perf_counter()
         if not self.kb.is_indexed() and index_if_missing:
-            log.info("no index under %s: indexing %s before serving", self.kb.home, self.kb.root)
-            rep = self.kb.index()
-            for p in rep.problems:
-                log.warning("%s", p)
+            log.info("no index under %s: indexing %s", self.kb.home, self.kb.root)
+            self.state = "indexing"
+            if child:
+                self._index_in_child()
+            else:
+                for p in self.kb.index(progress=self._progress).problems:
+                    log.warning("%s", p)
+        self.state = ""  # with an index, a search may come before warm-up ends: it loads lazily
         if warm and self.kb.is_indexed():
             self.kb.warm_up()
         log.info(
@@ -84,13 +132,59 @@ class Service:
             f", chroma {self.kb.settings.chroma_url}" if self.kb.settings.chroma_url else "",
         )
 
+    def _progress(self, stage: str, done: int, total: int) -> None:
+        self.state = f"indexing {done}/{total} ({stage})" if total else f"indexing: {stage}"
+
+    def _index_in_child(self) -> None:
+        """`kbase index` as a child process, its progress lines read into `state`."""
+        import subprocess
+
+        env = dict(os.environ, KBASE_HOME=str(self.kb.home), KBASE_PROGRESS="lines")
+        if self.kb.settings.chroma_url:
+            env["KBASE_CHROMA_URL"] = self.kb.settings.chroma_url
+        cmd = [sys.executable, "-m", "kbase.cli", "index", "--root", str(self.kb.root)]
+        last: list[str] = []
+        with subprocess.Popen(
+            cmd,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+            errors="replace",
+            # below the server's priority: requests are answered first while it builds
+            preexec_fn=(lambda: os.nice(10)) if hasattr(os, "nice") else None,
+        ) as proc:
+            assert proc.stderr is not None
+            for line in proc.stderr:
+                stage, done, total = _progress_line(line)
+                if stage:
+                    self._progress(stage, done, total)
+                elif line.startswith("kbase: building the index"):
+                    log.info("%s", line.rstrip())
+                elif line.strip():
+                    log.warning("kbase index: %s", line.rstrip())
+                    last = [*last[-4:], line.strip()]
+        if proc.returncode and not self.kb.is_indexed():
+            raise RuntimeError(f"kbase index exited {proc.returncode}: {' / '.join(last)}")
+
+    def not_ready(self) -> str | None:
+        """Why a search cannot be answered yet, or None."""
+        if self.state:
+            return f"{self.state}: preparing the index (first use only); retry in a few seconds"
+        return None
+
     # ------------------------------------------------------------------ queries
     def search(self, q: SearchQuery) -> SearchResult:
         """A server never indexes inside a request: no index is a 503, not a long wait."""
+        busy = self.not_ready()
+        if busy:
+            raise Unavailable(busy)
         try:
             result: SearchResult = self.kb.query(q, auto_index=False)
         except NotIndexed as exc:
-            raise Unavailable(str(exc)) from None
+            why = f" (start-up failed: {self.failure})" if self.failure else ""
+            raise Unavailable(f"{exc}{why}") from None
         return result
 
     def get(self, entry_id: str, section: str | None = None) -> EntryDoc:
@@ -107,6 +201,29 @@ class Service:
         return out
 
     def health(self) -> dict[str, Any]:
-        out: dict[str, Any] = self.kb.health().model_dump(mode="json")
+        if self.state:  # the index may be half written: say what is happening instead
+            from kbase.schema import Health
+
+            h = Health(
+                ok=False,
+                generation=None,
+                chroma="server" if self.kb.settings.chroma_url else "embedded",
+            )
+            out: dict[str, Any] = h.model_dump(mode="json")
+        else:
+            out = self.kb.health().model_dump(mode="json")
+        out["state"] = self.state or ("failed: " + self.failure if self.failure else "ready")
         out["uptime_s"] = round(time.time() - self.started, 1)
         return out
+
+
+def _progress_line(line: str) -> tuple[str, int, int]:
+    """("stage", done, total) of a `KBASE_PROGRESS=lines` line of `kbase index`, or ("", 0, 0)."""
+    if not line.startswith("kbase: progress "):
+        return "", 0, 0
+    body = line[len("kbase: progress ") :].rstrip()
+    stage, _, count = body.rpartition(" ")
+    done, _, total = count.partition("/")
+    if not (done.isdigit() and total.isdigit()):
+        return body, 0, 0
+    return stage, int(done), int(total)

@@ -1,0 +1,68 @@
+"""`kbase [--default-root PATH] mcp [--root PATH] [--no-index] [--allow-write]` without typer,
+click or rich (issue #27): an agent runtime starts the server and waits for `initialize`, and
+building the typer app was ~0.3 s of the ~1 s budget on a busy 2-core machine. Anything else
+(help, --http, an option this path does not know, a bad root) goes to the typer command, which
+prints what it always did.
+"""
+
+from __future__ import annotations
+
+import os
+
+_FLAGS = {"--no-index": "no_index", "--allow-write": "allow_write"}
+_VALUES = {"--root": "root", "--log-level": "log_level", "--default-root": "default_root"}
+
+
+def parse(argv: list[str]) -> dict | None:
+    """The options of `kbase ARGV` when it is plainly a stdio MCP server, else None."""
+    opts: dict = {"default_root": None, "root": None, "log_level": "info"}
+    opts.update(dict.fromkeys(_FLAGS.values(), False))
+    args = list(argv)
+    if args[:1] == ["--default-root"] and len(args) >= 2:
+        opts["default_root"] = args[1]
+        args = args[2:]
+    if args[:1] != ["mcp"]:
+        return None
+    rest = args[1:]
+    while rest:
+        name, _, inline = rest[0].partition("=")
+        if name in _FLAGS and not inline:
+            opts[_FLAGS[name]] = True
+            rest = rest[1:]
+        elif name in _VALUES and name != "--default-root" and (inline or len(rest) > 1):
+            opts[_VALUES[name]] = inline or rest[1]
+            rest = rest[1:] if inline else rest[2:]
+        else:
+            return None  # --http, --help, anything unknown: typer's
+    return opts
+
+
+def fast_mcp(argv: list[str]) -> bool:
+    """Serve MCP on stdio when ARGV is plainly that and return True, else False."""
+    opts = parse(argv)
+    if opts is None:
+        return False
+    if opts["default_root"]:
+        os.environ["KBASE_DEFAULT_ROOT"] = opts["default_root"]
+    os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")  # see search_fast
+    from kbase.config import RootError, find_root
+
+    try:
+        root = find_root(opts["root"] or None)
+    except RootError:
+        return False  # typer reports it, with its exit code
+    import logging
+    import sys
+
+    logging.basicConfig(
+        level=getattr(logging, str(opts["log_level"]).upper(), logging.INFO),
+        stream=sys.stderr,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    from kbase.serve.mcp_server import run
+
+    try:
+        run(root=root, index_if_missing=not opts["no_index"], allow_write=opts["allow_write"])
+    except KeyboardInterrupt:
+        pass
+    return True

@@ -1,0 +1,235 @@
+"""The embedding model shipped inside the package (issue #27): a base install embeds queries and
+new or edited skills with ONNX Runtime, with no torch, no model package and no download.
+
+`kbase/data/model/` holds the ONNX export that `kbase index` makes (retrieval/onnx_export.py:
+ORT's optimized graph of all-MiniLM-L6-v2, Apache-2.0) with its weights stored as float16, half
+the size of the float32 file (45 MB, not 90). `materialize(home)` writes the float32 weights
+file back into `<home>/onnx/` once (~0.2 s), laid out exactly as the export's, so the query and
+document embedders read it as any export. The vectors agree with the float32 model's at cosine
+>= 0.9999993 (measured on 300 skill chunks and 5 queries), far inside the export's own check
+(onnx_export.MAX_COS_DIST, 1e-4).
+
+The shipped skills' vectors come along too (seed.npz, `seed_vectors`): the vectors of each
+chunk text as the float32 model (and the int8 document model of the `index` extra) made them,
+keyed by the text's hash. A first build looks a chunk up there before embedding it, so a fresh
+clone's first search embeds nothing it ships, and an edited skill only its edited chunks.
+
+`python -m kbase.retrieval.shipped_model EXPORT_DIR ROOT [--seed-only]` remakes both (or only the
+seed, after skills changed) from an export made with the `index` extra (`<home>/onnx/` after a
+`kbase index` with KBASE_MODEL unset; needs the `onnx` package). A skill missing from the seed is
+embedded on first use, so a stale seed costs seconds, never a wrong vector: vectors are looked up
+by the exact text they embed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+SHIPPED = Path(__file__).resolve().parents[1] / "data" / "model"
+if not SHIPPED.is_dir():  # an editable checkout: retrieval/ sits beside kbase/
+    SHIPPED = Path(__file__).resolve().parents[1] / "kbase" / "data" / "model"
+LAYOUT = "layout.json"
+WEIGHTS = "weights.f16"
+SEED = "seed.npz"
+SMALL = 4096  # tensors of fewer elements (layer norms, biases) stay float32: a few KB each
+
+
+def available() -> bool:
+    return (SHIPPED / LAYOUT).is_file() and (SHIPPED / WEIGHTS).is_file()
+
+
+def materialize(home: str | os.PathLike) -> Path:
+    """`<home>/onnx/` as an export of the shipped model (written once, atomically)."""
+    from kbase.retrieval import onnx_query as OQ
+
+    out = Path(home) / OQ.ONNX_DIR
+    meta = OQ.read_meta(out)
+    if meta is not None and meta.get("shipped") == _shipped_id():
+        return out
+    layout = json.loads((SHIPPED / LAYOUT).read_text(encoding="utf-8"))
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=".onnx.tmp-", dir=out.parent))
+    os.chmod(tmp, 0o755)
+    try:
+        packed = np.fromfile(SHIPPED / WEIGHTS, dtype=np.uint8)
+        data = np.zeros(layout["data_bytes"], dtype=np.uint8)
+        for t in layout["tensors"]:
+            src = packed[t["at"] : t["at"] + t["stored"]]
+            if t["f16"]:
+                src = src.view(np.float16).astype(np.float32).view(np.uint8)
+            data[t["offset"] : t["offset"] + t["length"]] = src
+        data.tofile(tmp / layout["data_file"])
+        for name in ("model.onnx", "tokenizer.json"):
+            shutil.copyfile(SHIPPED / name, tmp / name)
+        meta = dict(layout["meta"], shipped=_shipped_id(), source_model_path=str(SHIPPED))
+        (tmp / "meta.json").write_text(json.dumps(meta, indent=2), encoding="utf-8")
+        from kbase.retrieval.onnx_export import _replace_dir
+
+        _replace_dir(tmp, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return out
+
+
+def _shipped_id() -> str:
+    """Names this package's model files: a changed model is materialized again."""
+    st = (SHIPPED / WEIGHTS).stat()
+    head = (SHIPPED / LAYOUT).read_bytes()
+    return hashlib.sha256(head + str(st.st_size).encode()).hexdigest()[:16]
+
+
+# ----------------------------------------------------------------------------- seed vectors
+def text_key(text: str, cap: int | None) -> str:
+    return hashlib.sha256(f"{cap or 0}\0{text}".encode()).hexdigest()[:24]
+
+
+class Seed:
+    """Shipped vectors by chunk-text key, for one recipe ("" fp32, or onnx_int8.RECIPE)."""
+
+    def __init__(self, recipe: str):
+        self.rows: dict[str, int] = {}
+        self.vectors = np.zeros((0, 0), dtype=np.float32)
+        f = SHIPPED / SEED
+        if not f.is_file():
+            return
+        with np.load(f, allow_pickle=False) as z:
+            name = f"vectors_{recipe or 'fp32'}"
+            if name not in z.files:
+                return
+            self.vectors = z[name]
+            self.rows = {k: i for i, k in enumerate(z["keys"].tolist())}
+
+    def get(self, text: str, cap: int | None) -> np.ndarray | None:
+        i = self.rows.get(text_key(text, cap))
+        return None if i is None else self.vectors[i]
+
+
+class SeededEmbedder:
+    """An embedder that takes shipped vectors where it has them and loads the real embedder
+    (`factory`) only for the texts it lacks: a first build of the shipped skills loads no model.
+    """
+
+    def __init__(self, factory, recipe: str, full_length: int = 256):
+        self._factory = factory
+        self._inner = None
+        self.recipe = recipe
+        self.full_length = full_length
+        self.backend = "shipped vectors"
+        self.seed = Seed(recipe)
+        self.seeded = 0
+
+    embed_batches = None  # the indexer then calls embed(), batch by batch
+    device = "cpu"
+
+    @property
+    def loaded(self) -> bool:
+        return self._inner is not None
+
+    def real(self):
+        """The embedder behind the shipped vectors, loaded now if it was not."""
+        if self._inner is None:
+            self._inner = self._factory()
+            self.backend = getattr(self._inner, "backend", "torch")
+        return self._inner
+
+    inner = real
+
+    def embed(self, texts: list[str], max_length: int | None = None, **kw) -> np.ndarray:
+        found = [self.seed.get(t, max_length) for t in texts]
+        todo = [i for i, v in enumerate(found) if v is None]
+        if not todo:
+            self.seeded += len(texts)
+            got = [v for v in found if v is not None]
+            return np.stack(got).astype(np.float32) if got else np.zeros((0, 384), np.float32)
+        emb = self.inner()
+        fresh = emb.embed([texts[i] for i in todo], max_length=max_length, **kw)
+        out = np.zeros((len(texts), fresh.shape[1]), dtype=np.float32)
+        for j, i in enumerate(todo):
+            out[i] = fresh[j]
+        for i, v in enumerate(found):
+            if v is not None:
+                out[i] = v
+        self.seeded += len(texts) - len(todo)
+        return out
+
+    def __getattr__(self, name: str):  # model_path, model, device ...: the real embedder's
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return getattr(self.inner(), name)
+
+
+# ----------------------------------------------------------------------------- making them
+def build(export_dir: Path, root: Path, out: Path = SHIPPED) -> None:
+    """Write the shipped model from an export (float32 weights to float16) and the seed vectors
+    of every skill chunk under root, with the export's float32 and int8 document models."""
+    import onnx
+
+    export_dir = Path(export_dir)
+    meta = json.loads((export_dir / "meta.json").read_text(encoding="utf-8"))
+    model = onnx.load(str(export_dir / "model.onnx"), load_external_data=False)
+    data = np.fromfile(export_dir / "model.onnx.data", dtype=np.uint8)
+    tensors, parts, at = [], [], 0
+    for init in model.graph.initializer:
+        ext = {e.key: e.value for e in init.external_data}
+        if not ext:
+            continue
+        off, length = int(ext["offset"]), int(ext["length"])
+        raw = data[off : off + length]
+        f16 = init.data_type == onnx.TensorProto.FLOAT and length // 4 >= SMALL
+        if f16:
+            raw = raw.view(np.float32).astype(np.float16).view(np.uint8)
+        tensors.append(
+            {"offset": off, "length": length, "at": at, "stored": len(raw), "f16": bool(f16)}
+        )
+        parts.append(raw)
+        at += len(raw)
+    out.mkdir(parents=True, exist_ok=True)
+    np.concatenate(parts).tofile(out / WEIGHTS)
+    keep = {k: meta[k] for k in ("format", "name", "pooling", "dim", "files", "inputs", "output")}
+    keep["opset"] = meta.get("opset")
+    layout = {
+        "data_file": "model.onnx.data",
+        "data_bytes": int(len(data)),
+        "tensors": tensors,
+        "meta": keep,
+    }
+    (out / LAYOUT).write_text(json.dumps(layout, separators=(",", ":")), encoding="utf-8")
+    for name in ("model.onnx", "tokenizer.json"):
+        shutil.copyfile(export_dir / name, out / name)
+    _build_seed(export_dir, Path(root), out)
+
+
+def _build_seed(export_dir: Path, root: Path, out: Path) -> None:
+    from kbase.retrieval import dense_text as DT
+    from kbase.retrieval import onnx_int8 as Q
+    from kbase.retrieval.collect import collect_entries
+    from kbase.retrieval.onnx_embed import OnnxDocEmbedder
+
+    entries, _, _ = collect_entries(root)
+    texts = sorted({DT.dense_text(e, c) for e in entries if e.kind == "skill" for c in e.chunks})
+    fp32 = OnnxDocEmbedder(export_dir).embed(texts)
+    Q.ensure_int8(export_dir)
+    int8 = OnnxDocEmbedder(export_dir, model=Q.INT8_FILE, recipe=Q.RECIPE).embed(texts)
+    keys = np.array([text_key(t, None) for t in texts])
+    arrays = {"keys": keys, "vectors_fp32": fp32, f"vectors_{Q.RECIPE}": int8}
+    np.savez(out / SEED, **arrays)  # type: ignore[arg-type]
+
+
+if __name__ == "__main__":
+    import sys
+
+    # --seed-only: the skills changed, the model did not (weights.f16 is 45 MB of history each
+    # time it is rewritten)
+    if "--seed-only" in sys.argv:
+        args = [a for a in sys.argv[1:] if a != "--seed-only"]
+        _build_seed(Path(args[0]), Path(args[1]), SHIPPED)
+    else:
+        build(Path(sys.argv[1]), Path(sys.argv[2]))
