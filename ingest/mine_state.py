@@ -1,6 +1,7 @@
 """What a mine leaves beside its cards (`.state.json`) and what it reports, in a module that
-imports nothing beyond the standard library: the no-op check (kbase.mine_cli) reads
-them before the CLI, pydantic or the miner are imported.
+imports nothing beyond the standard library and gitrepo.py: the no-op check (`noop_report`,
+asked by kbase.mine_cli through `KnowledgeBase.mine_noop`) reads them before the CLI, pydantic
+or the miner are imported.
 
 `recipe_source` in the state names the recipe file a mine used by the hash of its bytes (and
 whether the upstream URL came from `origin` instead), so that "nothing new" is decided
@@ -17,6 +18,8 @@ import re
 import stat
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from kbase.ingest.gitrepo import GitFailed, GitRepo, find_git_dir, origin_url
 
 from kbase.errors import KbaseError
 
@@ -136,3 +139,50 @@ def recipe_file(spec: str | None, name: str, root: Path) -> Path | None:
 def recipe_fingerprint(path: Path | None) -> str:
     """The recipe file a mine used, by its bytes ("none": a mine without a recipe file)."""
     return hashlib.sha256(read_recipe(path)).hexdigest()[:32] if path is not None else "none"
+
+
+def noop_report(root: Path, repo_arg: str, name: str, recipe_spec: str | None) -> MineReport | None:
+    """The report of a mine with nothing new, after doing what a no-op does to the archive
+    folder; None when this cannot be shown to be a no-op. It needs everything mining.mine would
+    compare to be unchanged: the state's last commit is HEAD, the same source and archive name,
+    the same recipe file bytes (recipe_fingerprint) and, when the upstream URL came from
+    `origin`, the same `origin`."""
+    try:
+        folder = archive_dir(root, name)
+        state = read_state(folder) if folder.is_dir() else None
+        recipe = recipe_file(recipe_spec, name, root)
+    except (MiningError, OSError):
+        return None
+    src = Path(repo_arg).expanduser()
+    source = str(src.resolve())
+    if not state or state.get("version") != STATE_VERSION or state.get("repo") != name:
+        return None
+    recorded = state.get("recipe_source")
+    if state.get("source") != source or not isinstance(recorded, dict):
+        return None
+    try:
+        if recorded.get("file") != recipe_fingerprint(recipe):
+            return None
+    except OSError:
+        return None
+    git_dir = find_git_dir(src) if src.is_dir() else None
+    if git_dir is None:
+        return None
+    try:
+        shallow, head = GitRepo(git_dir).run("rev-parse", "--is-shallow-repository", "HEAD").split()
+    except (GitFailed, ValueError):
+        return None
+    if shallow != "false" or head != state.get("last_sha"):
+        return None
+    if recorded.get("origin") and origin_url(git_dir) != state.get("upstream"):
+        return None
+    # what mining.mine does to the folder on a no-op: leftovers of a killed run go
+    for p in folder.glob(".*.tmp.*"):
+        try:
+            p.unlink()
+        except OSError:
+            pass
+    (folder / PROGRESS_FILE).unlink(missing_ok=True)
+    report = MineReport(repo=name, source=source, mode="noop", head=head, range=f"{head}..{head}")
+    report.reason = NOOP_REASON
+    return report

@@ -87,7 +87,8 @@ class ArchiveAPI:
         full: bool = False,
         progress: Callable[[int, int], None] | None = None,
     ) -> Any:
-        """Mine a clone's first-parent history into pr_archive/<name>/; returns a MineReport."""
+        """Mine a clone's history (every commit reachable from HEAD, merged branches too) into
+        pr_archive/<name>/; returns a MineReport."""
         if since and full:
             raise InvalidArgument("--since and --full cannot be used together", "since")
         from kbase.ingest.mine_state import recipe_fingerprint
@@ -112,6 +113,13 @@ class ArchiveAPI:
             progress=progress,
             recipe_fingerprint=recipe_fingerprint(path),
         )
+
+    def mine_noop(self, repo_path: str, name: str, recipe: str | None = None) -> Any:
+        """The report of `mine` when it can be shown, without the miner or pydantic, that there
+        is nothing new (and the archive folder tidied as a no-op tidies it); else None."""
+        from kbase.ingest.mine_state import noop_report
+
+        return noop_report(self.root, repo_path, name, recipe)
 
     def recipe_suggest(self, repo_path: str, name: str, write: bool = False) -> dict[str, Any]:
         """Families proposed from a clone's directories and file names; `write` saves the recipe."""

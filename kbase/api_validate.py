@@ -338,4 +338,26 @@ class ValidateAPI:
         """Agent-Skills folders under dest (kbase.serve.export.export_agent_skills)."""
         from kbase.serve.export import export_agent_skills
 
-        return export_agent_skills(self.root, dest, **kw)
+        return export_agent_skills(self, dest, **kw)
+
+    def skills(self) -> tuple[list[Any], list[str]]:
+        """Every skill under skills/ loaded, and `name: first problem` for each that does not."""
+        from kbase.ingest.markdown import DocumentError
+        from kbase.ingest.skills import find_skill_files, load_skill
+
+        skills, skipped = [], []
+        for f in find_skill_files(self.root):
+            try:
+                skills.append(load_skill(f, self.root))
+            except DocumentError as de:
+                skipped.append(
+                    f"{f.parent.name}: {de.problems[0] if de.problems else 'does not load'}"
+                )
+        return skills, skipped
+
+    @staticmethod
+    def snippet_files(skill: Any) -> dict[str, str]:
+        """A skill's verification snippet as the files the sandbox writes (file name -> text)."""
+        from kbase.validators.snippets import layout_blocks
+
+        return {f.name: f.text for f in layout_blocks(skill.snippet_blocks()).files}

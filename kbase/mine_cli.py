@@ -1,15 +1,11 @@
 """`kbase mine` without the CLI framework (kbase.cli sends it here first): typer and its
 option machinery cost about a tenth of a second of every mine, and a mine with nothing new
 is answered before pydantic or the miner are imported (issue #12: a no-op under 0.5 s,
-10 new commits under 1 s). It does what kbase.commands.archive.mine does, through the same
-façade, and prints the same; errors go through the same translation (commands.common).
-
-The no-op answer needs everything `kbase.ingest.mining.mine` would compare to be unchanged:
-the state's last commit is HEAD, the same source and archive name, the same recipe file bytes
-(mine_state.recipe_fingerprint) and, when the upstream URL came from `origin`, the same
-`origin`. A command line this parser does not take exactly as typer would (another option, a
-missing value, `--help`), or a terminal to draw a progress bar on, returns False before
-anything is done, and the typer command runs.
+10 new commits under 1 s; `KnowledgeBase.mine_noop`). It does what kbase.commands.archive.mine
+does, through the same façade, and prints the same; errors go through the same translation
+(commands.common). A command line this parser does not take exactly as typer would (another
+option, a missing value, `--help`), or a terminal to draw a progress bar on, returns False
+before anything is done, and the typer command runs.
 """
 
 from __future__ import annotations
@@ -17,21 +13,7 @@ from __future__ import annotations
 import os
 import sys
 import time
-from pathlib import Path
-
-from kbase.config import RootError, find_root
-from kbase.ingest.gitrepo import GitFailed, GitRepo, find_git_dir, origin_url
-from kbase.ingest.mine_state import (
-    NOOP_REASON,
-    PROGRESS_FILE,
-    STATE_VERSION,
-    MineReport,
-    MiningError,
-    archive_dir,
-    read_state,
-    recipe_file,
-    recipe_fingerprint,
-)
+from typing import Any
 
 _VALUED = ("--repo", "--name", "--recipe", "--root", "--since")
 _FLAGS = ("--json", "--full")
@@ -59,51 +41,20 @@ def parse(argv: list[str]) -> dict[str, str | bool] | None:
     return opts
 
 
-def noop_report(opts: dict[str, str | bool], t0: float) -> MineReport | None:
-    """The no-op report, after doing what a no-op does to the archive folder; None when this
-    cannot be shown to be a no-op."""
-    name, repo_arg = str(opts["--name"]), str(opts["--repo"])
-    try:
-        root = find_root(str(opts.get("--root") or "") or None)  # then KBASE_ROOT, as --root
-        folder = archive_dir(root, name)
-        state = read_state(folder) if folder.is_dir() else None
-        spec = opts.get("--recipe")
-        recipe = recipe_file(str(spec) if spec else None, name, root)
-    except (RootError, MiningError, OSError):
+def noop_report(opts: dict[str, str | bool], t0: float) -> Any:
+    """The no-op report (KnowledgeBase.mine_noop), or None when this cannot be shown to be a
+    no-op; a root that does not resolve is left to the full command, which says why."""
+    from kbase.api import KnowledgeBase
+    from kbase.errors import KbaseError
+
+    try:  # --root, then KBASE_ROOT, as typer's --root does
+        kb = KnowledgeBase(root=str(opts.get("--root") or "") or None)
+    except KbaseError:
         return None
-    src = Path(repo_arg).expanduser()
-    source = str(src.resolve())
-    if not state or state.get("version") != STATE_VERSION or state.get("repo") != name:
-        return None
-    recorded = state.get("recipe_source")
-    if state.get("source") != source or not isinstance(recorded, dict):
-        return None
-    try:
-        if recorded.get("file") != recipe_fingerprint(recipe):
-            return None
-    except OSError:
-        return None
-    git_dir = find_git_dir(src) if src.is_dir() else None
-    if git_dir is None:
-        return None
-    try:
-        shallow, head = GitRepo(git_dir).run("rev-parse", "--is-shallow-repository", "HEAD").split()
-    except (GitFailed, ValueError):
-        return None
-    if shallow != "false" or head != state.get("last_sha"):
-        return None
-    if recorded.get("origin") and origin_url(git_dir) != state.get("upstream"):
-        return None
-    # what mining.mine does to the folder on a no-op: leftovers of a killed run go
-    for p in folder.glob(".*.tmp.*"):
-        try:
-            p.unlink()
-        except OSError:
-            pass
-    (folder / PROGRESS_FILE).unlink(missing_ok=True)
-    report = MineReport(repo=name, source=source, mode="noop", head=head, range=f"{head}..{head}")
-    report.reason = NOOP_REASON
-    report.seconds = round(time.perf_counter() - t0, 3)
+    spec = opts.get("--recipe")
+    report = kb.mine_noop(str(opts["--repo"]), str(opts["--name"]), str(spec) if spec else None)
+    if report is not None:
+        report.seconds = round(time.perf_counter() - t0, 3)
     return report
 
 
@@ -143,7 +94,7 @@ def _bar_wanted() -> bool:
     return tty or "TTY_COMPATIBLE" in os.environ or "FORCE_COLOR" in os.environ
 
 
-def _mine(opts: dict[str, str | bool]) -> MineReport:
+def _mine(opts: dict[str, str | bool]) -> Any:
     # pydantic looks for plugins (observability hooks for an application's models) when it
     # builds its first validator, by reading the entry points of every installed distribution:
     # ~0.07 s of CPU with 200 installed, for models that are kbase's own records. A value the

@@ -19,7 +19,8 @@ import anyio
 import pytest
 from serve_fixtures import REPO
 
-from kbase.serve.export import ROUTER, export_agent_skills
+from kbase import KnowledgeBase
+from kbase.serve.export import ROUTER
 
 pytest.importorskip("mcp")
 
@@ -48,7 +49,7 @@ def test_plugin_names_only_the_router_and_it_is_current(tmp_path):
     assert entry["source"] == "./" and entry["skills"] == plugin["skills"]
     [skill_dir] = plugin["skills"]
     shipped = (REPO / skill_dir / "SKILL.md").read_text()
-    export_agent_skills(REPO, tmp_path, portable=True)
+    KnowledgeBase(root=REPO).export(tmp_path, portable=True)
     assert (tmp_path / ROUTER / "SKILL.md").read_text() == shipped, (
         "plugin/skills is out of date: run `kbase export plugin/skills --portable`"
     )

@@ -13,6 +13,8 @@ import yaml
 from conftest import run_cli
 from serve_fixtures import copy_skills
 
+from kbase import KnowledgeBase
+
 NAME = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
 ALLOWED = {"name", "description", "license", "compatibility", "metadata", "allowed-tools"}
 
@@ -111,10 +113,10 @@ def _skill_dirs(dest: Path) -> list[Path]:
 def test_export_all_is_valid_agent_skills(root, tmp_path, target):
     from kbase.ingest.skills import load_skill
 
-    from kbase.serve.export import ROUTER, export_agent_skills
+    from kbase.serve.export import ROUTER
 
     dest = tmp_path / "out"
-    rep = export_agent_skills(root, dest, target=target, include_all=True)
+    rep = KnowledgeBase(root=root).export(dest, target=target, include_all=True)
     dirs = _skill_dirs(dest)
     names = sorted(p.name for p in (root / "skills").iterdir())
     assert sorted(d.name for d in dirs) == sorted(names + [ROUTER]) and not rep.skipped
@@ -157,10 +159,10 @@ def test_export_all_is_valid_agent_skills(root, tmp_path, target):
 
 
 def test_default_export_is_the_router_only_and_it_teaches_kbase(root, tmp_path):
-    from kbase.serve.export import ROUTER, export_agent_skills
+    from kbase.serve.export import ROUTER
 
     dest = tmp_path / "out"
-    export_agent_skills(root, dest, target="codex", mcp_url="http://127.0.0.1:9000/mcp")
+    KnowledgeBase(root=root).export(dest, target="codex", mcp_url="http://127.0.0.1:9000/mcp")
     assert [d.name for d in _skill_dirs(dest)] == [ROUTER]
     assert not validate_skill_dir(dest / ROUTER, "codex")
     body = (dest / ROUTER / "SKILL.md").read_text()
@@ -173,15 +175,15 @@ def test_default_export_is_the_router_only_and_it_teaches_kbase(root, tmp_path):
 
 
 def test_export_refuses_to_overwrite_foreign_folders_but_replaces_its_own(root, tmp_path):
-    from kbase.serve.export import ROUTER, ExportError, export_agent_skills
+    from kbase.serve.export import ROUTER, ExportError
 
     dest = tmp_path / "out"
-    export_agent_skills(root, dest)
-    export_agent_skills(root, dest)  # a re-export replaces what we wrote
+    KnowledgeBase(root=root).export(dest)
+    KnowledgeBase(root=root).export(dest)  # a re-export replaces what we wrote
     (dest / "mine").mkdir()
     (dest / ROUTER / ".kbase-export").unlink()
     with pytest.raises(ExportError, match="not written by kbase export"):
-        export_agent_skills(root, dest)
+        KnowledgeBase(root=root).export(dest)
     assert (dest / "mine").is_dir()
 
 
@@ -199,10 +201,10 @@ def test_cli_export_json(root, tmp_path):
 def test_export_dates_statuses_and_names_the_root(root, tmp_path):
     from datetime import datetime
 
-    from kbase.serve.export import ROUTER, export_agent_skills
+    from kbase.serve.export import ROUTER
 
     dest = tmp_path / "out"
-    rep = export_agent_skills(root, dest, target="codex", include_all=True)
+    rep = KnowledgeBase(root=root).export(dest, target="codex", include_all=True)
     when = datetime.fromisoformat(rep.exported_at)
     assert when.tzinfo is not None
     router = (dest / ROUTER / "SKILL.md").read_text()

@@ -108,33 +108,25 @@ def _openai_yaml(
 
 
 def export_agent_skills(
-    root: Path,
+    kb: Any,
     dest: Path,
     target: str = "claude",
     include_all: bool = False,
     mcp_url: str | None = None,
     portable: bool = False,
 ) -> ExportReport:
-    """`portable`: the router names no root and lists no skills (the copy shipped in the plugin)."""
-    from kbase.ingest.markdown import DocumentError
-    from kbase.ingest.skills import find_skill_files, load_skill
-
+    """`kb`: the KnowledgeBase whose skills are exported. `portable`: the router names no root
+    and lists no skills (the copy shipped in the plugin)."""
     if target not in TARGETS:
         raise ExportError(f"target must be one of {', '.join(TARGETS)}, got {target!r}")
     dest = Path(dest).resolve()
     dest.mkdir(parents=True, exist_ok=True)
     exported_at = datetime.now(UTC).replace(microsecond=0).isoformat()
     rep = ExportReport(dest=str(dest), target=target, exported_at=exported_at)
-    statuses = _statuses(root)
-    root_s = None if portable else str(Path(root).resolve())
-    skills = []
-    for f in find_skill_files(root):
-        try:
-            skills.append(load_skill(f, root))
-        except DocumentError as de:
-            rep.skipped.append(
-                f"{f.parent.name}: {de.problems[0] if de.problems else 'does not load'}"
-            )
+    statuses = kb.statuses()
+    root_s = None if portable else str(Path(kb.root).resolve())
+    skills, skipped = kb.skills()
+    rep.skipped.extend(skipped)
     catalog = [
         (
             s.name,
@@ -183,7 +175,7 @@ def export_agent_skills(
             audit = statuses.get(s.name)
             status = audit.status if audit is not None else "unverified"
             try:
-                scripts = skill_scripts(s)
+                scripts = skill_scripts(kb.snippet_files(s))
             except ValueError as exc:  # a snippet the runtime contract cannot lay out
                 rep.skipped.append(f"{s.name}: {exc}")
                 continue
@@ -212,12 +204,3 @@ def export_agent_skills(
                 )
             rep.skills.append(s.name)
     return rep
-
-
-def _statuses(root: Path) -> dict:
-    from kbase.validators.status import skill_statuses
-
-    try:
-        return skill_statuses(root)
-    except FileNotFoundError:
-        return {}

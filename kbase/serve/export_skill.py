@@ -52,15 +52,12 @@ def _strip_snippets(skill) -> str:
     )
 
 
-def skill_scripts(skill) -> dict[str, str]:
-    """scripts/<file> -> text, following the snippet runtime contract (docs/skill-format.md)."""
-    from kbase.validators.snippets import layout_blocks
-
-    files = layout_blocks(skill.snippet_blocks()).files
+def skill_scripts(files: dict[str, str]) -> dict[str, str]:
+    """scripts/<file> -> text, from the snippet's files as the sandbox lays them out
+    (`KnowledgeBase.snippet_files`, the runtime contract of docs/skill-format.md)."""
     out: dict[str, str] = {}
-    for f in files:
-        name = "verify.py" if f.name == "snippet.py" else f.name
-        out[name] = f.text
+    for name, text in files.items():
+        out["verify.py" if name == "snippet.py" else name] = text
     if "verify.py" not in out and list(out) == ["snippet_0.cu"]:
         out = {"verify.cu": out["snippet_0.cu"]}
     return out
