@@ -84,3 +84,24 @@ def test_each_documented_command_line_exists(where, tokens):
         if re.fullmatch(r"--?[A-Za-z][\w-]*(=.*)?", w):
             opt = w.split("=", 1)[0]
             assert opt in known, f"{where}: `kbase {name} {opt}`: no such option ({sorted(known)})"
+
+
+# kbase sets these in a snippet's environment, read there (the runner, a scaffolded snippet)
+SNIPPET_SIDE = {"KBASE_WAIT_TURN", "KBASE_PRELOAD", "KBASE_TIER"}
+READ = re.compile(r"""(?:environ(?:\.get|\.pop)?\(\s*|environ\[|envvar=)['"](KBASE_\w+)['"]""")
+
+
+def test_every_setting_the_code_reads_is_in_the_readme_table():
+    read = {
+        m
+        for folder in ("kbase", "ingest", "retrieval", "validators")
+        for p in (REPO / folder).rglob("*.py")
+        for m in READ.findall(p.read_text(encoding="utf-8"))
+    }
+    assert {"KBASE_ROOT", "KBASE_SANDBOX", "KBASE_MINE_WORKER"} <= read  # the scan works
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    table = text[text.index("## Configuration") :].split("\n\n", 2)[2].split("\n\n", 1)[0]
+    listed = set(re.findall(r"^\| `(KBASE_\w+)`", table, re.M))
+    assert read - SNIPPET_SIDE == listed, (read - SNIPPET_SIDE) ^ listed
+    sandbox = next(row for row in table.splitlines() if row.startswith("| `KBASE_SANDBOX`"))
+    assert "NEVER" in sandbox and "isolated: false" in sandbox

@@ -38,7 +38,10 @@ def mine(
     root: str | None = RootOpt,
     as_json: bool = JsonOpt,
 ) -> None:
-    """Mine first-parent history of a clone into one card per PR under pr_archive/<name>/."""
+    """Mine a clone's history into one card per PR (or direct push) under pr_archive/<name>/.
+
+    Walks every commit reachable from HEAD, not only the first-parent line.
+    A PR merge owns the commits it brings in; PRs behind other merges get cards of their own."""
     # kbase.mine_cli runs this command without typer when it can (kbase.cli); keep them alike
     if not err_console.is_terminal:  # no bar to draw (and rich.progress not imported)
         report = kb(root).mine(repo, name, recipe, since=since, full=full)
