@@ -113,50 +113,31 @@ def _build_index(
 ) -> IndexReport:
     from kbase.retrieval import generations as G
     from kbase.retrieval import vectors as V
+    from kbase.retrieval.lexical import tokenizer_fingerprint
     from kbase.retrieval.vector_files import GenVectors, assemble_generation_vectors
-    from kbase.retrieval.vectors import VectorStore, partition_key
 
     rep = IndexReport()
     t0 = time.perf_counter()
     with G.writer_lock(home):
         # lazy: entries carried over undecoded, chunk texts read only where needed
-        # (retrieval/previous.py, retrieval/carried.py)
         prev = G.load_generation(home, lazy=True)
         prevs = Previous(prev)
         fingerprint = parser_fingerprint()
-        # Entries and vectors of the previous generation are taken over only when they were made
-        # by the same parser and the same dense-text recipe (a new recipe re-embeds every card).
         dense = dense_key(dense_model)
         same_recipe = prev is not None and prev.meta.get("dense") == dense
-        reuse = (
-            {e.path: e for e in prevs.entries}
-            if prev is not None and prev.meta.get("parser") == fingerprint and same_recipe
-            else {}
-        )
         if progress:
             progress("reading entries", 0, 0)
         card_stats: dict[str, list[int]] = {}
-        entries, problems, failed = collect_entries(
-            root, reuse, G.read_card_stats(prev) if reuse else None, card_stats
+        entries = _entries(
+            root, prev, prevs, fingerprint, same_recipe, extra_entries, card_stats, rep
         )
-        entries.extend(extra_entries or [])
-        rep.problems = problems
-        # Nothing already indexed is lost: an entry that fails to parse keeps its last good version.
-        present = {e.path for e in entries}
-        if prev is not None:
-            for old in prevs.entries:
-                if old.path in failed and old.path not in present and (root / old.path).exists():
-                    entries.append(old)
-                    rep.kept_previous.append(old.id)
-        prev_ids = set(prevs.by_id)
-        rep.removed_entries = sorted(prev_ids - {e.id for e in entries})
+        rep.removed_entries = sorted(set(prevs.by_id) - {e.id for e in entries})
         rep.seconds["parse"] = time.perf_counter() - t0
 
         t1 = time.perf_counter()
         if progress:
             progress("comparing with the index", 0, 0)
         store_where = chroma_url or V.LAYOUT
-        served = bool(chroma_url)  # a Chroma server filters by metadata; embedded needs none
         prev_vecs = GenVectors(prev.path) if prev is not None else None
         # The previous generation's vector files say which vectors exist, without asking Chroma
         # for every id; trusted only when they were written against the same store.
@@ -167,36 +148,13 @@ def _build_index(
             and prev.meta.get("vector_store") == store_where
             and (chroma_url is not None or (home / V.PARTS_DIR).is_dir())
         )
-        stores: list[Any] = []
+        store = _LazyStore(home, chroma_url)
 
-        def store() -> Any:
-            if not stores:
-                stores.append(VectorStore(home, chroma_url))
-            return stores[0]
-
-        for e in entries:
-            if prevs.owns(e):
-                continue  # taken over from prev: its chunks have their vector ids already
-            for c in e.chunks:
-                c.id = _vector_id(c, e.content_hash, dense_model)
-        chunk_ids = [ids_of(e) for e in entries]
-        wanted = [i for ids in chunk_ids for i in ids]
-        dense_of = [dense_ids(e) for e in entries]
-        by_part: dict[str, list[str]] = {}
-        for e, ids in zip(entries, dense_of, strict=True):
-            by_part.setdefault(partition_key(e.kind, e.repo), []).extend(ids)
-        have: set[str] = set()
-        for key, ids in by_part.items():
-            known = prev_vecs.all_ids(key).intersection(ids) if trust_files and prev_vecs else set()
-            have |= known
-            # What the files lack may still be in the store: another home sharing a Chroma
-            # server may have embedded it (team mode).
-            missing = [i for i in ids if i not in known]
-            if missing and (chroma_url or not trust_files):  # embedded: this lock's writes only
-                have |= store().existing_ids(key, missing)
-        todo = [
-            e for e, ids in zip(entries, dense_of, strict=True) if any(i not in have for i in ids)
-        ]
+        # what the files lack may still be in the store: another home sharing a Chroma server
+        # may have embedded it (team mode); embedded, only this lock's writes are there
+        ask_store = bool(chroma_url) or not trust_files
+        known = prev_vecs if trust_files else None
+        chunk_ids, by_part, todo = _to_embed(entries, prevs, dense_model, known, ask_store, store)
         # an entry carried over undecoded whose vectors are missing is embedded whole
         swap = prevs.decoded(todo)
         if swap:
@@ -215,8 +173,6 @@ def _build_index(
             "problems": [f"{p.path}:{p.line}: {p.message}" for p in problems[:MAX_PROBLEMS_KEPT]],
             "problem_count": len(problems),
         }
-        from kbase.retrieval.lexical import tokenizer_fingerprint
-
         noop = (
             not todo
             and not rep.removed_entries
@@ -225,71 +181,20 @@ def _build_index(
                 entries, card_stats, meta, by_part, prev_vecs, tokenizer_fingerprint()
             )
         )
-
         if not noop:
             gid, tmp = G.new_generation_dir(home)
             bm25_done = bm25_stage(prev, prevs, entries, chunk_ids, tmp / "bm25")
 
         t2 = time.perf_counter()
-        fresh: dict[str, Any] = {}  # chunk id -> vector embedded (or kept) in this run
-        store_s = 0.0
-        embedder = None
-        if todo:
-            prevs.fill(todo)  # texts to embed, for entries taken over whose vectors are missing
-            # an edited entry's chunks whose text did not change keep their vectors
-            kept = prevs.kept_vectors(
-                todo,
-                # a vector id names its text, model and recipe, so the files' vectors hold
-                # whichever store they were written against: a store moved to another layout
-                # (or server) is filled from them without embedding again
-                prev_vecs if prev_vecs is not None and prev_vecs.ok and same_recipe else None,
-                dense_chunks,
-                partition_key,
-            )
-            fresh.update(kept)
-            # upserted with the first batch embedded: each Chroma upsert call costs ~0.1 s
-            pending = [(e, c) for e in todo for c in dense_chunks(e) if c.id in kept]
-            chunks = [(e, c) for e in todo for c in dense_chunks(e) if c.id not in kept]
-            if chunks:
-                if progress:
-                    progress("loading the embedding model", 0, 0)
-                embedder = embedder_factory()
-                rep.backend = getattr(embedder, "backend", "torch")
-                if getattr(embedder, "recipe", "") != dense_model:
-                    raise RuntimeError(
-                        f"the document embedder is {getattr(embedder, 'recipe', '') or 'fp32'}, "
-                        f"the vector ids say {dense_model or 'fp32'}"
-                    )
-                if batch is None:
-                    batch = embed_batch(str(getattr(embedder, "device", "cpu")))
-            chunks.sort(key=lambda ec: ec[0].kind != "skill")  # skills first, as before
-            step = batch or 256
-            plan = [chunks[i : i + step] for i in range(0, len(chunks), step)]
-            assert embedder is not None or not plan  # set above whenever there are chunks
-            done = 0
-            for part, vecs in zip(plan, _embedded(embedder, plan), strict=True):
-                for j, (_, c) in enumerate(part):
-                    fresh[c.id] = vecs[j]
-                t_store = time.perf_counter()
-                upsert_pairs(
-                    store, pending + part, [fresh[c.id] for _, c in pending + part], served
-                )
-                store_s += time.perf_counter() - t_store
-                pending = []
-                done += len(part)
-                if progress:
-                    progress("embed", done, len(chunks))
-            if embedder is not None:  # shipped vectors load the model only when they lack one
-                rep.backend = getattr(embedder, "backend", rep.backend)
-            if pending:
-                t_store = time.perf_counter()
-                upsert_pairs(store, pending, [fresh[c.id] for _, c in pending], served)
-                store_s += time.perf_counter() - t_store
-            rep.embedded_entries = sorted(e.id for e in todo)
-            rep.embedded_chunks = len(chunks)
+        # a vector id names its text, model and recipe, so the files' vectors hold whichever
+        # store they were written against: a store moved to another layout (or server) is filled
+        # from them without embedding again
+        reusable = prev_vecs if prev_vecs is not None and prev_vecs.ok and same_recipe else None
+        embed = _Embedding(embedder_factory, dense_model, batch, store, bool(chroma_url), progress)
+        fresh = embed.run(todo, prevs, reusable, rep)
         # Chroma's inserts (HNSW construction) apart from the model's work: on a GPU they dominate
-        rep.seconds["embed"] = time.perf_counter() - t2 - store_s
-        rep.seconds["store"] = store_s
+        rep.seconds["embed"] = time.perf_counter() - t2 - embed.store_s
+        rep.seconds["store"] = embed.store_s
 
         t3 = time.perf_counter()
         if noop:
@@ -303,27 +208,198 @@ def _build_index(
             G.write_card_stats(tmp, card_stats)
             G.write_entries(tmp, entries, meta, stored_line=prevs.stored_line, table=prevs.table)
             G.publish(home, gid, tmp)
-            if not chroma_url and prev is not None:
-                if prev.meta.get("vector_store") == V.LEGACY_LAYOUT:  # moved to chroma-parts/
-                    shutil.rmtree(home / V.LEGACY_DIR, ignore_errors=True)
+            if (
+                not chroma_url
+                and prev is not None
+                and prev.meta.get("vector_store") == V.LEGACY_LAYOUT
+            ):
+                shutil.rmtree(home / V.LEGACY_DIR, ignore_errors=True)  # moved to chroma-parts/
             rep.generation = gid
         rep.seconds["bm25+write"] = time.perf_counter() - t3
-        refresh_onnx(home, embedder_factory, embedder, model_path)
+        refresh_onnx(home, embedder_factory, embed.embedder, model_path)
 
+        wanted = [i for ids in chunk_ids for i in ids]
         if gc and prev is not None:
-            keep = set(wanted)
-            stale: dict[str, set[str]] = {}
-            for e in prevs.entries:
-                for cid in dense_ids(e):
-                    if cid not in keep:
-                        stale.setdefault(partition_key(e.kind, e.repo), set()).add(cid)
-            for key, gone in stale.items():
-                store().delete(key, gone)
-        if stores:
-            stores[0].close()
+            _delete_stale(prevs, set(wanted), store)
+        store.close()
         rep.entries = len(entries)
         rep.chunks = len(wanted)
         rep.seconds["total"] = time.perf_counter() - t0
         if progress:
             progress("done", 1, 1)
     return rep
+
+
+def _entries(
+    root: Path,
+    prev: Any,
+    prevs: Previous,
+    fingerprint: str,
+    same_recipe: bool,
+    extra: list[Entry] | None,
+    card_stats: dict[str, list[int]],
+    rep: IndexReport,
+) -> list[Any]:
+    """Every entry under root, then `extra`; those unchanged since the previous generation are
+    taken over from it, and one that fails to parse keeps its last good version (nothing
+    indexed is lost).
+    Entries are taken over only when made by the same parser and the same dense-text recipe
+    (a new recipe re-embeds every card)."""
+    from kbase.retrieval import generations as G
+
+    reuse = (
+        {e.path: e for e in prevs.entries}
+        if prev is not None and prev.meta.get("parser") == fingerprint and same_recipe
+        else {}
+    )
+    entries, rep.problems, failed = collect_entries(
+        root, reuse, G.read_card_stats(prev) if reuse else None, card_stats
+    )
+    entries.extend(extra or [])
+    present = {e.path for e in entries}
+    if prev is not None:
+        for old in prevs.entries:
+            if old.path in failed and old.path not in present and (root / old.path).exists():
+                entries.append(old)
+                rep.kept_previous.append(old.id)
+    return entries
+
+
+def _to_embed(
+    entries: list[Any],
+    prevs: Previous,
+    dense_model: str,
+    known: Any,
+    ask_store: bool,
+    store: Callable[[], Any],
+) -> tuple[list[list[str]], dict[str, list[str]], list[Any]]:
+    """(each entry's chunk ids, the dense chunk ids of each partition, the entries whose vectors
+    are missing). `known`: the previous generation's vector files when they can be trusted;
+    `ask_store`: whether the store may hold vectors they lack."""
+    from kbase.retrieval.vectors import partition_key
+
+    for e in entries:
+        if prevs.owns(e):
+            continue  # taken over from prev: its chunks have their vector ids already
+        for c in e.chunks:
+            c.id = _vector_id(c, e.content_hash, dense_model)
+    chunk_ids = [ids_of(e) for e in entries]
+    dense_of = [dense_ids(e) for e in entries]
+    by_part: dict[str, list[str]] = {}
+    for e, ids in zip(entries, dense_of, strict=True):
+        by_part.setdefault(partition_key(e.kind, e.repo), []).extend(ids)
+    have: set[str] = set()
+    for key, ids in by_part.items():
+        found = known.all_ids(key).intersection(ids) if known is not None else set()
+        have |= found
+        missing = [i for i in ids if i not in found]
+        if missing and ask_store:
+            have |= store().existing_ids(key, missing)
+    todo = [e for e, ids in zip(entries, dense_of, strict=True) if any(i not in have for i in ids)]
+    return chunk_ids, by_part, todo
+
+
+class _LazyStore:
+    """The vector store, opened when first called for (a no-op re-index never opens Chroma)."""
+
+    def __init__(self, home: Path, chroma_url: str | None):
+        self.home, self.chroma_url = home, chroma_url
+        self.opened: Any = None
+
+    def __call__(self) -> Any:
+        if self.opened is None:
+            from kbase.retrieval.vectors import VectorStore
+
+            self.opened = VectorStore(self.home, self.chroma_url)
+        return self.opened
+
+    def close(self) -> None:
+        if self.opened is not None:
+            self.opened.close()
+
+
+class _Embedding:
+    """The vectors of the entries to embed: kept from the previous generation where a chunk's
+    text did not change, the rest embedded batch after batch, each batch upserted as it comes."""
+
+    def __init__(
+        self,
+        factory: Callable[[], Any],
+        dense_model: str,
+        batch: int | None,
+        store: Callable[[], Any],
+        served: bool,
+        progress: Progress | None,
+    ):
+        self.factory, self.dense_model, self.batch = factory, dense_model, batch
+        self.store, self.served, self.progress = store, served, progress
+        self.embedder: Any = None
+        self.store_s = 0.0
+
+    def _upsert(self, pairs: list[tuple[Entry, Chunk]], fresh: dict[str, Any]) -> None:
+        t = time.perf_counter()
+        upsert_pairs(self.store, pairs, [fresh[c.id] for _, c in pairs], self.served)
+        self.store_s += time.perf_counter() - t
+
+    def _load(self, rep: IndexReport) -> int | None:
+        if self.progress:
+            self.progress("loading the embedding model", 0, 0)
+        self.embedder = emb = self.factory()
+        rep.backend = getattr(emb, "backend", "torch")
+        if getattr(emb, "recipe", "") != self.dense_model:
+            raise RuntimeError(
+                f"the document embedder is {getattr(emb, 'recipe', '') or 'fp32'}, "
+                f"the vector ids say {self.dense_model or 'fp32'}"
+            )
+        if self.batch is not None:
+            return self.batch
+        return embed_batch(str(getattr(emb, "device", "cpu")))
+
+    def run(
+        self, todo: list[Any], prevs: Previous, reusable: Any, rep: IndexReport
+    ) -> dict[str, Any]:
+        """chunk id -> vector embedded (or kept) in this run."""
+        from kbase.retrieval.vectors import partition_key
+
+        fresh: dict[str, Any] = {}
+        if not todo:
+            return fresh
+        prevs.fill(todo)  # texts to embed, for entries taken over whose vectors are missing
+        # an edited entry's chunks whose text did not change keep their vectors
+        kept = prevs.kept_vectors(todo, reusable, dense_chunks, partition_key)
+        fresh.update(kept)
+        # upserted with the first batch embedded: each Chroma upsert call costs ~0.1 s
+        pending = [(e, c) for e in todo for c in dense_chunks(e) if c.id in kept]
+        chunks = [(e, c) for e in todo for c in dense_chunks(e) if c.id not in kept]
+        step = (self._load(rep) if chunks else self.batch) or 256
+        chunks.sort(key=lambda ec: ec[0].kind != "skill")  # skills first, as before
+        plan = [chunks[i : i + step] for i in range(0, len(chunks), step)]
+        done = 0
+        for part, vecs in zip(plan, _embedded(self.embedder, plan), strict=True):
+            for j, (_, c) in enumerate(part):
+                fresh[c.id] = vecs[j]
+            self._upsert(pending + part, fresh)
+            pending = []
+            done += len(part)
+            if self.progress:
+                self.progress("embed", done, len(chunks))
+        if self.embedder is not None:  # shipped vectors load the model only when they lack one
+            rep.backend = getattr(self.embedder, "backend", rep.backend)
+        if pending:
+            self._upsert(pending, fresh)
+        rep.embedded_entries = sorted(e.id for e in todo)
+        rep.embedded_chunks = len(chunks)
+        return fresh
+
+
+def _delete_stale(prevs: Previous, keep: set[str], store: Callable[[], Any]) -> None:
+    """Delete from the store the previous generation's vectors that no entry names now."""
+    from kbase.retrieval.vectors import partition_key
+
+    stale: dict[str, set[str]] = {}
+    for e in prevs.entries:
+        for cid in dense_ids(e):
+            if cid not in keep:
+                stale.setdefault(partition_key(e.kind, e.repo), set()).add(cid)
+    for key, gone in stale.items():
+        store().delete(key, gone)
