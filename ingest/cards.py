@@ -10,6 +10,7 @@ import datetime as _dt
 import hashlib
 import os
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 from kbase.ingest.card_format import CardError, notes_text, section, split_card
@@ -175,20 +176,7 @@ def card_entry(lc: LoadedCard) -> Entry:
     eid = entry_id(c.repo, c.pr, c.sha)
     label = card_label(c)
     chunks: list[Chunk] = []
-
-    def add(sec: str, text: str, line: int) -> None:
-        if text.strip():
-            chunks.append(
-                Chunk(
-                    id=f"{eid}::{len(chunks)}",
-                    entry_id=eid,
-                    kind="pr",
-                    section=sec,
-                    text=text.strip(),
-                    line=line,
-                    path=lc.path,
-                )
-            )
+    add = partial(Chunk.add, chunks, eid, "pr", lc.path)
 
     summary, s_off = section(lc.body, "Summary")
     head = [f"{c.title}", f"{c.repo} {label}, {c.date[:10]}"]

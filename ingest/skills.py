@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import os
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -303,20 +304,7 @@ def skill_entry(skill: Skill) -> Entry:
     eid = m.name
     title = d.title or m.name
     chunks: list[Chunk] = []
-
-    def add(section: str, text: str, line: int) -> None:
-        if text.strip():
-            chunks.append(
-                Chunk(
-                    id=f"{eid}::{len(chunks)}",
-                    entry_id=eid,
-                    kind="skill",
-                    section=section,
-                    text=text.strip(),
-                    line=line,
-                    path=skill.path,
-                )
-            )
+    add = partial(Chunk.add, chunks, eid, "skill", skill.path)
 
     tag_words = " ".join(v for k in TAG_KEYS for v in getattr(m.tags, k))
     add(

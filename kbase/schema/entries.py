@@ -28,6 +28,31 @@ class Chunk(Model):
     line: int
     path: str
 
+    @classmethod
+    def add(
+        cls,
+        chunks: list[Chunk],
+        entry: str,
+        kind: EntryKind,
+        path: str,
+        section: str,
+        text: str,
+        line: int,
+    ) -> None:
+        """Append an entry's next chunk (ids number them in order), unless `text` is blank."""
+        if text.strip():
+            chunks.append(
+                cls(
+                    id=f"{entry}::{len(chunks)}",
+                    entry_id=entry,
+                    kind=kind,
+                    section=section,
+                    text=text.strip(),
+                    line=line,
+                    path=path,
+                )
+            )
+
 
 class Entry(Model):
     """A skill or a PR card, as indexed."""
