@@ -102,6 +102,28 @@ def read_title_ids(bm25_dir: Path) -> tuple[np.ndarray, np.ndarray] | None:
         return None
 
 
+def _write_title_ids(
+    path: Path, titles: list[str], known: Mapping[str, np.ndarray], vocab: dict[str, int]
+) -> None:
+    """Every entry's title as vocabulary ids (read_title_ids), end to end with offsets; a title
+    the cache knows is not tokenized again."""
+    done: dict[str, np.ndarray] = {}
+    tparts = []
+    for t in titles:
+        got = done.get(t)
+        if got is None:
+            got = known.get(t)
+            if got is None:
+                got = title_ids(t, vocab)
+            done[t] = got
+        tparts.append(got)
+    toff = np.zeros(len(tparts) + 1, dtype=np.int64)
+    np.cumsum([len(x) for x in tparts], out=toff[1:])
+    tflat = np.concatenate(tparts) if tparts else np.zeros(0, dtype=np.int32)
+    np.save(path / TITLE_TOKENS_FILE, tflat.astype(np.int32, copy=False))
+    np.save(path / TITLE_OFFSETS_FILE, toff)
+
+
 def build_bm25(
     chunks: Sequence[Chunk],
     titles: list[str],
@@ -137,22 +159,7 @@ def build_bm25(
             same_text[key] = got
         fresh[j] = got
     if entry_titles is not None:
-        known = cache.titles if cache is not None else {}
-        done: dict[str, np.ndarray] = {}
-        tparts = []
-        for t in entry_titles:
-            got = done.get(t)
-            if got is None:
-                got = known.get(t)
-                if got is None:
-                    got = title_ids(t, vocab)
-                done[t] = got
-            tparts.append(got)
-        toff = np.zeros(len(tparts) + 1, dtype=np.int64)
-        np.cumsum([len(x) for x in tparts], out=toff[1:])
-        tflat = np.concatenate(tparts) if tparts else np.zeros(0, dtype=np.int32)
-        np.save(path / TITLE_TOKENS_FILE, tflat.astype(np.int32, copy=False))
-        np.save(path / TITLE_OFFSETS_FILE, toff)
+        _write_title_ids(path, entry_titles, cache.titles if cache is not None else {}, vocab)
     if not ids:  # an empty index still loads and answers nothing
         ids = ["<empty>"]
         rows = np.full(1, -1, dtype=np.int64)

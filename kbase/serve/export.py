@@ -170,37 +170,32 @@ def export_agent_skills(
 
     if include_all:
         for s in skills:
-            if s.name == ROUTER:
-                continue
-            audit = statuses.get(s.name)
-            status = audit.status if audit is not None else "unverified"
-            try:
-                scripts = skill_scripts(kb.snippet_files(s))
-            except ValueError as exc:  # a snippet the runtime contract cannot lay out
-                rep.skipped.append(f"{s.name}: {exc}")
-                continue
-            d = dest / s.name
-            _prepare_dir(d)
-            _write(
-                rep, d, "SKILL.md", skill_markdown(s, status, audit, scripts, exported_at, target)
-            )
-            for name, text in scripts.items():
-                _write(rep, d, f"scripts/{name}", text)
-            if target == "codex":
-                title = oneline(s.doc.title or s.name)
-                short = clip(title, 64) if len(title) >= 25 else clip(f"{title} (kbase skill)", 64)
-                _write(
-                    rep,
-                    d,
-                    "agents/openai.yaml",
-                    _openai_yaml(
-                        clip(title, 64),
-                        short,
-                        f"Use ${s.name} for this kernel problem.",
-                        False,
-                        None,
-                        None,
-                    ),
-                )
-            rep.skills.append(s.name)
+            if s.name != ROUTER:
+                _export_skill(kb, rep, dest, s, statuses.get(s.name), target, exported_at)
     return rep
+
+
+def _export_skill(
+    kb: Any, rep: ExportReport, dest: Path, s: Any, audit: Any, target: str, exported_at: str
+) -> None:
+    """One skill's folder: SKILL.md, its snippet under scripts/, agents/openai.yaml for codex."""
+    status = audit.status if audit is not None else "unverified"
+    try:
+        scripts = skill_scripts(kb.snippet_files(s))
+    except ValueError as exc:  # a snippet the runtime contract cannot lay out
+        rep.skipped.append(f"{s.name}: {exc}")
+        return
+    d = dest / s.name
+    _prepare_dir(d)
+    markdown = skill_markdown(s, status, audit, scripts, exported_at, target)
+    _write(rep, d, "SKILL.md", markdown)
+    for name, text in scripts.items():
+        _write(rep, d, f"scripts/{name}", text)
+    if target == "codex":
+        title = oneline(s.doc.title or s.name)
+        short = clip(title, 64) if len(title) >= 25 else clip(f"{title} (kbase skill)", 64)
+        yaml_text = _openai_yaml(
+            clip(title, 64), short, f"Use ${s.name} for this kernel problem.", False, None, None
+        )
+        _write(rep, d, "agents/openai.yaml", yaml_text)
+    rep.skills.append(s.name)
