@@ -112,6 +112,36 @@ def mine(
         range="HEAD",
     )
 
+    _choose_mode(repo, report, state, since, full, recipe, str(source))
+
+    key = {
+        "version": STATE_VERSION,
+        "head": head,
+        "range": report.range,
+        "mode": report.mode,
+        "recipe_digest": recipe.digest(),
+    }
+    if report.mode != "noop":
+        _mine_walk(repo, root, folder, recipe, report, key, progress)
+
+    _save_state(folder, state, report, recipe, head, recipe_fingerprint, from_origin)
+    (folder / PROGRESS_FILE).unlink(missing_ok=True)
+    report.seconds = round(time.perf_counter() - t0, 3)
+    return report
+
+
+def _choose_mode(
+    repo: GitRepo,
+    report: MineReport,
+    state: dict | None,
+    since: str | None,
+    full: bool,
+    recipe: Recipe,
+    source: str,
+) -> None:
+    """The report's mode, range and reason: since a revision, full (and why), no-op or
+    incremental from the last mined commit."""
+    head = report.head
     if since:
         try:
             base = repo.run("rev-parse", "--verify", "-q", f"{since}^{{commit}}").strip()
@@ -138,67 +168,82 @@ def mine(
     else:
         report.mode, report.range = "incremental", f"{state['last_sha']}..{head}"
 
-    key = {
-        "version": STATE_VERSION,
-        "head": head,
-        "range": report.range,
-        "mode": report.mode,
-        "recipe_digest": recipe.digest(),
-    }
-    if report.mode != "noop":
-        from kbase.ingest.card_writer import CardWriter
-        from kbase.ingest.checkpoint import checkpoint, resume
-        from kbase.ingest.defs_cache import open_cache
-        from kbase.ingest.graph import read_plan
-        from kbase.ingest.logrun import stream_history
 
-        walk = read_plan(repo, report.range, head)
-        total = len(walk.mine)
-        cache = open_cache(root)
-        writer = CardWriter(
-            folder,
-            recipe,
-            incremental=report.mode in ("incremental", "since"),
-            report=report,
-            cache=cache,
-        )
-        skip = resume(folder, key, writer, walk.mine)
-        done = skip
+def _mine_walk(
+    repo: GitRepo,
+    root: Path,
+    folder: Path,
+    recipe: Recipe,
+    report: MineReport,
+    key: dict,
+    progress: Callable[[int, int], None] | None,
+) -> None:
+    """Stream the commits of the report's range that carry history and write their cards,
+    checkpointing every CHECKPOINT_EVERY commits (a killed mine resumes from there)."""
+    from kbase.ingest.card_writer import CardWriter
+    from kbase.ingest.checkpoint import checkpoint, resume
+    from kbase.ingest.defs_cache import open_cache
+    from kbase.ingest.graph import read_plan
+    from kbase.ingest.logrun import stream_history
 
-        def on_commit(c: CommitFacts) -> None:
-            nonlocal done
-            writer(c)
-            done += 1
-            if done % CHECKPOINT_EVERY == 0 and done < total:
-                checkpoint(folder, key, done, writer)
-                if cache is not None:
-                    cache.flush()
-            if progress:
-                progress(done, total)
+    walk = read_plan(repo, report.range, report.head)
+    total = len(walk.mine)
+    cache = open_cache(root)
+    writer = CardWriter(
+        folder,
+        recipe,
+        incremental=report.mode in ("incremental", "since"),
+        report=report,
+        cache=cache,
+    )
+    skip = resume(folder, key, writer, walk.mine)
+    done = skip
 
-        stats: dict[str, int] = {}
-        try:
-            stream_history(repo, walk.mine[skip:], on_commit, cache=cache, stats=stats)
-        finally:
+    def on_commit(c: CommitFacts) -> None:
+        nonlocal done
+        writer(c)
+        done += 1
+        if done % CHECKPOINT_EVERY == 0 and done < total:
+            checkpoint(folder, key, done, writer)
             if cache is not None:
-                cache.close()
-        report.blobs_parsed = stats.get("parsed", 0)
-        report.blobs_incremental = stats.get("incremental", 0)
-        report.blobs_cached = stats.get("cached", 0)
-        report.commits_cached = stats.get("commits_cached", 0)
-        # commits that were not streamed still count: a PR's own branch commits, transport merges
-        for sha in walk.order:
-            if walk.role[sha] in ("spine", "side"):
-                continue
-            report.commits += 1
-            if walk.nodes[sha].pr is None:
-                report.without_pr += 1
-        writer.link_reverts()
-        report.behind_merges = walk.count("side")
-        report.prs = sum(1 for c in writer.cards.values() if c.pr is not None)
-        if report.mode == "full":
-            _drop_vanished(folder, set(writer.cards), report)
+                cache.flush()
+        if progress:
+            progress(done, total)
 
+    stats: dict[str, int] = {}
+    try:
+        stream_history(repo, walk.mine[skip:], on_commit, cache=cache, stats=stats)
+    finally:
+        if cache is not None:
+            cache.close()
+    report.blobs_parsed = stats.get("parsed", 0)
+    report.blobs_incremental = stats.get("incremental", 0)
+    report.blobs_cached = stats.get("cached", 0)
+    report.commits_cached = stats.get("commits_cached", 0)
+    # commits that were not streamed still count: a PR's own branch commits, transport merges
+    for sha in walk.order:
+        if walk.role[sha] in ("spine", "side"):
+            continue
+        report.commits += 1
+        if walk.nodes[sha].pr is None:
+            report.without_pr += 1
+    writer.link_reverts()
+    report.behind_merges = walk.count("side")
+    report.prs = sum(1 for c in writer.cards.values() if c.pr is not None)
+    if report.mode == "full":
+        _drop_vanished(folder, set(writer.cards), report)
+
+
+def _save_state(
+    folder: Path,
+    state: dict | None,
+    report: MineReport,
+    recipe: Recipe,
+    head: str,
+    recipe_fingerprint: str | None,
+    from_origin: bool,
+) -> None:
+    """Write .state.json, unless a no-op would write the same state again."""
     prev = state or {}
     new_state = {
         "version": STATE_VERSION,
@@ -228,9 +273,6 @@ def mine(
         atomic_write(
             folder / STATE_FILE, json.dumps(new_state, indent=2, ensure_ascii=False) + "\n"
         )
-    (folder / PROGRESS_FILE).unlink(missing_ok=True)
-    report.seconds = round(time.perf_counter() - t0, 3)
-    return report
 
 
 def _drop_vanished(folder: Path, kept: set[str], report: MineReport) -> None:
