@@ -71,9 +71,8 @@ def main() -> None:
     D._parser = lambda lang: _TimedParser(make, lang)  # type: ignore[assignment]
     root = Path(tempfile.mkdtemp(prefix="kbase-floor-"))
     (root / "pr_archive").mkdir()
-    recipe, _ = resolve_recipe(
-        str(REPO / "pr_archive" / "recipes" / f"{args.name}.yaml"), args.name, root
-    )
+    spec = REPO / "pr_archive" / "recipes" / f"{args.name}.yaml"
+    recipe, _ = resolve_recipe(str(spec) if spec.exists() else None, args.name, root)
     t, c = time.perf_counter(), time.process_time()
     rep = mine(args.repo, root, recipe)
     mine_wall, mine_cpu = time.perf_counter() - t, time.process_time() - c

@@ -14,10 +14,6 @@ from kbase.retrieval.tokenize import tokens
 from kbase.schema import Chunk
 
 
-def chunk_tokens(chunk: Chunk, title: str) -> list[str]:
-    return text_tokens(title, chunk.text)
-
-
 def text_tokens(title: str, text: str) -> list[str]:
     """BM25's tokens of a chunk: its entry's title, then its text."""
     return tokens(f"{title}\n{text}") or ["<empty>"]

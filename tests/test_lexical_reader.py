@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from kbase.retrieval.lexical import Lexical, build_bm25, chunk_tokens, load_token_cache
+from kbase.retrieval.lexical import Lexical, build_bm25, load_token_cache, text_tokens
 from kbase.retrieval.tokenize import tokens
 
 from kbase.schema import Chunk
@@ -36,7 +36,7 @@ def test_numpy_index_matches_bm25s(tmp_path):
     build_bm25(chunks, ["title"] * len(chunks), tmp_path / "ours")
     ours = Lexical(tmp_path / "ours")
     ref = bm25s.BM25()
-    ref.index([chunk_tokens(c, "title") for c in chunks], show_progress=False)
+    ref.index([text_tokens("title", c.text) for c in chunks], show_progress=False)
     for q in ("warp reduction wrong sum", "bank conflicts 共享内存", "fp8 gemm sm90 warp warp"):
         toks = [t for t in ours.compounds(tokens(q)) if t in ref.vocab_dict]
         assert toks, q
