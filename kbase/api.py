@@ -61,6 +61,14 @@ class KnowledgeBase(SearchAPI, ValidateAPI, ArchiveAPI, ExperienceAPI):
         self.started = time.time()
 
     # ------------------------------------------------------------------ plumbing
+    @staticmethod
+    def printable(text: str) -> str:
+        """`text` a snippet wrote, with every control character shown as an escape (what the
+        validators store), for an adapter that prints it."""
+        from kbase.validators.capture import printable
+
+        return printable(text)
+
     @property
     def root(self) -> Path:
         return self.settings.root

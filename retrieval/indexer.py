@@ -170,8 +170,10 @@ def _build_index(
             "dense": dense,
             # what /healthz reports as degraded: files left out (or kept at their last good
             # version) because they do not parse; a changed list is a new generation
-            "problems": [f"{p.path}:{p.line}: {p.message}" for p in problems[:MAX_PROBLEMS_KEPT]],
-            "problem_count": len(problems),
+            "problems": [
+                f"{p.path}:{p.line}: {p.message}" for p in rep.problems[:MAX_PROBLEMS_KEPT]
+            ],
+            "problem_count": len(rep.problems),
         }
         noop = (
             not todo

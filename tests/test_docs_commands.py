@@ -87,7 +87,13 @@ def test_each_documented_command_line_exists(where, tokens):
 
 
 # kbase sets these in a snippet's environment, read there (the runner, a scaffolded snippet)
-SNIPPET_SIDE = {"KBASE_WAIT_TURN", "KBASE_PRELOAD", "KBASE_TIER"}
+SNIPPET_SIDE = {
+    "KBASE_WAIT_TURN",
+    "KBASE_PRELOAD",
+    "KBASE_TIER",
+    "KBASE_RECORD_FD",
+    "KBASE_NONCE_FD",
+}
 READ = re.compile(r"""(?:environ(?:\.get|\.pop)?\(\s*|environ\[|envvar=)['"](KBASE_\w+)['"]""")
 
 

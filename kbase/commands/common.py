@@ -128,6 +128,6 @@ def inert(text: str) -> str:
     nor restyle what kbase prints around it."""
     from rich.markup import escape
 
-    from kbase.validators.capture import printable
+    from kbase.api import KnowledgeBase
 
-    return escape(printable(str(text)))
+    return escape(KnowledgeBase.printable(str(text)))
