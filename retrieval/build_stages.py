@@ -1,5 +1,6 @@
-"""Pieces of an index build beside the embedding loop: the BM25 build, the embedding batch size
-and the vectors' upserts into Chroma, grouped by partition."""
+"""Pieces of an index build beside the embedding loop: the BM25 build, the embedding batch size,
+the vector store opened when first needed, the vectors' upserts into Chroma (grouped by
+partition) and the deletion of those no entry names any more."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from kbase.retrieval.chunk_ids import dense_ids
 from kbase.retrieval.previous import Previous
 
 from kbase.schema import Chunk, Entry
@@ -91,3 +93,35 @@ def upsert_pairs(
             if with_metadata
             else None,
         )
+
+
+class LazyStore:
+    """The vector store, opened when first called for (a no-op re-index never opens Chroma)."""
+
+    def __init__(self, home: Path, chroma_url: str | None):
+        self.home, self.chroma_url = home, chroma_url
+        self.opened: Any = None
+
+    def __call__(self) -> Any:
+        if self.opened is None:
+            from kbase.retrieval.vectors import VectorStore
+
+            self.opened = VectorStore(self.home, self.chroma_url)
+        return self.opened
+
+    def close(self) -> None:
+        if self.opened is not None:
+            self.opened.close()
+
+
+def delete_stale(prevs: Previous, keep: set[str], store: Callable[[], Any]) -> None:
+    """Delete from the store the previous generation's vectors that no entry names now."""
+    from kbase.retrieval.vectors import partition_key
+
+    stale: dict[str, set[str]] = {}
+    for e in prevs.entries:
+        for cid in dense_ids(e):
+            if cid not in keep:
+                stale.setdefault(partition_key(e.kind, e.repo), set()).add(cid)
+    for key, gone in stale.items():
+        store().delete(key, gone)

@@ -11,7 +11,13 @@ from pathlib import Path
 from typing import Any
 
 from kbase.retrieval import dense_text as DT
-from kbase.retrieval.build_stages import bm25_stage, embed_batch, upsert_pairs
+from kbase.retrieval.build_stages import (
+    LazyStore,
+    bm25_stage,
+    delete_stale,
+    embed_batch,
+    upsert_pairs,
+)
 from kbase.retrieval.chunk_ids import dense_chunks, dense_ids, gc_paused, ids_of
 from kbase.retrieval.collect import collect_entries, parser_fingerprint
 from kbase.retrieval.index_report import IndexReport, Progress
@@ -148,7 +154,7 @@ def _build_index(
             and prev.meta.get("vector_store") == store_where
             and (chroma_url is not None or (home / V.PARTS_DIR).is_dir())
         )
-        store = _LazyStore(home, chroma_url)
+        store = LazyStore(home, chroma_url)
 
         # what the files lack may still be in the store: another home sharing a Chroma server
         # may have embedded it (team mode); embedded, only this lock's writes are there
@@ -222,7 +228,7 @@ def _build_index(
 
         wanted = [i for ids in chunk_ids for i in ids]
         if gc and prev is not None:
-            _delete_stale(prevs, set(wanted), store)
+            delete_stale(prevs, set(wanted), store)
         store.close()
         rep.entries = len(entries)
         rep.chunks = len(wanted)
@@ -301,25 +307,6 @@ def _to_embed(
     return chunk_ids, by_part, todo
 
 
-class _LazyStore:
-    """The vector store, opened when first called for (a no-op re-index never opens Chroma)."""
-
-    def __init__(self, home: Path, chroma_url: str | None):
-        self.home, self.chroma_url = home, chroma_url
-        self.opened: Any = None
-
-    def __call__(self) -> Any:
-        if self.opened is None:
-            from kbase.retrieval.vectors import VectorStore
-
-            self.opened = VectorStore(self.home, self.chroma_url)
-        return self.opened
-
-    def close(self) -> None:
-        if self.opened is not None:
-            self.opened.close()
-
-
 class _Embedding:
     """The vectors of the entries to embed: kept from the previous generation where a chunk's
     text did not change, the rest embedded batch after batch, each batch upserted as it comes."""
@@ -392,16 +379,3 @@ class _Embedding:
         rep.embedded_entries = sorted(e.id for e in todo)
         rep.embedded_chunks = len(chunks)
         return fresh
-
-
-def _delete_stale(prevs: Previous, keep: set[str], store: Callable[[], Any]) -> None:
-    """Delete from the store the previous generation's vectors that no entry names now."""
-    from kbase.retrieval.vectors import partition_key
-
-    stale: dict[str, set[str]] = {}
-    for e in prevs.entries:
-        for cid in dense_ids(e):
-            if cid not in keep:
-                stale.setdefault(partition_key(e.kind, e.repo), set()).add(cid)
-    for key, gone in stale.items():
-        store().delete(key, gone)
