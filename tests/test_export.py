@@ -226,9 +226,7 @@ def test_codex_export_of_every_shipped_skill_passes_codex_rules(tmp_path):
     """The shipped skills' descriptions use <= and <<<>>>: Codex's copy must not (issue #27)."""
     from serve_fixtures import REPO
 
-    from kbase.serve.export import export_agent_skills
-
-    export_agent_skills(REPO, tmp_path / "o", target="codex", include_all=True)
+    KnowledgeBase(root=REPO).export(tmp_path / "o", target="codex", include_all=True)
     dirs = _skill_dirs(tmp_path / "o")
     assert len(dirs) > 100
     problems = [p for d in dirs for p in validate_skill_dir(d, "codex")]
