@@ -175,3 +175,20 @@ def test_a_compiled_programs_status_comes_from_its_wrapper_not_bwrap():
     assert ok.returncode == 0 and ok.completed
     killed = run("kill -9 $PPID; exit 0")  # the wrapper gone: no record, never a pass
     assert not killed.completed
+
+
+def test_an_idle_thread_pool_left_open_does_not_hang_the_honest_run(tmp_path):
+    """The completion record waits for the snippet's threads the way the interpreter's exit does:
+    a ThreadPoolExecutor never shut down ends through its atexit hook instead of blocking the run
+    until its timeout (the async-launch skill emulates streams with one)."""
+    res = run(
+        tmp_path,
+        """
+        from concurrent.futures import ThreadPoolExecutor
+        pool = ThreadPoolExecutor(max_workers=2)
+        assert pool.submit(lambda: 21 * 2).result() == 42
+        """
+        + MEASURED,
+    )
+    assert res.verdict == "pass", res.message
+    assert res.duration_s < 15

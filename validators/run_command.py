@@ -55,9 +55,9 @@ _BOOTSTRAP = (
     "    except SystemExit as exc:\n"
     "        if exc.code not in (None, 0):\n"
     "            raise\n"
-    "    for t in threading.enumerate():\n"
-    "        if t is not threading.current_thread() and not t.daemon:\n"
-    "            t.join()\n"
+    # what the interpreter does at exit: the threading atexit hooks first (they let a
+    # ThreadPoolExecutor's idle workers end), then a join of every non-daemon thread
+    "    threading._shutdown()\n"
     "    if threading.excepthook is not hook:\n"
     "        sys.exit('kbase: the snippet replaced threading.excepthook')\n"
     "    if raised:\n"
