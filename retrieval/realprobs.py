@@ -48,7 +48,8 @@ def _lines(text: str) -> list[int]:
 
 def load(path: Path, skills: set[str] | None = None) -> list[RealProblem]:
     """Every row, checked: required fields, kind, query length, the split rule, unique ids and URLs,
-    and (when `skills` is given) that each fixing skill exists. Errors name file, line and field."""
+    and (when `skills` is given) that each skill in `fixing` and `fixing_new` exists. Errors name
+    file, line and field."""
     text = path.read_text(encoding="utf-8")
     rows = yaml.safe_load(text) or []
     lines = _lines(text)
@@ -76,12 +77,16 @@ def load(path: Path, skills: set[str] | None = None) -> list[RealProblem]:
             if key in seen:
                 raise bad("id/url", f"{key} appears twice")
             seen.add(key)
+        # Both judgements are checked, so a stale name in `fixing` cannot hide behind `fixing_new`.
+        for field in ("fixing", "fixing_new"):
+            if field not in row:
+                continue
+            if not isinstance(row[field], list):
+                raise bad(field, "must be a list of skill names")
+            unknown = [s for s in row[field] if skills is not None and s not in skills]
+            if unknown:
+                raise bad(field, f"unknown skills {unknown}")
         fixing = row.get("fixing_new", row["fixing"]) or []
-        if not isinstance(fixing, list):
-            raise bad("fixing", "must be a list of skill names")
-        unknown = [s for s in fixing if skills is not None and s not in skills]
-        if unknown:
-            raise bad("fixing", f"unknown skills {unknown}")
         out.append(
             RealProblem(
                 id=str(row["id"]),

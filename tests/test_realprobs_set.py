@@ -79,3 +79,18 @@ def test_rejudged_skills_take_precedence(tmp_path):
         "fixing: [triton-stable-softmax]", "fixing: []\n  fixing_new: [gpu-kernel-timing]"
     )
     assert R.load(_write(tmp_path, text), SKILLS)[0].expected == ("gpu-kernel-timing",)
+
+
+def test_rejudged_skills_are_validated(tmp_path):
+    rejudged = GOOD.replace("fixing: [triton-stable-softmax]", "fixing: []\n  fixing_new: [nope]")
+    with pytest.raises(ValueError, match=r"set\.yaml:3: \[fixing_new\] unknown skills \['nope'\]"):
+        R.load(_write(tmp_path, rejudged), SKILLS)
+    not_list = GOOD.replace(
+        "fixing: [triton-stable-softmax]", "fixing: []\n  fixing_new: gpu-kernel-timing"
+    )
+    with pytest.raises(ValueError, match=r"set\.yaml:3: \[fixing_new\] must be a list"):
+        R.load(_write(tmp_path, not_list), SKILLS)
+    # a stale name in `fixing` is reported even when `fixing_new` overrides it
+    stale = GOOD.replace("triton-stable-softmax]", "gone]\n  fixing_new: [gpu-kernel-timing]")
+    with pytest.raises(ValueError, match=r"set\.yaml:3: \[fixing\] unknown skills"):
+        R.load(_write(tmp_path, stale), SKILLS)
