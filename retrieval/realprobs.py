@@ -31,6 +31,8 @@ class RealProblem:
     expected: tuple[str, ...]  # fixing skills; empty = no skill fixes it
     half: str
     source: str
+    # no skill fixed it when the set was collected (the corpus may cover it since: fixing_new)
+    uncovered_at_collection: bool = False
 
     @property
     def covered(self) -> bool:
@@ -98,6 +100,7 @@ def load(path: Path, skills: set[str] | None = None) -> list[RealProblem]:
                 expected=tuple(str(s) for s in fixing),
                 half=str(row["split"]),
                 source=where,
+                uncovered_at_collection=not row["fixing"],
             )
         )
     return out

@@ -29,8 +29,10 @@ def test_set_is_large_spread_and_keeps_uncovered_problems(probs):
     assert len({p.kind for p in probs}) >= 8
     for half in ("tune", "test"):
         rows = [p for p in probs if p.half == half]
-        assert sum(p.covered for p in rows) >= 40, half
-        assert sum(not p.covered for p in rows) >= 15, half
+        assert sum(not p.uncovered_at_collection for p in rows) >= 40, half
+        # kept as collected: problems no skill fixed then stay in the set after skills are
+        # written for them (fixing_new), so coverage can be measured before and after
+        assert sum(p.uncovered_at_collection for p in rows) >= 15, half
 
 
 def test_split_is_by_date_and_repository_not_by_row(probs):
