@@ -146,7 +146,7 @@ def _lint_file(f: Path, root: Path) -> tuple[list[Problem], Related]:
     from kbase.validators.narration import ledger_narration
     from kbase.validators.numbers import unbacked_numbers
 
-    problems = unbacked_numbers(s) + ledger_narration(s) + _unfinished(s)
+    problems = unbacked_numbers(s) + ledger_narration(s) + _unfinished(s) + _dash_runs(s)
     from kbase.validators.claims import host_dependent_claims
 
     ids = [c.id for c in s.meta.claims]
@@ -168,6 +168,24 @@ def _lint_file(f: Path, root: Path) -> tuple[list[Problem], Related]:
         problems.append(Problem(path=s.path, line=line, field="verification.gpu_use", message=why))
     return problems, [
         (s.path, rel, i, s.doc.line_of(("related", i))) for i, rel in enumerate(s.meta.related)
+    ]
+
+
+def _dash_runs(s: Skill) -> list[Problem]:
+    """A run of three dashes inside the front-matter: readers that find the end of front-matter
+    by searching for '---' anywhere (Claude Code's plugin loader) cut the YAML there and load the
+    skill with no metadata, while YAML itself is fine with it."""
+    lines = s.text.splitlines()
+    end = next((i for i in range(1, len(lines)) if lines[i].rstrip() == "---"), 0)
+    return [
+        Problem(
+            path=s.path,
+            line=i + 1,
+            code="dashes-in-front-matter",
+            message="'---' inside the front-matter ends it for some skill loaders; reword it",
+        )
+        for i in range(1, end)
+        if "---" in lines[i]
     ]
 
 

@@ -163,3 +163,17 @@ def test_audit_names_skills_an_upgrade_between_triton_releases_would_break(tmp_p
     assert (diff["from"], diff["to"], diff["skill"]) == ("triton 3.6", "triton 3.9", "moved-api")
     assert any("claim ok: 1" in w for w in diff["why"])
     assert "literal no longer printed: 'old text'" in diff["why"]
+
+
+def test_three_dashes_inside_front_matter_are_a_lint_problem(tmp_path):
+    """Claude Code's plugin validator cut a skill's front-matter at '// -----//' in a step."""
+    path = write(
+        tmp_path,
+        "dashes",
+        '  - {id: c, text: "prints // -----// IR Dump headers", expect: "== 1"}',
+        'print("KBASE_MEASURE c 1")',
+    )
+    problems = [p for p in lint_paths([path], tmp_path) if p.code == "dashes-in-front-matter"]
+    assert len(problems) == 1 and problems[0].line is not None
+    clean = write(tmp_path, "no-dashes", '  - {id: c, text: "t", expect: "== 1"}', "x = 1")
+    assert not [p for p in lint_paths([clean], tmp_path) if p.code == "dashes-in-front-matter"]
