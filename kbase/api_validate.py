@@ -200,6 +200,7 @@ class ValidateAPI:
         """Run what this machine can, append to the ledger, judge every skill, write reports."""
         from kbase.validators.audit import exit_code, run_audit, write_reports
         from kbase.validators.ledger import read_ledger
+        from kbase.validators.releases import release_diffs
         from kbase.validators.select import load_skills
 
         if fail_on not in FAIL_LEVELS:
@@ -214,7 +215,6 @@ class ValidateAPI:
             self._plan(skills, opts.tier, on_plan)
         result = run_audit(self.root, skills, problems, settings, run=run, on_done=on_done)
         write_reports(self.root, result, skills, junit=junit, markdown=markdown, html=html)
-        from kbase.validators.releases import release_diffs
 
         return RunReport(
             outcomes=result.outcomes,
