@@ -4,16 +4,20 @@ file answers. Real snippets in the real bubblewrap sandbox through the real runn
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import os
 import socket
+import sys
 import textwrap
 import threading
 from pathlib import Path
 
 import pytest
 from kbase.ingest.skills import load_skill
+from kbase.validators import bwrap
 from kbase.validators.runner import RunSettings, run_tier
+from kbase.validators.sandbox import Limits, run_sandboxed
 
 SKILL = """---
 name: probe
@@ -116,7 +120,23 @@ def test_the_signing_key_is_unreadable_through_a_hard_link(tmp_path, monkeypatch
         assert "hard link" in out.message
 
 
-def test_no_host_socket_file_answers(tmp_path):
+PROBE_SOCKET = """
+import socket
+a, b = socket.socketpair()  # still there: multiprocessing needs it
+a.sendall(b"x"); assert b.recv(1) == b"x"
+try:
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.connect({path!r})
+    s.sendall(b"escaped")
+    print("CONNECTED")
+except OSError as exc:
+    print("refused", exc)
+"""
+
+
+@contextlib.contextmanager
+def host_socket():
+    """A world-connectable unix socket outside every masked folder; yields (path, bytes got)."""
     sock_dir = Path(os.environ.get("KBASE_ATTACK_DIR", Path(__file__).resolve().parents[1]))
     sock_dir = sock_dir / ".sandbox-tests"
     sock_dir.mkdir(exist_ok=True)
@@ -136,26 +156,35 @@ def test_no_host_socket_file_answers(tmp_path):
         except OSError:
             pass
 
-    t = threading.Thread(target=accept, daemon=True)
-    t.start()
+    threading.Thread(target=accept, daemon=True).start()
     try:
-        out = run(
-            tmp_path,
-            f"""
-            import socket
-            a, b = socket.socketpair()  # still there: multiprocessing needs it
-            a.sendall(b"x"); assert b.recv(1) == b"x"
-            try:
-                s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-                s.connect({str(path)!r})
-                s.sendall(b"escaped")
-                print("CONNECTED")
-            except OSError as exc:
-                print("refused", exc)
-            """,
-        )
+        yield str(path), got
     finally:
         srv.close()
         path.unlink()
+
+
+def test_no_host_socket_file_answers(tmp_path):
+    with host_socket() as (path, got):
+        out = run(tmp_path, PROBE_SOCKET.format(path=path))
     assert out.verdict == "pass", out.output_tail
     assert not got and "CONNECTED" not in out.output_tail
+    assert "refused" in out.output_tail
+
+
+def test_no_host_socket_answers_where_unix_sockets_are_allowed(tmp_path):
+    # the GPU tier's relaxed mode (a CUDA driver that needs socket(AF_UNIX) in cuInit): the
+    # filter is off, so every host socket file the sandbox could see is covered instead
+    with host_socket() as (path, got):
+        bwrap.host_socket_files.cache_clear()  # scanned once per process: include this one
+        res = run_sandboxed(
+            [sys.executable, "-c", PROBE_SOCKET.format(path=path)],
+            {},
+            Limits(30),
+            lambda w: {"HOME": w},
+            hardening=(True, False),
+        )
+    assert res.returncode == 0, res.stderr
+    assert res.limits["unix_sockets"] == "host files covered"
+    assert not got and "CONNECTED" not in res.stdout
+    assert "refused" in res.stdout  # a socket could be made; connecting to the host's could not

@@ -21,6 +21,7 @@ import glob
 import os
 import platform
 import shutil
+import stat
 import struct
 import subprocess
 import sys
@@ -168,6 +169,40 @@ def unix_socket_filter() -> bytes | None:
     return b"".join(struct.pack("=HBBI", *ins) for ins in prog)
 
 
+# Where the GPU tier must leave socket(AF_UNIX) allowed (a CUDA driver that opens one in cuInit
+# and fails with 304 whatever errno the filter gives), no host socket file may stay connectable:
+# each one the read-only root shows is covered with /dev/null. The network namespace already
+# isolates abstract sockets. Scanned once per process (about a second for ~170k entries); a
+# socket created on the host after the scan is the remaining gap.
+_VIRTUAL = ("/proc", "/sys", "/dev")
+
+
+@functools.cache
+def host_socket_files(hidden: tuple[str, ...], shown: tuple[str, ...]) -> tuple[str, ...]:
+    """Socket files under / that a snippet could see: not in `hidden` (virtual file systems and
+    the folders the sandbox covers with a tmpfs) unless inside `shown` (paths bound back)."""
+    skip = set(_VIRTUAL) | set(hidden)
+    found: list[str] = []
+    stack = ["/", *[p for p in shown if any(_under(p, h) for h in hidden)]]
+    while stack:
+        top = stack.pop()
+        try:
+            entries = list(os.scandir(top))
+        except OSError:
+            continue
+        for e in entries:
+            try:
+                if e.is_dir(follow_symlinks=False):
+                    if e.path not in skip:
+                        stack.append(e.path)
+                elif not e.is_file(follow_symlinks=False) and not e.is_symlink():
+                    if stat.S_ISSOCK(e.stat(follow_symlinks=False).st_mode):
+                        found.append(e.path)
+            except OSError:
+                continue
+    return tuple(sorted(found))
+
+
 def _parents(top: str, path: str) -> list[str]:
     """--dir for each folder between `top` and `path`, searchable by all: bwrap makes missing
     ones 0700, which a snippet that runs as nobody could not pass through (an interpreter
@@ -253,5 +288,9 @@ def command(
             cmd += ["--dev-bind", node, node]
     if seccomp_fd is not None:
         cmd += ["--seccomp", str(seccomp_fd)]
+    else:
+        hidden = (*masked, "/run", "/tmp", "/var/tmp", *secrets)
+        for sock in host_socket_files(tuple(hidden), tuple(paths)):
+            cmd += ["--ro-bind", "/dev/null", sock]
     cmd += ["--chdir", WORKDIR, "--json-status-fd", str(status_fd), "--", *drop, *argv]
     return cmd

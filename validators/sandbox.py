@@ -228,7 +228,8 @@ def run_sandboxed(
         limits_row = _limits_row(limits, cg, sandboxed, use_userns, nproc)
         if sandboxed:  # the snippet's host uid: RUN_AS when root could drop to it
             limits_row["run_as"] = bwrap.RUN_AS if dropping else os.geteuid()
-            limits_row["unix_sockets"] = "refused" if prog is not None else "allowed"
+            # allowed only where CUDA needs it, and then no host socket file is visible
+            limits_row["unix_sockets"] = "refused" if prog is not None else "host files covered"
         cg_mem = bool(cg and cg.memory_mb)
         try:
             proc = subprocess.Popen(
