@@ -177,3 +177,51 @@ def test_three_dashes_inside_front_matter_are_a_lint_problem(tmp_path):
     assert len(problems) == 1 and problems[0].line is not None
     clean = write(tmp_path, "no-dashes", '  - {id: c, text: "t", expect: "== 1"}', "x = 1")
     assert not [p for p in lint_paths([clean], tmp_path) if p.code == "dashes-in-front-matter"]
+
+
+@pytest.mark.parametrize("declared", [False, True])
+def test_a_literal_declared_for_one_release_is_expected_only_there(tmp_path, declared):
+    """An error text that one Triton release changed: declared with `when`, the run under the
+    other release neither counts as 'never printed' nor as an upgrade that broke it."""
+    import json
+
+    from conftest import run_cli
+    from kbase.ingest.skills import load_skill
+    from kbase.validators.ledger import append_rows
+
+    lit = '  - literal: "new error text"' + ('\n    when: {triton: ">=3.9"}' if declared else "")
+    path = write(
+        tmp_path,
+        "moved-text",
+        '  - {id: ok, text: "the snippet ran (1 = ran)", expect: "== 1"}',
+        'print("KBASE_MEASURE ok 1")',
+        trigger=lit,
+    )
+    sha = load_skill(path, tmp_path).snippet_sha256()
+
+    def row(triton: str, literals: list[str]) -> dict:
+        return {
+            "skill": "moved-text",
+            "snippet_sha256": sha,
+            "tier": "cpu-interpret",
+            "verdict": "pass",
+            "duration_s": 0.1,
+            "fingerprint": {"python": "3.11.7", "date": "2026-12-06", "triton": triton},
+            "at": "2026-12-06T08:00:00+00:00",
+            "claims": [{"id": "ok", "value": 1, "expect": "== 1", "holds": True}],
+            "literals_seen": literals,
+            "isolated": True,
+            "message": "",
+        }
+
+    append_rows(tmp_path, [row("3.9.0", ["new error text"]), row("3.6.0", [])])
+    res = run_cli("audit", "--no-run", "--json", "--root", str(tmp_path), "--fail-on", "never")
+    out = json.loads(res.stdout)
+    assert bool(out["releases"]) is not declared
+    # the 3.9 row alone printed it; without that row the literal is unseen unless declared
+    ledger = tmp_path / "ledger" / "verifications.jsonl"
+    lines = ledger.read_text().splitlines()
+    ledger.write_text("\n".join(x for x in lines if '"3.9.0"' not in x) + "\n")
+    res = run_cli("audit", "--no-run", "--json", "--root", str(tmp_path), "--fail-on", "never")
+    unseen = [p for p in json.loads(res.stdout)["problems"] if "never appeared" in p["message"]]
+    assert bool(unseen) is not declared

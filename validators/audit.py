@@ -105,6 +105,12 @@ def run_audit(
     )
 
 
+def _env_ok(declared, row: dict) -> bool:
+    from kbase.validators.claims import env_matches
+
+    return env_matches(declared, row.get("fingerprint")) is True
+
+
 def unseen_literals(root: Path, skills: list) -> list[Problem]:
     """A literal trigger that no counted run of the current snippet printed, on any tier."""
     from kbase.validators.status import _rows_by_skill
@@ -116,9 +122,11 @@ def unseen_literals(root: Path, skills: list) -> list[Problem]:
         mine = [r for r in rows.get(s.name, []) if r.get("snippet_sha256") == s.snippet_sha256()]
         if not literals or not mine:
             continue
-        seen = {lit for r in mine for lit in r.get("literals_seen") or []}
+        declared = getattr(s.meta, "literal_when", {}) or {}
         for lit in literals:
-            if lit not in seen:
+            # a literal declared for some environments is expected only from runs there
+            runs = [r for r in mine if lit not in declared or _env_ok(declared[lit], r)]
+            if runs and not any(lit in (r.get("literals_seen") or []) for r in runs):
                 idx = s.meta.trigger.index(lit) if lit in s.meta.trigger else 0
                 out.append(
                     Problem(
@@ -126,7 +134,7 @@ def unseen_literals(root: Path, skills: list) -> list[Problem]:
                         line=s.doc.line_of(("trigger", idx)),
                         field="trigger",
                         message=f"literal trigger {lit!r} never appeared in the output of a "
-                        f"counted run ({len(mine)} run(s) of this snippet)",
+                        f"counted run ({len(runs)} run(s) of this snippet)",
                     )
                 )
     return out

@@ -20,9 +20,10 @@ def _minor(row: dict, pkg: str) -> tuple[int, ...] | None:
     return minor((row.get("fingerprint") or {}).get(pkg))
 
 
-def _why(claims, old: dict, new: dict) -> list[str]:
-    """How the newer run differs for the worse: its verdict, a claim, a literal it no longer saw."""
-    from kbase.validators.claims import rejudge
+def _why(claims, old: dict, new: dict, literal_when: dict | None = None) -> list[str]:
+    """How the newer run differs for the worse: its verdict, a claim, a literal it no longer saw
+    (unless the literal is declared for environments the newer run is not in)."""
+    from kbase.validators.claims import env_matches, rejudge
 
     why = []
     if old["verdict"] == "pass" and new["verdict"] in BAD_VERDICTS:
@@ -30,12 +31,16 @@ def _why(claims, old: dict, new: dict) -> list[str]:
     stored_old = {c.get("id"): c for c in old.get("claims") or []}
     stored_new = {c.get("id"): c for c in new.get("claims") or []}
     for c in claims:
+        if c.tiers and old["tier"] not in c.tiers:
+            continue  # a value printed on a tier the claim does not speak for
         a, b = stored_old.get(c.id), stored_new.get(c.id)
         if a is None or b is None:
             continue
         if rejudge(c, a, old.get("fingerprint")) and rejudge(c, b, new.get("fingerprint")) is False:
             why.append(f"claim {c.id}: {a.get('value')} -> {b.get('value')} (expect {c.expect})")
     lost = set(old.get("literals_seen") or []) - set(new.get("literals_seen") or [])
+    when = literal_when or {}
+    lost = {x for x in lost if x not in when or env_matches(when[x], new.get("fingerprint"))}
     why += [f"literal no longer printed: {lit!r}" for lit in sorted(lost)]
     return why
 
@@ -66,7 +71,7 @@ def release_diffs(root: Path, skills: list, pkg: str = "triton") -> list[dict]:
             for (tier_b, b), rb in sorted(latest.items()):
                 if tier_b != tier or a == b:
                     continue
-                why = _why(claims, ra, rb)
+                why = _why(claims, ra, rb, getattr(s.meta, "literal_when", None))
                 if why:
                     out.append(
                         {

@@ -160,6 +160,11 @@ class LiteralTrigger(StrictModel):
     """A trigger that is the exact text a tool prints; the snippet must make the tool print it."""
 
     literal: str = Field(min_length=1)
+    when: ClaimWhen | None = Field(
+        default=None,
+        description="the environments that print it (an error text one release changed); "
+        "runs elsewhere are not expected to show it",
+    )
 
 
 class SkillMeta(StrictModel):
@@ -183,6 +188,11 @@ class SkillMeta(StrictModel):
         exclude=True,
         description="derived from `- literal:` trigger items; not written in the front-matter",
     )
+    literal_when: dict[str, LiteralTrigger] = Field(
+        default_factory=dict,
+        exclude=True,
+        description="derived: the literal triggers that declare `when`, by text",
+    )
 
     @model_validator(mode="before")
     @classmethod
@@ -190,20 +200,22 @@ class SkillMeta(StrictModel):
         """`- literal: "text"` trigger items become plain trigger text plus a literal to check."""
         if not isinstance(data, dict):
             return data
-        if "literal_triggers" in data:
+        if "literal_triggers" in data or "literal_when" in data:
             raise ValueError('write literal triggers as `- literal: "..."` items under trigger')
         items = data.get("trigger")
         if isinstance(items, list):
-            literals = []
+            literals, when = [], {}
             plain: list[Any] = []
             for item in items:
                 if isinstance(item, dict):
-                    lit = LiteralTrigger.model_validate(item).literal
-                    literals.append(lit)
-                    plain.append(lit)
+                    lit = LiteralTrigger.model_validate(item)
+                    literals.append(lit.literal)
+                    plain.append(lit.literal)
+                    if lit.when is not None:
+                        when[lit.literal] = lit
                 else:
                     plain.append(item)
-            data = {**data, "trigger": plain, "literal_triggers": literals}
+            data = {**data, "trigger": plain, "literal_triggers": literals, "literal_when": when}
         return data
 
     @field_validator("name")
