@@ -64,13 +64,21 @@ def test_legacy_handshake_answered_early_and_every_request_once(tmp_path):
         init = {"capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}}
         _send(
             p,
-            {"jsonrpc": "2.0", "id": 1, "method": "initialize",
-             "params": {**init, "protocolVersion": "2099-01-01"}},  # unknown: the latest
+            {
+                "jsonrpc": "2.0",
+                "id": 1,
+                "method": "initialize",
+                "params": {**init, "protocolVersion": "2099-01-01"},
+            },  # unknown: the latest
             {"jsonrpc": "2.0", "method": "notifications/initialized"},
             {"jsonrpc": "2.0", "id": "t", "method": "tools/list"},
-            {"jsonrpc": "2.0", "id": 3, "method": "tools/call",
-             "params": {"name": "list", "arguments": {"kind": "skill"}}},
-        )  # fmt: skip
+            {
+                "jsonrpc": "2.0",
+                "id": 3,
+                "method": "tools/call",
+                "params": {"name": "list", "arguments": {"kind": "skill"}},
+            },
+        )
         first = _read(p)
         took = time.perf_counter() - t0
         rest = [_read(p) for _ in range(2)]
