@@ -86,7 +86,11 @@ class EarlyAnswers:
                 line = raw.decode("utf-8", errors="replace")
                 with self._lock:
                     if self._live and answers is not None:
-                        self._answer(line, answers)
+                        try:
+                            self._answer(line, answers)
+                        except Exception:  # noqa: BLE001  (the SDK answers the rest)
+                            log.exception("early answers stopped")
+                            answers = None
                     self.lines.put(line)
         self.lines.put(None)
 
