@@ -51,9 +51,12 @@ def _read(p: subprocess.Popen) -> dict:
     return json.loads(line)
 
 
-def test_legacy_handshake_answered_early_and_every_request_once(tmp_path):
+@pytest.mark.parametrize("asked", ["2099-01-01", "2024-11-05"])
+def test_legacy_handshake_answered_early_and_every_request_once(tmp_path, asked):
     """initialize and tools/list come from the recording, before the SDK serves; a tool call
-    queued behind them is answered by the SDK, which saw the whole conversation; nothing twice."""
+    queued behind them is answered by the SDK, which saw the whole conversation; nothing twice.
+    The version is negotiated as the SDK does: an unknown one gets the latest, a known one
+    itself."""
     from conftest import write_skill
 
     write_skill(tmp_path, "quasar-shuffle", description="Quasar capacitor warp shuffle.")
@@ -68,8 +71,8 @@ def test_legacy_handshake_answered_early_and_every_request_once(tmp_path):
                 "jsonrpc": "2.0",
                 "id": 1,
                 "method": "initialize",
-                "params": {**init, "protocolVersion": "2099-01-01"},
-            },  # unknown: the latest
+                "params": {**init, "protocolVersion": asked},
+            },
             {"jsonrpc": "2.0", "method": "notifications/initialized"},
             {"jsonrpc": "2.0", "id": "t", "method": "tools/list"},
             {
@@ -90,7 +93,9 @@ def test_legacy_handshake_answered_early_and_every_request_once(tmp_path):
         log = p.stderr.read().decode()  # type: ignore[union-attr]
     finally:
         p.kill()
-    negotiated = {"protocolVersion": rec["latest"], **rec["write"]["initialize"]}
+    version = asked if asked in rec["handshake_versions"] else rec["latest"]
+    assert version == ("2024-11-05" if asked == "2024-11-05" else rec["latest"])
+    negotiated = {"protocolVersion": version, **rec["write"]["initialize"]}
     assert first == {"jsonrpc": "2.0", "id": 1, "result": negotiated}
     assert took <= 1.0, f"initialize answered after {took:.2f}s"
     assert rest[0] == {"jsonrpc": "2.0", "id": "t", "result": rec["write"]["tools/list"]}
