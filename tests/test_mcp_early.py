@@ -124,3 +124,41 @@ def test_recording_of_another_sdk_or_kbase_version_is_not_used(tmp_path, monkeyp
     monkeypatch.setattr(mcp_early, "RECORDED", RECORDED)
     monkeypatch.setenv("KBASE_MCP_EARLY", "0")
     assert mcp_early.recorded_answers(allow_write=False) is None
+
+
+def test_modern_discover_and_tools_answered_early_and_once(tmp_path):
+    """A 2026-07-28 client (the mcp SDK's default): every request carries the envelope."""
+    from conftest import write_skill
+
+    from kbase.serve.mcp_early import ENVELOPE
+
+    write_skill(tmp_path, "quasar-shuffle", description="Quasar capacitor warp shuffle.")
+    rec = json.loads(RECORDED.read_text())
+    meta = {
+        ENVELOPE: rec["modern_versions"][-1],
+        "io.modelcontextprotocol/clientInfo": {"name": "raw", "version": "0"},
+        "io.modelcontextprotocol/clientCapabilities": {},
+    }
+    call = {"name": "list", "arguments": {"kind": "skill"}, "_meta": meta}
+    p = _server(tmp_path, "--no-index")
+    try:
+        _send(
+            p,
+            {"jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": {"_meta": meta}},
+            {"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {"_meta": meta}},
+            {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": call},
+        )
+        got = [_read(p) for _ in range(3)]
+        p.stdin.close()  # type: ignore[union-attr]
+        assert p.wait(30) == 0
+        leftover = p.stdout.read()  # type: ignore[union-attr]
+        log = p.stderr.read().decode()  # type: ignore[union-attr]
+    finally:
+        p.kill()
+    assert got[0] == {"jsonrpc": "2.0", "id": 1, "result": rec["read"]["modern server/discover"]}
+    assert got[1] == {"jsonrpc": "2.0", "id": 2, "result": rec["read"]["modern tools/list"]}
+    entries = json.loads(got[2]["result"]["content"][0]["text"])["entries"]
+    assert [e["id"] for e in entries] == ["quasar-shuffle"]
+    assert leftover == b"", "an answer was sent twice"
+    assert "answered server/discover before the MCP SDK served" in log
+    assert "answers otherwise" not in log and "Traceback" not in log
