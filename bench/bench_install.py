@@ -42,6 +42,23 @@ def du(path: Path) -> int:
     return total
 
 
+def breakdown(env: Path, top: int = 12) -> dict:
+    """Where the size goes: pip's bytecode (`uv tool install` writes none) and the biggest
+    top-level folders of site-packages, without their bytecode."""
+    [site] = env.glob("lib/python*/site-packages")
+    pyc = sum(du(d) for d in site.rglob("__pycache__"))
+    folders = {}
+    for d in site.iterdir():
+        if d.is_dir() and not d.name.endswith((".dist-info", "__pycache__")):
+            folders[d.name] = du(d) - sum(du(c) for c in d.rglob("__pycache__"))
+    biggest = sorted(folders.items(), key=lambda kv: -kv[1])[:top]
+    return {
+        "bytecode_mb": round(pyc / 2**20, 1),
+        "without_bytecode_mb": round((du(env) - pyc) / 2**20, 1),
+        "biggest_mb": {k: round(v / 2**20, 1) for k, v in biggest},
+    }
+
+
 def venv(path: Path) -> Path:
     subprocess.run([sys.executable, "-m", "venv", str(path)], check=True)
     return path / "bin" / "python"
@@ -135,6 +152,7 @@ def main() -> None:
             "variant": "base (git URL)",
             "install_s": round(secs, 1),
             "size_mb": round(du(tmp / "base") / 2**20, 1),
+            **breakdown(tmp / "base"),
             "heavy_installed": [m for m, ok in importable(py).items() if ok],
             **try_base(py, root),
         }
@@ -172,6 +190,10 @@ def main() -> None:
             ),
         )
     Console().print(table)
+    console.print(
+        f"base: {rows[0]['bytecode_mb']} MB of it pip's bytecode; biggest folders "
+        f"(MB, no bytecode): {rows[0]['biggest_mb']}"
+    )
     if len(rows) == 2:
         ratio = rows[1]["size_mb"] / max(rows[0]["size_mb"], 1e-9)
         console.print(f"full / base size: {ratio:.1f}x")

@@ -222,12 +222,34 @@ def test_export_dates_statuses_and_names_the_root(root, tmp_path):
     assert f"as of the export at {rep.exported_at}" in skill
 
 
-def test_codex_export_of_every_shipped_skill_passes_codex_rules(tmp_path):
-    """The shipped skills' descriptions use <= and <<<>>>: Codex's copy must not (issue #27)."""
+def test_codex_export_of_every_shipped_skill_passes_codex_rules_and_list_budget(tmp_path):
+    """The shipped skills' descriptions use <= and <<<>>>: Codex's copy must not (issue #27).
+    And Codex's list of the skills it may pick by itself, one "- name: description (file:
+    path)" line each, fits its budget (8,000 characters with the context window unknown,
+    kbase/serve/export.py): the issue found the --all export ~9x over it."""
     from serve_fixtures import REPO
 
-    KnowledgeBase(root=REPO).export(tmp_path / "o", target="codex", include_all=True)
-    dirs = _skill_dirs(tmp_path / "o")
+    from kbase.serve.export import CODEX_LIST_BUDGET
+    from kbase.serve.export_router import ROUTER
+
+    dest = tmp_path / "o"
+    KnowledgeBase(root=REPO).export(dest, target="codex", include_all=True)
+    dirs = _skill_dirs(dest)
     assert len(dirs) > 100
     problems = [p for d in dirs for p in validate_skill_dir(d, "codex")]
     assert not problems, problems[:5]
+
+    def line(d: Path) -> str:
+        fm = yaml.safe_load((d / "SKILL.md").read_text().partition("\n---\n")[0][4:])
+        return f"- {fm['name']}: {fm['description']} (file: {d / 'SKILL.md'})\n"
+
+    def implicit(d: Path) -> bool:
+        spec = yaml.safe_load((d / "agents" / "openai.yaml").read_text())
+        return spec.get("policy", {}).get("allow_implicit_invocation", True)
+
+    listed = [line(d) for d in dirs if implicit(d)]
+    assert sum(map(len, listed)) <= CODEX_LIST_BUDGET, listed
+    assert sum(len(line(d)) for d in dirs) > 3 * CODEX_LIST_BUDGET  # why only the router is
+    router = (dest / ROUTER / "SKILL.md").read_text()
+    linked = {t.split("/")[1] for t in links(router) if t.startswith("../")}
+    assert linked == {d.name for d in dirs} - {ROUTER}  # every other skill is one read away

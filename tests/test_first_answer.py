@@ -76,11 +76,9 @@ def test_plugin_server_answers_initialize_at_once_on_a_fresh_clone(fresh_repo, t
             return first, tools, hit, listed
 
     first, tools, hit, listed = anyio.run(main)
-    # Before `initialize` the server only starts Python and imports: the index is built by a
-    # child process. The MCP SDK's own import is most of that (~0.8 s of CPU here, more on a
-    # busy machine), so the 1 s bounds what kbase adds to a process importing the SDK.
-    floor = _sdk_import_seconds()
-    assert first <= floor + 1.0, f"initialize took {first:.2f}s, the SDK import alone {floor:.2f}s"
+    # The handshake is answered before the MCP SDK's import (~0.8 s of CPU) ends
+    # (kbase/serve/mcp_early.py), and the index is built by a child process: the 1 s.
+    assert first <= 1.0, f"the handshake took {first:.2f}s"
     assert {"search", "get", "list"} <= tools
     text = hit.content[0].text
     assert hit.is_error and "indexing" in text and "first use only" in text, text

@@ -77,8 +77,23 @@ def _prepare_dir(d: Path) -> None:
     (d / MARKER).write_text("written by `kbase export`; safe to delete\n")
 
 
+# Codex puts every skill it may pick by itself in its prompt, as "- name: description (file:
+# path)", within ~2% of the model's context window, or 8,000 characters when that is unknown
+# (https://developers.openai.com/codex/skills); past it, it cuts descriptions, then drops skills.
+# The names and paths of ~200 skills alone are ~3x that, so an --all export leaves only the router
+# there: each skill is `allow_implicit_invocation: false` (Codex lists it for `$name` mentions,
+# not in the model's list), and the router's catalog links every one.
+CODEX_LIST_BUDGET = 8000
+
+
 def _openai_yaml(
-    display: str, short: str, prompt: str, mcp: bool, mcp_url: str | None, root: str | None
+    display: str,
+    short: str,
+    prompt: str,
+    mcp: bool,
+    mcp_url: str | None,
+    root: str | None,
+    implicit: bool = True,
 ) -> str:
     doc: dict = {
         "interface": {
@@ -86,7 +101,7 @@ def _openai_yaml(
             "short_description": short,
             "default_prompt": prompt,
         },
-        "policy": {"allow_implicit_invocation": True},
+        "policy": {"allow_implicit_invocation": implicit},
     }
     if mcp:
         tool = {
@@ -136,6 +151,10 @@ def export_agent_skills(
         for s in skills
     ]
 
+    if include_all:  # first: the router's catalog links the skills that were exported
+        for s in skills:
+            if s.name != ROUTER:
+                _export_skill(kb, rep, dest, s, statuses.get(s.name), target, exported_at)
     rdir = dest / ROUTER
     _prepare_dir(rdir)
     router_fm: dict[str, Any] = {
@@ -150,7 +169,9 @@ def export_agent_skills(
         router_fm["metadata"].update(
             {"kbase-skills": str(len(skills)), "kbase-exported-at": exported_at}
         )
-    body = router_body(None if portable else catalog, mcp_url, root_s, exported_at)
+    body = router_body(
+        None if portable else catalog, mcp_url, root_s, exported_at, frozenset(rep.skills)
+    )
     _write(rep, rdir, "SKILL.md", front_matter(router_fm) + "\n" + body)
     if target == "codex":
         _write(
@@ -166,12 +187,7 @@ def export_agent_skills(
                 root_s,
             ),
         )
-    rep.skills.append(ROUTER)
-
-    if include_all:
-        for s in skills:
-            if s.name != ROUTER:
-                _export_skill(kb, rep, dest, s, statuses.get(s.name), target, exported_at)
+    rep.skills.insert(0, ROUTER)
     return rep
 
 
@@ -195,7 +211,13 @@ def _export_skill(
         title = oneline(s.doc.title or s.name)
         short = clip(title, 64) if len(title) >= 25 else clip(f"{title} (kbase skill)", 64)
         yaml_text = _openai_yaml(
-            clip(title, 64), short, f"Use ${s.name} for this kernel problem.", False, None, None
+            clip(title, 64),
+            short,
+            f"Use ${s.name} for this kernel problem.",
+            False,
+            None,
+            None,
+            implicit=False,  # see CODEX_LIST_BUDGET
         )
         _write(rep, d, "agents/openai.yaml", yaml_text)
     rep.skills.append(s.name)

@@ -35,7 +35,9 @@ def router_body(
     mcp_url: str | None,
     root: str | None,
     exported_at: str,
+    linked: frozenset[str] = frozenset(),
 ) -> str:
+    """`linked`: the skills of the catalog exported beside the router: it links their SKILL.md."""
     r = f" --root {shlex.quote(root)}" if root else ""
     lines = [
         "# Ask kbase about GPU kernels",
@@ -97,5 +99,12 @@ def router_body(
             f"Statuses as of the export ({exported_at}); kbase itself answers with current ones.",
             "",
         ]
-        lines += [f"- `{name}` ({status}): {title}" for name, title, status in skills]
+        if linked:
+            lines += ["Each entry links its exported SKILL.md; read it when the entry fits.", ""]
+        lines += [
+            f"- [`{name}`](../{name}/SKILL.md) ({status}): {title}"
+            if name in linked
+            else f"- `{name}` ({status}): {title}"
+            for name, title, status in skills
+        ]
     return "\n".join(lines) + "\n"

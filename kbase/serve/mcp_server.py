@@ -13,8 +13,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
-import os
-import sys
 from typing import Any
 
 from kbase.envspec import parse_env
@@ -192,8 +190,10 @@ def run(
     http: str | None = None,
     index_if_missing: bool = True,
     allow_write: bool = False,
+    early=None,
 ) -> None:
-    """Prepare the service (stdout kept clean for the protocol), then serve stdio or HTTP."""
+    """Prepare the service (stdout kept clean for the protocol), then serve stdio or HTTP.
+    `early`: the EarlyAnswers (kbase/serve/mcp_early.py) started before this module's imports."""
     import anyio
 
     from kbase.serve.service import stdout_to_stderr
@@ -207,18 +207,16 @@ def run(
         host, port = parse_hostport(http)
         anyio.run(serve_http, srv, host, port)
         return
-    # The index is built on a thread while the protocol runs (issue #27), so fd 1 stays on
-    # stderr for good: a native library's banner from that thread can never land between two
-    # frames. The protocol writes to a duplicate of the original stdout.
-    sys.stdout.flush()
-    protocol = os.dup(1)
-    os.dup2(2, 1)
-    sys.stdout = open(protocol, "w", encoding="utf-8", closefd=True)  # noqa: SIM115
+    if early is None:
+        from kbase.serve.mcp_early import EarlyAnswers
+
+        early = EarlyAnswers(allow_write=allow_write)
     service = Service.open(root=root, home=home, index_if_missing=index_if_missing, start=False)
     srv = build_server(service, allow_write=allow_write)
-    # started after the server's imports: the thread would hold the GIL they need
+    # The index is built on a thread while the protocol runs (issue #27); started after the
+    # server's imports: the thread would hold the GIL they need.
     service.start(index_if_missing=index_if_missing)
-    anyio.run(run_stdio, srv)
+    anyio.run(run_stdio, srv, early)
 
 
 async def serve_http(srv, host: str, port: int) -> None:
@@ -299,35 +297,43 @@ def _no_null_ids(line: str) -> str:
     return line
 
 
-class _StdinLines:
-    """The server's stdin as text lines through _no_null_ids. Like the SDK's own reader, fd 0
-    is moved aside first so that a tool's child process reads EOF, not the protocol."""
+async def _lines(early) -> Any:
+    """The client's lines as EarlyAnswers read them, through _no_null_ids."""
+    import anyio
 
-    def __init__(self) -> None:
-        import anyio
-
-        wire = os.dup(0)
-        null = os.open(os.devnull, os.O_RDONLY)
-        os.dup2(null, 0)
-        os.close(null)
-        self._file = anyio.wrap_file(open(wire, encoding="utf-8", errors="replace"))  # noqa: SIM115
-
-    def __aiter__(self):
-        return self._lines()
-
-    async def _lines(self):
-        async for line in self._file:
-            yield _no_null_ids(line)
+    while line := await anyio.to_thread.run_sync(early.lines.get, abandon_on_cancel=True):
+        yield _no_null_ids(line)
 
 
-async def run_stdio(srv) -> None:
-    """srv.run_stdio_async(), with unreadable lines answered instead of dropped."""
+def _already_answered(item: Any, answered: dict[str, dict]) -> bool:
+    """Whether `item` is the SDK's answer to a request EarlyAnswers answered (it is dropped);
+    one that differs from the recorded answer is logged: the recording is stale."""
+    msg = item.message
+    key = json.dumps(getattr(msg, "id", None))
+    if key not in answered or not (hasattr(msg, "result") or hasattr(msg, "error")):
+        return False
+    sent = answered.pop(key)
+    if getattr(msg, "result", None) != sent:
+        log.warning(
+            "request %s was answered early, and the SDK answers otherwise: "
+            "re-record with python -m kbase.serve.mcp_record",
+            key,
+        )
+    return True
+
+
+async def run_stdio(srv, early) -> None:
+    """The SDK's stdio loop over the lines EarlyAnswers read, with unreadable lines answered
+    instead of dropped, and the SDK's answers to requests answered early dropped."""
     import anyio
     from mcp.server.stdio import stdio_server
 
     low = srv._lowlevel_server  # what MCPServer.run_stdio_async drives too
-    async with stdio_server(stdin=_StdinLines()) as (read_stream, write_stream):  # type: ignore[arg-type]
+    wire = anyio.wrap_file(open(early.wire_out, "w", encoding="utf-8", closefd=False))  # noqa: SIM115
+    answered = early.hand_over()
+    async with stdio_server(stdin=_lines(early), stdout=wire) as (read_stream, write_stream):
         fwd_send, fwd_recv = anyio.create_memory_object_stream[Any](16)
+        out_send, out_recv = anyio.create_memory_object_stream[Any](16)
 
         async def pump() -> None:
             async with fwd_send:
@@ -338,9 +344,16 @@ async def run_stdio(srv) -> None:
                         continue
                     await fwd_send.send(item)
 
+        async def answers() -> None:
+            async with out_recv, write_stream:  # low.run closes out_send when it ends
+                async for item in out_recv:
+                    if not _already_answered(item, answered):
+                        await write_stream.send(item)
+
         async with anyio.create_task_group() as tg:
             tg.start_soon(pump)
-            await low.run(fwd_recv, write_stream, low.create_initialization_options())
+            tg.start_soon(answers)
+            await low.run(fwd_recv, out_send, low.create_initialization_options())
             tg.cancel_scope.cancel()
 
 
