@@ -73,27 +73,34 @@ def test_check_changed_refuses_to_run_without_a_base(signed_root, tmp_path):  # 
     assert Path(root / "ledger" / "verifications.jsonl").exists()
 
 
-def test_the_pr_workflow_gates_every_change_with_the_base_branchs_checker():
-    """A PR that edits validators/changes.py must not judge itself, and a ledger-only PR must
-    run the gate at all (it used to match no `paths:` entry)."""
+def test_the_gate_runs_the_base_branchs_checker_from_the_base_branchs_workflow():
+    """A PR that edits validators/changes.py must not judge itself, a ledger-only PR must meet
+    the gate (it used to match no `paths:` entry), and a PR that edits the workflow must not
+    skip it: for `pull_request` GitHub runs the PR's own copy of the workflow file, for
+    `pull_request_target` the base branch's."""
     import yaml
 
-    wf = Path(__file__).resolve().parents[1] / ".github" / "workflows" / "skills-pr.yml"
-    doc = yaml.safe_load(wf.read_text())
+    wf_dir = Path(__file__).resolve().parents[1] / ".github" / "workflows"
+    doc = yaml.safe_load((wf_dir / "skills-gate.yml").read_text())
     trigger = doc.get("on", doc.get(True))  # YAML 1.1 reads the key `on` as True
-    assert "pull_request" in trigger and not (trigger["pull_request"] or {}).get("paths")
-    steps = doc["jobs"]["check"]["steps"]
-    base_checkout = [
-        s for s in steps if (s.get("with") or {}).get("ref") == "${{ github.base_ref }}"
-    ]
-    assert base_checkout, "the base branch is never checked out"
-    base_dir = base_checkout[0]["with"]["path"]
-    order = [s.get("run", "") for s in steps]
-    gate = next(i for i, r in enumerate(order) if "check --changed" in r)
-    installs_base = next(i for i, r in enumerate(order) if f"./{base_dir}" in r)
-    installs_pr = [i for i, r in enumerate(order) if 'install -e ".[dev]"' in r]
-    assert installs_base < gate and all(i > gate for i in installs_pr)
-    assert "base-kbase/bin/kbase" in order[gate] and "--base" in order[gate]
+    assert list(trigger) == ["pull_request_target"]
+    assert not (trigger["pull_request_target"] or {}).get("paths")
+    assert doc["permissions"] == {"contents": "read"}
+    (job,) = doc["jobs"].values()
+    steps = job["steps"]
+    checkouts = [s["with"] for s in steps if s.get("uses", "").startswith("actions/checkout")]
+    assert all(c.get("persist-credentials") is False for c in checkouts)
+    pr = next(c for c in checkouts if "pull_request.head.sha" in str(c.get("ref")))
+    base = next(c for c in checkouts if "ref" not in c)  # the default: the base branch
+    runs = [s.get("run", "") for s in steps]
+    text = "\n".join(runs)
+    assert f"./{base['path']}" in text and f"./{pr['path']}" not in text  # PR code never installed
+    assert "${{ secrets." not in (wf_dir / "skills-gate.yml").read_text()
+    gate = next(r for r in runs if "check --changed" in r)
+    assert "base-kbase/bin/kbase" in gate and "--base" in gate and f"--root {pr['path']}" in gate
+    # the PR workflow no longer holds the gate: editing it skips nothing
+    pr_wf = (wf_dir / "skills-pr.yml").read_text()
+    assert "check --changed" not in pr_wf
 
 
 def test_rows_of_the_wrong_shape_are_named_not_a_traceback(signed_root):  # noqa: F811
