@@ -34,6 +34,7 @@ FEATURES = (
 RR_K = 5
 # The weights of the old reciprocal-rank fusion: the fallback when no fitted file exists.
 DEFAULT_WEIGHTS = {"bm25_rr": 2.0, "dense_rr": 1.0}
+_FIX = frozenset({"fix", "revert"})
 _CODE_WORD = re.compile(r"[A-Za-z0-9]_[A-Za-z0-9]|[a-z][A-Z]|\w\.\w|/|::|\(\)")
 
 
@@ -102,3 +103,30 @@ def weights_vector(weights: dict[str, float] | None = None) -> np.ndarray:
     if unknown:
         raise ValueError(f"unknown fusion features {sorted(unknown)}; known: {FEATURES}")
     return np.asarray([float(w.get(f, 0.0)) for f in FEATURES], dtype=np.float64)
+
+
+def add_priors(qp, order: list[int], rows: dict[int, int], X, col, dates, categories) -> None:
+    """The priors a question asks for (first/introduced, broke/regression, reverted, a date
+    range) into feature rows X of pool entries `order` (rows: entry -> row)."""
+    if qp.intent_first:
+        dated = sorted((dates[e] or "", e) for e in order if dates[e])
+        n = max(1, len(dated) - 1)
+        for r, (_, e) in enumerate(dated):
+            X[rows[e], col["oldest"]] = 1.0 - r / n
+        for e in order:
+            if "feature" in categories[e]:
+                X[rows[e], col["first_feature"]] = 1.0
+    if qp.intent_fix or qp.intent_revert:
+        for e in order:
+            cats = set(categories[e])
+            if qp.intent_fix and cats & _FIX:
+                X[rows[e], col["fix"]] = 1.0
+            if qp.intent_revert and "revert" in cats:
+                X[rows[e], col["revert"]] = 1.0
+    if qp.since or qp.until:
+        for e in order:
+            d = (dates[e] or "")[:10]
+            if not d:
+                continue
+            inside = (not qp.since or d >= qp.since) and (not qp.until or d <= qp.until)
+            X[rows[e], col["in_range" if inside else "out_range"]] = 1.0

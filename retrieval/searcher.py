@@ -25,7 +25,6 @@ from kbase.schema import Entry
 # The public modes (kbase.closed_sets.MODES) plus "rrf": the old reciprocal-rank fusion, kept
 # for the benchmarks' side-by-side comparison only.
 MODES = (*_PUBLIC_MODES, "rrf")
-_FIX = frozenset({"fix", "revert"})
 
 
 def normalize_tag(tag: str) -> str:
@@ -281,29 +280,7 @@ class Searcher:
             # only helped PR questions.
             is_pr = idx.kind[order] == "pr"
             X[:, col["title"]] = idx.title_overlap(order, qtok) * is_pr / len(qtok)
-        dates, categories = idx.dates, idx.categories
-        if qp.intent_first:
-            dated = sorted((dates[e] or "", e) for e in order if dates[e])
-            n = max(1, len(dated) - 1)
-            for r, (_, e) in enumerate(dated):
-                X[rows[e], col["oldest"]] = 1.0 - r / n
-            for e in order:
-                if "feature" in categories[e]:
-                    X[rows[e], col["first_feature"]] = 1.0
-        if qp.intent_fix or qp.intent_revert:
-            for e in order:
-                cats = set(categories[e])
-                if qp.intent_fix and cats & _FIX:
-                    X[rows[e], col["fix"]] = 1.0
-                if qp.intent_revert and "revert" in cats:
-                    X[rows[e], col["revert"]] = 1.0
-        if qp.since or qp.until:
-            for e in order:
-                d = (dates[e] or "")[:10]
-                if not d:
-                    continue
-                inside = (not qp.since or d >= qp.since) and (not qp.until or d <= qp.until)
-                X[rows[e], col["in_range" if inside else "out_range"]] = 1.0
+        F.add_priors(qp, order, rows, X, col, idx.dates, idx.categories)
         return Pool(
             entries=order,
             features=X,
