@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 from kbase.retrieval import fusion as F
 from kbase.retrieval.candidates import Candidate, best_per_entry, rows_scores
+from kbase.retrieval.evidence import words
 from kbase.retrieval.loaded import LoadedIndex
 from kbase.retrieval.query import QueryPlan, plan
 
@@ -258,6 +259,7 @@ class Searcher:
             at, sc = rows_scores(bm, rows)
             X[at, col["bm25"]] = sc / top
             X[at, col["bm25_rr"]] = 1.0 / (F.RR_K + np.arange(len(bm)) + 1)
+            X[at, col["bm25_level"]] = np.log1p(sc) / np.log1p(max(1, len(words(qp.lexical))))
         if de:
             hi, lo = de[0][2], de[-1][2]
             span = (hi - lo) or 1.0
