@@ -11,7 +11,12 @@ Coordinate ascent over a small grid per feature, maximising the mean over the tw
 skill questions count equally) of MRR@10 + lam x margin, where margin is how far the best right
 answer scores above the best wrong one (tanh-squashed, weights scaled to sum 1). The margin term
 keeps the fit from drifting where MRR is flat (the skill tuning half is nearly saturated); lam is
-chosen by 2-fold cross-validation inside the tuning half.
+chosen by 2-fold cross-validation inside the tuning half. The weights written are the mean of
+BAGS such fits on bootstrap resamples of the tuning questions (each scaled to sum 1): one ascent
+over a flat objective lands on whichever grid corner a few questions favour, and a refit after a
+small change moved the test figures more than the change did. Bagging raised the 2-fold held-out
+MRR of the tuning half from 0.8655 to 0.8731 (PR 0.740 -> 0.753, skills 0.917 -> 0.923, real
+problems 0.940 -> 0.944).
 """
 
 from __future__ import annotations
@@ -116,6 +121,22 @@ def fit(
     return w
 
 
+BAGS = 8
+
+
+def bagged(
+    by_set: dict, start: np.ndarray, features: tuple[str, ...], lam: float, seed: int = 0
+) -> np.ndarray:
+    """The mean of BAGS fits on bootstrap resamples of each set (fixed seed: reproducible)."""
+    rng = np.random.default_rng(seed)
+    ws = []
+    for _ in range(BAGS):
+        sample = {n: [ps[i] for i in rng.integers(0, len(ps), len(ps))] for n, ps in by_set.items()}
+        w = fit(sample, start, features, lam)
+        ws.append(w / (np.abs(w).sum() or 1.0))
+    return np.round(np.mean(ws, axis=0), 4)
+
+
 def main() -> None:
     from kbase.retrieval import devsets as D
     from kbase.retrieval import fusion as F
@@ -160,7 +181,7 @@ def main() -> None:
     start = F.weights_vector(F.DEFAULT_WEIGHTS)
     lam, cv = choose_lambda(halves["tune"], start, F.FEATURES)
     print(f"lambda by 2-fold CV on the tuning half: {lam} (held-out MRR {cv})")
-    w = fit(halves["tune"], start, F.FEATURES, lam)
+    w = bagged(halves["tune"], start, F.FEATURES, lam)
     for label, vec in (("rrf (old default)", start), ("fitted", w)):
         row = {h: {n: round(mrr(ps, vec), 4) for n, ps in halves[h].items()} for h in D.HALVES}
         print(f"{label:18s} MRR@10 {row}")

@@ -240,6 +240,7 @@ class Lexical:
         # build_bm25 (which writes the tokenizer's fingerprint) keeps each token's chunks in
         # order; an index bm25s wrote may not
         self.sorted_postings = (path / TOKENIZER_FILE).is_file()
+        self._idf: dict[str, float] = {}
         # the sorted twin when there is one (an index written before it has none)
         self.vocab: Mapping[str, int] = SortedVocab.read(path, len(self.indptr) - 1) or F.loads(
             (path / "vocab.index.json").read_bytes()
@@ -269,6 +270,19 @@ class Lexical:
         return np.bincount(docs, weights=vals, minlength=self.num_docs).astype(
             self.dtype, copy=False
         )
+
+    def idf(self, token: str) -> float:
+        """The token's BM25 idf over this index's chunks (0 for a word it lacks: nothing in the
+        knowledge base can be recognised by it). Cached: a search asks for a few dozen."""
+        cache = self._idf
+        got = cache.get(token)
+        if got is None:
+            i = self.vocab.get(token)
+            df = 0 if i is None else int(self.indptr[i + 1] - self.indptr[i])
+            got = cache[token] = (
+                0.0 if not df else float(np.log(1.0 + (self.num_docs - df + 0.5) / (df + 0.5)))
+            )
+        return got
 
     def compounds(self, toks: list[str]) -> list[str]:
         """Meet compound names half way, against the index vocabulary: a run-together word the
