@@ -114,3 +114,62 @@ def test_cli_json_carries_the_new_fields(skills_index, tmp_path):
         data["candidates"][0]
     )
     assert all(0.0 <= h["confidence"] <= 1.0 for h in data["hits"])
+
+
+def test_idf_comes_from_the_index_postings(real_kb):
+    import numpy as np
+
+    lex = real_kb.searcher().index().lexical
+    df = {t: int(lex.indptr[lex.vocab[t] + 1] - lex.indptr[lex.vocab[t]]) for t in ("kernel",)}
+    n = lex.num_docs
+    assert lex.idf("kernel") == pytest.approx(
+        np.log(1 + (n - df["kernel"] + 0.5) / (df["kernel"] + 0.5))
+    )
+    assert lex.idf("jitfunction") > 2 * lex.idf("kernel")  # one skill's word vs everyone's
+    assert lex.idf("sourdoughproofing") == 0.0  # a word no chunk has identifies nothing
+
+
+def test_a_rare_error_word_outweighs_common_ones_in_trigger_coverage(real_kb):
+    from kbase.retrieval import evidence as E
+
+    idx = real_kb.searcher().index()
+    f = E.facts(idx, idx.by_id["triton-kernel-as-torch-custom-op"])
+    line = next(x for x in f.lines if "JITFunction" in x[0])
+
+    def weighed(text: str) -> dict[str, float]:
+        return {w: idx.lexical.idf(w) for w in E.words(text)}
+
+    rare_q, common_q = "not a JITFunction", "triton kernel compile"
+    # as many words shared with the line (jit, function, jitfunction), but the rare ones decide
+    assert len(E.words(rare_q) & line[1]) == len(E.words(common_q) & line[1]) == 3
+    rare = E.coverage(weighed(rare_q), line[1], line[2])
+    assert rare > 1.5 * E.coverage(weighed(common_q), line[1], line[2])
+    score, matched = E.best_line(weighed("AssertionError: kernel is not a JITFunction"), f)
+    assert matched == line[0] and 0 < score < 1
+
+
+def test_bm25_level_is_absolute_where_the_other_bm25_features_are_relative(real_kb):
+    import numpy as np
+    from kbase.retrieval import fusion as F
+    from kbase.retrieval.evidence import words
+
+    s = real_kb.searcher()
+    idx = s.index()
+    col = F.FEATURES.index("bm25_level")
+    levels = {}
+    for q in (
+        "triton.runtime.errors.OutOfResources: out of resource: shared memory",
+        "how long should sourdough bread proof before baking in a dutch oven",
+    ):
+        qp = plan(q)
+        mask = idx.entry_mask("skill", None, [], None, None)
+        pool = s.pool(idx, qp, "skill", None, [], mask)
+        raw, _ = s._bm25(idx, qp.lexical, idx.masked_chunks(mask))
+        e, _, top = raw[0]
+        nq = len(words(qp.lexical))
+        row = pool.entries.index(e)
+        assert pool.features[row, col] == pytest.approx(np.log1p(top) / np.log1p(nq))
+        # the relative feature is 1 for the best BM25 candidate of any question
+        assert pool.features[row, F.FEATURES.index("bm25")] == pytest.approx(1.0)
+        levels[q[:6]] = pool.features[row, col]
+    assert levels["triton"] > 1.5 * levels["how lo"]  # 1.29 vs 0.69 on the shipped skills
