@@ -4,14 +4,15 @@
 shipped skills.
 
     python bench/bench_realprobs.py [--other-python python3] [--other-root /work/main]
-                                    [--work /tmp/kbase-realprobs]
+                                    [--work /tmp/kbase-realprobs] [--blind]
 
 Per side and half: Hit@1/3/5 and MRR on covered problems (a fixing skill exists), how often
 `no_good_match` is true on uncovered ones and false on covered ones, whether the compact candidate
 list holds a fixing skill, its size, warm latency (p50/p95 of KnowledgeBase.query) and a cold
 `kbase search --json` (median of 5). Per repository on the test half, and the ten worst test misses
 of this checkout with the other's rank beside them. Prints tables; writes
-bench/results/realprobs.json.
+bench/results/realprobs.json. --blind is for tuning: the tune half only, no test figure printed or
+written (the test half is looked at once, at the end).
 """
 
 from __future__ import annotations
@@ -160,6 +161,7 @@ def main() -> None:
     ap.add_argument("--other-python", default="python3", help="the Python that imports `other`")
     ap.add_argument("--other-root", type=Path, default=Path("/work/main"))
     ap.add_argument("--work", type=Path, default=None, help="work folder to keep and reuse")
+    ap.add_argument("--blind", action="store_true", help="tune half only: no test figures")
     args = ap.parse_args()
     work = args.work or Path(tempfile.mkdtemp(prefix="kbase-realprobs-"))
     probs = R.load(REPO / "bench" / "realprobs.yaml")
@@ -195,8 +197,12 @@ def main() -> None:
         [got["this"]["answers"][i] for i in test],
         [got["other"]["answers"][i] for i in test],
     )
+    if args.blind:
+        for side in res["sides"].values():
+            del side["test"]
+        res = {"other_root": res["other_root"], "sides": res["sides"], "blind": True}
     print_tables(res)
-    out = write_result("realprobs", res)
+    out = write_result("realprobs-blind" if args.blind else "realprobs", res)
     print(f"wrote {out}", file=sys.stderr)
 
 
@@ -205,10 +211,12 @@ def print_tables(res: dict) -> None:
     keys += ("no_good_match_false_covered", "candidates_hold_fix")
     print(f"{'side/half':12s} " + " ".join(f"{k[:18]:>18s}" for k in keys))
     for side, r in res["sides"].items():
-        for h in ("tune", "test"):
+        for h in [h for h in ("tune", "test") if h in r]:
             row = " ".join(f"{r[h].get(k, float('nan')):>18.3f}" for k in keys)
             print(f"{side + '/' + h:12s} {row}")
         print(f"{'':12s} warm {r['latency']}  cold CLI {r['cold_cli_s']} s")
+    if res.get("blind"):
+        return
     print("\nper repository, test half (covered n, MRR this vs other):")
     for repo, r in res["per_repo_test"].items():
         a, b = r["this"], r["other"]
