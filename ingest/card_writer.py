@@ -31,7 +31,7 @@ from kbase.ingest.logrun import pack_commit
 from kbase.schema import PRCard, Recipe
 
 if TYPE_CHECKING:
-    from kbase.ingest.defs_cache import DefsCache
+    from kbase.ingest.mine_cache import MineCache
     from kbase.ingest.mining import MineReport
 
 SAMPLE_LIMIT = 20
@@ -53,7 +53,7 @@ class CardWriter:
         recipe: Recipe,
         incremental: bool,
         report: MineReport,
-        cache: DefsCache | None = None,
+        cache: MineCache | None = None,
     ):
         self.folder = folder
         self.recipe = recipe

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import bisect
 import operator
-import sys
 from dataclasses import dataclass, field
 from functools import cache
 from itertools import accumulate, count
@@ -39,22 +38,12 @@ class FileDefs:
     errors: list[tuple[int, int]] = field(default_factory=list)
     method: str = "tree-sitter"
     balanced: bool = True  # the scanner matched every brace (unused for tree-sitter defs)
-    _starts: list[int] = field(default_factory=list, repr=False)
     _owner: list[Span | None] | None = field(default=None, repr=False)
 
     def finish(self) -> FileDefs:
         self.spans.sort(key=lambda s: (s.start, -s.end))
-        self._starts = [s.start for s in self.spans]
         self.errors.sort()
         return self
-
-    def enclosing(self, line: int) -> Span | None:
-        """The innermost span that holds `line`: spans nest or are disjoint, so among those that
-        hold it the one that starts last is the innermost."""
-        for j in range(bisect.bisect_right(self._starts, line) - 1, -1, -1):
-            if self.spans[j].end >= line:
-                return self.spans[j]
-        return None
 
     def table(self) -> list[Span | None]:
         """Per line (index = line number) the innermost span holding it: outer spans painted
@@ -68,7 +57,7 @@ class FileDefs:
         return self._owner
 
     def owner(self, line: int) -> Span | None:
-        """`enclosing` through the per-line table."""
+        """The innermost span that holds `line` (spans nest or are disjoint)."""
         table = self.table()
         return table[line] if 0 <= line < len(table) else None
 
@@ -100,9 +89,6 @@ def grammar_for(path: str) -> str | None:
     return None
 
 
-NUMPY_FROM_BYTES = 64 << 10
-NUMPY_AFTER_BYTES = 16 << 20  # large texts read without numpy before it is imported
-_large_bytes = 0
 # Error recovery on broken code can take a hundred times longer than a sound parse, so a parse
 # past this budget is abandoned (the scanner names its symbols). The budget counts tree-sitter's
 # progress callbacks (one per 100 parse operations), not seconds: a time budget gave different
@@ -112,15 +98,10 @@ PARSE_BUDGET_CALLS = 120
 PARSE_BUDGET_CALLS_PER_KB = 16
 
 
-def parse_defs(lang: str, src: bytes, old_tree=None) -> FileDefs | None:
-    """Definition spans from tree-sitter, or None when the parse ran past its budget.
-    `old_tree`: the tree of another version of the file, already edited to this one's
-    coordinates (tree-sitter then re-parses only what changed)."""
-    return parse_tree(lang, src, old_tree)[0]
-
-
 def parse_tree(lang: str, src: bytes, old_tree=None):
-    """(FileDefs or None, the tree or None)."""
+    """(definition spans from tree-sitter or None when the parse ran past its budget, the tree or
+    None). `old_tree`: the tree of another version of the file, already edited to this one's
+    coordinates (tree-sitter then re-parses only what changed)."""
     budget = PARSE_BUDGET_CALLS + PARSE_BUDGET_CALLS_PER_KB * len(src) // 1024
     parser = _parser(lang)
     try:
@@ -147,30 +128,14 @@ def parse_tree(lang: str, src: bytes, old_tree=None):
     return out.finish(), tree
 
 
-def line_offsets(src: bytes):
+def line_offsets(src: bytes) -> list[int]:
     """Byte offset of the start of every line, then the length when the text does not end in
-    a newline (this runs on both sides of every edited tree): one vectorised pass over a large
-    text once a mine has met many (numpy costs ~0.25 s to import, about what the C loops
-    spend on 20 MB: an incremental mine of a few large files never imports it), C loops
-    before that and over a small text."""
-    global _large_bytes
-    if len(src) >= NUMPY_FROM_BYTES and "numpy" not in sys.modules:
-        _large_bytes += len(src)
-    if len(src) < NUMPY_FROM_BYTES or (
-        _large_bytes < NUMPY_AFTER_BYTES and "numpy" not in sys.modules
-    ):
-        out = [0]
-        out.extend(map(operator.add, accumulate(map(len, src.split(b"\n")[:-1])), count(1)))
-        if out[-1] != len(src):
-            out.append(len(src))
-        return out
-    import numpy as np
-
-    nl = np.flatnonzero(np.frombuffer(src, dtype=np.uint8) == 10)
-    parts = [np.zeros(1, dtype=np.int64), nl + 1]
-    if len(src) and src[-1] != 10:
-        parts.append(np.array([len(src)], dtype=np.int64))
-    return np.concatenate(parts)
+    a newline."""
+    out = [0]
+    out.extend(map(operator.add, accumulate(map(len, src.split(b"\n")[:-1])), count(1)))
+    if out[-1] != len(src):
+        out.append(len(src))
+    return out
 
 
 def edit_tree(

@@ -8,8 +8,8 @@ lines that define something.
 
 from __future__ import annotations
 
+import codecs
 import re
-from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -70,33 +70,7 @@ def unquote_path(s: str) -> str:
     if not (len(s) >= 2 and s[0] == '"' and s[-1] == '"'):
         return s
     raw = s[1:-1].encode("utf-8", "surrogateescape")
-    out = bytearray()
-    i = 0
-    simple = {
-        ord("n"): 10,
-        ord("t"): 9,
-        ord('"'): 34,
-        ord("\\"): 92,
-        ord("a"): 7,
-        ord("b"): 8,
-        ord("f"): 12,
-        ord("r"): 13,
-        ord("v"): 11,
-    }
-    while i < len(raw):
-        c = raw[i]
-        if c == 92 and i + 1 < len(raw):
-            n = raw[i + 1]
-            if 48 <= n <= 55 and i + 3 < len(raw) + 1:
-                out.append(int(raw[i + 1 : i + 4], 8))
-                i += 4
-                continue
-            out.append(simple.get(n, n))
-            i += 2
-            continue
-        out.append(c)
-        i += 1
-    return out.decode("utf-8", "replace")
+    return codecs.escape_decode(raw)[0].decode("utf-8", "replace")
 
 
 def _strip_prefix(s: str, prefix: str) -> str:
@@ -171,25 +145,14 @@ def parse_log(
 
     excerpt: list[str] | None = None
     kept = 0
-    # commits whose symbols are planned (their parses handed to the namer's worker), not yet
-    # named: up to `namer.lag` of them, so the worker parses while this process reads on
-    planned: deque[tuple[CommitFacts, list]] = deque()
-
-    def hand_on() -> None:
-        nonlocal count
-        c, plans = planned.popleft()
-        if namer is not None:
-            _settle_symbols(plans, namer)
-        on_commit(c)
-        count += 1
 
     def finish() -> None:
+        nonlocal count
         if commit is not None:
-            planned.append((commit, _plan_symbols(commit, namer) if namer is not None else []))
             if namer is not None:
-                namer.dispatch()
-            while len(planned) > (namer.lag if namer is not None else 0):
-                hand_on()
+                _name_symbols(commit, namer)
+            on_commit(commit)
+            count += 1
 
     for raw in stream:
         if rem:
@@ -294,26 +257,16 @@ def parse_log(
                 cur.added = cur.deleted = None
     if last_ok is None or last_ok():
         finish()
-    while planned:
-        hand_on()
     return count
 
 
-def _plan_symbols(commit: CommitFacts, namer: SymbolNamer) -> list:
-    """The first half of naming every file of the commit from parsed code (its blobs read in
-    one batch): the namer's cache decisions and parses, in stream order."""
-    todo = [f for f in commit.files if f.hunks and grammar_for(f.path) is not None]
-    namer.prefetch([(f.path, f.old_blob, f.new_blob, f.hunks) for f in todo])
-    return [(f, namer.plan(f.path, f.old_blob, f.new_blob, f.hunks)) for f in todo]
-
-
-def _settle_symbols(plans: list, namer: SymbolNamer) -> None:
-    for f, plan in plans:
-        named = namer.finish(plan)
-        if named is None:
-            continue
-        f.symbols, f.named_by, f.kinds = named.symbols, named.named_by, named.kinds
-        f.weights, f.problem = named.lines, named.problem
+def _name_symbols(commit: CommitFacts, namer: SymbolNamer) -> None:
+    """Name every file of the commit in a language with a grammar from its parsed code."""
+    for f in commit.files:
+        named = namer.name(f.path, f.old_blob, f.new_blob, f.hunks) if f.hunks else None
+        if named is not None:
+            f.symbols, f.named_by, f.kinds = named.symbols, named.named_by, named.kinds
+            f.weights, f.problem = named.lines, named.problem
 
 
 def _hunk_kind(path: str, namer: SymbolNamer | None) -> str | None:

@@ -17,9 +17,8 @@ from dataclasses import fields
 from kbase.ingest.blobs import BlobReader
 from kbase.ingest.change_symbols import SymbolNamer
 from kbase.ingest.definitions import grammar_for
-from kbase.ingest.defs_cache import DefsCache
 from kbase.ingest.gitlog import LOG_FORMAT, CommitFacts, FileFacts, log_command, parse_log
-from kbase.ingest.parse_worker import ParseWorker, WorkerNamer, worker_wanted
+from kbase.ingest.mine_cache import MineCache
 from kbase.ingest.symbols import GIT_DIFF_DRIVERS, attributes_text
 
 from kbase.errors import KbaseError
@@ -38,13 +37,13 @@ def stream_history(
     shas: list[str],
     on_commit: Callable[[CommitFacts], None],
     parse_code: bool = True,
-    cache: DefsCache | None = None,
+    cache: MineCache | None = None,
     stats: dict[str, int] | None = None,
 ) -> int:
     """Hand `on_commit` the facts of every commit in `shas`, in that order. `cache`: the facts
-    of commits streamed before (git is asked only for the others), and parsed definitions by
-    blob id, read before parsing and filled as blobs are parsed. `stats` gets how many blobs
-    were parsed (of them, incrementally), how many came from `cache`, and how many commits."""
+    of commits streamed before (git is asked only for the others). `stats` gets how many blobs
+    were parsed (of them, incrementally), how many the cached commits spared, and how many
+    commits came from `cache`."""
     if not shas:
         return 0
     git_dir = str(repo.git_dir)
@@ -52,10 +51,7 @@ def stream_history(
     todo = [s for s in shas if s not in held]
     fd, attrs = tempfile.mkstemp(prefix="kbase-attrs-", suffix=".gitattributes")
     reader = BlobReader(git_dir)
-    worker: ParseWorker | None = None
-    namer: SymbolNamer | None = None
-    if parse_code:
-        namer = SymbolNamer(reader.read, reader.read_many, cache)
+    namer = SymbolNamer(reader.read) if parse_code else None
 
     def one(sha: str) -> CommitFacts:
         got: list[CommitFacts] = []
@@ -67,10 +63,6 @@ def stream_history(
         with os.fdopen(fd, "w") as fh:
             parsed = tuple(e for e in GIT_DIFF_DRIVERS if grammar_for(e) is not None)
             fh.write(attributes_text(parsed if parse_code else ()))
-        if parse_code and worker_wanted(len(todo)):
-            # started before any git process of this mine, so it holds none of their pipes
-            worker = ParseWorker(git_dir)
-            namer = WorkerNamer(worker, reader.read, cache)
         pos = 0
         while pos < len(todo):
             done, err = _run(git_dir, attrs, todo[pos:], merged, namer)
@@ -85,12 +77,10 @@ def stream_history(
         return len(shas)
     finally:
         reader.close()
-        if worker is not None:
-            worker.close()
         if stats is not None and namer is not None:
             stats["parsed"] = stats.get("parsed", 0) + namer.parsed
             stats["incremental"] = stats.get("incremental", 0) + namer.incremental
-            stats["cached"] = stats.get("cached", 0) + namer.cached + len(merged.blobs)
+            stats["cached"] = stats.get("cached", 0) + len(merged.blobs)
             stats["commits_cached"] = stats.get("commits_cached", 0) + merged.replayed
         os.unlink(attrs)
 
@@ -104,7 +94,7 @@ class _InOrder:
         shas: list[str],
         held: set[str],
         on_commit: Callable[[CommitFacts], None],
-        cache: DefsCache | None,
+        cache: MineCache | None,
         from_git: Callable[[str], CommitFacts],
     ):
         self.shas, self.held, self.on_commit, self.cache = shas, held, on_commit, cache

@@ -182,9 +182,9 @@ def _mine_walk(
     checkpointing every CHECKPOINT_EVERY commits (a killed mine resumes from there)."""
     from kbase.ingest.card_writer import CardWriter
     from kbase.ingest.checkpoint import checkpoint, resume
-    from kbase.ingest.defs_cache import open_cache
     from kbase.ingest.graph import read_plan
     from kbase.ingest.logrun import stream_history
+    from kbase.ingest.mine_cache import open_cache
 
     walk = read_plan(repo, report.range, report.head)
     total = len(walk.mine)

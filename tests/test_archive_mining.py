@@ -424,8 +424,7 @@ def test_interrupted_mine_completes_on_rerun_without_duplicates(tmp_path):
         "--root",
         str(root),
     ]
-    # with the parse worker (it is what a long mine on more than one core uses)
-    env = {**os.environ, "PYTHONUNBUFFERED": "1", "KBASE_MINE_WORKER": "1"}
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     proc = subprocess.Popen(
         cmd + ["--json"],
         stdout=subprocess.DEVNULL,
@@ -440,7 +439,7 @@ def test_interrupted_mine_completes_on_rerun_without_duplicates(tmp_path):
     proc.wait()
     if proc.returncode != -signal.SIGKILL:
         pytest.skip("the mine finished before it could be interrupted on this machine")
-    # nothing it started lives on: the parse worker and every git read EOF and exit
+    # nothing it started lives on: every git it ran reads EOF and exits
     assert left_in_session(proc.pid) == []
     partial = len(list(folder.glob("*.md")))
     assert 0 < partial < 2500

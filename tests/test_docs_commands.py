@@ -104,7 +104,7 @@ def test_every_setting_the_code_reads_is_in_the_readme_table():
         for p in (REPO / folder).rglob("*.py")
         for m in READ.findall(p.read_text(encoding="utf-8"))
     }
-    assert {"KBASE_ROOT", "KBASE_SANDBOX", "KBASE_MINE_WORKER"} <= read  # the scan works
+    assert {"KBASE_ROOT", "KBASE_SANDBOX", "KBASE_MINE_CACHE"} <= read  # the scan works
     text = (REPO / "README.md").read_text(encoding="utf-8")
     table = text[text.index("## Configuration") :].split("\n\n", 2)[2].split("\n\n", 1)[0]
     listed = set(re.findall(r"^\| `(KBASE_\w+)`", table, re.M))

@@ -1,14 +1,12 @@
-"""An on-disk cache of parsed definitions, keyed by blob id: a re-mine, a `--full` mine, a
-mine of another branch or clone into the same root reads what an earlier run parsed
-instead of parsing it again. Beside it: what each file change's lines were named (by its
-blobs and hunks) and each commit's facts (by commit id), so a re-mine of commits mined
-before neither parses nor asks git for their diffs; and the card each commit's facts made
-under a recipe (ingest/card_build.py), so a re-mine does not build them again either.
+"""An on-disk cache of what a mine made: each commit's facts (by commit id) and the card those
+facts made under a recipe (ingest/card_build.py), so a re-mine (`--full`, a recipe tried again)
+neither asks git for the diffs of commits mined before, nor parses their blobs, nor builds their
+cards again.
 
-A blob's definitions depend only on its bytes, the language, the grammars and our own
-extraction code; the cache is one SQLite file whose `version` row names all of those,
-so a new grammar or an edited extractor empties it. The cache is an accelerator only:
-any error reading or writing it is swallowed and the mine parses as if it were absent.
+A commit's facts depend only on its diff, the grammars and our own extraction code; the cache is
+one SQLite file whose `version` row names all of those, so a new grammar or an edited extractor
+empties it. The cache is an accelerator only: any error reading or writing it is swallowed and
+the mine runs as if it were absent.
 """
 
 from __future__ import annotations
@@ -21,25 +19,17 @@ import zlib
 from pathlib import Path
 from typing import Any
 
-from kbase.ingest.definitions import FileDefs, Span
-
 CACHE_FILE = "mine-defs.sqlite"
-# the modules whose code decides what a blob's definitions are, and a commit's facts
+# the modules whose code decides a commit's facts
 _EXTRACTORS = (
     "definitions.py",
     "brace_scan.py",
     "change_symbols.py",
-    "tree_parse.py",
     "gitlog.py",
     "symbols.py",
     "logrun.py",
 )
 _GRAMMARS = ("tree-sitter", "tree-sitter-cpp", "tree-sitter-cuda", "tree-sitter-python")
-
-Defs = tuple[FileDefs, FileDefs | None]
-# the scanner's definitions of a blob whose parse has ERROR regions, not computed yet: most
-# changes never touch those regions, so the scan runs when one does
-SCAN_PENDING = FileDefs(method="scanner")
 
 
 def code_version() -> str:
@@ -54,19 +44,7 @@ def code_version() -> str:
 
 
 def dist_version(dist: str) -> str | None:
-    """The installed version of distribution `dist` (None: not installed). An installer names
-    the folder of a distribution's metadata `<name>-<version>.dist-info`, beside its package:
-    that name is read when the package's folder has exactly one. importlib.metadata answers
-    otherwise (an editable or egg install, say); importing it (with email, csv and zipfile)
-    and reading the METADATA files was ~20 ms of every incremental mine's CPU (issue #12)."""
-    from importlib.util import find_spec
-
-    name = dist.replace("-", "_")
-    spec = find_spec(name)
-    if spec is not None and spec.origin:
-        found = list(Path(spec.origin).parent.parent.glob(f"{name}-*.dist-info"))
-        if len(found) == 1:
-            return found[0].name[len(name) + 1 : -len(".dist-info")]
+    """The installed version of distribution `dist` (None: not installed)."""
     from importlib import metadata
 
     try:
@@ -75,49 +53,12 @@ def dist_version(dist: str) -> str | None:
         return None
 
 
-def pack_defs(fd: FileDefs) -> tuple:
-    return (
-        fd.method,
-        fd.balanced,
-        [(s.start, s.end, s.name, s.kind) for s in fd.spans],
-        list(fd.errors),
-    )
-
-
-def unpack_defs(t: tuple) -> FileDefs:
-    method, balanced, spans, errors = t
-    fd = FileDefs(
-        spans=[Span(*s) for s in spans],
-        errors=[(a, b) for a, b in errors],
-        method=method,
-        balanced=balanced,
-    )
-    return fd.finish()
-
-
-def encode(defs: Defs) -> bytes:
-    ts, scan = defs
-    packed = "pending" if scan is SCAN_PENDING else (pack_defs(scan) if scan else None)
-    return zlib.compress(marshal.dumps((pack_defs(ts), packed)), 1)
-
-
-def decode(data: bytes) -> Defs:
-    ts, scan = marshal.loads(zlib.decompress(data))
-    if scan == "pending":
-        return unpack_defs(ts), SCAN_PENDING
-    return unpack_defs(ts), (unpack_defs(scan) if scan is not None else None)
-
-
-class DefsCache:
-    """get/put by (blob id, language); writes are batched and committed by `flush`."""
+class MineCache:
+    """Commit facts and cards by key; writes are batched and committed by `flush`."""
 
     def __init__(self, path: Path):
         self.path = path
-        self.hits = 0
-        self.misses = 0
         self._db: sqlite3.Connection | None = None
-        self._new: list[tuple[str, str, bytes]] = []
-        self._new_changes: list[tuple[str, bytes]] = []
         self._new_commits: list[tuple[str, bytes]] = []
         self._new_cards: list[tuple[str, bytes]] = []
         try:
@@ -157,13 +98,6 @@ class DefsCache:
             db.execute("PRAGMA synchronous=OFF")
             db.execute("CREATE TABLE IF NOT EXISTS meta (k TEXT PRIMARY KEY, v TEXT)")
             db.execute(
-                "CREATE TABLE IF NOT EXISTS defs (blob TEXT, lang TEXT, data BLOB, "
-                "PRIMARY KEY (blob, lang)) WITHOUT ROWID"
-            )
-            db.execute(
-                "CREATE TABLE IF NOT EXISTS changes (k TEXT PRIMARY KEY, data BLOB) WITHOUT ROWID"
-            )
-            db.execute(
                 "CREATE TABLE IF NOT EXISTS commits (sha TEXT PRIMARY KEY, data BLOB) WITHOUT ROWID"
             )
             db.execute(
@@ -175,41 +109,6 @@ class DefsCache:
             db.close()
             raise
         return db
-
-    def get(self, blob: str, lang: str) -> Defs | None:
-        if self._db is None:
-            return None
-        try:
-            row = self._db.execute(
-                "SELECT data FROM defs WHERE blob = ? AND lang = ?", (blob, lang)
-            ).fetchone()
-            got = decode(row[0]) if row else None
-        except (sqlite3.Error, ValueError, EOFError, TypeError, zlib.error):
-            got = None
-        if got is None:
-            self.misses += 1
-        else:
-            self.hits += 1
-        return got
-
-    def put(self, blob: str, lang: str, defs: Defs) -> None:
-        if self._db is not None:
-            self._new.append((blob, lang, encode(defs)))
-
-    def get_change(self, key: str) -> tuple | None:
-        """What one file change's changed lines were named (`change_key`): a re-mine reads
-        this instead of decoding both blobs' whole definition tables."""
-        if self._db is None:
-            return None
-        try:
-            row = self._db.execute("SELECT data FROM changes WHERE k = ?", (key,)).fetchone()
-            return marshal.loads(zlib.decompress(row[0])) if row else None
-        except (sqlite3.Error, ValueError, EOFError, TypeError, zlib.error):
-            return None
-
-    def put_change(self, key: str, value: tuple) -> None:
-        if self._db is not None:
-            self._new_changes.append((key, zlib.compress(marshal.dumps(value), 1)))
 
     def commits_held(self, shas: list[str]) -> set[str]:
         """Which of these commits' facts the cache holds (a commit's diff never changes)."""
@@ -266,17 +165,12 @@ class DefsCache:
             self._new_cards.append((key, zlib.compress(marshal.dumps(value), 1)))
 
     def flush(self) -> None:
-        pending = self._new or self._new_changes or self._new_commits or self._new_cards
-        if self._db is None or not pending:
-            self._new.clear()
-            self._new_changes.clear()
+        if self._db is None or not (self._new_commits or self._new_cards):
             self._new_commits.clear()
             self._new_cards.clear()
             return
         try:
             self._db.execute("BEGIN")
-            self._db.executemany("INSERT OR REPLACE INTO defs VALUES (?, ?, ?)", self._new)
-            self._db.executemany("INSERT OR REPLACE INTO changes VALUES (?, ?)", self._new_changes)
             self._db.executemany("INSERT OR REPLACE INTO commits VALUES (?, ?)", self._new_commits)
             self._db.executemany("INSERT OR REPLACE INTO cards VALUES (?, ?)", self._new_cards)
             self._db.execute("COMMIT")
@@ -285,8 +179,6 @@ class DefsCache:
                 self._db.execute("ROLLBACK")
             except sqlite3.Error:
                 pass
-        self._new.clear()
-        self._new_changes.clear()
         self._new_commits.clear()
         self._new_cards.clear()
 
@@ -314,15 +206,9 @@ def _remove(path: Path) -> None:
         p.unlink(missing_ok=True)
 
 
-def change_key(lang: str, old_blob: str | None, new_blob: str | None, hunks: list) -> str:
-    """A file change is its two blobs and its hunks (which a diff setting could vary)."""
-    digest = hashlib.blake2b(marshal.dumps([tuple(h) for h in hunks]), digest_size=12)
-    return f"{old_blob or '-'}:{new_blob or '-'}:{lang}:{digest.hexdigest()}"
-
-
-def open_cache(root: Path) -> DefsCache | None:
+def open_cache(root: Path) -> MineCache | None:
     """The cache of a knowledge-base root (under its `.kbase/`), or None when turned off with
     KBASE_MINE_CACHE=0."""
     if os.environ.get("KBASE_MINE_CACHE", "1") == "0":
         return None
-    return DefsCache(root / ".kbase" / "cache" / CACHE_FILE)
+    return MineCache(root / ".kbase" / "cache" / CACHE_FILE)
