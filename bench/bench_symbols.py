@@ -3,9 +3,8 @@
 file before and after a change with the definitions that enclose every changed line.
 
 Each fixture becomes a real git repository (base commit, then the change); `kbase mine`
-names the symbols; so does git's hunk-header method (the naive one the miner used before),
-through the same log parser with code parsing off. Micro-averaged precision and recall
-over all fixtures, and over kernels alone.
+names the symbols. Micro-averaged precision and recall over all fixtures, and over kernels
+alone.
 
     python3 bench/bench_symbols.py
 
@@ -70,9 +69,7 @@ def score(rows: list[tuple[set[str], set[str]]]) -> dict:
 
 
 def main() -> None:
-    import git
     from kbase.ingest.card_format import split_card
-    from kbase.ingest.logrun import stream_history
     from kbase.ingest.mining import mine
 
     from kbase.schema import PRCard, Recipe
@@ -80,8 +77,8 @@ def main() -> None:
     recipe = Recipe(name="fix", upstream="https://github.com/example/fix")
     tmp = Path(tempfile.mkdtemp(prefix="kbase-bench-symbols-"))
     per_case = []
-    parsed_all, parsed_k, naive_all, naive_k = [], [], [], []
-    t_parse = t_naive = 0.0
+    parsed_all, parsed_k = [], []
+    t_parse = 0.0
     try:
         for case in sorted(p for p in FIXTURES.iterdir() if (p / "truth.yaml").exists()):
             truth, work = build(case, tmp)
@@ -96,22 +93,12 @@ def main() -> None:
             )
             f = next(x for x in card.files if x.path == truth["path"])
             got, got_k = set(f.symbols), set(f.kernels)
-            sha = git.Repo(work).head.commit.hexsha
-            naive: list = []
-            t0 = time.perf_counter()
-            stream_history(git.Repo(work), [sha], naive.append, parse_code=False)
-            t_naive += time.perf_counter() - t0
-            nf = next((x for x in naive[0].files if x.path == truth["path"]), None)
-            ngot = set(nf.symbols) if nf else set()
             parsed_all.append((got, want))
             parsed_k.append((got_k, want_k))
-            naive_all.append((ngot, want))
-            naive_k.append((ngot & want_k, want_k))
             per_case.append(
                 {
                     "case": case.name,
                     "parsed": score([(got, want)]),
-                    "naive": score([(ngot, want)]),
                     "named_by": sorted(set(f.named_by)),
                     "missing": sorted(want - got),
                     "extra": sorted(got - want),
@@ -124,25 +111,21 @@ def main() -> None:
     from rich.table import Table
 
     table = Table(title="symbols vs hand-written ground truth", title_justify="left")
-    for col in ("case", "P parsed", "R parsed", "P hunk hdr", "R hunk hdr", "named by"):
+    for col in ("case", "P parsed", "R parsed", "named by"):
         table.add_column(col, justify="left" if col in ("case", "named by") else "right")
     for r in per_case:
         table.add_row(
             r["case"],
             f"{r['parsed']['precision']:.2f}",
             f"{r['parsed']['recall']:.2f}",
-            f"{r['naive']['precision']:.2f}",
-            f"{r['naive']['recall']:.2f}",
             ", ".join(r["named_by"]),
         )
     total = {
         "parsed": score(parsed_all),
         "parsed_kernels": score(parsed_k),
-        "hunk_headers": score(naive_all),
-        "hunk_headers_kernels": score(naive_k),
     }
     for k, v in total.items():
-        table.add_row(f"ALL {k}", f"{v['precision']:.2f}", f"{v['recall']:.2f}", "", "", "")
+        table.add_row(f"ALL {k}", f"{v['precision']:.2f}", f"{v['recall']:.2f}", "")
     Console(width=140).print(table)
     met = all(
         total[k][m] >= 0.95 for k in ("parsed", "parsed_kernels") for m in ("precision", "recall")
@@ -151,7 +134,7 @@ def main() -> None:
         "target": 0.95,
         "met": met,
         "totals": total,
-        "seconds": {"parsed_mines": round(t_parse, 3), "hunk_header_logs": round(t_naive, 3)},
+        "seconds": {"parsed_mines": round(t_parse, 3)},
         "cases": per_case,
         "at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
     }

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from kbase.ingest.change_symbols import SymbolNamer
 from kbase.ingest.definitions import grammar_for
-from kbase.ingest.symbols import added_definition, language_kind, symbol_of
+from kbase.ingest.symbols import C_EXT, added_definition, c_symbol
 
 MAX_SYMBOLS = 16
 _HUNK = re.compile(rb"^@@@* -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@@* ?(.*)$")
@@ -134,130 +134,144 @@ def parse_log(
     """Feed each parsed commit to `on_commit` as soon as its diff is complete; returns the count.
     With a `namer`, files in a language with a grammar get their symbols from parsed code.
     `last_ok` is asked before the final commit is handed on (git may have died inside it)."""
-    commit: CommitFacts | None = None
-    cur: FileFacts | None = None
-    kind: str | None = None
-    in_header = False
-    head_buf: list[bytes] = []
-    rem = 0
-    count = 0
-    minus_path: str | None = None
-
-    excerpt: list[str] | None = None
-    kept = 0
-
-    def finish() -> None:
-        nonlocal count
-        if commit is not None:
-            if namer is not None:
-                _name_symbols(commit, namer)
-            on_commit(commit)
-            count += 1
-
+    p = _Parser(on_commit, namer)
+    rem = 0  # lines of the current hunk still to come
     for raw in stream:
-        if rem:
+        if rem:  # the lines of a hunk: every line of the history's diffs passes here
             c = raw[0]
-            if c == 43 or c == 45:
-                if excerpt is not None and len(excerpt) < DIFF_KEEP:
-                    excerpt.append(raw.rstrip(b"\r\n").decode("utf-8", "replace")[:160])
-            if c == 43:  # '+'
+            if c == 43 or c == 45:  # '+', '-'
                 rem -= 1
-                if kind is not None and cur is not None:
-                    line = raw[1:].rstrip(b"\r\n")
-                    # cheap byte tests first: this runs on every added line in the history
-                    if kind == "py":
-                        if b"def " in line or b"class " in line:
-                            cur.add_symbol(added_definition(kind, line.decode("utf-8", "replace")))
-                    elif line[:1] not in (
-                        b" ",
-                        b"\t",
-                        b"",
-                        b"/",
-                        b"*",
-                        b"}",
-                        b"{",
-                        b")",
-                        b"#",
-                    ) and (b"(" in line or line.startswith((b"struct ", b"class ", b"template"))):
-                        cur.add_symbol(added_definition(kind, line.decode("utf-8", "replace")))
-                continue
-            if c == 45:  # '-'
-                rem -= 1
+                ex = p.excerpt
+                if ex is not None and len(ex) < DIFF_KEEP:
+                    ex.append(raw.rstrip(b"\r\n").decode("utf-8", "replace")[:160])
+                if c == 43 and p.names:
+                    p.added(raw[1:].rstrip(b"\r\n"))
                 continue
             if c == 92:  # '\ No newline at end of file'
                 continue
             rem = 0
-        if head_buf:
-            head_buf.append(raw)
+        if p.head_buf:
+            p.head_buf.append(raw)
             if _HEADER_END in raw:
-                commit = _commit_header(b"".join(head_buf))
-                head_buf = []
-            continue
-        c = raw[:1]
-        if c == b"@":
-            m = _HUNK.match(raw.rstrip(b"\r\n"))
-            if m and cur is not None:
-                old_n = int(m.group(2)) if m.group(2) is not None else 1
-                new_n = int(m.group(4)) if m.group(4) is not None else 1
-                cur.hunks.append((int(m.group(1)), old_n, int(m.group(3)), new_n))
-                if kept < HUNKS_KEEP and len(cur.excerpts) < HUNKS_PER_FILE:
-                    kept += 1
-                    excerpt = []
-                    cur.excerpts.append((int(m.group(1)), int(m.group(3)), excerpt))
-                else:
-                    excerpt = None
-                if cur.added is not None and cur.deleted is not None:
-                    cur.added += new_n
-                    cur.deleted += old_n
-                rem = old_n + new_n
-                in_header = False
-                ctx = m.group(5)
-                if ctx and kind is not None:
-                    cur.add_symbol(symbol_of(cur.path, ctx.decode("utf-8", "replace")))
-            continue
-        if c == b"\x1e":
-            finish()
-            commit, cur, kind, in_header, excerpt, kept = None, None, None, False, None, 0
-            if _HEADER_END in raw:
-                commit = _commit_header(raw)
-            else:
-                head_buf = [raw]
-            continue
-        if raw.startswith(b"diff --git "):
-            excerpt = None
-            a, b = _paths_from_diff_header(
-                raw[11:].rstrip(b"\r\n").decode("utf-8", "surrogateescape")
-            )
-            cur = FileFacts(path=b, old_path=a if a != b else None)
-            if commit is not None:
-                commit.files.append(cur)
-            kind = _hunk_kind(cur.path, namer)
-            in_header = True
-            minus_path = None
-            continue
-        if in_header and cur is not None:
-            text = raw.rstrip(b"\r\n").decode("utf-8", "surrogateescape")
-            if text.startswith("rename from "):
-                cur.old_path = unquote_path(text[12:])
-            elif text.startswith("index "):
-                im = _INDEX.match(text)
-                if im:
-                    cur.old_blob, cur.new_blob = im.group(1), im.group(2)
-            elif text.startswith("rename to "):
-                cur.path = unquote_path(text[10:])
-                kind = _hunk_kind(cur.path, namer)
-            elif text.startswith("--- ") and text[4:] != "/dev/null":
-                minus_path = _strip_prefix(text[4:], "a/")
-            elif text.startswith("+++ ") and text[4:] != "/dev/null":
-                cur.path = _strip_prefix(text[4:], "b/")
-                kind = _hunk_kind(cur.path, namer)
-                if minus_path is not None and minus_path != cur.path:
-                    cur.old_path = minus_path
-            elif text.startswith("Binary files ") or text.startswith("GIT binary patch"):
-                cur.added = cur.deleted = None
+                p.commit = _commit_header(b"".join(p.head_buf))
+                p.head_buf = []
+        elif raw[:1] == b"@":
+            rem = p.hunk(raw)
+        elif raw[:1] == b"\x1e":
+            p.start_commit(raw)
+        elif raw.startswith(b"diff --git "):
+            p.start_file(raw)
+        elif p.in_header and p.cur is not None:
+            p.header_line(p.cur, raw.rstrip(b"\r\n").decode("utf-8", "surrogateescape"))
     if last_ok is None or last_ok():
-        finish()
-    return count
+        p.finish()
+    return p.count
+
+
+# the first byte of an added line that starts no definition (C family, column 0)
+_NOT_DEF_START = (b" ", b"\t", b"", b"/", b"*", b"}", b"{", b")", b"#")
+
+
+class _Parser:
+    """Where a `git log -p` stream is: the commit and the file being read."""
+
+    def __init__(self, on_commit: Callable[[CommitFacts], None], namer: SymbolNamer | None):
+        self.on_commit, self.namer = on_commit, namer
+        self.commit: CommitFacts | None = None
+        self.cur: FileFacts | None = None
+        self.names = False  # the current file's symbols come from hunk headers and added lines
+        self.in_header = False
+        self.head_buf: list[bytes] = []
+        self.minus_path: str | None = None
+        self.excerpt: list[str] | None = None
+        self.kept = 0
+        self.count = 0
+
+    def finish(self) -> None:
+        if self.commit is not None:
+            if self.namer is not None:
+                _name_symbols(self.commit, self.namer)
+            self.on_commit(self.commit)
+            self.count += 1
+
+    def start_commit(self, raw: bytes) -> None:
+        self.finish()
+        self.commit, self.cur, self.names, self.in_header = None, None, False, False
+        self.excerpt, self.kept = None, 0
+        if _HEADER_END in raw:
+            self.commit = _commit_header(raw)
+        else:
+            self.head_buf = [raw]
+
+    def start_file(self, raw: bytes) -> None:
+        self.excerpt = None
+        a, b = _paths_from_diff_header(raw[11:].rstrip(b"\r\n").decode("utf-8", "surrogateescape"))
+        self.cur = FileFacts(path=b, old_path=a if a != b else None)
+        if self.commit is not None:
+            self.commit.files.append(self.cur)
+        self.names = self._hunk_names(self.cur.path)
+        self.in_header = True
+        self.minus_path = None
+
+    def _hunk_names(self, path: str) -> bool:
+        """Whether hunk headers name `path`'s symbols: only where no grammar will."""
+        if self.namer is not None and grammar_for(path) is not None:
+            return False
+        return path.lower().endswith(C_EXT)
+
+    def hunk(self, raw: bytes) -> int:
+        """Read a hunk header; returns how many lines the hunk holds."""
+        m = _HUNK.match(raw.rstrip(b"\r\n"))
+        cur = self.cur
+        if not m or cur is None:
+            return 0
+        old_n = int(m.group(2)) if m.group(2) is not None else 1
+        new_n = int(m.group(4)) if m.group(4) is not None else 1
+        cur.hunks.append((int(m.group(1)), old_n, int(m.group(3)), new_n))
+        if self.kept < HUNKS_KEEP and len(cur.excerpts) < HUNKS_PER_FILE:
+            self.kept += 1
+            self.excerpt = []
+            cur.excerpts.append((int(m.group(1)), int(m.group(3)), self.excerpt))
+        else:
+            self.excerpt = None
+        if cur.added is not None and cur.deleted is not None:
+            cur.added += new_n
+            cur.deleted += old_n
+        self.in_header = False
+        ctx = m.group(5)
+        if ctx and self.names:
+            cur.add_symbol(c_symbol(ctx.decode("utf-8", "replace")))
+        return old_n + new_n
+
+    def added(self, line: bytes) -> None:
+        """An added line of a file named by hunk headers: it may define something."""
+        # cheap byte tests first: this runs on every added line of such files
+        if line[:1] not in _NOT_DEF_START and (
+            b"(" in line or line.startswith((b"struct ", b"class ", b"template"))
+        ):
+            assert self.cur is not None
+            self.cur.add_symbol(added_definition(line.decode("utf-8", "replace")))
+
+    def header_line(self, cur: FileFacts, text: str) -> None:
+        """A line between `diff --git` and the first hunk: renames, blob ids, binary."""
+        if text.startswith("rename from "):
+            cur.old_path = unquote_path(text[12:])
+        elif text.startswith("index "):
+            im = _INDEX.match(text)
+            if im:
+                cur.old_blob, cur.new_blob = im.group(1), im.group(2)
+        elif text.startswith("rename to "):
+            cur.path = unquote_path(text[10:])
+            self.names = self._hunk_names(cur.path)
+        elif text.startswith("--- ") and text[4:] != "/dev/null":
+            self.minus_path = _strip_prefix(text[4:], "a/")
+        elif text.startswith("+++ ") and text[4:] != "/dev/null":
+            cur.path = _strip_prefix(text[4:], "b/")
+            self.names = self._hunk_names(cur.path)
+            if self.minus_path is not None and self.minus_path != cur.path:
+                cur.old_path = self.minus_path
+        elif text.startswith("Binary files ") or text.startswith("GIT binary patch"):
+            cur.added = cur.deleted = None
 
 
 def _name_symbols(commit: CommitFacts, namer: SymbolNamer) -> None:
@@ -267,13 +281,6 @@ def _name_symbols(commit: CommitFacts, namer: SymbolNamer) -> None:
         if named is not None:
             f.symbols, f.named_by, f.kinds = named.symbols, named.named_by, named.kinds
             f.weights, f.problem = named.lines, named.problem
-
-
-def _hunk_kind(path: str, namer: SymbolNamer | None) -> str | None:
-    """The hunk-header language of `path`, only where no grammar will name its symbols."""
-    if namer is not None and grammar_for(path) is not None:
-        return None
-    return language_kind(path)
 
 
 def _commit_header(blob: bytes) -> CommitFacts:

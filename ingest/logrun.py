@@ -19,7 +19,7 @@ from kbase.ingest.change_symbols import SymbolNamer
 from kbase.ingest.definitions import grammar_for
 from kbase.ingest.gitlog import LOG_FORMAT, CommitFacts, FileFacts, log_command, parse_log
 from kbase.ingest.mine_cache import MineCache
-from kbase.ingest.symbols import GIT_DIFF_DRIVERS, attributes_text
+from kbase.ingest.symbols import C_EXT
 
 from kbase.errors import KbaseError
 
@@ -36,7 +36,6 @@ def stream_history(
     repo,
     shas: list[str],
     on_commit: Callable[[CommitFacts], None],
-    parse_code: bool = True,
     cache: MineCache | None = None,
     stats: dict[str, int] | None = None,
 ) -> int:
@@ -47,22 +46,23 @@ def stream_history(
     if not shas:
         return 0
     git_dir = str(repo.git_dir)
-    held = cache.commits_held(shas) if cache is not None and parse_code else set()
+    held = cache.commits_held(shas) if cache is not None else set()
     todo = [s for s in shas if s not in held]
     fd, attrs = tempfile.mkstemp(prefix="kbase-attrs-", suffix=".gitattributes")
     reader = BlobReader(git_dir)
-    namer = SymbolNamer(reader.read) if parse_code else None
+    namer = SymbolNamer(reader.read)
 
     def one(sha: str) -> CommitFacts:
         got: list[CommitFacts] = []
         _, err = _run(git_dir, attrs, [sha], got.append, namer)
         return got[0] if err is None and got else _salvage(git_dir, attrs, sha, namer, err or "")
 
-    merged = _InOrder(shas, held, on_commit, cache if parse_code else None, one)
+    merged = _InOrder(shas, held, on_commit, cache, one)
     try:
         with os.fdopen(fd, "w") as fh:
-            parsed = tuple(e for e in GIT_DIFF_DRIVERS if grammar_for(e) is not None)
-            fh.write(attributes_text(parsed if parse_code else ()))
+            # git's hunk-header driver for the files whose hunk headers name symbols (those no
+            # grammar reads); for the others, git's function finder would only cost time
+            fh.write("".join(f"*{e} diff=cpp\n" for e in sorted(C_EXT) if grammar_for(e) is None))
         pos = 0
         while pos < len(todo):
             done, err = _run(git_dir, attrs, todo[pos:], merged, namer)
@@ -77,7 +77,7 @@ def stream_history(
         return len(shas)
     finally:
         reader.close()
-        if stats is not None and namer is not None:
+        if stats is not None:
             stats["parsed"] = stats.get("parsed", 0) + namer.parsed
             stats["incremental"] = stats.get("incremental", 0) + namer.incremental
             stats["cached"] = stats.get("cached", 0) + len(merged.blobs)

@@ -1,219 +1,39 @@
-"""Symbol names from diff hunk headers and added definition lines, for Python and C/C++/CUDA.
+"""Symbol names from diff hunk headers and added definition lines, for the C-family files no
+grammar reads (`.cl`, `.inc`, `.metal`; ingest/definitions.py parses the others).
 
 Hunk headers carry whatever line git found above the change (`template <typename T>`,
-`__global__ void __launch_bounds__(128) Kernel(...)`, `    def forward(self, x):`), so
-the name is dug out of that text and checked against lists of words that are never
-the name of a definition: keywords, qualifiers, builtin types and template
-parameter placeholders.
+`__global__ void __launch_bounds__(128) Kernel(...)`), so the name is dug out of that text and
+checked against lists of words that are never the name of a definition: keywords, qualifiers,
+builtin types and template parameter placeholders.
 """
 
 from __future__ import annotations
 
-import keyword
 import re
 
-PY_EXT = (".py", ".pyi")
 C_EXT = (
-    ".c",
-    ".cc",
-    ".cpp",
-    ".cxx",
-    ".cu",
-    ".cuh",
-    ".h",
-    ".hh",
-    ".hpp",
-    ".hxx",
-    ".hip",
-    ".inl",
-    ".inc",
-    ".cl",
-    ".metal",
+    ".c", ".cc", ".cpp", ".cxx", ".cu", ".cuh", ".h", ".hh", ".hpp", ".hxx", ".hip", ".inl",
+    ".inc", ".cl", ".metal",
+)  # fmt: skip
+
+# keywords and qualifiers, builtin and standard type names, and namespaces that are never the
+# definition itself
+C_STOP = set(
+    """
+    alignas alignof asm auto bool break case catch char class const consteval constexpr
+    constinit const_cast continue co_await co_return decltype default defined delete do double
+    dynamic_cast else enum explicit export extern false float for friend goto if inline int long
+    mutable namespace new noexcept nullptr operator private protected public register
+    reinterpret_cast requires return short signed sizeof static static_assert static_cast struct
+    switch template this thread_local throw true try typedef typeid typename union unsigned
+    using virtual void volatile while __global__ __device__ __host__ __forceinline__ __inline__
+    __noinline__ __shared__ __constant__ __managed__ __launch_bounds__ __restrict__
+    __grid_constant__ __attribute__ __declspec __cluster_dims__ CUTLASS_DEVICE
+    CUTLASS_HOST_DEVICE CUTE_DEVICE CUTE_HOST_DEVICE CUTLASS_GLOBAL FLASHINFER_INLINE
+    __host__device__ size_t int8_t int16_t int32_t int64_t uint8_t uint16_t uint32_t uint64_t
+    half half2 nv_bfloat16 nv_bfloat162 float2 float4 dim3 std cute cutlass torch at c10
+    """.split()
 )
-
-# Builtin drivers git knows; handed to `git log` through an attributes file so that hunk
-# headers name the enclosing def/function rather than the nearest unindented line.
-GIT_DIFF_DRIVERS = {**{ext: "python" for ext in PY_EXT}, **{ext: "cpp" for ext in C_EXT}}
-
-_PY_BUILTINS = {
-    "abs",
-    "all",
-    "any",
-    "bool",
-    "bytes",
-    "callable",
-    "dict",
-    "dir",
-    "enumerate",
-    "filter",
-    "float",
-    "format",
-    "frozenset",
-    "getattr",
-    "hasattr",
-    "hash",
-    "id",
-    "input",
-    "int",
-    "isinstance",
-    "issubclass",
-    "iter",
-    "len",
-    "list",
-    "map",
-    "max",
-    "min",
-    "next",
-    "object",
-    "open",
-    "print",
-    "property",
-    "range",
-    "repr",
-    "reversed",
-    "round",
-    "set",
-    "setattr",
-    "slice",
-    "sorted",
-    "staticmethod",
-    "classmethod",
-    "str",
-    "sum",
-    "super",
-    "tuple",
-    "type",
-    "vars",
-    "zip",
-    "self",
-    "cls",
-}
-PY_STOP = set(keyword.kwlist) | set(getattr(keyword, "softkwlist", [])) | _PY_BUILTINS
-
-C_STOP = {
-    # keywords and qualifiers
-    "alignas",
-    "alignof",
-    "asm",
-    "auto",
-    "bool",
-    "break",
-    "case",
-    "catch",
-    "char",
-    "class",
-    "const",
-    "consteval",
-    "constexpr",
-    "constinit",
-    "const_cast",
-    "continue",
-    "co_await",
-    "co_return",
-    "decltype",
-    "default",
-    "defined",
-    "delete",
-    "do",
-    "double",
-    "dynamic_cast",
-    "else",
-    "enum",
-    "explicit",
-    "export",
-    "extern",
-    "false",
-    "float",
-    "for",
-    "friend",
-    "goto",
-    "if",
-    "inline",
-    "int",
-    "long",
-    "mutable",
-    "namespace",
-    "new",
-    "noexcept",
-    "nullptr",
-    "operator",
-    "private",
-    "protected",
-    "public",
-    "register",
-    "reinterpret_cast",
-    "requires",
-    "return",
-    "short",
-    "signed",
-    "sizeof",
-    "static",
-    "static_assert",
-    "static_cast",
-    "struct",
-    "switch",
-    "template",
-    "this",
-    "thread_local",
-    "throw",
-    "true",
-    "try",
-    "typedef",
-    "typeid",
-    "typename",
-    "union",
-    "unsigned",
-    "using",
-    "virtual",
-    "void",
-    "volatile",
-    "while",
-    "__global__",
-    "__device__",
-    "__host__",
-    "__forceinline__",
-    "__inline__",
-    "__noinline__",
-    "__shared__",
-    "__constant__",
-    "__managed__",
-    "__launch_bounds__",
-    "__restrict__",
-    "__grid_constant__",
-    "__attribute__",
-    "__declspec",
-    "__cluster_dims__",
-    "CUTLASS_DEVICE",
-    "CUTLASS_HOST_DEVICE",
-    "CUTE_DEVICE",
-    "CUTE_HOST_DEVICE",
-    "CUTLASS_GLOBAL",
-    "FLASHINFER_INLINE",
-    "__host__device__",
-    # builtin and standard type names, and namespaces that are never the definition itself
-    "size_t",
-    "int8_t",
-    "int16_t",
-    "int32_t",
-    "int64_t",
-    "uint8_t",
-    "uint16_t",
-    "uint32_t",
-    "uint64_t",
-    "half",
-    "half2",
-    "nv_bfloat16",
-    "nv_bfloat162",
-    "float2",
-    "float4",
-    "dim3",
-    "std",
-    "cute",
-    "cutlass",
-    "torch",
-    "at",
-    "c10",
-}
 # template parameter placeholders: real code names things this way, but they are types, not
 # definitions
 _PLACEHOLDER = re.compile(
@@ -221,7 +41,6 @@ _PLACEHOLDER = re.compile(
 )
 
 _IDENT = re.compile(r"^[A-Za-z_~][A-Za-z0-9_]*$")
-_PY_DEF = re.compile(r"^\s*(?:async\s+)?(?:def|class)\s+([A-Za-z_]\w*)")
 _C_RECORD = re.compile(
     r"^(?:(?:typedef|export)\s+)?(?:struct|class|union|enum(?:\s+class|\s+struct)?)\s+"
     r"(?:(?:alignas|__align__|__attribute__)\s*\([^)]*\)\s*)*([A-Za-z_]\w*)\s*(?:final\s*)?(?:[:{<]|$)"
@@ -231,37 +50,11 @@ _C_CALLISH = re.compile(
     r"([A-Za-z_~]\w*(?:\s*::\s*~?[A-Za-z_]\w*)*)\s*(?:<[^()<>;]*(?:<[^()<>;]*>[^()<>;]*)*>)?\s*\("
 )
 _C_SKIP_START = (
-    "//",
-    "/*",
-    "*",
-    "#include",
-    "#pragma",
-    "#if",
-    "#else",
-    "#endif",
-    "#ifdef",
-    "#ifndef",
-    "#elif",
-    "#undef",
-    "namespace",
-    "using ",
-    "return",
-    "case ",
-    "public:",
-    "private:",
-    "protected:",
-    "}",
-    "{",
-    "else",
-    "if ",
-    "if(",
-    "for ",
-    "for(",
-    "while",
-    "switch",
-    "do ",
+    "//", "/*", "*", "#include", "#pragma", "#if", "#else", "#endif", "#ifdef", "#ifndef",
+    "#elif", "#undef", "namespace", "using ", "return", "case ", "public:", "private:",
+    "protected:", "}", "{", "else", "if ", "if(", "for ", "for(", "while", "switch", "do ",
     'extern "C"',
-)
+)  # fmt: skip
 
 
 def _strip_template(s: str) -> str:
@@ -284,15 +77,8 @@ def _strip_template(s: str) -> str:
     return s
 
 
-def _good(name: str, stop: set[str]) -> bool:
-    return bool(_IDENT.match(name)) and name not in stop and not _PLACEHOLDER.match(name)
-
-
-def python_symbol(text: str) -> str | None:
-    m = _PY_DEF.match(text)
-    if m and _good(m.group(1), PY_STOP):
-        return m.group(1)
-    return None
+def _good(name: str) -> bool:
+    return bool(_IDENT.match(name)) and name not in C_STOP and not _PLACEHOLDER.match(name)
 
 
 def c_symbol(text: str) -> str | None:
@@ -301,53 +87,28 @@ def c_symbol(text: str) -> str | None:
         return None
     m = _C_DEFINE.match(s)
     if m:
-        return m.group(1) if _good(m.group(1), C_STOP) else None
+        return m.group(1) if _good(m.group(1)) else None
     s = _strip_template(s)
     if not s:
         return None
     m = _C_RECORD.match(s)
     if m:
-        return m.group(1) if _good(m.group(1), C_STOP) else None
+        return m.group(1) if _good(m.group(1)) else None
     head = s.split("{", 1)[0]
     for m in _C_CALLISH.finditer(head):
         parts = [p.strip() for p in m.group(1).split("::")]
         last = parts[-1].lstrip("~")
-        if not _good(last, C_STOP):
+        if not _good(last):
             continue
         parts = [p for p in parts if p not in C_STOP or p == parts[-1]]
         return "::".join(parts)
     return None
 
 
-def symbol_of(path: str, text: str) -> str | None:
-    """The definition named by `text` (a hunk header or an added line) in a file at `path`."""
-    low = path.lower()
-    if low.endswith(PY_EXT):
-        return python_symbol(text)
-    if low.endswith(C_EXT):
-        return c_symbol(text)
-    return None
-
-
-def language_kind(path: str) -> str | None:
-    low = path.lower()
-    if low.endswith(PY_EXT):
-        return "py"
-    if low.endswith(C_EXT):
-        return "c"
-    return None
-
-
-def added_definition(kind: str, line: str) -> str | None:
-    """A definition introduced by an added line (without its leading '+'), if it looks like one.
-
-    Cheap filters first: this runs on every added line of the history.
-    """
-    if kind == "py":
-        if "def " not in line and "class " not in line:
-            return None
-        return python_symbol(line)
-    # C family: definitions start at column 0 and are not statements
+def added_definition(line: str) -> str | None:
+    """A definition introduced by an added line (without its leading '+'), if it looks like one:
+    definitions start at column 0 and are not statements. Cheap filters first: this runs on
+    every added line of such files."""
     if (
         not line
         or line[0] in " \t#/*}{)"
@@ -358,14 +119,3 @@ def added_definition(kind: str, line: str) -> str | None:
     if line.rstrip().endswith((";", ",")):
         return None
     return c_symbol(line)
-
-
-def attributes_text(skip: tuple[str, ...] = ()) -> str:
-    """The attributes that give each language git's hunk-header driver; `skip`: extensions
-    whose hunk headers nobody reads (their symbols come from parsed code): git's function
-    finder costs a third of `git log -p`'s time."""
-    return "".join(
-        f"*{ext} diff={driver}\n"
-        for ext, driver in sorted(GIT_DIFF_DRIVERS.items())
-        if ext not in skip
-    )

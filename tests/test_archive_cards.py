@@ -13,7 +13,7 @@ from kbase.ingest.card_format import fast_meta, render_card, split_card
 from kbase.ingest.card_history import latest_touch
 from kbase.ingest.cards import load_card_entries
 from kbase.ingest.recipes import RecipeError, load_recipe_file
-from kbase.ingest.symbols import c_symbol, python_symbol
+from kbase.ingest.symbols import c_symbol
 
 from kbase.globs import glob_match
 from kbase.schema import FileChange, PRCard, Tags
@@ -356,21 +356,6 @@ def test_shipped_recipes_load(name):
 )
 def test_c_symbols_are_real_names(text, expected):
     assert c_symbol(text) == expected
-
-
-@pytest.mark.parametrize(
-    "text,expected",
-    [
-        ("    def forward(self, x):", "forward"),
-        ("class Qwen3(nn.Module):", "Qwen3"),
-        ("def import():", None),
-        ("def dict():", None),
-        ("x = 1", None),
-        ("async def run():", "run"),
-    ],
-)
-def test_python_symbols(text, expected):
-    assert python_symbol(text) == expected
 
 
 def _kbase(*args: str, cwd: Path) -> CliRun:
