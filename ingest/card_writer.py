@@ -24,9 +24,9 @@ from kbase.ingest.card_build import (
     to_change,
 )
 from kbase.ingest.card_format import existing_notes, render_card, split_card
-from kbase.ingest.checkpoint import atomic_write
 from kbase.ingest.gitlog import CommitFacts
 from kbase.ingest.logrun import pack_commit
+from kbase.ingest.mine_state import atomic_write
 
 from kbase.schema import PRCard, Recipe
 

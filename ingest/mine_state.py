@@ -25,7 +25,6 @@ from kbase.errors import KbaseError
 
 ARCHIVE_DIR = "pr_archive"  # kbase.ingest.cards.ARCHIVE_DIR, without importing the card code
 RECIPES_DIR = Path(ARCHIVE_DIR) / "recipes"
-PROGRESS_FILE = ".progress.json"  # kbase.ingest.checkpoint.PROGRESS_FILE, likewise
 STATE_FILE = ".state.json"
 STATE_VERSION = 1
 NOOP_REASON = "nothing new since the last mine"
@@ -57,7 +56,6 @@ class MineReport:
     blobs_cached: int = 0
     commits_cached: int = 0  # commits whose facts came from the cache: git was not asked
     cards_cached: int = 0  # commits whose card (built from their facts) came from the cache
-    resumed_after: int = 0  # commits an interrupted run had mined already (0: a fresh run)
     written: int = 0
     unchanged: int = 0
     removed: list[str] = field(default_factory=list)
@@ -100,6 +98,14 @@ def read_recipe(path: Path) -> bytes:
     if len(data) > MAX_RECIPE_BYTES:
         raise OSError(errno.EFBIG, f"larger than {MAX_RECIPE_BYTES} bytes", str(path))
     return data
+
+
+def atomic_write(path: Path, text: str) -> None:
+    """A temporary file, then a rename: a killed process leaves the old file or the new one."""
+    tmp = path.with_name(f".{path.name}.tmp.{os.getpid()}")
+    with open(tmp, "w", encoding="utf-8", newline="\n") as fh:
+        fh.write(text)
+    os.replace(tmp, path)
 
 
 def read_state(folder: Path) -> dict | None:
@@ -182,7 +188,6 @@ def noop_report(root: Path, repo_arg: str, name: str, recipe_spec: str | None) -
             p.unlink()
         except OSError:
             pass
-    (folder / PROGRESS_FILE).unlink(missing_ok=True)
     report = MineReport(repo=name, source=source, mode="noop", head=head, range=f"{head}..{head}")
     report.reason = NOOP_REASON
     return report

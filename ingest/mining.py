@@ -3,7 +3,8 @@
 Order of writes is what makes an interrupted mine safe: every card is written
 atomically (temporary file, then rename) and `.state.json` is written last, so a
 killed run leaves whole cards and the previous state; the next run mines the same
-range again and rewrites the same files.
+range again and rewrites the same files, reading the facts and cards of the commits the
+killed run streamed back from the mining cache (flushed every FLUSH_EVERY commits).
 """
 
 from __future__ import annotations
@@ -19,12 +20,12 @@ from typing import TYPE_CHECKING
 from kbase.ingest.gitrepo import GitFailed, GitRepo, find_git_dir, origin_url
 from kbase.ingest.mine_state import (
     NOOP_REASON,
-    PROGRESS_FILE,
     STATE_FILE,
     STATE_VERSION,
     MineReport,
     MiningError,
     archive_dir,
+    atomic_write,
     read_state,
 )
 
@@ -38,7 +39,7 @@ __all__ = ["MineReport", "MiningError", "archive_dir", "mine", "open_repo", "rea
 # a no-op mine (the common case: nothing new) reads the state and HEAD and stops; what mining
 # needs (the card writer, the log parser, tree-sitter) is imported only when there is work;
 # through the CLI, kbase.mine_cli decides a no-op before this module is imported
-CHECKPOINT_EVERY = int(os.environ.get("KBASE_MINE_CHECKPOINT_EVERY", "100"))
+FLUSH_EVERY = int(os.environ.get("KBASE_MINE_FLUSH_EVERY", "100"))
 
 
 def open_repo(source: str | os.PathLike) -> GitRepo:
@@ -114,18 +115,10 @@ def mine(
 
     _choose_mode(repo, report, state, since, full, recipe, str(source))
 
-    key = {
-        "version": STATE_VERSION,
-        "head": head,
-        "range": report.range,
-        "mode": report.mode,
-        "recipe_digest": recipe.digest(),
-    }
     if report.mode != "noop":
-        _mine_walk(repo, root, folder, recipe, report, key, progress)
+        _mine_walk(repo, root, folder, recipe, report, progress)
 
     _save_state(folder, state, report, recipe, head, recipe_fingerprint, from_origin)
-    (folder / PROGRESS_FILE).unlink(missing_ok=True)
     report.seconds = round(time.perf_counter() - t0, 3)
     return report
 
@@ -175,13 +168,11 @@ def _mine_walk(
     folder: Path,
     recipe: Recipe,
     report: MineReport,
-    key: dict,
     progress: Callable[[int, int], None] | None,
 ) -> None:
     """Stream the commits of the report's range that carry history and write their cards,
-    checkpointing every CHECKPOINT_EVERY commits (a killed mine resumes from there)."""
+    flushing the cache every FLUSH_EVERY commits (a killed mine's re-run reads them back)."""
     from kbase.ingest.card_writer import CardWriter
-    from kbase.ingest.checkpoint import checkpoint, resume
     from kbase.ingest.graph import read_plan
     from kbase.ingest.logrun import stream_history
     from kbase.ingest.mine_cache import open_cache
@@ -196,23 +187,20 @@ def _mine_walk(
         report=report,
         cache=cache,
     )
-    skip = resume(folder, key, writer, walk.mine)
-    done = skip
+    done = 0
 
     def on_commit(c: CommitFacts) -> None:
         nonlocal done
         writer(c)
         done += 1
-        if done % CHECKPOINT_EVERY == 0 and done < total:
-            checkpoint(folder, key, done, writer)
-            if cache is not None:
-                cache.flush()
+        if cache is not None and done % FLUSH_EVERY == 0:
+            cache.flush()
         if progress:
             progress(done, total)
 
     stats: dict[str, int] = {}
     try:
-        stream_history(repo, walk.mine[skip:], on_commit, cache=cache, stats=stats)
+        stream_history(repo, walk.mine, on_commit, cache=cache, stats=stats)
     finally:
         if cache is not None:
             cache.close()
@@ -268,8 +256,6 @@ def _save_state(
         or {k: v for k, v in state.items() if k != "mined_at"}
         != {k: v for k, v in new_state.items() if k != "mined_at"}
     ):
-        from kbase.ingest.checkpoint import atomic_write
-
         atomic_write(
             folder / STATE_FILE, json.dumps(new_state, indent=2, ensure_ascii=False) + "\n"
         )

@@ -13,9 +13,6 @@ checked against `git log --first-parent -- ':(glob)<pattern>'`:
 
 from __future__ import annotations
 
-import hashlib
-import json
-import os
 from pathlib import Path
 
 from kbase.ingest.mine_state import RECIPES_DIR, read_recipe, recipe_file
@@ -23,9 +20,6 @@ from pydantic import ValidationError
 
 from kbase.errors import ProblemsError
 from kbase.schema import Problem, Recipe
-
-# JSON twins of recipe files a mine read (load_recipe_file), beside the mine's other caches
-TWINS_DIR = Path(".kbase") / "cache" / "recipes"
 
 
 class RecipeError(ProblemsError):
@@ -56,10 +50,7 @@ def validation_problems(exc: ValidationError, shown: str, node, first_line: int)
     return out
 
 
-def load_recipe_file(path: Path, root: Path | None = None, twins: Path | None = None) -> Recipe:
-    """`twins`: a folder of JSON twins of recipe files (the parsed YAML, by the file's SHA-256):
-    a recipe mined with before is read from its twin, without importing PyYAML (~30 ms of an
-    incremental mine); the data is validated as if just parsed."""
+def load_recipe_file(path: Path, root: Path | None = None) -> Recipe:
     shown = str(path)
     if root is not None:
         try:
@@ -67,20 +58,11 @@ def load_recipe_file(path: Path, root: Path | None = None, twins: Path | None = 
         except ValueError:
             pass
     try:
-        raw = read_recipe(path)
+        text = read_recipe(path).decode("utf-8")
     except OSError as exc:
         raise RecipeError(
             [Problem(path=shown, message=f"cannot read recipe: {exc.strerror}")]
         ) from None
-    digest = hashlib.sha256(raw).hexdigest()
-    data = _read_twin(twins, digest) if twins is not None else None
-    if data is not None:
-        try:
-            return Recipe.model_validate(data)
-        except ValidationError:
-            pass  # parsed again below, so the problems name their lines
-    try:
-        text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise RecipeError([Problem(path=shown, message=f"cannot read recipe: {exc}")]) from None
     from kbase.ingest.safe_yaml import YamlProblem, load_yaml  # a mine without a recipe: no yaml
@@ -92,38 +74,9 @@ def load_recipe_file(path: Path, root: Path | None = None, twins: Path | None = 
     if not isinstance(data, dict):
         raise RecipeError([Problem(path=shown, line=1, message="a recipe must be a YAML mapping")])
     try:
-        recipe = Recipe.model_validate(data)
+        return Recipe.model_validate(data)
     except ValidationError as exc:
         raise RecipeError(validation_problems(exc, shown, node, first_line=1)) from None
-    if twins is not None:
-        _write_twin(twins, digest, data)
-    return recipe
-
-
-def _read_twin(folder: Path, digest: str) -> dict | None:
-    try:
-        twin = json.loads((folder / f"{digest[:32]}.json").read_bytes())
-    except (OSError, ValueError):
-        return None
-    if not isinstance(twin, dict) or twin.get("sha256") != digest:
-        return None
-    data = twin.get("data")
-    return data if isinstance(data, dict) else None
-
-
-def _write_twin(folder: Path, digest: str, data: dict) -> None:
-    """The twin of a recipe that loaded, when JSON carries its data exactly (a cache: any
-    failure to write it is ignored)."""
-    try:
-        if json.loads(json.dumps(data)) != data:
-            return
-        folder.mkdir(parents=True, exist_ok=True)
-        dest = folder / f"{digest[:32]}.json"
-        tmp = dest.with_name(f".{dest.name}.tmp.{os.getpid()}")
-        tmp.write_text(json.dumps({"sha256": digest, "data": data}), encoding="utf-8")
-        os.replace(tmp, dest)
-    except (OSError, TypeError, ValueError):
-        pass
 
 
 def find_recipe(spec: str, root: Path) -> Path:
@@ -162,7 +115,6 @@ def resolve_recipe(spec: str | None, name: str, root: Path) -> tuple[Recipe, Pat
         found = recipe_file(None, name, root)
     if found is None:
         return Recipe(name=name), None
-    twins = None if os.environ.get("KBASE_MINE_CACHE", "1") == "0" else root / TWINS_DIR
-    recipe = load_recipe_file(found, root, twins)
+    recipe = load_recipe_file(found, root)
     # the archive name on the command line wins, so one recipe can serve a fork
     return recipe.model_copy(update={"name": name}), found

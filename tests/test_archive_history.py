@@ -237,7 +237,7 @@ def _load_named(root: Path, name: str, stem: str) -> tuple[PRCard, str]:
     return PRCard.model_validate(split_card(text).meta), text
 
 
-def test_a_killed_mine_resumes_from_its_checkpoint_byte_identical(tmp_path):
+def test_a_killed_mine_reruns_from_its_cache_byte_identical(tmp_path):
     import os
     import signal
     import time
@@ -270,20 +270,25 @@ def test_a_killed_mine_resumes_from_its_checkpoint_byte_identical(tmp_path):
     (root / "pr_archive").mkdir(parents=True)
     cmd = [sys.executable, "-m", "kbase.cli", "mine", "--repo", repo.working_dir, "--name", "demo"]
     cmd += ["--root", str(root), "--recipe", str(recipe_file), "--json"]
-    env = {**os.environ, "KBASE_MINE_CHECKPOINT_EVERY": "5"}
+    env = {**os.environ, "KBASE_MINE_FLUSH_EVERY": "5"}
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    progress = root / "pr_archive" / "demo" / ".progress.json"
+    folder = root / "pr_archive" / "demo"
+
+    def cards() -> int:
+        return len(list(folder.glob("*.md"))) if folder.is_dir() else 0
+
+    # one card a commit here: the sixth card is written after the first flush (5 commits)
     deadline = time.monotonic() + 120
-    while not progress.exists() and proc.poll() is None and time.monotonic() < deadline:
+    while cards() < 6 and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.005)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
-    assert progress.exists(), "the mine finished before a checkpoint was seen"
-    done = json.loads(progress.read_text())["done"]
+    assert proc.returncode == -signal.SIGKILL, "the mine finished before it was killed"
+    assert not (folder / ".state.json").exists()  # the state is written last
     r = subprocess.run(cmd, env=env, capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
-    assert json.loads(r.stdout)["resumed_after"] >= done > 0
-    assert not progress.exists()
+    rerun = json.loads(r.stdout)
+    assert rerun["commits_cached"] >= 5 and rerun["cards_cached"] >= 5
     assert snap(root) == snap(ref)
 
 

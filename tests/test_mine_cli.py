@@ -188,7 +188,6 @@ def test_a_killed_runs_leftovers_go_on_a_quick_noop(setup):
     _mine(repo, root)
     folder = root / "pr_archive" / "demo"
     (folder / ".1.md.tmp.999").write_text("half")
-    (folder / ".progress.json").write_text("{}")
     rep, mods = _mine(repo, root)
     assert rep["mode"] == "noop" and _quick(mods)
-    assert not (folder / ".1.md.tmp.999").exists() and not (folder / ".progress.json").exists()
+    assert not (folder / ".1.md.tmp.999").exists()
