@@ -53,6 +53,8 @@ def to_change(f: FileFacts) -> FileChange:
     )
     named = [f.named_by[i] if i < len(f.named_by) else "hunk-header" for i in order]
     return FileChange(
+        # a diff git could not produce (ingest/logrun.py's salvage) has no counts and a problem
+        unreadable=f.added is None and f.problem is not None,
         path=shown_path(f.path),
         old_path=shown_path(f.old_path) if f.old_path else f.old_path,
         added=f.added,
@@ -88,6 +90,7 @@ def merge_files(into: list[FileChange], extra: list[FileChange]) -> list[FileCha
                 "named_by": named,
                 "kernels": list(dict.fromkeys(have.kernels + f.kernels)),
                 "old_path": have.old_path or f.old_path,
+                "unreadable": have.unreadable or f.unreadable,
             }
         )
     return sorted(by_path.values(), key=lambda x: x.path)
@@ -195,9 +198,12 @@ def build_card(
         "added": sum(f.added or 0 for f in files),
         "deleted": sum(f.deleted or 0 for f in files),
     }
-    binary = sum(1 for f in files if f.added is None)
-    if binary:
-        totals["binary"] = binary
+    for label, n in (
+        ("binary", sum(1 for f in files if f.added is None and not f.unreadable)),
+        ("unreadable", sum(1 for f in files if f.unreadable)),
+    ):
+        if n:
+            totals[label] = n
     b = body or BodyFacts()
     reverts = None
     if "revert" in cats:

@@ -172,6 +172,8 @@ def card_meta(card: PRCard) -> dict[str, Any]:
             fd["named_by"] = list(f.named_by)
         if f.kernels:
             fd["kernels"] = list(f.kernels)
+        if f.unreadable:
+            fd["unreadable"] = True
         files.append(fd)
     d["files"] = files
     d["totals"] = dict(card.totals)
@@ -202,6 +204,7 @@ def summary_text(card: PRCard, also: list[str] | None = None) -> str:
         f"It changes {nfiles} file{'s' if nfiles != 1 else ''} "
         f"(+{t.get('added', 0)}/-{t.get('deleted', 0)} lines"
         + (f", {t['binary']} binary" if t.get("binary") else "")
+        + (f", {t['unreadable']} unreadable" if t.get("unreadable") else "")
         + ")."
     )
     if card.families:
@@ -284,7 +287,9 @@ def render_card(card: PRCard, notes: str = "", also: list[str] | None = None) ->
     lines += ["## Files", ""]
     for f in card.files[:BODY_FILE_LIMIT]:
         where = f"`{f.old_path}` -> `{f.path}`" if f.old_path else f"`{f.path}`"
-        delta = "binary" if f.added is None else f"+{f.added}/-{f.deleted}"
+        delta = f"+{f.added}/-{f.deleted}"
+        if f.added is None:
+            delta = "unreadable" if f.unreadable else "binary"
         sym = f": {', '.join(f.symbols)}" if f.symbols else ""
         lines.append(f"- {where} ({delta}){sym}")
     if len(card.files) > BODY_FILE_LIMIT:

@@ -91,8 +91,8 @@ def _read_scalar(tok: str) -> Any:
             return json.loads(tok)
         except ValueError:
             raise _NotCanonical from None
-    if tok == "null":
-        return None
+    if tok in ("null", "true", "false"):
+        return None if tok == "null" else tok == "true"
     if _INT.match(tok):
         return int(tok)
     if _PLAIN.match(tok) and tok.lower() not in _YAML_WORDS:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -87,3 +88,50 @@ def test_a_path_that_is_not_utf8_is_mined_and_shown_escaped(tmp_path):
     card = (root / "pr_archive" / "demo" / "2.md").read_text(encoding="utf-8")
     assert split_card(card).meta["files"][0]["path"] == "bad\\xff.cu"
     assert "`bad\\xff.cu`" in card
+
+
+def _corrupt(path: Path) -> None:
+    """Flip bytes inside a loose object's zlib stream (what a bad disk or a torn copy leaves)."""
+    path.chmod(0o644)
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    data[-3] ^= 0xFF
+    path.write_bytes(bytes(data))
+
+
+def test_a_corrupt_blob_is_called_unreadable_not_binary(tmp_path):
+    """A blob git cannot inflate gives a warning naming the file, and its card says
+    `unreadable` (front-matter, totals, summary, Files); the other files keep their counts."""
+    repo = tmp_path / "repo"
+
+    def git(*args: str) -> str:
+        run = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@e", *args]
+        return subprocess.run(run, check=True, capture_output=True, text=True).stdout.strip()
+
+    repo.mkdir()
+    git("init", "-q", "-b", "main")
+    for n in (1, 2):
+        (repo / "a.py").write_text(f"def f():\n    return {n}\n")
+        (repo / "b.py").write_text(f"x = {n}\n")
+        git("add", ".")
+        git("commit", "-qm", f"change {n} (#{n})")
+    blob = git("rev-parse", "HEAD:a.py")
+    _corrupt(repo / ".git" / "objects" / blob[:2] / blob[2:])
+    assert subprocess.run(["git", "-C", str(repo), "cat-file", "-p", blob]).returncode != 0
+    root = tmp_path / "kb"
+    (root / "pr_archive").mkdir(parents=True)
+    r = kbase("mine", "--repo", str(repo), "--name", "demo", "--root", str(root), "--json")
+    assert r.returncode == 0, r.stderr
+    report = json.loads(r.stdout)
+    assert any("a.py" in w and "could not read" in w for w in report["warnings"])
+    text = (root / "pr_archive" / "demo" / "2.md").read_text()
+    assert (
+        "- path: a.py\n  added: null\n  deleted: null\n  symbols: []\n  unreadable: true\n" in text
+    )
+    assert "totals: {files: 2, added: 1, deleted: 1, unreadable: 1}" in text
+    assert "(+1/-1 lines, 1 unreadable)" in text and "binary" not in text
+    assert "- `a.py` (unreadable)" in text and "- `b.py` (+1/-1)" in text
+    assert "```diff\n--- b.py\n@@ +1\n-x = 1\n+x = 2\n```" in text  # the readable file's hunk
+    # the card loads (index, lint) with the flag
+    card = kbase("list", "--root", str(root), "--json")
+    assert card.returncode == 0, card.stderr

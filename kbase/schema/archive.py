@@ -25,6 +25,8 @@ class FileChange(Model):
     # per symbol, who named it: tree-sitter | scanner | hunk-header (no grammar for the language)
     named_by: list[str] = Field(default_factory=list)
     kernels: list[str] = Field(default_factory=list)  # the symbols that are GPU kernels
+    # git could not read the file's blob (missing or corrupt): no counts, yet not a binary file
+    unreadable: bool = False
 
 
 class PRCard(Model):
