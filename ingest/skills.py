@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import hashlib
-import os
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import Any
 
 from kbase.ingest.files import FileProblem, display_path, read_text
 from kbase.ingest.markdown import Document, DocumentError, parse_document
@@ -129,8 +127,6 @@ def find_skill_files(root: Path) -> list[Path]:
     )
 
 
-# Below this many files a process pool costs more than it saves.
-PARALLEL_MIN = 256
 Related = list[tuple[str, str, int, int]]  # (path, related name, index, line)
 
 
@@ -228,11 +224,6 @@ def _unfinished(s: Skill) -> list[Problem]:
     return out
 
 
-def _lint_chunk(args: tuple[list[Path], Path]) -> list[tuple[list[Problem], Related]]:
-    files, root = args
-    return [_lint_file(f, root) for f in files]
-
-
 def _entry_of(f: Path, root: Path) -> tuple[Entry | None, list[Problem]]:
     try:
         return skill_entry(load_skill(f, root)), []
@@ -240,61 +231,15 @@ def _entry_of(f: Path, root: Path) -> tuple[Entry | None, list[Problem]]:
         return None, de.problems
 
 
-def _entry_chunk(args: tuple[list[Path], Path]) -> list[tuple[Entry | None, list[Problem]]]:
-    files, root = args
+def load_entries(files: list[Path], root: Path) -> list[tuple[Entry | None, list[Problem]]]:
+    """(index entry or None, problems) per SKILL.md, in order."""
     return [_entry_of(f, root) for f in files]
 
 
-def _in_pool(fn: Any, files: list[Path], root: Path, n: int) -> list[Any]:
-    """fn over chunks of files in n processes, results in the order of files."""
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
-
-    size = max(16, len(files) // (n * 4))
-    chunks = [(files[i : i + size], root) for i in range(0, len(files), size)]
-    methods = multiprocessing.get_all_start_methods()
-    ctx = multiprocessing.get_context("fork" if "fork" in methods else None)
-    with ProcessPoolExecutor(max_workers=n, mp_context=ctx) as pool:
-        return [r for part in pool.map(fn, chunks) for r in part]
-
-
-def load_entries(
-    files: list[Path], root: Path, workers: int | None = None
-) -> list[tuple[Entry | None, list[Problem]]]:
-    """(index entry or None, problems) per SKILL.md, in order; a process pool for large sets."""
-    n = workers if workers is not None else workers_for(len(files))
-    if n > 1:
-        return _in_pool(_entry_chunk, files, root, n)
-    return [_entry_of(f, root) for f in files]
-
-
-def workers_for(n: int) -> int:
-    """Processes worth starting for n files: the CPUs this process may use, 1 for small jobs."""
-    import threading
-
-    # fork copies only the calling thread: with others running (a server), a lock one of them
-    # holds could never be released in the child
-    if n < PARALLEL_MIN or threading.active_count() > 1:
-        return 1
-    try:
-        cpus = len(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        cpus = os.cpu_count() or 1
-    return max(1, min(cpus, n // (PARALLEL_MIN // 2)))
-
-
-def lint_paths(paths: list[Path], root: Path, workers: int | None = None) -> list[Problem]:
-    """Every problem in the given SKILL.md files (or skill folders), plus cross-skill checks.
-
-    Large sets are parsed by a pool of processes (`workers`, default: one per usable CPU): parsing
-    is pure Python, so threads would not help. Problems come back in the order of `paths`.
-    """
-    files = [p / SKILL_FILE if p.is_dir() else p for p in paths]
-    n = workers if workers is not None else workers_for(len(files))
-    if n > 1:
-        results = _in_pool(_lint_chunk, files, root, n)
-    else:
-        results = [_lint_file(f, root) for f in files]
+def lint_paths(paths: list[Path], root: Path) -> list[Problem]:
+    """Every problem in the given SKILL.md files (or skill folders), in their order, plus
+    cross-skill checks."""
+    results = [_lint_file(p / SKILL_FILE if p.is_dir() else p, root) for p in paths]
     problems = [p for own, _ in results for p in own]
     known = {p.parent.name for p in find_skill_files(root)}
     for _, refs in results:

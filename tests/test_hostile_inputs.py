@@ -166,16 +166,6 @@ def test_index_search_check_serve_and_mcp_keep_working(hostile):
     assert not out.is_error and GOOD in out.content[0].text
 
 
-def test_parallel_lint_reports_exactly_what_one_process_does(hostile):
-    from kbase.ingest.skills import find_skill_files, lint_paths
-
-    root, _ = hostile
-    files = find_skill_files(root)
-    one = lint_paths(files, root, workers=1)
-    assert len(one) >= 8
-    assert lint_paths(files, root, workers=2) == one
-
-
 @pytest.mark.parametrize("levels", [33, 999, 1000, 5000])
 @pytest.mark.parametrize("flow", [True, False])
 def test_depth_is_named_by_kbase_whatever_the_yaml_parser_refuses_first(levels, flow):
