@@ -44,22 +44,21 @@ RESULTS = REPO_ROOT / "bench" / "results" / "bench_mine_phases.json"
 
 # (module, attribute, label, depth): functions timed in the child; depth nests the table rows
 TIMED = (
-    ("kbase.ingest.recipes", "load_recipe_file", "recipe load (file, twin or YAML, validation)", 1),
+    ("kbase.ingest.recipes", "load_recipe_file", "recipe load (file, YAML, validation)", 1),
     ("kbase.ingest.mining", "open_repo", "git rev-parse (open_repo)", 1),
     ("kbase.ingest.mining", "origin_url", "git config (origin_url)", 1),
     ("kbase.ingest.mining", "_is_ancestor", "git merge-base", 1),
     ("kbase.ingest.graph", "read_plan", "git rev-list (read_plan)", 1),
-    ("kbase.ingest.defs_cache", "open_cache", "definitions cache open", 1),
+    ("kbase.ingest.mine_cache", "open_cache", "mining cache open", 1),
     ("kbase.ingest.logrun", "stream_history", "stream_history (git log -p, names, cards)", 1),
-    ("kbase.ingest.blobs", "BlobReader.read_many", "blob reads (git cat-file)", 2),
-    ("kbase.ingest.blobs", "BlobReader.read", "blob reads, one at a time", 2),
+    ("kbase.ingest.blobs", "BlobReader.read", "blob reads (git cat-file)", 2),
     ("kbase.ingest.change_symbols", "parse_tree", "tree-sitter parses", 2),
     ("kbase.ingest.change_symbols", "scan_defs", "brace scanner parses", 2),
     ("kbase.ingest.change_symbols", "py_scan_defs", "indentation scanner parses", 2),
     ("kbase.ingest.card_writer", "CardWriter.__call__", "cards: build and write", 2),
     ("kbase.ingest.card_writer", "CardWriter.link_reverts", "revert links", 1),
-    ("kbase.ingest.defs_cache", "DefsCache.close", "definitions cache flush and close", 1),
-    ("kbase.ingest.checkpoint", "atomic_write", "state write", 1),
+    ("kbase.ingest.mine_cache", "MineCache.close", "mining cache flush and close", 1),
+    ("kbase.ingest.mining", "atomic_write", "state write", 1),
 )
 
 
@@ -84,7 +83,7 @@ def child(argv: list[str]) -> None:
     import kbase.api
 
     t = lap("import kbase.api (the façade)", t)
-    for mod in ("card_writer", "checkpoint", "defs_cache", "graph", "logrun", "mining"):
+    for mod in ("card_writer", "mine_cache", "graph", "logrun", "mining"):
         importlib.import_module(f"kbase.ingest.{mod}")
     t = lap("import the miner (pydantic, card models, log parser, tree-sitter)", t)
     acc: dict[str, list[float]] = {}

@@ -4,12 +4,12 @@
 
     python3 bench/bench_parse_floor.py --repo PATH [--name flashinfer]
 
-Mines PATH from scratch in this process (no parse worker, a fresh root: no definitions cache),
+Mines PATH from scratch in this process (a fresh root: no mining cache),
 adding up the CPU time of every tree-sitter `Parser.parse` call by grammar and by whether it
 started from the edited tree of another version (incremental) or from nothing (the first
 version of a path met). Then runs `git log -p` over the same repository (the whole graph, as
-the miner walks it), and a cold `kbase mine` through the CLI as a user runs it (parse worker
-as by default, a fresh root). The parse calls are the floor under any miner that parses each
+the miner walks it), and a cold `kbase mine` through the CLI as a user runs it (a fresh
+root). The parse calls are the floor under any miner that parses each
 changed file before and after the change with tree-sitter: the rest of the mine (blob reads,
 the brace scanner, tree walks, cards) only adds to git's stream and them. Writes
 bench/results/parse_floor.json.
@@ -18,7 +18,6 @@ bench/results/parse_floor.json.
 from __future__ import annotations
 
 import argparse
-import os
 import subprocess
 import sys
 import tempfile
@@ -65,8 +64,6 @@ def main() -> None:
     from kbase.ingest.mining import mine
     from kbase.ingest.recipes import resolve_recipe
 
-    user_worker = os.environ.get("KBASE_MINE_WORKER")
-    os.environ["KBASE_MINE_WORKER"] = "0"  # every parse in this process, where it can be timed
     make = D._parser
     D._parser = lambda lang: _TimedParser(make, lang)  # type: ignore[assignment]
     root = Path(tempfile.mkdtemp(prefix="kbase-floor-"))
@@ -79,15 +76,10 @@ def main() -> None:
     t, c = time.perf_counter(), children_cpu()
     subprocess.run(["git", "-C", args.repo, "log", "-p"], stdout=subprocess.DEVNULL, check=True)
     git_wall, git_cpu = time.perf_counter() - t, children_cpu() - c
-    env = {k: v for k, v in os.environ.items() if k != "KBASE_MINE_WORKER"}
-    if user_worker is not None:
-        env["KBASE_MINE_WORKER"] = user_worker
     cli_root = Path(tempfile.mkdtemp(prefix="kbase-floor-cli-"))
     (cli_root / "pr_archive").mkdir()
     t = time.perf_counter()
-    subprocess.run(
-        mine_cmd(Path(args.repo), cli_root, args.name), env=env, check=True, capture_output=True
-    )
+    subprocess.run(mine_cmd(Path(args.repo), cli_root, args.name), check=True, capture_output=True)
     cli_wall = time.perf_counter() - t
     rows = {
         f"{lang} {'incremental' if inc else 'from scratch'}": {"calls": n, "s": round(s, 3)}
@@ -125,7 +117,7 @@ def main() -> None:
         f"git log -p: {git_wall:.2f} s wall, {git_cpu:.2f} s CPU; parse calls alone: "
         f"{parse_s:.2f} s CPU; floor (git + parse) {git_wall + parse_s:.2f} s. Cold `kbase mine`: "
         f"{cli_wall:.2f} s wall = {cli_wall / (git_wall + parse_s):.2f}x the floor (target "
-        f"{TARGET}x); the in-process mine without worker {mine_wall:.1f} s wall, "
+        f"{TARGET}x); the in-process mine {mine_wall:.1f} s wall, "
         f"{mine_cpu:.1f} s CPU"
     )
     print(f"wrote {write_result('parse_floor', res)}", file=sys.stderr)
