@@ -51,34 +51,13 @@ _NAME_BEFORE = re.compile(
     r"((?:[A-Za-z_]\w*\s*(?:<[^<>;{}]*(?:<[^<>;{}]*>[^<>;{}]*)*>)?\s*::\s*)*"
     r"(?:~\s*)?(?:operator\s*(?:\(\)|[^\s(]+)|[A-Za-z_]\w*))\s*$"
 )
-_NOT_NAMES = {
-    "if",
-    "for",
-    "while",
-    "switch",
-    "catch",
-    "return",
-    "sizeof",
-    "defined",
-    "static_assert",
-    "else",
-    "do",
-    "try",
-    "case",
-    "new",
-    "delete",
-    "constexpr",
-    "consteval",
-    "noexcept",
-    "requires",
-    "alignof",
-    "typeid",
-    "decltype",
-    "throw",
-    "co_await",
-    "co_return",
-    "__syncthreads",
-}
+_NOT_NAMES = set(
+    """
+    if for while switch catch return sizeof defined static_assert else do try case new delete
+    constexpr consteval noexcept requires alignof typeid decltype throw co_await co_return
+    __syncthreads
+    """.split()
+)
 
 
 _PAREN = re.compile(r"[()]")
@@ -198,8 +177,7 @@ def scan_defs(src: bytes | str) -> FileDefs:
         return bisect.bisect_right(line_starts, pos)
 
     out = FileDefs(method="scanner")
-    # frame: (kind, name, start_line) with kind in ns | class | func | block
-    stack: list[tuple[str, str, int]] = []
+    stack: list[tuple[str, str, str, int]] = []  # frames (see _frame)
     sig_from = 0
     in_func = 0
     stray = 0
@@ -217,69 +195,75 @@ def scan_defs(src: bytes | str) -> FileDefs:
         if c in "/\"'R":
             continue
         if c != "{" and c != "}":
-            d = _DIRECTIVE.match(tok)
-            word = d.group(1) if d else ""
-            if word in ("if", "ifdef", "ifndef"):
-                cond.append(False)
-            elif word in ("elif", "else", "elifdef", "elifndef") and cond:
-                cond[-1] = True
-            elif word == "endif" and cond:
-                cond.pop()
-            elif word == "define" and not skip:
-                macro = _DEFINE.match(tok)
-                if macro:
-                    out.spans.append(
-                        Span(line_of(m.start()), line_of(m.end() - 1), macro.group(1), MACRO)
-                    )
+            word = _directive(tok, cond)
+            if word == "define" and not skip and (macro := _DEFINE.match(tok)):
+                span = Span(line_of(m.start()), line_of(m.end() - 1), macro.group(1), MACRO)
+                out.spans.append(span)
             skip = any(cond)
             continue
         if skip:
             continue
         if c == "}":
-            if not stack:
-                stray += 1
             if stack:
-                kind, name, start = stack.pop()
-                if kind == "func":
-                    in_func -= 1
-                if kind in ("func", "class") and name:
-                    span_kind = name.split("\x00")[1] if "\x00" in name else CLASS
-                    out.spans.append(
-                        Span(start, line_of(m.start()), name.split("\x00")[0], span_kind)
-                    )
+                tag, name, kind, start = stack.pop()
+                in_func -= tag == "func"
+                if name:
+                    out.spans.append(Span(start, line_of(m.start()), name, kind))
+            else:
+                stray += 1
             sig_from = m.end()
             continue
         # an opening brace: read its signature
         lead, tag, fname, is_global = _brace_head(text[sig_from : m.start()], in_func > 0)
         start = line_of(sig_from + lead) if lead >= 0 else line_of(m.start())
         sig_from = m.end()
-        frame = (tag, "", start)
-        if tag == "func" and in_func:
-            frame = ("func", f"{fname}\x00{FUNCTION}", start)
-        elif tag in ("class", "func"):
-            # the innermost class frame already holds the qualified name
-            scope = [n for k, n, _ in stack if k == "class"][-1:]
-            if tag == "class":
-                frame = ("class", "::".join((*scope, fname)), start)
-            else:
-                if is_global:
-                    kind = KERNEL
-                elif scope or "::" in fname:
-                    kind = METHOD
-                else:
-                    kind = FUNCTION
-                full = "::".join((*scope, fname)) if scope and "::" not in fname else fname
-                frame = ("func", f"{full}\x00{kind}", start)
-        if frame[0] == "func":
-            in_func += 1
-        stack.append(frame)
-    last = len(line_starts)
+        stack.append(_frame(stack, tag, fname, is_global, start, in_func > 0))
+        in_func += tag == "func"
     out.balanced = not stack and not stray
-    for kind, name, start in stack:  # unclosed at the end of the file
-        if kind in ("func", "class") and name:
-            span_kind = name.split("\x00")[1] if "\x00" in name else CLASS
-            out.spans.append(Span(start, last, name.split("\x00")[0], span_kind))
+    for _, name, kind, start in stack:  # unclosed at the end of the file
+        if name:
+            out.spans.append(Span(start, len(line_starts), name, kind))
     return out.finish()
+
+
+def _directive(tok: str, cond: list[bool]) -> str:
+    """The word of a preprocessor line (`if`, `define`, ...), after following it in `cond`."""
+    d = _DIRECTIVE.match(tok)
+    word = d.group(1) if d else ""
+    if word in ("if", "ifdef", "ifndef"):
+        cond.append(False)
+    elif word in ("elif", "else", "elifdef", "elifndef") and cond:
+        cond[-1] = True
+    elif word == "endif" and cond:
+        cond.pop()
+    return word
+
+
+def _frame(
+    stack: list[tuple[str, str, str, int]],
+    tag: str,
+    fname: str,
+    is_global: bool,
+    start: int,
+    in_func: bool,
+) -> tuple[str, str, str, int]:
+    """The frame a `{` opens: (ns | class | func | block, qualified name or "" for a block
+    that is no definition, its span kind, first line)."""
+    if tag == "func" and in_func:
+        return ("func", fname, FUNCTION, start)
+    if tag not in ("class", "func"):
+        return (tag, "", "", start)
+    # the innermost class frame already holds the qualified name
+    scope = [n for k, n, _, _ in stack if k == "class"][-1:]
+    if tag == "class":
+        return ("class", "::".join((*scope, fname)), CLASS, start)
+    kind = KERNEL if is_global else METHOD if scope or "::" in fname else FUNCTION
+    return (
+        "func",
+        "::".join((*scope, fname)) if scope and "::" not in fname else fname,
+        kind,
+        start,
+    )
 
 
 @lru_cache(maxsize=1 << 16)

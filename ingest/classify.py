@@ -16,20 +16,8 @@ from kbase.vocab import canonical_value
 PR_SUFFIX = re.compile(r"\(#(\d+)\)\s*$")
 MERGE_PR = re.compile(r"^Merge pull request #(\d+)\b")
 
-CATEGORIES = (
-    "revert",
-    "fix",
-    "perf",
-    "feature",
-    "refactor",
-    "quantization",
-    "fusion",
-    "docs",
-    "ci",
-    "test",
-    "build",
-    "release",
-    "other",
+CATEGORIES = tuple(
+    "revert fix perf feature refactor quantization fusion docs ci test build release other".split()
 )
 
 # words in a title; order does not matter, a title may carry several categories
@@ -102,27 +90,21 @@ _TITLE_RULES: list[tuple[str, re.Pattern[str]]] = [
 # bracketed or conventional-commit prefixes: "[Fix]", "fix(sampling):", "[Feature] ..."
 _PREFIX = re.compile(r"^\s*(?:\[([^\]]+)\]|([a-z]+)(?:\([^)]*\))?!?:)", re.I)
 _PREFIX_MAP = {
-    "fix": "fix",
-    "bugfix": "fix",
-    "bug": "fix",
-    "hotfix": "fix",
-    "feat": "feature",
-    "feature": "feature",
-    "features": "feature",
-    "enhancement": "feature",
-    "perf": "perf",
-    "performance": "perf",
-    "refactor": "refactor",
-    "docs": "docs",
-    "doc": "docs",
-    "ci": "ci",
-    "test": "test",
-    "tests": "test",
-    "build": "build",
-    "release": "release",
-    "revert": "revert",
-    "quant": "quantization",
-    "quantization": "quantization",
+    word: category
+    for category, words in (
+        ("fix", "fix bugfix bug hotfix"),
+        ("feature", "feat feature features enhancement"),
+        ("perf", "perf performance"),
+        ("refactor", "refactor"),
+        ("docs", "docs doc"),
+        ("ci", "ci"),
+        ("test", "test tests"),
+        ("build", "build"),
+        ("release", "release"),
+        ("revert", "revert"),
+        ("quantization", "quant quantization"),
+    )
+    for word in words.split()
 }
 
 _REVERT_SUBJECT = re.compile(r"^\s*revert\b", re.I)
@@ -270,18 +252,16 @@ _KERNEL_WORDS: list[tuple[str, re.Pattern[str]]] = [
     ("gemv", re.compile(r"(gemv)", re.I)),
 ]
 _LANG_EXT = {
-    ".py": "python",
-    ".cu": "cuda-cpp",
-    ".cuh": "cuda-cpp",
-    ".cc": "cpp",
-    ".cpp": "cpp",
-    ".cxx": "cpp",
-    ".hpp": "cpp",
-    ".hh": "cpp",
-    ".h": "cpp",
-    ".c": "c",
-    ".ptx": "ptx",
-    ".sass": "sass",
+    ext: lang
+    for lang, exts in (
+        ("python", ".py"),
+        ("cuda-cpp", ".cu .cuh"),
+        ("cpp", ".cc .cpp .cxx .hpp .hh .h"),
+        ("c", ".c"),
+        ("ptx", ".ptx"),
+        ("sass", ".sass"),
+    )
+    for ext in exts.split()
 }
 _LANG_WORDS = [
     ("triton", re.compile(r"triton(?!_backend|server)", re.I)),
