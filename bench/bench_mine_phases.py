@@ -51,7 +51,7 @@ TIMED = (
     ("kbase.ingest.graph", "read_plan", "git rev-list (read_plan)", 1),
     ("kbase.ingest.mine_cache", "open_cache", "mining cache open", 1),
     ("kbase.ingest.logrun", "stream_history", "stream_history (git log -p, names, cards)", 1),
-    ("kbase.ingest.blobs", "BlobReader.read", "blob reads (git cat-file)", 2),
+    ("kbase.ingest.logrun", "BlobReader.read", "blob reads (git cat-file)", 2),
     ("kbase.ingest.change_symbols", "parse_tree", "tree-sitter parses", 2),
     ("kbase.ingest.change_symbols", "scan_defs", "brace scanner parses", 2),
     ("kbase.ingest.change_symbols", "py_scan_defs", "indentation scanner parses", 2),

@@ -14,7 +14,6 @@ import tempfile
 from collections.abc import Callable
 from dataclasses import fields
 
-from kbase.ingest.blobs import BlobReader
 from kbase.ingest.change_symbols import SymbolNamer
 from kbase.ingest.definitions import grammar_for
 from kbase.ingest.gitlog import LOG_FORMAT, CommitFacts, FileFacts, log_command, parse_log
@@ -26,6 +25,46 @@ from kbase.errors import KbaseError
 
 class LogError(KbaseError):
     """git itself failed for a reason other than a missing object."""
+
+
+class BlobReader:
+    """Reads blobs by id; a blob the repository lacks (partial or damaged clone) reads as None."""
+
+    def __init__(self, git_dir: str, max_bytes: int = 4 << 20):
+        self.git_dir = git_dir
+        self.max_bytes = max_bytes
+        self._proc: subprocess.Popen[bytes] | None = None
+
+    def read(self, sha: str) -> bytes | None:
+        if not sha or set(sha) == {"0"}:
+            return None
+        if self._proc is None:
+            self._proc = subprocess.Popen(
+                ["git", f"--git-dir={self.git_dir}", "cat-file", "--batch"],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL,
+            )
+        proc = self._proc
+        assert proc.stdin is not None and proc.stdout is not None
+        proc.stdin.write(sha.encode() + b"\n")
+        proc.stdin.flush()
+        header = proc.stdout.readline().split()
+        if len(header) < 3 or header[1] == b"missing":
+            return None
+        size = int(header[2])
+        data = proc.stdout.read(size)
+        proc.stdout.read(1)  # the newline after the contents
+        if header[1] != b"blob" or size > self.max_bytes:
+            return None
+        return data
+
+    def close(self) -> None:
+        if self._proc is not None:
+            if self._proc.stdin:
+                self._proc.stdin.close()
+            self._proc.wait()
+            self._proc = None
 
 
 def _git(git_dir: str) -> list[str]:

@@ -17,15 +17,18 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from kbase.ingest.gitrepo import GitFailed, GitRepo, find_git_dir, origin_url
 from kbase.ingest.mine_state import (
     NOOP_REASON,
     STATE_FILE,
     STATE_VERSION,
+    GitFailed,
+    GitRepo,
     MineReport,
     MiningError,
     archive_dir,
     atomic_write,
+    find_git_dir,
+    origin_url,
     read_state,
 )
 

@@ -123,7 +123,7 @@ class ArchiveAPI:
 
     def recipe_suggest(self, repo_path: str, name: str, write: bool = False) -> dict[str, Any]:
         """Families proposed from a clone's directories and file names; `write` saves the recipe."""
-        from kbase.ingest.recipe_tools import suggest_for_repo
+        from kbase.ingest.recipes import suggest_for_repo
         from kbase.schema.base import check_kebab
 
         try:
@@ -150,8 +150,7 @@ class ArchiveAPI:
     def recipe_lint(self, recipe: str, repo_path: str) -> dict[str, Any]:
         """Globs that match nothing in the clone's history or pull in another family's files."""
         from kbase.ingest.mining import open_repo
-        from kbase.ingest.recipe_tools import lint_families, repo_paths
-        from kbase.ingest.recipes import find_recipe, load_recipe_file
+        from kbase.ingest.recipes import find_recipe, lint_families, load_recipe_file, repo_paths
 
         path = find_recipe(recipe, self.root)
         rec = load_recipe_file(path, self.root)

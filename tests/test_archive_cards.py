@@ -210,26 +210,15 @@ def test_latest_touch_globs_and_timezones(tmp_path):
     )
     write(tmp_path, make_card(3, "2024-03-05T00:00:00+00:00", ["flashinfer/sampling.py"]))
     root = tmp_path
-    assert (
-        latest_touch(root, "demo", ["include/flashinfer/attention/decode.cuh"])
-        == "2024-03-01T23:00:00-08:00"
-    )
-    assert (
-        latest_touch(root, "demo", ["include/flashinfer/attention/*.cuh"])
-        == "2024-03-01T23:00:00-08:00"
-    )
-    assert (
-        latest_touch(root, "demo", ["include/flashinfer/attention/**"])
-        == "2024-03-01T23:00:00-08:00"
-    )
-    assert (
-        latest_touch(root, "demo", ["include/flashinfer/attention/hopper"])
-        == "2024-03-02T10:00:00+08:00"
-    )
-    assert (
-        latest_touch(root, "demo", ["include/flashinfer/*/hopper/*.cuh"])
-        == "2024-03-02T10:00:00+08:00"
-    )
+    first, second = "2024-03-01T23:00:00-08:00", "2024-03-02T10:00:00+08:00"
+    for glob, want in (
+        ("include/flashinfer/attention/decode.cuh", first),
+        ("include/flashinfer/attention/*.cuh", first),
+        ("include/flashinfer/attention/**", first),
+        ("include/flashinfer/attention/hopper", second),
+        ("include/flashinfer/*/hopper/*.cuh", second),
+    ):
+        assert latest_touch(root, "demo", [glob]) == want, glob
     assert latest_touch(root, "demo", ["**/*.py", "nothing/*"]) == "2024-03-05T00:00:00+00:00"
     assert latest_touch(root, "demo", ["csrc/**"]) is None
     assert latest_touch(root, "absent", ["**"]) is None

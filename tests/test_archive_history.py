@@ -194,7 +194,7 @@ def test_since_over_a_mined_range_and_a_pr_merged_twice_keep_their_facts(tmp_pat
 
 
 def test_without_a_recipe_origin_gives_links_and_suggest_and_lint_help(tmp_path):
-    from kbase.ingest.recipe_tools import lint_families, repo_paths, suggest_families
+    from kbase.ingest.recipes import lint_families, repo_paths, suggest_families
 
     repo = _repo(tmp_path)
     files = {
