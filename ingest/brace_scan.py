@@ -180,7 +180,6 @@ def scan_defs(src: bytes | str) -> FileDefs:
     stack: list[tuple[str, str, str, int]] = []  # frames (see _frame)
     sig_from = 0
     in_func = 0
-    stray = 0
     # `#if` stack: True while the current branch is one after the first (`#elif`, `#else`);
     # only the first branch of each conditional is read, so braces split by `#if` balance
     cond: list[bool] = []
@@ -204,13 +203,11 @@ def scan_defs(src: bytes | str) -> FileDefs:
         if skip:
             continue
         if c == "}":
-            if stack:
+            if stack:  # a stray `}` closes nothing
                 tag, name, kind, start = stack.pop()
                 in_func -= tag == "func"
                 if name:
                     out.spans.append(Span(start, line_of(m.start()), name, kind))
-            else:
-                stray += 1
             sig_from = m.end()
             continue
         # an opening brace: read its signature
@@ -219,7 +216,6 @@ def scan_defs(src: bytes | str) -> FileDefs:
         sig_from = m.end()
         stack.append(_frame(stack, tag, fname, is_global, start, in_func > 0))
         in_func += tag == "func"
-    out.balanced = not stack and not stray
     for _, name, kind, start in stack:  # unclosed at the end of the file
         if name:
             out.spans.append(Span(start, len(line_starts), name, kind))

@@ -37,7 +37,6 @@ class FileDefs:
     spans: list[Span] = field(default_factory=list)
     errors: list[tuple[int, int]] = field(default_factory=list)
     method: str = "tree-sitter"
-    balanced: bool = True  # the scanner matched every brace (unused for tree-sitter defs)
     _owner: list[Span | None] | None = field(default=None, repr=False)
 
     def finish(self) -> FileDefs:

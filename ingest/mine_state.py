@@ -14,6 +14,7 @@ without parsing the recipe: the same bytes give the same validated recipe and di
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import hashlib
 import json
@@ -195,6 +196,13 @@ def atomic_write(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
+def sweep_temporary(folder: Path) -> None:
+    """The temporary files of a killed run's atomic writes go."""
+    for p in folder.glob(".*.tmp.*"):
+        with contextlib.suppress(OSError):
+            p.unlink()
+
+
 def read_state(folder: Path) -> dict | None:
     p = folder / STATE_FILE
     if not p.exists():
@@ -269,12 +277,7 @@ def noop_report(root: Path, repo_arg: str, name: str, recipe_spec: str | None) -
         return None
     if recorded.get("origin") and origin_url(git_dir) != state.get("upstream"):
         return None
-    # what mining.mine does to the folder on a no-op: leftovers of a killed run go
-    for p in folder.glob(".*.tmp.*"):
-        try:
-            p.unlink()
-        except OSError:
-            pass
+    sweep_temporary(folder)  # what mining.mine does to the folder on a no-op
     report = MineReport(repo=name, source=source, mode="noop", head=head, range=f"{head}..{head}")
     report.reason = NOOP_REASON
     return report

@@ -30,6 +30,7 @@ from kbase.ingest.mine_state import (
     find_git_dir,
     origin_url,
     read_state,
+    sweep_temporary,
 )
 
 if TYPE_CHECKING:
@@ -74,14 +75,6 @@ def _is_ancestor(repo: GitRepo, old: str, new: str) -> bool:
     return repo.ok("merge-base", "--is-ancestor", old, new)
 
 
-def _sweep_temporary(folder: Path) -> None:
-    for p in folder.glob(".*.tmp.*"):
-        try:
-            p.unlink()
-        except OSError:
-            pass
-
-
 def mine(
     source: str | os.PathLike,
     root: Path,
@@ -106,7 +99,7 @@ def mine(
     head = repo.head
     folder = archive_dir(root, recipe.name)
     folder.mkdir(parents=True, exist_ok=True)
-    _sweep_temporary(folder)
+    sweep_temporary(folder)
     state = None if full else read_state(folder)
     report = MineReport(
         repo=recipe.name,
