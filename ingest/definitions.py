@@ -71,21 +71,33 @@ def _parser(lang: str):
 
     from tree_sitter import Language, Parser
 
-    grammar = {"py": "tree_sitter_python", "cuda": "tree_sitter_cuda"}.get(lang, "tree_sitter_cpp")
-    mod = importlib.import_module(grammar)
+    mod = importlib.import_module("tree_sitter_python" if lang == "py" else "tree_sitter_cuda")
     return Parser(Language(mod.language()))
 
 
+_C_FAMILY = (
+    ".cu",
+    ".cuh",
+    ".c",
+    ".cc",
+    ".cpp",
+    ".cxx",
+    ".h",
+    ".hh",
+    ".hpp",
+    ".hxx",
+    ".inl",
+    ".hip",
+)
+
+
 def grammar_for(path: str) -> str | None:
-    """`py`, `cuda`, `cpp` or None (no grammar: hunk headers only)."""
+    """`py`, `cuda` or None (no grammar: hunk headers only). CUDA's grammar reads the whole C
+    family: a superset of C++, and CUDA qualifiers appear in .h files too."""
     p = path.lower()
     if p.endswith((".py", ".pyi")):
         return "py"
-    if p.endswith((".cu", ".cuh")):
-        return "cuda"
-    if p.endswith((".c", ".cc", ".cpp", ".cxx", ".h", ".hh", ".hpp", ".hxx", ".inl", ".hip")):
-        return "cuda"  # a superset of C++: CUDA qualifiers appear in .h files too
-    return None
+    return "cuda" if p.endswith(_C_FAMILY) else None
 
 
 # Error recovery on broken code can take a hundred times longer than a sound parse, so a parse

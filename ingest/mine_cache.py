@@ -29,7 +29,7 @@ _EXTRACTORS = (
     "symbols.py",
     "logrun.py",
 )
-_GRAMMARS = ("tree-sitter", "tree-sitter-cpp", "tree-sitter-cuda", "tree-sitter-python")
+_GRAMMARS = ("tree-sitter", "tree-sitter-cuda", "tree-sitter-python")
 
 
 def code_version() -> str:
