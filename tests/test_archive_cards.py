@@ -391,32 +391,11 @@ def test_cli_mine_history_and_errors(tmp_path):
         (1, ["models/qwen3.py"], ["feature"]),
     ]
     assert rows[-1]["date"] == "2024-01-01T00:00:00+00:00"
-    r = _kbase(
-        "history",
-        "qwen3",
-        "--repo",
-        "demo",
-        "--root",
-        str(kb),
-        "--json",
-        "--limit",
-        "1",
-        cwd=tmp_path,
-    )
+    history = ("history", "qwen3", "--repo", "demo", "--root", str(kb), "--json")
+    r = _kbase(*history, "--limit", "1", cwd=tmp_path)
     page = json.loads(r.stdout)
     assert [x["pr"] for x in page["prs"]] == [3] and page["total"] == 2 and page["next_cursor"]
-    r = _kbase(
-        "history",
-        "qwen3",
-        "--repo",
-        "demo",
-        "--root",
-        str(kb),
-        "--json",
-        "--cursor",
-        page["next_cursor"],
-        cwd=tmp_path,
-    )
+    r = _kbase(*history, "--cursor", page["next_cursor"], cwd=tmp_path)
     assert [x["pr"] for x in json.loads(r.stdout)["prs"]] == [1]
     r = _kbase(
         "history",
