@@ -104,7 +104,7 @@ class CardWriter:
         # facts with a problem (a blob git could not read) may read otherwise next time
         if self.cache is not None and not any(f.problem for f in c.files):
             key = card_key(pack_commit(c), self._recipe_key)
-            got = self.cache.get_card(key)
+            got = self.cache.get(f"card:{key}")
             if got is not None:
                 try:
                     card = PRCard.model_validate(got)
@@ -126,7 +126,7 @@ class CardWriter:
             key=key_diff(c.files, files),
         )
         if key is not None and self.cache is not None:
-            self.cache.put_card(key, card.model_dump(mode="json"))
+            self.cache.put(f"card:{key}", card.model_dump(mode="json"))
         return card
 
     def _write(self, stem: str, card: PRCard) -> None:

@@ -297,24 +297,6 @@ def _ext(path: str) -> str:
     return "." + name.rsplit(".", 1)[-1].lower() if "." in name else ""
 
 
-_Hits = tuple[frozenset[str], frozenset[str], frozenset[str], tuple[str, ...]]
-
-
-@lru_cache(maxsize=1 << 16)
-def _word_hits(piece: str) -> _Hits:
-    """The language, kernel and technique words one piece of text (a title, a directory or
-    file name) matches, and the architectures it names in order. No pattern matches a
-    newline, so a newline-joined text matches what its pieces match: pieces are looked up
-    once (a path's directories come back card after card) instead of the joined text
-    searched anew for every card."""
-    return (
-        frozenset(w for w, rx in _LANG_WORDS if rx.search(piece)),
-        frozenset(k for k, rx in _KERNEL_WORDS if rx.search(piece)),
-        frozenset(t for t, rx in _TECH_WORDS if rx.search(piece)),
-        tuple(m.group(1).lower() for m in _ARCH.finditer(piece)),
-    )
-
-
 def tags(title: str, paths: Iterable[str]) -> Tags:
     """Vocabulary tags (kernel_types, languages, archs, techniques) from the title and the code
     paths.
@@ -323,31 +305,26 @@ def tags(title: str, paths: Iterable[str]) -> Tags:
     code = [
         p for p in paths if p.lower().endswith(_CODE_EXT) and not _is_test(p) and not _is_doc(p)
     ]
-    # directory and file names carry the signal; a 500-file vendor drop repeats the same few
-    words = dict.fromkeys(seg for p in code for seg in p.split("/"))
-    # the text searched is the title and the words, one per line
-    found = [_word_hits(piece) for piece in (title, *words)]
-    lang_hit = set().union(*(f[0] for f in found))
-    kind_hit = set().union(*(f[1] for f in found))
-    tech_hit = set().union(*(f[2] for f in found))
+    # directory and file names carry the signal; a 500-file vendor drop repeats the same few.
+    # The text searched is the title and the words, one per line: no pattern matches a newline
+    text = "\n".join((title, *dict.fromkeys(seg for p in code for seg in p.split("/"))))
     langs: list[str] = []
     for p in code:
         lang = _LANG_EXT.get(_ext(p))
         if lang and lang not in langs:
             langs.append(lang)
-    for lang, _ in _LANG_WORDS:
-        if lang in lang_hit and lang not in langs:
+    for lang, rx in _LANG_WORDS:
+        if lang not in langs and rx.search(text):
             langs.append(lang)
-    kinds = [k for k, _ in _KERNEL_WORDS if k in kind_hit]
+    kinds = [k for k, rx in _KERNEL_WORDS if rx.search(text)]
     archs: list[str] = []
-    for *_, names in found:
-        for name in names:
-            c = canonical_value("archs", "sm" + name)
-            if c and c not in archs:
-                archs.append(c)
+    for m in _ARCH.finditer(text):
+        c = canonical_value("archs", "sm" + m.group(1).lower())
+        if c and c not in archs:
+            archs.append(c)
     for m in _ARCH_NAMES.finditer(title):
         c = canonical_value("archs", m.group(1).lower())
         if c and c not in archs:
             archs.append(c)
-    techs = [t for t, _ in _TECH_WORDS if t in tech_hit]
+    techs = [t for t, rx in _TECH_WORDS if rx.search(text)]
     return Tags(languages=langs, kernel_types=kinds, archs=archs, techniques=techs)

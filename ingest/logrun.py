@@ -85,7 +85,9 @@ def stream_history(
     if not shas:
         return 0
     git_dir = str(repo.git_dir)
-    held = cache.commits_held(shas) if cache is not None else set()
+    held: set[str] = set()
+    if cache is not None:
+        held = {k.removeprefix("commit:") for k in cache.held([f"commit:{s}" for s in shas])}
     todo = [s for s in shas if s not in held]
     fd, attrs = tempfile.mkstemp(prefix="kbase-attrs-", suffix=".gitattributes")
     reader = BlobReader(git_dir)
@@ -147,7 +149,7 @@ class _InOrder:
             sha = self.shas[self.i]
             if sha not in self.held:  # git skipped a commit it was asked for
                 raise LogError(f"git log gave {stop or 'no more commits'} where {sha} was due")
-            packed = self.cache.get_commit(sha) if self.cache is not None else None
+            packed = self.cache.get(f"commit:{sha}") if self.cache is not None else None
             if packed is None:  # gone from the cache since it was listed: ask git
                 c = self.from_git(sha)
             else:
@@ -166,7 +168,7 @@ class _InOrder:
         self._replay_until(c.sha)
         self.i += 1
         if self.cache is not None and not any(f.problem for f in c.files):
-            self.cache.put_commit(c.sha, pack_commit(c))
+            self.cache.put(f"commit:{c.sha}", pack_commit(c))
         self.on_commit(c)
 
     def finish(self) -> None:

@@ -11,6 +11,7 @@ the mine runs as if it were absent.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import marshal
 import os
@@ -54,13 +55,13 @@ def dist_version(dist: str) -> str | None:
 
 
 class MineCache:
-    """Commit facts and cards by key; writes are batched and committed by `flush`."""
+    """Values by key in one table: commit facts under `commit:<sha>`, cards under
+    `card:<card_build.card_key>`. Writes are batched and committed by `flush`."""
 
     def __init__(self, path: Path):
         self.path = path
         self._db: sqlite3.Connection | None = None
-        self._new_commits: list[tuple[str, bytes]] = []
-        self._new_cards: list[tuple[str, bytes]] = []
+        self._new: list[tuple[str, bytes]] = []
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             self._db = self._open(path, code_version())
@@ -98,10 +99,7 @@ class MineCache:
             db.execute("PRAGMA synchronous=OFF")
             db.execute("CREATE TABLE IF NOT EXISTS meta (k TEXT PRIMARY KEY, v TEXT)")
             db.execute(
-                "CREATE TABLE IF NOT EXISTS commits (sha TEXT PRIMARY KEY, data BLOB) WITHOUT ROWID"
-            )
-            db.execute(
-                "CREATE TABLE IF NOT EXISTS cards (k TEXT PRIMARY KEY, data BLOB) WITHOUT ROWID"
+                "CREATE TABLE IF NOT EXISTS items (k TEXT PRIMARY KEY, data BLOB) WITHOUT ROWID"
             )
             if _version_row(db) is None:
                 db.execute("INSERT OR REPLACE INTO meta VALUES ('version', ?)", (version,))
@@ -110,37 +108,34 @@ class MineCache:
             raise
         return db
 
-    def commits_held(self, shas: list[str]) -> set[str]:
-        """Which of these commits' facts the cache holds (a commit's diff never changes)."""
+    def held(self, keys: list[str]) -> set[str]:
+        """Which of these keys the cache holds."""
         if self._db is None:
             return set()
         held: set[str] = set()
         try:
-            for i in range(0, len(shas), 500):  # one query per 500 (SQLite's parameter limit)
-                part = shas[i : i + 500]
+            for i in range(0, len(keys), 500):  # one query per 500 (SQLite's parameter limit)
+                part = keys[i : i + 500]
                 marks = ",".join("?" * len(part))
-                rows = self._db.execute(f"SELECT sha FROM commits WHERE sha IN ({marks})", part)
+                rows = self._db.execute(f"SELECT k FROM items WHERE k IN ({marks})", part)
                 held.update(r[0] for r in rows)
         except sqlite3.Error:
             return set()
         return held
 
-    def _packed(self, query: str, key: str) -> Any:
-        """The marshalled, compressed value `query` selects for key; None if absent or bad."""
+    def get(self, key: str) -> Any:
+        """The value under `key`; None if absent or damaged."""
         if self._db is None:
             return None
         try:
-            row = self._db.execute(query, (key,)).fetchone()
+            row = self._db.execute("SELECT data FROM items WHERE k = ?", (key,)).fetchone()
             return marshal.loads(zlib.decompress(row[0])) if row else None
         except (sqlite3.Error, ValueError, EOFError, TypeError, zlib.error):
             return None
 
-    def get_commit(self, sha: str) -> tuple | None:
-        return self._packed("SELECT data FROM commits WHERE sha = ?", sha)
-
-    def put_commit(self, sha: str, value: tuple) -> None:
+    def put(self, key: str, value: Any) -> None:
         if self._db is not None:
-            self._new_commits.append((sha, zlib.compress(marshal.dumps(value), 1)))
+            self._new.append((key, zlib.compress(marshal.dumps(value), 1)))
 
     def use_cards(self, version: str) -> None:
         """Cards built by other code than `version` (card_build.card_version) are dropped."""
@@ -150,45 +145,28 @@ class MineCache:
             row = self._db.execute("SELECT v FROM meta WHERE k = 'cards'").fetchone()
             if row is None or row[0] != version:
                 self._db.execute("BEGIN")
-                self._db.execute("DELETE FROM cards")
+                self._db.execute("DELETE FROM items WHERE k >= 'card:' AND k < 'card;'")
                 self._db.execute("INSERT OR REPLACE INTO meta VALUES ('cards', ?)", (version,))
                 self._db.execute("COMMIT")
         except sqlite3.Error:
             self._db = None
 
-    def get_card(self, key: str) -> dict | None:
-        """The card one commit's facts made under one recipe (`card_build.card_key`)."""
-        return self._packed("SELECT data FROM cards WHERE k = ?", key)
-
-    def put_card(self, key: str, value: dict) -> None:
-        if self._db is not None:
-            self._new_cards.append((key, zlib.compress(marshal.dumps(value), 1)))
-
     def flush(self) -> None:
-        if self._db is None or not (self._new_commits or self._new_cards):
-            self._new_commits.clear()
-            self._new_cards.clear()
-            return
-        try:
-            self._db.execute("BEGIN")
-            self._db.executemany("INSERT OR REPLACE INTO commits VALUES (?, ?)", self._new_commits)
-            self._db.executemany("INSERT OR REPLACE INTO cards VALUES (?, ?)", self._new_cards)
-            self._db.execute("COMMIT")
-        except sqlite3.Error:
+        if self._db is not None and self._new:
             try:
-                self._db.execute("ROLLBACK")
+                self._db.execute("BEGIN")
+                self._db.executemany("INSERT OR REPLACE INTO items VALUES (?, ?)", self._new)
+                self._db.execute("COMMIT")
             except sqlite3.Error:
-                pass
-        self._new_commits.clear()
-        self._new_cards.clear()
+                with contextlib.suppress(sqlite3.Error):
+                    self._db.execute("ROLLBACK")
+        self._new.clear()
 
     def close(self) -> None:
         self.flush()
         if self._db is not None:
-            try:
+            with contextlib.suppress(sqlite3.Error):
                 self._db.close()
-            except sqlite3.Error:
-                pass
             self._db = None
 
 

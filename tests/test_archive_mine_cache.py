@@ -76,8 +76,8 @@ def test_a_remine_reads_the_cache_and_writes_the_same_cards(tmp_path, monkeypatc
     assert again.commits_cached == again.commits  # git was asked for no diff
     # without the commits' facts, the mine parses again: the same cards
     db = sqlite3.connect(root / ".kbase" / "cache" / CACHE_FILE)
-    assert db.execute("SELECT count(*) FROM commits").fetchone()[0] > 10
-    db.execute("DELETE FROM commits")
+    assert db.execute("SELECT count(*) FROM items WHERE k LIKE 'commit:%'").fetchone()[0] > 10
+    db.execute("DELETE FROM items WHERE k LIKE 'commit:%'")
     db.commit()
     db.close()
     layer = mine(tmp_path / "repo", root, RECIPE, full=True)
@@ -141,8 +141,7 @@ def test_a_damaged_or_outdated_cache_is_ignored(tmp_path):
     # values damaged in place (what a power cut can leave of pages written without fsync)
     # fail their checksum and are mined again, to the same cards
     db = sqlite3.connect(path)
-    for table in ("commits", "cards"):
-        db.execute(f"UPDATE {table} SET data = x'7801' || substr(data, 3, 5) || x'00ff00ff'")
+    db.execute("UPDATE items SET data = x'7801' || substr(data, 3, 5) || x'00ff00ff'")
     db.commit()
     db.close()
     damaged = mine(tmp_path / "repo", root, RECIPE, full=True)
