@@ -92,51 +92,24 @@ def load_card(path: Path, root: Path) -> LoadedCard:
     try:
         parts = split_card(text)
     except CardError as ce:
-        raise CardProblems(
-            [Problem(path=shown, line=ce.line, field=ce.field, message=str(ce))]
-        ) from None
+        raise _problem(shown, ce.line, ce.field, str(ce)) from None
     try:
         card = PRCard.model_validate(parts.meta)
     except ValidationError as exc:
         raise CardProblems(_validation_problems(exc, parts.yaml_text, shown)) from None
     folder = path.parent.name
     if card.repo != folder:
-        raise CardProblems(
-            [
-                Problem(
-                    path=shown,
-                    line=2,
-                    field="repo",
-                    message=f"repo {card.repo!r} does not match the archive folder {folder!r}",
-                )
-            ]
-        )
+        why = f"repo {card.repo!r} does not match the archive folder {folder!r}"
+        raise _problem(shown, 2, "repo", why)
     want = str(card.pr) if card.pr is not None else f"commit-{card.sha[:12]}"
     if path.stem != want:
         what = f"pr {card.pr}" if card.pr is not None else f"commit {card.sha[:12]} (pr: null)"
-        raise CardProblems(
-            [
-                Problem(
-                    path=shown,
-                    line=3,
-                    field="pr",
-                    message=f"{what} does not match the file name {path.name!r}",
-                )
-            ]
-        )
+        raise _problem(shown, 3, "pr", f"{what} does not match the file name {path.name!r}")
     try:
         _dt.datetime.fromisoformat(card.date)
     except ValueError:
-        raise CardProblems(
-            [
-                Problem(
-                    path=shown,
-                    line=_key_line(parts.yaml_text, "date"),
-                    field="date",
-                    message=f"date {card.date!r} is not ISO 8601",
-                )
-            ]
-        ) from None
+        line = _key_line(parts.yaml_text, "date")
+        raise _problem(shown, line, "date", f"date {card.date!r} is not ISO 8601") from None
     return LoadedCard(
         card=card,
         path=shown,
@@ -150,6 +123,10 @@ def load_card(path: Path, root: Path) -> LoadedCard:
 
 class CardProblems(ProblemsError):
     """A PR card that does not load; `.problems` says where and why."""
+
+
+def _problem(shown: str, line: int, field: str | None, message: str) -> CardProblems:
+    return CardProblems([Problem(path=shown, line=line, field=field, message=message)])
 
 
 def _key_line(yaml_text: str, key: str) -> int:

@@ -14,9 +14,9 @@ MAX_FILE_BYTES = 1_000_000  # a skill or card larger than this is almost surely 
 class FileProblem(ProblemsError):
     """A file kbase will not read (size, encoding, binary, symlink); `.problem` says which."""
 
-    def __init__(self, problem: Problem):
-        self.problem = problem
-        super().__init__([problem])
+    def __init__(self, path: str, message: str, line: int = 0, code: str | None = None):
+        self.problem = Problem(path=path, line=line, code=code, message=message)
+        super().__init__([self.problem])
 
 
 def display_path(path: Path, root: Path) -> str:
@@ -34,55 +34,31 @@ def read_text(path: Path, root: Path, max_bytes: int = MAX_FILE_BYTES) -> str:
     # A file under the root must stay under it once symlinks (the file's or a folder's) resolve.
     inside = Path(os.path.abspath(root)) in Path(os.path.abspath(path)).parents
     if (inside or path.is_symlink()) and real_root not in real.parents:
-        raise FileProblem(
-            Problem(
-                path=shown,
-                code="outside-root",
-                message=f"symlink points outside the knowledge-base root ({real})",
-            )
-        )
+        why = f"symlink points outside the knowledge-base root ({real})"
+        raise FileProblem(shown, why, code="outside-root")
     try:
         size = real.stat().st_size
     except OSError as exc:
-        raise FileProblem(Problem(path=shown, message=f"cannot read: {exc.strerror}")) from None
+        raise FileProblem(shown, f"cannot read: {exc.strerror}") from None
     if size == 0:
-        raise FileProblem(Problem(path=shown, message="file is empty"))
+        raise FileProblem(shown, "file is empty")
     if size > max_bytes:
-        raise FileProblem(
-            Problem(path=shown, message=f"file is too large ({size} bytes; limit {max_bytes})")
-        )
+        raise FileProblem(shown, f"file is too large ({size} bytes; limit {max_bytes})")
     data = real.read_bytes()
     nul = data.find(b"\x00")
     if nul >= 0:
-        raise FileProblem(
-            Problem(
-                path=shown,
-                line=data.count(b"\n", 0, nul) + 1,
-                code="binary",
-                message=f"file looks binary (a NUL byte at offset {nul})",
-            )
-        )
+        line = data.count(b"\n", 0, nul) + 1
+        raise FileProblem(shown, f"file looks binary (a NUL byte at offset {nul})", line, "binary")
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         line = data[: exc.start].count(b"\n") + 1
-        raise FileProblem(
-            Problem(
-                path=shown,
-                line=line,
-                message=f"not valid UTF-8 (byte 0x{data[exc.start]:02x} at offset {exc.start})",
-            )
-        ) from None
+        why = f"not valid UTF-8 (byte 0x{data[exc.start]:02x} at offset {exc.start})"
+        raise FileProblem(shown, why, line) from None
     if not text.strip():
-        raise FileProblem(Problem(path=shown, message="file is empty"))
+        raise FileProblem(shown, "file is empty")
     text = text.replace("\r\n", "\n")
     if "\r" in text and "\n" not in text.rstrip("\r"):
-        raise FileProblem(
-            Problem(
-                path=shown,
-                line=1,
-                code="line-endings",
-                message="lines end in a bare CR (old Mac style); save the file with LF endings",
-            )
-        )
+        why = "lines end in a bare CR (old Mac style); save the file with LF endings"
+        raise FileProblem(shown, why, 1, "line-endings")
     return text.lstrip("\ufeff")
