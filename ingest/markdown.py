@@ -52,15 +52,8 @@ def split_front_matter(text: str, path: str) -> tuple[str, str, int]:
     """Return (yaml_text, body, body_start_line). The YAML starts on file line 2."""
     lines = text.split("\n")
     if not lines or lines[0].strip() != "---":
-        raise DocumentError(
-            [
-                Problem(
-                    path=path,
-                    line=1,
-                    message="missing YAML front-matter: the file must start with '---'",
-                )
-            ]
-        )
+        why = "missing YAML front-matter: the file must start with '---'"
+        raise DocumentError([Problem(path=path, line=1, message=why)])
     for i in range(1, len(lines)):
         if lines[i].strip() in ("---", "..."):
             return "\n".join(lines[1:i]), "\n".join(lines[i + 1 :]), i + 2
@@ -101,9 +94,8 @@ def parse_yaml(yaml_text: str, path: str) -> tuple[dict[str, Any], Any]:
     if data is None:
         raise DocumentError([Problem(path=path, line=1, message="front-matter is empty")])
     if not isinstance(data, dict):
-        raise DocumentError(
-            [Problem(path=path, line=2, message="front-matter must be a YAML mapping")]
-        )
+        why = "front-matter must be a YAML mapping"
+        raise DocumentError([Problem(path=path, line=2, message=why)])
     return data, node
 
 

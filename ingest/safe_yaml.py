@@ -154,16 +154,8 @@ def load_yaml(text: str, path: str, first_line: int = 1) -> tuple[Any, Any]:
     """
     deep = too_deep_line(text)
     if deep is not None:
-        raise YamlProblem(
-            [
-                Problem(
-                    path=path,
-                    line=deep + first_line,
-                    code="too-deep",
-                    message=f"YAML nests deeper than {MAX_DEPTH} levels here; flatten it",
-                )
-            ]
-        )
+        why = f"YAML nests deeper than {MAX_DEPTH} levels here; flatten it"
+        raise _problem(path, deep + first_line, "too-deep", why)
     loader = _Loader(text)
     try:
         node = loader.get_single_node()
@@ -186,16 +178,7 @@ def load_yaml(text: str, path: str, first_line: int = 1) -> tuple[Any, Any]:
         mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
         line = mark.line + first_line if mark is not None else first_line
         problem = getattr(exc, "problem", None) or str(exc)
-        raise YamlProblem(
-            [
-                Problem(
-                    path=path,
-                    line=line,
-                    code="malformed-yaml",
-                    message=f"malformed YAML: {problem}",
-                )
-            ]
-        ) from None
+        raise _problem(path, line, "malformed-yaml", f"malformed YAML: {problem}") from None
     finally:
         loader.dispose()
     return data, node

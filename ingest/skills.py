@@ -74,40 +74,21 @@ def load_skill(path: Path, root: Path) -> Skill:
     except ValidationError as exc:
         raise DocumentError(_pydantic_problems(exc, doc)) from None
     problems: list[Problem] = []
+    here = partial(Problem, path=shown)
     folder = path.parent.name
     if meta.name != folder:
-        problems.append(
-            Problem(
-                path=shown,
-                line=doc.line_of(("name",)),
-                field="name",
-                message=f"name {meta.name!r} does not match its folder {folder!r}",
-            )
-        )
+        why = f"name {meta.name!r} does not match its folder {folder!r}"
+        problems.append(here(line=doc.line_of(("name",)), field="name", message=why))
     skill = Skill(meta=meta, doc=doc, path=shown, text=text)
+    blocks = "verification.blocks"
     if not skill.snippet_blocks():
         marks = ", ".join(meta.verification.blocks)
-        problems.append(
-            Problem(
-                path=shown,
-                line=doc.line_of(("verification",)),
-                field="verification.blocks",
-                message=f"no fenced block in the body is marked with {marks!r} "
-                "(e.g. ```python verify)",
-            )
-        )
+        why = f"no fenced block in the body is marked with {marks!r} (e.g. ```python verify)"
+        problems.append(here(line=doc.line_of(("verification",)), field=blocks, message=why))
     for b in skill.snippet_blocks():
         if _is_empty_code(b.code):
-            problems.append(
-                Problem(
-                    path=shown,
-                    line=b.line,
-                    field="verification.blocks",
-                    code="empty-snippet",
-                    message=f"the ```{b.info} block has no code: it would pass without "
-                    "checking anything",
-                )
-            )
+            why = f"the ```{b.info} block has no code: it would pass without checking anything"
+            problems.append(here(line=b.line, field=blocks, code="empty-snippet", message=why))
     if problems:
         raise DocumentError(problems)
     return skill
