@@ -7,6 +7,7 @@ The severity order (worst first) is kbase.closed_sets.STATUS_ORDER.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import re
 from dataclasses import dataclass, field
@@ -38,14 +39,7 @@ class Judgement:
     claims: dict | None = None  # {"held", "failed", "unmeasured", "cited"}
 
     def as_dict(self) -> dict:
-        return {
-            "skill": self.skill,
-            "status": self.status,
-            "last_pass": self.last_pass,
-            "verified_on": self.verified_on,
-            "reasons": list(self.reasons),
-            "claims": dict(self.claims) if self.claims is not None else None,
-        }
+        return dataclasses.asdict(self)
 
 
 def _on_gpu(tier: str) -> bool:

@@ -10,8 +10,8 @@ Without bubblewrap (or user namespaces for a non-root user) snippets may only ru
 caller asks for it explicitly (`--unsafe-no-sandbox`): then they run in a host temp directory
 with rlimits and a scrubbed environment, `isolated` is False, and such runs never verify a skill.
 
-The limits live in validators/sandbox_limits.py, the watching of a started run (output, deadline,
-clean-up, result) in validators/sandbox_supervise.py; this module's names are the public ones.
+The limits, the host-side helpers and the watching of a started run (output, deadline, clean-up,
+result) live in validators/sandbox_supervise.py; this module's names are the public ones.
 """
 
 from __future__ import annotations
@@ -26,17 +26,21 @@ import uuid
 from collections.abc import Callable, Iterable, Mapping
 from contextlib import AbstractContextManager
 from pathlib import Path
+from typing import Any
 
 from kbase.validators import bwrap
 from kbase.validators.cgroup import RunCgroup
-from kbase.validators.hostproc import rmtree, user_procs
-from kbase.validators.sandbox_limits import Limits, _child_setup, _limits_row
 from kbase.validators.sandbox_supervise import (
     MARKER,
+    Limits,
     SandboxResult,
+    _child_setup,
     _go,
+    _limits_row,
     _supervise,
     kill_all_live,
+    rmtree,
+    user_procs,
 )
 
 from kbase.errors import Unavailable
@@ -268,7 +272,7 @@ def _bwrap_command(
     hardening: tuple[bool, bool],
     status_w: int,
     fds: list[int],
-) -> tuple[list[str], bool, dict[str, object]]:
+) -> tuple[list[str], bool, dict[str, Any]]:
     """(the bwrap command line, in a user namespace, what the ledger row's limits add: the
     snippet's host uid, whether unix sockets are refused). The fds the child inherits go into
     `fds`.
