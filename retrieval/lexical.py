@@ -141,19 +141,7 @@ def build_bm25(
     ids = ids if ids is not None else [c.id for c in chunks]
     row = cache.row if cache is not None else {}
     rows = np.fromiter((row.get(i, -1) for i in ids), dtype=np.int64, count=len(ids))
-    fresh: dict[int, np.ndarray] = {}
-    same_text: dict[tuple[str, str], np.ndarray] = {}  # repeated texts tokenized once
-    todo = np.flatnonzero(rows < 0).tolist()
-    for j in todo:
-        key = (titles[j], chunks[j].text)
-        got = same_text.get(key)
-        if got is None:
-            toks = text_tokens(*key)
-            got = np.fromiter(
-                (vocab.setdefault(x, len(vocab)) for x in toks), dtype=np.int32, count=len(toks)
-            )
-            same_text[key] = got
-        fresh[j] = got
+    fresh = _tokenized(chunks, titles, np.flatnonzero(rows < 0).tolist(), vocab)
     if entry_titles is not None:
         _write_title_ids(path, entry_titles, cache.titles if cache is not None else {}, vocab)
     if not ids:  # an empty index still loads and answers nothing
@@ -204,6 +192,25 @@ def build_bm25(
     np.save(path / TOKENS_FILE, flat)
     np.save(path / OFFSETS_FILE, offsets)
     (path / IDS_FILE).write_text("\n".join(i.replace("\n", " ") for i in ids), "utf-8")
+
+
+def _tokenized(
+    chunks: Sequence[Chunk], titles: list[str], todo: list[int], vocab: dict[str, int]
+) -> dict[int, np.ndarray]:
+    """The token ids of chunks `todo` (new tokens added to `vocab`); a repeated text once."""
+    fresh: dict[int, np.ndarray] = {}
+    same_text: dict[tuple[str, str], np.ndarray] = {}
+    for j in todo:
+        key = (titles[j], chunks[j].text)
+        got = same_text.get(key)
+        if got is None:
+            toks = text_tokens(*key)
+            got = np.fromiter(
+                (vocab.setdefault(x, len(vocab)) for x in toks), dtype=np.int32, count=len(toks)
+            )
+            same_text[key] = got
+        fresh[j] = got
+    return fresh
 
 
 def _vocab_json(vocab: dict[str, int], cache: TokenCache | None) -> str:
