@@ -221,8 +221,8 @@ def main() -> None:
     if not (SHARED / "tools" / "replay_history.py").exists():
         raise SystemExit(f"shared histories not found at {SHARED}")
 
+    from eval_baseline import entry_text, keyword_count_search
     from kbase.ingest.cards import load_card_entries
-    from kbase.retrieval.baseline import entry_text, keyword_count_search
     from rich.console import Console
     from rich.table import Table
 

@@ -41,7 +41,6 @@ mark("import pydantic + the search's kbase.schema models")
 from kbase.commands.search_fast import parse
 args = parse(["search", sys.argv[1], "--json"])
 import os; os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
-from kbase.commands.plugins_off import skip_plugin_loader; skip_plugin_loader()
 from kbase.envspec import parse_env
 q = SearchQuery.parse(env=parse_env(None), query=args.query, k=args.k)
 mark("SearchQuery.parse (first validator)")

@@ -28,8 +28,8 @@ KIND = {"prs": "pr", "skills": "skill"}
 
 
 def run(kb, modes=MODES) -> dict:
-    from kbase.retrieval import devsets as D
-    from kbase.retrieval.evaluate import load_queries
+    import devsets as D
+    from eval_scores import load_queries
 
     idx = kb.searcher().index()
     ids = {e.id for e in idx.entries}

@@ -116,7 +116,7 @@ def history_entries(limit: int | None = None):
 
 
 def quality(work: Path) -> dict:
-    from kbase.retrieval.evaluate import METHODS, evaluate, load_queries
+    from eval_scores import METHODS, evaluate, load_queries
 
     from kbase.api import KnowledgeBase
 
@@ -154,8 +154,8 @@ def quality(work: Path) -> dict:
 
 
 def latency(work: Path, n_queries: int) -> dict:
-    from kbase.retrieval.baseline import keyword_count_search
-    from kbase.retrieval.evaluate import load_queries
+    from eval_baseline import keyword_count_search
+    from eval_scores import load_queries
     from kbase.retrieval.indexer import build_index
 
     from kbase.api import KnowledgeBase

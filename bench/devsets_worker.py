@@ -18,7 +18,7 @@ KIND = {"prs": "pr", "skills": "skill"}
 
 def main() -> None:
     work, skills, folder = (Path(a) for a in sys.argv[1:4])
-    from kbase.retrieval import devsets as D
+    import devsets as D
 
     from kbase.api import KnowledgeBase
 

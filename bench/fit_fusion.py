@@ -138,7 +138,7 @@ def bagged(
 
 
 def main() -> None:
-    from kbase.retrieval import devsets as D
+    import devsets as D
     from kbase.retrieval import fusion as F
 
     ap = argparse.ArgumentParser(

@@ -265,19 +265,7 @@ class KnowledgeBase(SearchAPI, ValidateAPI, ArchiveAPI, ExperienceAPI):
         out = []
         for e in entries:
             st, _, _ = self._status_of(e, statuses)
-            out.append(
-                EntrySummary(
-                    id=e.id,
-                    kind=e.kind,
-                    title=e.title,
-                    path=e.path,
-                    status=st,
-                    tags=e.tags,
-                    repo=e.repo,
-                    pr=e.pr,
-                    date=e.date,
-                )
-            )
+            out.append(EntrySummary(**_attrs(e, "id kind title path tags repo pr date"), status=st))
         return out
 
     def get(self, entry_id: str, section: str | None = None, env: Any = None) -> EntryDoc:
@@ -326,14 +314,8 @@ class KnowledgeBase(SearchAPI, ValidateAPI, ArchiveAPI, ExperienceAPI):
                 )
             text = "\n\n".join(s.text for s in secs)
         return EntryDoc(
-            id=entry.id,
-            kind=entry.kind,
-            title=entry.title,
-            path=entry.path,
+            **_attrs(entry, "id kind title path repo pr tags"),
             status=st,
-            repo=entry.repo,
-            pr=entry.pr,
-            tags=entry.tags,
             verified_on=on,
             verified_at=at,
             sections=secs,
@@ -381,3 +363,8 @@ class KnowledgeBase(SearchAPI, ValidateAPI, ArchiveAPI, ExperienceAPI):
         )
 
     list = list_entries  # `kb.list()`: the name the docs use
+
+
+def _attrs(obj: Any, names: str) -> dict[str, Any]:
+    """The attributes `names` (space-separated) of obj, by name: the fields a model copies."""
+    return {n: getattr(obj, n) for n in names.split()}

@@ -10,6 +10,7 @@ beside the entry so a reader can weigh it.
 
 from __future__ import annotations
 
+import dataclasses
 import fcntl
 import json
 import math
@@ -50,13 +51,7 @@ class Record:
     source: str
 
     def as_dict(self) -> dict:
-        return {
-            "at": self.at,
-            "id": self.id,
-            "verdict": self.verdict,
-            "note": self.note,
-            "source": self.source,
-        }
+        return dataclasses.asdict(self)
 
 
 @dataclass

@@ -100,9 +100,6 @@ def _mine(opts: dict[str, str | bool]) -> Any:
     # ~0.07 s of CPU with 200 installed, for models that are kbase's own records. A value the
     # user set is kept.
     os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
-    from kbase.commands.plugins_off import skip_plugin_loader
-
-    skip_plugin_loader()  # its module imports importlib.metadata, for nothing with plugins off
     from kbase.errors import KbaseError
 
     try:

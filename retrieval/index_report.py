@@ -4,6 +4,7 @@ removed or kept, problems, and the seconds of each stage.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -27,14 +28,7 @@ class IndexReport:
 
     def as_dict(self) -> dict:
         return {
-            "entries": self.entries,
-            "chunks": self.chunks,
-            "embedded_entries": self.embedded_entries,
-            "embedded_chunks": self.embedded_chunks,
-            "removed_entries": self.removed_entries,
-            "kept_previous": self.kept_previous,
+            **dataclasses.asdict(self),
             "problems": [p.model_dump() for p in self.problems],
             "seconds": {k: round(v, 3) for k, v in self.seconds.items()},
-            "generation": self.generation,
-            "backend": self.backend,
         }

@@ -56,23 +56,16 @@ def dense_key(model: str = "") -> str:
 
 def _embedded(embedder: Any, plan: list[list[tuple[Entry, Chunk]]]) -> Iterator[Any]:
     """The vectors of each batch of (entry, chunk) pairs in turn. A batch of PR chunks alone is
-    cut at PR_MAX_TOKENS word pieces (when the embedder can cut). An embedder that streams
-    (embed.Embedder.embed_batches: a GPU tokenizes the next batch while it runs this one) gets
-    the batches as one stream."""
-
-    def work() -> Iterator[tuple[list[str], int | None]]:
-        for part in plan:
-            pr_only = all(e.kind == "pr" for e, _ in part) and hasattr(embedder, "full_length")
-            yield [DT.dense_text(e, c) for e, c in part], PR_MAX_TOKENS if pr_only else None
-
-    stream = getattr(embedder, "embed_batches", None)
-    if stream is not None:
-        yield from stream(work())
-        return
-    for texts, cap in work():
-        yield embedder.embed(texts, max_length=cap) if cap else embedder.embed(texts)
+    cut at PR_MAX_TOKENS word pieces (when the embedder can cut)."""
+    for part in plan:
+        texts = [DT.dense_text(e, c) for e, c in part]
+        if all(e.kind == "pr" for e, _ in part) and hasattr(embedder, "full_length"):
+            yield embedder.embed(texts, max_length=PR_MAX_TOKENS)
+        else:
+            yield embedder.embed(texts)
 
 
+@gc_paused()  # the build's own objects are freed on return, before the collector is back
 def build_index(
     root: Path,
     home: Path,
@@ -85,51 +78,20 @@ def build_index(
     model_path: str | None = None,
     dense_model: str = "",
 ) -> IndexReport:
-    """`extra_entries` come from elsewhere than root (benchmarks, other importers); pass them on
-    every run. `model_path`: the embedding model's folder, so the ONNX query model can be checked
-    without loading it (default: the packaged model). `dense_model`: the `recipe` of the embedder
-    the factory returns ("" for the fp32 model, torch or ONNX; onnx_embed.index_recipe())."""
-    with gc_paused():
-        # the build's own objects are freed on return, before the collector is back
-        return _build_index(
-            root,
-            home,
-            embedder_factory,
-            chroma_url,
-            progress,
-            gc,
-            batch,
-            extra_entries,
-            model_path,
-            dense_model,
-        )
-
-
-def _build_index(
-    root: Path,
-    home: Path,
-    embedder_factory: Callable[[], Any],
-    chroma_url: str | None,
-    progress: Progress | None,
-    gc: bool,
-    batch: int | None,
-    extra_entries: list[Entry] | None,
-    model_path: str | None,
-    dense_model: str,
-) -> IndexReport:
+    """`extra_entries` come from elsewhere than root (benchmarks, other importers), on every run.
+    `model_path`: the embedding model's folder, to check the ONNX query model without loading it.
+    `dense_model`: the embedder's `recipe` ("" for fp32, torch or ONNX; onnx_embed.index_recipe)"""
     from kbase.retrieval import generations as G
     from kbase.retrieval import vectors as V
     from kbase.retrieval.lexical import tokenizer_fingerprint
-    from kbase.retrieval.vector_files import GenVectors, assemble_generation_vectors
+    from kbase.retrieval.vector_files import assemble_generation_vectors
 
-    rep = IndexReport()
-    t0 = time.perf_counter()
+    rep, t0 = IndexReport(), time.perf_counter()
     with G.writer_lock(home):
         # lazy: entries carried over undecoded, chunk texts read only where needed
         prev = G.load_generation(home, lazy=True)
         prevs = Previous(prev)
-        fingerprint = parser_fingerprint()
-        dense = dense_key(dense_model)
+        fingerprint, dense = parser_fingerprint(), dense_key(dense_model)
         same_recipe = prev is not None and prev.meta.get("dense") == dense
         if progress:
             progress("reading entries", 0, 0)
@@ -137,72 +99,25 @@ def _build_index(
         entries = _entries(
             root, prev, prevs, fingerprint, same_recipe, extra_entries, card_stats, rep
         )
-        rep.removed_entries = sorted(set(prevs.by_id) - {e.id for e in entries})
         rep.seconds["parse"] = time.perf_counter() - t0
 
-        t1 = time.perf_counter()
-        if progress:
-            progress("comparing with the index", 0, 0)
-        store_where = chroma_url or V.LAYOUT
-        prev_vecs = GenVectors(prev.path) if prev is not None else None
-        # The previous generation's vector files say which vectors exist, without asking Chroma
-        # for every id; trusted only when they were written against the same store.
-        trust_files = (
-            prev_vecs is not None
-            and prev_vecs.ok
-            and prev is not None
-            and prev.meta.get("vector_store") == store_where
-            and (chroma_url is not None or (home / V.PARTS_DIR).is_dir())
-        )
         store = LazyStore(home, chroma_url)
-
-        # what the files lack may still be in the store: another home sharing a Chroma server
-        # may have embedded it (team mode); embedded, only this lock's writes are there
-        ask_store = bool(chroma_url) or not trust_files
-        known = prev_vecs if trust_files else None
-        chunk_ids, by_part, todo = _to_embed(entries, prevs, dense_model, known, ask_store, store)
-        # an entry carried over undecoded whose vectors are missing is embedded whole
-        swap = prevs.decoded(todo)
-        if swap:
-            entries = [swap.get(id(e), e) for e in entries]
-            todo = [swap.get(id(e), e) for e in todo]
-        rep.seconds["diff"] = time.perf_counter() - t1
-
-        meta = {
-            "root": str(root),
-            "entries": len(entries),
-            "parser": fingerprint,
-            "vector_store": store_where,
-            "dense": dense,
-            # what /healthz reports as degraded: files left out (or kept at their last good
-            # version) because they do not parse; a changed list is a new generation
-            "problems": [
-                f"{p.path}:{p.line}: {p.message}" for p in rep.problems[:MAX_PROBLEMS_KEPT]
-            ],
-            "problem_count": len(rep.problems),
-        }
-        noop = (
-            not todo
-            and not rep.removed_entries
-            and trust_files
-            and prevs.unchanged(
-                entries, card_stats, meta, by_part, prev_vecs, tokenizer_fingerprint()
-            )
+        entries, todo, chunk_ids, by_part, prev_vecs, trust_files = _diff(
+            home, prev, prevs, entries, dense_model, chroma_url, store, progress, rep
         )
+        meta = _meta(root, entries, fingerprint, chroma_url or V.LAYOUT, dense, rep)
+        same = (entries, card_stats, meta, by_part, prev_vecs, tokenizer_fingerprint())
+        noop = not (todo or rep.removed_entries) and trust_files and prevs.unchanged(*same)
         if not noop:
             gid, tmp = G.new_generation_dir(home)
             bm25_done = bm25_stage(prev, prevs, entries, chunk_ids, tmp / "bm25")
 
-        t2 = time.perf_counter()
         # a vector id names its text, model and recipe, so the files' vectors hold whichever
         # store they were written against: a store moved to another layout (or server) is filled
         # from them without embedding again
         reusable = prev_vecs if prev_vecs is not None and prev_vecs.ok and same_recipe else None
         embed = _Embedding(embedder_factory, dense_model, batch, store, bool(chroma_url), progress)
         fresh = embed.run(todo, prevs, reusable, rep)
-        # Chroma's inserts (HNSW construction) apart from the model's work: on a GPU they dominate
-        rep.seconds["embed"] = time.perf_counter() - t2 - embed.store_s
-        rep.seconds["store"] = embed.store_s
 
         t3 = time.perf_counter()
         if noop:
@@ -216,13 +131,9 @@ def _build_index(
             G.write_card_stats(tmp, card_stats)
             G.write_entries(tmp, entries, meta, stored_line=prevs.stored_line, table=prevs.table)
             G.publish(home, gid, tmp)
-            if (
-                not chroma_url
-                and prev is not None
-                and prev.meta.get("vector_store") == V.LEGACY_LAYOUT
-            ):
-                shutil.rmtree(home / V.LEGACY_DIR, ignore_errors=True)  # moved to chroma-parts/
             rep.generation = gid
+            if not chroma_url and prev and prev.meta.get("vector_store") == V.LEGACY_LAYOUT:
+                shutil.rmtree(home / V.LEGACY_DIR, ignore_errors=True)  # moved to chroma-parts/
         rep.seconds["bm25+write"] = time.perf_counter() - t3
         refresh_onnx(home, embedder_factory, embed.embedder, model_path)
 
@@ -230,12 +141,70 @@ def _build_index(
         if gc and prev is not None:
             delete_stale(prevs, set(wanted), store)
         store.close()
-        rep.entries = len(entries)
-        rep.chunks = len(wanted)
+        rep.entries, rep.chunks = len(entries), len(wanted)
         rep.seconds["total"] = time.perf_counter() - t0
         if progress:
             progress("done", 1, 1)
     return rep
+
+
+def _diff(
+    home: Path,
+    prev: Any,
+    prevs: Previous,
+    entries: list[Any],
+    dense_model: str,
+    chroma_url: str | None,
+    store: Callable[[], Any],
+    progress: Progress | None,
+    rep: IndexReport,
+) -> tuple[list[Any], list[Any], list[list[str]], dict[str, list[str]], Any, bool]:
+    """(entries, those to embed, each entry's chunk ids, the dense chunk ids of each partition,
+    the previous generation's vector files, whether they can be trusted)."""
+    from kbase.retrieval import vectors as V
+    from kbase.retrieval.vector_files import GenVectors
+
+    t1 = time.perf_counter()
+    if progress:
+        progress("comparing with the index", 0, 0)
+    store_where = chroma_url or V.LAYOUT
+    prev_vecs = GenVectors(prev.path) if prev is not None else None
+    # The previous generation's vector files say which vectors exist, without asking Chroma
+    # for every id; trusted only when they were written against the same store.
+    trust_files = bool(
+        prev_vecs is not None
+        and prev_vecs.ok
+        and prev.meta.get("vector_store") == store_where
+        and (chroma_url is not None or (home / V.PARTS_DIR).is_dir())
+    )
+    # what the files lack may still be in the store: another home sharing a Chroma server
+    # may have embedded it (team mode); embedded, only this lock's writes are there
+    ask_store = bool(chroma_url) or not trust_files
+    known = prev_vecs if trust_files else None
+    chunk_ids, by_part, todo = _to_embed(entries, prevs, dense_model, known, ask_store, store)
+    # an entry carried over undecoded whose vectors are missing is embedded whole
+    swap = prevs.decoded(todo)
+    if swap:
+        entries = [swap.get(id(e), e) for e in entries]
+        todo = [swap.get(id(e), e) for e in todo]
+    rep.seconds["diff"] = time.perf_counter() - t1
+    return entries, todo, chunk_ids, by_part, prev_vecs, trust_files
+
+
+def _meta(
+    root: Path, entries: list[Any], parser: str, store: str, dense: str, rep: IndexReport
+) -> dict[str, Any]:
+    return {
+        "root": str(root),
+        "entries": len(entries),
+        "parser": parser,
+        "vector_store": store,
+        "dense": dense,
+        # what /healthz reports as degraded: files left out (or kept at their last good
+        # version) because they do not parse; a changed list is a new generation
+        "problems": [f"{p.path}:{p.line}: {p.message}" for p in rep.problems[:MAX_PROBLEMS_KEPT]],
+        "problem_count": len(rep.problems),
+    }
 
 
 def _entries(
@@ -270,6 +239,7 @@ def _entries(
             if old.path in failed and old.path not in present and (root / old.path).exists():
                 entries.append(old)
                 rep.kept_previous.append(old.id)
+    rep.removed_entries = sorted(set(prevs.by_id) - {e.id for e in entries})
     return entries
 
 
@@ -348,6 +318,16 @@ class _Embedding:
         self, todo: list[Any], prevs: Previous, reusable: Any, rep: IndexReport
     ) -> dict[str, Any]:
         """chunk id -> vector embedded (or kept) in this run."""
+        t = time.perf_counter()
+        fresh = self._run(todo, prevs, reusable, rep)
+        # Chroma's inserts (HNSW construction) apart from the model's work: on a GPU they dominate
+        rep.seconds["embed"] = time.perf_counter() - t - self.store_s
+        rep.seconds["store"] = self.store_s
+        return fresh
+
+    def _run(
+        self, todo: list[Any], prevs: Previous, reusable: Any, rep: IndexReport
+    ) -> dict[str, Any]:
         from kbase.retrieval.vectors import partition_key
 
         fresh: dict[str, Any] = {}

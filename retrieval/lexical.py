@@ -1,17 +1,16 @@
-"""BM25 over chunks with our code- and CJK-aware tokens: built and read with numpy, in the file
-layout of bm25s (whose scores it reproduces; tests/test_lexical_reader.py)."""
+"""BM25 over chunks with our code- and CJK-aware tokens: read with numpy, in the file layout of
+bm25s (whose scores it reproduces; tests/test_lexical_reader.py). build_stages.build_bm25 writes
+it; the token cache and the (token, chunk) pair merging it uses live here."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
 
 import numpy as np
 from kbase.retrieval import fastjson as F
-from kbase.retrieval.sorted_vocab import SortedVocab, write_sorted
+from kbase.retrieval.sorted_vocab import SortedVocab
 from kbase.retrieval.tokenize import tokens
-
-from kbase.schema import Chunk
 
 
 def text_tokens(title: str, text: str) -> list[str]:
@@ -96,128 +95,6 @@ def read_title_ids(bm25_dir: Path) -> tuple[np.ndarray, np.ndarray] | None:
         return np.load(bm25_dir / TITLE_TOKENS_FILE), np.load(bm25_dir / TITLE_OFFSETS_FILE)
     except (OSError, ValueError):
         return None
-
-
-def _write_title_ids(
-    path: Path, titles: list[str], known: Mapping[str, np.ndarray], vocab: dict[str, int]
-) -> None:
-    """Every entry's title as vocabulary ids (read_title_ids), end to end with offsets; a title
-    the cache knows is not tokenized again."""
-    done: dict[str, np.ndarray] = {}
-    tparts = []
-    for t in titles:
-        got = done.get(t)
-        if got is None:
-            got = known.get(t)
-            if got is None:
-                got = title_ids(t, vocab)
-            done[t] = got
-        tparts.append(got)
-    toff = np.zeros(len(tparts) + 1, dtype=np.int64)
-    np.cumsum([len(x) for x in tparts], out=toff[1:])
-    tflat = np.concatenate(tparts) if tparts else np.zeros(0, dtype=np.int32)
-    np.save(path / TITLE_TOKENS_FILE, tflat.astype(np.int32, copy=False))
-    np.save(path / TITLE_OFFSETS_FILE, toff)
-
-
-def build_bm25(
-    chunks: Sequence[Chunk],
-    titles: list[str],
-    path: Path,
-    cache: TokenCache | None = None,
-    entry_titles: list[str] | None = None,
-    ids: list[str] | None = None,
-) -> None:
-    """Write the eager BM25 index of the chunks (Lucene variant: the score of token t in chunk
-    d is idf(t) * tf / (tf + k1 * (1 - b + b * |d| / avgdl)), idf = ln(1 + (N - df + .5) /
-    (df + .5))) as a CSC matrix in bm25s's file layout, plus the token ids for the next run.
-    Only chunks the cache lacks are tokenized; the rest is numpy. `entry_titles`: every entry's
-    title, in entry order, whose ids are written too (read_title_ids). `ids`: the chunks' ids,
-    given when `chunks` makes each chunk on access (only those the cache lacks are read)."""
-    import json
-
-    path.mkdir(parents=True, exist_ok=True)
-    vocab: dict[str, int] = dict(cache.vocab) if cache is not None else {}
-    ids = ids if ids is not None else [c.id for c in chunks]
-    row = cache.row if cache is not None else {}
-    rows = np.fromiter((row.get(i, -1) for i in ids), dtype=np.int64, count=len(ids))
-    fresh: dict[int, np.ndarray] = {}
-    same_text: dict[tuple[str, str], np.ndarray] = {}  # repeated texts tokenized once
-    todo = np.flatnonzero(rows < 0).tolist()
-    for j in todo:
-        key = (titles[j], chunks[j].text)
-        got = same_text.get(key)
-        if got is None:
-            toks = text_tokens(*key)
-            got = np.fromiter(
-                (vocab.setdefault(x, len(vocab)) for x in toks), dtype=np.int32, count=len(toks)
-            )
-            same_text[key] = got
-        fresh[j] = got
-    if entry_titles is not None:
-        _write_title_ids(path, entry_titles, cache.titles if cache is not None else {}, vocab)
-    if not ids:  # an empty index still loads and answers nothing
-        ids = ["<empty>"]
-        rows = np.full(1, -1, dtype=np.int64)
-        fresh = {0: np.asarray([vocab.setdefault("<empty>", len(vocab))], dtype=np.int32)}
-    if cache is not None:
-        flat, lengths = gather(rows, cache.flat, cache.off, fresh)
-    else:
-        flat, lengths = gather(rows, np.zeros(0, np.int32), np.zeros(1, np.int64), fresh)
-    n, v = len(ids), max(len(vocab), 1)
-    merged = None
-    if cache is not None and cache.pairs is not None:
-        merged = merged_pairs(cache.pairs, rows, flat, lengths)
-    pair, tf = merged if merged is not None else all_pairs(flat, lengths)  # token-major
-    tok, d = pair // n, pair % n
-    df = np.bincount(tok, minlength=v)
-    idf = np.log(1.0 + (n - df + 0.5) / (df + 0.5))
-    norm = K1 * ((1.0 - B) + B * lengths / lengths.mean())
-    np.save(path / TF_FILE, tf.astype(np.int32))
-    tf = tf.astype(np.float64)
-    scores = (idf[tok] * tf / (norm[d] + tf)).astype(np.float32)
-    indptr = np.zeros(v + 1, dtype=np.int64)
-    np.cumsum(df, out=indptr[1:])
-    np.save(path / "data.csc.index.npy", scores)
-    np.save(path / "indices.csc.index.npy", d.astype(np.int32))
-    np.save(path / "indptr.csc.index.npy", indptr)
-    (path / "vocab.index.json").write_text(_vocab_json(vocab, cache), "utf-8")
-    write_sorted(vocab, path)  # what a searcher reads (retrieval/sorted_vocab.py)
-    # exactly the keys bm25s writes, so readers of earlier kbase versions (bm25s.BM25.load)
-    # still open an index this one wrote; the tokenizer fingerprint goes in its own file
-    params = {
-        "k1": K1,
-        "b": B,
-        "delta": 0.5,
-        "method": "lucene",
-        "idf_method": "lucene",
-        "dtype": "float32",
-        "int_dtype": "int32",
-        "num_docs": n,
-        "version": "0.3.16",
-        "backend": "numpy",
-    }
-    (path / "params.index.json").write_text(json.dumps(params, indent=1), "utf-8")
-    (path / TOKENIZER_FILE).write_text(tokenizer_fingerprint(), "utf-8")
-    offsets = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(lengths, out=offsets[1:])
-    np.save(path / TOKENS_FILE, flat)
-    np.save(path / OFFSETS_FILE, offsets)
-    (path / IDS_FILE).write_text("\n".join(i.replace("\n", " ") for i in ids), "utf-8")
-
-
-def _vocab_json(vocab: dict[str, int], cache: TokenCache | None) -> str:
-    """The vocabulary as JSON. Built from a cache, it is the cached one plus tokens appended
-    in order, so the stored text is extended rather than the whole of it encoded again.
-    Through orjson: json.dumps took ~0.1 s of the BM25 stage for the 10k-chunk archive."""
-    old = cache.vocab_json.rstrip() if cache is not None else ""
-    n = len(cache.vocab) if cache is not None else 0
-    if not (n and old.endswith("}") and len(vocab) >= n):
-        return F.dumps(vocab).decode("utf-8")
-    if len(vocab) == n:
-        return old
-    added = dict(list(vocab.items())[n:])
-    return old[:-1] + "," + F.dumps(added).decode("utf-8")[1:]
 
 
 class Lexical:

@@ -46,16 +46,10 @@ class OnnxDocEmbedder:
     ):
         """`model`: another graph file in onnx_dir (default model.onnx); `recipe`: what it is,
         part of the vector ids (retrieval/onnx_int8.RECIPE for the int8 model, "" for fp32)."""
-        import onnxruntime as ort
         from tokenizers import Tokenizer
 
         self.onnx_dir = Path(onnx_dir)
-        meta = OQ.read_meta(self.onnx_dir)
-        if meta is None:
-            raise FileNotFoundError(f"no ONNX export under {self.onnx_dir}")
-        if meta["pooling"].get("mode") != "mean_tokens":
-            raise ValueError(f"unsupported pooling {meta['pooling'].get('mode')!r}")
-        self.meta = meta
+        self.meta = meta = OQ.checked_meta(self.onnx_dir)
         self.normalize = bool(meta["pooling"].get("normalize", True))
         self.full_length = int(meta["pooling"]["max_seq_length"])
         self.dim = int(meta["dim"])
@@ -70,21 +64,7 @@ class OnnxDocEmbedder:
         # other than they save (issue #11, bench/bench_build.py). `threads`: that many intra-op
         # threads and one run at a time instead (what this class did before).
         self.workers = 1 if threads else cores()
-        opts = ort.SessionOptions()
-        opts.intra_op_num_threads = 1 if threads is None else threads
-        opts.inter_op_num_threads = 1
-        opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-        # Spinning workers help a dedicated server; on a shared small machine they steal the CPU
-        # from every other process between runs.
-        opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
-        opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        opts.log_severity_level = 3
-        self._session = ort.InferenceSession(
-            str(self.onnx_dir / (model or "model.onnx")),
-            sess_options=opts,
-            providers=["CPUExecutionProvider"],
-        )
-        self._inputs = {i.name for i in self._session.get_inputs()}
+        self._session = OQ.session(self.onnx_dir / (model or "model.onnx"), threads or 1)
 
     def embed(
         self, texts: list[str], batch_size: int | None = None, max_length: int | None = None
@@ -119,21 +99,7 @@ class OnnxDocEmbedder:
         return out
 
     def _run(self, encs: list) -> np.ndarray:
-        n = max(len(e.ids) for e in encs)
-        ids = np.zeros((len(encs), n), dtype=np.int64)
-        mask = np.zeros((len(encs), n), dtype=np.int64)
-        for j, e in enumerate(encs):
-            ids[j, : len(e.ids)] = e.ids
-            mask[j, : len(e.ids)] = e.attention_mask
-        feed = {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
-        tokens = self._session.run(
-            [OQ.OUTPUT], {k: v for k, v in feed.items() if k in self._inputs}
-        )
-        m = mask[:, :, None].astype(np.float32)
-        vecs = (tokens[0].astype(np.float32) * m).sum(axis=1) / np.clip(m.sum(axis=1), 1e-9, None)
-        if self.normalize:
-            vecs /= np.clip(np.linalg.norm(vecs, axis=1, keepdims=True), 1e-12, None)
-        return vecs
+        return OQ.pooled(self._session, encs, self.normalize, type_ids=False)
 
     def embed_query(self, text: str) -> list[float]:
         return [float(x) for x in self.embed([text])[0]]

@@ -19,6 +19,7 @@ import json
 import os
 import threading
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -114,6 +115,60 @@ def is_fresh(onnx_dir: Path, model_path: str, fingerprint: dict | None = None) -
     )
 
 
+def checked_meta(onnx_dir: Path) -> dict:
+    """onnx_dir's meta.json, of an export this module can pool (mean of the token vectors)."""
+    meta = read_meta(onnx_dir)
+    if meta is None:
+        raise FileNotFoundError(f"no ONNX export under {onnx_dir}")
+    if meta["pooling"].get("mode") != "mean_tokens":
+        raise ValueError(f"unsupported pooling {meta['pooling'].get('mode')!r}")
+    return meta
+
+
+def session(path: Path, threads: int, optimize: bool = True, prepack: bool = True) -> Any:
+    """An ONNX Runtime CPU session of `path` with `threads` intra-op threads."""
+    import onnxruntime as ort
+
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = threads
+    opts.inter_op_num_threads = 1
+    # ORT's worker threads otherwise spin for a while after each run, and on a small machine
+    # they take the CPU from the vector query that follows every embedding (issue #11).
+    opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    opts.graph_optimization_level = (
+        ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        if optimize
+        else ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    )
+    opts.log_severity_level = 3
+    if not prepack:
+        opts.add_session_config_entry("session.disable_prepacking", "1")
+    return ort.InferenceSession(str(path), sess_options=opts, providers=["CPUExecutionProvider"])
+
+
+def pooled(sess: Any, encs: list, normalize: bool, type_ids: bool = True) -> np.ndarray:
+    """The mean-pooled (and normalized) vectors of a batch of tokenizer encodings, padded to the
+    longest. `type_ids=False` feeds zeros (a single text's type ids are zeros anyway)."""
+    n = max(len(e.ids) for e in encs)
+    ids = np.zeros((len(encs), n), dtype=np.int64)
+    mask = np.zeros((len(encs), n), dtype=np.int64)
+    types = np.zeros((len(encs), n), dtype=np.int64)
+    for i, e in enumerate(encs):
+        k = len(e.ids)
+        ids[i, :k] = e.ids
+        mask[i, :k] = e.attention_mask
+        if type_ids:
+            types[i, :k] = e.type_ids
+    feed = {"input_ids": ids, "attention_mask": mask, "token_type_ids": types}
+    inputs = {i.name for i in sess.get_inputs()}
+    tokens = sess.run([OUTPUT], {k: v for k, v in feed.items() if k in inputs})[0]
+    m = mask[:, :, None].astype(np.float32)
+    vecs = (tokens.astype(np.float32) * m).sum(axis=1) / np.clip(m.sum(axis=1), 1e-9, None)
+    if normalize:
+        vecs /= np.clip(np.linalg.norm(vecs, axis=1, keepdims=True), 1e-12, None)
+    return vecs
+
+
 # ---------------------------------------------------------------------------- query side
 class OnnxQueryEmbedder:
     """`embed_query(text)` with onnxruntime; the same vector as Embedder.embed_query."""
@@ -135,19 +190,12 @@ class OnnxQueryEmbedder:
         start."""
         # model.onnx is ORT's optimized graph with external weights (model.onnx.data); see
         # onnx_export._optimize.
-        import onnxruntime as ort
         from tokenizers import Tokenizer
 
         self.onnx_dir = Path(onnx_dir)
-        meta = read_meta(self.onnx_dir)
-        if meta is None:
-            raise FileNotFoundError(f"no ONNX export under {self.onnx_dir}")
-        pooling = meta["pooling"]
-        if pooling.get("mode") != "mean_tokens":
-            raise ValueError(f"unsupported pooling {pooling.get('mode')!r}")
-        self.meta = meta
-        self.normalize = bool(pooling.get("normalize", True))
-        self.max_length = int(pooling["max_seq_length"])
+        self.meta = meta = checked_meta(self.onnx_dir)
+        self.normalize = bool(meta["pooling"].get("normalize", True))
+        self.max_length = int(meta["pooling"]["max_seq_length"])
         self.dim = int(meta["dim"])
         self.name = meta.get("name") or os.path.basename(
             os.path.normpath(meta.get("source_model_path", ""))
@@ -158,25 +206,12 @@ class OnnxQueryEmbedder:
         tok.no_padding()
         tok.enable_truncation(max_length=self.max_length)
         self._tok = tok
-        opts = ort.SessionOptions()
-        opts.intra_op_num_threads = threads or max(1, min(2, os.cpu_count() or 1))
-        opts.inter_op_num_threads = 1
-        # ORT's worker threads otherwise spin for a while after each run, and on a small machine
-        # they take the CPU from the vector query that follows every embedding (issue #11).
-        opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
-        level = prepack if optimize is None else optimize
-        opts.graph_optimization_level = (
-            ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-            if level
-            else ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+        self._session = session(
+            self.onnx_dir / "model.onnx",
+            threads or max(1, min(2, os.cpu_count() or 1)),
+            optimize=prepack if optimize is None else optimize,
+            prepack=prepack,
         )
-        opts.log_severity_level = 3
-        if not prepack:
-            opts.add_session_config_entry("session.disable_prepacking", "1")
-        self._session = ort.InferenceSession(
-            str(self.onnx_dir / "model.onnx"), sess_options=opts, providers=["CPUExecutionProvider"]
-        )
-        self._inputs = {i.name for i in self._session.get_inputs()}
         self._query_cache = functools.lru_cache(maxsize=2048)(self._embed_query)
 
     def embed_batch(self, texts: list[str]) -> np.ndarray:
@@ -184,24 +219,7 @@ class OnnxQueryEmbedder:
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
         encs = self._tok.encode_batch(list(texts))
-        n = max(len(e.ids) for e in encs)
-        ids = np.zeros((len(encs), n), dtype=np.int64)
-        mask = np.zeros((len(encs), n), dtype=np.int64)
-        types = np.zeros((len(encs), n), dtype=np.int64)
-        for i, e in enumerate(encs):
-            k = len(e.ids)
-            ids[i, :k] = e.ids
-            mask[i, :k] = e.attention_mask
-            types[i, :k] = e.type_ids
-        feed = {"input_ids": ids, "attention_mask": mask, "token_type_ids": types}
-        tokens = self._session.run([OUTPUT], {k: v for k, v in feed.items() if k in self._inputs})[
-            0
-        ]
-        m = mask[:, :, None].astype(np.float32)
-        vecs = (tokens.astype(np.float32) * m).sum(axis=1) / np.clip(m.sum(axis=1), 1e-9, None)
-        if self.normalize:
-            vecs /= np.clip(np.linalg.norm(vecs, axis=1, keepdims=True), 1e-12, None)
-        return vecs.astype(np.float32)
+        return pooled(self._session, encs, self.normalize).astype(np.float32)
 
     def _embed_query(self, text: str) -> tuple[float, ...]:
         return tuple(float(x) for x in self.embed_batch([text])[0])

@@ -126,7 +126,6 @@ class SeededEmbedder:
         self.seed = Seed(recipe)
         self.seeded = 0
 
-    embed_batches = None  # the indexer then calls embed(), batch by batch
     device = "cpu"
 
     @property

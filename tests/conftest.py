@@ -143,6 +143,33 @@ assert 1 + 1 == 2
 """
 
 
+def snippet_skill(root: Path, name: str, code: str, timeout: int = 30) -> Path:
+    """root/skills/NAME/SKILL.md: the least valid skill around a snippet, audited today, checked
+    on cpu-interpret (for tests of runs, the sandbox and the ledger)."""
+    import datetime as dt
+
+    path = root / "skills" / name / "SKILL.md"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(
+        f"""---
+name: {name}
+description: A fixture skill around a snippet.
+trigger: ["fixture"]
+steps: ["run the snippet"]
+failure_modes: [{{symptom: "-", cause: "-", fix: "-"}}]
+verification: {{tiers: [cpu-interpret], timeout_s: {timeout}, asserts: "the snippet runs"}}
+audit: {{date: {dt.date.today().isoformat()}}}
+---
+# {name}
+
+```python verify
+{code}
+```
+"""
+    )
+    return path
+
+
 def write_skill(root: Path, name: str, text: str | None = None, **kw) -> Path:
     d = root / "skills" / name
     d.mkdir(parents=True, exist_ok=True)

@@ -15,9 +15,9 @@ import shutil
 import sys
 from pathlib import Path
 
+import devsets as D
 import pytest
 from conftest import REPO
-from kbase.retrieval import devsets as D
 
 sys.path.insert(0, str(REPO / "bench"))
 from devset_kb import HISTORIES, build_kb, shared_dir  # noqa: E402

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 from conftest import REPO
-from kbase.retrieval.evaluate import evaluate, load_queries
+from eval_scores import evaluate, load_queries
 
 from kbase.api import KnowledgeBase
 
@@ -34,7 +34,7 @@ def test_dev_set_is_well_formed(dev_set):
 
 def test_every_skill_has_an_error_or_symptom_query(dev_set):
     """Counted over both hand-written sets: this one and issue #11's devset_skills.yaml."""
-    from kbase.retrieval.devsets import load as load_devset
+    from devsets import load as load_devset
 
     per_skill: dict[str, list] = {}
     for q in [*dev_set, *load_devset(EVAL, "skills")]:

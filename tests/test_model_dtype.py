@@ -5,7 +5,6 @@ the ONNX query model with one dtype."""
 import shutil
 
 import numpy as np
-import pytest
 import torch
 from kbase.retrieval.embed import Embedder
 from safetensors.torch import load_file, save_file
@@ -36,16 +35,3 @@ def test_half_precision_weights_compute_in_fp32(tmp_path, embedder):
         np.linalg.norm(ours, axis=1) * np.linalg.norm(theirs, axis=1)
     )
     assert cos.min() > 0.9999, cos
-
-
-def test_gpu_precision_is_one_of_the_closed_set(monkeypatch):
-    from kbase.retrieval.embed import GPU_PRECISIONS, gpu_precision
-
-    monkeypatch.delenv("KBASE_GPU_PRECISION", raising=False)
-    assert gpu_precision() == "tf32"
-    for p in GPU_PRECISIONS:
-        monkeypatch.setenv("KBASE_GPU_PRECISION", p.upper())
-        assert gpu_precision() == p
-    monkeypatch.setenv("KBASE_GPU_PRECISION", "bf8")
-    with pytest.raises(ValueError, match="KBASE_GPU_PRECISION.*bf8"):
-        gpu_precision()

@@ -3,35 +3,21 @@ Markdown) reaches the terminal and the audit's Markdown job summary inert."""
 
 from __future__ import annotations
 
-import datetime as dt
 import os
 import subprocess
 import sys
 
-SKILL = """---
-name: loud-skill
-description: A snippet whose failure message tries to drive the terminal.
-trigger: ["fixture"]
-steps: ["run the snippet"]
-failure_modes: [{{symptom: "-", cause: "-", fix: "-"}}]
-verification: {{tiers: [cpu-interpret], timeout_s: 30, asserts: "reports stay inert"}}
-audit: {{date: {date}}}
----
-# loud-skill
-
-```python verify
-import sys
-print("progress\\rOVERWRITTEN")
-sys.exit("[bold red]ALL PASSED[/] \\x1b]0;pwned\\x07\\x1b[2J <img src=x onerror=y> \\u202e")
-```
-"""
+from conftest import snippet_skill
 
 
 def test_a_snippets_output_reaches_terminal_and_markdown_inert(tmp_path):
     root = tmp_path / "kb"
-    skill = root / "skills" / "loud-skill" / "SKILL.md"
-    skill.parent.mkdir(parents=True)
-    skill.write_text(SKILL.format(date=dt.date.today().isoformat()))
+    code = (
+        'import sys\nprint("progress\\rOVERWRITTEN")\n'
+        'sys.exit("[bold red]ALL PASSED[/] \\x1b]0;pwned\\x07\\x1b[2J <img src=x onerror=y> '
+        '\\u202e")'
+    )
+    snippet_skill(root, "loud-skill", code)
     env = {**os.environ, "COLUMNS": "300"}
 
     def kbase(*args: str) -> subprocess.CompletedProcess:

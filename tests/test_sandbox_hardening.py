@@ -5,7 +5,6 @@ file answers. Real snippets in the real bubblewrap sandbox through the real runn
 from __future__ import annotations
 
 import contextlib
-import datetime as dt
 import os
 import socket
 import sys
@@ -14,33 +13,15 @@ import threading
 from pathlib import Path
 
 import pytest
+from conftest import snippet_skill
 from kbase.ingest.skills import load_skill
 from kbase.validators import bwrap
 from kbase.validators.runner import RunSettings, run_tier
 from kbase.validators.sandbox import Limits, run_sandboxed
 
-SKILL = """---
-name: probe
-description: A snippet that probes the sandbox.
-trigger: ["fixture"]
-steps: ["run the snippet"]
-failure_modes: [{{symptom: "-", cause: "-", fix: "-"}}]
-verification: {{tiers: [cpu-interpret], timeout_s: 30, asserts: "the sandbox holds"}}
-audit: {{date: {date}}}
----
-# probe
-
-```python verify
-{code}
-```
-"""
-
 
 def run(tmp: Path, code: str, **kw):
-    path = tmp / "kb" / "skills" / "probe" / "SKILL.md"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    code = textwrap.dedent(code).strip("\n")
-    path.write_text(SKILL.format(date=dt.date.today().isoformat(), code=code))
+    path = snippet_skill(tmp / "kb", "probe", textwrap.dedent(code).strip("\n"))
     return run_tier(
         load_skill(path, tmp / "kb"), "cpu-interpret", RunSettings(root=tmp / "kb", **kw)
     )

@@ -3,7 +3,6 @@ processes die with it, and the next run removes the cgroup and temp folder it le
 
 from __future__ import annotations
 
-import datetime as dt
 import os
 import signal
 import subprocess
@@ -12,32 +11,14 @@ import tempfile
 import time
 from pathlib import Path
 
+from conftest import snippet_skill
 from kbase.ingest.skills import load_skill
 from kbase.validators.cgroup import CGROUP_ROOT
 from kbase.validators.runner import RunSettings, run_tier
 
-SKILL = """---
-name: {name}
-description: A snippet that outlives nothing.
-trigger: ["fixture"]
-steps: ["run the snippet"]
-failure_modes: [{{symptom: "-", cause: "-", fix: "-"}}]
-verification: {{tiers: [cpu-interpret], timeout_s: 60, asserts: "it sleeps"}}
-audit: {{date: {date}}}
----
-# {name}
-
-```python verify
-{code}
-```
-"""
-
 
 def _skill(root: Path, name: str, code: str) -> Path:
-    path = root / "skills" / name / "SKILL.md"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(SKILL.format(name=name, date=dt.date.today().isoformat(), code=code))
-    return path
+    return snippet_skill(root, name, code, timeout=60)
 
 
 def _alive_with(marker: str) -> list[int]:

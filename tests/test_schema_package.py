@@ -1,13 +1,10 @@
-"""kbase.schema is a package of small modules behind one name table (PEP 562): `from kbase.schema
-import X` works for every model, and imports only the module that defines X (a cold search or
-mine defines the models it uses, not all of them: issues #11 and #12)."""
+"""kbase.schema is a package of small modules: `from kbase.schema import X` works for every model,
+and a model's annotations resolve in the module that defines it."""
 
 from __future__ import annotations
 
-import ast
 import importlib
 import inspect
-import json
 import subprocess
 import sys
 from pathlib import Path
@@ -18,30 +15,16 @@ from pydantic import BaseModel
 import kbase.schema
 from kbase.code_digest import module_files, source_digest
 
-SUBMODULES = sorted(m for m in set(kbase.schema._WHERE.values()) if m.startswith("kbase.schema."))
-
-
-def _type_checking_imports() -> dict[str, str]:
-    """name -> module, from the `if TYPE_CHECKING:` imports of kbase/schema/__init__.py."""
-    tree = ast.parse(Path(kbase.schema.__file__).read_text())
-    block = next(
-        n for n in tree.body if isinstance(n, ast.If) and ast.unparse(n.test) == "TYPE_CHECKING"
-    )
-    return {a.name: n.module for n in block.body if isinstance(n, ast.ImportFrom) for a in n.names}
-
-
-def test_the_name_table_the_type_checking_imports_and_all_agree():
-    table = kbase.schema._WHERE
-    assert sorted(kbase.schema.__all__) == sorted(table)
-    assert _type_checking_imports() == table
-    for name, mod in table.items():
-        assert getattr(importlib.import_module(mod), name) is getattr(kbase.schema, name), name
-    assert set(kbase.schema.__all__) <= set(dir(kbase.schema))
+SUBMODULES = sorted(
+    f"kbase.schema.{p.stem}"
+    for p in Path(kbase.schema.__file__).parent.glob("*.py")
+    if p.stem != "__init__"
+)
 
 
 @pytest.mark.parametrize("module", SUBMODULES)
-def test_every_model_of_a_schema_module_is_in_the_table(module):
-    """A model added to a module and not to the table would not import as kbase.schema.X."""
+def test_every_model_of_a_schema_module_is_exported(module):
+    """A model added to a module and not to the package would not import as kbase.schema.X."""
     mod = importlib.import_module(module)
     models = [
         name
@@ -49,24 +32,12 @@ def test_every_model_of_a_schema_module_is_in_the_table(module):
         if inspect.isclass(obj) and issubclass(obj, BaseModel) and obj.__module__ == module
     ]
     assert models
-    assert [m for m in models if kbase.schema._WHERE.get(m) != module] == []
+    assert [m for m in models if getattr(kbase.schema, m, None) is not getattr(mod, m)] == []
+    assert set(models) <= set(kbase.schema.__all__)
 
 
 def _fresh(code: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-
-
-def test_a_name_imports_only_the_module_that_defines_it():
-    code = (
-        "import json, sys\n"
-        "from kbase.schema import SearchResult\n"
-        "print(json.dumps(sorted(m for m in sys.modules if m.startswith('kbase.schema'))))"
-    )
-    out = _fresh(code)
-    assert out.returncode == 0, out.stderr
-    assert json.loads(out.stdout) == ["kbase.schema", "kbase.schema.base", "kbase.schema.results"]
-    out = _fresh("import kbase.schema, sys; print('pydantic' in sys.modules)")
-    assert out.stdout.strip() == "False"  # the package alone defines nothing
 
 
 def test_an_unknown_name_is_an_attribute_error_and_an_import_error():

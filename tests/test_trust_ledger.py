@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 import os
 import subprocess
@@ -10,22 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-
-SKILL = """---
-name: {name}
-description: A fixture skill for the trust tests.
-trigger: ["fixture"]
-steps: ["run the snippet"]
-failure_modes: [{{symptom: "-", cause: "-", fix: "-"}}]
-verification: {{tiers: [cpu-interpret], timeout_s: 30, asserts: "the snippet runs"}}
-audit: {{date: {date}}}
----
-# {name}
-
-```python verify
-print("ok from {name}")
-```
-"""
+from conftest import snippet_skill
 
 
 def kbase(*args: str, root: Path, env: dict | None = None) -> subprocess.CompletedProcess:
@@ -40,9 +24,7 @@ def kbase(*args: str, root: Path, env: dict | None = None) -> subprocess.Complet
 
 
 def add_skill(root: Path, name: str) -> None:
-    path = root / "skills" / name / "SKILL.md"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(SKILL.format(name=name, date=dt.date.today().isoformat()))
+    snippet_skill(root, name, f'print("ok from {name}")')
 
 
 def ledger_lines(root: Path) -> list[str]:

@@ -135,6 +135,30 @@ def _age_chart(judgements: list[dict], ages: dict[str, tuple[int | None, int]]) 
     return "".join(parts)
 
 
+def _reasons(j: dict) -> str:
+    return f"<td class='reasons'>{'<br>'.join(escape(r) for r in j['reasons'])}</td>"
+
+
+def _attention(judgements: list[dict]) -> str:
+    # What a maintainer acts on comes first (issue #27: the reasons were ~12,000 px down): every
+    # skill that is not verified, worst first, with why.
+    todo = sorted(
+        (j for j in judgements if j["status"] != "verified"),
+        key=lambda j: (severity(j["status"]), j["skill"]),
+    )
+    attention = (
+        "<h2>Needs attention</h2><table><tr><th>skill</th><th>status</th><th>why</th></tr>"
+        + "".join(
+            f"<tr><td>{escape(j['skill'])}</td><td>{_badge(j['status'])}</td>{_reasons(j)}</tr>"
+            for j in todo
+        )
+        + "</table>"
+        if todo
+        else "<h2>Needs attention</h2><div>nothing: every skill is verified</div>"
+    )
+    return attention
+
+
 def html_report(
     judgements: list[dict],
     rows_by_skill: dict[str, list[dict]],
@@ -171,26 +195,10 @@ def html_report(
     rows = "".join(
         f"<tr><td>{escape(j['skill'])}</td><td>{_badge(j['status'])}</td>"
         f"<td>{escape((j['last_pass'] or '—')[:10])}</td><td>{escape(j['verified_on'] or '—')}</td>"
-        f"<td class='reasons'>{'<br>'.join(escape(r) for r in j['reasons'])}</td></tr>"
+        f"{_reasons(j)}</tr>"
         for j in judgements
     )
-    # What a maintainer acts on comes first (issue #27: the reasons were ~12,000 px down): every
-    # skill that is not verified, worst first, with why.
-    todo = sorted(
-        (j for j in judgements if j["status"] != "verified"),
-        key=lambda j: (severity(j["status"]), j["skill"]),
-    )
-    attention = (
-        "<h2>Needs attention</h2><table><tr><th>skill</th><th>status</th><th>why</th></tr>"
-        + "".join(
-            f"<tr><td>{escape(j['skill'])}</td><td>{_badge(j['status'])}</td>"
-            f"<td class='reasons'>{'<br>'.join(escape(r) for r in j['reasons'])}</td></tr>"
-            for j in todo
-        )
-        + "</table>"
-        if todo
-        else "<h2>Needs attention</h2><div>nothing: every skill is verified</div>"
-    )
+    attention = _attention(judgements)
     warn = f'<div class="warn">{escape(isolation_note)}</div>' if isolation_note else ""
     probs = (
         (

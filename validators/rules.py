@@ -7,6 +7,7 @@ The severity order (worst first) is kbase.closed_sets.STATUS_ORDER.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import re
 from dataclasses import dataclass, field
@@ -38,14 +39,7 @@ class Judgement:
     claims: dict | None = None  # {"held", "failed", "unmeasured", "cited"}
 
     def as_dict(self) -> dict:
-        return {
-            "skill": self.skill,
-            "status": self.status,
-            "last_pass": self.last_pass,
-            "verified_on": self.verified_on,
-            "reasons": list(self.reasons),
-            "claims": dict(self.claims) if self.claims is not None else None,
-        }
+        return dataclasses.asdict(self)
 
 
 def _on_gpu(tier: str) -> bool:
@@ -134,9 +128,8 @@ def judge(
     source_touched: str | None = None,
     self_reported: list[dict] | None = None,
 ) -> Judgement:
-    """The status of one skill. `rows` are its ledger rows in file order, any snippet hash.
-
-    `rows` are only those that may count (sandboxed, signed by a trusted key when keys are
+    """The status of one skill. `rows` are its ledger rows in file order, any snippet hash:
+    only those that may count (sandboxed, signed by a trusted key when keys are
     configured); `self_reported` are the others (unsigned, or run outside the sandbox): their
     passes never verify, but an entry whose only passes are such runs is `self-reported`, not
     `unverified`, so a reader sees that it was run but nobody vouches for the run.
@@ -186,35 +179,7 @@ def judge(
             found["unverified"].append(why)
         last = None
     else:
-        last = max(passes, key=lambda r: r["at"])
-        last_day = _date(last["at"])
-        if source_touched and source_touched[:10] > last_day.isoformat():
-            found["stale-source"].append(
-                f"a watched upstream path changed on {source_touched[:10]}, "
-                f"after the last pass ({last_day.isoformat()})"
-            )
-        if env:
-            gpu_declared = any(_on_gpu(t) for t in facts.tiers)
-            gaps = [env_gap(r, env, gpu_declared) for r in passes]
-            if all(gaps):
-                newest_gap = env_gap(last, env, gpu_declared)
-                found["stale-env"].append(
-                    "no pass on the environment asked about: " + "; ".join(newest_gap)
-                )
-        # verified means every claim was measured: each declared tier needs its own pass
-        missing = [t for t in facts.tiers if not any(r["tier"] == t for r in passes)]
-        if missing and set(missing) <= claimed:
-            found["self-reported"].append(_self_reported_why(others, set(missing)))
-        elif missing:
-            found["unverified"].append(
-                f"no pass with this snippet on tier(s) {', '.join(missing)}"
-                f" (passed on {', '.join(sorted({r['tier'] for r in passes}))})"
-            )
-        age = (today - last_day).days
-        if age > facts.max_age_days:
-            found["stale-age"].append(
-                f"last pass was {age} days ago (max_age_days {facts.max_age_days})"
-            )
+        last = _judge_passes(facts, passes, others, claimed, env, source_touched, today, found)
     audit_age = (today - facts.audit_date).days
     if audit_age > facts.max_age_days:
         found["stale-age"].append(
@@ -234,6 +199,49 @@ def judge(
         reasons=reasons,
         claims=claim_counts,
     )
+
+
+def _judge_passes(
+    facts: SkillFacts,
+    passes: list[dict],
+    others: list[dict],
+    claimed: set[str],
+    env: dict | None,
+    source_touched: str | None,
+    today: dt.date,
+    found: dict[str, list[str]],
+) -> dict:
+    """What the passes say (stale source, environment or age; tiers never passed); the newest."""
+    last = max(passes, key=lambda r: r["at"])
+    last_day = _date(last["at"])
+    if source_touched and source_touched[:10] > last_day.isoformat():
+        found["stale-source"].append(
+            f"a watched upstream path changed on {source_touched[:10]}, "
+            f"after the last pass ({last_day.isoformat()})"
+        )
+    if env:
+        gpu_declared = any(_on_gpu(t) for t in facts.tiers)
+        gaps = [env_gap(r, env, gpu_declared) for r in passes]
+        if all(gaps):
+            newest_gap = env_gap(last, env, gpu_declared)
+            found["stale-env"].append(
+                "no pass on the environment asked about: " + "; ".join(newest_gap)
+            )
+    # verified means every claim was measured: each declared tier needs its own pass
+    missing = [t for t in facts.tiers if not any(r["tier"] == t for r in passes)]
+    if missing and set(missing) <= claimed:
+        found["self-reported"].append(_self_reported_why(others, set(missing)))
+    elif missing:
+        found["unverified"].append(
+            f"no pass with this snippet on tier(s) {', '.join(missing)}"
+            f" (passed on {', '.join(sorted({r['tier'] for r in passes}))})"
+        )
+    age = (today - last_day).days
+    if age > facts.max_age_days:
+        found["stale-age"].append(
+            f"last pass was {age} days ago (max_age_days {facts.max_age_days})"
+        )
+    return last
 
 
 def _self_reported_why(others: list[dict], tiers: set[str]) -> str:

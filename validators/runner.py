@@ -14,6 +14,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from kbase.validators.capture import printable, tail
 from kbase.validators.claims import judge_measures
@@ -188,6 +189,14 @@ def _run_tier(skill, tier: str, settings: RunSettings, turn=None) -> RunOutcome:
     except OSError as exc:
         base.message = f"could not prepare the run: {exc}"
         return base
+    return _judged(base, res, layout, limits, timeout, skill, tier)
+
+
+def _judged(
+    base: RunOutcome, res: Any, layout: Any, limits: Limits, timeout: float, skill: Any, tier: str
+) -> RunOutcome:
+    """`base` with the run's verdict, output and claims."""
+    v = skill.meta.verification
     base.verdict, base.line, base.message = _judge(res, layout, limits, timeout)
     base.message = printable(base.message)
     base.duration_s = res.duration_s

@@ -10,12 +10,13 @@ Without bubblewrap (or user namespaces for a non-root user) snippets may only ru
 caller asks for it explicitly (`--unsafe-no-sandbox`): then they run in a host temp directory
 with rlimits and a scrubbed environment, `isolated` is False, and such runs never verify a skill.
 
-The limits live in validators/sandbox_limits.py, the watching of a started run (output, deadline,
-clean-up, result) in validators/sandbox_supervise.py; this module's names are the public ones.
+The limits, the host-side helpers and the watching of a started run (output, deadline, clean-up,
+result) live in validators/sandbox_supervise.py; this module's names are the public ones.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
 import subprocess
@@ -25,17 +26,21 @@ import uuid
 from collections.abc import Callable, Iterable, Mapping
 from contextlib import AbstractContextManager
 from pathlib import Path
+from typing import Any
 
 from kbase.validators import bwrap
 from kbase.validators.cgroup import RunCgroup
-from kbase.validators.hostproc import rmtree, user_procs
-from kbase.validators.sandbox_limits import Limits, _child_setup, _limits_row
 from kbase.validators.sandbox_supervise import (
     MARKER,
+    Limits,
     SandboxResult,
+    _child_setup,
     _go,
+    _limits_row,
     _supervise,
     kill_all_live,
+    rmtree,
+    user_procs,
 )
 
 from kbase.errors import Unavailable
@@ -154,13 +159,8 @@ def run_sandboxed(
     `turn`: the run's turn on a shared resource (the GPU's device gate). The process starts at
     once, in its sandbox, and may prepare (the runner's bootstrap imports what the snippet will);
     one byte on its stdin says go, sent inside `turn()`, which is held until the run ends. The
-    timeout and the reported duration count from go.
-
-    `hardening`: (run as nobody when root, refuse unix sockets). Both stay on except where the GPU
-    tier's preflight found that this machine's CUDA driver cannot start with one of them
-    (tiers.cuda_preflight); the row's limits say which were in force.
+    timeout and the reported duration count from go. `hardening`: see _bwrap_command.
     """
-    as_nobody, socket_filter = hardening
     if sandboxed:
         ok, why = sandbox_status()
         if not ok:
@@ -170,109 +170,146 @@ def run_sandboxed(
     cg = RunCgroup.create(limits.memory_mb, limits.pids)
     _sweep_temp_dirs()
     host_dir = Path(tempfile.mkdtemp(prefix=f"kbase-run-{os.getpid()}-"))
-    fds: list[int] = []
-    status_r = status_w = -1
-    # the completion record (validators/run_command.py): a nonce in, the same nonce back out
-    nonce = secrets.token_hex(16).encode()
-    nonce_r, nonce_w = os.pipe()
-    os.write(nonce_w, nonce)
-    os.close(nonce_w)
-    record_r, record_w = os.pipe()
-    fds += [nonce_r, record_w]
+    status_r = -1
+    nonce, nonce_r, record_r, record_w = _record_pipes()
+    fds = [nonce_r, record_w]
     use_userns = False
     try:
         for name, text in files.items():
             (host_dir / name).write_text(text, encoding="utf-8")
         if sandboxed:
-            s = bwrap.support()
-            use_userns = s.userns if userns is None else (userns and s.userns)
-            dropping = as_nobody and bool(bwrap.drop_root())
-            use_userns = use_userns and not dropping  # root: setpriv to nobody
-            opened = {name: os.open(host_dir / name, os.O_RDONLY) for name in files}
-            fds += opened.values()
             status_r, status_w = os.pipe()
             fds.append(status_w)
-            seccomp_fd = None
-            prog = bwrap.unix_socket_filter() if socket_filter else None
-            if prog is not None:  # a few hundred bytes: the pipe holds them until bwrap reads
-                seccomp_fd, prog_w = os.pipe()
-                os.write(prog_w, prog)
-                os.close(prog_w)
-                fds.append(seccomp_fd)
-            cmd = bwrap.command(
-                argv,
-                opened,
-                userns=use_userns,
-                disk_mb=limits.disk_mb,
-                gpu=gpu,
-                status_fd=status_w,
-                secrets=secret_paths(),
-                exe=s.exe or "bwrap",
-                seccomp_fd=seccomp_fd,
-                as_nobody=as_nobody,
+            cmd, use_userns, row_extra = _bwrap_command(
+                argv, host_dir, files, limits, gpu, userns, hardening, status_w, fds
             )
             cwd, inside = "/", bwrap.WORKDIR
         else:
-            cmd, cwd, inside = list(argv), str(host_dir), str(host_dir)
-        env = scrubbed_env(
-            {
-                **env_for(inside),
-                MARKER: token,
-                "KBASE_RECORD_FD": str(record_w),
-                "KBASE_NONCE_FD": str(nonce_r),
-            }
-        )
+            cmd, cwd, inside, row_extra = list(argv), str(host_dir), str(host_dir), {}
+        fd_vars = {"KBASE_RECORD_FD": str(record_w), "KBASE_NONCE_FD": str(nonce_r)}
+        env = scrubbed_env({**env_for(inside), MARKER: token, **fd_vars})
         # RLIMIT_NPROC counts per user: per run inside a fresh user namespace; in the host
         # namespace it counts all our processes, so the run gets that many more.
         nproc = limits.pids if use_userns else limits.pids + (0 if sandboxed else user_procs())
-        limits_row = _limits_row(limits, cg, sandboxed, use_userns, nproc)
-        if sandboxed:  # the snippet's host uid: RUN_AS when root could drop to it
-            limits_row["run_as"] = bwrap.RUN_AS if dropping else os.geteuid()
-            # allowed only where CUDA needs it, and then no host socket file is visible
-            limits_row["unix_sockets"] = "refused" if prog is not None else "host files covered"
-        cg_mem = bool(cg and cg.memory_mb)
-        try:
-            proc = subprocess.Popen(
-                cmd,
-                cwd=cwd,
-                env=env,
-                stdin=subprocess.PIPE if turn else subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                start_new_session=True,
-                pass_fds=fds,
-                preexec_fn=_child_setup(limits, cg.procs_files() if cg else [], cg_mem, nproc),
-            )
-        except OSError as exc:
+        limits_row = {**_limits_row(limits, cg, sandboxed, use_userns, nproc), **row_extra}
+        proc = _start(cmd, cwd, env, fds, turn is not None, limits, cg, nproc)
+        if isinstance(proc, OSError):
             return SandboxResult(
                 None, "", "", time.monotonic() - start, False, sandboxed, 0,
-                error=f"cannot start {cmd[0]}: {exc}", limits=limits_row,
+                error=f"cannot start {cmd[0]}: {proc}", limits=limits_row,
             )  # fmt: skip
-        finally:
-            for fd in fds:
-                os.close(fd)
-            fds.clear()
-        if turn is None:
+        with turn() if turn is not None else contextlib.nullcontext():
+            if turn is not None:
+                _go(proc)
+                start = time.monotonic()
             return _supervise(
                 proc, cg, token, sandboxed, limits, limits_row, literals, status_r,
                 on_timeout_grace_s, start, (record_r, nonce),
-            )  # fmt: skip
-        with turn():
-            _go(proc)
-            return _supervise(
-                proc, cg, token, sandboxed, limits, limits_row, literals, status_r,
-                on_timeout_grace_s, time.monotonic(), (record_r, nonce),
             )  # fmt: skip
     finally:
         for fd in fds:
             os.close(fd)
         for fd in (status_r, record_r):
             if fd >= 0:
-                try:
+                with contextlib.suppress(OSError):
                     os.close(fd)
-                except OSError:
-                    pass
         if cg is not None:
             cg.kill_all()
             cg.remove()
         rmtree(host_dir)
+
+
+def _record_pipes() -> tuple[bytes, int, int, int]:
+    """The completion record (validators/run_command.py): a nonce in, the same nonce back out.
+    (nonce, its pipe's read end, the record pipe's read and write ends)."""
+    nonce = secrets.token_hex(16).encode()
+    nonce_r, nonce_w = os.pipe()
+    os.write(nonce_w, nonce)
+    os.close(nonce_w)
+    record_r, record_w = os.pipe()
+    return nonce, nonce_r, record_r, record_w
+
+
+def _start(
+    cmd: list[str],
+    cwd: str,
+    env: dict[str, str],
+    fds: list[int],
+    stdin: bool,
+    limits: Limits,
+    cg: RunCgroup | None,
+    nproc: int,
+) -> subprocess.Popen | OSError:
+    """The run's process (or why it could not start); the fds it inherits are closed here."""
+    cg_mem = bool(cg and cg.memory_mb)
+    try:
+        return subprocess.Popen(
+            cmd,
+            cwd=cwd,
+            env=env,
+            stdin=subprocess.PIPE if stdin else subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+            pass_fds=fds,
+            preexec_fn=_child_setup(limits, cg.procs_files() if cg else [], cg_mem, nproc),
+        )
+    except OSError as exc:
+        return exc
+    finally:
+        for fd in fds:
+            os.close(fd)
+        fds.clear()
+
+
+def _bwrap_command(
+    argv: list[str],
+    host_dir: Path,
+    files: dict[str, str],
+    limits: Limits,
+    gpu: bool,
+    userns: bool | None,
+    hardening: tuple[bool, bool],
+    status_w: int,
+    fds: list[int],
+) -> tuple[list[str], bool, dict[str, Any]]:
+    """(the bwrap command line, in a user namespace, what the ledger row's limits add: the
+    snippet's host uid, whether unix sockets are refused). The fds the child inherits go into
+    `fds`.
+
+    `hardening`: (run as nobody when root, refuse unix sockets). Both stay on except where the GPU
+    tier's preflight found that this machine's CUDA driver cannot start with one of them
+    (tiers.cuda_preflight); the row's limits say which were in force."""
+    as_nobody, socket_filter = hardening
+    s = bwrap.support()
+    use_userns = s.userns if userns is None else (userns and s.userns)
+    dropping = as_nobody and bool(bwrap.drop_root())
+    use_userns = use_userns and not dropping  # root: setpriv to nobody
+    opened = {name: os.open(host_dir / name, os.O_RDONLY) for name in files}
+    fds += opened.values()
+    seccomp_fd = None
+    prog = bwrap.unix_socket_filter() if socket_filter else None
+    if prog is not None:  # a few hundred bytes: the pipe holds them until bwrap reads
+        seccomp_fd, prog_w = os.pipe()
+        os.write(prog_w, prog)
+        os.close(prog_w)
+        fds.append(seccomp_fd)
+    cmd = bwrap.command(
+        argv,
+        opened,
+        userns=use_userns,
+        disk_mb=limits.disk_mb,
+        gpu=gpu,
+        status_fd=status_w,
+        secrets=secret_paths(),
+        exe=s.exe or "bwrap",
+        seccomp_fd=seccomp_fd,
+        as_nobody=as_nobody,
+    )
+    # the snippet's host uid: RUN_AS when root could drop to it
+    row = {
+        "run_as": bwrap.RUN_AS if dropping else os.geteuid(),
+        # allowed only where CUDA needs it, and then no host socket file is visible
+        "unix_sockets": "refused" if prog is not None else "host files covered",
+    }
+    return cmd, use_userns, row

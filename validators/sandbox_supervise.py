@@ -1,23 +1,167 @@
-"""Watching a started sandboxed run to its end: its output read as it comes, its deadline, the
-kill of everything it left behind, and the result it gives (validators/sandbox.py starts it).
+"""A sandboxed run seen from the host: its limits (what they are, how the child process sets them
+between fork and exec, and the row that says which held), the host-side process and file helpers
+(outside any namespace), and the watch over a started run to its end: its output read as it
+comes, its deadline, the kill of everything it left behind, and the result it gives
+(validators/sandbox.py starts it).
 """
 
 from __future__ import annotations
 
+import ctypes
 import json
 import os
+import resource
 import select
+import shutil
 import signal
+import stat
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from kbase.validators.capture import Scanner, pump
-from kbase.validators.cgroup import RunCgroup
-from kbase.validators.hostproc import kill_by_marker
-from kbase.validators.sandbox_limits import Limits
+from kbase.validators.cgroup import RunCgroup, join_in_child
+
+_PR_SET_PDEATHSIG = 1
+_libc: ctypes.CDLL | None
+try:
+    _libc = ctypes.CDLL(None, use_errno=True)
+except OSError:  # not glibc-like; the registry of live runs still cleans up on a normal exit
+    _libc = None
+
+
+def libc_prctl_deathsig() -> None:
+    if _libc is not None:
+        _libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+def pids_with_marker(marker: str, token: str) -> list[int]:
+    """Processes whose environment carries `marker=token`: an unsandboxed run and its children."""
+    needle = f"{marker}={token}".encode()
+    found = []
+    me = os.getpid()
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == me:
+            continue
+        try:
+            with open(f"/proc/{entry}/environ", "rb") as fh:
+                if needle in fh.read().split(b"\0"):
+                    found.append(int(entry))
+        except OSError:
+            continue  # gone already, or not ours
+    return found
+
+
+def kill_by_marker(marker: str, token: str) -> int:
+    """SIGKILL escapees of an unsandboxed run (setsid, double fork), found by their marker."""
+    killed = 0
+    for _ in range(20):  # a fork bomb may spawn new ones while we kill; a few sweeps settle it
+        pids = pids_with_marker(marker, token)
+        if not pids:
+            break
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+                killed += 1
+            except (ProcessLookupError, PermissionError):
+                pass
+        time.sleep(0.02)
+    return killed
+
+
+def user_procs() -> int:
+    """How many processes our real uid owns now (RLIMIT_NPROC counts them all)."""
+    uid, n = os.getuid(), 0
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                if os.stat(f"/proc/{entry}").st_uid == uid:
+                    n += 1
+            except OSError:
+                continue
+    return n
+
+
+def rmtree(path: Path) -> None:
+    def unlock(func, p, _exc):  # a snippet may have chmod'ed its own files read-only
+        try:
+            os.chmod(p, stat.S_IRWXU)
+            func(p)
+        except OSError:
+            pass
+
+    if sys.version_info >= (3, 12):
+        shutil.rmtree(path, onexc=unlock)
+    else:
+        shutil.rmtree(path, onerror=unlock)
+
+
+@dataclass
+class Limits:
+    timeout_s: float
+    memory_mb: int | None = 8192
+    # Only without a memory cgroup: RLIMIT_AS counts every mapping, which CUDA's huge virtual
+    # reservations exceed at once; RLIMIT_DATA counts private writable memory only.
+    memory_kind: str = "as"  # "as" or "data"
+    cpu_s: int | None = None  # default: timeout x cores (threads burn CPU faster than wall time)
+    pids: int = 512  # processes and threads of the whole run
+    disk_mb: int = 1024  # the run's tmpfs (workdir, /tmp, /dev/shm each); also RLIMIT_FSIZE
+
+    def cpu_seconds(self) -> int:
+        return self.cpu_s or int(self.timeout_s * max(2, os.cpu_count() or 1)) + 5
+
+
+def _child_setup(limits: Limits, procs_files: list[str], cgroup_memory: bool, nproc: int):
+    cpu_s = limits.cpu_seconds()
+    fsize = limits.disk_mb * 1024 * 1024
+
+    def apply() -> None:  # runs in the child between fork and exec
+        libc_prctl_deathsig()  # if kbase itself is SIGKILLed, the run goes too
+        if procs_files:
+            join_in_child(procs_files)
+        resource.setrlimit(resource.RLIMIT_CPU, (cpu_s, cpu_s + 5))
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+        resource.setrlimit(resource.RLIMIT_FSIZE, (fsize, fsize))
+        resource.setrlimit(resource.RLIMIT_NPROC, (nproc, nproc))
+        if limits.memory_mb and not cgroup_memory:
+            kind = resource.RLIMIT_DATA if limits.memory_kind == "data" else resource.RLIMIT_AS
+            nbytes = limits.memory_mb * 1024 * 1024
+            resource.setrlimit(kind, (nbytes, nbytes))
+
+    return apply
+
+
+def _limits_row(
+    limits: Limits, cg: RunCgroup | None, sandboxed: bool, userns: bool, nproc: int
+) -> dict:
+    row: dict = {
+        "wall_s": round(limits.timeout_s, 1),
+        "cpu_s": limits.cpu_seconds(),
+        "fsize_mb": limits.disk_mb,
+        "nproc": nproc,
+        # the kernel exempts host uid 0 from RLIMIT_NPROC, user namespace or not: the cgroup
+        # counts. A sandboxed run of root's runs as nobody (validators/bwrap.py), which it binds.
+        "nproc_enforced": os.geteuid() != 0 or (sandboxed and not userns),
+        "cgroup": cg.version if cg else None,
+        "memory_mb": limits.memory_mb,
+        "memory_scope": None,
+        "pids": cg.pids if cg else None,
+    }
+    if limits.memory_mb:
+        if cg and cg.memory_mb:
+            row["memory_scope"] = "run"
+        else:
+            kind = "DATA" if limits.memory_kind == "data" else "AS"
+            row["memory_scope"] = f"process (RLIMIT_{kind})"
+    if sandboxed:
+        row["disk_mb"] = limits.disk_mb
+        row["userns"] = userns
+    return row
+
 
 MARKER = "KBASE_SANDBOX_ID"
 

@@ -66,9 +66,6 @@ def fast_search(argv: list[str]) -> int | None:
     # an application's telemetry; a one-shot search has none to give. (pydantic's documented
     # switch; a value the user set is kept.)
     os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
-    from kbase.commands.plugins_off import skip_plugin_loader
-
-    skip_plugin_loader()
     _one_blas_thread()
     import gc
 

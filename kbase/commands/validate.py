@@ -152,13 +152,7 @@ def verify(
         )
     else:
         _runs_table(rep.outcomes, rep.skill_paths)
-        for p in rep.problems:
-            typer.echo(str(p))
-        for d in rep.releases:
-            typer.echo(f"{d['skill']} [{d['tier']}] works on {d['from']}, not on {d['to']}: ")
-            typer.echo("  " + "; ".join(d["why"]))
-        if rep.isolation_note:
-            err_console.print(f"[yellow]warning:[/yellow] {rep.isolation_note}")
+        _findings(rep)
         for note in rep.notes:
             err_console.print(f"[yellow]note:[/yellow] {note}")
         err_console.print(f"{len(rep.outcomes)} run(s), {rep.recorded} recorded in the ledger")
@@ -214,16 +208,21 @@ def audit(
         if rep.outcomes:
             _runs_table(rep.outcomes, rep.skill_paths)
         _status_lines(rep.judgements)
-        for p in rep.problems:
-            typer.echo(str(p))
-        for d in rep.releases:
-            typer.echo(f"{d['skill']} [{d['tier']}] works on {d['from']}, not on {d['to']}: ")
-            typer.echo("  " + "; ".join(d["why"]))
-        if rep.isolation_note:
-            err_console.print(f"[yellow]warning:[/yellow] {rep.isolation_note}")
+        _findings(rep)
         _failures_last(rep.outcomes, rep.skill_paths)
         err_console.print(_summary(rep.judgements, rep.exit_code), highlight=False)
     raise typer.Exit(rep.exit_code)
+
+
+def _findings(rep: Any) -> None:
+    """Load problems, release regressions and the isolation warning (verify and audit)."""
+    for p in rep.problems:
+        typer.echo(str(p))
+    for d in rep.releases:
+        typer.echo(f"{d['skill']} [{d['tier']}] works on {d['from']}, not on {d['to']}: ")
+        typer.echo("  " + "; ".join(d["why"]))
+    if rep.isolation_note:
+        err_console.print(f"[yellow]warning:[/yellow] {rep.isolation_note}")
 
 
 def _status_lines(judgements: list[dict]) -> None:

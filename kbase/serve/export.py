@@ -15,6 +15,7 @@ SKILL.md and scripts in kbase/serve/export_skill.py.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import shlex
 import shutil
@@ -43,20 +44,13 @@ class ExportError(KbaseError, ValueError):
 class ExportReport:
     dest: str
     target: str
+    exported_at: str = ""
     skills: list[str] = field(default_factory=list)
     files: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
-    exported_at: str = ""
 
     def as_dict(self) -> dict:
-        return {
-            "dest": self.dest,
-            "target": self.target,
-            "exported_at": self.exported_at,
-            "skills": self.skills,
-            "files": self.files,
-            "skipped": self.skipped,
-        }
+        return dataclasses.asdict(self)
 
 
 def _write(report: ExportReport, base: Path, rel: str, text: str) -> None:

@@ -13,6 +13,8 @@ import logging
 import time
 from typing import Annotated, Any
 
+from fastapi import Query
+
 from kbase.closed_sets import ENTRY_STATUSES, EntryKind, EntryStatus, Mode
 from kbase.envspec import ENV_HELP, ENV_PATTERN, parse_env
 from kbase.errors import InvalidArgument, KbaseError
@@ -21,13 +23,13 @@ from kbase.serve import http_schema as H
 from kbase.serve import params as P
 from kbase.serve.guard import MAX_BODY_BYTES  # noqa: F401  (the documented body limit)
 from kbase.serve.http_models import (
-    ErrorBody,
     FeedbackBody,
     HealthOut,
     HistoryPage,
     ListPage,
     ProposeBody,
     StaleAnswer,
+    error_handlers,
     error_responses,
 )
 from kbase.serve.paging import (
@@ -44,22 +46,12 @@ from kbase.serve.service import Service
 log = logging.getLogger("kbase.serve.http")
 
 
-def _error(status: int, message: str, headers: dict[str, str] | None = None) -> Any:
-    from fastapi.responses import JSONResponse
-
-    body = ErrorBody.model_validate({"error": {"status": status, "message": message}})
-    return JSONResponse(body.model_dump(), status_code=status, headers=headers)
-
-
 def create_app(service: Service, allow_write: bool = False, hosts: set[str] | None = None) -> Any:
     """The FastAPI app behind the transport guard (an ASGI app uvicorn can serve)."""
-    from fastapi import Body, FastAPI, Path, Query
-    from fastapi.exceptions import RequestValidationError
-    from starlette.exceptions import HTTPException as StarletteHTTPException
+    from fastapi import FastAPI
 
     import kbase
     from kbase.serve.guard import Guard, allowed_hosts, env_hosts
-    from kbase.serve.mcp_tools import RateLimit
 
     kb = service.kb
     app = FastAPI(
@@ -73,57 +65,69 @@ def create_app(service: Service, allow_write: bool = False, hosts: set[str] | No
         license_info={"name": "Apache-2.0", "identifier": "Apache-2.0"},
         servers=[{"url": "/", "description": "this server"}],
     )
-
-    @app.exception_handler(KbaseError)
-    async def _kbase_error(_req: Any, exc: KbaseError) -> Any:
-        if exc.http_status >= 500:  # a broken file in the knowledge base, not a crash
-            log.warning("%s", exc)
-        return _error(exc.http_status, str(exc))
-
-    @app.exception_handler(RequestValidationError)
-    async def _invalid(_req: Any, exc: RequestValidationError) -> Any:
-        # Name the fields, not the values: the values are the client's own (possibly huge) input.
-        parts = []
-        for e in exc.errors()[:5]:
-            loc = ".".join(str(x) for x in e.get("loc", ()) if x not in ("query", "body", "path"))
-            parts.append(H.message(loc or "request", e))
-        return _error(400, "; ".join(parts) or "invalid request")
-
-    @app.exception_handler(StarletteHTTPException)
-    async def _http(req: Any, exc: StarletteHTTPException) -> Any:
-        headers = getattr(exc, "headers", None)
-        if exc.status_code == 405:  # Allow lists every method of the path, not the first route's
-            from starlette.routing import Match
-
-            methods: set[str] = set()
-            for route in app.routes:
-                route_methods = getattr(route, "methods", None)
-                if route_methods and route.matches(req.scope)[0] != Match.NONE:
-                    methods |= set(route_methods)
-            headers = {"Allow": ", ".join(sorted(methods))}
-        return _error(exc.status_code, str(exc.detail), headers)
-
-    @app.exception_handler(Exception)
-    async def _crash(req: Any, exc: Exception) -> Any:
-        log.exception("internal error on %s %s", req.method, req.url.path)
-        return _error(500, "internal error (logged on the server)")
-
+    error_handlers(app)
     # Parsing every entry for the schema's enums took seconds before a fresh root's server could
     # listen: there the archive tags are added when the schema is first asked for.
     complete = kb.is_indexed()
     tag_values, repos = H.schema_enums(kb, entries=complete)
-    Env = Annotated[str | None, Query(description=ENV_HELP, max_length=200, pattern=ENV_PATTERN)]
-    Day = Annotated[
-        str | None,
-        Query(
-            description="YYYY-MM-DD, inclusive",
-            pattern=H.DAY_PATTERN,
-            json_schema_extra={"format": "date"},
-        ),
-    ]
-    Cursor = Annotated[
-        str | None, Query(description="next_cursor of the previous page", pattern=CURSOR_PATTERN)
-    ]
+    _search_routes(app, service, tag_values, repos)
+    _read_routes(app, service, tag_values)
+    if allow_write:
+        _write_routes(app, kb)
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            from fastapi.openapi.utils import get_openapi
+
+            if not complete:  # the same list objects the parameters' schemas hold
+                tag_values[:] = H.schema_enums(kb)[0]
+
+            app.openapi_schema = H.tidy_openapi(
+                get_openapi(
+                    title=app.title,
+                    version=app.version,
+                    summary=app.summary,
+                    description=app.description,
+                    routes=app.routes,
+                    license_info=app.license_info,
+                    servers=app.servers,
+                )
+            )
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
+    return Guard(app, hosts if hosts is not None else allowed_hosts("127.0.0.1", env_hosts()))
+
+
+Env = Annotated[str | None, Query(description=ENV_HELP, max_length=200, pattern=ENV_PATTERN)]
+Day = Annotated[
+    str | None,
+    Query(
+        description="YYYY-MM-DD, inclusive",
+        pattern=H.DAY_PATTERN,
+        json_schema_extra={"format": "date"},
+    ),
+]
+Cursor = Annotated[
+    str | None, Query(description="next_cursor of the previous page", pattern=CURSOR_PATTERN)
+]
+
+
+def _search(service: Service, repos: list[str], raw: dict[str, Any]) -> SearchResult:
+    # The schema says what is accepted, exactly: an empty string is not "omitted" here.
+    for key in ("kind", "mode", "since", "until", "env", *(("repo",) if repos else ())):
+        v = raw.get(key)
+        if isinstance(v, str) and not v.strip():
+            raise InvalidArgument(f"{key} is empty; leave it out instead", key)
+    env = parse_env(raw.pop("env", None))
+    query, _max_chars = P.search_args(raw)
+    return service.search(query.model_copy(update={"env": env}))
+
+
+def _search_routes(app: Any, service: Service, tag_values: list[str], repos: list[str]) -> None:
+    """GET and POST /search; `tag_values` and `repos` are the schema's enums (the list objects:
+    create_app fills them in later on a fresh root)."""
+
     Tags = Annotated[
         list[str],
         Query(
@@ -140,16 +144,6 @@ def create_app(service: Service, allow_write: bool = False, hosts: set[str] | No
             json_schema_extra={"enum": repos} if repos else {"pattern": "^$"},
         ),
     ]
-
-    def _search(raw: dict[str, Any]) -> SearchResult:
-        # The schema says what is accepted, exactly: an empty string is not "omitted" here.
-        for key in ("kind", "mode", "since", "until", "env", *(("repo",) if repos else ())):
-            v = raw.get(key)
-            if isinstance(v, str) and not v.strip():
-                raise InvalidArgument(f"{key} is empty; leave it out instead", key)
-        env = parse_env(raw.pop("env", None))
-        query, _max_chars = P.search_args(raw)
-        return service.search(query.model_copy(update={"env": env}))
 
     @app.get(
         "/search",
@@ -186,6 +180,8 @@ def create_app(service: Service, allow_write: bool = False, hosts: set[str] | No
         if any(not t.strip() for t in tag):
             raise InvalidArgument("tag must be key=value, got an empty one", "tags")
         return _search(
+            service,
+            repos,
             {
                 "query": q,
                 "k": k,
@@ -197,8 +193,14 @@ def create_app(service: Service, allow_write: bool = False, hosts: set[str] | No
                 "since": since,
                 "until": until,
                 "env": env,
-            }
+            },
         )
+
+    _search_post(app, service, tag_values, repos)
+
+
+def _search_post(app: Any, service: Service, tag_values: list[str], repos: list[str]) -> None:
+    from fastapi import Body
 
     search_body = H.search_body_schema(repos, tag_values)
     _check_body = H.body_checker(search_body)
@@ -221,7 +223,13 @@ def create_app(service: Service, allow_write: bool = False, hosts: set[str] | No
         raw = P.apply_aliases("search", {k: v for k, v in body.items() if k != "env"})
         P.search_args(dict(raw))  # the parser's messages first: they name the nearest values
         _check_body({**raw, "env": body.get("env")})
-        return _search({**raw, "env": body.get("env")})
+        return _search(service, repos, {**raw, "env": body.get("env")})
+
+
+def _read_routes(app: Any, service: Service, tag_values: list[str]) -> None:
+    from fastapi import Path
+
+    kb = service.kb
 
     @app.get(
         "/entries/{entry_id}",
@@ -262,6 +270,12 @@ def create_app(service: Service, allow_write: bool = False, hosts: set[str] | No
             P.check_slug("repo", repo, required=True), P.check_slug("family", family, required=True)
         )
         return page_history(res, since, until, limit, cursor)
+
+    _list_routes(app, service, tag_values)
+
+
+def _list_routes(app: Any, service: Service, tag_values: list[str]) -> None:
+    kb = service.kb
 
     @app.get(
         "/list",
@@ -306,59 +320,40 @@ def create_app(service: Service, allow_write: bool = False, hosts: set[str] | No
     def healthz() -> Any:
         return service.health()
 
-    if allow_write:
-        writes = RateLimit()
 
-        def _take() -> None:
-            try:
-                writes.take()
-            except KbaseError as exc:
-                from fastapi import HTTPException
+def _write_routes(app: Any, kb: Any) -> None:
+    """POST /feedback and /propose (`--allow-write`), rate-limited."""
+    from kbase.serve.mcp_tools import RateLimit
 
-                raise HTTPException(429, str(exc)) from None
+    writes = RateLimit()
 
-        @app.post(
-            "/feedback",
-            summary="Record how acting on an entry went (append-only; a mild ranking signal)",
-            response_model=FeedbackAnswer,
-            responses=error_responses(400, 404, 413, 429),
-        )
-        def feedback(body: FeedbackBody) -> Any:
-            _take()
-            return kb.feedback(P.check_id(body.id), body.verdict, body.note, "http")
+    def _take() -> None:
+        try:
+            writes.take()
+        except KbaseError as exc:
+            from fastapi import HTTPException
 
-        @app.post(
-            "/propose",
-            summary="Write a draft skill under skills/_drafts/ (status draft until reviewed)",
-            response_model=ProposeAnswer,
-            responses=error_responses(400, 413, 429),
-        )
-        def propose(body: ProposeBody) -> Any:
-            _take()
-            return kb.propose(body.title, body.symptom, body.cause, body.fix, body.snippet)
+            raise HTTPException(429, str(exc)) from None
 
-    def openapi() -> dict[str, Any]:
-        if app.openapi_schema is None:
-            from fastapi.openapi.utils import get_openapi
+    @app.post(
+        "/feedback",
+        summary="Record how acting on an entry went (append-only; a mild ranking signal)",
+        response_model=FeedbackAnswer,
+        responses=error_responses(400, 404, 413, 429),
+    )
+    def feedback(body: FeedbackBody) -> Any:
+        _take()
+        return kb.feedback(P.check_id(body.id), body.verdict, body.note, "http")
 
-            if not complete:  # the same list objects the parameters' schemas hold
-                tag_values[:] = H.schema_enums(kb)[0]
-
-            app.openapi_schema = H.tidy_openapi(
-                get_openapi(
-                    title=app.title,
-                    version=app.version,
-                    summary=app.summary,
-                    description=app.description,
-                    routes=app.routes,
-                    license_info=app.license_info,
-                    servers=app.servers,
-                )
-            )
-        return app.openapi_schema
-
-    app.openapi = openapi  # type: ignore[method-assign]
-    return Guard(app, hosts if hosts is not None else allowed_hosts("127.0.0.1", env_hosts()))
+    @app.post(
+        "/propose",
+        summary="Write a draft skill under skills/_drafts/ (status draft until reviewed)",
+        response_model=ProposeAnswer,
+        responses=error_responses(400, 413, 429),
+    )
+    def propose(body: ProposeBody) -> Any:
+        _take()
+        return kb.propose(body.title, body.symptom, body.cause, body.fix, body.snippet)
 
 
 def run(

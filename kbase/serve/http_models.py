@@ -1,12 +1,18 @@
-"""Typed bodies of the HTTP API: what each endpoint answers (its OpenAPI schema) and the errors."""
+"""Typed bodies of the HTTP API: what each endpoint answers (its OpenAPI schema), and the errors
+as every endpoint answers them."""
 
 from __future__ import annotations
 
+import logging
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from kbase.errors import KbaseError
 from kbase.schema import EntrySummary, Health, HistoryRow, SkillAudit, StaleReport
+from kbase.serve import http_schema as H
+
+log = logging.getLogger("kbase.serve.http")
 
 
 class ErrorDetail(BaseModel):
@@ -31,21 +37,50 @@ def error_responses(*codes: int) -> dict[int | str, dict[str, Any]]:
     return {c: {"model": ErrorBody, "description": what[c]} for c in (*codes, 403, 421)}
 
 
-class SearchBody(BaseModel):
-    """POST /search: the same arguments as GET (and as MCP search), in a JSON object."""
+def _error(status: int, message: str, headers: dict[str, str] | None = None) -> Any:
+    from fastapi.responses import JSONResponse
 
-    model_config = ConfigDict(extra="allow")  # argument aliases (question, top_k...) are mapped
+    body = ErrorBody.model_validate({"error": {"status": status, "message": message}})
+    return JSONResponse(body.model_dump(), status_code=status, headers=headers)
 
-    query: str | None = Field(None, description="a symptom, an error message or a topic")
-    k: int | None = Field(None, description="number of hits, 1..50 (default 5)")
-    kind: str | None = Field(None, description="skill or pr")
-    repo: str | None = Field(None, description="only PR cards of this archive repo")
-    tags: list[str] | str | None = Field(None, description="key=value filters, all must hold")
-    status: list[str] | str | None = Field(None, description="only entries with these statuses")
-    mode: str | None = Field(None, description="hybrid (default), bm25 or dense")
-    since: str | None = Field(None, description="only PR cards dated on or after YYYY-MM-DD")
-    until: str | None = Field(None, description="only PR cards dated on or before YYYY-MM-DD")
-    env: str | None = Field(None, description="environment to judge statuses for")
+
+def error_handlers(app: Any) -> None:
+    from fastapi.exceptions import RequestValidationError
+    from starlette.exceptions import HTTPException as StarletteHTTPException
+
+    @app.exception_handler(KbaseError)
+    async def _kbase_error(_req: Any, exc: KbaseError) -> Any:
+        if exc.http_status >= 500:  # a broken file in the knowledge base, not a crash
+            log.warning("%s", exc)
+        return _error(exc.http_status, str(exc))
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(_req: Any, exc: RequestValidationError) -> Any:
+        # Name the fields, not the values: the values are the client's own (possibly huge) input.
+        parts = []
+        for e in exc.errors()[:5]:
+            loc = ".".join(str(x) for x in e.get("loc", ()) if x not in ("query", "body", "path"))
+            parts.append(H.message(loc or "request", e))
+        return _error(400, "; ".join(parts) or "invalid request")
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(req: Any, exc: StarletteHTTPException) -> Any:
+        headers = getattr(exc, "headers", None)
+        if exc.status_code == 405:  # Allow lists every method of the path, not the first route's
+            from starlette.routing import Match
+
+            methods: set[str] = set()
+            for route in app.routes:
+                route_methods = getattr(route, "methods", None)
+                if route_methods and route.matches(req.scope)[0] != Match.NONE:
+                    methods |= set(route_methods)
+            headers = {"Allow": ", ".join(sorted(methods))}
+        return _error(exc.status_code, str(exc.detail), headers)
+
+    @app.exception_handler(Exception)
+    async def _crash(req: Any, exc: Exception) -> Any:
+        log.exception("internal error on %s %s", req.method, req.url.path)
+        return _error(500, "internal error (logged on the server)")
 
 
 class HistoryPage(BaseModel):

@@ -47,6 +47,11 @@ def status_meanings() -> dict[str, str]:
 
 
 def register_extras(srv: Any, service: Any) -> None:
+    _register_resources(srv, service)
+    _register_prompts(srv)
+
+
+def _register_resources(srv: Any, service: Any) -> None:
     from mcp.server.mcpserver.exceptions import ResourceError
 
     kb = service.kb
@@ -69,37 +74,35 @@ def register_extras(srv: Any, service: Any) -> None:
             raise ResourceError(f"{name!r} is not a skill; read PR cards with the get tool")
         return (kb.root / doc.path).read_text(encoding="utf-8")
 
-    @srv.resource(
-        "kbase://tags",
-        name="tags",
-        title="Tag vocabulary",
-        description="Tag keys, canonical values and aliases for search filters",
-        mime_type="application/json",
-    )
-    def tags() -> str:
-        return json.dumps(tag_vocabulary(kb), ensure_ascii=False)
-
-    @srv.resource(
-        "kbase://statuses",
-        name="statuses",
-        title="Statuses",
-        description="What each entry status means and how much to trust it",
-        mime_type="application/json",
-    )
-    def statuses() -> str:
-        return json.dumps(status_meanings(), ensure_ascii=False)
-
-    @srv.resource(
-        "kbase://glossary",
-        name="glossary",
-        title="Glossary (English / Chinese)",
-        description="GPU-kernel terms with Chinese equivalents and aliases, as search expands them",
-        mime_type="application/json",
-    )
-    def glossary() -> str:
+    def glossary() -> Any:
         text = resources.files("kbase.data").joinpath("glossary.yaml").read_text(encoding="utf-8")
-        return json.dumps(yaml.safe_load(text), ensure_ascii=False)
+        return yaml.safe_load(text)
 
+    for name, title, description, data in (
+        ("tags", "Tag vocabulary", "Tag keys, canonical values and aliases for search filters",
+         lambda: tag_vocabulary(kb)),
+        ("statuses", "Statuses", "What each entry status means and how much to trust it",
+         status_meanings),
+        ("glossary", "Glossary (English / Chinese)",
+         "GPU-kernel terms with Chinese equivalents and aliases, as search expands them", glossary),
+    ):  # fmt: skip
+        srv.resource(
+            f"kbase://{name}",
+            name=name,
+            title=title,
+            description=description,
+            mime_type="application/json",
+        )(_as_json(data))
+
+
+def _as_json(data: Any) -> Any:
+    def read() -> str:
+        return json.dumps(data(), ensure_ascii=False)
+
+    return read
+
+
+def _register_prompts(srv: Any) -> None:
     @srv.prompt(
         name="triage-error",
         title="Triage a GPU-kernel error",

@@ -61,28 +61,9 @@ EXTRA_ALIASES: dict[str, dict[str, str]] = {
 }
 
 
-def _aliases(tool: str, raw: dict[str, Any]) -> dict[str, Any]:
-    if not isinstance(raw, dict):
-        raise InvalidArgument("arguments must be a JSON object")
-    table = {**P.ALIASES.get(tool, {}), **EXTRA_ALIASES.get(tool, {})}
-    out: dict[str, Any] = {}
-    for key, value in raw.items():
-        name = table.get(key, key)
-        if name in out and key != name:
-            continue  # the canonical name was given too; it wins
-        out[name] = value
-    unknown = sorted(set(out) - set(TOOL_ARGS[tool]))
-    if unknown:
-        raise InvalidArgument(
-            f"unknown argument(s) {', '.join(map(repr, unknown))}; "
-            f"{tool} takes {', '.join(TOOL_ARGS[tool])}"
-        )
-    return out
-
-
 def _checked(tool: str, raw: dict[str, Any]) -> dict[str, Any]:
     """Aliases applied and every value checked; what the tool function will receive."""
-    a = _aliases(tool, raw)
+    a = P.apply_aliases(tool, raw, EXTRA_ALIASES.get(tool), TOOL_ARGS[tool])
     if "env" in a:
         parse_env(a["env"])  # checked here, parsed again by the tool
     if "max_chars" in a:

@@ -109,14 +109,13 @@ def compact_hit(h: Any) -> dict[str, Any]:
     }
 
 
-def register_tools(
-    srv: Any, service: Any, allow_write: bool = False, writes: RateLimit | None = None
-) -> None:
-    from mcp.server.mcpserver.exceptions import ToolError
-    from mcp.types import ToolAnnotations
+RO = dict(readOnlyHint=True, destructiveHint=False, idempotentHint=True, openWorldHint=False)
+RW = dict(readOnlyHint=False, destructiveHint=False, idempotentHint=False, openWorldHint=False)
 
-    kb = service.kb
-    ro = dict(readOnlyHint=True, destructiveHint=False, idempotentHint=True, openWorldHint=False)
+
+def _runner(service: Any) -> Any:
+    """Calls a function, its KbaseError turned into the tool error the client reads."""
+    from mcp.server.mcpserver.exceptions import ToolError
 
     def run(fn: Any, *a: Any, **kw: Any) -> Any:
         try:
@@ -126,7 +125,25 @@ def register_tools(
         except KbaseError as exc:
             raise ToolError(str(exc)) from None
 
-    @srv.tool(annotations=ToolAnnotations(title="Search kbase", **ro))
+    return run
+
+
+def register_tools(
+    srv: Any, service: Any, allow_write: bool = False, writes: RateLimit | None = None
+) -> None:
+    _search_tool(srv, service)
+    _read_tools(srv, service)
+    _list_tools(srv, service)
+    if allow_write:
+        _write_tools(srv, service, writes or RateLimit())
+
+
+def _search_tool(srv: Any, service: Any) -> None:
+    from mcp.types import ToolAnnotations
+
+    run = _runner(service)
+
+    @srv.tool(annotations=ToolAnnotations(title="Search kbase", **RO))
     def search(
         query: Annotated[
             str,
@@ -191,7 +208,13 @@ def register_tools(
             )
         return _result(A.SearchAnswer, A.fit_search(data, max_chars))
 
-    @srv.tool(annotations=ToolAnnotations(title="Read a kbase entry", **ro))
+
+def _read_tools(srv: Any, service: Any) -> None:
+    from mcp.types import ToolAnnotations
+
+    kb, run = service.kb, _runner(service)
+
+    @srv.tool(annotations=ToolAnnotations(title="Read a kbase entry", **RO))
     def get(
         id: Annotated[  # noqa: A002
             str,
@@ -222,7 +245,7 @@ def register_tools(
             d["text"] = doc.title  # an entry with no body still says what it is
         return _result(A.EntryAnswer, A.fit_entry(d, max_chars))
 
-    @srv.tool(annotations=ToolAnnotations(title="Kernel family history", **ro))
+    @srv.tool(annotations=ToolAnnotations(title="Kernel family history", **RO))
     def history(
         repo: Annotated[
             str,
@@ -255,7 +278,13 @@ def register_tools(
         offset = run(A.decode_cursor, cursor)
         return _result(A.HistoryAnswer, A.fit_items(data, "prs", max_chars, offset))
 
-    @srv.tool(annotations=ToolAnnotations(title="List kbase entries", **ro))
+
+def _list_tools(srv: Any, service: Any) -> None:
+    from mcp.types import ToolAnnotations
+
+    kb, run = service.kb, _runner(service)
+
+    @srv.tool(annotations=ToolAnnotations(title="List kbase entries", **RO))
     def list(  # noqa: A001
         kind: Annotated[
             Literal["skill", "pr"] | None, Field(description="only skills or only PR cards")
@@ -292,7 +321,7 @@ def register_tools(
         offset = run(A.decode_cursor, cursor)
         return _result(A.ListAnswer, A.fit_items(data, "entries", max_chars, offset))
 
-    @srv.tool(annotations=ToolAnnotations(title="Failing or stale skills", **ro))
+    @srv.tool(annotations=ToolAnnotations(title="Failing or stale skills", **RO))
     def stale(env: Env = None, max_chars: Budget = P.DEFAULT_MAX_CHARS) -> A.StaleAnswer:
         """Skills whose verification fails or is out of date (for `env`), worst first, with why."""
         e = run(parse_env, env)
@@ -300,12 +329,13 @@ def register_tools(
         data["env"] = e
         return _result(A.StaleAnswer, A.fit_items(data, "skills", max_chars))
 
-    if not allow_write:
-        return
-    writes = writes or RateLimit()
-    rw = dict(readOnlyHint=False, destructiveHint=False, idempotentHint=False, openWorldHint=False)
 
-    @srv.tool(annotations=ToolAnnotations(title="Record feedback on an entry", **rw))
+def _write_tools(srv: Any, service: Any, writes: RateLimit) -> None:
+    from mcp.types import ToolAnnotations
+
+    kb, run = service.kb, _runner(service)
+
+    @srv.tool(annotations=ToolAnnotations(title="Record feedback on an entry", **RW))
     def feedback(
         id: Annotated[
             str, Field(min_length=1, max_length=120, description="the entry you acted on")
@@ -323,7 +353,7 @@ def register_tools(
         run(writes.take)
         return _result(FeedbackAnswer, run(kb.feedback, run(P.check_id, id), verdict, note, "mcp"))
 
-    @srv.tool(annotations=ToolAnnotations(title="Propose a draft skill", **rw))
+    @srv.tool(annotations=ToolAnnotations(title="Propose a draft skill", **RW))
     def propose(
         title: Annotated[
             str, Field(min_length=1, max_length=120, description="one line: the problem")

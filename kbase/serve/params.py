@@ -37,7 +37,6 @@ __all__ = [
     "check_max_chars",
     "check_section",
     "check_slug",
-    "require_slug",
     "search_args",
 ]
 
@@ -101,12 +100,18 @@ def _checked(fn: Any, *a: Any) -> Any:
         raise InvalidArgument(str(exc)) from None
 
 
-def apply_aliases(tool: str, args: dict[str, Any]) -> dict[str, Any]:
-    """Rename guessed argument names to ours; unknown names are reported, not silently dropped."""
+def apply_aliases(
+    tool: str,
+    args: dict[str, Any],
+    extra: dict[str, str] | None = None,
+    known: tuple[str, ...] | None = None,
+) -> dict[str, Any]:
+    """Rename guessed argument names to ours; unknown names are reported, not silently dropped.
+    `extra`: more aliases, `known`: the argument names taken (default KNOWN_ARGS[tool])."""
     if not isinstance(args, dict):
         raise ParamError("arguments must be a JSON object")
-    table = ALIASES.get(tool, {})
-    known = KNOWN_ARGS.get(tool)
+    table = {**ALIASES.get(tool, {}), **(extra or {})}
+    known = known or KNOWN_ARGS.get(tool)
     out: dict[str, Any] = {}
     for key, value in args.items():
         name = table.get(key, key)
@@ -129,12 +134,6 @@ def check_max_chars(v: Any, default: int = DEFAULT_MAX_CHARS) -> int:
 
 def check_slug(name: str, v: Any, required: bool = False) -> str | None:
     out: str | None = _checked(_check_slug, name, v, required)
-    return out
-
-
-def require_slug(name: str, v: Any) -> str:
-    out = check_slug(name, v, required=True)
-    assert out is not None  # required=True raises instead of returning None
     return out
 
 

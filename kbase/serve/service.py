@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from kbase.errors import NotFound, NotIndexed, Unavailable
-from kbase.schema import EntryDoc, SearchQuery, SearchResult
+from kbase.schema import SearchQuery, SearchResult
 
 __all__ = ["NotFound", "Service", "Unavailable", "stdout_to_stderr"]
 
@@ -102,11 +102,6 @@ class Service:
         finally:
             self.state = ""
 
-    def wait_ready(self, timeout: float | None = None) -> bool:
-        if self._thread is not None:
-            self._thread.join(timeout)
-        return not self.state
-
     def prepare(
         self, index_if_missing: bool = True, warm: bool = True, child: bool = False
     ) -> None:
@@ -186,19 +181,6 @@ class Service:
             why = f" (start-up failed: {self.failure})" if self.failure else ""
             raise Unavailable(f"{exc}{why}") from None
         return result
-
-    def get(self, entry_id: str, section: str | None = None) -> EntryDoc:
-        doc: EntryDoc = self.kb.get(entry_id, section=section)
-        return doc
-
-    def stale(self) -> dict[str, Any]:
-        out: dict[str, Any] = self.kb.stale().model_dump(mode="json")
-        return out
-
-    def history(self, repo: str, family: str) -> dict[str, Any]:
-        """The JSON of `kbase history --json`."""
-        out: dict[str, Any] = self.kb.history(repo, family).model_dump(mode="json")
-        return out
 
     def health(self) -> dict[str, Any]:
         if self.state:  # the index may be half written: say what is happening instead

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
-from kbase.retrieval.evaluate import Scores as Score  # one score shape for every eval set
-from kbase.retrieval.evaluate import score as score_rankings
+from eval_scores import Scores as Score  # one score shape for every eval set
+from eval_scores import score as score_rankings
 
 SETS = {"prs": "devset_prs.yaml", "skills": "devset_skills.yaml"}
 HALVES = ("tune", "test")

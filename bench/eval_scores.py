@@ -77,7 +77,7 @@ def score(ranked_ids: list[list[str]], queries: Sequence[Any]) -> Scores:
 def evaluate(
     kb, queries: list[EvalQuery], methods=METHODS, k: int = 10, kind: str | None = None
 ) -> dict[str, Scores]:
-    from kbase.retrieval.baseline import entry_text, keyword_count_search
+    from eval_baseline import entry_text, keyword_count_search
 
     idx = kb.searcher().index()
     entries = [e for e in idx.entries if kind is None or e.kind == kind]
