@@ -169,3 +169,26 @@ def test_no_host_socket_answers_where_unix_sockets_are_allowed(tmp_path):
     assert res.limits["unix_sockets"] == "host files covered"
     assert not got and "CONNECTED" not in res.stdout
     assert "refused" in res.stdout  # a socket could be made; connecting to the host's could not
+
+
+def test_a_host_socket_gone_since_the_scan_does_not_fail_the_run(tmp_path):
+    # the scan is cached per process; a socket file that went away afterwards (another test's,
+    # a daemon that stopped) cannot be covered, and must not fail the runs that follow
+    def probe():
+        return run_sandboxed(
+            [sys.executable, "-c", "print('ran')"],
+            {},
+            Limits(30),
+            lambda w: {"HOME": w},
+            hardening=(True, False),
+        )
+
+    with host_socket() as (path, _):
+        bwrap.host_socket_files.cache_clear()
+        first = probe()  # scans while the socket exists (the test above: the scan finds it)
+    assert not os.path.exists(path)
+    hits = bwrap.host_socket_files.cache_info().hits
+    second = probe()
+    assert bwrap.host_socket_files.cache_info().hits > hits  # the same scan, socket and all
+    for res in (first, second):
+        assert res.returncode == 0 and "ran" in res.stdout, res.stderr

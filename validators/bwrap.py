@@ -203,6 +203,22 @@ def host_socket_files(hidden: tuple[str, ...], shown: tuple[str, ...]) -> tuple[
     return tuple(sorted(found))
 
 
+def live_sockets(paths: tuple[str, ...]) -> list[str]:
+    """The scanned socket files that still exist: bwrap cannot cover a vanished one (it would
+    have to create the file on the read-only root, and the run fails)."""
+    out = []
+    for p in paths:
+        try:
+            if stat.S_ISSOCK(os.lstat(p).st_mode):
+                out.append(p)
+        except OSError:
+            continue
+    return out
+
+
+VANISHED = "bwrap: Can't create file at "  # how bwrap fails when a covered file went away
+
+
 def _parents(top: str, path: str) -> list[str]:
     """--dir for each folder between `top` and `path`, searchable by all: bwrap makes missing
     ones 0700, which a snippet that runs as nobody could not pass through (an interpreter
@@ -290,7 +306,7 @@ def command(
         cmd += ["--seccomp", str(seccomp_fd)]
     else:
         hidden = (*masked, "/run", "/tmp", "/var/tmp", *secrets)
-        for sock in host_socket_files(tuple(hidden), tuple(paths)):
+        for sock in live_sockets(host_socket_files(tuple(hidden), tuple(paths))):
             cmd += ["--ro-bind", "/dev/null", sock]
     cmd += ["--chdir", WORKDIR, "--json-status-fd", str(status_fd), "--", *drop, *argv]
     return cmd

@@ -137,7 +137,18 @@ def _sweep_temp_dirs() -> None:
             rmtree(tmp / name)
 
 
-def run_sandboxed(
+def run_sandboxed(*args: Any, **kw: Any) -> SandboxResult:
+    """_run_once, again after a fresh scan when a host socket file it was to cover vanished
+    between the scan and bwrap's mounts (the gpu tier with unix sockets allowed, bwrap.command):
+    the run then failed before the snippet started."""
+    res = _run_once(*args, **kw)
+    if res.returncode == 1 and not res.completed and res.stderr.startswith(bwrap.VANISHED):
+        bwrap.host_socket_files.cache_clear()
+        res = _run_once(*args, **kw)
+    return res
+
+
+def _run_once(
     argv: list[str],
     files: dict[str, str],
     limits: Limits,
