@@ -27,19 +27,12 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import REPO, percentile, write_result  # noqa: E402
 
+from kbase.serve.mcp_record import initialize_request  # noqa: E402
+
 # the console script the plugin runs, next to this interpreter (a venv's), else the module
 _SCRIPT = Path(sys.executable).with_name("kbase")
 KBASE = [str(_SCRIPT)] if _SCRIPT.is_file() else [sys.executable, "-m", "kbase.cli"]
-INIT = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "initialize",
-    "params": {
-        "protocolVersion": "2025-06-18",
-        "capabilities": {},
-        "clientInfo": {"name": "bench", "version": "0"},
-    },
-}
+INIT = initialize_request("2025-06-18", {"name": "bench", "version": "0"})
 
 
 def fresh_root(tmp: Path) -> Path:

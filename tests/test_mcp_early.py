@@ -44,6 +44,13 @@ def _send(p: subprocess.Popen, *msgs: dict) -> None:
     p.stdin.flush()
 
 
+def _close(p: subprocess.Popen) -> tuple[bytes, str]:
+    """End the session (stdin closed), expect a clean exit; (what stdout still held, stderr)."""
+    p.stdin.close()  # type: ignore[union-attr]
+    assert p.wait(30) == 0
+    return p.stdout.read(), p.stderr.read().decode()  # type: ignore[union-attr]
+
+
 def _read(p: subprocess.Popen) -> dict:
     assert p.stdout
     line = p.stdout.readline()
@@ -87,10 +94,7 @@ def test_legacy_handshake_answered_early_and_every_request_once(tmp_path, asked)
         rest = [_read(p) for _ in range(2)]
         _send(p, {"jsonrpc": "2.0", "id": 4, "method": "ping"})
         pong = _read(p)
-        p.stdin.close()  # type: ignore[union-attr]
-        assert p.wait(30) == 0
-        leftover = p.stdout.read()  # type: ignore[union-attr]
-        log = p.stderr.read().decode()  # type: ignore[union-attr]
+        leftover, log = _close(p)
     finally:
         p.kill()
     version = asked if asked in rec["handshake_versions"] else rec["latest"]
@@ -149,10 +153,7 @@ def test_modern_discover_and_tools_answered_early_and_once(tmp_path):
             {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": call},
         )
         got = [_read(p) for _ in range(3)]
-        p.stdin.close()  # type: ignore[union-attr]
-        assert p.wait(30) == 0
-        leftover = p.stdout.read()  # type: ignore[union-attr]
-        log = p.stderr.read().decode()  # type: ignore[union-attr]
+        leftover, log = _close(p)
     finally:
         p.kill()
     assert got[0] == {"jsonrpc": "2.0", "id": 1, "result": rec["read"]["modern server/discover"]}

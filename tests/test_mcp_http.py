@@ -80,19 +80,11 @@ def test_non_mcp_requests_to_the_endpoint_are_refused_cleanly(mcp_url):
 
 def test_sessions_are_bounded_and_expire(service):
     """Issue #28: every initialize used to keep a session forever (8,000: +317 MB)."""
+    from kbase.serve.mcp_record import initialize_request
     from kbase.serve.mcp_server import build_server, http_app
 
     app = http_app(build_server(service), "127.0.0.1", max_sessions=3, idle_s=1.0)
-    init = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "initialize",
-        "params": {
-            "protocolVersion": "2025-06-18",
-            "capabilities": {},
-            "clientInfo": {"name": "raw", "version": "0"},
-        },
-    }
+    init = initialize_request("2025-06-18", {"name": "raw", "version": "0"})
     headers = {"accept": "application/json, text/event-stream"}
     with ThreadedUvicorn(app) as srv:
         url = srv.url + "/mcp"

@@ -12,6 +12,8 @@ from pathlib import Path
 import anyio
 import pytest
 
+from kbase.serve.mcp_record import initialize_request
+
 pytest.importorskip("mcp")
 
 
@@ -106,18 +108,7 @@ class RawSession:
 
 def test_malformed_json_rpc_is_answered_and_the_server_stays_up(indexed_root, raw_session):
     s = raw_session
-    s.send(
-        {
-            "jsonrpc": "2.0",
-            "id": 1,
-            "method": "initialize",
-            "params": {
-                "protocolVersion": "2025-06-18",
-                "capabilities": {},
-                "clientInfo": {"name": "raw", "version": "0"},
-            },
-        }
-    )
+    s.send(initialize_request("2025-06-18", {"name": "raw", "version": "0"}))
     init = s.read()
     assert init["id"] == 1 and "tools" in init["result"]["capabilities"]
     s.send({"jsonrpc": "2.0", "method": "notifications/initialized"})

@@ -21,6 +21,12 @@ from kbase.serve.mcp_early import ENVELOPE, RECORDED
 CLIENT = {"name": "kbase-record", "version": "1"}
 
 
+def initialize_request(version: str, client: dict[str, str] = CLIENT) -> dict[str, Any]:
+    """The JSON-RPC `initialize` a client opens a (pre-2026-07-28) MCP session with, id 1."""
+    init = {"protocolVersion": version, "capabilities": {}, "clientInfo": client}
+    return {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": init}
+
+
 def _requests(version: str, modern: bool) -> list[dict[str, Any]]:
     if modern:
         meta = {
@@ -32,9 +38,8 @@ def _requests(version: str, modern: bool) -> list[dict[str, Any]]:
             {"jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": {"_meta": meta}},
             {"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {"_meta": meta}},
         ]
-    init = {"protocolVersion": version, "capabilities": {}, "clientInfo": CLIENT}
     return [
-        {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": init},
+        initialize_request(version),
         {"jsonrpc": "2.0", "method": "notifications/initialized"},
         {"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
     ]
