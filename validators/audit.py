@@ -105,14 +105,9 @@ def run_audit(
     )
 
 
-def _env_ok(declared, row: dict) -> bool:
-    from kbase.validators.claims import env_matches
-
-    return env_matches(declared, row.get("fingerprint")) is True
-
-
 def unseen_literals(root: Path, skills: list) -> list[Problem]:
     """A literal trigger that no counted run of the current snippet printed, on any tier."""
+    from kbase.validators.claims import literal_expected
     from kbase.validators.status import _rows_by_skill
 
     rows = _rows_by_skill(Path(root).resolve())
@@ -122,10 +117,8 @@ def unseen_literals(root: Path, skills: list) -> list[Problem]:
         mine = [r for r in rows.get(s.name, []) if r.get("snippet_sha256") == s.snippet_sha256()]
         if not literals or not mine:
             continue
-        declared = getattr(s.meta, "literal_when", {}) or {}
         for lit in literals:
-            # a literal declared for some environments is expected only from runs there
-            runs = [r for r in mine if lit not in declared or _env_ok(declared[lit], r)]
+            runs = [r for r in mine if literal_expected(s.meta, lit, r.get("fingerprint"))]
             if runs and not any(lit in (r.get("literals_seen") or []) for r in runs):
                 idx = s.meta.trigger.index(lit) if lit in s.meta.trigger else 0
                 out.append(

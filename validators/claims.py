@@ -121,6 +121,13 @@ def env_matches(claim, fp: dict | None) -> bool | None:
     return None if any(c is None for c in checks) else True
 
 
+def literal_expected(meta, literal: str, fp: dict | None) -> bool:
+    """Whether a run in environment `fp` must print the literal trigger: always, unless the
+    trigger declares `when` and the run is not (known to be) in those environments."""
+    declared = (getattr(meta, "literal_when", None) or {}).get(literal)
+    return declared is None or env_matches(declared, fp) is True
+
+
 def applies(claim, tier: str, declared: list[str], fp: dict | None = None) -> bool:
     """Whether a run on `tier` in environment `fp` must report and satisfy the claim."""
     if claim.expect is None:

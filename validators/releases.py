@@ -20,10 +20,10 @@ def _minor(row: dict, pkg: str) -> tuple[int, ...] | None:
     return minor((row.get("fingerprint") or {}).get(pkg))
 
 
-def _why(claims, old: dict, new: dict, literal_when: dict | None = None) -> list[str]:
+def _why(meta, claims, old: dict, new: dict) -> list[str]:
     """How the newer run differs for the worse: its verdict, a claim, a literal it no longer saw
     (unless the literal is declared for environments the newer run is not in)."""
-    from kbase.validators.claims import env_matches, rejudge
+    from kbase.validators.claims import literal_expected, rejudge
 
     why = []
     if old["verdict"] == "pass" and new["verdict"] in BAD_VERDICTS:
@@ -39,8 +39,7 @@ def _why(claims, old: dict, new: dict, literal_when: dict | None = None) -> list
         if rejudge(c, a, old.get("fingerprint")) and rejudge(c, b, new.get("fingerprint")) is False:
             why.append(f"claim {c.id}: {a.get('value')} -> {b.get('value')} (expect {c.expect})")
     lost = set(old.get("literals_seen") or []) - set(new.get("literals_seen") or [])
-    when = literal_when or {}
-    lost = {x for x in lost if x not in when or env_matches(when[x], new.get("fingerprint"))}
+    lost = {x for x in lost if literal_expected(meta, x, new.get("fingerprint"))}
     why += [f"literal no longer printed: {lit!r}" for lit in sorted(lost)]
     return why
 
@@ -71,7 +70,7 @@ def release_diffs(root: Path, skills: list, pkg: str = "triton") -> list[dict]:
             for (tier_b, b), rb in sorted(latest.items()):
                 if tier_b != tier or a == b:
                     continue
-                why = _why(claims, ra, rb, getattr(s.meta, "literal_when", None))
+                why = _why(s.meta, claims, ra, rb)
                 if why:
                     out.append(
                         {
