@@ -17,6 +17,7 @@ result) live in validators/sandbox_supervise.py; this module's names are the pub
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import secrets
 import subprocess
@@ -26,7 +27,7 @@ import uuid
 from collections.abc import Callable, Iterable, Mapping
 from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import Any
+from typing import Any, ParamSpec
 
 from kbase.validators import bwrap
 from kbase.validators.cgroup import RunCgroup
@@ -137,18 +138,27 @@ def _sweep_temp_dirs() -> None:
             rmtree(tmp / name)
 
 
-def run_sandboxed(*args: Any, **kw: Any) -> SandboxResult:
-    """_run_once, again after a fresh scan when a host socket file it was to cover vanished
+P = ParamSpec("P")
+
+
+def _retry_vanished(run: Callable[P, SandboxResult]) -> Callable[P, SandboxResult]:
+    """The run again, after a fresh scan, when a host socket file it was to cover vanished
     between the scan and bwrap's mounts (the gpu tier with unix sockets allowed, bwrap.command):
-    the run then failed before the snippet started."""
-    res = _run_once(*args, **kw)
-    if res.returncode == 1 and not res.completed and res.stderr.startswith(bwrap.VANISHED):
-        bwrap.host_socket_files.cache_clear()
-        res = _run_once(*args, **kw)
-    return res
+    such a run failed before the snippet started."""
+
+    @functools.wraps(run)
+    def again(*args: P.args, **kw: P.kwargs) -> SandboxResult:
+        res = run(*args, **kw)
+        if res.returncode == 1 and not res.completed and res.stderr.startswith(bwrap.VANISHED):
+            bwrap.host_socket_files.cache_clear()
+            res = run(*args, **kw)
+        return res
+
+    return again
 
 
-def _run_once(
+@_retry_vanished
+def run_sandboxed(
     argv: list[str],
     files: dict[str, str],
     limits: Limits,
