@@ -138,6 +138,12 @@ def git_url() -> str:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--skip-full", action="store_true", help="measure only the base install")
+    ap.add_argument(
+        "--no-compile",
+        action="store_true",
+        help="pip install --no-compile (what `pipx install --pip-args=--no-compile` does): "
+        "bytecode is then written only for the modules a run imports",
+    )
     args = ap.parse_args()
     rows: list[dict] = []
     with tempfile.TemporaryDirectory(prefix="kbase-install-") as t:
@@ -147,14 +153,17 @@ def main() -> None:
 
         console.print("base install (git URL) into a fresh venv…")
         py = venv(tmp / "base")
-        secs = pip(py, git_url(), cache=tmp / "cache-base")
+        extra = ["--no-compile"] if args.no_compile else []
+        secs = pip(py, *extra, git_url(), cache=tmp / "cache-base")
         base = {
-            "variant": "base (git URL)",
+            "variant": "base (git URL)" + (", --no-compile" if args.no_compile else ""),
             "install_s": round(secs, 1),
             "size_mb": round(du(tmp / "base") / 2**20, 1),
             **breakdown(tmp / "base"),
             "heavy_installed": [m for m, ok in importable(py).items() if ok],
             **try_base(py, root),
+            # after the searches above: the bytecode a run wrote for what it imported
+            "size_after_search_mb": round(du(tmp / "base") / 2**20, 1),
         }
         rows.append(base)
         shutil.rmtree(tmp / "base")
