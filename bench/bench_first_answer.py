@@ -51,7 +51,12 @@ def timed(cmd: list[str], **kw) -> tuple[float, subprocess.CompletedProcess]:
 
 
 def clean_env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("KBASE_")}
+    # as a user's shell has it: no kbase settings, bytecode written for what a run imports
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith("KBASE_") and k != "PYTHONDONTWRITEBYTECODE"
+    }
     return {**env, **extra}
 
 
@@ -132,6 +137,8 @@ def main() -> None:
         init_s, tools_s = bench_handshake.raw_start(bench_handshake.fresh_root(tmp), early=True)
         add_skill(clone)
         added = search(kbase, clone, ADDED_TRIGGER)
+        # the bytecode those runs wrote (uv writes none at install time)
+        inst["size_after_runs_mb"] = round(du(tmp / "tools") / 2**20, 1)
         fresh = tmp / "contrib"
         sh(["git", "clone", "-q", str(REPO), str(fresh)], check=True)
         contrib = new_to_check(fresh)
@@ -152,7 +159,8 @@ def main() -> None:
         print(json.dumps(result, indent=2))
         return
     print(
-        f"uv tool install: {inst['install_s']} s, {inst['size_mb']} MB\n"
+        f"uv tool install: {inst['install_s']} s, {inst['size_mb']} MB "
+        f"({inst['size_after_runs_mb']} MB after the runs below)\n"
         f"first search (index build included): {first['wall_s']} s, rc {first['rc']}, "
         f"top {first['top'][:1]}, announced {first['announces_build']}, "
         f"nanobind {first['nanobind']}\n"

@@ -104,6 +104,8 @@ def try_base(py: Path, root: Path) -> dict:
     kbase = py.parent / "kbase"
     env = dict(os.environ, KBASE_HOME=str(root / ".kbase"))
     env.pop("KBASE_ROOT", None)
+    # a user's shell does not set it: the runs below write the bytecode of what they import
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
     t0 = time.perf_counter()
     s = subprocess.run(
         [str(kbase), "search", "illegal memory access", "--json", "--root", str(root), "-k", "3"],
