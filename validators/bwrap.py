@@ -278,18 +278,8 @@ def command(
                 if os.path.isfile(s)
                 else ["--size", small, "--tmpfs", s]
             )
-    cmd += [
-        "--perms",
-        "1777",
-        "--size",
-        size,
-        "--tmpfs",
-        "/tmp",
-        "--perms",
-        "1777",
-        "--dir",
-        WORKDIR,
-    ]
+    cmd += ["--perms", "1777", "--size", size, "--tmpfs", "/tmp"]
+    cmd += ["--perms", "1777", "--dir", WORKDIR]
     # an interpreter or virtual environment that lives under /tmp (CI checkouts often do) comes
     # back read-only; nothing else of the host's /tmp does
     for keep in _keep_under("/tmp", paths, secrets):

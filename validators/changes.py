@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 from kbase.errors import KbaseError
@@ -96,7 +97,8 @@ def ledger_change_problems(root: Path, base: str | None = None) -> tuple[list[Pr
     from collections import Counter
 
     from kbase.validators.ledger import LEDGER_DIR, LEDGER_FILE, LedgerError, parse_line
-    from kbase.validators.signing import TRUSTED, TRUSTED_DIR, TrustedKeys, parse_public
+    from kbase.validators.ledger_check import sig_problem
+    from kbase.validators.signing import TRUSTED_DIR, read_keys
 
     repo, git, ref, chosen = _merge_base(root, base)
     top = Path(repo.working_tree_dir).resolve()
@@ -105,48 +107,37 @@ def ledger_change_problems(root: Path, base: str | None = None) -> tuple[list[Pr
     rel_keys = (rel_root / LEDGER_DIR / TRUSTED_DIR).as_posix()
     shown = f"{LEDGER_DIR}/{LEDGER_FILE}"
 
-    def show(path: str) -> str:
-        return show_bytes(path).decode("utf-8", "replace")
-
-    def show_bytes(path: str) -> bytes:
+    def show(path: str) -> bytes:
         try:
             return repo.git.show(f"{ref}:{path}", stdout_as_string=False)
         except git.GitCommandError:
             return b""
 
-    keys = TrustedKeys({}, {}, [])
-    base_key_files = [
-        p for p in repo.git.ls_tree("--name-only", ref, rel_keys + "/").splitlines() if p
-    ]
-    for kf in base_key_files:
-        if kf.endswith(".pub"):
-            try:
-                kid, key = parse_public(show(kf), kf)
-                keys.keys[kid], keys.names[kid] = key, Path(kf).name
-            except Exception as exc:  # a broken key in the base is the base's problem
-                keys.problems.append(str(exc))
-    problems: list[str] = []
+    def text(path: str) -> str:
+        return show(path).decode("utf-8", "replace")
+
+    listed = repo.git.ls_tree("--name-only", ref, rel_keys + "/").splitlines()
+    base_keys = [p for p in listed if p.endswith(".pub")]
+    keys = read_keys((kf, functools.partial(text, kf)) for kf in base_keys)
+    problems: list[Problem] = []
     current_keys = sorted(
         p.relative_to(top).as_posix() for p in (top / rel_keys).glob("*.pub") if p.is_file()
     )
-    if sorted(k for k in base_key_files if k.endswith(".pub")) != current_keys or any(
-        (top / k).read_text(encoding="utf-8").strip() != show(k).strip() for k in current_keys
+    if sorted(base_keys) != current_keys or any(
+        (top / k).read_text(encoding="utf-8").strip() != text(k).strip() for k in current_keys
     ):
-        problems.append(
-            f"{rel_keys}/: the trusted keys change; keys are added by a maintainer, "
-            "never in the same change as the rows they would sign"
-        )
+        why = "the trusted keys change; keys are added by a maintainer, never in the same change "
+        problems.append(Problem(path=f"{rel_keys}/", message=why + "as the rows they would sign"))
     # lines end at "\n" only, and are compared as bytes (ledger.py: U+2028, bytes not UTF-8)
-    base_lines = [ln for ln in show_bytes(rel_ledger).split(b"\n") if ln.strip()]
+    base_lines = [ln for ln in show(rel_ledger).split(b"\n") if ln.strip()]
     path = top / rel_ledger
     cur_lines = path.read_bytes().split(b"\n") if path.exists() else []
-    have = Counter(ln for ln in cur_lines if ln.strip())
-    gone = Counter(base_lines) - have
+    gone = Counter(base_lines) - Counter(ln for ln in cur_lines if ln.strip())
     if gone:
-        n = sum(gone.values())
-        problems.append(
-            f"{shown}: {n} row(s) of {chosen} edited or deleted; the ledger is append-only"
+        why = (
+            f"{sum(gone.values())} row(s) of {chosen} edited or deleted; the ledger is append-only"
         )
+        problems.append(Problem(path=shown, message=why))
     new = Counter(cur_lines) - Counter(base_lines)
     for lineno, raw in enumerate(cur_lines, start=1):
         if not raw.strip() or new[raw] <= 0:
@@ -154,30 +145,10 @@ def ledger_change_problems(root: Path, base: str | None = None) -> tuple[list[Pr
         new[raw] -= 1
         row = parse_line(raw, shown, lineno)
         if isinstance(row, LedgerError):
-            problems.append(str(row))
+            problems.append(row.problem())
             continue
-        state = keys.check(row)
-        if state == "bad-signature":
-            problems.append(f"{shown}:{lineno}: [sig] the signature of this row does not verify")
-        elif keys.configured and state != TRUSTED:
-            problems.append(
-                f"{shown}:{lineno}: [sig] added row for {row['skill']} is not signed by a key "
-                f"that {chosen} trusts (ledger/{TRUSTED_DIR}/)"
-            )
-    return [_as_problem(p) for p in problems], chosen
-
-
-def _as_problem(text: str) -> Problem:
-    """`path:line: [field] message` (or `path: message`) as a kbase.schema.Problem."""
-    import re
-
-    m = re.match(
-        r"^(?P<path>[^:]+):(?:(?P<line>\d+):)?\s*(?:\[(?P<field>[^\]]+)\]\s*)?(?P<msg>.*)$",
-        text,
-        re.S,
-    )
-    if not m:
-        return Problem(path="ledger", message=text)
-    return Problem(
-        path=m["path"], line=int(m["line"] or 0), field=m["field"], message=m["msg"].strip()
-    )
+        untrusted = f"added row for {row['skill']} is not signed by a key that {chosen} trusts"
+        why = sig_problem(keys, keys.check(row), row, untrusted + f" (ledger/{TRUSTED_DIR}/)")
+        if why:
+            problems.append(Problem(path=shown, line=lineno, field="sig", message=why))
+    return problems, chosen

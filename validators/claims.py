@@ -9,6 +9,7 @@ stored in ledger rows, so a status can re-judge them against the claim as it rea
 from __future__ import annotations
 
 import math
+import operator
 import re
 from dataclasses import dataclass
 
@@ -17,6 +18,7 @@ from kbase.errors import InvalidArgument
 _NUM = r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?"
 _REL = re.compile(rf"^\s*(>=|<=|==|>|<)\s*({_NUM})\s*$")
 _IN = re.compile(rf"^\s*in\s*\[\s*({_NUM})\s*,\s*({_NUM})\s*\]\s*$")
+_OPS = {">=": operator.ge, "<=": operator.le, ">": operator.gt, "<": operator.lt, "==": operator.eq}
 RELATION_HELP = 'a relation: ">= x", "<= x", "> x", "< x", "== x" or "in [a, b]"'
 
 
@@ -33,18 +35,10 @@ class Relation:
     def holds(self, value: float | None) -> bool:
         if value is None or not math.isfinite(value):
             return False
-        if self.op == ">=":
-            return value >= self.a
-        if self.op == "<=":
-            return value <= self.a
-        if self.op == ">":
-            return value > self.a
-        if self.op == "<":
-            return value < self.a
-        if self.op == "==":
-            return value == self.a
-        assert self.b is not None
-        return self.a <= value <= self.b
+        if self.op == "in":
+            assert self.b is not None
+            return self.a <= value <= self.b
+        return _OPS[self.op](value, self.a)
 
     def __str__(self) -> str:
         if self.op == "in":

@@ -17,22 +17,32 @@ import os
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any, Literal
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, ValidationError
 
 from kbase import closed_sets
 from kbase.errors import KbaseError
+
+if TYPE_CHECKING:
+    from kbase.schema import Problem
 
 LEDGER_DIR = "ledger"
 LEDGER_FILE = "verifications.jsonl"
 VERDICTS = frozenset(closed_sets.VERDICTS)
 TIERS = frozenset(closed_sets.TIERS)
-REQUIRED = ("skill", "snippet_sha256", "tier", "verdict", "duration_s", "fingerprint", "at")
 STDERR_TAIL = 1500
 
 
 class LedgerError(KbaseError, ValueError):
-    def __init__(self, path: str, line: int, message: str):
-        self.path, self.line = path, line
-        super().__init__(f"{path}:{line}: {message}")
+    def __init__(self, path: str, line: int, message: str, field: str | None = None):
+        self.path, self.line, self.field, self.message = path, line, field, message
+        super().__init__(f"{path}:{line}: " + (f"[{field}] {message}" if field else message))
+
+    def problem(self) -> Problem:
+        from kbase.schema import Problem
+
+        return Problem(path=self.path, line=self.line, field=self.field, message=self.message)
 
 
 def ledger_path(root: Path) -> Path:
@@ -74,84 +84,69 @@ def seal(row: dict) -> dict:
     return signer.sign(row) if signer else row
 
 
-# what readers use a row's fields as: a row of other types is refused with its line, not a
-# TypeError deep in a status (a list for `skill` cannot key a dict)
-_TYPES: dict[str, type | tuple[type, ...]] = {
-    "skill": str,
-    "snippet_sha256": str,
-    "duration_s": (int, float),
-    "line": (int, type(None)),
-    "message": str,
-    "stderr_tail": str,
-    "isolated": bool,
-    "limits": dict,
-    "claims": list,
-    "literals_seen": list,
-}
+# What readers use a row's fields as, in strict mode (no coercion; a bool is no number): a row of
+# other types is refused with its line, not a TypeError deep in a status (a list for `skill`
+# cannot key a dict). Keys beyond these are kept and not checked.
+_STRICT = ConfigDict(strict=True, extra="allow")
 
 
-def _is_bool(v: object, types: type | tuple[type, ...]) -> bool:
-    """True for a bool where a number is wanted (bool is an int to isinstance)."""
-    return isinstance(v, bool) and types is not bool
+def _iso_day(at: str) -> str:
+    dt.date.fromisoformat(at[:10])  # ValueError: not an ISO timestamp
+    return at
 
 
-def _nested_problem(row: dict) -> str:
-    """What is wrong inside the fingerprint, claims or literals_seen ("" when nothing)."""
-    for k, v in row["fingerprint"].items():
-        ok = v is None or isinstance(v, (str, bool))
-        if not ok and not (isinstance(v, list) and all(isinstance(x, str) for x in v)):
-            return f"[fingerprint] {k!r} must be text"
-    if any(not isinstance(x, str) for x in row.get("literals_seen") or []):
-        return "[literals_seen] holds an item that is not text"
-    for c in row.get("claims") or []:
-        if not isinstance(c, dict) or not isinstance(c.get("id"), str):
-            return "[claims] an item is not a claim with an id"
-        value = c.get("value")
-        if not isinstance(c.get("expect", ""), str) or not (
-            value is None or (isinstance(value, (int, float)) and not isinstance(value, bool))
-        ):
-            return f"[claims] claim {c['id']!r} has a value or relation of the wrong type"
-        if not all(
-            c.get(k) is None or isinstance(c[k], t) for k, t in (("holds", bool), ("raw", str))
-        ):
-            return f"[claims] claim {c['id']!r} has holds or raw of the wrong type"
-    return ""
+class _Claim(BaseModel):
+    model_config = _STRICT
+    id: str
+    value: float | None = None
+    expect: str = ""
+    holds: bool | None = None
+    raw: str | None = None
+
+
+class _Sig(BaseModel):
+    model_config = _STRICT
+    alg: Literal["ed25519"]
+    key: Any
+    value: Any
+
+
+class _Row(BaseModel):
+    model_config = _STRICT
+    skill: str
+    snippet_sha256: str
+    tier: closed_sets.Tier
+    verdict: closed_sets.Verdict
+    duration_s: float
+    fingerprint: dict[str, str | bool | list[str] | None]
+    at: Annotated[str, AfterValidator(_iso_day)]
+    line: int | None = None
+    message: str = ""
+    stderr_tail: str = ""
+    isolated: bool = True
+    limits: dict[str, Any] = {}
+    claims: list[_Claim] = []
+    literals_seen: list[str] = []
+    sig: _Sig | None = None
 
 
 def validate_row(row: object, path: str, line: int) -> dict:
     if not isinstance(row, dict):
         raise LedgerError(path, line, "a ledger line must be a JSON object")
-    missing = [k for k in REQUIRED if k not in row]
-    if missing:
-        raise LedgerError(path, line, f"missing field(s): {', '.join(missing)}")
-    if not isinstance(row["tier"], str) or row["tier"] not in TIERS:
-        raise LedgerError(path, line, f"[tier] unknown tier {row['tier']!r}")
-    if not isinstance(row["fingerprint"], dict):
-        raise LedgerError(path, line, "[fingerprint] must be an object")
-    if not isinstance(row["verdict"], str) or row["verdict"] not in VERDICTS:
-        raise LedgerError(path, line, f"[verdict] unknown verdict {row['verdict']!r}")
-    if not isinstance(row["at"], str) or not _iso_day(row["at"]):
-        raise LedgerError(path, line, "[at] must be an ISO timestamp")
-    for key, types in _TYPES.items():
-        if key in row and not (isinstance(row[key], types) and not _is_bool(row[key], types)):
-            raise LedgerError(path, line, f"[{key}] has the wrong type ({type(row[key]).__name__})")
-    bad = _nested_problem(row)
-    if bad:
-        raise LedgerError(path, line, bad)
-    sig = row.get("sig")
-    if sig is not None and not (
-        isinstance(sig, dict) and {"alg", "key", "value"} <= set(sig) and sig["alg"] == "ed25519"
-    ):
-        raise LedgerError(path, line, '[sig] must be {"alg": "ed25519", "key": ..., "value": ...}')
-    return row
-
-
-def _iso_day(at: str) -> bool:
     try:
-        dt.date.fromisoformat(at[:10])
-    except ValueError:
-        return False
-    return True
+        _Row.model_validate(row)
+    except ValidationError as exc:
+        errors = exc.errors(include_url=False)
+        missing = [
+            str(e["loc"][0]) for e in errors if e["type"] == "missing" and len(e["loc"]) == 1
+        ]
+        if missing:
+            raise LedgerError(path, line, f"missing field(s): {', '.join(missing)}") from None
+        first = errors[0]
+        where = ".".join(str(p) for p in first["loc"][1:])
+        got = f"{where}: " if where else ""
+        raise LedgerError(path, line, f"{got}{first['msg']}", field=str(first["loc"][0])) from None
+    return row
 
 
 def parse_line(raw: bytes, shown: str, n: int) -> dict | LedgerError:

@@ -13,7 +13,7 @@ from kbase.validators.ledger import (
     ledger_path,
     parse_lines,
 )
-from kbase.validators.signing import BAD_SIGNATURE, TRUSTED, trusted_keys
+from kbase.validators.signing import BAD_SIGNATURE, TRUSTED, TrustedKeys, trusted_keys
 
 from kbase.errors import InvalidArgument, ProblemsError
 from kbase.schema import Problem
@@ -46,10 +46,18 @@ def _scan(root: Path):
     data = path.read_bytes() if path.exists() else b""
     for n, got in parse_lines(data, SHOWN):
         if isinstance(got, LedgerError):
-            problems.append(Problem(path=SHOWN, line=n, message=str(got).split(": ", 2)[-1]))
+            problems.append(got.problem())
         else:
             states.append((n, got, keys.check(got)))
     return keys, problems, states
+
+
+def sig_problem(keys: TrustedKeys, state: str, row: dict, untrusted: str) -> str | None:
+    """What is wrong with a row's signature (`state`, from keys.check): one that does not verify,
+    or, where keys are configured, `untrusted` for a row no trusted key signed; else None."""
+    if state == BAD_SIGNATURE:
+        return f"the signature of this {row['skill']} row does not verify"
+    return untrusted if keys.configured and state != TRUSTED else None
 
 
 def verify_ledger(root: Path) -> LedgerCheck:
@@ -60,24 +68,11 @@ def verify_ledger(root: Path) -> LedgerCheck:
     counts = {TRUSTED: 0, "self-reported": 0, BAD_SIGNATURE: 0}
     for n, row, state in states:
         counts[state] = counts.get(state, 0) + 1
-        if state == BAD_SIGNATURE:
-            problems.append(
-                Problem(
-                    path=SHOWN,
-                    line=n,
-                    field="sig",
-                    message=f"signature does not verify ({row['skill']})",
-                )
-            )
-        elif keys.configured and state != TRUSTED:
-            problems.append(
-                Problem(
-                    path=SHOWN,
-                    line=n,
-                    field="sig",
-                    message=f"{row['skill']} row is self-reported (not signed by a trusted key)",
-                )
-            )
+        why = sig_problem(
+            keys, state, row, f"{row['skill']} row is self-reported (not signed by a trusted key)"
+        )
+        if why:
+            problems.append(Problem(path=SHOWN, line=n, field="sig", message=why))
     return LedgerCheck(len(states), counts, sorted(keys.names.values()), problems)
 
 

@@ -49,22 +49,11 @@ def narration_in(text: str) -> list[str]:
 
 
 def _places(skill) -> list[tuple[int, str, str]]:
-    from kbase.validators.numbers import body_lines
+    from kbase.validators.numbers import body_lines, prose_places
 
-    m, d = skill.meta, skill.doc
-    out = [(d.line_of(("description",)), "description", m.description)]
-    out += [(d.line_of(("trigger", i)), f"trigger.{i}", t) for i, t in enumerate(m.trigger)]
-    out += [(d.line_of(("steps", i)), f"steps.{i}", s) for i, s in enumerate(m.steps)]
-    for i, fm in enumerate(m.failure_modes):
-        for part in ("symptom", "cause", "fix"):
-            out.append(
-                (
-                    d.line_of(("failure_modes", i, part)),
-                    f"failure_modes.{i}.{part}",
-                    getattr(fm, part),
-                )
-            )
-    for i, c in enumerate(m.claims):
+    d = skill.doc
+    out = prose_places(skill, triggers=True)
+    for i, c in enumerate(skill.meta.claims):
         out.append((d.line_of(("claims", i, "text")), f"claims.{c.id}.text", c.text))
     return out + _paragraphs(body_lines(skill.text))
 

@@ -129,26 +129,28 @@ def body_lines(text: str) -> list[tuple[int, str]]:
     return out
 
 
+def prose_places(skill, *, triggers: bool = False) -> list[tuple[int, str, str]]:
+    """(SKILL.md line, field, text) of the front-matter prose: the description, the triggers (when
+    asked), the steps and each failure mode's symptom, cause and fix."""
+    m, d = skill.meta, skill.doc
+    out = [(d.line_of(("description",)), "description", m.description)]
+    if triggers:
+        out += [(d.line_of(("trigger", i)), f"trigger.{i}", t) for i, t in enumerate(m.trigger)]
+    out += [(d.line_of(("steps", i)), f"steps.{i}", s) for i, s in enumerate(m.steps)]
+    out += [
+        (d.line_of(("failure_modes", i, part)), f"failure_modes.{i}.{part}", getattr(fm, part))
+        for i, fm in enumerate(m.failure_modes)
+        for part in ("symptom", "cause", "fix")
+    ]
+    return out
+
+
 def unbacked_numbers(skill) -> list:
     """kbase.schema.Problem per unbacked number, with the line it is on."""
     from kbase.schema import Problem
 
-    m = skill.meta
-    backed = backing_values(getattr(m, "claims", []) or [])
-    d = skill.doc
-    places: list[tuple[int, str, str]] = [
-        (d.line_of(("description",)), "description", m.description)
-    ]
-    places += [(d.line_of(("steps", i)), f"steps.{i}", s) for i, s in enumerate(m.steps)]
-    for i, fm in enumerate(m.failure_modes):
-        for part in ("symptom", "cause", "fix"):
-            places.append(
-                (
-                    d.line_of(("failure_modes", i, part)),
-                    f"failure_modes.{i}.{part}",
-                    getattr(fm, part),
-                )
-            )
+    backed = backing_values(getattr(skill.meta, "claims", []) or [])
+    places = prose_places(skill)
     places += [(n, "body", text) for n, text in body_lines(skill.text)]
     problems = []
     for line, where, text in places:

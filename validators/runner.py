@@ -22,13 +22,8 @@ from kbase.validators.device_gate import DeviceGate, device_use_of, preload_for
 from kbase.validators.fingerprint import fingerprint
 from kbase.validators.run_command import CPU_COMPILE_ARCH as CPU_COMPILE_ARCH
 from kbase.validators.run_command import _command, _tier_env, nvcc_arch_for
-from kbase.validators.sandbox import (
-    Limits,
-    SandboxUnavailable,
-    kill_all_live,
-    run_sandboxed,
-    sandbox_status,
-)
+from kbase.validators.sandbox import Limits, SandboxUnavailable, run_sandboxed, sandbox_status
+from kbase.validators.sandbox_supervise import kill_all_live
 from kbase.validators.snippets import SnippetError, layout_blocks
 from kbase.validators.tiers import cuda_preflight, gpu_for, plan_tiers
 from kbase.validators.verdict import SKIP_EXIT as SKIP_EXIT

@@ -39,7 +39,6 @@ from kbase.validators.sandbox_supervise import (
     _go,
     _limits_row,
     _supervise,
-    kill_all_live,
     rmtree,
     user_procs,
 )
@@ -73,18 +72,6 @@ ENV_ALLOWLIST = (
     "CC",
     "CXX",  # Triton builds its CUDA driver stub with the host compiler on first GPU use
 )
-__all__ = [
-    "ENV_ALLOWLIST",
-    "MARKER",
-    "Limits",
-    "SandboxResult",
-    "SandboxUnavailable",
-    "kill_all_live",
-    "run_sandboxed",
-    "sandbox_status",
-    "scrubbed_env",
-    "secret_paths",
-]
 
 
 class SandboxUnavailable(Unavailable):

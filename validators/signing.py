@@ -18,6 +18,7 @@ import functools
 import hashlib
 import json
 import os
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -172,19 +173,25 @@ class TrustedKeys:
 
 def trusted_keys(root: Path) -> TrustedKeys:
     folder = Path(root) / "ledger" / TRUSTED_DIR
-    keys: dict[str, object] = {}
-    names: dict[str, str] = {}
-    problems: list[str] = []
-    if folder.is_dir():
-        for f in sorted(folder.glob("*.pub")):
-            shown = f"ledger/{TRUSTED_DIR}/{f.name}"
-            try:
-                kid, key = parse_public(f.read_text(encoding="utf-8"), shown)
-            except (SigningError, OSError) as exc:
-                problems.append(str(exc))
-                continue
-            keys[kid], names[kid] = key, f.name
-    return TrustedKeys(keys, names, problems)
+    files = sorted(folder.glob("*.pub")) if folder.is_dir() else []
+    return read_keys(
+        (f"ledger/{TRUSTED_DIR}/{f.name}", functools.partial(f.read_text, encoding="utf-8"))
+        for f in files
+    )
+
+
+def read_keys(files: Iterable[tuple[str, Callable[[], str]]]) -> TrustedKeys:
+    """The keys of (shown path, its reader) public key files; a file that does not read or
+    parse is a problem, kept so that it cannot silently disable trust."""
+    keys = TrustedKeys({}, {}, [])
+    for shown, read in files:
+        try:
+            kid, key = parse_public(read(), shown)
+        except (SigningError, OSError) as exc:
+            keys.problems.append(str(exc))
+            continue
+        keys.keys[kid], keys.names[kid] = key, Path(shown).name
+    return keys
 
 
 def counts(row: dict, keys: TrustedKeys) -> bool:
