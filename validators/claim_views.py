@@ -70,17 +70,8 @@ def views(skill, rows: list[dict]) -> list[ClaimView]:
             rendered = f"{c.text} [expect {c.expect}; measured: {said or 'not yet'}]"
         else:
             rendered = f"{c.text} [cited: {c.cite}, {c.locator}]"
-        out.append(
-            ClaimView(
-                id=c.id,
-                text=c.text,
-                expect=c.expect,
-                cite=c.cite,
-                locator=c.locator,
-                measured=measured,
-                rendered=rendered,
-            )
-        )
+        shown = c.model_dump(include={"id", "text", "expect", "cite", "locator"})
+        out.append(ClaimView(**shown, measured=measured, rendered=rendered))
     return out
 
 
@@ -97,7 +88,7 @@ def claim_views_of(root: Path, names: list[str]) -> dict[str, list[ClaimView]]:
     """claim_views for several skills, the disk cache written once for all those it lacked (a
     server's warm-up: rewriting it per skill was ~0.1 s a skill at 120 skills; issue #11)."""
     from kbase.validators.ledger import ledger_path
-    from kbase.validators.status import _keys_sig, _stat_sig
+    from kbase.validators.status import _keys_sig, _stat_sig, cache_write
 
     from kbase.config import SKILL_FILE
 
@@ -126,7 +117,7 @@ def claim_views_of(root: Path, names: list[str]) -> dict[str, list[ClaimView]]:
     if fresh and disk is not None:
         skills = dict(disk.get("skills", {})) if disk.get("state") == state else {}
         skills.update(fresh)
-        _write_disk(root, {"state": state, "skills": skills})
+        cache_write(root, _DISK_NAME, {"state": state, "skills": skills})
     return out
 
 
@@ -176,36 +167,14 @@ _disk: dict[str, tuple[tuple, dict]] = {}
 
 def _read_disk(root: Path) -> dict:
     """The cache file's content, read again only when its (mtime, size) changed."""
-    import json
-
-    from kbase.validators.status import _stat_sig
+    from kbase.validators.status import _stat_sig, cache_read
 
     f = root / ".kbase" / "cache" / _DISK_NAME
     sig = _stat_sig(f)
     got = _disk.get(str(f))
     if got is not None and got[0] == sig:
         return got[1]
-    try:
-        data = json.loads(f.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        data = {}
+    data = cache_read(root, _DISK_NAME)
     data = data if isinstance(data, dict) else {}
     _disk[str(f)] = (sig, data)
     return data
-
-
-def _write_disk(root: Path, data: dict) -> None:
-    """Atomic replace: concurrent writers lose each other's rows at worst (a later miss)."""
-    import json
-    import os
-    import tempfile
-
-    folder = root / ".kbase" / "cache"
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=".claim-views-", dir=folder)
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(data, fh)
-        os.replace(tmp, folder / _DISK_NAME)
-    except OSError:
-        pass  # a read-only root still answers, only slower

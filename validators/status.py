@@ -223,7 +223,8 @@ def skill_statuses(
                 name: SkillAudit(**j.as_dict())
                 for name, j in judgements(root, now=now, env=env_d).items()
             }
-            _write_disk(root, digest, out)
+            statuses = {n: a.model_dump(mode="json") for n, a in out.items()}
+            cache_write(root, _DISK_NAME, {"key": digest, "statuses": statuses})
         _results.clear()  # only the newest state matters; keeps memory flat in a long-lived server
         _results[key] = out
         return out
@@ -250,20 +251,30 @@ def _disk_key(key: tuple) -> str:
 
 
 def _read_disk(root: Path, digest: str) -> dict | None:
-    import json
-
     from kbase.schema import SkillAudit
 
+    data = cache_read(root, _DISK_NAME)
     try:
-        data = json.loads((root / ".kbase" / "cache" / _DISK_NAME).read_text(encoding="utf-8"))
         if data.get("key") != digest:
             return None
         return {n: SkillAudit.model_validate(v) for n, v in data["statuses"].items()}
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+    except (ValueError, KeyError, TypeError, AttributeError):
         return None
 
 
-def _write_disk(root: Path, digest: str, out: dict) -> None:
+def cache_read(root: Path, name: str):
+    """What .kbase/cache/`name` holds (JSON), or None when it is missing or not JSON."""
+    import json
+
+    try:
+        return json.loads((root / ".kbase" / "cache" / name).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def cache_write(root: Path, name: str, data: object) -> None:
+    """Replace .kbase/cache/`name` atomically: concurrent writers lose each other's entries at
+    worst (a later miss)."""
     import json
     import os
     import tempfile
@@ -271,13 +282,9 @@ def _write_disk(root: Path, digest: str, out: dict) -> None:
     folder = root / ".kbase" / "cache"
     try:
         folder.mkdir(parents=True, exist_ok=True)
-        body = {
-            "key": digest,
-            "statuses": {n: a.model_dump(mode="json") for n, a in out.items()},
-        }
-        fd, tmp = tempfile.mkstemp(prefix=".statuses-", dir=folder)
+        fd, tmp = tempfile.mkstemp(prefix=f".{name}-", dir=folder)
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(body, fh)
-        os.replace(tmp, folder / _DISK_NAME)
+            json.dump(data, fh)
+        os.replace(tmp, folder / name)
     except OSError as exc:  # a read-only root still answers, only slower
-        _log().debug("status cache not written: %s", exc)
+        _log().debug("%s not written: %s", name, exc)
