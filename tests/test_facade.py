@@ -102,7 +102,7 @@ def test_each_closed_set_is_defined_once_and_in_one_severity_order():
 def test_the_html_report_and_the_rules_survive_a_tier_they_do_not_know():
     import datetime as dt
 
-    from kbase.validators.html_report import html_report
+    from kbase.validators.report import html_report
     from kbase.validators.rules import SkillFacts, judge
 
     row = {

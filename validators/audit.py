@@ -161,45 +161,38 @@ def write_reports(
     markdown: Path | None = None,
     html: Path | None = None,
 ) -> None:
+    from kbase.validators.report import html_report, junit_xml, markdown_report
+
+    r = result
     if junit:
-        from kbase.validators.report import junit_xml
-
-        junit.parent.mkdir(parents=True, exist_ok=True)
-        junit.write_text(
-            junit_xml(result.outcomes, result.problems, result.skill_paths, "kbase-audit"),
-            encoding="utf-8",
-        )
+        _write(junit, junit_xml(r.outcomes, r.problems, r.skill_paths, "kbase-audit"))
     if markdown:
-        from kbase.validators.report import markdown_report
-
-        markdown.parent.mkdir(parents=True, exist_ok=True)
-        markdown.write_text(
-            markdown_report(
-                result.judgements,
-                result.outcomes,
-                result.problems,
-                generated=result.now.isoformat(timespec="minutes"),
-                fingerprint=result.fingerprint,
-                isolation_note=result.isolation_note,
-            ),
-            encoding="utf-8",
+        generated = r.now.isoformat(timespec="minutes")
+        md = markdown_report(
+            r.judgements,
+            r.outcomes,
+            r.problems,
+            generated=generated,
+            fingerprint=r.fingerprint,
+            isolation_note=r.isolation_note,
         )
+        _write(markdown, md)
     if html:
-        from kbase.validators.html_report import html_report
-
-        html.parent.mkdir(parents=True, exist_ok=True)
         wanted = {s.name for s in skills}
         rows = {k: v for k, v in rows_for_report(root).items() if k in wanted}
-        html.write_text(
-            html_report(
-                result.judgements,
-                rows,
-                {s.name: s.snippet_sha256() for s in skills},
-                {s.name: s.meta.audit.max_age_days for s in skills},
-                now=result.now,
-                fingerprint=result.fingerprint,
-                isolation_note=result.isolation_note,
-                problems=result.problems,
-            ),
-            encoding="utf-8",
+        page = html_report(
+            r.judgements,
+            rows,
+            {s.name: s.snippet_sha256() for s in skills},
+            {s.name: s.meta.audit.max_age_days for s in skills},
+            now=r.now,
+            fingerprint=r.fingerprint,
+            isolation_note=r.isolation_note,
+            problems=r.problems,
         )
+        _write(html, page)
+
+
+def _write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")

@@ -1,18 +1,27 @@
-"""Text reports of runs and statuses: JUnit XML for CI, Markdown for issues and job summaries."""
+"""Reports of runs and statuses: JUnit XML for CI, Markdown for issues and job summaries, and one
+self-contained HTML page (a skill x environment verdict matrix and an age chart).
+
+The HTML page loads no scripts, fonts or stylesheets from elsewhere: it must open from a CI
+artifact offline.
+"""
 
 from __future__ import annotations
 
 import datetime as dt
-import html
 import re
+from collections import Counter
+from html import escape
 from xml.etree import ElementTree as ET
 
 from kbase.validators.capture import printable
+from kbase.validators.rules import env_label
 
-from kbase.closed_sets import STATUS_SPECS, VERDICT_SPECS, severity
+from kbase.closed_sets import STATUS_SPECS, TIERS, VERDICT_SPECS, severity
 from kbase.schema import Problem
 
 _MD_SPECIAL = re.compile(r"[\\`*_\[\]|!#~]")
+VERDICT_COLOUR = {v: s.colour for v, s in VERDICT_SPECS.items()}
+STATUS_COLOUR = {v: s.colour for v, s in STATUS_SPECS.items()}
 
 
 def _icon(status: str) -> str:
@@ -65,14 +74,21 @@ def junit_xml(
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
 
 
-def _by_severity(item: tuple[str, int]) -> int:
-    return severity(item[0])
+def _overview(judgements: list[dict], fingerprint: dict) -> tuple[str, list[tuple[str, int]]]:
+    """(the environment on one line, (status, how many skills) worst first): both reports' head."""
+    env = ", ".join(
+        f"{k} {fingerprint[k]}"
+        for k in ("python", "torch", "triton", "nvcc", "gpu_name", "compute_capability")
+        if fingerprint.get(k)
+    )
+    counts = Counter(j["status"] for j in judgements)
+    return env, sorted(counts.items(), key=lambda kv: severity(kv[0]))
 
 
 def _cell(text: str) -> str:
     """Text from runs and rows (a snippet's output) as inert Markdown: no control characters,
     no HTML, no links, images or emphasis, and no cell break."""
-    t = html.escape(printable(str(text)), quote=False)
+    t = escape(printable(str(text)), quote=False)
     return _MD_SPECIAL.sub(r"\\\g<0>", t).replace("\n", " ")
 
 
@@ -85,22 +101,11 @@ def markdown_report(
     fingerprint: dict,
     isolation_note: str | None,
 ) -> str:
-    counts: dict[str, int] = {}
-    for j in judgements:
-        counts[j["status"]] = counts.get(j["status"], 0) + 1
-    lines = [f"# kbase audit — {generated}", ""]
-    env = ", ".join(
-        f"{k} {fingerprint[k]}"
-        for k in ("python", "torch", "triton", "nvcc", "gpu_name", "compute_capability")
-        if fingerprint.get(k)
-    )
-    lines += [f"Environment: {env}", ""]
+    env, counts = _overview(judgements, fingerprint)
+    lines = [f"# kbase audit — {generated}", "", f"Environment: {env}", ""]
     if isolation_note:
         lines += [f"> **Warning:** {isolation_note}", ""]
-    lines.append(
-        "Summary: "
-        + ", ".join(f"{_icon(s)} {s}: {n}" for s, n in sorted(counts.items(), key=_by_severity))
-    )
+    lines.append("Summary: " + ", ".join(f"{_icon(s)} {s}: {n}" for s, n in counts))
     lines += [
         "",
         "| skill | status | last pass | verified on | reasons |",
@@ -129,3 +134,211 @@ def markdown_report(
     if problems:
         lines += ["", "## Skills that do not load", ""] + [f"- `{_cell(str(p))}`" for p in problems]
     return "\n".join(lines) + "\n"
+
+
+_CSS = """
+body{font:14px/1.4 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:24px;color:#1d232a;
+  background:#fff}
+h1{font-size:20px;margin:0 0 4px} h2{font-size:16px;margin:28px 0 8px}
+.meta{color:#5b6672;margin-bottom:12px}
+.warn{background:#fff4e0;border-left:4px solid #e08a1e;padding:6px 10px;margin:8px 0}
+table{border-collapse:collapse}
+th,td{border:1px solid #dde2e7;padding:4px 8px;text-align:left;vertical-align:top}
+th{background:#f3f5f7;font-weight:600;vertical-align:bottom}
+th.env{writing-mode:vertical-rl;transform:rotate(180deg);white-space:nowrap;font-weight:500;
+  font-size:12px}
+td.v{text-align:center;color:#fff;font-weight:600;font-size:12px;min-width:44px}
+td.none{background:#f7f8f9;color:#b7bec6;text-align:center} .old{opacity:.45}
+.badge{display:inline-block;color:#fff;border-radius:10px;padding:1px 8px;font-size:12px;
+  font-weight:600}
+.reasons{color:#5b6672;font-size:12px;max-width:520px} .legend span{margin-right:10px}
+"""
+
+
+def _badge(status: str) -> str:
+    colour = STATUS_COLOUR.get(status, "#666")
+    return f'<span class="badge" style="background:{colour}">{escape(status)}</span>'
+
+
+def _matrix(
+    judgements: list[dict], rows_by_skill: dict[str, list[dict]], shas: dict[str, str]
+) -> str:
+    latest: dict[tuple[str, str], dict] = {}
+    envs: dict[str, str] = {}
+    for skill, rows in rows_by_skill.items():
+        for r in rows:
+            if r["verdict"] == "skip":
+                continue
+            label = env_label(r["tier"], r.get("fingerprint") or {})
+            envs.setdefault(label, r["tier"])
+            key = (skill, label)
+            if key not in latest or r["at"] >= latest[key]["at"]:
+                latest[key] = r
+    order = {t: i for i, t in enumerate(TIERS)}  # a tier a newer ledger names sorts last
+    cols = sorted(envs, key=lambda e: (order.get(envs[e], len(order)), e))
+    head = "".join(f'<th class="env">{escape(c)}</th>' for c in cols)
+    out = [f"<table><tr><th>skill</th><th>status</th>{head}</tr>"]
+    for j in judgements:
+        cells = []
+        for c in cols:
+            found = latest.get((j["skill"], c))
+            if found is None:
+                cells.append('<td class="none">·</td>')
+                continue
+            r = found
+            old = r.get("snippet_sha256") != shas.get(j["skill"])
+            title = f"{r['verdict']} on {r['at'][:19]}" + (" (earlier snippet)" if old else "")
+            if r.get("message"):
+                title += f": {r['message']}"
+            cls = "v old" if old else "v"
+            cells.append(
+                f'<td class="{cls}" style="background:{VERDICT_COLOUR.get(r["verdict"], "#666")}" '
+                f'title="{escape(title)}">{escape(r["verdict"])}<br>{r["at"][5:10]}</td>'
+            )
+        out.append(
+            f"<tr><td>{escape(j['skill'])}</td><td>{_badge(j['status'])}</td>{''.join(cells)}</tr>"
+        )
+    out.append("</table>")
+    if not cols:
+        out.append("<p>No runs recorded yet.</p>")
+    return "\n".join(out)
+
+
+def _age_chart(judgements: list[dict], ages: dict[str, tuple[int | None, int]]) -> str:
+    """Horizontal bars: days since the last pass (coloured by status), against each skill's
+    max_age_days tick.
+    """
+    bar_h, gap, label_w, width = 18, 6, 260, 520
+    known = [a for a, _ in ages.values() if a is not None] + [m for _, m in ages.values()]
+    scale_max = max(known + [30])
+    height = len(judgements) * (bar_h + gap) + 40
+    parts = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{label_w + width + 80}" height="{height}" '
+        f'role="img" aria-label="days since last pass">'
+    ]
+    for i, j in enumerate(judgements):
+        y = 10 + i * (bar_h + gap)
+        age, max_age = ages.get(j["skill"], (None, 180))
+        parts.append(
+            f'<text x="{label_w - 8}" y="{y + 13}" text-anchor="end" font-size="12">'
+            f"{escape(j['skill'])}</text>"
+        )
+        if age is None:
+            parts.append(
+                f'<text x="{label_w + 4}" y="{y + 13}" font-size="12" fill="#9aa3ad">'
+                "never passed</text>"
+            )
+        else:
+            w = max(2, int(width * age / scale_max))
+            colour = STATUS_COLOUR.get(j["status"], "#666")  # bar length is age, colour the status
+            parts.append(
+                f'<rect x="{label_w}" y="{y}" width="{w}" height="{bar_h}" rx="3" fill="{colour}"/>'
+            )
+            parts.append(f'<text x="{label_w + w + 6}" y="{y + 13}" font-size="12">{age} d</text>')
+        tick = label_w + int(width * max_age / scale_max)
+        parts.append(
+            f'<line x1="{tick}" x2="{tick}" y1="{y - 2}" y2="{y + bar_h + 2}" '
+            'stroke="#d64545" stroke-width="2"/>'
+        )
+    axis_y = height - 18
+    parts.append(
+        f'<line x1="{label_w}" x2="{label_w + width}" y1="{axis_y}" y2="{axis_y}" '
+        'stroke="#5b6672"/>'
+    )
+    for frac in (0, 0.25, 0.5, 0.75, 1.0):
+        x = label_w + int(width * frac)
+        parts.append(
+            f'<text x="{x}" y="{axis_y + 14}" font-size="11" text-anchor="middle" '
+            f'fill="#5b6672">{int(scale_max * frac)} d</text>'
+        )
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def _reasons(j: dict) -> str:
+    return f"<td class='reasons'>{'<br>'.join(escape(r) for r in j['reasons'])}</td>"
+
+
+def _attention(judgements: list[dict]) -> str:
+    # What a maintainer acts on comes first (issue #27: the reasons were ~12,000 px down): every
+    # skill that is not verified, worst first, with why.
+    todo = sorted(
+        (j for j in judgements if j["status"] != "verified"),
+        key=lambda j: (severity(j["status"]), j["skill"]),
+    )
+    attention = (
+        "<h2>Needs attention</h2><table><tr><th>skill</th><th>status</th><th>why</th></tr>"
+        + "".join(
+            f"<tr><td>{escape(j['skill'])}</td><td>{_badge(j['status'])}</td>{_reasons(j)}</tr>"
+            for j in todo
+        )
+        + "</table>"
+        if todo
+        else "<h2>Needs attention</h2><div>nothing: every skill is verified</div>"
+    )
+    return attention
+
+
+def html_report(
+    judgements: list[dict],
+    rows_by_skill: dict[str, list[dict]],
+    shas: dict[str, str],
+    max_ages: dict[str, int],
+    *,
+    now: dt.datetime,
+    fingerprint: dict,
+    isolation_note: str | None,
+    problems: list[Problem],
+) -> str:
+    ages: dict[str, tuple[int | None, int]] = {}
+    for j in judgements:
+        last = j.get("last_pass")
+        ages[j["skill"]] = (
+            (now.date() - dt.date.fromisoformat(last[:10])).days if last else None,
+            max_ages.get(j["skill"], 180),
+        )
+    env, counts = _overview(judgements, fingerprint)
+    summary = " ".join(f"{_badge(s)} {n}" for s, n in counts)
+    legend = "".join(
+        f'<span><span class="badge" style="background:{c}">{v}</span></span>'
+        for v, c in VERDICT_COLOUR.items()
+    )
+    rows = "".join(
+        f"<tr><td>{escape(j['skill'])}</td><td>{_badge(j['status'])}</td>"
+        f"<td>{escape((j['last_pass'] or '—')[:10])}</td><td>{escape(j['verified_on'] or '—')}</td>"
+        f"{_reasons(j)}</tr>"
+        for j in judgements
+    )
+    attention = _attention(judgements)
+    warn = f'<div class="warn">{escape(isolation_note)}</div>' if isolation_note else ""
+    probs = (
+        (
+            "<h2>Skills that do not load</h2><ul>"
+            + "".join(f"<li><code>{escape(str(p))}</code></li>" for p in problems)
+            + "</ul>"
+        )
+        if problems
+        else ""
+    )
+    return f"""<!doctype html>
+<html lang="en"><head><meta charset="utf-8">
+<title>kbase audit {escape(now.date().isoformat())}</title>
+<style>{_CSS}</style></head><body>
+<h1>kbase audit</h1>
+<div class="meta">{escape(now.isoformat(timespec="minutes"))} · {escape(env)}</div>
+{warn}<div>{summary}</div>
+{probs}
+{attention}
+<h2>Verdicts by environment</h2>
+<div class="legend">{legend}
+<span style="color:#5b6672">faded: an earlier version of the snippet</span></div>
+{_matrix(judgements, rows_by_skill, shas)}
+<h2>Days since the last pass</h2>
+<div class="meta">bar: days since the last pass, coloured by status ·
+red tick: the skill's max_age_days</div>
+{_age_chart(judgements, ages)}
+<h2>Status</h2>
+<table><tr><th>skill</th><th>status</th><th>last pass</th><th>verified on</th><th>reasons</th></tr>
+{rows}</table>
+</body></html>
+"""
