@@ -148,7 +148,7 @@ def ledger_change_problems(root: Path, base: str | None = None) -> tuple[list[Pr
             problems.append(row.problem())
             continue
         untrusted = f"added row for {row['skill']} is not signed by a key that {chosen} trusts"
-        why = sig_problem(keys, keys.check(row), row, untrusted + f" (ledger/{TRUSTED_DIR}/)")
-        if why:
-            problems.append(Problem(path=shown, line=lineno, field="sig", message=why))
+        bad = sig_problem(keys, keys.check(row), row, untrusted + f" (ledger/{TRUSTED_DIR}/)")
+        if bad:
+            problems.append(Problem(path=shown, line=lineno, field="sig", message=bad))
     return problems, chosen
