@@ -60,19 +60,9 @@ def _events(path: Path) -> dict[str, int]:
 
 
 def _state(pid: int) -> str:
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            return fh.read().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return ""
-
-
-def _comm(pid: int) -> str:
-    try:
-        with open(f"/proc/{pid}/comm") as fh:
-            return fh.read().strip()
-    except OSError:
-        return ""
+    stat = _read(Path(f"/proc/{pid}/stat"))  # "pid (name) state ...": a name may hold ")"
+    fields = stat.rsplit(")", 1)[1].split() if ")" in stat else []
+    return fields[0] if fields else ""
 
 
 @dataclass
@@ -188,7 +178,9 @@ class RunCgroup:
         killed: set[int] = set()
         # bwrap's own init may still be on its way out; it is not something the snippet left
         alive = {
-            p for p in self.pids_inside() if _state(p) not in ("Z", "X", "") and _comm(p) != "bwrap"
+            p
+            for p in self.pids_inside()
+            if _state(p) not in ("Z", "X", "") and _read(Path(f"/proc/{p}/comm")).strip() != "bwrap"
         }
         kill_file = self.dirs["memory"] / "cgroup.kill" if self.version == "v2" else None
         for _ in range(200):

@@ -54,16 +54,8 @@ class RunOutcome:
         """The public `--json` row: shaped (and checked) by kbase.schema.RunResult."""
         from kbase.schema import RunResult
 
-        row = {
-            "skill": self.skill,
-            "tier": self.tier,
-            "verdict": self.verdict,
-            "duration_s": round(self.duration_s, 3),
-            "line": self.line,
-            "message": self.message,
-            "claims": self.claims,
-            "literals_seen": self.literals_seen,
-        }
+        row = {k: getattr(self, k) for k in RunResult.model_fields}
+        row["duration_s"] = round(self.duration_s, 3)
         return RunResult.model_validate(row).model_dump(mode="json", exclude_none=False)
 
 

@@ -22,16 +22,9 @@ RUNNER_VERSION = "2"
 PYTHON_LANGS = {"python", "py", "python3"}
 CUDA_LANGS = {"cuda", "cu"}
 OTHER_LANGS = {"cpp", "c++", "c", "h", "cuh", "hpp"}
-_EXT = {
-    "cuda": ".cu",
-    "cu": ".cu",
-    "cpp": ".cpp",
-    "c++": ".cpp",
-    "c": ".c",
-    "h": ".h",
-    "cuh": ".cuh",
-    "hpp": ".hpp",
-}
+# a block's file extension: the language's name, but for the two spellings of CUDA and of C++
+_EXT = {lang: f".{lang}" for lang in ("cpp", "c", "h", "cuh", "hpp")}
+_EXT |= {"cuda": ".cu", "cu": ".cu", "c++": ".cpp"}
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,80}$")
 
 
