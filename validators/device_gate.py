@@ -89,25 +89,22 @@ class DeviceGate:
 
     @contextmanager
     def hold(self, use: str) -> Iterator[None]:
-        if use == "exclusive":
-            with self._cond:
+        exclusive = use == "exclusive"
+        with self._cond:
+            if exclusive:
                 self._waiting_exclusive += 1
                 self._cond.wait_for(lambda: not self._exclusive and self._shared == 0)
                 self._waiting_exclusive -= 1
                 self._exclusive = True
-            try:
-                yield
-            finally:
-                with self._cond:
-                    self._exclusive = False
-                    self._cond.notify_all()
-        else:
-            with self._cond:
+            else:
                 self._cond.wait_for(lambda: not self._exclusive and not self._waiting_exclusive)
                 self._shared += 1
-            try:
-                yield
-            finally:
-                with self._cond:
+        try:
+            yield
+        finally:
+            with self._cond:
+                if exclusive:
+                    self._exclusive = False
+                else:
                     self._shared -= 1
-                    self._cond.notify_all()
+                self._cond.notify_all()

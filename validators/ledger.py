@@ -53,22 +53,10 @@ def row_from_outcome(o) -> dict:
     """A ledger row for a RunOutcome that actually executed (skips decided up front
     are not runs).
     """
-    return {
-        "skill": o.skill,
-        "snippet_sha256": o.snippet_sha256,
-        "tier": o.tier,
-        "verdict": o.verdict,
-        "duration_s": round(o.duration_s, 3),
-        "line": o.line,
-        "message": o.message[:300],
-        "stderr_tail": o.output_tail[-STDERR_TAIL:],
-        "fingerprint": o.fingerprint,
-        "isolated": o.isolated,
-        "limits": o.limits,
-        "claims": o.claims,
-        "literals_seen": o.literals_seen,
-        "at": o.at,
-    }
+    kept = ("skill", "snippet_sha256", "tier", "verdict", "line", "fingerprint", "isolated")
+    row = {k: getattr(o, k) for k in (*kept, "limits", "claims", "literals_seen", "at")}
+    row["duration_s"] = round(o.duration_s, 3)
+    return {**row, "message": o.message[:300], "stderr_tail": o.output_tail[-STDERR_TAIL:]}
 
 
 def canonical(row: dict) -> str:

@@ -1,6 +1,8 @@
 """Verify skills: lay out each snippet, run it per tier in the sandbox, judge it and its claims.
 
-What a run executes is validators/run_command.py's; its verdict, validators/verdict.py's.
+What a run executes is validators/run_command.py's. Its verdict is read from what the sandbox
+returned: pass, fail, skip, timeout, killed or error, with the snippet line at fault and a
+one-line message (_judge).
 """
 
 from __future__ import annotations
@@ -23,11 +25,9 @@ from kbase.validators.fingerprint import fingerprint
 from kbase.validators.run_command import CPU_COMPILE_ARCH as CPU_COMPILE_ARCH
 from kbase.validators.run_command import _command, _tier_env, nvcc_arch_for
 from kbase.validators.sandbox import Limits, SandboxUnavailable, run_sandboxed, sandbox_status
-from kbase.validators.sandbox_supervise import kill_all_live
-from kbase.validators.snippets import SnippetError, layout_blocks
+from kbase.validators.sandbox_supervise import SandboxResult, kill_all_live
+from kbase.validators.snippets import SnippetError, SnippetLayout, layout_blocks, locate_failure
 from kbase.validators.tiers import cuda_preflight, gpu_for, plan_tiers
-from kbase.validators.verdict import SKIP_EXIT as SKIP_EXIT
-from kbase.validators.verdict import _judge
 
 from kbase.closed_sets import TIER_SPECS
 
@@ -207,6 +207,65 @@ def _judged(
             base.message + f" ({res.orphans_killed} leftover process(es) killed)"
         ).strip()
     return base
+
+
+SKIP_EXIT = 77  # the automake convention: "this test cannot run here"
+
+# host-side allocation failures only: "CUDA out of memory" is the device, not our limit
+_MEMORY_SIGNS = ("MemoryError", "can't allocate memory", "std::bad_alloc", "Cannot allocate memory")
+
+
+def _last_line(text: str) -> str:
+    lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
+    return lines[-1][:300] if lines else ""
+
+
+def _judge(
+    res: SandboxResult, layout: SnippetLayout, limits: Limits, timeout: float
+) -> tuple[str, int | None, str]:
+    output = res.stderr + "\n" + res.stdout
+    if res.error:
+        return "error", None, res.error
+    if res.timed_out:
+        return "timeout", locate_failure(layout, output), f"ran past the {timeout:g} s timeout"
+    rc = res.returncode
+    if rc == 0 and not res.completed:
+        # exit status 0 without the completion record: os._exit(0) from an exit hook, a
+        # re-executed interpreter, a forged sandbox status. The snippet did not finish.
+        return (
+            "fail",
+            locate_failure(layout, output),
+            "exited 0 without finishing its main (os._exit, an exit hook or a re-exec?)",
+        )
+    if rc == 0:
+        return "pass", None, _last_line(res.stdout)
+    if rc == SKIP_EXIT:
+        return (
+            "skip",
+            None,
+            _last_line(res.stdout + "\n" + res.stderr) or "the snippet skipped itself (exit 77)",
+        )
+    line = locate_failure(layout, output)
+    hit = f"memory limit ({limits.memory_mb} MiB for the run) hit" if res.memory_hit else ""
+    if res.pids_hit:
+        hit = (hit + "; " if hit else "") + f"process limit ({limits.pids}) hit"
+    if rc is not None and rc < 0:
+        if -rc == signal.SIGXCPU:
+            return "killed", line, f"CPU-time limit exceeded ({res.signal_name})"
+        if -rc == signal.SIGXFSZ:
+            return "killed", line, f"file-size limit ({limits.disk_mb} MiB) exceeded (SIGXFSZ)"
+        why = f"killed by {res.signal_name}"
+        if hit:
+            why += f": {hit}"
+        elif -rc == signal.SIGKILL:
+            why += " (out of memory, or killed from outside)"
+        return "killed", line, why
+    last = _last_line(res.stderr) or _last_line(res.stdout) or f"exit status {rc}"
+    if hit:
+        last = f"{hit}: {last}"
+    elif any(sign in output for sign in _MEMORY_SIGNS) and limits.memory_mb:
+        last = f"memory limit ({limits.memory_mb} MiB) hit: {last}"
+    return "fail", line, last
 
 
 def plan_skill(skill, asked: str) -> list[tuple[str, str | None]]:
