@@ -3,7 +3,6 @@ rendered from the counted ledger rows (never typed into the prose)."""
 
 from __future__ import annotations
 
-import functools
 from pathlib import Path
 
 from kbase.schema import ClaimMeasurement, ClaimView
@@ -88,12 +87,12 @@ def claim_views_of(root: Path, names: list[str]) -> dict[str, list[ClaimView]]:
     """claim_views for several skills, the disk cache written once for all those it lacked (a
     server's warm-up: rewriting it per skill was ~0.1 s a skill at 120 skills; issue #11)."""
     from kbase.validators.ledger import ledger_path
-    from kbase.validators.status import _keys_sig, _stat_sig, cache_write
+    from kbase.validators.status import _keys_sig, _stat_sig, cache_write, code_sig
 
     from kbase.config import SKILL_FILE
 
     root = Path(root).resolve()
-    state = repr((_stat_sig(ledger_path(root)), _keys_sig(root), _code_sig()))
+    state = repr((_stat_sig(ledger_path(root)), _keys_sig(root), code_sig()))
     out: dict[str, list[ClaimView]] = {}
     fresh: dict[str, dict] = {}
     disk: dict | None = None
@@ -142,24 +141,6 @@ def _compute(root: Path, path: Path, name: str) -> list[ClaimView]:
 
 _memory: dict[tuple, list[ClaimView]] = {}
 _DISK_NAME = "claim-views.json"
-
-
-@functools.cache
-def _code_sig() -> tuple:
-    """Changes with the code that parses a skill and renders its claims (fixed per process).
-    The modules are found, not imported: a cached answer needs no markdown parser."""
-    from kbase.validators.status import _stat_sig
-
-    from kbase.code_digest import module_files
-
-    mods: tuple[str, ...] = (__name__, "kbase.validators.claims", "kbase.validators.rules")
-    mods += (
-        "kbase.schema",
-        "kbase.ingest.skills",
-        "kbase.ingest.markdown",
-        "kbase.ingest.safe_yaml",
-    )
-    return tuple(_stat_sig(Path(f)) for m in mods for f in module_files(m) or [""])
 
 
 _disk: dict[str, tuple[tuple, dict]] = {}

@@ -7,6 +7,7 @@ mtime and size) and the PR archive's folders; a warm call costs a few stat() cal
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import threading
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -216,7 +217,9 @@ def skill_statuses(
         hit = _results.get(key)
         if hit is not None:
             return hit
-        digest = _disk_key(key)
+        import hashlib
+
+        digest = hashlib.sha256(repr((key, code_sig(), __file__)).encode()).hexdigest()
         out = _read_disk(root, digest)
         if out is None:
             out = {
@@ -236,18 +239,21 @@ def skill_statuses(
 _DISK_NAME = "skill-statuses.json"
 
 
-def _disk_key(key: tuple) -> str:
-    import hashlib
-
+@functools.cache
+def code_sig() -> tuple:
+    """Changes with the code that parses skills, judges them and renders their claims (fixed per
+    process): part of the key of both caches. The modules are found, not imported: a cached
+    answer needs neither the markdown parser nor the rules."""
     from kbase.code_digest import module_files
 
-    # the judging code's files, found, not imported: a status read from disk needs neither
-    code = tuple(
-        _stat_sig(Path(f))
-        for m in ("kbase.validators.rules", "kbase.validators.claims")
-        for f in module_files(m)
-    )
-    return hashlib.sha256(repr((key, code, __file__)).encode()).hexdigest()
+    mods = [f"kbase.validators.{m}" for m in ("status", "claim_views", "claims", "rules")]
+    mods += [
+        "kbase.schema",
+        "kbase.ingest.skills",
+        "kbase.ingest.markdown",
+        "kbase.ingest.safe_yaml",
+    ]
+    return tuple(_stat_sig(Path(f)) for m in mods for f in module_files(m) or [""])
 
 
 def _read_disk(root: Path, digest: str) -> dict | None:
