@@ -117,7 +117,7 @@ def test_the_html_report_and_the_rules_survive_a_tier_they_do_not_know():
     j = judge(facts, [row], now=dt.datetime(2026, 12, 1, tzinfo=dt.UTC))
     assert j.status == "verified"
     page = html_report(
-        [j.as_dict()],
+        [j.model_dump()],
         {"s": [row]},
         {"s": "abc"},
         {"s": 180},

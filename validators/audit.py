@@ -91,7 +91,7 @@ def run_audit(
     now = now or dt.datetime.now(dt.UTC)
     here = fingerprint("gpu", root)
     judged = judgements(root, now=now, env=here, skills=skills)
-    listed = [judged[s.name].as_dict() for s in skills]
+    listed = [judged[s.name].model_dump() for s in skills]
     problems.extend(unseen_literals(root, skills))
     return AuditResult(
         judgements=listed,

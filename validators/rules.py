@@ -7,7 +7,6 @@ The severity order (worst first) is kbase.closed_sets.STATUS_ORDER.
 
 from __future__ import annotations
 
-import dataclasses
 import datetime as dt
 import re
 from dataclasses import dataclass, field
@@ -15,6 +14,7 @@ from dataclasses import dataclass, field
 from kbase.closed_sets import BAD_VERDICTS as BAD
 from kbase.closed_sets import STATUS_ORDER as ORDER
 from kbase.closed_sets import TIER_SPECS
+from kbase.schema import SkillAudit
 
 
 @dataclass
@@ -27,19 +27,6 @@ class SkillFacts:
     audit_date: dt.date
     max_age_days: int = 180
     claims: list = field(default_factory=list)  # kbase.schema.Claim: measured ones are judged
-
-
-@dataclass
-class Judgement:
-    skill: str
-    status: str
-    last_pass: str | None = None
-    verified_on: str | None = None
-    reasons: list[str] = field(default_factory=list)
-    claims: dict | None = None  # {"held", "failed", "unmeasured", "cited"}
-
-    def as_dict(self) -> dict:
-        return dataclasses.asdict(self)
 
 
 def _on_gpu(tier: str) -> bool:
@@ -127,7 +114,7 @@ def judge(
     env: dict | None = None,
     source_touched: str | None = None,
     self_reported: list[dict] | None = None,
-) -> Judgement:
+) -> SkillAudit:
     """The status of one skill. `rows` are its ledger rows in file order, any snippet hash:
     only those that may count (sandboxed, signed by a trusted key when keys are
     configured); `self_reported` are the others (unsigned, or run outside the sandbox): their
@@ -191,13 +178,10 @@ def judge(
     reasons = [r for s in ORDER[:-1] for r in found[s]] + _gpus_not_rechecked(rows, current)
     if status == "verified" and last is not None:
         reasons.append(f"passed on {env_label(last['tier'], last.get('fingerprint') or {})}")
-    return Judgement(
-        skill=facts.name,
-        status=status,
-        last_pass=last["at"] if last else None,
-        verified_on=env_label(last["tier"], last.get("fingerprint") or {}) if last else None,
-        reasons=reasons,
-        claims=claim_counts,
+    on = env_label(last["tier"], last.get("fingerprint") or {}) if last else None
+    row = {"skill": facts.name, "status": status, "last_pass": last["at"] if last else None}
+    return SkillAudit.model_validate(
+        {**row, "verified_on": on, "reasons": reasons, "claims": claim_counts}
     )
 
 

@@ -15,7 +15,9 @@ from typing import TYPE_CHECKING
 from kbase.validators.ledger import ledger_path, read_ledger
 
 if TYPE_CHECKING:  # the rules judge skills only when no cached status answers (a cold search)
-    from kbase.validators.rules import Judgement, SkillFacts
+    from kbase.validators.rules import SkillFacts
+
+    from kbase.schema import SkillAudit
 
 _lock = threading.Lock()
 _results: dict[tuple, dict] = {}
@@ -162,7 +164,7 @@ def facts_of(skill) -> SkillFacts:
 
 def judgements(
     root: Path, *, now: dt.datetime | None = None, env=None, skills: list | None = None
-) -> dict[str, Judgement]:
+) -> dict[str, SkillAudit]:
     """Status of every loadable skill (or of `skills`), uncached; `env=None` skips the env rule."""
     from kbase.ingest.skills import find_skill_files
     from kbase.validators.rules import judge
@@ -197,8 +199,6 @@ def skill_statuses(
     no particular one: then stale-env is never reported, since whoever searches is rarely on the
     machine that will run the kernel.
     """
-    from kbase.schema import SkillAudit
-
     root = Path(root).resolve()
     now = now or dt.datetime.now(dt.UTC)
     env_d = _env_dict(env)
@@ -222,10 +222,7 @@ def skill_statuses(
         digest = hashlib.sha256(repr((key, code_sig(), __file__)).encode()).hexdigest()
         out = _read_disk(root, digest)
         if out is None:
-            out = {
-                name: SkillAudit(**j.as_dict())
-                for name, j in judgements(root, now=now, env=env_d).items()
-            }
+            out = judgements(root, now=now, env=env_d)
             statuses = {n: a.model_dump(mode="json") for n, a in out.items()}
             cache_write(root, _DISK_NAME, {"key": digest, "statuses": statuses})
         _results.clear()  # only the newest state matters; keeps memory flat in a long-lived server
