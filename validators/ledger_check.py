@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -30,12 +31,7 @@ class LedgerCheck:
     problems: list[Problem] = field(default_factory=list)
 
     def as_dict(self) -> dict:
-        return {
-            "rows": self.rows,
-            "counts": dict(self.counts),
-            "trusted_keys": list(self.trusted_keys),
-            "problems": [p.model_dump() for p in self.problems],
-        }
+        return {**dataclasses.asdict(self), "problems": [p.model_dump() for p in self.problems]}
 
 
 def _scan(root: Path):
