@@ -195,9 +195,7 @@ def _matrix(
                 f'<td class="{cls}" style="background:{VERDICT_COLOUR.get(r["verdict"], "#666")}" '
                 f'title="{escape(title)}">{escape(r["verdict"])}<br>{r["at"][5:10]}</td>'
             )
-        out.append(
-            f"<tr><td>{escape(j['skill'])}</td><td>{_badge(j['status'])}</td>{''.join(cells)}</tr>"
-        )
+        out.append(f"<tr>{_who(j)}{''.join(cells)}</tr>")
     out.append("</table>")
     if not cols:
         out.append("<p>No runs recorded yet.</p>")
@@ -255,6 +253,11 @@ def _age_chart(judgements: list[dict], ages: dict[str, tuple[int | None, int]]) 
     return "".join(parts)
 
 
+def _who(j: dict) -> str:
+    """A skill's name and status badge: the first two cells of every table here."""
+    return f"<td>{escape(j['skill'])}</td><td>{_badge(j['status'])}</td>"
+
+
 def _reasons(j: dict) -> str:
     return f"<td class='reasons'>{'<br>'.join(escape(r) for r in j['reasons'])}</td>"
 
@@ -266,17 +269,11 @@ def _attention(judgements: list[dict]) -> str:
         (j for j in judgements if j["status"] != "verified"),
         key=lambda j: (severity(j["status"]), j["skill"]),
     )
-    attention = (
-        "<h2>Needs attention</h2><table><tr><th>skill</th><th>status</th><th>why</th></tr>"
-        + "".join(
-            f"<tr><td>{escape(j['skill'])}</td><td>{_badge(j['status'])}</td>{_reasons(j)}</tr>"
-            for j in todo
-        )
-        + "</table>"
-        if todo
-        else "<h2>Needs attention</h2><div>nothing: every skill is verified</div>"
-    )
-    return attention
+    if not todo:
+        return "<h2>Needs attention</h2><div>nothing: every skill is verified</div>"
+    rows = "".join(f"<tr>{_who(j)}{_reasons(j)}</tr>" for j in todo)
+    head = "<tr><th>skill</th><th>status</th><th>why</th></tr>"
+    return f"<h2>Needs attention</h2><table>{head}{rows}</table>"
 
 
 def html_report(
@@ -304,22 +301,14 @@ def html_report(
         for v, c in VERDICT_COLOUR.items()
     )
     rows = "".join(
-        f"<tr><td>{escape(j['skill'])}</td><td>{_badge(j['status'])}</td>"
-        f"<td>{escape((j['last_pass'] or '—')[:10])}</td><td>{escape(j['verified_on'] or '—')}</td>"
-        f"{_reasons(j)}</tr>"
+        f"<tr>{_who(j)}<td>{escape((j['last_pass'] or '—')[:10])}</td>"
+        f"<td>{escape(j['verified_on'] or '—')}</td>{_reasons(j)}</tr>"
         for j in judgements
     )
     attention = _attention(judgements)
     warn = f'<div class="warn">{escape(isolation_note)}</div>' if isolation_note else ""
-    probs = (
-        (
-            "<h2>Skills that do not load</h2><ul>"
-            + "".join(f"<li><code>{escape(str(p))}</code></li>" for p in problems)
-            + "</ul>"
-        )
-        if problems
-        else ""
-    )
+    probs = "".join(f"<li><code>{escape(str(p))}</code></li>" for p in problems)
+    probs = f"<h2>Skills that do not load</h2><ul>{probs}</ul>" if problems else ""
     return f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8">
 <title>kbase audit {escape(now.date().isoformat())}</title>
