@@ -25,6 +25,7 @@ import stat
 import struct
 import subprocess
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 WORKDIR = "/tmp/kbase-run"  # the snippet's cwd and HOME inside the sandbox
@@ -50,13 +51,8 @@ def drop_root() -> list[str]:
         return []
     prefix = [exe, f"--reuid={RUN_AS}", f"--regid={RUN_AS}", "--clear-groups", "--inh-caps=-all"]
     prefix.append("--")
-    probe = [bw, *_ns_flags(False), "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
-    probe += ["--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev", "--", *prefix, "true"]
-    try:
-        ok = subprocess.run(probe, capture_output=True, timeout=20).returncode == 0
-    except (OSError, subprocess.TimeoutExpired):
-        ok = False
-    return prefix if ok else []
+    caps = ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
+    return [] if _probe(bw, False, caps, prefix) else prefix
 
 
 @dataclass(frozen=True)
@@ -70,10 +66,12 @@ class BwrapSupport:
         return self.exe is not None and not self.why_not
 
 
-def _probe(exe: str, userns: bool) -> str:
-    argv = [exe, *_ns_flags(userns), "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev"]
+def _probe(exe: str, userns: bool, caps: Sequence[str] = (), prefix: Sequence[str] = ()) -> str:
+    """Why bwrap cannot start `true` (under `prefix`) with these namespaces; "" when it can."""
+    argv = [exe, *_ns_flags(userns), *caps, "--ro-bind", "/", "/", "--proc", "/proc"]
+    argv += ["--dev", "/dev", "--", *prefix, "true"]
     try:
-        p = subprocess.run([*argv, "--", "true"], capture_output=True, text=True, timeout=20)
+        p = subprocess.run(argv, capture_output=True, text=True, errors="replace", timeout=20)
     except (OSError, subprocess.TimeoutExpired) as exc:
         return str(exc)
     return "" if p.returncode == 0 else (p.stderr.strip() or f"exit {p.returncode}")
