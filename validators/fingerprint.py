@@ -49,12 +49,8 @@ def _gpus_from_smi() -> list[GPU] | None:
     gpus = []
     for row in out.strip().splitlines():
         parts = [p.strip() for p in row.split(",")]
-        if len(parts) == 4 and re.match(r"^\d+\.\d+$", parts[2]):
-            gpus.append(
-                GPU(
-                    index=int(parts[0]), name=parts[1], compute_capability=parts[2], driver=parts[3]
-                )
-            )
+        if len(parts) == 4 and re.match(r"^\d+\.\d+$", parts[2]):  # the query's order is GPU's
+            gpus.append(GPU(int(parts[0]), *parts[1:]))
     return gpus
 
 
