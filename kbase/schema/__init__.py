@@ -10,12 +10,10 @@ that deferred them).
 - skill: a skill's front-matter, `SkillMeta` and its parts
 - entries: index entries and their chunks, code blocks
 - problems: `Problem`
-- results: search hits and results, and the claim views they show
-- answers: a whole entry (`kbase get`), a line of `kbase list`, health, feedback, proposals
-- status: skill statuses (`SkillAudit`) and the stale report
+- answers: what kbase answers (hits, entries, listings, health, statuses, history, pages),
+  one model each for the API, the CLI, HTTP and MCP
 - ledger: run results and ledger rows, with the environment's fingerprint
 - archive: PR cards and recipes
-- history: `kbase history` answers
 
 The closed sets it types with live in kbase/closed_sets.py, the search arguments in
 kbase/search_query.py (both re-exported here); the tag vocabulary is data.
@@ -33,26 +31,35 @@ from kbase.closed_sets import (
     Verdict,
 )
 from kbase.schema.answers import (
+    ClaimCounts,
+    ClaimMeasurement,
+    ClaimView,
     EntryDoc,
+    EntryRef,
     EntrySummary,
     FeedbackAnswer,
     Health,
+    HistoryPage,
+    HistoryResult,
+    HistoryRow,
+    Hit,
+    ListPage,
     ProposeAnswer,
+    SearchCandidate,
+    SearchResult,
     SectionText,
+    ServerHealth,
+    SkillAudit,
+    StaleAnswer,
+    StaleReport,
+    Truncation,
+    Verified,
 )
 from kbase.schema.archive import FileChange, PRCard, Recipe
 from kbase.schema.base import NAME_RE, Model, StrictModel, model_dump_jsonable
 from kbase.schema.entries import Chunk, CodeBlock, Entry
-from kbase.schema.history import HistoryResult, HistoryRow
 from kbase.schema.ledger import ClaimResult, Fingerprint, LedgerRow, RunResult
 from kbase.schema.problems import Problem
-from kbase.schema.results import (
-    ClaimMeasurement,
-    ClaimView,
-    Hit,
-    SearchCandidate,
-    SearchResult,
-)
 from kbase.schema.skill import (
     Audit,
     Claim,
@@ -63,7 +70,6 @@ from kbase.schema.skill import (
     Verification,
     Watch,
 )
-from kbase.schema.status import ClaimCounts, SkillAudit, StaleReport
 from kbase.schema.tags import TAG_KEYS, Tags
 from kbase.search_query import SearchQuery
 
@@ -84,6 +90,7 @@ __all__ = [
     "DeviceUse",
     "Entry",
     "EntryDoc",
+    "EntryRef",
     "EntryKind",
     "EntryStatus",
     "EntrySummary",
@@ -92,10 +99,12 @@ __all__ = [
     "FileChange",
     "Fingerprint",
     "Health",
+    "HistoryPage",
     "HistoryResult",
     "HistoryRow",
     "Hit",
     "LedgerRow",
+    "ListPage",
     "LiteralTrigger",
     "Mode",
     "Model",
@@ -108,15 +117,19 @@ __all__ = [
     "SearchCandidate",
     "SearchResult",
     "SectionText",
+    "ServerHealth",
     "SkillAudit",
     "SkillMeta",
     "SkillStatus",
+    "StaleAnswer",
     "StaleReport",
     "StrictModel",
     "Tags",
     "Tier",
+    "Truncation",
     "Verdict",
     "Verification",
+    "Verified",
     "Watch",
     "model_dump_jsonable",
 ]

@@ -1,16 +1,91 @@
-"""The API's other answers: a whole entry (`kbase get`), a line of `kbase list`, the index's
-health, and what recording feedback and proposing a skill answer (the same models for the
-API, HTTP and MCP)."""
+"""What kbase answers, one model each for the Python API, the CLI's `--json`, HTTP and MCP:
+search hits and results (with the claim views they show), a whole entry (`kbase get`), a line of
+`kbase list`, health, skill statuses and the stale report, `kbase history`'s timeline, the pages
+the servers cut long answers into, and what recording feedback and proposing a skill answer."""
 
 from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import ConfigDict, Field
 
-from kbase.closed_sets import EntryKind
+from kbase.closed_sets import CardKind, EntryKind, SkillStatus
 from kbase.schema.base import Model
-from kbase.schema.results import ClaimView
+
+
+class ClaimMeasurement(Model):
+    """A claim's value on one environment, rendered from a ledger row."""
+
+    env: str
+    value: float | None = None
+    raw: str | None = None
+    holds: bool | None = None
+    at: str
+    signed: bool = False
+
+
+class ClaimView(Model):
+    """A claim as `kbase get` and search hits show it: its text and what was measured where."""
+
+    id: str
+    text: str
+    expect: str | None = None
+    cite: str | None = None
+    locator: str | None = None
+    measured: list[ClaimMeasurement] = Field(default_factory=list)
+    rendered: str = Field(default="", description="the claim and its measurements, one line")
+
+
+class EntryRef(Model):
+    """What every answer says about an entry it names."""
+
+    id: str = Field(description="skill name or pr:<repo>#<N>; pass it to get")
+    kind: EntryKind
+    title: str
+    status: str = Field(description="verified, failing, stale-*, unverified, draft or mined")
+    repo: str | None = None
+    pr: int | None = None
+
+
+class Verified(EntryRef):
+    verified_on: str | None = None
+    verified_at: str | None = None
+
+
+class Hit(Verified):
+    score: float
+    path: str
+    line: int
+    section: str
+    snippet: str
+    claims: list[ClaimView] = Field(default_factory=list, description="skills: claims, measured")
+    confidence: float | None = Field(
+        None, ge=0.0, le=1.0, description="estimated probability that this entry fits the query"
+    )
+
+
+class SearchCandidate(Model):
+    """One line of the compact candidate list: enough for the caller to pick by its own reading."""
+
+    id: str
+    kind: EntryKind
+    status: str
+    use_when: str = Field(description="a skill's first description sentence; a PR card's title")
+    trigger: str | None = Field(None, description="the trigger or symptom the query repeats most")
+    confidence: float | None = Field(None, ge=0.0, le=1.0)
+
+
+class SearchResult(Model):
+    """What a search answers: `kbase search --json`, GET /search, MCP search (compacted)."""
+
+    query: str
+    hits: list[Hit]
+    no_good_match: bool = Field(
+        False, description="true when even the best hit is unlikely to fit: no entry covers this"
+    )
+    candidates: list[SearchCandidate] = Field(
+        default_factory=list, description="the top ~10 entries in one line each, to choose from"
+    )
 
 
 class SectionText(Model):
@@ -19,19 +94,11 @@ class SectionText(Model):
     text: str
 
 
-class EntryDoc(Model):
+class EntryDoc(Verified):
     """A whole entry as `kbase get` returns it."""
 
-    id: str
-    kind: EntryKind
-    title: str
     path: str
-    status: str
-    repo: str | None = None
-    pr: int | None = None
     tags: list[str] = Field(default_factory=list)
-    verified_on: str | None = None
-    verified_at: str | None = None
     sections: list[SectionText] = Field(default_factory=list)
     text: str = ""
     claims: list[ClaimView] = Field(default_factory=list, description="skills: claims, measured")
@@ -39,17 +106,11 @@ class EntryDoc(Model):
     feedback: dict[str, Any] | None = None
 
 
-class EntrySummary(Model):
+class EntrySummary(EntryRef):
     """One line of `kbase list`."""
 
-    id: str
-    kind: EntryKind
-    title: str
     path: str
-    status: str
     tags: list[str] = Field(default_factory=list)
-    repo: str | None = None
-    pr: int | None = None
     date: str | None = None
 
 
@@ -63,6 +124,15 @@ class Health(Model):
     problems: list[str] = Field(default_factory=list, description="`path:line: message`, first 50")
 
 
+class ServerHealth(Health):
+    """GET /healthz: the index's health, and what a server's start-up is doing."""
+
+    state: str = Field(
+        description='"ready", or what start-up is doing (e.g. "indexing 40/868 (embed)")'
+    )
+    uptime_s: float
+
+
 class FeedbackAnswer(Model):
     recorded: dict[str, Any]
     feedback: dict[str, Any] | None
@@ -74,3 +144,93 @@ class ProposeAnswer(Model):
     status: Literal["draft"] = "draft"
     indexed: bool
     note: str | None = None
+
+
+class ClaimCounts(Model):
+    """Per skill: measured claims that hold, fail or were never measured; and cited ones."""
+
+    held: int = 0
+    failed: int = 0
+    unmeasured: int = 0
+    cited: int = 0
+
+
+class SkillAudit(Model):
+    """A skill's status as the validators judge it (`kbase stale`, the statuses search shows)."""
+
+    skill: str
+    status: SkillStatus
+    last_pass: str | None = None
+    verified_on: str | None = None
+    reasons: list[str] = Field(default_factory=list)
+    claims: ClaimCounts | None = None
+
+
+class StaleReport(Model):
+    """Skills that are not verified right now, worst first (the audit view of search)."""
+
+    available: bool = True
+    total: int
+    counts: dict[str, int]
+    skills: list[SkillAudit]
+
+
+class HistoryRow(Model):
+    model_config = ConfigDict(extra="allow")
+
+    pr: int | None = None  # None: a commit pushed without a PR (its card is commit-<sha>.md)
+    sha: str = ""
+    kind: CardKind = "pr"
+    date: str
+    title: str
+    files: list[str] = Field(default_factory=list)
+    categories: list[str] = Field(default_factory=list)
+    via_rename: bool = False
+
+
+class HistoryResult(Model):
+    """The timeline of one kernel family (or of paths: `kbase history --path`) in one archived
+    repo, oldest first."""
+
+    repo: str
+    family: str | None
+    available: bool = True  # False: this root has no PR archive at all (message says so)
+    message: str | None = None
+    globs: list[str] = Field(default_factory=list)
+    prs: list[HistoryRow] = Field(default_factory=list)
+
+
+# ----------------------------------------------------------------- pages (HTTP and MCP alike)
+
+
+class Truncation(Model):
+    """What an MCP answer cut to stay within its `max_chars`, and how to get the rest."""
+
+    omitted: int | None = Field(None, description="items (hits, PRs, skills, entries) left out")
+    shown_chars: int | None = Field(None, description="characters of the text shown")
+    total_chars: int | None = Field(None, description="characters of the whole text")
+    hint: str
+
+
+class HistoryPage(HistoryResult):
+    """A timeline newest first, one page of it (`kbase history --json`, HTTP, MCP)."""
+
+    order: Literal["newest-first"] = Field("newest-first", description="always newest-first")
+    total: int = Field(0, description="PRs matching since/until, over all pages")
+    next_cursor: str | None = Field(None, description="pass as cursor for the next, older page")
+    truncated: Truncation | None = None
+
+
+class ListPage(Model):
+    total: int = Field(description="entries matching the filters, over all pages")
+    counts: dict[str, dict[str, int]] = Field(
+        description="matching entries counted by kind, by status and by tag"
+    )
+    entries: list[EntrySummary]
+    next_cursor: str | None = None
+    truncated: Truncation | None = None
+
+
+class StaleAnswer(StaleReport):
+    env: str | dict[str, str] | None = Field(None, description="environment statuses are for")
+    truncated: Truncation | None = None

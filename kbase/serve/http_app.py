@@ -18,20 +18,20 @@ from fastapi import Query
 from kbase.closed_sets import ENTRY_STATUSES, EntryKind, EntryStatus, Mode
 from kbase.envspec import ENV_HELP, ENV_PATTERN, parse_env
 from kbase.errors import InvalidArgument, KbaseError
-from kbase.schema import EntryDoc, FeedbackAnswer, ProposeAnswer, SearchResult
+from kbase.schema import (
+    EntryDoc,
+    FeedbackAnswer,
+    HistoryPage,
+    ListPage,
+    ProposeAnswer,
+    SearchResult,
+    ServerHealth,
+    StaleAnswer,
+)
 from kbase.serve import http_schema as H
 from kbase.serve import params as P
 from kbase.serve.guard import MAX_BODY_BYTES  # noqa: F401  (the documented body limit)
-from kbase.serve.http_models import (
-    FeedbackBody,
-    HealthOut,
-    HistoryPage,
-    ListPage,
-    ProposeBody,
-    StaleAnswer,
-    error_handlers,
-    error_responses,
-)
+from kbase.serve.http_models import FeedbackBody, ProposeBody, error_handlers, error_responses
 from kbase.serve.paging import (
     CURSOR_PATTERN,
     DEFAULT_HISTORY_LIMIT,
@@ -314,7 +314,7 @@ def _list_routes(app: Any, service: Service, tag_values: list[str]) -> None:
     @app.get(
         "/healthz",
         summary="Liveness and index generation",
-        response_model=HealthOut,
+        response_model=ServerHealth,
         responses=error_responses(),
     )
     def healthz() -> Any:

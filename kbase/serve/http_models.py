@@ -9,7 +9,6 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from kbase.errors import KbaseError
-from kbase.schema import EntrySummary, Health, HistoryRow, SkillAudit, StaleReport
 from kbase.serve import http_schema as H
 
 log = logging.getLogger("kbase.serve.http")
@@ -83,36 +82,6 @@ def error_handlers(app: Any) -> None:
         return _error(500, "internal error (logged on the server)")
 
 
-class HistoryPage(BaseModel):
-    repo: str
-    family: str
-    available: bool = True
-    message: str | None = None
-    globs: list[str] = Field(default_factory=list)
-    order: str = Field("newest-first", description="always newest-first")
-    total: int = Field(description="PRs matching since/until over all pages")
-    prs: list[HistoryRow]
-    next_cursor: str | None = Field(None, description="pass as cursor for the next, older page")
-
-
-class ListPage(BaseModel):
-    total: int
-    counts: dict[str, dict[str, int]]
-    entries: list[EntrySummary]
-    next_cursor: str | None = None
-
-
-class StaleAnswer(StaleReport):
-    env: str | dict[str, str] | None = None
-
-
-class HealthOut(Health):
-    state: str = Field(
-        description='"ready", or what start-up is doing (e.g. "indexing 40/868 (embed)")'
-    )
-    uptime_s: float
-
-
 class FeedbackBody(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -136,6 +105,3 @@ class ProposeBody(BaseModel):
     cause: str = Field(min_length=1, max_length=2000)
     fix: str = Field(min_length=1, max_length=2000)
     snippet: str | None = Field(None, max_length=20_000, description="optional Python check")
-
-
-StaleAnswer.model_rebuild(_types_namespace={"SkillAudit": SkillAudit})

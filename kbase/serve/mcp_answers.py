@@ -1,4 +1,5 @@
-"""What the MCP tools answer: one pydantic model per tool (its `outputSchema`), and the budget.
+"""What the MCP tools answer, and the budget. Each tool's answer is a model (its `outputSchema`):
+search and get answer the compact ones here, history, list and stale kbase.schema's pages.
 
 Every answer is JSON whose serialised size stays within the call's `max_chars`, because agent
 context is the scarce resource. The same dict goes out twice: as `structuredContent` (checked
@@ -14,8 +15,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from kbase.schema import SearchCandidate
-from kbase.serve.paging import decode_cursor, encode_cursor  # noqa: F401  (re-exported)
+from kbase.schema import SearchCandidate, Truncation, Verified
+from kbase.serve.paging import encode_cursor
 
 MIN_TEXT_CHARS = 80  # an entry answer always carries at least this much of the text
 
@@ -30,22 +31,7 @@ class More(BaseModel):
     section: str | None = None
 
 
-class Truncation(BaseModel):
-    omitted: int | None = Field(None, description="items (hits, PRs, skills, entries) left out")
-    shown_chars: int | None = Field(None, description="characters of the text shown")
-    total_chars: int | None = Field(None, description="characters of the whole text")
-    hint: str
-
-
-class CompactHit(BaseModel):
-    id: str = Field(description="skill name or pr:<repo>#<N>; pass it to get")
-    title: str
-    kind: Literal["skill", "pr"]
-    status: str = Field(description="verified, failing, stale-*, unverified, draft or mined")
-    verified_on: str | None = None
-    verified_at: str | None = None
-    repo: str | None = None
-    pr: int | None = None
+class CompactHit(Verified):
     section: str = Field(description="the section the snippet comes from")
     snippet: str
     where: str = Field(description="path:line in the knowledge base")
@@ -68,63 +54,14 @@ class SearchAnswer(BaseModel):
     truncated: Truncation | None = None
 
 
-class EntryAnswer(BaseModel):
-    id: str
-    kind: Literal["skill", "pr"]
-    title: str
+class EntryAnswer(Verified):
     path: str | None = Field(
         None, description="file in the knowledge base (dropped first on a tight budget)"
     )
-    status: str
-    repo: str | None = None
-    pr: int | None = None
     tags: list[str] = Field(default_factory=list)
-    verified_on: str | None = None
-    verified_at: str | None = None
     sections: list[str] = Field(default_factory=list, description="section titles get accepts")
     text: str = Field(description="the entry (or the asked section); never empty")
     feedback: dict[str, Any] | None = Field(None, description="what users said after acting on it")
-    truncated: Truncation | None = None
-
-
-class HistoryAnswer(BaseModel):
-    repo: str
-    family: str
-    available: bool = True
-    message: str | None = None
-    globs: list[str] = Field(default_factory=list)
-    order: Literal["newest-first"] = "newest-first"
-    total: int = Field(0, description="PRs matching since/until, over all pages")
-    prs: list[dict[str, Any]] = Field(default_factory=list)
-    next_cursor: str | None = Field(None, description="pass as cursor for the next, older page")
-    truncated: Truncation | None = None
-
-
-class StaleAnswer(BaseModel):
-    available: bool = True
-    env: str | dict[str, str] | None = None
-    total: int
-    counts: dict[str, int]
-    skills: list[dict[str, Any]]
-    truncated: Truncation | None = None
-
-
-class ListedEntry(BaseModel):
-    id: str
-    kind: Literal["skill", "pr"]
-    title: str
-    status: str
-    tags: list[str] = Field(default_factory=list)
-    date: str | None = None
-
-
-class ListAnswer(BaseModel):
-    total: int = Field(description="entries matching the filters, over all pages")
-    counts: dict[str, dict[str, int]] = Field(
-        description="matching entries counted by kind, by status and by tag"
-    )
-    entries: list[ListedEntry]
-    next_cursor: str | None = None
     truncated: Truncation | None = None
 
 

@@ -17,7 +17,14 @@ from kbase.closed_sets import ENTRY_STATUSES, EntryStatus
 from kbase.envspec import ENV_HELP, parse_env
 from kbase.errors import InvalidArgument, KbaseError, NotIndexed
 from kbase.feedback import MAX_NOTE_CHARS, VERDICTS
-from kbase.schema import FeedbackAnswer, ProposeAnswer, SearchQuery
+from kbase.schema import (
+    FeedbackAnswer,
+    HistoryPage,
+    ListPage,
+    ProposeAnswer,
+    SearchQuery,
+    StaleAnswer,
+)
 from kbase.search_query import MAX_K, MAX_QUERY_CHARS, MAX_TAGS
 from kbase.serve import mcp_answers as A
 from kbase.serve import params as P
@@ -26,6 +33,7 @@ from kbase.serve.paging import (
     DEFAULT_LIST_LIMIT,
     MAX_HISTORY_LIMIT,
     MAX_LIST_LIMIT,
+    decode_cursor,
     page_history,
     page_list,
 )
@@ -266,7 +274,7 @@ def _read_tools(srv: Any, service: Any) -> None:
         ] = DEFAULT_HISTORY_LIMIT,
         cursor: Cursor = None,
         max_chars: Budget = P.DEFAULT_MAX_CHARS,
-    ) -> A.HistoryAnswer:
+    ) -> HistoryPage:
         """The PRs that changed one kernel family in one archived repo, newest first, a page
         at a time (follow next_cursor for older ones)."""
         res = run(
@@ -275,8 +283,8 @@ def _read_tools(srv: Any, service: Any) -> None:
             run(P.check_slug, "family", family, True),
         )
         data = run(page_history, res, since, until, limit, cursor)
-        offset = run(A.decode_cursor, cursor)
-        return _result(A.HistoryAnswer, A.fit_items(data, "prs", max_chars, offset))
+        offset = run(decode_cursor, cursor)
+        return _result(HistoryPage, A.fit_items(data, "prs", max_chars, offset))
 
 
 def _list_tools(srv: Any, service: Any) -> None:
@@ -300,34 +308,24 @@ def _list_tools(srv: Any, service: Any) -> None:
         ] = DEFAULT_LIST_LIMIT,
         cursor: Cursor = None,
         max_chars: Budget = P.DEFAULT_MAX_CHARS,
-    ) -> A.ListAnswer:
+    ) -> ListPage:
         """What the knowledge base holds: entries by kind, status and tag, with counts."""
         data, page = run(page_list, run(kb.list_entries, kind), status, tag, limit, cursor)
-        data["entries"] = [
-            {
-                "id": e.id,
-                "kind": e.kind,
-                "title": e.title,
-                "status": e.status,
-                "tags": e.tags,
-                "date": e.date,
-            }
-            for e in page
-        ]
+        data["entries"] = [e.model_dump(mode="json") for e in page]
         counts = data["counts"]
         if len(A.dumps(data)) > max_chars and len(counts["tags"]) > 40:
             top = sorted(counts["tags"].items(), key=lambda kv: -kv[1])[:40]
             counts["tags"] = dict(top)  # the long tail of PR tags goes first
-        offset = run(A.decode_cursor, cursor)
-        return _result(A.ListAnswer, A.fit_items(data, "entries", max_chars, offset))
+        offset = run(decode_cursor, cursor)
+        return _result(ListPage, A.fit_items(data, "entries", max_chars, offset))
 
     @srv.tool(annotations=ToolAnnotations(title="Failing or stale skills", **RO))
-    def stale(env: Env = None, max_chars: Budget = P.DEFAULT_MAX_CHARS) -> A.StaleAnswer:
+    def stale(env: Env = None, max_chars: Budget = P.DEFAULT_MAX_CHARS) -> StaleAnswer:
         """Skills whose verification fails or is out of date (for `env`), worst first, with why."""
         e = run(parse_env, env)
         data = run(kb.stale, e).model_dump(mode="json")
         data["env"] = e
-        return _result(A.StaleAnswer, A.fit_items(data, "skills", max_chars))
+        return _result(StaleAnswer, A.fit_items(data, "skills", max_chars))
 
 
 def _write_tools(srv: Any, service: Any, writes: RateLimit) -> None:
