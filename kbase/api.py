@@ -1,10 +1,10 @@
 """The Python API, and the only door the CLI, HTTP and MCP go through.
 
 `KnowledgeBase(root=...)`: `.index()`, `.search(query, ...)` / `.query(SearchQuery)`, `.get(id)`,
-`.list()`, `.history(repo, family)`, `.stale()`, `.health()`; the search path, the validators'
-and the miner's commands are in the mixins below (kbase/api_search.py, kbase/api_validate.py,
-kbase/api_archive.py). Every answer is a model from kbase.schema; every deliberate error is a
-`kbase.errors.KbaseError`.
+`.list()`, `.history(repo, family)`, `.stale()`, `.health()`; the search path (with feedback and
+proposals), the validators' and the miner's commands are in the mixins below
+(kbase/api_search.py, kbase/api_validate.py, kbase/api_archive.py). Every answer is a model
+from kbase.schema; every deliberate error is a `kbase.errors.KbaseError`.
 """
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kbase.api_archive import ArchiveAPI
-from kbase.api_experience import ExperienceAPI
 from kbase.api_search import SearchAPI
 from kbase.api_validate import ValidateAPI
 from kbase.closed_sets import DRAFT_STATUS, PR_STATUS, severity
@@ -38,7 +37,7 @@ __all__ = ["KnowledgeBase", "NotIndexed", "PR_STATUS"]
 Progress = Callable[[str, int, int], None]
 
 
-class KnowledgeBase(SearchAPI, ValidateAPI, ArchiveAPI, ExperienceAPI):
+class KnowledgeBase(SearchAPI, ValidateAPI, ArchiveAPI):
     def __init__(
         self,
         root: str | os.PathLike[str] | None = None,

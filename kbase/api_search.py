@@ -1,9 +1,15 @@
-"""The search path of `KnowledgeBase` (a mixin of kbase.api): `.search()`, `.query()`.
+"""The search path of `KnowledgeBase` (a mixin of kbase.api): `.search()`, `.query()`, and the
+experience loop that feeds it (`.feedback()`, `.propose()`).
 
 A query is checked (kbase.search_query.SearchQuery), its archive filters are checked against the
 index, the searcher's candidates are ranked with their statuses and users' feedback, and only the
 hits kept are decoded and built. Meanwhile the query model loads on a thread of its own (a
 search that may embed the query, on the first search of a process).
+
+Feedback and draft skills write into the knowledge base, so the servers expose them only when
+started with `--allow-write`; the library and the CLI always can. Input is checked by
+kbase/feedback.py and kbase/drafts.py; an id must name an existing entry (else NotFound with the
+nearest ids).
 """
 
 from __future__ import annotations
@@ -13,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from kbase.closed_sets import PR_STATUS, STATUS_SPECS
-from kbase.errors import InvalidArgument, NotIndexed
+from kbase.errors import InvalidArgument, NotFound, NotIndexed
 
 if TYPE_CHECKING:  # each method imports the models it makes: a search defines no others
     from kbase.schema import Hit, SearchQuery, SearchResult, SkillAudit
@@ -289,3 +295,59 @@ class SearchAPI:
         thread = threading.Thread(target=load, name="kbase-embedder", daemon=True)
         thread.start()
         return thread
+
+    def _feedback_of(self, entry_id: str) -> dict[str, Any] | None:
+        from kbase.feedback import summaries
+
+        s = summaries(self.root).get(entry_id)
+        return s.as_dict() if s is not None else None
+
+    def feedback(
+        self, entry_id: str, verdict: str, note: str = "", source: str = "python"
+    ) -> dict[str, Any]:
+        """Append `helpful`, `harmful` or `outdated` (with a note) to the entry's feedback log."""
+        from kbase.feedback import append, check_note, check_verdict
+        from kbase.suggest import did_you_mean
+
+        check_verdict(verdict)  # refuse bad input before looking anything up
+        check_note(note)
+        ids = {e.id for e in self._entries()}
+        if entry_id not in ids:
+            raise NotFound(f"no entry with id {entry_id!r}" + did_you_mean(entry_id, ids, "ids"))
+        rec = append(self.root, entry_id, verdict, note, source=source)
+        return {"recorded": rec.as_dict(), "feedback": self._feedback_of(entry_id)}
+
+    def propose(
+        self,
+        title: str,
+        symptom: str,
+        cause: str,
+        fix: str,
+        snippet: str | None = None,
+        tags: dict[str, list[str]] | None = None,
+        name: str | None = None,
+        index: bool = True,
+    ) -> dict[str, Any]:
+        """Write skills/_drafts/<name>/SKILL.md (lint-clean, status draft); index it if we can."""
+        from kbase.config import model_installed
+        from kbase.drafts import propose
+
+        ids = {e.id for e in self._entries()}
+        draft = propose(
+            self.root,
+            title,
+            symptom,
+            cause,
+            fix,
+            snippet=snippet,
+            tags=tags,
+            name=name,
+            known_ids=ids,
+        )
+        out: dict[str, Any] = {**draft.as_dict(), "indexed": False}
+        if index and model_installed():
+            rep = self.index()  # incremental: embeds only the draft
+            out["indexed"] = draft.name in {e for e in rep.embedded_entries}
+        if not out["indexed"]:
+            out["note"] = "run `kbase index` to make the draft searchable"
+        return out

@@ -21,14 +21,13 @@ from pathlib import Path
 
 import yaml
 
+from kbase.closed_sets import DRAFT_STATUS
 from kbase.errors import InvalidArgument
 
 DRAFTS = Path("skills") / "_drafts"
-DRAFT_STATUS = "draft"
 LIMITS = {"title": 120, "symptom": 2000, "cause": 2000, "fix": 2000, "snippet": 20_000}
 MAX_TAGS = 8
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
-_NAME_OK = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
 # Numbers in prose must be backed by a claim (kbase lint); a proposer's numbers are quoted as code
 # instead, which is what they are until a reviewer turns them into claims.
 _NUMBERY = re.compile(r"(?<![`\w])([\w.:/=<>+*-]*\d[\w.:/=<>+*-]*)(?![`\w])")
@@ -48,7 +47,6 @@ class DraftError(InvalidArgument):
 class Draft:
     name: str
     path: str  # relative to the root
-    lint_problems: list[str]
 
     def as_dict(self) -> dict:
         return {"name": self.name, "path": self.path, "status": DRAFT_STATUS}
@@ -199,7 +197,7 @@ def propose(
 ) -> Draft:
     """Write a new draft; refuses a name already used by a skill or a draft."""
     from kbase.ingest.skills import lint_paths
-    from kbase.schema import Tags
+    from kbase.schema import NAME_RE, Tags
 
     title = _text("title", title)
     symptom = _text("symptom", symptom)
@@ -208,7 +206,7 @@ def propose(
     code = _text("snippet", snippet, required=False)
     if name is None:
         name = slug(title)
-    if not isinstance(name, str) or not _NAME_OK.match(name) or len(name) > 64:
+    if not isinstance(name, str) or not NAME_RE.match(name) or len(name) > 64:
         raise DraftError(f"name {str(name)[:80]!r} must be kebab-case, at most 64 characters")
     try:
         tag_model = Tags(**(tags or {}))
@@ -251,4 +249,4 @@ def propose(
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     f = folder / "SKILL.md"
-    return Draft(name=name, path=f.relative_to(root).as_posix(), lint_problems=[])
+    return Draft(name=name, path=f.relative_to(root).as_posix())

@@ -16,7 +16,6 @@ SKILL.md and scripts in kbase/serve/export_skill.py.
 from __future__ import annotations
 
 import dataclasses
-import re
 import shlex
 import shutil
 from dataclasses import dataclass, field
@@ -31,8 +30,6 @@ from kbase.serve.export_router import INSTALL_HINT, ROUTER, ROUTER_DESCRIPTION, 
 from kbase.serve.export_skill import clip, front_matter, oneline, skill_markdown, skill_scripts
 
 TARGETS = ("claude", "codex")
-ALLOWED_KEYS = ("name", "description", "license", "compatibility", "metadata", "allowed-tools")
-NAME_RE = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
 MARKER = ".kbase-export"  # marks folders we wrote, so a re-export may replace them and nothing else
 
 

@@ -220,10 +220,11 @@ def _search_post(app: Any, service: Service, tag_values: list[str], repos: list[
     def search_post(body: Any = Body(None)) -> SearchResult:
         if not isinstance(body, dict):
             raise InvalidArgument("the body must be a JSON object of search arguments")
-        raw = P.apply_aliases("search", {k: v for k, v in body.items() if k != "env"})
-        P.search_args(dict(raw))  # the parser's messages first: they name the nearest values
-        _check_body({**raw, "env": body.get("env")})
-        return _search(service, repos, {**raw, "env": body.get("env")})
+        raw = P.apply_aliases("search", body)
+        # the parser's messages first: they name the nearest values
+        P.search_args({k: v for k, v in raw.items() if k != "env"})
+        _check_body(raw)
+        return _search(service, repos, raw)
 
 
 def _read_routes(app: Any, service: Service, tag_values: list[str]) -> None:

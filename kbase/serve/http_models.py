@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from kbase.errors import KbaseError
 from kbase.serve import http_schema as H
+from kbase.serve.params import ID_PATTERN
 
 log = logging.getLogger("kbase.serve.http")
 
@@ -88,7 +89,7 @@ class FeedbackBody(BaseModel):
     id: str = Field(
         min_length=1,
         max_length=120,
-        pattern=r"^([a-z0-9]+(-[a-z0-9]+)*|pr:[A-Za-z0-9][A-Za-z0-9._+-]{0,99}#[0-9]{1,9})$",
+        pattern=ID_PATTERN,
         description="the entry acted on",
     )
     verdict: Literal["helpful", "harmful", "outdated"]

@@ -10,11 +10,12 @@ from typing import Any
 from kbase.closed_sets import ENTRY_STATUSES, KINDS, MODES
 from kbase.envspec import ENV_HELP, ENV_PATTERN, parse_env
 from kbase.errors import InvalidArgument, KbaseError
+from kbase.search_query import SLUG_RE
 from kbase.serve import params as P
 from kbase.serve.paging import MAX_LIST_LIMIT
 
-ID_PATTERN = r"^([a-z0-9]+(-[a-z0-9]+)*|pr:[A-Za-z0-9][A-Za-z0-9._+-]{0,99}#[0-9]{1,9})$"
-SLUG_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,99}$"
+ID_PATTERN = P.ID_PATTERN
+SLUG_PATTERN = SLUG_RE.pattern
 QUERY_PATTERN = r"^[^\x00]*[^\s\x00][^\x00]*$"  # not blank, no NUL
 SECTION_PATTERN = r"^[^\x00-\x1f/\\]{1,120}$"
 DAY_PATTERN = r"^\d{4}-\d{2}-\d{2}$"

@@ -40,30 +40,10 @@ WRITE_NOTE = """
 Writes are on: after acting on an entry, `feedback` says how it went; when kbase had nothing and \
 you found the fix, `propose` a draft skill (a person reviews it before it can be verified)."""
 
-# Every tool's arguments (params.KNOWN_ARGS plus what this server adds), and the argument names
-# agents guess for them (params.ALIASES plus these).
-TOOL_ARGS: dict[str, tuple[str, ...]] = {
-    "search": (*P.KNOWN_ARGS["search"], "env"),
-    "get": ("id", "section", "env", "max_chars"),
-    "history": ("repo", "family", "since", "until", "limit", "cursor", "max_chars"),
-    "list": ("kind", "status", "tag", "limit", "cursor", "max_chars"),
-    "stale": ("env", "max_chars"),
-    "feedback": ("id", "verdict", "note"),
-    "propose": ("title", "symptom", "cause", "fix", "snippet"),
-}
-EXTRA_ALIASES: dict[str, dict[str, str]] = {
-    "list": {"type": "kind", "tags": "tag", "page_size": "limit", "budget": "max_chars"},
-    "feedback": {"entry_id": "id", "name": "id", "rating": "verdict", "comment": "note"},
-    "propose": {"error": "symptom", "error_text": "symptom", "solution": "fix", "code": "snippet"},
-    "history": {"page_size": "limit", "after": "since", "before": "until"},
-    "get": {"environment": "env"},
-    "search": {"environment": "env"},
-}
-
 
 def _checked(tool: str, raw: dict[str, Any]) -> dict[str, Any]:
     """Aliases applied and every value checked; what the tool function will receive."""
-    a = P.apply_aliases(tool, raw, EXTRA_ALIASES.get(tool), TOOL_ARGS[tool])
+    a = P.apply_aliases(tool, raw)
     if "env" in a:
         parse_env(a["env"])  # checked here, parsed again by the tool
     if "max_chars" in a:
@@ -127,7 +107,7 @@ async def _arguments_middleware(ctx, call_next):
     if (
         ctx.method == "tools/call"
         and isinstance(ctx.params, dict)
-        and ctx.params.get("name") in TOOL_ARGS
+        and ctx.params.get("name") in P.TOOL_ARGS
     ):
         name = ctx.params["name"]
         try:

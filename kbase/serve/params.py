@@ -12,82 +12,70 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from kbase.closed_sets import ENTRY_STATUSES, KINDS, MODES
 from kbase.errors import InvalidArgument
 from kbase.schema import NAME_RE, SearchQuery
-from kbase.search_query import DEFAULT_K, MAX_K, MAX_QUERY_CHARS, MAX_TAGS
+from kbase.search_query import SLUG_RE
 from kbase.search_query import check_int as _check_int
 from kbase.search_query import check_slug as _check_slug
 from kbase.search_query import opt_str as _opt_str
-
-__all__ = [
-    "ALIASES",
-    "DEFAULT_K",
-    "DEFAULT_MAX_CHARS",
-    "ENTRY_STATUSES",
-    "KINDS",
-    "KNOWN_ARGS",
-    "MAX_K",
-    "MAX_QUERY_CHARS",
-    "MAX_TAGS",
-    "MODES",
-    "ParamError",
-    "apply_aliases",
-    "check_id",
-    "check_max_chars",
-    "check_section",
-    "check_slug",
-    "search_args",
-]
 
 DEFAULT_MAX_CHARS = 6000
 MIN_MAX_CHARS = 300
 MAX_MAX_CHARS = 200_000
 
-PR_ID_RE = re.compile(r"^pr:([A-Za-z0-9][A-Za-z0-9._+-]{0,99})#([0-9]{1,9})$")
+_SLUG = SLUG_RE.pattern.strip("^$")
+# A skill name or pr:<repo>#<N>, as the HTTP and MCP schemas publish it.
+ID_PATTERN = rf"^([a-z0-9]+(-[a-z0-9]+)*|pr:{_SLUG}#[0-9]{{1,9}})$"
+PR_ID_RE = re.compile(rf"^pr:{_SLUG}#[0-9]{{1,9}}$")
 SECTION_RE = re.compile(r"^[^\x00-\x1f/\\]{1,120}$")
 
 # Bad input from a client: the message says what was wrong and what is accepted.
 ParamError = InvalidArgument
 
+# Every tool's arguments (the servers take every SearchQuery field); HTTP's POST /search takes
+# search's too.
+_SEARCH_FIELDS = tuple(SearchQuery.model_fields)
+TOOL_ARGS: dict[str, tuple[str, ...]] = {
+    "search": (*_SEARCH_FIELDS, "max_chars"),
+    "get": ("id", "section", "env", "max_chars"),
+    "history": ("repo", "family", "since", "until", "limit", "cursor", "max_chars"),
+    "list": ("kind", "status", "tag", "limit", "cursor", "max_chars"),
+    "stale": ("env", "max_chars"),
+    "feedback": ("id", "verdict", "note"),
+    "propose": ("title", "symptom", "cause", "fix", "snippet"),
+}
+_BUDGET = {"budget": "max_chars", "maxChars": "max_chars"}
 # Agents guess argument names; these are the guesses we have seen or expect, mapped to ours.
 ALIASES: dict[str, dict[str, str]] = {
     "search": {
-        "question": "query",
-        "q": "query",
-        "text": "query",
-        "search": "query",
-        "prompt": "query",
-        "top_k": "k",
-        "limit": "k",
-        "n": "k",
-        "num_results": "k",
-        "count": "k",
+        **dict.fromkeys(("question", "q", "text", "search", "prompt"), "query"),
+        **dict.fromkeys(("top_k", "limit", "n", "num_results", "count"), "k"),
         "tag": "tags",
         "statuses": "status",
-        "budget": "max_chars",
-        "maxChars": "max_chars",
+        **_BUDGET,
         "max_length": "max_chars",
         "type": "kind",
+        "environment": "env",
     },
-    "get": {"entry_id": "id", "name": "id", "skill": "id", "entry": "id", "heading": "section"},
+    "get": {
+        **dict.fromkeys(("entry_id", "name", "skill", "entry"), "id"),
+        "heading": "section",
+        "environment": "env",
+    },
     "history": {
         "repository": "repo",
         "project": "repo",
         "name": "family",
         "kernel_family": "family",
-        "budget": "max_chars",
-        "maxChars": "max_chars",
+        **_BUDGET,
+        "page_size": "limit",
+        "after": "since",
+        "before": "until",
     },
-    "stale": {"budget": "max_chars", "maxChars": "max_chars"},
-}
-# The servers take every SearchQuery field but `env` (a server judges for no particular machine).
-_SEARCH_FIELDS = tuple(f for f in SearchQuery.model_fields if f != "env")
-KNOWN_ARGS: dict[str, tuple[str, ...]] = {
-    "search": (*_SEARCH_FIELDS, "max_chars"),
-    "get": ("id", "section", "max_chars"),
-    "history": ("repo", "family", "max_chars"),
-    "stale": ("max_chars",),
+    "list": {"type": "kind", "tags": "tag", "page_size": "limit", "budget": "max_chars"},
+    "stale": _BUDGET,
+    "feedback": {"entry_id": "id", "name": "id", "rating": "verdict", "comment": "note"},
+    "propose": {"error": "symptom", "error_text": "symptom", "solution": "fix", "code": "snippet"},
 }
 
 
@@ -100,31 +88,22 @@ def _checked(fn: Any, *a: Any) -> Any:
         raise InvalidArgument(str(exc)) from None
 
 
-def apply_aliases(
-    tool: str,
-    args: dict[str, Any],
-    extra: dict[str, str] | None = None,
-    known: tuple[str, ...] | None = None,
-) -> dict[str, Any]:
-    """Rename guessed argument names to ours; unknown names are reported, not silently dropped.
-    `extra`: more aliases, `known`: the argument names taken (default KNOWN_ARGS[tool])."""
+def apply_aliases(tool: str, args: dict[str, Any]) -> dict[str, Any]:
+    """Rename guessed argument names to ours; unknown names are reported, not silently dropped."""
     if not isinstance(args, dict):
         raise ParamError("arguments must be a JSON object")
-    table = {**ALIASES.get(tool, {}), **(extra or {})}
-    known = known or KNOWN_ARGS.get(tool)
+    table, known = ALIASES.get(tool, {}), TOOL_ARGS[tool]
     out: dict[str, Any] = {}
     for key, value in args.items():
         name = table.get(key, key)
         if name in out and key != name:
             continue  # the canonical name was given too; it wins
         out[name] = value
-    if known is not None:
-        unknown = sorted(set(out) - set(known))
-        if unknown:
-            raise ParamError(
-                f"unknown argument(s) {', '.join(map(repr, unknown))}; "
-                f"{tool} takes {', '.join(known)}"
-            )
+    unknown = sorted(set(out) - set(known))
+    if unknown:
+        raise ParamError(
+            f"unknown argument(s) {', '.join(map(repr, unknown))}; {tool} takes {', '.join(known)}"
+        )
     return out
 
 
