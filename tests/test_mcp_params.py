@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from kbase.schema import SearchQuery
+from kbase.search_query import DEFAULT_K
 from kbase.serve import params as P
 
 
@@ -59,7 +60,7 @@ def test_ids(value, ok):
 
 
 def test_numbers_and_query_limits():
-    assert _q(k=None).k == P.DEFAULT_K and _q(k="7").k == 7 and _q(k=3.0).k == 3
+    assert _q(k=None).k == DEFAULT_K and _q(k="7").k == 7 and _q(k=3.0).k == 3
     for bad in (True, "seven", 0, 51, 2.5):
         with pytest.raises(P.ParamError, match="k must"):
             _q(k=bad)

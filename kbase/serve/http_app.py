@@ -28,6 +28,7 @@ from kbase.schema import (
     ServerHealth,
     StaleAnswer,
 )
+from kbase.search_query import DEFAULT_K, MAX_K, MAX_QUERY_CHARS, MAX_TAGS
 from kbase.serve import http_schema as H
 from kbase.serve import params as P
 from kbase.serve.guard import MAX_BODY_BYTES  # noqa: F401  (the documented body limit)
@@ -133,7 +134,7 @@ def _search_routes(app: Any, service: Service, tag_values: list[str], repos: lis
         Query(
             description="key=value, repeatable, all must hold (e.g. archs=sm90); GET "
             "/openapi.json lists the values this index knows",
-            max_length=P.MAX_TAGS,
+            max_length=MAX_TAGS,
             json_schema_extra={"items": {"type": "string", "enum": tag_values}},
         ),
     ]
@@ -156,12 +157,12 @@ def _search_routes(app: Any, service: Service, tag_values: list[str], repos: lis
             str,
             Query(
                 min_length=1,
-                max_length=P.MAX_QUERY_CHARS,
+                max_length=MAX_QUERY_CHARS,
                 pattern=H.QUERY_PATTERN,
                 description="a symptom, an error message or a topic",
             ),
         ],
-        k: Annotated[int, Query(ge=1, le=P.MAX_K, description="number of hits")] = P.DEFAULT_K,
+        k: Annotated[int, Query(ge=1, le=MAX_K, description="number of hits")] = DEFAULT_K,
         kind: Annotated[EntryKind | None, Query(description="only skills or only PR cards")] = None,
         repo: Repo = None,
         tag: Tags = [],  # noqa: B006

@@ -10,7 +10,7 @@ from typing import Any
 from kbase.closed_sets import ENTRY_STATUSES, KINDS, MODES
 from kbase.envspec import ENV_HELP, ENV_PATTERN, parse_env
 from kbase.errors import InvalidArgument, KbaseError
-from kbase.search_query import SLUG_RE
+from kbase.search_query import MAX_K, MAX_QUERY_CHARS, MAX_TAGS, SLUG_RE
 from kbase.serve import params as P
 from kbase.serve.paging import MAX_LIST_LIMIT
 
@@ -20,7 +20,7 @@ QUERY_PATTERN = r"^[^\x00]*[^\s\x00][^\x00]*$"  # not blank, no NUL
 SECTION_PATTERN = r"^[^\x00-\x1f/\\]{1,120}$"
 DAY_PATTERN = r"^\d{4}-\d{2}-\d{2}$"
 # Integer parameters and their ranges, so a range error reads like the CLI's and MCP's.
-RANGES = {"k": (1, P.MAX_K), "limit": (1, MAX_LIST_LIMIT)}
+RANGES = {"k": (1, MAX_K), "limit": (1, MAX_LIST_LIMIT)}
 
 
 def schema_enums(kb: Any, entries: bool = True) -> tuple[list[str], list[str]]:
@@ -86,17 +86,17 @@ def search_body_schema(repos: list[str], tag_values: list[str]) -> dict[str, Any
             "query": {
                 "type": "string",
                 "minLength": 1,
-                "maxLength": P.MAX_QUERY_CHARS,
+                "maxLength": MAX_QUERY_CHARS,
                 "pattern": QUERY_PATTERN,
                 "description": "a symptom, an error message or a topic",
             },
-            "k": _opt({"type": "integer", "minimum": 1, "maximum": P.MAX_K}),
+            "k": _opt({"type": "integer", "minimum": 1, "maximum": MAX_K}),
             "kind": _opt({"type": "string", "enum": list(KINDS)}),
             "repo": _opt({"type": "string", **({"enum": repos} if repos else {"pattern": "^$"})}),
             "tags": _opt(
                 {
                     "type": "array",
-                    "maxItems": P.MAX_TAGS,
+                    "maxItems": MAX_TAGS,
                     "items": {"type": "string", "enum": tag_values},
                 }
             ),

@@ -25,7 +25,7 @@ from kbase.schema import (
     SearchQuery,
     StaleAnswer,
 )
-from kbase.search_query import MAX_K, MAX_QUERY_CHARS, MAX_TAGS
+from kbase.search_query import DEFAULT_K, MAX_K, MAX_QUERY_CHARS, MAX_TAGS
 from kbase.serve import mcp_answers as A
 from kbase.serve import params as P
 from kbase.serve.paging import (
@@ -162,7 +162,7 @@ def _search_tool(srv: Any, service: Any) -> None:
                 "words (what you think is wrong), not only the library or API name",
             ),
         ],
-        k: Annotated[int, Field(ge=1, le=MAX_K, description="number of hits")] = P.DEFAULT_K,
+        k: Annotated[int, Field(ge=1, le=MAX_K, description="number of hits")] = DEFAULT_K,
         kind: Annotated[
             Literal["skill", "pr"] | None,
             Field(description="only skills (verified know-how) or only PR cards (mined history)"),
