@@ -26,8 +26,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import REPO, percentile, write_result  # noqa: E402
-
-from kbase.serve.mcp_record import initialize_request  # noqa: E402
+from mcp_record import initialize_request  # noqa: E402
 
 # the console script the plugin runs, next to this interpreter (a venv's), else the module
 _SCRIPT = Path(sys.executable).with_name("kbase")

@@ -143,11 +143,37 @@ class ValidateAPI:
             root=self.root,
         )
 
-    def _plan(self, skills: list[Any], tier: str, on_plan: OnPlan | None) -> None:
-        from kbase.validators.runner import plan_skill
+    def _run(
+        self,
+        skills: list[Any],
+        problems: list[Problem],
+        opts: RunOptions,
+        record: bool,
+        on_plan: OnPlan | None,
+        on_done: OnDone | None,
+        all_skipped_fails: bool,
+    ) -> RunReport:
+        """Run the skills' snippets (verify, check); with `record`, each run goes to the ledger.
+        `all_skipped_fails`: a skill none of whose runs ran is a problem (an asked-for tier)."""
+        from kbase.validators.audit import Recorder
+        from kbase.validators.runner import isolation_note, plan_skill, verify_skills
 
+        settings = self._settings(opts)
         if on_plan:
-            on_plan(sum(len(plan_skill(s, tier)) for s in skills))
+            on_plan(sum(len(plan_skill(s, opts.tier)) for s in skills))
+        recorder = Recorder(self.root, on_done) if record else None
+        outcomes = verify_skills(skills, settings, recorder or on_done)
+        paths = {s.name: s.path for s in skills}
+        if all_skipped_fails:
+            problems = problems + nothing_ran(outcomes, paths)
+        return RunReport(
+            outcomes=outcomes,
+            problems=problems,
+            skill_paths=paths,
+            recorded=recorder.count if recorder else 0,
+            isolation_note=isolation_note(settings, outcomes),
+            notes=[recorder.note] if recorder and recorder.note else [],
+        )
 
     def verify(
         self,
@@ -160,27 +186,12 @@ class ValidateAPI:
         on_done: OnDone | None = None,
     ) -> RunReport:
         """Run skills' snippets in the sandbox; with `record`, each run goes to the ledger."""
-        from kbase.validators.audit import Recorder
-        from kbase.validators.runner import isolation_note, verify_skills
         from kbase.validators.select import load_skills
 
         opts = opts or RunOptions()
         skills, problems = load_skills(self.root, names)
-        settings = self._settings(opts)
-        self._plan(skills, opts.tier, on_plan)
-        recorder = Recorder(self.root, on_done) if record else None
-        outcomes = verify_skills(skills, settings, recorder or on_done)
-        paths = {s.name: s.path for s in skills}
-        if opts.tier != "auto":  # an asked-for tier that nothing could run is a failure
-            problems = problems + nothing_ran(outcomes, paths)
-        rep = RunReport(
-            outcomes=outcomes,
-            problems=problems,
-            skill_paths=paths,
-            recorded=recorder.count if recorder else 0,
-            isolation_note=isolation_note(settings, outcomes),
-            notes=[recorder.note] if recorder and recorder.note else [],
-        )
+        # an asked-for tier that nothing could run is a failure
+        rep = self._run(skills, problems, opts, record, on_plan, on_done, opts.tier != "auto")
         _write_junit(rep, junit, "kbase-verify")
         return rep
 
@@ -201,6 +212,7 @@ class ValidateAPI:
         from kbase.validators.audit import exit_code, run_audit, write_reports
         from kbase.validators.ledger import read_ledger
         from kbase.validators.releases import release_diffs
+        from kbase.validators.runner import plan_skill
         from kbase.validators.select import load_skills
 
         if fail_on not in FAIL_LEVELS:
@@ -211,8 +223,8 @@ class ValidateAPI:
         read_ledger(self.root, strict=True)  # a corrupt ledger is reported before any work
         skills, problems = load_skills(self.root, names)
         settings = self._settings(opts)
-        if run:
-            self._plan(skills, opts.tier, on_plan)
+        if run and on_plan:
+            on_plan(sum(len(plan_skill(s, opts.tier)) for s in skills))
         result = run_audit(self.root, skills, problems, settings, run=run, on_done=on_done)
         write_reports(self.root, result, skills, junit=junit, markdown=markdown, html=html)
 
@@ -242,9 +254,7 @@ class ValidateAPI:
     ) -> RunReport:
         """Lint and verify the named skills, plus (with `changed`) those changed since `base`."""
         from kbase.ingest.skills import lint_paths
-        from kbase.validators.audit import Recorder
         from kbase.validators.changes import changed_skills
-        from kbase.validators.runner import verify_skills
         from kbase.validators.select import load_skills, skill_file
 
         opts = opts or RunOptions()
@@ -263,20 +273,10 @@ class ValidateAPI:
         if not refs:
             return RunReport(base=used_base, ran=False, problems=ledger_problems)
         files = [skill_file(self.root, ref) for ref in refs]
-        problems = ledger_problems + lint_paths(files, self.root)
         skills, _ = load_skills(self.root, [str(f) for f in files])
-        settings = self._settings(opts)
-        self._plan(skills, opts.tier, on_plan)
-        done = Recorder(self.root, on_done) if record else on_done
-        outcomes = verify_skills(skills, settings, done)
-        paths = {s.name: s.path for s in skills}
-        rep = RunReport(
-            outcomes=outcomes,
-            problems=problems + nothing_ran(outcomes, paths),
-            skill_paths=paths,
-            recorded=done.count if isinstance(done, Recorder) else 0,
-            base=used_base,
-        )
+        problems = ledger_problems + lint_paths(files, self.root)
+        rep = self._run(skills, problems, opts, record, on_plan, on_done, True)
+        rep.base = used_base
         _write_junit(rep, junit, "kbase-check")
         return rep
 

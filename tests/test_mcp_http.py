@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import sys
 import time
+from pathlib import Path
 
 import anyio
 import pytest
@@ -80,7 +82,9 @@ def test_non_mcp_requests_to_the_endpoint_are_refused_cleanly(mcp_url):
 
 def test_sessions_are_bounded_and_expire(service):
     """Issue #28: every initialize used to keep a session forever (8,000: +317 MB)."""
-    from kbase.serve.mcp_record import initialize_request
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+    from mcp_record import initialize_request
+
     from kbase.serve.mcp_server import build_server, http_app
 
     app = http_app(build_server(service), "127.0.0.1", max_sessions=3, idle_s=1.0)

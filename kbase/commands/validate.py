@@ -44,39 +44,26 @@ IsolateOpt = typer.Option(
 JunitOpt = typer.Option(None, "--junit", help="write a JUnit XML report here")
 
 
-class _Bar:
-    """A progress bar on stderr, sized when the façade reports the planned (skill, tier) runs."""
+def _with_bar(call: Any, *args: Any, **kw: Any) -> Any:
+    """`call(*args, **kw)` with a progress bar on stderr, sized when the façade reports the
+    planned (skill, tier) runs and advanced as each one ends."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    def __enter__(self) -> _Bar:
-        from rich.progress import (
-            BarColumn,
-            MofNCompleteColumn,
-            Progress,
-            TextColumn,
-            TimeElapsedColumn,
-        )
+    with Progress(
+        TextColumn("[bold]verify"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TextColumn("{task.description}"),
+        console=err_console.get(),
+        transient=True,
+    ) as progress:
+        task = progress.add_task("", total=None)
 
-        self.progress = Progress(
-            TextColumn("[bold]verify"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeElapsedColumn(),
-            TextColumn("{task.description}"),
-            console=err_console.get(),
-            transient=True,
-        )
-        self.progress.__enter__()
-        self.task = self.progress.add_task("", total=None)
-        return self
+        def done(o: Any) -> None:
+            progress.update(task, advance=1, description=f"{o.skill} [{o.tier}] {o.verdict}")
 
-    def __exit__(self, *exc: Any) -> None:
-        self.progress.__exit__(*exc)
-
-    def plan(self, total: int) -> None:
-        self.progress.update(self.task, total=total)
-
-    def done(self, o: Any) -> None:
-        self.progress.update(self.task, advance=1, description=f"{o.skill} [{o.tier}] {o.verdict}")
+        return call(*args, on_plan=lambda n: progress.update(task, total=n), on_done=done, **kw)
 
 
 def _opts(tier: str, workers: int, timeout: int | None, memory: int | None, isolate: bool) -> Any:
@@ -136,10 +123,7 @@ def verify(
 ) -> None:
     """Run skills' verification snippets in the sandbox; exit 1 when any run fails."""
     opts = _opts(tier, workers, timeout, memory_mb, isolate)
-    with _Bar() as bar:
-        rep = kb(root).verify(
-            names, opts, record=record, junit=junit, on_plan=bar.plan, on_done=bar.done
-        )
+    rep = _with_bar(kb(root).verify, names, opts, record=record, junit=junit)
     if as_json:
         print_json(
             {
@@ -180,18 +164,16 @@ def audit(
 ) -> None:
     """Run what this machine can, append to the ledger, and report every skill's status."""
     opts = _opts(tier, workers, timeout, memory_mb, isolate)
-    with _Bar() as bar:
-        rep = kb(root).audit(
-            names,
-            opts,
-            run=not no_run,
-            fail_on=fail_on,
-            junit=junit,
-            markdown=markdown,
-            html=html,
-            on_plan=bar.plan,
-            on_done=bar.done,
-        )
+    rep = _with_bar(
+        kb(root).audit,
+        names,
+        opts,
+        run=not no_run,
+        fail_on=fail_on,
+        junit=junit,
+        markdown=markdown,
+        html=html,
+    )
     if as_json:
         print_json(
             {
@@ -304,17 +286,9 @@ def check(
 ) -> None:
     """Lint and verify skills (by default the changed ones); exit 1 on any problem or failed run."""
     opts = _opts(tier, workers, None, None, isolate)
-    with _Bar() as bar:
-        rep = kb(root).check(
-            names,
-            changed=changed,
-            base=base,
-            opts=opts,
-            record=record,
-            junit=junit,
-            on_plan=bar.plan,
-            on_done=bar.done,
-        )
+    rep = _with_bar(
+        kb(root).check, names, changed=changed, base=base, opts=opts, record=record, junit=junit
+    )
     if as_json:
         print_json(
             {

@@ -376,7 +376,7 @@ def run(
             "serving on %s: kbase has no authentication; put it behind something that has", host
         )
     t0 = time.perf_counter()
-    service = Service.open(root=root, home=home, index_if_missing=index_if_missing, start=False)
+    service = Service.open(root=root, home=home)
     app = create_app(service, allow_write=allow_write, hosts=allowed_hosts(host, env_hosts()))
     config = uvicorn.Config(
         app,

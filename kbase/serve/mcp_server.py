@@ -161,9 +161,8 @@ def run(
 
     if http:
         with stdout_to_stderr():
-            service = Service.open(
-                root=root, home=home, index_if_missing=index_if_missing, background=True
-            )
+            service = Service.open(root=root, home=home)
+            service.start(index_if_missing=index_if_missing)
             srv = build_server(service, allow_write=allow_write)
         host, port = parse_hostport(http)
         anyio.run(serve_http, srv, host, port)
@@ -172,7 +171,7 @@ def run(
         from kbase.serve.mcp_early import EarlyAnswers
 
         early = EarlyAnswers(allow_write=allow_write)
-    service = Service.open(root=root, home=home, index_if_missing=index_if_missing, start=False)
+    service = Service.open(root=root, home=home)
     srv = build_server(service, allow_write=allow_write)
     # The index is built on a thread while the protocol runs (issue #27); started after the
     # server's imports: the thread would hold the GIL they need.
@@ -277,7 +276,7 @@ def _already_answered(item: Any, answered: dict[str, dict]) -> bool:
     if getattr(msg, "result", None) != sent:
         log.warning(
             "request %s was answered early, and the SDK answers otherwise: "
-            "re-record with python -m kbase.serve.mcp_record",
+            "re-record with python bench/mcp_record.py",
             key,
         )
     return True

@@ -58,44 +58,26 @@ class Service:
 
     # ------------------------------------------------------------------ start-up
     @classmethod
-    def open(
-        cls,
-        root: Any = None,
-        home: Any = None,
-        chroma_url: str | None = None,
-        index_if_missing: bool = True,
-        warm: bool = True,
-        background: bool = False,
-        start: bool = True,
-    ) -> Service:
-        """`background`: index and warm up on a thread (servers), not before returning;
-        `start=False`: neither, the caller calls start() (after its own imports)."""
+    def open(cls, root: Any = None, home: Any = None) -> Service:
+        """The service of the knowledge base at `root`; start() prepares it beside the server."""
         from kbase.api import KnowledgeBase
 
-        kb = KnowledgeBase(root=root, home=home, chroma_url=chroma_url)
-        svc = cls(kb)
-        if not start:
-            return svc
-        if background:
-            svc.start(index_if_missing=index_if_missing, warm=warm)
-        else:
-            svc.prepare(index_if_missing=index_if_missing, warm=warm)
-        return svc
+        return cls(KnowledgeBase(root=root, home=home))
 
-    def start(self, index_if_missing: bool = True, warm: bool = True) -> None:
+    def start(self, index_if_missing: bool = True) -> None:
         """prepare() on a daemon thread; requests meanwhile see `state`."""
         self.state = "" if self.kb.is_indexed() or not index_if_missing else "indexing"
         self._thread = threading.Thread(
             target=self._prepare_logged,
-            args=(index_if_missing, warm),
+            args=(index_if_missing,),
             daemon=True,
             name="kbase-prepare",
         )
         self._thread.start()
 
-    def _prepare_logged(self, index_if_missing: bool, warm: bool) -> None:
+    def _prepare_logged(self, index_if_missing: bool) -> None:
         try:
-            self.prepare(index_if_missing=index_if_missing, warm=warm, child=True)
+            self.prepare(index_if_missing=index_if_missing, child=True)
         except Exception as exc:  # noqa: BLE001  (the server keeps answering, and says why)
             self.failure = f"{type(exc).__name__}: {exc}"
             log.error("start-up failed: %s", self.failure)

@@ -1,6 +1,8 @@
 """Records what the MCP SDK answers to the handshake of `kbase mcp`, for kbase/serve/mcp_early.py.
 
-    python -m kbase.serve.mcp_record          # rewrites kbase/data/mcp_handshake.json
+    python bench/mcp_record.py          # rewrites kbase/data/mcp_handshake.json
+
+A developer's tool (like bench/fit_fusion.py for kbase/data/fusion.yaml), not part of the package.
 
 Run it after changing a tool, the instructions, the kbase version or the mcp SDK version:
 tests/test_mcp_early.py fails until the file says what the server says.
