@@ -248,6 +248,17 @@ class SearchAPI:
             candidates=[candidate(r.cand, r.status) for r in listed],
         )
 
+    def archive_tags(self) -> frozenset[str]:
+        """Every `key=value` tag of the archive's open keys (family, category, repo) that an
+        entry has: what a PR-card filter may name."""
+        from kbase.search_query import ARCHIVE_TAG_KEYS
+
+        idx = self.searcher().index() if self.is_indexed() else None
+        if idx is not None:
+            return idx.tags_with_keys(tuple(ARCHIVE_TAG_KEYS))  # cached per generation
+        tags = (t for e in self._entries() for t in e.tags)
+        return frozenset(t for t in tags if t.split("=", 1)[0] in ARCHIVE_TAG_KEYS)
+
     def _check_archive_names(self, q: SearchQuery) -> None:
         """An archive repo or family/category tag that nothing in the index has is a typo."""
         from kbase.search_query import ARCHIVE_TAG_KEYS
@@ -257,14 +268,7 @@ class SearchAPI:
             return
         from kbase.suggest import did_you_mean  # difflib: only for a filter to check
 
-        idx = self.searcher().index() if self.is_indexed() else None
-        known = (
-            idx.tags_with_keys(tuple(ARCHIVE_TAG_KEYS))  # cached per generation
-            if idx is not None
-            else {
-                t for e in self._entries() for t in e.tags if t.split("=", 1)[0] in ARCHIVE_TAG_KEYS
-            }
-        )
+        known = self.archive_tags()
         if q.repo and f"repo={q.repo}" not in known:
             repos = [t[5:] for t in known if t.startswith("repo=")]
             raise InvalidArgument(

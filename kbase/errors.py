@@ -52,6 +52,13 @@ class Unavailable(KbaseError, RuntimeError):
     code = "unavailable"
 
 
+class TooManyWrites(KbaseError):
+    """A server's write rate limit is reached; the message says when to try again."""
+
+    http_status = 429
+    code = "too-many-writes"
+
+
 class NotIndexed(Unavailable):
     """No index under the home directory."""
 

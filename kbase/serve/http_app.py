@@ -17,7 +17,7 @@ from fastapi import Query
 
 from kbase.closed_sets import ENTRY_STATUSES, EntryKind, EntryStatus, Mode
 from kbase.envspec import ENV_HELP, ENV_PATTERN, parse_env
-from kbase.errors import InvalidArgument, KbaseError
+from kbase.errors import InvalidArgument
 from kbase.schema import (
     EntryDoc,
     FeedbackAnswer,
@@ -78,22 +78,10 @@ def create_app(service: Service, allow_write: bool = False, hosts: set[str] | No
 
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:
-            from fastapi.openapi.utils import get_openapi
-
             if not complete:  # the same list objects the parameters' schemas hold
                 tag_values[:] = H.schema_enums(kb)[0]
 
-            app.openapi_schema = H.tidy_openapi(
-                get_openapi(
-                    title=app.title,
-                    version=app.version,
-                    summary=app.summary,
-                    description=app.description,
-                    routes=app.routes,
-                    license_info=app.license_info,
-                    servers=app.servers,
-                )
-            )
+            app.openapi_schema = H.tidy_openapi(FastAPI.openapi(app))
         return app.openapi_schema
 
     app.openapi = openapi  # type: ignore[method-assign]
@@ -329,14 +317,6 @@ def _write_routes(app: Any, kb: Any) -> None:
 
     writes = RateLimit()
 
-    def _take() -> None:
-        try:
-            writes.take()
-        except KbaseError as exc:
-            from fastapi import HTTPException
-
-            raise HTTPException(429, str(exc)) from None
-
     @app.post(
         "/feedback",
         summary="Record how acting on an entry went (append-only; a mild ranking signal)",
@@ -344,7 +324,7 @@ def _write_routes(app: Any, kb: Any) -> None:
         responses=error_responses(400, 404, 413, 429),
     )
     def feedback(body: FeedbackBody) -> Any:
-        _take()
+        writes.take()
         return kb.feedback(P.check_id(body.id), body.verdict, body.note, "http")
 
     @app.post(
@@ -354,7 +334,7 @@ def _write_routes(app: Any, kb: Any) -> None:
         responses=error_responses(400, 413, 429),
     )
     def propose(body: ProposeBody) -> Any:
-        _take()
+        writes.take()
         return kb.propose(body.title, body.symptom, body.cause, body.fix, body.snippet)
 
 

@@ -28,25 +28,17 @@ def schema_enums(kb: Any, entries: bool = True) -> tuple[list[str], list[str]]:
     (the parser stays the authority: it also names the nearest value of a wrong one).
     `entries=False`: the vocabulary's tags and the archive's folder names only, without parsing
     a file: a server on a fresh root must listen before its index exists (issue #27)."""
-    from kbase.search_query import ARCHIVE_TAG_KEYS
     from kbase.vocab import vocabulary
 
     tags = {
         f"{k}={v}" for k, spec in vocabulary().items() for v in [*spec["values"], *spec["aliases"]]
     }
-    repos = set()
     if not entries:
         base = kb.root / "pr_archive"
-        if base.is_dir():
-            repos = {d.name for d in base.iterdir() if d.is_dir() and any(d.glob("*.md"))}
-        return sorted(tags), sorted(repos)
-    for e in kb._entries():
-        for t in e.tags:
-            if t.split("=", 1)[0] in ARCHIVE_TAG_KEYS:
-                tags.add(t)
-        if e.repo:
-            repos.add(e.repo)
-    return sorted(tags), sorted(repos)
+        dirs = base.iterdir() if base.is_dir() else ()
+        return sorted(tags), sorted(d.name for d in dirs if d.is_dir() and any(d.glob("*.md")))
+    archive = kb.archive_tags()
+    return sorted(tags | archive), sorted(t[5:] for t in archive if t.startswith("repo="))
 
 
 def message(loc: str, e: dict[str, Any]) -> str:

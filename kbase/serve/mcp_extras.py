@@ -23,19 +23,17 @@ def tag_vocabulary(kb: Any) -> dict[str, Any]:
     from kbase.search_query import ARCHIVE_TAG_KEYS
     from kbase.vocab import vocabulary
 
-    archive: dict[str, set[str]] = {k: set() for k in ARCHIVE_TAG_KEYS}
-    for e in kb._entries():
-        for t in e.tags:
-            key, _, value = t.partition("=")
-            if key in archive:
-                archive[key].add(value)
+    archive: dict[str, list[str]] = {k: [] for k in ARCHIVE_TAG_KEYS}
+    for t in sorted(kb.archive_tags()):
+        key, _, value = t.partition("=")
+        archive[key].append(value)
     return {
         "usage": "search tags=['key=value', ...]; all must hold; aliases map to canonical values",
         "keys": {
             k: {"values": spec["values"], "aliases": spec["aliases"]}
             for k, spec in vocabulary().items()
         },
-        "archive_keys": {k: sorted(v) for k, v in archive.items()},
+        "archive_keys": archive,
     }
 
 

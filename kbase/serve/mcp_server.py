@@ -16,7 +16,7 @@ import logging
 from typing import Any
 
 from kbase.envspec import parse_env
-from kbase.errors import InvalidArgument
+from kbase.schema import SearchQuery
 from kbase.serve import params as P
 from kbase.serve.service import Service
 
@@ -67,39 +67,20 @@ def _checked(tool: str, raw: dict[str, Any]) -> dict[str, Any]:
 
 
 def _check_list(a: dict[str, Any]) -> None:
-    """list's arguments, each wrong type or value named (issue #27: pydantic's raw errors)."""
-    from kbase.closed_sets import ENTRY_STATUSES, KIND_ALIASES, KINDS
-    from kbase.search_query import check_int
+    """list's arguments, each wrong type or value named (issue #27: pydantic's raw errors); a
+    ValueError names the argument."""
+    from kbase.search_query import check_int, opt_str
     from kbase.serve.paging import DEFAULT_LIST_LIMIT, MAX_LIST_LIMIT
 
-    def text(key: str, limit: int = 100) -> str | None:
-        v = a.get(key)
-        if v is None:
-            return None
-        if not isinstance(v, str):
-            raise InvalidArgument(f"{key} must be a string, got {type(v).__name__}", key)
-        if len(v) > limit:
-            raise InvalidArgument(f"{key} is at most {limit} characters, got {len(v)}", key)
-        return v.strip()
-
-    kind = text("kind")
-    if kind is not None:
-        kind = KIND_ALIASES.get(kind.lower(), kind.lower())
-        if kind not in KINDS:
-            raise InvalidArgument(f"kind must be one of {', '.join(KINDS)}, got {kind!r}", "kind")
-        a["kind"] = kind
-    status = text("status")
-    if status is not None and status not in ENTRY_STATUSES:
-        raise InvalidArgument(
-            f"status must be one of {', '.join(ENTRY_STATUSES)}, got {status!r}", "status"
-        )
-    text("tag")
-    text("cursor", 200)
+    for key in ("kind", "status", "tag", "cursor"):
+        if key in a:
+            a[key] = opt_str(key, a[key])
+    if a.get("kind") is not None:  # the checks and aliases search has: skills, prs, ...
+        a["kind"] = SearchQuery.parse(query="x", kind=a["kind"]).kind
+    if a.get("status") is not None:
+        SearchQuery.parse(query="x", status=[a["status"]])
     if "limit" in a:
-        try:
-            a["limit"] = check_int("limit", a["limit"], 1, MAX_LIST_LIMIT, DEFAULT_LIST_LIMIT)
-        except ValueError as exc:
-            raise InvalidArgument(str(exc), "limit") from None
+        a["limit"] = check_int("limit", a["limit"], 1, MAX_LIST_LIMIT, DEFAULT_LIST_LIMIT)
 
 
 async def _arguments_middleware(ctx, call_next):
@@ -112,7 +93,7 @@ async def _arguments_middleware(ctx, call_next):
         name = ctx.params["name"]
         try:
             args = _checked(name, ctx.params.get("arguments") or {})
-        except InvalidArgument as exc:
+        except ValueError as exc:  # InvalidArgument, or a check's own ValueError
             from mcp.types import CallToolResult, TextContent
 
             log.info("refused %s arguments: %s", name, exc)

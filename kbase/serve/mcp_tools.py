@@ -15,7 +15,7 @@ from pydantic import BaseModel, Field
 
 from kbase.closed_sets import ENTRY_STATUSES, EntryStatus
 from kbase.envspec import ENV_HELP, parse_env
-from kbase.errors import InvalidArgument, KbaseError, NotIndexed
+from kbase.errors import KbaseError, NotIndexed, TooManyWrites
 from kbase.feedback import MAX_NOTE_CHARS, VERDICTS
 from kbase.schema import (
     FeedbackAnswer,
@@ -78,7 +78,7 @@ class RateLimit:
             self.calls = [t for t in self.calls if now - t < self.per]
             if len(self.calls) >= self.n:
                 wait = self.per - (now - self.calls[0])
-                raise InvalidArgument(
+                raise TooManyWrites(
                     f"write rate limit: at most {self.n} writes per {self.per:g} s; "
                     f"try again in {wait:.0f} s"
                 )
@@ -100,20 +100,11 @@ def compact_hit(h: Any) -> dict[str, Any]:
     # "summary" is built from the front-matter, not a section get() returns: read it whole then
     if h.section and h.section != "summary":
         more["section"] = h.section
+    where = f"{h.path}:{h.line}" if h.line else h.path
     return {
-        "id": h.id,
-        "title": h.title,
-        "kind": h.kind,
-        "status": h.status,
-        "verified_on": h.verified_on,
-        "verified_at": h.verified_at,
-        "repo": h.repo,
-        "pr": h.pr,
-        "section": h.section,
-        "snippet": h.snippet,
-        "where": f"{h.path}:{h.line}" if h.line else h.path,
+        **h.model_dump(mode="json", include=set(A.CompactHit.model_fields)),
+        "where": where,
         "more": more,
-        "confidence": h.confidence,
     }
 
 
@@ -244,9 +235,7 @@ def _read_tools(srv: Any, service: Any) -> None:
         max_chars: Budget = DEFAULT_GET_CHARS,
     ) -> A.EntryAnswer:
         """Read one entry in full, or one section of it, with its status and users' feedback."""
-        doc = run(
-            kb.get, run(P.check_id, id), run(P.check_section, section), env=run(parse_env, env)
-        )
+        doc = run(kb.get, id, section, env=run(parse_env, env))  # checked by the middleware
         d = doc.model_dump(mode="json")
         d["sections"] = [s.title for s in doc.sections]
         if not d.get("text"):
@@ -277,11 +266,7 @@ def _read_tools(srv: Any, service: Any) -> None:
     ) -> HistoryPage:
         """The PRs that changed one kernel family in one archived repo, newest first, a page
         at a time (follow next_cursor for older ones)."""
-        res = run(
-            kb.history,
-            run(P.check_slug, "repo", repo, True),
-            run(P.check_slug, "family", family, True),
-        )
+        res = run(kb.history, repo, family)  # names checked by the middleware (mcp_server)
         data = run(page_history, res, since, until, limit, cursor)
         offset = run(decode_cursor, cursor)
         return _result(HistoryPage, A.fit_items(data, "prs", max_chars, offset))
@@ -349,7 +334,7 @@ def _write_tools(srv: Any, service: Any, writes: RateLimit) -> None:
         """Say how acting on an entry went. Appended to a log, shown with the entry, and a mild
         ranking signal; it never changes a verification status."""
         run(writes.take)
-        return _result(FeedbackAnswer, run(kb.feedback, run(P.check_id, id), verdict, note, "mcp"))
+        return _result(FeedbackAnswer, run(kb.feedback, id, verdict, note, "mcp"))
 
     @srv.tool(annotations=ToolAnnotations(title="Propose a draft skill", **RW))
     def propose(
