@@ -23,7 +23,6 @@ Tier = Literal["cpu-interpret", "cpu-compile", "gpu"]
 @dataclass(frozen=True)
 class TierSpec:
     name: str
-    summary: str
     # what the machine needs, any one of these (probes in validators/tiers.py: REQUIREMENTS)
     needs_any: tuple[str, ...]
     # how the runner runs it
@@ -45,7 +44,6 @@ TIER_SPECS: dict[str, TierSpec] = {
     for s in (
         TierSpec(
             name="cpu-interpret",
-            summary="Triton's interpreter on the CPU: semantics, no GPU, no compiler",
             needs_any=("triton",),
             env={"TRITON_INTERPRET": "1"},
             python_only=True,
@@ -53,13 +51,11 @@ TIER_SPECS: dict[str, TierSpec] = {
         ),
         TierSpec(
             name="cpu-compile",
-            summary="compile for a GPU target without one: Triton/nvcc codegen, ptxas resources",
             needs_any=("triton", "nvcc"),
             colour="#8a5cd6",
         ),
         TierSpec(
             name="gpu",
-            summary="run on an NVIDIA GPU: numbers, timings, hardware behaviour",
             needs_any=("gpu",),
             sees_gpu=True,
             cuda_runs_binary=True,
@@ -112,14 +108,9 @@ HOST_DISPATCH_PINS: tuple[str, ...] = (
 # --------------------------------------------------------------------------- sharing the GPU
 
 DeviceUse = Literal["exclusive", "shared"]
-DEVICE_USE_HELP: dict[str, str] = {
-    "exclusive": "runs alone on the GPU: it times kernels, profiles them, or reads device-wide "
-    "memory, all of which another process on the device would distort",
-    "shared": "may run beside other shared runs: correctness, numerics and compile checks, which "
-    "another process on the device cannot change",
-}
-DEVICE_USES: tuple[str, ...] = get_args(DeviceUse)
-assert tuple(DEVICE_USE_HELP) == DEVICE_USES
+# "exclusive": runs alone on the GPU (it times kernels, profiles them, or reads device-wide memory,
+# which another process on the device would distort); "shared": may run beside other shared runs
+# (correctness, numerics and compile checks, which another process cannot change).
 
 # --------------------------------------------------------------------------- verdicts of one run
 
@@ -256,14 +247,10 @@ FAIL_LEVELS: dict[str, frozenset[str]] = {
 
 # --------------------------------------------------------------------------- search
 
+# hybrid: BM25 and dense ranks fused (the default); bm25: lexical only (exact identifiers and
+# error strings); dense: embeddings only (paraphrases)
 Mode = Literal["hybrid", "bm25", "dense"]
-MODE_HELP: dict[str, str] = {
-    "hybrid": "BM25 and dense ranks fused (the default)",
-    "bm25": "lexical only: exact identifiers and error strings",
-    "dense": "embeddings only: paraphrases",
-}
 MODES: tuple[str, ...] = get_args(Mode)
-assert tuple(MODE_HELP) == MODES
 
 EntryKind = Literal["skill", "pr"]
 KINDS: tuple[str, ...] = get_args(EntryKind)

@@ -85,8 +85,8 @@ def run(argv: list[str]) -> bool:
 
 
 def _bar_wanted() -> bool:
-    """Whether the typer command would draw a progress bar (commands.common.LazyConsole
-    .is_terminal for stderr): then it runs, bar and all."""
+    """Whether the typer command would draw a progress bar (rich's Console.is_terminal for
+    stderr, known here without importing rich): then it runs, bar and all."""
     try:
         tty = sys.stderr.isatty()
     except (AttributeError, ValueError):

@@ -18,6 +18,7 @@ from kbase.commands.common import (
     handles_errors,
     kb,
     print_json,
+    progress_bar,
 )
 from kbase.serve.paging import DEFAULT_HISTORY_LIMIT, MAX_HISTORY_LIMIT
 
@@ -43,7 +44,7 @@ def mine(
     Walks every commit reachable from HEAD, not only the first-parent line.
     A PR merge owns the commits it brings in; PRs behind other merges get cards of their own."""
     # kbase.mine_cli runs this command without typer when it can (kbase.cli); keep them alike
-    if not err_console.is_terminal:  # no bar to draw (and rich.progress not imported)
+    if not err_console.is_terminal:  # no bar to draw
         report = kb(root).mine(repo, name, recipe, since=since, full=full)
     else:
         report = _mine_with_bar(kb(root), repo, name, recipe, since, full)
@@ -57,17 +58,8 @@ def mine(
 def _mine_with_bar(
     base: Any, repo: str, name: str, recipe: str | None, since: str | None, full: bool
 ) -> Any:
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-    with Progress(
-        TextColumn(f"mining {name}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=err_console.get(),
-        transient=True,
-    ) as bar:
-        task = bar.add_task("mine", total=None)
+    with progress_bar(f"mining {name}") as bar:
+        task = bar.add_task("", total=None)
 
         def tick(done: int, total: int) -> None:
             if done % 25 == 0 or done == total:

@@ -3,18 +3,14 @@
 from __future__ import annotations
 
 import functools
-import os
-import sys
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 import typer
+from rich.console import Console
 
 from kbase.commands.jsonout import print_json  # noqa: F401 (re-exported for the commands)
 from kbase.errors import KbaseError, ProblemsError
-
-if TYPE_CHECKING:
-    from rich.console import Console
 
 RootOpt = typer.Option(
     None, "--root", envvar="KBASE_ROOT", help="knowledge-base root (holds skills/ and pr_archive/)"
@@ -22,40 +18,9 @@ RootOpt = typer.Option(
 JsonOpt = typer.Option(False, "--json", help="print machine-readable JSON")
 
 
-class LazyConsole:
-    """rich's Console for stdout or stderr, made when first used: a command printing `--json`
-    (or nothing) then never imports rich (~30 ms of start-up)."""
-
-    def __init__(self, stderr: bool = False):
-        self._stderr = stderr
-        self._console: Console | None = None
-
-    def get(self) -> Console:
-        if self._console is None:
-            from rich.console import Console
-
-            self._console = Console(stderr=self._stderr)
-        return self._console
-
-    @property
-    def is_terminal(self) -> bool:
-        # rich says True only for a tty, or when TTY_COMPATIBLE or FORCE_COLOR says so: without
-        # any of them the answer is False, and known without importing rich
-        stream = sys.stderr if self._stderr else sys.stdout
-        try:
-            tty = stream.isatty()
-        except (AttributeError, ValueError):
-            tty = False
-        if not (tty or "TTY_COMPATIBLE" in os.environ or "FORCE_COLOR" in os.environ):
-            return False
-        return self.get().is_terminal
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.get(), name)
-
-
-console = LazyConsole()
-err_console = LazyConsole(stderr=True)
+# stdout and stderr as rich prints to them (each finds sys.stdout/sys.stderr when it prints)
+console = Console()
+err_console = Console(stderr=True)
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -107,6 +72,22 @@ def error_exit(exc: KbaseError, as_json: bool) -> typer.Exit:
             err_console.print(str(p), highlight=False, markup=False, soft_wrap=True)
         return typer.Exit(exc.exit_code)
     return fail(str(exc), code=exc.exit_code)
+
+
+def progress_bar(label: str) -> Any:
+    """A rich progress bar on stderr: `label`, the bar, done/total, time elapsed and what is
+    being done (its task's description); it vanishes when the work ends."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    return Progress(
+        TextColumn(label),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TextColumn("{task.description}"),
+        console=err_console,
+        transient=True,
+    )
 
 
 def root_path(root: str | None) -> Any:

@@ -16,6 +16,7 @@ from kbase.commands.common import (
     handles_errors,
     kb,
     print_json,
+    progress_bar,
 )
 
 
@@ -70,22 +71,11 @@ def _run_index(base: Any, gc: bool = True) -> Any:
             print(f"kbase: progress {stage}{count}", file=sys.stderr, flush=True)
 
         return base.index(progress=line, gc=gc)
-    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
-
-    with Progress(
-        TextColumn("[bold]{task.description}"),
-        BarColumn(),
-        TextColumn("{task.fields[count]}"),
-        TimeElapsedColumn(),
-        console=err_console.get(),
-        transient=True,
-    ) as prog:
-        task = prog.add_task("starting", total=None, count="")
+    with progress_bar("[bold]index") as prog:
+        task = prog.add_task("starting", total=None)
 
         def cb(stage: str, done: int, total: int) -> None:
-            # a stage with no count yet shows its name and a pulsing bar, never "0/None"
-            count = f"{done}/{total}" if total else ""
-            prog.update(task, description=stage, completed=done, total=total or None, count=count)
+            prog.update(task, description=stage, completed=done, total=total or None)
 
         return base.index(progress=cb, gc=gc)
 

@@ -21,6 +21,7 @@ from kbase.commands.common import (
     inert,
     kb,
     print_json,
+    progress_bar,
 )
 
 TierOpt = typer.Option("auto", "--tier", help=" | ".join(TIER_CHOICES))
@@ -47,17 +48,7 @@ JunitOpt = typer.Option(None, "--junit", help="write a JUnit XML report here")
 def _with_bar(call: Any, *args: Any, **kw: Any) -> Any:
     """`call(*args, **kw)` with a progress bar on stderr, sized when the façade reports the
     planned (skill, tier) runs and advanced as each one ends."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-    with Progress(
-        TextColumn("[bold]verify"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        TextColumn("{task.description}"),
-        console=err_console.get(),
-        transient=True,
-    ) as progress:
+    with progress_bar("[bold]verify") as progress:
         task = progress.add_task("", total=None)
 
         def done(o: Any) -> None:
@@ -213,7 +204,7 @@ def _status_lines(judgements: list[dict]) -> None:
     five-column table folded ids mid-word at 80 columns (issue #27)."""
     import textwrap
 
-    width = max(40, min(console.get().width, 120))
+    width = max(40, min(console.width, 120))
     for j in _problems_first(judgements):
         spec = STATUS_SPECS.get(j["status"])
         when = inert(

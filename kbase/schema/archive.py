@@ -10,7 +10,7 @@ import re
 from pydantic import ConfigDict, Field, field_validator
 
 from kbase.closed_sets import CardKind
-from kbase.schema.base import Model, check_kebab, check_url
+from kbase.schema.base import Kebab, Model, check_url
 from kbase.schema.tags import Tags
 
 
@@ -63,15 +63,10 @@ class Recipe(Model):
 
     model_config = ConfigDict(extra="forbid", str_strip_whitespace=True)
 
-    name: str = Field(min_length=1, description="archive name: pr_archive/<name>/")
+    name: Kebab = Field(min_length=1, description="archive name: pr_archive/<name>/")
     upstream: str | None = Field(default=None, description="https://github.com/<owner>/<repo>")
     description: str | None = None
     families: dict[str, list[str]] = Field(default_factory=dict)
-
-    @field_validator("name")
-    @classmethod
-    def _kebab(cls, v: str) -> str:
-        return check_kebab(v)
 
     @field_validator("upstream")
     @classmethod

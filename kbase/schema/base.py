@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import AfterValidator, BaseModel, ConfigDict
 
 NAME_RE = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
 
@@ -14,6 +14,10 @@ def check_kebab(v: str) -> str:
     if not NAME_RE.match(v):
         raise ValueError("name must be kebab-case: lowercase letters, digits and single hyphens")
     return v
+
+
+# A name that is a path component too: skills/<name>/, pr_archive/<name>/
+Kebab = Annotated[str, AfterValidator(check_kebab)]
 
 
 def check_url(v: str, what: str = "source") -> str:

@@ -9,7 +9,7 @@ from typing import Any
 from pydantic import Field, field_validator, model_validator
 
 from kbase.closed_sets import CPU_FLAGS, DeviceUse, Tier
-from kbase.schema.base import NAME_RE, StrictModel, check_kebab, check_url
+from kbase.schema.base import NAME_RE, Kebab, StrictModel, check_url
 from kbase.schema.tags import Tags
 
 
@@ -170,7 +170,7 @@ class LiteralTrigger(StrictModel):
 class SkillMeta(StrictModel):
     """YAML front-matter of skills/<name>/SKILL.md."""
 
-    name: str = Field(min_length=1, max_length=64)
+    name: Kebab = Field(min_length=1, max_length=64)
     description: str = Field(min_length=1, max_length=1024)
     trigger: list[str] = Field(min_length=1)
     steps: list[str] = Field(min_length=1)
@@ -217,11 +217,6 @@ class SkillMeta(StrictModel):
                     plain.append(item)
             data = {**data, "trigger": plain, "literal_triggers": literals, "literal_when": when}
         return data
-
-    @field_validator("name")
-    @classmethod
-    def _kebab(cls, v: str) -> str:
-        return check_kebab(v)
 
     @field_validator("claims")
     @classmethod
