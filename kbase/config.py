@@ -46,33 +46,23 @@ def _search_up(start: Path) -> Path | None:
     return None
 
 
-def find_root(root: str | os.PathLike | None = None, check: bool = True) -> Path:
+def find_root(root: str | os.PathLike | None = None) -> Path:
     """--root beats KBASE_ROOT beats the nearest knowledge base at or above the current folder."""
     how = "--root"
     if root is None or str(root) == "":
-        env = os.environ.get("KBASE_ROOT")
-        if env:
-            root, how = env, "KBASE_ROOT"
-    if root is None or str(root) == "":
-        fallback = os.environ.get("KBASE_DEFAULT_ROOT")
-        if fallback:
-            root, how = fallback, "--default-root"
-    if root is None or str(root) == "":
+        root, how = os.environ.get("KBASE_ROOT"), "KBASE_ROOT"
+    if not root:
+        root, how = os.environ.get("KBASE_DEFAULT_ROOT"), "--default-root"
+    if not root:
         cwd = Path.cwd().resolve()
         found = _search_up(cwd)
-        if found is not None or not check:
-            return found or cwd
+        if found is not None:
+            return found
         raise RootError(
             f"no knowledge base at or above {cwd} (a folder holding skills/ or pr_archive/); "
             "pass --root PATH, set KBASE_ROOT, or create one with `kbase init PATH`"
         )
     path = Path(root).expanduser().resolve()
-    if check:
-        check_root(path, how)
-    return path
-
-
-def check_root(path: Path, how: str = "root") -> None:
     if not path.exists():
         raise RootError(
             f"{how} {path} does not exist; check the spelling, or create a knowledge base there "
@@ -85,6 +75,7 @@ def check_root(path: Path, how: str = "root") -> None:
             f"{how} {path} is not a knowledge base: it holds neither skills/ nor pr_archive/ "
             f"(`kbase init {path}` makes it one)"
         )
+    return path
 
 
 def init_root(path: str | os.PathLike) -> list[str]:
@@ -151,9 +142,8 @@ class Settings:
         home: str | os.PathLike | None = None,
         model_path: str | None = None,
         chroma_url: str | None = None,
-        check: bool = True,
     ) -> Settings:
-        r = find_root(root, check=check)
+        r = find_root(root)
         h = home or os.environ.get("KBASE_HOME")
         return cls(
             root=r,
