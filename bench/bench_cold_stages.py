@@ -4,7 +4,7 @@
     python bench/bench_cold_stages.py --home H --root R [--runs 5]
 
 Each run is a fresh interpreter (bytecode cached under PYTHONPYCACHEPREFIX, as bench_cold.py
-does) that takes the fast search path's steps one after the other on one thread, timing each
+does) that takes a search's steps one after the other on one thread, timing each
 (wall and CPU): the imports, the query's validation, the ONNX query model (session and
 tokenizer), the index, the query plan, BM25, the dense retriever, the rest of the answer and
 the JSON. The real command overlaps the model's loading with the index's on a second thread;
@@ -29,23 +29,19 @@ from common import write_result  # noqa: E402
 # One cold search, step by step; prints {stage: [wall s, cpu s]} as JSON on its last line.
 STAGES = r"""
 import gc, json, sys, time
-gc.disable()  # as kbase/commands/search_fast.py does
 t0 = time.perf_counter(); c0 = time.process_time(); out = {}; last = [t0, c0]
 def mark(name):
     t, c = time.perf_counter(), time.process_time()
     out[name] = [t - last[0], c - last[1]]; last[:] = [t, c]
-from kbase.commands.search_fast import _one_blas_thread
-_one_blas_thread(); import numpy; mark("import numpy (one BLAS thread)")
+import numpy; mark("import numpy")
 from kbase.schema import Entry, SearchQuery, SearchResult, SkillAudit  # what a search defines
 mark("import pydantic + the search's kbase.schema models")
-from kbase.commands.search_fast import parse
-args = parse(["search", sys.argv[1], "--json"])
 import os; os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
 from kbase.envspec import parse_env
-q = SearchQuery.parse(env=parse_env(None), query=args.query, k=args.k)
+q = SearchQuery.parse(env=parse_env(None), query=sys.argv[1])
 mark("SearchQuery.parse (first validator)")
 from kbase.api import KnowledgeBase
-kb = KnowledgeBase(root=args.root, one_query=True)
+kb = KnowledgeBase(root=os.environ.get("KBASE_ROOT"), one_query=True)
 kb.is_indexed(); mark("import kbase.api, settings")
 import onnxruntime, tokenizers; mark("import onnxruntime, tokenizers")
 emb = kb.query_embedder(); mark("ONNX session + tokenizer")

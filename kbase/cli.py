@@ -1,11 +1,11 @@
 """The `kbase` command. Each area registers its own sub-commands from kbase/commands/; the typer
 app that holds them is kbase/cli_app.py.
 
-`kbase search ... --json` is answered without it (kbase/commands/search_fast.py): importing typer,
-click and building the app was a third of a cold search (issue #11). Anything that path does not
-take exactly as typer would (help, an unknown option, an error to report) goes to the app. So is
-`kbase mine` (kbase/mine_cli.py): a mine with nothing new is decided before the CLI framework and
-pydantic are imported, which were most of a no-op's time (issue #12).
+`kbase mine` is answered without it (kbase/mine_cli.py): a mine with nothing new is decided
+before the CLI framework and pydantic are imported, which were most of a no-op's time (issue #12;
+3.7x faster than through typer). So is `kbase mcp` on stdio (kbase/commands/mcp_fast.py), whose
+handshake must come within a second. (`kbase search --json` had such a path too; it was 1.14-1.22x
+faster than the typer command, which now answers it.)
 
 Exit codes (docs/agents.md): 0 success (a search with no hits too: it says so on stderr),
 1 the command ran and found problems (lint errors, a failing check, an unknown id),
@@ -42,11 +42,7 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-def main(leave_at_once: bool = False) -> None:
-    """`leave_at_once`: a process of its own (the `kbase` script, `python -m kbase.cli`) ends a
-    fast search with os._exit once its answer is flushed. Tearing the interpreter down (the ONNX
-    session, the loaded index, every module) was ~0.2 s of a cold search's CPU time and wall
-    time here (issue #11), and a read-only search has nothing left to finish."""
+def main() -> None:
     import sys
 
     argv = sys.argv[1:]
@@ -60,36 +56,32 @@ def main(leave_at_once: bool = False) -> None:
 
         if fast_mcp(argv):
             return
-    else:
-        from kbase.commands.search_fast import fast_search
-
-        code = fast_search(argv)
-        if code is not None:
-            if leave_at_once:
-                _leave(code)
-            raise SystemExit(code)
     from kbase.cli_app import run
 
     run()
 
 
 def entry() -> None:
-    """The `kbase` console script (and `python -m kbase.cli`): a process of its own, so a fast
-    search, and a mine that finished, leave with os._exit once their output is flushed.
-    Tearing the interpreter down (the ONNX session, the loaded index, pydantic's schemas, the
-    parsers, every module, object by object) cost ~0.2 s of a cold search's CPU and ~0.1 s of a
-    mine's after the last byte was written (issues #11, #12). Every file a mine wrote is closed
-    and renamed into place by then, and its git processes reaped; a process with other threads
-    still running (or logging handlers) exits the usual way."""
+    """The `kbase` console script (and `python -m kbase.cli`): a process of its own, so a search
+    or a mine that finished leaves with os._exit once its output is flushed. Tearing the
+    interpreter down (the ONNX session, the loaded index, pydantic's schemas, the parsers, every
+    module, object by object) cost ~0.2 s of a cold search's CPU and ~0.1 s of a mine's after
+    the last byte was written (issues #11, #12). Every file a mine wrote is closed and renamed
+    into place by then, and its git processes reaped; a process with other threads still running
+    (or logging handlers) exits the usual way."""
     import sys
-
-    main(leave_at_once=True)
-    if sys.argv[1:2] != ["mine"] or "logging" in sys.modules:
-        return
     import threading
 
-    if threading.active_count() == 1:
-        _leave(0)
+    code: object = 0
+    try:
+        main()
+    except SystemExit as exc:
+        code = exc.code
+    quiet = "logging" not in sys.modules or sys.argv[1:2] == ["search"]
+    if sys.argv[1:2] in (["search"], ["mine"]) and quiet and threading.active_count() == 1:
+        if code is None or isinstance(code, int):
+            _leave(code or 0)
+    raise SystemExit(code)
 
 
 def _leave(code: int) -> None:

@@ -87,8 +87,7 @@ def test_a_search_of_an_existing_index_loads_nothing_heavy(embedder, tmp_path):
         assert out.returncode == 0, out.stderr
         assert json.loads(out.stdout)["hits"][0]["id"] == "warp-shuffle-sum"
         assert not _heavy(mods)
-        # answered by kbase/commands/search_fast.py: no typer app, no command module
-        assert _areas(mods) == set() and not {"typer", "click", "rich"} & _tops(mods)
+        assert _areas(mods) == {"core"}  # the typer command, and no other area's module
     # with the statuses cached, no SKILL.md is parsed: no markdown parser either, and no YAML
     # parser (the data files' JSON twins are read instead)
     assert "markdown_it" not in mods and "kbase.ingest.skills" not in mods
@@ -98,117 +97,22 @@ def test_a_search_of_an_existing_index_loads_nothing_heavy(embedder, tmp_path):
     # nor what a cold search used to import for nothing (issue #11): logging (through
     # concurrent.futures) and difflib (no filter to suggest names for)
     assert not {"logging", "concurrent", "difflib"} & mods
-
-
-def _tops(mods: set[str]) -> set[str]:
-    return {m.split(".")[0] for m in mods}
-
-
-TYPER_ONLY = "import sys\nfrom kbase.cli_app import run\nsys.argv = ['kbase', *sys.argv[1:]]\nrun()"
-
-
-def test_the_fast_search_path_answers_exactly_as_the_typer_command(embedder, tmp_path):
-    """`kbase search ... --json` skips typer (kbase/commands/search_fast.py); the documented
-    typer command, run on the same arguments, prints the same bytes and exits the same way,
-    answers and errors alike (an error, or anything unusual, is left to typer)."""
-    root = tmp_path / "kb"
-    write_topic_skills(root)
-    kb = KnowledgeBase(root=root, home=tmp_path / "home")
-    kb._embedder = embedder
-    assert not kb.index().problems
-    env = {**os.environ, "KBASE_HOME": str(kb.home), "KBASE_ROOT": str(root)}
-    env.pop("KBASE_ONNX", None)
-    answered = [
-        ["search", "warp reduction gives wrong sum", "--json"],
-        ["search", "--json", "bank conflicts", "-k", "2", "--kind", "skill"],
-        ["search", "tf32 mantissa", "--mode", "bm25", "--json", "-k3"],
-        ["search", "int64 offsets", "--status", "unverified", "--status", "failing", "--json"],
-        # no PR cards: the date filter leaves nothing, and no vector is asked for (the query
-        # embedder, loading aside, must not be running when the process exits)
-        ["search", "fp8 gemm", "--since=2024-01-01", "--mode", "dense", "--json"],
-        ["search", "共享内存 bank 冲突", "--json", "--root", str(root), "--env", "local"],
-    ]
-    left_to_typer = [
-        ["search", "x", "-k", "99", "--json"],
-        ["search", "x", "--kind", "nope", "--json"],
-        ["search", "x", "--json", "--bogus"],
-        ["search", "--json"],
-        ["search", "x", "y", "--json"],
-        ["search", "x", "--repo", "--json"],
-        ["search", "x", "--since", "last tuesday", "--json"],
-        ["search", "x", "--json", "--help"],
-    ]
-    for args in answered + left_to_typer:
-        fast, mods = _loaded(*args, env=env)
-        typed = subprocess.run(
-            [sys.executable, "-c", TYPER_ONLY, *args],
-            capture_output=True,
-            text=True,
-            env=env,
-            timeout=120,
-        )
-        fast_err = fast.stderr[: fast.stderr.rindex("\nLOADED ")]
-        assert (fast.returncode, fast.stdout, fast_err) == (
-            typed.returncode,
-            typed.stdout,
-            typed.stderr,
-        ), args
-        assert ("typer" not in mods) == (args in answered), args
-        if args in answered:
-            hits = json.loads(fast.stdout)["hits"]
-            assert fast.returncode == 0 and bool(hits) == ("--since=2024-01-01" not in args)
-            # a process of its own leaves with os._exit once the answer is flushed (kbase.cli)
-            own = subprocess.run(
-                [sys.executable, "-m", "kbase.cli", *args],
-                capture_output=True,
-                text=True,
-                env=env,
-                timeout=120,
-            )
-            assert (own.returncode, own.stdout, own.stderr) == (0, typed.stdout, typed.stderr)
-
-
-def test_the_fast_path_turns_the_garbage_collector_back_on(tmp_path, monkeypatch):
-    """fast_search runs with the cyclic collector off (a one-shot search) and turns it back on
-    when it leaves it to typer, which may then build an index: here nothing is indexed yet."""
-    import gc
-
-    from kbase.commands.search_fast import fast_search
-
-    root = tmp_path / "kb"
-    write_topic_skills(root)
-    monkeypatch.setenv("KBASE_HOME", str(tmp_path / "home"))
-    monkeypatch.setenv("PYDANTIC_DISABLE_PLUGINS", "__all__")  # what fast_search sets, undone
-    assert gc.isenabled()
-    assert fast_search(["search", "warp reduction", "--json", "--root", str(root)]) is None
-    assert gc.isenabled()
-    assert not (tmp_path / "home" / "CURRENT").exists()
-
-
-ONE_BLAS_THREAD = """
-import json, os
-from kbase.commands.search_fast import _one_blas_thread
-_one_blas_thread()
-import numpy  # loaded already, unless the user chose a thread count
-from threadpoolctl import threadpool_info
-blas = [i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"]
-print(json.dumps([blas, sorted(k for k in os.environ if k.endswith("_NUM_THREADS"))]))
-"""
-
-
-def test_a_fast_search_loads_numpy_with_one_blas_thread_and_leaves_the_environment_be():
-    env = {k: v for k, v in os.environ.items() if not k.endswith("_NUM_THREADS")}
-    run = [sys.executable, "-c", ONE_BLAS_THREAD]
-    out = subprocess.run(run, capture_output=True, text=True, check=True, env=env)
-    assert json.loads(out.stdout) == [[1], []]
-    env["OMP_NUM_THREADS"] = "2"  # the user's choice stands
-    out = subprocess.run(run, capture_output=True, text=True, check=True, env=env)
-    assert json.loads(out.stdout) == [[2], ["OMP_NUM_THREADS"]]
+    # the console script leaves with os._exit once the answer is flushed (kbase.cli.entry)
+    driver = (
+        "import atexit, sys; atexit.register(lambda: sys.stderr.write('TEARDOWN'));"
+        "sys.argv = ['kbase', *sys.argv[1:]]; from kbase.cli import entry; entry()"
+    )
+    args = ["search", "warp reduction gives wrong sum", "--json"]
+    own = subprocess.run(
+        [sys.executable, "-c", driver, *args], capture_output=True, text=True, env=env, timeout=120
+    )
+    assert own.returncode == 0 and "TEARDOWN" not in own.stderr, own.stderr[-500:]
+    assert own.stdout == out.stdout
 
 
 def test_the_kbase_script_is_the_entry_that_leaves_at_once():
-    """The console script runs kbase.cli.entry (main with os._exit after a fast search); the
-    test above runs the same function through `python -m kbase.cli`."""
+    """The console script runs kbase.cli.entry (main with os._exit after a search or a mine);
+    the tests here run the same function through `python -m kbase.cli`."""
     import tomllib
     from pathlib import Path
 
