@@ -256,6 +256,11 @@ EntryKind = Literal["skill", "pr"]
 KINDS: tuple[str, ...] = get_args(EntryKind)
 KIND_ALIASES: dict[str, str] = {"skills": "skill", "prs": "pr", "pull-request": "pr", "card": "pr"}
 
+# --------------------------------------------------------------------------- feedback
+
+# what a user says after acting on an entry (kbase/feedback.py: each one's sign and meaning)
+FeedbackVerdict = Literal["helpful", "harmful", "outdated"]
+
 # --------------------------------------------------------------------------- PR archive
 
 # a card for a merged PR (pr_archive/<name>/<N>.md) or for a commit pushed without one

@@ -20,7 +20,9 @@ import threading
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import get_args
 
+from kbase.closed_sets import FeedbackVerdict
 from kbase.errors import InvalidArgument
 
 LOG = Path("feedback") / "log.jsonl"
@@ -34,6 +36,7 @@ VERDICTS: dict[str, tuple[int, str]] = {
     "harmful": (-1, "acting on the entry made things worse or was wrong"),
     "outdated": (-1, "the entry no longer matches the current tools or code"),
 }
+assert tuple(VERDICTS) == get_args(FeedbackVerdict)
 SOURCES = ("cli", "mcp", "http", "python")
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
 

@@ -4,10 +4,11 @@ as every endpoint answers them."""
 from __future__ import annotations
 
 import logging
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from kbase.closed_sets import FeedbackVerdict
 from kbase.errors import KbaseError
 from kbase.serve import http_schema as H
 from kbase.serve.params import ID_PATTERN
@@ -92,7 +93,7 @@ class FeedbackBody(BaseModel):
         pattern=ID_PATTERN,
         description="the entry acted on",
     )
-    verdict: Literal["helpful", "harmful", "outdated"]
+    verdict: FeedbackVerdict
     note: str = Field(
         "", max_length=1000, pattern=r"^[^\x00-\x08\x0b-\x1f\x7f]*$", description="what happened"
     )

@@ -18,7 +18,7 @@ ID_PATTERN = P.ID_PATTERN
 SLUG_PATTERN = SLUG_RE.pattern
 QUERY_PATTERN = r"^[^\x00]*[^\s\x00][^\x00]*$"  # not blank, no NUL
 SECTION_PATTERN = r"^[^\x00-\x1f/\\]{1,120}$"
-DAY_PATTERN = r"^\d{4}-\d{2}-\d{2}$"
+DAY_PATTERN = P.DAY_PATTERN
 # Integer parameters and their ranges, so a range error reads like the CLI's and MCP's.
 RANGES = {"k": (1, MAX_K), "limit": (1, MAX_LIST_LIMIT)}
 

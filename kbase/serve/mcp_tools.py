@@ -13,7 +13,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field
 
-from kbase.closed_sets import ENTRY_STATUSES, EntryStatus
+from kbase.closed_sets import ENTRY_STATUSES, EntryStatus, FeedbackVerdict
 from kbase.envspec import ENV_HELP, parse_env
 from kbase.errors import KbaseError, NotIndexed, TooManyWrites
 from kbase.feedback import MAX_NOTE_CHARS, VERDICTS
@@ -50,9 +50,7 @@ Budget = Annotated[
     ),
 ]
 Env = Annotated[str | None, Field(description=ENV_HELP, max_length=200)]
-Day = Annotated[
-    str | None, Field(description="YYYY-MM-DD, inclusive", pattern=r"^\d{4}-\d{2}-\d{2}$")
-]
+Day = Annotated[str | None, Field(description="YYYY-MM-DD, inclusive", pattern=P.DAY_PATTERN)]
 Cursor = Annotated[
     str | None, Field(description="next_cursor of the previous page", max_length=100)
 ]
@@ -61,7 +59,6 @@ TAGS_HELP = (
     "(values: resource kbase://tags; aliases such as archs=hopper work) and, for PR cards, "
     "family, category, repo. Example: ['archs=sm90', 'languages=triton']"
 )
-Verdict = Literal["helpful", "harmful", "outdated"]
 
 
 class RateLimit:
@@ -324,7 +321,7 @@ def _write_tools(srv: Any, service: Any, writes: RateLimit) -> None:
             str, Field(min_length=1, max_length=120, description="the entry you acted on")
         ],  # noqa: A002
         verdict: Annotated[
-            Verdict,
+            FeedbackVerdict,
             Field(description="; ".join(f"{v}: {why}" for v, (_, why) in VERDICTS.items())),
         ],
         note: Annotated[

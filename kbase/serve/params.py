@@ -27,6 +27,7 @@ _SLUG = SLUG_RE.pattern.strip("^$")
 # A skill name or pr:<repo>#<N>, as the HTTP and MCP schemas publish it.
 ID_PATTERN = rf"^([a-z0-9]+(-[a-z0-9]+)*|pr:{_SLUG}#[0-9]{{1,9}})$"
 PR_ID_RE = re.compile(rf"^pr:{_SLUG}#[0-9]{{1,9}}$")
+DAY_PATTERN = r"^\d{4}-\d{2}-\d{2}$"
 SECTION_RE = re.compile(r"^[^\x00-\x1f/\\]{1,120}$")
 
 # Bad input from a client: the message says what was wrong and what is accepted.
