@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kbase.api_archive import ArchiveAPI
-from kbase.api_search import SearchAPI
+from kbase.api_search import SearchAPI, attrs
 from kbase.api_validate import ValidateAPI
 from kbase.closed_sets import DRAFT_STATUS, PR_STATUS, severity
 from kbase.config import Settings, default_model_path, model_installed
@@ -264,7 +264,7 @@ class KnowledgeBase(SearchAPI, ValidateAPI, ArchiveAPI):
         out = []
         for e in entries:
             st, _, _ = self._status_of(e, statuses)
-            out.append(EntrySummary(**_attrs(e, "id kind title path tags repo pr date"), status=st))
+            out.append(EntrySummary(**attrs(e, "id kind title path tags repo pr date"), status=st))
         return out
 
     def get(self, entry_id: str, section: str | None = None, env: Any = None) -> EntryDoc:
@@ -313,7 +313,7 @@ class KnowledgeBase(SearchAPI, ValidateAPI, ArchiveAPI):
                 )
             text = "\n\n".join(s.text for s in secs)
         return EntryDoc(
-            **_attrs(entry, "id kind title path repo pr tags"),
+            **attrs(entry, "id kind title path repo pr tags"),
             status=st,
             verified_on=on,
             verified_at=at,
@@ -362,8 +362,3 @@ class KnowledgeBase(SearchAPI, ValidateAPI, ArchiveAPI):
         )
 
     list = list_entries  # `kb.list()`: the name the docs use
-
-
-def _attrs(obj: Any, names: str) -> dict[str, Any]:
-    """The attributes `names` (space-separated) of obj, by name: the fields a model copies."""
-    return {n: getattr(obj, n) for n in names.split()}

@@ -25,6 +25,11 @@ if TYPE_CHECKING:  # each method imports the models it makes: a search defines n
     from kbase.schema import Hit, SearchQuery, SearchResult, SkillAudit
 
 
+def attrs(obj: Any, names: str) -> dict[str, Any]:
+    """The attributes `names` (space-separated) of obj, by name: the fields a model copies."""
+    return {n: getattr(obj, n) for n in names.split()}
+
+
 CANDIDATES = 10  # entries in the compact candidate list (issue #25: the caller picks from it)
 
 
@@ -185,13 +190,7 @@ class SearchAPI:
         self._check_archive_names(q)
         cands = self.searcher().search(
             q.query,
-            k=q.k,
-            kind=q.kind,
-            repo=q.repo,
-            tags=q.tags,
-            mode=q.mode,
-            since=q.since,
-            until=q.until,
+            **q.model_dump(include={"k", "kind", "repo", "tags", "mode", "since", "until"}),
             fill_texts=False,  # texts and snippets below, for the hits returned only
         )
         statuses = self.statuses(q.env) if any(c.kind == "skill" for c in cands) else {}
@@ -223,17 +222,12 @@ class SearchAPI:
             chunk = e.chunks[r.cand.chunk_index] if e.chunks else None
             hits.append(
                 Hit(
-                    id=e.id,
-                    kind=e.kind,
-                    title=e.title,
+                    **attrs(e, "id kind title path repo pr"),
                     score=r.score,
                     status=r.status,
-                    path=e.path,
                     line=chunk.line if chunk else e.line,
                     section=chunk.section if chunk else "",
                     snippet=make_snippet(chunk.text, q.query) if chunk else "",
-                    repo=e.repo,
-                    pr=e.pr,
                     verified_on=r.verified_on,
                     verified_at=r.verified_at,
                     # claim views read the ledger: only for the hits returned
@@ -337,17 +331,7 @@ class SearchAPI:
         from kbase.drafts import propose
 
         ids = {e.id for e in self._entries()}
-        draft = propose(
-            self.root,
-            title,
-            symptom,
-            cause,
-            fix,
-            snippet=snippet,
-            tags=tags,
-            name=name,
-            known_ids=ids,
-        )
+        draft = propose(self.root, title, symptom, cause, fix, snippet, tags, name, known_ids=ids)
         out: dict[str, Any] = {**draft.as_dict(), "indexed": False}
         if index and model_installed():
             rep = self.index()  # incremental: embeds only the draft
