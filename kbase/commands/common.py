@@ -90,12 +90,6 @@ def progress_bar(label: str) -> Any:
     )
 
 
-def root_path(root: str | None) -> Any:
-    from kbase.config import find_root
-
-    return find_root(root)
-
-
 def kb(root: str | None, one_query: bool = False) -> Any:
     """The façade every command goes through (`one_query`: see KnowledgeBase)."""
     from kbase.api import KnowledgeBase

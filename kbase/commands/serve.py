@@ -20,8 +20,8 @@ from kbase.commands.common import (
     handles_errors,
     kb,
     print_json,
-    root_path,
 )
+from kbase.config import find_root
 
 
 def _logging(level: str) -> None:
@@ -70,7 +70,7 @@ def mcp(
         parse_hostport(http)  # a bad HOST:PORT is an InvalidArgument before any start-up work
     try:
         run(
-            root=root_path(root),
+            root=find_root(root),
             http=http,
             index_if_missing=not no_index,
             allow_write=allow_write,
@@ -104,7 +104,7 @@ def serve(
     from kbase.serve.http_app import run
 
     run(
-        root=root_path(root),
+        root=find_root(root),
         host=host,
         port=port,
         index_if_missing=not no_index,

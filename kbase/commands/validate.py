@@ -11,7 +11,14 @@ from typing import Any
 
 import typer
 
-from kbase.closed_sets import FAIL_LEVELS, STATUS_SPECS, TIER_CHOICES, TIER_SPECS, VERDICT_SPECS
+from kbase.closed_sets import (
+    FAIL_LEVELS,
+    STATUS_SPECS,
+    TIER_CHOICES,
+    TIER_SPECS,
+    VERDICT_SPECS,
+    severity,
+)
 from kbase.commands.common import (
     JsonOpt,
     RootOpt,
@@ -221,10 +228,7 @@ def _status_lines(judgements: list[dict]) -> None:
 
 def _problems_first(judgements: list[dict]) -> list[dict]:
     """Skills in STATUS_ORDER (failing, unverified, ..., stale-*, verified last), then by name."""
-    from kbase.closed_sets import STATUS_ORDER
-
-    rank = {s: i for i, s in enumerate(STATUS_ORDER)}
-    return sorted(judgements, key=lambda j: (rank.get(j["status"], -1), j["skill"]))
+    return sorted(judgements, key=lambda j: (severity(j["status"]), j["skill"]))
 
 
 def _summary(judgements: list[dict], code: int) -> str:

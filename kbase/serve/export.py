@@ -77,37 +77,35 @@ def _prepare_dir(d: Path) -> None:
 CODEX_LIST_BUDGET = 8000
 
 
-def _openai_yaml(
-    display: str,
-    short: str,
-    prompt: str,
-    mcp: bool,
-    mcp_url: str | None,
-    root: str | None,
-    implicit: bool = True,
-) -> str:
+def _openai_yaml(display: str, short: str, prompt: str, tool: dict | None = None) -> str:
+    """agents/openai.yaml. With `tool` (the router's MCP server) Codex may pick the skill by
+    itself; every other skill is listed for `$name` mentions only (see CODEX_LIST_BUDGET)."""
     doc: dict = {
         "interface": {
             "display_name": display,
             "short_description": short,
             "default_prompt": prompt,
         },
-        "policy": {"allow_implicit_invocation": implicit},
+        "policy": {"allow_implicit_invocation": tool is not None},
     }
-    if mcp:
-        tool = {
-            "type": "mcp",
-            "value": "kbase",
-            "description": "kbase knowledge-base MCP server (read-only)",
-        }
-        if mcp_url:
-            tool.update(transport="streamable_http", url=mcp_url)
-        else:
-            # Codex starts the server in the agent's own project: name the root, or it finds none.
-            cmd = f"kbase mcp --root {shlex.quote(root)}" if root else "kbase mcp"
-            tool.update(transport="stdio", command=cmd)
+    if tool is not None:
         doc["dependencies"] = {"tools": [tool]}
     return yaml.safe_dump(doc, sort_keys=False, allow_unicode=True, width=100)
+
+
+def _mcp_tool(mcp_url: str | None, root: str | None) -> dict:
+    tool = {
+        "type": "mcp",
+        "value": "kbase",
+        "description": "kbase knowledge-base MCP server (read-only)",
+    }
+    if mcp_url:
+        tool.update(transport="streamable_http", url=mcp_url)
+    else:
+        # Codex starts the server in the agent's own project: name the root, or it finds none.
+        cmd = f"kbase mcp --root {shlex.quote(root)}" if root else "kbase mcp"
+        tool.update(transport="stdio", command=cmd)
+    return tool
 
 
 # --------------------------------------------------------------------------- entry point
@@ -173,9 +171,7 @@ def export_agent_skills(
                 "kbase GPU kernel knowledge",
                 "Ask kbase before writing or debugging GPU kernels",
                 f"Use ${ROUTER} to look up what kbase knows about this kernel problem.",
-                True,
-                mcp_url,
-                root_s,
+                _mcp_tool(mcp_url, root_s),
             ),
         )
     rep.skills.insert(0, ROUTER)
@@ -201,14 +197,6 @@ def _export_skill(
     if target == "codex":
         title = oneline(s.doc.title or s.name)
         short = clip(title, 64) if len(title) >= 25 else clip(f"{title} (kbase skill)", 64)
-        yaml_text = _openai_yaml(
-            clip(title, 64),
-            short,
-            f"Use ${s.name} for this kernel problem.",
-            False,
-            None,
-            None,
-            implicit=False,  # see CODEX_LIST_BUDGET
-        )
+        yaml_text = _openai_yaml(clip(title, 64), short, f"Use ${s.name} for this kernel problem.")
         _write(rep, d, "agents/openai.yaml", yaml_text)
     rep.skills.append(s.name)
