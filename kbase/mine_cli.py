@@ -71,10 +71,9 @@ def run(argv: list[str]) -> bool:
     if report is None:
         report = _mine(opts)
     if as_json:
-        import json
+        from kbase.commands.jsonout import print_json  # no CLI framework there
 
-        # kbase.commands.common.print_json, without importing the CLI framework
-        sys.stdout.write(json.dumps(report.as_dict(), ensure_ascii=False, default=str) + "\n")
+        print_json(report.as_dict())
     else:
         from rich.console import Console
 

@@ -138,13 +138,10 @@ def run(
     `early`: the EarlyAnswers (kbase/serve/mcp_early.py) started before this module's imports."""
     import anyio
 
-    from kbase.serve.service import stdout_to_stderr
-
     if http:
-        with stdout_to_stderr():
-            service = Service.open(root=root, home=home)
-            service.start(index_if_missing=index_if_missing)
-            srv = build_server(service, allow_write=allow_write)
+        service = Service.open(root=root, home=home)
+        service.start(index_if_missing=index_if_missing)
+        srv = build_server(service, allow_write=allow_write)
         host, port = parse_hostport(http)
         anyio.run(serve_http, srv, host, port)
         return

@@ -10,39 +10,17 @@ Every answer comes from `KnowledgeBase`; this module adds only what a long-lived
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 import sys
 import threading
 import time
-from collections.abc import Iterator
 from typing import Any
 
-from kbase.errors import NotFound, NotIndexed, Unavailable
+from kbase.errors import NotIndexed, Unavailable
 from kbase.schema import SearchQuery, SearchResult
 
-__all__ = ["NotFound", "Service", "Unavailable", "stdout_to_stderr"]
-
 log = logging.getLogger("kbase.serve")
-
-
-@contextlib.contextmanager
-def stdout_to_stderr() -> Iterator[None]:
-    """Send anything written to fd 1 to stderr for the duration.
-
-    Under MCP stdio, stdout is the protocol channel: a stray print or a native library's
-    banner during start-up would corrupt the first frames the client reads.
-    """
-    sys.stdout.flush()
-    saved = os.dup(1)
-    try:
-        os.dup2(2, 1)
-        yield
-    finally:
-        sys.stdout.flush()
-        os.dup2(saved, 1)
-        os.close(saved)
 
 
 class Service:
