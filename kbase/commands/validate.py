@@ -250,7 +250,8 @@ def new(
     root: str | None = RootOpt,
     as_json: bool = JsonOpt,
 ) -> None:
-    """Scaffold skills/NAME/SKILL.md: it passes lint and its snippet passes on cpu-interpret."""
+    """Scaffold skills/NAME/SKILL.md; lint flags its TODO text and its sample snippet until
+    both are replaced."""
     shown = str(kb(root).new_skill(name, force=force))
     if as_json:
         print_json({"created": shown})
@@ -267,7 +268,10 @@ def check(
         False, "--changed", help="only skills changed since --base, uncommitted included"
     ),
     base: str | None = typer.Option(
-        None, "--base", help="revision to diff against (default: origin/main, main, HEAD)"
+        None,
+        "--base",
+        help="revision to diff against (default: the first of origin/main, main, origin/master, "
+        "master; refused when none exists)",
     ),
     tier: str = TierOpt,
     workers: int = WorkersOpt,
