@@ -107,6 +107,8 @@ def fit(
     for _ in range(passes):
         improved = False
         for i, f in enumerate(features):
+            if not f:  # a feature left out of this fit (bench/cv_fusion.py) keeps its start
+                continue
             grid = NEG_GRID if f == "out_range" else GRID
             for v in grid:
                 trial = w.copy()
@@ -150,7 +152,11 @@ def main() -> None:
         "--no-mine", action="store_true", help="reuse the archives already mined in --work"
     )
     ap.add_argument("--skills-only", action="store_true", help="no PR archives, no PR set")
+    ap.add_argument(
+        "--tune-only", action="store_true", help="never score the test halves (for tuning)"
+    )
     args = ap.parse_args()
+    halves_used = ("tune",) if args.tune_only else D.HALVES
     work = args.work or Path(tempfile.mkdtemp(prefix="kbase-devsets-"))
     if args.skills_only:
         from devset_kb import build_skills_kb
@@ -167,15 +173,20 @@ def main() -> None:
         if args.skills_only and name == "prs":
             continue
         ok, _ = D.known(D.load(REPO / "tests" / "eval", name), ids)
-        for h in D.HALVES:
+        for h in halves_used:
             halves[h][name] = pools(kb, [q for q in ok if q.half == h])
         if name == "prs":
             unanswerable += pools(kb, [q for q in ok if q.half == "tune"], kind="skill")
     from kbase.retrieval import realprobs as R
 
     real = R.load(REPO / "bench" / "realprobs.yaml")
-    for h in D.HALVES:
+    for h in halves_used:
         halves[h]["realprobs"] = pools(kb, [p for p in real if p.half == h and p.covered])
+    tune_cov = [p for p in real if p.half == "tune" and p.covered]
+    # the threshold is set on the rows no trigger was written from (realprobs.yaml: calibration)
+    calibrate = list(halves["tune"]["realprobs"])
+    if any(p.calibration for p in tune_cov):
+        calibrate = [c for p, c in zip(tune_cov, calibrate, strict=True) if p.calibration]
     unanswerable += pools(kb, [p for p in real if p.half == "tune" and not p.covered])
     print(f"features for all questions in {time.perf_counter() - t:.1f}s", file=sys.stderr)
     start = F.weights_vector(F.DEFAULT_WEIGHTS)
@@ -183,14 +194,14 @@ def main() -> None:
     print(f"lambda by 2-fold CV on the tuning half: {lam} (held-out MRR {cv})")
     w = bagged(halves["tune"], start, F.FEATURES, lam)
     for label, vec in (("rrf (old default)", start), ("fitted", w)):
-        row = {h: {n: round(mrr(ps, vec), 4) for n, ps in halves[h].items()} for h in D.HALVES}
+        row = {h: {n: round(mrr(ps, vec), 4) for n, ps in halves[h].items()} for h in halves_used}
         print(f"{label:18s} MRR@10 {row}")
     weights = {f: float(v) for f, v in zip(F.FEATURES, w, strict=True) if v}
     print("weights:", weights)
     from fit_confidence import fit_confidence
 
     covered = [p for name, ps in halves["tune"].items() if KIND[name] == "skill" for p in ps]
-    conf = fit_confidence(covered, unanswerable, w, calibrate=halves["tune"]["realprobs"])
+    conf = fit_confidence(covered, unanswerable, w, calibrate=calibrate)
     print("confidence:", conf)
     if not args.dry_run:
         import yaml

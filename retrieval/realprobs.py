@@ -33,6 +33,9 @@ class RealProblem:
     source: str
     # no skill fixed it when the set was collected (the corpus may cover it since: fixing_new)
     uncovered_at_collection: bool = False
+    # held back from trigger writing: the no-good-match threshold is set on these rows, whose
+    # confidence is what a new problem gets (rows triggers were written from score higher)
+    calibration: bool = False
 
     @property
     def covered(self) -> bool:
@@ -88,6 +91,10 @@ def load(path: Path, skills: set[str] | None = None) -> list[RealProblem]:
             unknown = [s for s in row[field] if skills is not None and s not in skills]
             if unknown:
                 raise bad(field, f"unknown skills {unknown}")
+        if not isinstance(row.get("calibration", False), bool):
+            raise bad("calibration", "must be true or false")
+        if row.get("calibration") and row["split"] != "tune":
+            raise bad("calibration", "only tune rows calibrate (the test half is never fitted)")
         fixing = row.get("fixing_new", row["fixing"]) or []
         out.append(
             RealProblem(
@@ -101,6 +108,7 @@ def load(path: Path, skills: set[str] | None = None) -> list[RealProblem]:
                 half=str(row["split"]),
                 source=where,
                 uncovered_at_collection=not row["fixing"],
+                calibration=bool(row.get("calibration", False)),
             )
         )
     return out

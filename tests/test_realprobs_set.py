@@ -70,6 +70,7 @@ def test_loader_names_file_line_and_field(tmp_path):
         "fixing": GOOD.replace("triton-stable-softmax]", "no-such-skill]"),
         "query": GOOD.replace('"NaN after softmax"', '"' + "x" * 301 + '"'),
         "root_cause": GOOD.replace('  root_cause: "whole row masked"\n', ""),
+        "calibration": GOOD + "  calibration: maybe\n",
     }
     for field, text in cases.items():
         with pytest.raises(ValueError, match=rf"set\.yaml:3: \[{field}\]"):
@@ -96,3 +97,23 @@ def test_rejudged_skills_are_validated(tmp_path):
     stale = GOOD.replace("triton-stable-softmax]", "gone]\n  fixing_new: [gpu-kernel-timing]")
     with pytest.raises(ValueError, match=r"set\.yaml:3: \[fixing\] unknown skills"):
         R.load(_write(tmp_path, stale), SKILLS)
+
+
+def test_calibration_rows_are_tune_rows_no_trigger_repeats(probs, tmp_path):
+    """Rows that set the no-good-match threshold must score like new problems: no skill may
+    carry a trigger written from one of them (its query, word for word), and only the tune half
+    may calibrate."""
+    import yaml
+
+    cal = [p for p in probs if p.calibration]
+    assert len(cal) >= 40 and all(p.half == "tune" for p in cal)
+    assert sum(not p.covered for p in cal) >= 5  # the threshold needs uncovered rows too
+    triggers = set()
+    for skill in SKILLS:
+        front = (REPO / "skills" / skill / "SKILL.md").read_text(encoding="utf-8").split("---")[1]
+        for t in yaml.safe_load(front).get("trigger") or []:
+            triggers.add(str(t["literal"] if isinstance(t, dict) else t).strip().lower())
+    assert not [p.id for p in cal if p.query.strip().lower() in triggers]
+    test_row = GOOD.replace("split: tune", "split: test").replace("2024-01-02", "2026-01-02")
+    with pytest.raises(ValueError, match=r"\[calibration\] only tune rows"):
+        R.load(_write(tmp_path, test_row + "  calibration: true\n"), SKILLS)
