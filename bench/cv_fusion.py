@@ -91,6 +91,7 @@ def fit_variant(name: str, train: dict, start: np.ndarray, shipped: np.ndarray) 
 
 def main() -> None:
     import devsets as D
+    import fit_confidence as FC
     from devset_kb import build_kb
     from fit_confidence import fit_confidence
     from fit_fusion import pools
@@ -139,10 +140,8 @@ def main() -> None:
             w = fit_variant(v, train, start, shipped)
             covered = base["skills"] + cov_keep
             conf = fit_confidence(covered, negatives + unc_keep, w, calibrate=cov_keep)
-            beta = np.append([conf["coef"][f] for f in F.CONF_FEATURES], conf["bias"])
-            from fit_confidence import best_conf
-
-            bc = best_conf([real_pools[i] for i in held], w, beta)
+            beta = np.append([conf["coef"][f] for f in FC.USE], conf["bias"])
+            bc = FC.best_conf([real_pools[i] for i in held], w, beta)
             for j, i in enumerate(held):
                 got[v]["rank"][i] = ranks([real_pools[i]], w)[0]
                 got[v]["flag"][i] = bool(bc[j] < conf["threshold"])

@@ -33,8 +33,8 @@ class RealProblem:
     source: str
     # no skill fixed it when the set was collected (the corpus may cover it since: fixing_new)
     uncovered_at_collection: bool = False
-    # held back from trigger writing: the no-good-match threshold is set on these rows, whose
-    # confidence is what a new problem gets (rows triggers were written from score higher)
+    # held back from trigger, alias and cue writing: they estimate how search does on new
+    # problems (rows that triggers were written from score higher; bench/cv_fusion.py)
     calibration: bool = False
 
     @property

@@ -100,9 +100,9 @@ def test_rejudged_skills_are_validated(tmp_path):
 
 
 def test_calibration_rows_are_tune_rows_no_trigger_repeats(probs, tmp_path):
-    """Rows that set the no-good-match threshold must score like new problems: no skill may
-    carry a trigger written from one of them (its query, word for word), and only the tune half
-    may calibrate."""
+    """Rows that estimate quality on new problems must stay new to the skills: no skill may carry
+    a trigger written from one of them (its query, word for word), and only the tune half may
+    hold them."""
     import yaml
 
     cal = [p for p in probs if p.calibration]
