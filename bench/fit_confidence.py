@@ -12,8 +12,9 @@ Two guards against an optimistic flag, both judged on the tuning half alone:
 - the features are standardised before the fit (the coefficients are folded back), so the L2
   penalty does not depend on the fusion weights' scale (bagged weights sum to 1);
 - the threshold is the quantile of OUT-OF-FOLD confidences: each answerable real problem is scored
-  by a model fitted without it (FOLDS folds). In-sample, the model has seen the question's right
-  answer among its positives and rates it higher than it would rate a new question.
+  by a model fitted without it (FOLDS folds, a repository's problems held out together: they
+  share wording). In-sample, the model has seen the question's right answer among its positives
+  and rates it higher than it would rate a new question.
 """
 
 from __future__ import annotations
@@ -94,12 +95,22 @@ def best_conf(pools, w: np.ndarray, beta: np.ndarray) -> np.ndarray:
     return np.asarray(out)
 
 
+def folds_of(n: int, groups: list[str] | None) -> list[int]:
+    """Fold of each of n questions: every FOLDS-th one, or by group (a repository's questions
+    share their wording, so they are held out together; groups packed round-robin)."""
+    if groups is None:
+        return [i % FOLDS for i in range(n)]
+    order = {g: k % FOLDS for k, g in enumerate(sorted(set(groups)))}
+    return [order[g] for g in groups]
+
+
 def out_of_fold(
-    covered: list, uncovered: list, w: np.ndarray, calibrate: list
+    covered: list, uncovered: list, w: np.ndarray, calibrate: list, groups: list[str] | None = None
 ) -> tuple[np.ndarray, np.ndarray]:
     """Best confidence of each `calibrate` and each `uncovered` pool under a model fitted
-    without it (fold i holds every FOLDS-th question of each list)."""
-    held = {id(p): i % FOLDS for i, p in enumerate(calibrate)}
+    without it (fold i holds every FOLDS-th question of each list; `groups`: the calibrate
+    questions' repositories, held out a repository at a time)."""
+    held = {id(p): f for p, f in zip(calibrate, folds_of(len(calibrate), groups), strict=True)}
     held_u = {id(p): i % FOLDS for i, p in enumerate(uncovered)}
     cov, unc = np.zeros(len(calibrate)), np.zeros(len(uncovered))
     for k in range(FOLDS):
@@ -114,17 +125,22 @@ def out_of_fold(
 
 
 def fit_confidence(
-    covered: list, uncovered: list, w: np.ndarray, calibrate: list | None = None
+    covered: list,
+    uncovered: list,
+    w: np.ndarray,
+    calibrate: list | None = None,
+    groups: list[str] | None = None,
 ) -> dict:
     """`covered`/`uncovered`: tuning pools [(X, rel)] of answerable / unanswerable questions;
-    `calibrate`: the answerable pools the threshold is set on (default `covered`). The real
-    problems, not the hand-written questions beside the skills, are what the flag is for."""
+    `calibrate`: the answerable pools the threshold is set on (default `covered`), `groups`
+    their repositories (out-of-fold by repository). The real problems, not the hand-written
+    questions beside the skills, are what the flag is for."""
     from kbase.retrieval import fusion as F
 
     Z1, y1, _ = rows(covered, w)
     Z0, y0, _ = rows(uncovered, w)
     beta = logistic(np.vstack([Z1, Z0]), np.concatenate([y1, y0]))
-    cov, unc = out_of_fold(covered, uncovered, w, calibrate if calibrate else covered)
+    cov, unc = out_of_fold(covered, uncovered, w, calibrate if calibrate else covered, groups)
     threshold = float(np.quantile(cov, 1.0 - COVERED_KEEP)) if cov.size else 0.5
     coef = dict(zip(USE, beta[:-1], strict=True))
     return {
@@ -136,6 +152,6 @@ def fit_confidence(
             "uncovered_true": round(float((unc < threshold).mean()), 4) if unc.size else None,
             "covered": int(cov.size),
             "uncovered": int(unc.size),
-            "out_of_fold": True,  # the figures above, each question scored by a model without it
+            "out_of_fold": "repository" if groups else True,  # scored by a model without it
         },
     }

@@ -200,7 +200,8 @@ def main() -> None:
     from fit_confidence import fit_confidence
 
     covered = [p for name, ps in halves["tune"].items() if KIND[name] == "skill" for p in ps]
-    conf = fit_confidence(covered, unanswerable, w, calibrate=calibrate)
+    repos = [p.repo for p in real if p.half == "tune" and p.covered]
+    conf = fit_confidence(covered, unanswerable, w, calibrate=calibrate, groups=repos)
     print("confidence:", conf)
     if not args.dry_run:
         import yaml

@@ -73,3 +73,13 @@ def test_confidence_uses_only_its_chosen_features_and_keeps_covered_problems():
     assert conf["coef"]["lead"] > 0  # a clear lead is what an answered question has
     assert conf["tuning"]["covered_false"] >= FC.COVERED_KEEP
     assert conf["tuning"]["uncovered_true"] > 0.5
+
+
+def test_out_of_fold_holds_a_repository_out_together():
+    import fit_confidence as FC
+
+    groups = ["a/x", "b/y", "a/x", "c/z", "b/y", "a/x"]
+    folds = FC.folds_of(len(groups), groups)
+    assert len({f for f, g in zip(folds, groups, strict=True) if g == "a/x"}) == 1
+    assert len(set(folds)) == 3  # three repositories, three folds
+    assert FC.folds_of(7, None) == [0, 1, 2, 3, 4, 0, 1]
