@@ -2,7 +2,7 @@
 """Leave-repository-out cross-validation of the fusion weights and the no-good-match threshold on
 the TUNE half of the real-problem set (issue #25). The test half is never read.
 
-    python bench/cv_fusion.py --work /tmp/kbase-devsets [--folds 8] [--baseline FILE]
+    python bench/cv_fusion.py --work /tmp/kbase-devsets [--folds 8] [--variants shipped,full]
 
 The tune half is saturated in-sample (its triggers were written from its rows), so an in-sample
 figure says nothing about new problems. Here every real tune problem is scored by weights and a
@@ -14,9 +14,8 @@ Variants (each refitted per fold the way fit_fusion.py fits, minus the lambda se
   full     every feature, bagged coordinate ascent (what fit_fusion.py does)
   small    only the features a skill question uses (no PR priors, no title)
   shrunk   `full` averaged with the reciprocal-rank prior (halfway to the old default)
---baseline FILE: a copy of bench/realprobs.yaml from an earlier commit; rows absent from it are
-also reported apart ("fresh": no trigger was written from them). Prints a table; writes
-bench/results/cv_fusion.json.
+The calibration rows of bench/realprobs.yaml (nothing was written from them) are also reported
+apart ("fresh"), the others as "old". Prints a table; writes bench/results/cv_fusion.json.
 """
 
 from __future__ import annotations
@@ -28,7 +27,6 @@ import time
 from pathlib import Path
 
 import numpy as np
-import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import REPO, write_result  # noqa: E402
@@ -103,7 +101,6 @@ def main() -> None:
     )
     ap.add_argument("--work", type=Path, default=None)
     ap.add_argument("--folds", type=int, default=8)
-    ap.add_argument("--baseline", type=Path, default=None, help="an earlier realprobs.yaml")
     ap.add_argument("--variants", default="shipped,full,small,shrunk")
     args = ap.parse_args()
     work = args.work or Path(tempfile.mkdtemp(prefix="kbase-devsets-"))
@@ -120,9 +117,6 @@ def main() -> None:
     real = [p for p in R.load(REPO / "bench" / "realprobs.yaml") if p.half == "tune"]
     real_pools = pools(kb, real)
     print(f"features in {time.perf_counter() - t:.1f}s", file=sys.stderr)
-    old_ids = set()
-    if args.baseline:
-        old_ids = {str(r["id"]) for r in yaml.safe_load(args.baseline.read_text()) or []}
     fold = repo_folds([p.repo for p in real], args.folds)
     start = F.weights_vector(F.DEFAULT_WEIGHTS)
     shipped = F.weights_vector()
@@ -139,7 +133,10 @@ def main() -> None:
         for v in variants:
             w = fit_variant(v, train, start, shipped)
             covered = base["skills"] + cov_keep
-            conf = fit_confidence(covered, negatives + unc_keep, w, calibrate=cov_keep)
+            groups = [real[i].repo for i in keep if real[i].covered]
+            conf = fit_confidence(
+                covered, negatives + unc_keep, w, calibrate=cov_keep, groups=groups
+            )
             beta = np.append([conf["coef"][f] for f in FC.USE], conf["bias"])
             bc = FC.best_conf([real_pools[i] for i in held], w, beta)
             for j, i in enumerate(held):
@@ -147,10 +144,11 @@ def main() -> None:
                 got[v]["flag"][i] = bool(bc[j] < conf["threshold"])
         print(f"fold {k + 1}/{args.folds} ({len(held)} rows)", file=sys.stderr)
     res = {}
-    subsets = {"all": range(len(real))}
-    if old_ids:
-        subsets["old"] = [i for i, p in enumerate(real) if p.id in old_ids]
-        subsets["fresh"] = [i for i, p in enumerate(real) if p.id not in old_ids]
+    subsets = {
+        "all": list(range(len(real))),
+        "old": [i for i, p in enumerate(real) if not p.calibration],
+        "fresh": [i for i, p in enumerate(real) if p.calibration],
+    }
     for v in variants:
         res[v] = {}
         for sname, idxs in subsets.items():
