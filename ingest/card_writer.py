@@ -44,8 +44,8 @@ def card_stem(card: PRCard) -> str:
 
 
 class CardWriter:
-    """Accumulates commits newest-first and writes one card per PR (or direct push) as soon as
-    it is known; revert links in both directions are settled in `link_reverts` at the end."""
+    """Accumulates commits newest-first into one card per PR (or direct push); `finish` links
+    reverts in both directions and writes every card once."""
 
     def __init__(
         self,
@@ -62,12 +62,6 @@ class CardWriter:
         self.report = report
         self.cards: dict[str, PRCard] = {}  # card file stem -> card
         self.seen_shas: set[str] = set()
-        # history streams newest first, so a revert is met before what it reverts: the target's
-        # card is written with its `reverted_by` at once instead of a second time in
-        # link_reverts. _targets: reverting stem -> ("pr", stem) or ("sha", short sha);
-        # _early: refs so added per stem, taken back in link_reverts if they no longer hold
-        self._targets: dict[str, tuple[str, str]] = {}
-        self._early: dict[str, set[str]] = {}
         self.cache = cache
         if cache is not None:
             cache.use_cards(card_version())
@@ -96,7 +90,11 @@ class CardWriter:
         if held is not None:
             # the same PR number on an older commit (a re-land, an empty follow-up): one card
             card = _combine(self, held, card)
-        self._write(stem, card)
+        elif self.incremental:
+            old = _read_card(self.folder / f"{stem}.md")
+            if old is not None:
+                card = self._merge_with_existing(card, old)
+        self.cards[stem] = card
 
     def _card(self, c: CommitFacts, pr: int | None, style: str | None) -> PRCard:
         """The card of one commit alone, from the cache when an earlier mine built it."""
@@ -129,61 +127,38 @@ class CardWriter:
             self.cache.put(f"card:{key}", card.model_dump(mode="json"))
         return card
 
-    def _write(self, stem: str, card: PRCard) -> None:
-        path = self.folder / f"{stem}.md"
-        old_text = path.read_text(encoding="utf-8") if path.exists() else ""
-        if old_text and self.incremental and stem not in self.cards:
-            card = self._merge_with_existing(card, old_text)
-        card = self._with_known_reverts(stem, card)
-        self.cards[stem] = card
-        self._put(path, card, old_text)
-
-    def _with_known_reverts(self, stem: str, card: PRCard) -> PRCard:
-        """Note what `card` reverts, and add to it the reverts of it written so far (as
-        link_reverts would: by PR number, else by commit)."""
-        if card.reverts is not None:
-            self._targets[stem] = ("pr", str(card.reverts))
-        elif card.reverts_commit:
-            self._targets[stem] = ("sha", card.reverts_commit[:SHORT_SHA])
-        else:
-            self._targets.pop(stem, None)
-        shas = {s[:SHORT_SHA] for s in (card.sha, *card.also)}
-        refs = {
-            _ref(self.cards[r])
-            for r, (kind, key) in self._targets.items()
-            if r != stem and r in self.cards and (key == stem if kind == "pr" else key in shas)
-        }
-        added = refs - set(card.reverted_by)
-        if not added:
-            return card
-        self._early.setdefault(stem, set()).update(added)
-        merged = sorted(set(card.reverted_by) | added, key=_ref_order)
-        return card.model_copy(update={"reverted_by": merged})
-
-    def _put(self, path: Path, card: PRCard, old_text: str) -> None:
-        text = render_card(card, existing_notes(old_text), card.also)
-        if text == old_text:
-            self.report.unchanged += 1
-            return
-        atomic_write(path, text)
-        self.report.written += 1
-
-    def _merge_with_existing(self, card: PRCard, old_text: str) -> PRCard:
+    def _merge_with_existing(self, card: PRCard, old: PRCard) -> PRCard:
         """An incremental run met a card that exists already: facts on disk are never dropped."""
-        try:
-            old = PRCard.model_validate(split_card(old_text).meta)
-        except Exception:
-            return card
         if card.sha == old.sha or card.sha in old.also:
-            # this commit is already in the card (a re-run over a mined range, a resumed mine)
-            return old.model_copy(update={"reverted_by": old.reverted_by})
+            return old  # this commit is already in the card (a re-run over a mined range)
         if old.sha in self.seen_shas:
             return card
         return _combine(self, card, old)
 
-    def link_reverts(self) -> None:
-        """Give every reverted card its `reverted_by`, from the reverts this run wrote. A target
-        mined in an earlier run is read from disk and rewritten."""
+    def finish(self) -> None:
+        """Give every reverted card its `reverted_by` (a target mined in an earlier run is read
+        from disk), then write each card whose text changed."""
+        wanted = self._revert_targets()
+        for stem, refs in sorted(wanted.items()):
+            card = self.cards.get(stem) or _read_card(self.folder / f"{stem}.md")
+            if card is None:
+                continue
+            merged = sorted(set(card.reverted_by) | refs, key=_ref_order)
+            if merged != card.reverted_by:
+                self.cards[stem] = card.model_copy(update={"reverted_by": merged})
+        for stem, card in self.cards.items():
+            path = self.folder / f"{stem}.md"
+            old_text = path.read_text(encoding="utf-8") if path.exists() else ""
+            text = render_card(card, existing_notes(old_text), card.also)
+            if text == old_text:
+                self.report.unchanged += 1
+            else:
+                atomic_write(path, text)
+                self.report.written += 1
+
+    def _revert_targets(self) -> dict[str, set[str]]:
+        """Card stem -> the refs of this run's cards that revert it, by PR number, else by
+        commit (this run's cards first, then the folder's)."""
         by_sha: dict[str, str] = {}
         for stem, card in self.cards.items():
             for sha in (card.sha, *card.also):
@@ -191,7 +166,6 @@ class CardWriter:
         wanted: dict[str, set[str]] = {}
         heads: list[tuple[str, str]] | None = None  # the folder's cards, read at most once
         for stem, card in self.cards.items():
-            ref = _ref(card)
             target = None
             if card.reverts is not None:
                 target = str(card.reverts)
@@ -202,33 +176,16 @@ class CardWriter:
                         heads = _card_heads(self.folder)
                     target = _find_by_sha(self.folder, card.reverts_commit, heads)
             if target is not None and target != stem:
-                wanted.setdefault(target, set()).add(ref)
-        for stem, early in self._early.items():  # added while streaming, no longer wanted
-            stale = early - wanted.get(stem, set())
-            card = self.cards[stem]
-            if stale & set(card.reverted_by):
-                kept = [r for r in card.reverted_by if r not in stale]
-                card = card.model_copy(update={"reverted_by": kept})
-                self.cards[stem] = card
-                path = self.folder / f"{stem}.md"
-                self._put(path, card, path.read_text(encoding="utf-8") if path.exists() else "")
-        for stem, refs in sorted(wanted.items()):
-            held = self.cards.get(stem)
-            path = self.folder / f"{stem}.md"
-            old_text = path.read_text(encoding="utf-8") if path.exists() else ""
-            if held is None:
-                if not old_text:
-                    continue
-                try:
-                    held = PRCard.model_validate(split_card(old_text).meta)
-                except Exception:
-                    continue
-            card = held
-            merged = sorted(set(card.reverted_by) | refs, key=_ref_order)
-            if merged != card.reverted_by:
-                card = card.model_copy(update={"reverted_by": merged})
-                self.cards[stem] = card
-                self._put(path, card, old_text)
+                wanted.setdefault(target, set()).add(_ref(card))
+        return wanted
+
+
+def _read_card(path: Path) -> PRCard | None:
+    """The card an earlier run wrote at `path`; None when there is none or it does not load."""
+    try:
+        return PRCard.model_validate(split_card(path.read_text(encoding="utf-8")).meta)
+    except (OSError, ValueError):
+        return None
 
 
 def _ref(card: PRCard) -> str:

@@ -211,7 +211,7 @@ def _mine_walk(
         report.commits += 1
         if walk.nodes[sha].pr is None:
             report.without_pr += 1
-    writer.link_reverts()
+    writer.finish()
     report.behind_merges = walk.count("side")
     report.prs = sum(1 for c in writer.cards.values() if c.pr is not None)
     if report.mode == "full":

@@ -117,8 +117,8 @@ def test_description_pushes_and_reverts_on_cards(tmp_path):
 
 @pytest.mark.parametrize("cache", ["1", "0"])
 def test_a_full_remine_writes_each_revert_pair_once(tmp_path, monkeypatch, cache):
-    """A reverted card is written with its `reverted_by` when it is first met (the revert,
-    newer, streamed before it), not written without it and then again in link_reverts."""
+    """A reverted card is written once, with its `reverted_by`: cards are written after the
+    stream, once every revert link is known."""
     monkeypatch.setenv("KBASE_MINE_CACHE", cache)
     repo, shas = _history(tmp_path)
     root = tmp_path / "kb"
