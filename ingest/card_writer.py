@@ -15,7 +15,6 @@ from kbase.ingest.card_build import (
     body_facts,
     build_card,
     card_key,
-    card_version,
     commit_ref,
     key_diff,
     merge_files,
@@ -63,8 +62,6 @@ class CardWriter:
         self.cards: dict[str, PRCard] = {}  # card file stem -> card
         self.seen_shas: set[str] = set()
         self.cache = cache
-        if cache is not None:
-            cache.use_cards(card_version())
         self._recipe_key = recipe_key(recipe)
 
     def __call__(self, c: CommitFacts) -> None:

@@ -3,55 +3,53 @@ facts made under a recipe (ingest/card_build.py), so a re-mine (`--full`, a reci
 neither asks git for the diffs of commits mined before, nor parses their blobs, nor builds their
 cards again.
 
-A commit's facts depend only on its diff, the grammars and our own extraction code; the cache is
-one SQLite file whose `version` row names all of those, so a new grammar or an edited extractor
-empties it. The cache is an accelerator only: any error reading or writing it is swallowed and
-the mine runs as if it were absent.
+A commit's facts depend only on its diff, the grammars and our own extraction code, its card on
+those facts, the recipe and the card code; the cache is one SQLite file whose `version` row names
+the grammars and the code, so a new grammar or an edited extractor or card builder empties it.
+The cache is an accelerator only: any error reading or writing it is swallowed and the mine runs
+as if it were absent.
 """
 
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import marshal
 import os
+import platform
 import sqlite3
 import zlib
 from pathlib import Path
 from typing import Any
 
 CACHE_FILE = "mine-defs.sqlite"
-# the modules whose code decides a commit's facts
-_EXTRACTORS = (
-    "definitions.py",
-    "brace_scan.py",
-    "change_symbols.py",
-    "gitlog.py",
-    "symbols.py",
-    "logrun.py",
+# the code that decides a commit's facts and the card built from them (with the tag vocabulary)
+_CODE = tuple(
+    f"kbase.{m}"
+    for m in (
+        "ingest.definitions ingest.brace_scan ingest.change_symbols ingest.gitlog ingest.symbols "
+        "ingest.logrun ingest.card_build ingest.classify ingest.bodies schema vocab closed_sets "
+        "globs search_query"
+    ).split()
 )
 _GRAMMARS = ("tree-sitter", "tree-sitter-cuda", "tree-sitter-python")
 
 
 def code_version() -> str:
-    """A digest of the grammars' versions and our extractors' source."""
-    h = hashlib.sha256()
-    for dist in _GRAMMARS:
-        h.update(f"{dist}={dist_version(dist) or 'none'};".encode())
-    here = Path(__file__).resolve().parent
-    for name in _EXTRACTORS:
-        h.update((here / name).read_bytes())
-    return h.hexdigest()[:20]
-
-
-def dist_version(dist: str) -> str | None:
-    """The installed version of distribution `dist` (None: not installed)."""
+    """A digest of that code, the grammars' versions, and Python's and pydantic's (the regex
+    engine and the validators are part of the code too)."""
     from importlib import metadata
 
-    try:
-        return metadata.version(dist)
-    except metadata.PackageNotFoundError:
-        return None
+    from pydantic.version import VERSION
+
+    from kbase.code_digest import source_digest
+
+    versions = [f"python={platform.python_version()}", f"pydantic={VERSION}"]
+    for dist in _GRAMMARS:
+        try:
+            versions.append(f"{dist}={metadata.version(dist)}")
+        except metadata.PackageNotFoundError:
+            versions.append(f"{dist}=none")
+    return source_digest(_CODE, ["vocab.yaml"], prefix=";".join(versions), length=20)
 
 
 class MineCache:
@@ -136,20 +134,6 @@ class MineCache:
     def put(self, key: str, value: Any) -> None:
         if self._db is not None:
             self._new.append((key, zlib.compress(marshal.dumps(value), 1)))
-
-    def use_cards(self, version: str) -> None:
-        """Cards built by other code than `version` (card_build.card_version) are dropped."""
-        if self._db is None:
-            return
-        try:
-            row = self._db.execute("SELECT v FROM meta WHERE k = 'cards'").fetchone()
-            if row is None or row[0] != version:
-                self._db.execute("BEGIN")
-                self._db.execute("DELETE FROM items WHERE k >= 'card:' AND k < 'card;'")
-                self._db.execute("INSERT OR REPLACE INTO meta VALUES ('cards', ?)", (version,))
-                self._db.execute("COMMIT")
-        except sqlite3.Error:
-            self._db = None
 
     def flush(self) -> None:
         if self._db is not None and self._new:

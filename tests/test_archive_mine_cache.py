@@ -208,7 +208,7 @@ def test_a_remine_reads_the_cards_built_before_for_the_same_facts_and_recipe(tmp
 
     # cards built by other card code are not read
     db = sqlite3.connect(root / ".kbase" / "cache" / CACHE_FILE)
-    db.execute("UPDATE meta SET v = 'older card code' WHERE k = 'cards'")
+    db.execute("UPDATE meta SET v = 'older card code' WHERE k = 'version'")
     db.commit()
     db.close()
     assert mine(tmp_path / "repo", root, other, full=True).cards_cached == 0
