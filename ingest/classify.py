@@ -20,73 +20,47 @@ CATEGORIES = tuple(
     "revert fix perf feature refactor quantization fusion docs ci test build release other".split()
 )
 
+
+def _words(patterns: dict[str, str]) -> list[tuple[str, re.Pattern[str]]]:
+    """(name, pattern) rules, matched without regard to case, in the order given."""
+    return [(name, re.compile(rx, re.I)) for name, rx in patterns.items()]
+
+
 # words in a title; order does not matter, a title may carry several categories
-_TITLE_RULES: list[tuple[str, re.Pattern[str]]] = [
-    (
-        "fix",
-        re.compile(
+_TITLE_RULES = _words(
+    {
+        "fix": (
             r"\b(fix(es|ed|ing)?|bug(fix)?s?|hotfix|crash(es)?|wrong|incorrect|correct(ly|ness)?|"
-            r"workaround|regression|nan|overflow|race|segfault|illegal memory|oom|typo)\b",
-            re.I,
+            r"workaround|regression|nan|overflow|race|segfault|illegal memory|oom|typo)\b"
         ),
-    ),
-    (
-        "perf",
-        re.compile(
+        "perf": (
             r"\b(perf(ormance)?|optimi[sz](e|es|ed|ation|ing)|speed(s|up|-up|ed)?|faster|accelerat\w*|"
             r"latency|throughput|efficien\w*|tun(e|ed|ing)|boost|reduce overhead|fast path|lower "
-            r"overhead)\b",
-            re.I,
+            r"overhead)\b"
         ),
-    ),
-    (
-        "feature",
-        re.compile(
+        "feature": (
             r"\b(feat(ure)?s?|support(s|ed|ing)?|add(s|ed|ing)?|new|implement(s|ed|ation)?|enable[sd]?|"
-            r"introduc(e|es|ed|ing))\b",
-            re.I,
+            r"introduc(e|es|ed|ing))\b"
         ),
-    ),
-    (
-        "refactor",
-        re.compile(
+        "refactor": (
             r"\b(refactor\w*|clean(up|s|ed)?|simplif\w*|restructur\w*|renam(e|es|ed|ing)|"
-            r"mov(e|es|ed|ing)|reorgani[sz]\w*|unif(y|ied|ies)|deprecat\w*|remove unused|tidy)\b",
-            re.I,
+            r"mov(e|es|ed|ing)|reorgani[sz]\w*|unif(y|ied|ies)|deprecat\w*|remove unused|tidy)\b"
         ),
-    ),
-    (
-        "quantization",
-        re.compile(
+        "quantization": (
             r"(quant\w*|\bawq\b|\bgptq\b|\bfp8\b|\bfp4\b|\bnvfp4\b|\bmxfp[48]?\b|\bint[48]\b|"
-            r"\bw[48]a(8|16)\b|smooth ?quant|\bkv ?int[48]\b|\bu4\b|\bs4\b)",
-            re.I,
+            r"\bw[48]a(8|16)\b|smooth ?quant|\bkv ?int[48]\b|\bu4\b|\bs4\b)"
         ),
-    ),
-    ("fusion", re.compile(r"\bfus(e|ed|es|ing|ion)\b", re.I)),
-    ("docs", re.compile(r"(\bdocs?\b|\bdocument\w*|\breadme\b|\btutorial|\bdocstring)", re.I)),
-    (
-        "ci",
-        re.compile(
-            r"(\bci\b|\bworkflows?\b|github actions?|\bpre-commit\b|\blint(er|ing)?\b)", re.I
+        "fusion": r"\bfus(e|ed|es|ing|ion)\b",
+        "docs": r"(\bdocs?\b|\bdocument\w*|\breadme\b|\btutorial|\bdocstring)",
+        "ci": r"(\bci\b|\bworkflows?\b|github actions?|\bpre-commit\b|\blint(er|ing)?\b)",
+        "test": r"(\btests?\b|\bunit ?tests?\b|\bunittests?\b|\bpytest\b|\btesting\b)",
+        "build": (
+            r"(\bbuild\b|\bcmake\w*|\bsetup\.py\b|\bwheels?\b|\bdocker\w*|\bdependenc\w*|"
+            r"\brequirements\b|\bcompil(e|ation)\b)"
         ),
-    ),
-    (
-        "test",
-        re.compile(r"(\btests?\b|\bunit ?tests?\b|\bunittests?\b|\bpytest\b|\btesting\b)", re.I),
-    ),
-    (
-        "build",
-        re.compile(
-            r"(\bbuild\b|\bcmake\w*|\bsetup\.py\b|\bwheels?\b|\bdocker\w*|\bdependenc\w*|\brequirements\b|\bcompil(e|ation)\b)",
-            re.I,
-        ),
-    ),
-    (
-        "release",
-        re.compile(r"(\bbump\b.*\bversion\b|\brelease v?\d|\bv\d+\.\d+(\.\d+)?\b|^bump\b)", re.I),
-    ),
-]
+        "release": r"(\bbump\b.*\bversion\b|\brelease v?\d|\bv\d+\.\d+(\.\d+)?\b|^bump\b)",
+    }
+)
 # bracketed or conventional-commit prefixes: "[Fix]", "fix(sampling):", "[Feature] ..."
 _PREFIX = re.compile(r"^\s*(?:\[([^\]]+)\]|([a-z]+)(?:\([^)]*\))?!?:)", re.I)
 _PREFIX_MAP = {
@@ -204,53 +178,35 @@ def categories(title: str, paths: list[str]) -> list[str]:
 
 # --------------------------------------------------------------------------- tags
 
-_KERNEL_WORDS: list[tuple[str, re.Pattern[str]]] = [
-    (
-        "attention",
-        re.compile(
+_KERNEL_WORDS = _words(
+    {
+        "attention": (
             r"(attn|attention|fmha|\bmla\b|_mla|mla_|prefill|pagedattention|paged_attention|"
-            r"flash_?attn|flashattention|\bmha\b|\bgqa\b|\bmqa\b|\bkv.?cache|cascade|xqa)",
-            re.I,
+            r"flash_?attn|flashattention|\bmha\b|\bgqa\b|\bmqa\b|\bkv.?cache|cascade|xqa)"
         ),
-    ),
-    # serving code has request routers too, so routing words alone do not make a PR an MoE PR
-    ("moe", re.compile(r"(\bmoe\b|_moe|moe_|moe\b|\bexperts?\b|\bep_moe|fused_moe)", re.I)),
-    (
-        "gemm",
-        re.compile(
-            r"(gemm|matmul|cublas|\bbmm\b|bmm_|grouped_mm|\bgemv\b|gemv|\bmm\b|_mm\b)", re.I
+        "moe": r"(\bmoe\b|_moe|moe_|moe\b|\bexperts?\b|\bep_moe|fused_moe)",
+        "gemm": r"(gemm|matmul|cublas|\bbmm\b|bmm_|grouped_mm|\bgemv\b|gemv|\bmm\b|_mm\b)",
+        "norm": r"(rms_?norm|layer_?norm|\bnorm\b|_norm\b|norm_|group_?norm)",
+        "rope": r"(\brope\b|rotary|pos_?enc|rope_|_rope|mrope)",
+        "sampling": r"(sampling|sampler|top_?p\b|min_?p\b|multinomial)",
+        "topk": r"(top_?k)",
+        "softmax": r"(softmax)",
+        "activation": r"(activation|\bsilu|gelu|swiglu|act_and_mul|silu_and_mul|\bact\b)",
+        "quantization": (
+            r"(quant|\bfp8\b|fp8_|_fp8|\bint4\b|\bint8\b|\bawq\b|\bgptq\b|fp4|mxfp|w8a8|w4a16)"
         ),
-    ),
-    ("norm", re.compile(r"(rms_?norm|layer_?norm|\bnorm\b|_norm\b|norm_|group_?norm)", re.I)),
-    ("rope", re.compile(r"(\brope\b|rotary|pos_?enc|rope_|_rope|mrope)", re.I)),
-    ("sampling", re.compile(r"(sampling|sampler|top_?p\b|min_?p\b|multinomial)", re.I)),
-    ("topk", re.compile(r"(top_?k)", re.I)),
-    ("softmax", re.compile(r"(softmax)", re.I)),
-    (
-        "activation",
-        re.compile(r"(activation|\bsilu|gelu|swiglu|act_and_mul|silu_and_mul|\bact\b)", re.I),
-    ),
-    (
-        "quantization",
-        re.compile(
-            r"(quant|\bfp8\b|fp8_|_fp8|\bint4\b|\bint8\b|\bawq\b|\bgptq\b|fp4|mxfp|w8a8|w4a16)",
-            re.I,
+        "communication": (
+            r"(all_?reduce|all_?gather|all_?to_?all|reduce_?scatter|\bnccl\b|custom_ar|"
+            r"\bcomm\b|comm/|_comm|nvshmem|mnnvl)"
         ),
-    ),
-    (
-        "communication",
-        re.compile(
-            r"(all_?reduce|all_?gather|all_?to_?all|reduce_?scatter|\bnccl\b|custom_ar|\bcomm\b|comm/|_comm|nvshmem|mnnvl)",
-            re.I,
-        ),
-    ),
-    ("embedding", re.compile(r"(embedding|\bembed\b)", re.I)),
-    ("convolution", re.compile(r"(conv1d|conv2d|conv3d|convolution)", re.I)),
-    ("scan", re.compile(r"(cumsum|prefix.sum|\bscan\b|selective_state|\bssm\b|mamba)", re.I)),
-    ("sort", re.compile(r"(\bsort\b|argsort|bitonic|radix)", re.I)),
-    ("transpose", re.compile(r"(transpose|permute)", re.I)),
-    ("gemv", re.compile(r"(gemv)", re.I)),
-]
+        "embedding": r"(embedding|\bembed\b)",
+        "convolution": r"(conv1d|conv2d|conv3d|convolution)",
+        "scan": r"(cumsum|prefix.sum|\bscan\b|selective_state|\bssm\b|mamba)",
+        "sort": r"(\bsort\b|argsort|bitonic|radix)",
+        "transpose": r"(transpose|permute)",
+        "gemv": r"(gemv)",
+    }
+)
 _LANG_EXT = {
     ext: lang
     for lang, exts in (
@@ -263,27 +219,31 @@ _LANG_EXT = {
     )
     for ext in exts.split()
 }
-_LANG_WORDS = [
-    ("triton", re.compile(r"triton(?!_backend|server)", re.I)),
-    ("cute-dsl", re.compile(r"cute_?dsl|cutedsl", re.I)),
-    ("cutlass", re.compile(r"cutlass", re.I)),
-    ("tilelang", re.compile(r"tilelang", re.I)),
-    ("ptx", re.compile(r"\bptx\b|inline asm", re.I)),
-]
-_TECH_WORDS = [
-    ("fusion", re.compile(r"\bfus(e|ed|es|ing|ion)\b|fused_", re.I)),
-    ("fp8", re.compile(r"fp8", re.I)),
-    ("tma", re.compile(r"\btma\b|tma_", re.I)),
-    ("warp-specialization", re.compile(r"warp_?speciali[sz]", re.I)),
-    ("cuda-graphs", re.compile(r"cuda_?graphs?|cudagraph", re.I)),
-    ("autotuning", re.compile(r"autotun|tuning_config|tuner", re.I)),
-    ("persistent-kernels", re.compile(r"persistent", re.I)),
-    ("wgmma", re.compile(r"wgmma|\bgmma", re.I)),
-    ("tensor-cores", re.compile(r"tensor.?core|\bmma\b|mma_", re.I)),
-    ("determinism", re.compile(r"determinis", re.I)),
-    ("bf16", re.compile(r"bf16|bfloat16", re.I)),
-    ("torch-compile", re.compile(r"torch\.compile|torch_compile", re.I)),
-]
+_LANG_WORDS = _words(
+    {
+        "triton": r"triton(?!_backend|server)",
+        "cute-dsl": r"cute_?dsl|cutedsl",
+        "cutlass": r"cutlass",
+        "tilelang": r"tilelang",
+        "ptx": r"\bptx\b|inline asm",
+    }
+)
+_TECH_WORDS = _words(
+    {
+        "fusion": r"\bfus(e|ed|es|ing|ion)\b|fused_",
+        "fp8": r"fp8",
+        "tma": r"\btma\b|tma_",
+        "warp-specialization": r"warp_?speciali[sz]",
+        "cuda-graphs": r"cuda_?graphs?|cudagraph",
+        "autotuning": r"autotun|tuning_config|tuner",
+        "persistent-kernels": r"persistent",
+        "wgmma": r"wgmma|\bgmma",
+        "tensor-cores": r"tensor.?core|\bmma\b|mma_",
+        "determinism": r"determinis",
+        "bf16": r"bf16|bfloat16",
+        "torch-compile": r"torch\.compile|torch_compile",
+    }
+)
 _ARCH = re.compile(r"(?<![a-z0-9])sm_?(\d{2,3}a?)(?![0-9])", re.I)
 _ARCH_NAMES = re.compile(
     r"\b(volta|turing|ampere|ada|hopper|blackwell|h100|h200|h800|h20|a100|b200|gb200|b100|l40|l4|rtx4090|rtx5090)\b",
