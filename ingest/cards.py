@@ -15,7 +15,6 @@ from pathlib import Path
 
 from kbase.ingest.card_format import CardError, notes_text, section, split_card
 from kbase.ingest.files import FileProblem, display_path, read_text
-from kbase.ingest.recipes import validation_problems
 from pydantic import ValidationError
 
 from kbase.errors import ProblemsError
@@ -63,6 +62,7 @@ def card_paths(root: Path, repo: str | None = None) -> list[str]:
 
 def _validation_problems(exc: ValidationError, yaml_text: str, shown: str) -> list[Problem]:
     import yaml
+    from kbase.ingest.markdown import validation_problems
 
     try:
         node = yaml.compose(yaml_text, Loader=yaml.SafeLoader)

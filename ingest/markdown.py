@@ -12,6 +12,7 @@ from typing import Any
 import yaml
 from kbase.ingest.safe_yaml import YamlProblem, load_yaml
 from markdown_it import MarkdownIt
+from pydantic import ValidationError
 
 from kbase.errors import ProblemsError
 from kbase.schema import CodeBlock, Problem
@@ -83,6 +84,26 @@ def node_line(node: Any, loc: tuple[Any, ...]) -> int:
         if nxt is None:
             break
     return best + 2
+
+
+def validation_problems(
+    exc: ValidationError, shown: str, node, first_line: int, unknown: str = "unknown key"
+) -> list[Problem]:
+    """Pydantic errors as Problems at the line of the offending YAML key (`unknown`: what an
+    unknown key is told). `first_line` is the file line where the YAML starts: 1 for a recipe, 2
+    for front-matter."""
+    out = []
+    for err in exc.errors():
+        loc = tuple(err["loc"])
+        # node_line counts from front-matter that starts on line 2
+        line = max(1, node_line(node, loc) - 2 + first_line) if node is not None else first_line
+        msg = {"extra_forbidden": unknown, "missing": "required key is missing"}.get(
+            err["type"], err["msg"]
+        )
+        out.append(
+            Problem(path=shown, line=line, field=".".join(map(str, loc)) or None, message=msg)
+        )
+    return out
 
 
 def parse_yaml(yaml_text: str, path: str) -> tuple[dict[str, Any], Any]:

@@ -40,27 +40,6 @@ class RecipeError(ProblemsError):
 # --------------------------------------------------------------------------- loading
 
 
-def validation_problems(exc: ValidationError, shown: str, node, first_line: int) -> list[Problem]:
-    """Pydantic errors as Problems at the line of the offending YAML key.
-
-    `first_line` is the file line where the YAML starts: 1 for a recipe, 2 for card front-matter.
-    """
-    from kbase.ingest.markdown import node_line
-
-    out = []
-    for err in exc.errors():
-        loc = tuple(err["loc"])
-        # node_line counts from front-matter that starts on line 2
-        line = max(1, node_line(node, loc) - 2 + first_line) if node is not None else first_line
-        msg = {"extra_forbidden": "unknown key", "missing": "required key is missing"}.get(
-            err["type"], err["msg"]
-        )
-        out.append(
-            Problem(path=shown, line=line, field=".".join(map(str, loc)) or None, message=msg)
-        )
-    return out
-
-
 def load_recipe_file(path: Path, root: Path | None = None) -> Recipe:
     shown = str(path)
     if root is not None:
@@ -76,7 +55,9 @@ def load_recipe_file(path: Path, root: Path | None = None) -> Recipe:
         ) from None
     except UnicodeDecodeError as exc:
         raise RecipeError([Problem(path=shown, message=f"cannot read recipe: {exc}")]) from None
-    from kbase.ingest.safe_yaml import YamlProblem, load_yaml  # a mine without a recipe: no yaml
+    # a mine without a recipe imports no YAML
+    from kbase.ingest.markdown import validation_problems
+    from kbase.ingest.safe_yaml import YamlProblem, load_yaml
 
     try:
         data, node = load_yaml(text, shown, first_line=1)

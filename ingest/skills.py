@@ -8,7 +8,7 @@ from functools import partial
 from pathlib import Path
 
 from kbase.ingest.files import FileProblem, display_path, read_text
-from kbase.ingest.markdown import Document, DocumentError, parse_document
+from kbase.ingest.markdown import Document, DocumentError, parse_document, validation_problems
 from pydantic import ValidationError
 
 from kbase.config import SKILL_FILE
@@ -47,20 +47,6 @@ class Skill:
         return h.hexdigest()
 
 
-def _pydantic_problems(exc: ValidationError, doc: Document) -> list[Problem]:
-    out = []
-    for err in exc.errors():
-        loc = tuple(err["loc"])
-        field = ".".join(str(p) for p in loc) or None
-        msg = err["msg"]
-        if err["type"] == "extra_forbidden":
-            msg = "unknown key (see docs/skill-format.md for the allowed keys)"
-        elif err["type"] == "missing":
-            msg = "required key is missing"
-        out.append(Problem(path=doc.path, line=doc.line_of(loc), field=field, message=msg))
-    return out
-
-
 def load_skill(path: Path, root: Path) -> Skill:
     """Parse and validate one SKILL.md. Raises DocumentError with every problem found."""
     shown = display_path(path, root)
@@ -72,7 +58,8 @@ def load_skill(path: Path, root: Path) -> Skill:
     try:
         meta = SkillMeta.model_validate(doc.meta)
     except ValidationError as exc:
-        raise DocumentError(_pydantic_problems(exc, doc)) from None
+        unknown = "unknown key (see docs/skill-format.md for the allowed keys)"
+        raise DocumentError(validation_problems(exc, shown, doc.meta_node, 2, unknown)) from None
     problems: list[Problem] = []
     here = partial(Problem, path=shown)
     folder = path.parent.name
