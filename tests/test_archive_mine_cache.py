@@ -12,6 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import mining_fixtures
 import pytest
 
 git = pytest.importorskip("git")
@@ -23,17 +24,14 @@ from kbase.ingest.mining import mine  # noqa: E402
 
 from kbase.schema import Recipe  # noqa: E402
 
-FIXTURES = Path(__file__).parent / "fixtures" / "mining"
 RECIPE = Recipe(name="cache", upstream="https://github.com/example/cache", families={})
 
 
 def _versions(suffixes: tuple[str, ...]) -> list[bytes]:
     out = []
-    for case in sorted(FIXTURES.iterdir()):
-        for side in ("before", "after"):
-            for p in sorted(case.glob(f"{side}.*")):
-                if p.suffix in suffixes:
-                    out.append(p.read_bytes())
+    for case in mining_fixtures.CASES:
+        if mining_fixtures.truth(case)["path"].endswith(suffixes):
+            out.extend(v for v in mining_fixtures.sides(case) if v is not None)
     return out
 
 

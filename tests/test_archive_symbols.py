@@ -1,14 +1,13 @@
-"""Symbols from parsed code: each fixture under tests/fixtures/mining/ is a file before and after a
-change (or only one side: a new or deleted file) with the hand-written definitions that enclose
-every changed line. Mining a real repository built from it must name exactly those."""
+"""Symbols from parsed code: each fixture under tests/fixtures/mining/ is a file and a change to it
+(a patch; or a new or deleted file) with the hand-written definitions that enclose every changed
+line (tests/mining_fixtures.py). Mining a real repository built from it must name exactly those."""
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
+import mining_fixtures
 import pytest
-import yaml
 
 git = pytest.importorskip("git")
 
@@ -18,16 +17,12 @@ from kbase.ingest.mining import mine  # noqa: E402
 
 from kbase.schema import PRCard, Recipe  # noqa: E402
 
-FIXTURES = Path(__file__).parent / "fixtures" / "mining"
-CASES = sorted(p.name for p in FIXTURES.iterdir() if (p / "truth.yaml").exists())
 RECIPE = Recipe(name="fix", upstream="https://github.com/example/fix", families={})
 
 
 def _mine_case(case: str, tmp: Path) -> tuple[dict, PRCard]:
-    d = FIXTURES / case
-    truth = yaml.safe_load((d / "truth.yaml").read_text())
-    before = next(d.glob("before.*"), None)
-    after = next(d.glob("after.*"), None)
+    truth = mining_fixtures.truth(case)
+    before = mining_fixtures.before(case)
     repo = git.Repo.init(tmp / "repo", initial_branch="main")
     with repo.config_writer() as cw:
         cw.set_value("user", "name", "T").set_value("user", "email", "t@example.invalid")
@@ -36,21 +31,18 @@ def _mine_case(case: str, tmp: Path) -> tuple[dict, PRCard]:
     (tmp / "repo" / "README.md").write_text("fixture\n")
     repo.git.add("README.md")
     if before is not None:
-        shutil.copy(before, target)
+        target.write_bytes(before)
         repo.git.add(truth["path"])
     repo.git.commit("-q", "-m", "base (#1)")
-    if after is not None:
-        shutil.copy(after, target)
-        repo.git.add(truth["path"])
-    else:
-        repo.git.rm("-q", truth["path"])
+    mining_fixtures.apply_change(case, tmp / "repo")
+    repo.git.add("-A")
     repo.git.commit("-q", "-m", "the change (#2)")
     mine(tmp / "repo", tmp / "kb", RECIPE)
     text = (tmp / "kb" / "pr_archive" / "fix" / "2.md").read_text()
     return truth, PRCard.model_validate(split_card(text).meta)
 
 
-@pytest.mark.parametrize("case", CASES)
+@pytest.mark.parametrize("case", mining_fixtures.CASES)
 def test_symbols_are_the_enclosing_definitions(case, tmp_path):
     truth, card = _mine_case(case, tmp_path)
     (f,) = [x for x in card.files if x.path == truth["path"]]
