@@ -3,11 +3,12 @@ bad inputs, incremental runs, Notes preservation and rewritten history."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
+import sqlite3
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -15,8 +16,10 @@ import pytest
 
 git = pytest.importorskip("git")
 
+from common import mine_cmd  # noqa: E402
 from kbase.ingest.card_format import split_card  # noqa: E402
 from kbase.ingest.card_history import timeline  # noqa: E402
+from kbase.ingest.mine_cache import CACHE_FILE  # noqa: E402
 from kbase.ingest.mining import MiningError, mine  # noqa: E402
 from procs import left_in_session  # noqa: E402
 
@@ -153,27 +156,32 @@ def test_squash_commits_become_cards_with_facts(tmp_path):
     assert c3.totals == {"files": 2, "added": 1 + 4, "deleted": 1}
 
 
-def test_merge_commits_use_first_parent_and_body_title(tmp_path):
-    b = Builder(tmp_path / "repo")
+def _merged_branch(path: Path, branch: tuple[str, str], *merge_message: str) -> Builder:
+    """A repository whose main line merges (--no-ff) a branch of two commits (their subjects:
+    `branch`), with a docs PR (#5) on main in between."""
+    b = Builder(path)
     b.commit("initial import", {"README.md": "demo\n"})
-    base = b.repo.head.commit
-    b.repo.git.checkout("-q", "-b", "feature")
-    b.commit("wip on branch (#99)", {"models/qwen3.py": QWEN_V1})
-    b.commit("more wip", {"models/qwen3_moe.py": "def route(x):\n    return x\n"})
+    b.repo.git.checkout("-q", "-b", "side")
+    b.commit(branch[0], {"models/qwen3.py": QWEN_V1})
+    b.commit(branch[1], {"models/qwen3_moe.py": "def route(x):\n    return x\n"})
     b.repo.git.checkout("-q", "main")
     b.commit("Docs tweak (#5)", {"docs/guide.md": "guide\n"})
+    messages = [arg for m in merge_message for arg in ("-m", m)]
     with b.repo.git.custom_environment(**b._env()):
-        b.repo.git.merge(
-            "-q",
-            "--no-ff",
-            "feature",
-            "-m",
-            "Merge pull request #7 from someone/feature",
-            "-m",
-            "Support Qwen3 MoE routing",
-        )
+        b.repo.git.merge("-q", "--no-ff", "side", *messages)
+    return b
+
+
+def test_merge_commits_use_first_parent_and_body_title(tmp_path):
+    b = _merged_branch(
+        tmp_path / "repo",
+        ("wip on branch (#99)", "more wip"),
+        "Merge pull request #7 from someone/feature",
+        "Support Qwen3 MoE routing",
+    )
     merge_sha = b.repo.head.commit.hexsha
-    assert len(b.repo.head.commit.parents) == 2 and b.repo.head.commit.parents[0] != base
+    docs = b.repo.head.commit.parents[0]
+    assert len(b.repo.head.commit.parents) == 2 and docs.message.startswith("Docs tweak")
 
     root = tmp_path / "kb"
     rep = mine(b.path, root, RECIPE)
@@ -190,15 +198,9 @@ def test_merge_commits_use_first_parent_and_body_title(tmp_path):
 
 
 def test_prs_behind_a_merge_that_names_no_pr_get_cards(tmp_path):
-    b = Builder(tmp_path / "repo")
-    b.commit("initial import", {"README.md": "demo\n"})
-    b.repo.git.checkout("-q", "-b", "dev")
-    b.commit("Add Qwen3 (#11)", {"models/qwen3.py": QWEN_V1})
-    b.commit("Route experts (#12)", {"models/qwen3_moe.py": "def route(x):\n    return x\n"})
-    b.repo.git.checkout("-q", "main")
-    b.commit("Docs tweak (#5)", {"docs/guide.md": "guide\n"})
-    with b.repo.git.custom_environment(**b._env()):
-        b.repo.git.merge("-q", "--no-ff", "dev", "-m", "merge dev to main")
+    b = _merged_branch(
+        tmp_path / "repo", ("Add Qwen3 (#11)", "Route experts (#12)"), "merge dev to main"
+    )
     root = tmp_path / "kb"
     rep = mine(b.path, root, RECIPE)
     found = sorted(int(p.stem) for p in (root / "pr_archive" / "demo").glob("[0-9]*.md"))
@@ -390,6 +392,15 @@ def test_duplicate_pr_numbers_share_one_card(tmp_path):
     assert c12.sha == third and len(c12.files) == 3 and second[:10] in text
 
 
+def _cached_commits(cache: Path) -> int:
+    """Commits whose facts a running mine has saved to its cache (0 before it has any)."""
+    try:
+        with contextlib.closing(sqlite3.connect(f"file:{cache}?mode=ro", uri=True)) as db:
+            return db.execute("SELECT count(*) FROM items WHERE k LIKE 'commit:%'").fetchone()[0]
+    except sqlite3.Error:
+        return 0
+
+
 def _fast_import_repo(path: Path, commits: int) -> None:
     subprocess.run(["git", "init", "-q", "-b", "main", str(path)], check=True)
     lines = []
@@ -412,28 +423,15 @@ def test_interrupted_mine_completes_on_rerun_without_duplicates(tmp_path):
     root = tmp_path / "kb"
     (root / "pr_archive").mkdir(parents=True)  # a root must exist (kbase init)
     folder = root / "pr_archive" / "big"
-    cmd = [
-        sys.executable,
-        "-m",
-        "kbase.cli",
-        "mine",
-        "--repo",
-        str(repo),
-        "--name",
-        "big",
-        "--root",
-        str(root),
-    ]
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    cmd = mine_cmd(repo, root, "big")
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "KBASE_MINE_FLUSH_EVERY": "50"}
     proc = subprocess.Popen(
-        cmd + ["--json"],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        env=env,
-        start_new_session=True,
+        cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, start_new_session=True
     )
+    # killed in the middle of the stream, once it has saved some commits' facts to its cache
+    cache = root / ".kbase" / "cache" / CACHE_FILE
     deadline = time.time() + 60
-    while time.time() < deadline and not (folder.is_dir() and any(folder.glob("*.md"))):
+    while time.time() < deadline and proc.poll() is None and not _cached_commits(cache):
         time.sleep(0.005)
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
@@ -442,13 +440,14 @@ def test_interrupted_mine_completes_on_rerun_without_duplicates(tmp_path):
     # nothing it started lives on: every git it ran reads EOF and exits
     assert left_in_session(proc.pid) == []
     partial = len(list(folder.glob("*.md")))
-    assert 0 < partial < 2500
+    assert partial < 2500  # cards are written after the stream: none, or some of the last writes
     assert not (folder / ".state.json").exists()  # state is written last
 
-    done = subprocess.run(cmd + ["--json"], capture_output=True, text=True, env=env)
+    done = subprocess.run(cmd, capture_output=True, text=True, env=env)
     assert done.returncode == 0, done.stderr
     out = json.loads(done.stdout)
     assert out["mode"] == "full" and out["prs"] == 2500 and out["unchanged"] >= partial - 1
+    assert out["commits_cached"] >= 50  # what the killed run streamed is read back, not mined
     names = sorted(p.name for p in folder.iterdir())
     assert names == sorted(
         [".state.json"] + [f"{i}.md" for i in range(1, 2501)]
