@@ -37,10 +37,11 @@ _BOILERPLATE = re.compile(
     r"\(optional\)|n/?a\.?$|none\.?$|-\s*$)",
     re.I,
 )
+# an issue: `#12`, `owner/repo#12` or its URL; a link is a word like "fixes" and one or more
+_ISSUE = r"(?:(?:[\w.-]+/[\w.-]+)?#\d+|https://github\.com/[\w.-]+/[\w.-]+/issues/\d+)"
 _ISSUE_LINK = re.compile(
     r"\b(?:fix(?:es|ed)?|close[sd]?|resolve[sd]?|addresses|related to|refs?|see)\s*:?\s+"
-    r"((?:(?:[\w.-]+/[\w.-]+)?#\d+|https://github\.com/[\w.-]+/[\w.-]+/issues/\d+)"
-    r"(?:\s*(?:,|and)\s*(?:(?:[\w.-]+/[\w.-]+)?#\d+|https://github\.com/[\w.-]+/[\w.-]+/issues/\d+))*)",
+    rf"({_ISSUE}(?:\s*(?:,|and)\s*{_ISSUE})*)",
     re.I,
 )
 _ISSUE_NUM = re.compile(r"(?:(?<![\w/])#(\d+)|/issues/(\d+))")

@@ -233,10 +233,7 @@ def _combine(w: CardWriter, newer: PRCard, older: PRCard) -> PRCard:
     card = build_card(
         w.recipe,
         w.matcher,
-        pr=newer.pr,
-        title=newer.title,
-        sha=newer.sha,
-        date=newer.date,
+        **newer.model_dump(include={"pr", "title", "sha", "date"}),
         files=files,
         body=body,
         key=newer.key_diff or older.key_diff,

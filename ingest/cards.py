@@ -14,7 +14,7 @@ from functools import partial
 from pathlib import Path
 
 from kbase.ingest.card_format import CardError, notes_text, section, split_card
-from kbase.ingest.files import FileProblem, display_path, read_text
+from kbase.ingest.files import read_checked
 from pydantic import ValidationError
 
 from kbase.errors import ProblemsError
@@ -84,11 +84,7 @@ class LoadedCard:
 
 def load_card(path: Path, root: Path) -> LoadedCard:
     """One card, validated. Raises CardProblems naming file, line and field."""
-    shown = display_path(path, root)
-    try:
-        text = read_text(path, root)
-    except FileProblem as fp:
-        raise CardProblems([fp.problem]) from None
+    shown, text = read_checked(path, root, CardProblems)
     try:
         parts = split_card(text)
     except CardError as ce:

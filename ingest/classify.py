@@ -26,6 +26,11 @@ def _words(patterns: dict[str, str]) -> list[tuple[str, re.Pattern[str]]]:
     return [(name, re.compile(rx, re.I)) for name, rx in patterns.items()]
 
 
+def _by_word(words: dict[str, str]) -> dict[str, str]:
+    """{word: name} from {name: its words, space-separated}."""
+    return {word: name for name, ws in words.items() for word in ws.split()}
+
+
 # words in a title; order does not matter, a title may carry several categories
 _TITLE_RULES = _words(
     {
@@ -63,23 +68,21 @@ _TITLE_RULES = _words(
 )
 # bracketed or conventional-commit prefixes: "[Fix]", "fix(sampling):", "[Feature] ..."
 _PREFIX = re.compile(r"^\s*(?:\[([^\]]+)\]|([a-z]+)(?:\([^)]*\))?!?:)", re.I)
-_PREFIX_MAP = {
-    word: category
-    for category, words in (
-        ("fix", "fix bugfix bug hotfix"),
-        ("feature", "feat feature features enhancement"),
-        ("perf", "perf performance"),
-        ("refactor", "refactor"),
-        ("docs", "docs doc"),
-        ("ci", "ci"),
-        ("test", "test tests"),
-        ("build", "build"),
-        ("release", "release"),
-        ("revert", "revert"),
-        ("quantization", "quant quantization"),
-    )
-    for word in words.split()
-}
+_PREFIX_MAP = _by_word(
+    {
+        "fix": "fix bugfix bug hotfix",
+        "feature": "feat feature features enhancement",
+        "perf": "perf performance",
+        "refactor": "refactor",
+        "docs": "docs doc",
+        "ci": "ci",
+        "test": "test tests",
+        "build": "build",
+        "release": "release",
+        "revert": "revert",
+        "quantization": "quant quantization",
+    }
+)
 
 _REVERT_SUBJECT = re.compile(r"^\s*revert\b", re.I)
 _REVERT_QUOTED = re.compile(r'revert(?:s|ed)?\s+"(.*)"', re.I)
@@ -207,18 +210,16 @@ _KERNEL_WORDS = _words(
         "gemv": r"(gemv)",
     }
 )
-_LANG_EXT = {
-    ext: lang
-    for lang, exts in (
-        ("python", ".py"),
-        ("cuda-cpp", ".cu .cuh"),
-        ("cpp", ".cc .cpp .cxx .hpp .hh .h"),
-        ("c", ".c"),
-        ("ptx", ".ptx"),
-        ("sass", ".sass"),
-    )
-    for ext in exts.split()
-}
+_LANG_EXT = _by_word(
+    {
+        "python": ".py",
+        "cuda-cpp": ".cu .cuh",
+        "cpp": ".cc .cpp .cxx .hpp .hh .h",
+        "c": ".c",
+        "ptx": ".ptx",
+        "sass": ".sass",
+    }
+)
 _LANG_WORDS = _words(
     {
         "triton": r"triton(?!_backend|server)",

@@ -26,6 +26,14 @@ def display_path(path: Path, root: Path) -> str:
         return str(path)
 
 
+def read_checked(path: Path, root: Path, error: type[ProblemsError]) -> tuple[str, str]:
+    """(the path as shown, the file's text); `error` holding the file's problem otherwise."""
+    try:
+        return display_path(path, root), read_text(path, root)
+    except FileProblem as fp:
+        raise error([fp.problem]) from None
+
+
 def read_text(path: Path, root: Path, max_bytes: int = MAX_FILE_BYTES) -> str:
     """The file's text, or FileProblem naming the file and what is wrong with it."""
     shown = display_path(path, root)

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
-from kbase.ingest.files import FileProblem, display_path, read_text
+from kbase.ingest.files import display_path, read_checked
 from kbase.ingest.markdown import Document, DocumentError, parse_document, validation_problems
 from pydantic import ValidationError
 
@@ -49,11 +49,7 @@ class Skill:
 
 def load_skill(path: Path, root: Path) -> Skill:
     """Parse and validate one SKILL.md. Raises DocumentError with every problem found."""
-    shown = display_path(path, root)
-    try:
-        text = read_text(path, root)
-    except FileProblem as fp:
-        raise DocumentError([fp.problem]) from None
+    shown, text = read_checked(path, root, DocumentError)
     doc = parse_document(text, shown)
     try:
         meta = SkillMeta.model_validate(doc.meta)
