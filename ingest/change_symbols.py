@@ -15,6 +15,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from functools import lru_cache
+from itertools import groupby
 
 from kbase.ingest.brace_scan import scan_defs
 from kbase.ingest.definitions import (
@@ -49,16 +50,16 @@ class Named:
     problem: str | None = None
     _index: dict[str, int] = field(default_factory=dict, repr=False)
 
-    def add(self, span: Span, method: str) -> None:
+    def add(self, span: Span, method: str, lines: int = 1) -> None:
         i = self._index.get(span.name)
         if i is None:
             self._index[span.name] = len(self.symbols)
             self.symbols.append(span.name)
             self.named_by.append(method)
             self.kinds.append(span.kind)
-            self.lines.append(1)
+            self.lines.append(lines)
             return
-        self.lines[i] += 1
+        self.lines[i] += lines
 
 
 def py_scan_defs(src: bytes) -> FileDefs:
@@ -131,6 +132,11 @@ class Owners:
     def name_lines(self, out: Named, start: int, n: int) -> None:
         """Add the owner of each of the lines start .. start+n-1."""
         ts = self.ts
+        if self._scan is None:  # no ERROR region: a run of lines owned alike is added at once
+            for sp, run in groupby(ts.table()[max(start, 0) : start + n]):
+                if sp is not None:
+                    out.add(sp, ts.method, len(list(run)))
+            return
         for line in range(max(start, 0), start + n):
             if self._scan is not None and ts.in_error(line):
                 scan = self._scanned
