@@ -10,7 +10,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from kbase.ingest.cards import ARCHIVE_DIR, CardProblems, card_files, load_card
+from kbase.ingest.cards import ARCHIVE_DIR, CardProblems, card_paths, load_card
 
 from kbase.globs import compile_globs
 
@@ -39,7 +39,7 @@ _FACTS_CACHE: dict[str, tuple[int, int, CardFacts | None]] = {}
 
 def card_facts(root: Path, repo: str) -> list[CardFacts]:
     out: list[CardFacts] = []
-    for p in card_files(Path(root), repo):
+    for p in map(Path, card_paths(Path(root), repo)):
         try:
             st = p.stat()
         except OSError:

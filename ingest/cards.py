@@ -24,13 +24,9 @@ ARCHIVE_DIR = "pr_archive"
 _SKIP_DIRS = {"recipes"}
 
 
-def card_files(root: Path, repo: str | None = None) -> list[Path]:
-    """pr_archive/<name>/<N>.md for every archive (or one), skipping recipes/ and README files."""
-    return [Path(p) for p in card_paths(root, repo)]
-
-
 def card_paths(root: Path, repo: str | None = None) -> list[str]:
-    """card_files as strings: a re-index lists thousands, and Path objects were a tenth of it."""
+    """pr_archive/<name>/<N>.md for every archive (or one), skipping recipes/ and README files;
+    as strings: a re-index lists thousands, and Path objects were a tenth of it."""
     base = root / ARCHIVE_DIR
     if not base.is_dir():
         return []
@@ -225,9 +221,9 @@ def load_card_entries(root: Path) -> tuple[list[Entry], list[Problem]]:
     root = Path(root)
     entries: list[Entry] = []
     problems: list[Problem] = []
-    for p in card_files(root):
+    for p in card_paths(root):
         try:
-            entries.append(card_entry(load_card(p, root)))
+            entries.append(card_entry(load_card(Path(p), root)))
         except CardProblems as cp:
             problems.extend(cp.problems)
     return entries, problems

@@ -75,20 +75,8 @@ def _parser(lang: str):
     return Parser(Language(mod.language()))
 
 
-_C_FAMILY = (
-    ".cu",
-    ".cuh",
-    ".c",
-    ".cc",
-    ".cpp",
-    ".cxx",
-    ".h",
-    ".hh",
-    ".hpp",
-    ".hxx",
-    ".inl",
-    ".hip",
-)
+# the files CUDA's grammar reads
+C_FAMILY = tuple(".cu .cuh .c .cc .cpp .cxx .h .hh .hpp .hxx .inl .hip".split())
 
 
 def grammar_for(path: str) -> str | None:
@@ -97,7 +85,7 @@ def grammar_for(path: str) -> str | None:
     p = path.lower()
     if p.endswith((".py", ".pyi")):
         return "py"
-    return "cuda" if p.endswith(_C_FAMILY) else None
+    return "cuda" if p.endswith(C_FAMILY) else None
 
 
 # Error recovery on broken code can take a hundred times longer than a sound parse, so a parse

@@ -19,7 +19,7 @@ from kbase.ingest.change_symbols import SymbolNamer
 from kbase.ingest.definitions import grammar_for
 from kbase.ingest.gitlog import LOG_FORMAT, CommitFacts, FileFacts, log_command, parse_log
 from kbase.ingest.mine_cache import MineCache
-from kbase.ingest.symbols import C_EXT
+from kbase.ingest.symbols import HEADER_ONLY
 
 from kbase.errors import KbaseError
 
@@ -136,7 +136,7 @@ def stream_history(
         with os.fdopen(fd, "w") as fh:
             # git's hunk-header driver for the files whose hunk headers name symbols (those no
             # grammar reads); for the others, git's function finder would only cost time
-            fh.write("".join(f"*{e} diff=cpp\n" for e in sorted(C_EXT) if grammar_for(e) is None))
+            fh.write("".join(f"*{e} diff=cpp\n" for e in sorted(HEADER_ONLY)))
         pos = 0
         while pos < len(todo):
             done, err = _run(git_dir, attrs, todo[pos:], merged, namer)

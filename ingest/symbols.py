@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import re
 
-C_EXT = (
-    ".c", ".cc", ".cpp", ".cxx", ".cu", ".cuh", ".h", ".hh", ".hpp", ".hxx", ".hip", ".inl",
-    ".inc", ".cl", ".metal",
-)  # fmt: skip
+from kbase.ingest.definitions import C_FAMILY
+
+# the C family's files no grammar reads, and the whole family
+HEADER_ONLY = (".inc", ".cl", ".metal")
+C_EXT = C_FAMILY + HEADER_ONLY
 
 # keywords and qualifiers, builtin and standard type names, and namespaces that are never the
 # definition itself
