@@ -1,0 +1,91 @@
+"""A `kbase mine` killed (SIGKILL) in the middle of its stream: nothing it started lives on, the
+archive keeps no temporaries and no state, and the next run reads back what the killed one cached
+and ends with the cards of an uninterrupted mine."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+from common import mine_cmd
+from kbase.ingest.mine_cache import CACHE_FILE
+from kbase.ingest.mining import mine
+from procs import left_in_session
+
+from kbase.schema import Recipe
+
+
+def _cached_commits(cache: Path) -> int:
+    """Commits whose facts a running mine has saved to its cache (0 before it has any)."""
+    try:
+        with contextlib.closing(sqlite3.connect(f"file:{cache}?mode=ro", uri=True)) as db:
+            return db.execute("SELECT count(*) FROM items WHERE k LIKE 'commit:%'").fetchone()[0]
+    except sqlite3.Error:
+        return 0
+
+
+def _fast_import_repo(path: Path, commits: int) -> None:
+    subprocess.run(["git", "init", "-q", "-b", "main", str(path)], check=True)
+    lines = []
+    for i in range(1, commits + 1):
+        msg = f"change number {i} (#{i})\n".encode()
+        blob = "".join(f"def f{j}():\n    return {i}\n" for j in range(i % 7 + 1)).encode()
+        lines.append(b"commit refs/heads/main\n")
+        lines.append(b"committer T <t@example.invalid> %d +0000\n" % (1_700_000_000 + i * 60))
+        lines.append(b"data %d\n%s" % (len(msg), msg))
+        lines.append(b"M 100644 inline src/m%d.py\ndata %d\n%s\n" % (i % 50, len(blob), blob))
+    subprocess.run(
+        ["git", "-C", str(path), "fast-import", "--quiet"], input=b"".join(lines), check=True
+    )
+    subprocess.run(["git", "-C", str(path), "checkout", "-q", "main"], check=True)
+
+
+def test_interrupted_mine_completes_on_rerun_without_duplicates(tmp_path):
+    repo = tmp_path / "big"
+    _fast_import_repo(repo, 2500)
+    root = tmp_path / "kb"
+    (root / "pr_archive").mkdir(parents=True)  # a root must exist (kbase init)
+    folder = root / "pr_archive" / "big"
+    cmd = mine_cmd(repo, root, "big")
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "KBASE_MINE_FLUSH_EVERY": "50"}
+    proc = subprocess.Popen(
+        cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, start_new_session=True
+    )
+    # killed in the middle of the stream, once it has saved some commits' facts to its cache
+    cache = root / ".kbase" / "cache" / CACHE_FILE
+    deadline = time.time() + 60
+    while time.time() < deadline and proc.poll() is None and not _cached_commits(cache):
+        time.sleep(0.005)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    if proc.returncode != -signal.SIGKILL:
+        pytest.skip("the mine finished before it could be interrupted on this machine")
+    # nothing it started lives on: every git it ran reads EOF and exits
+    assert left_in_session(proc.pid) == []
+    partial = len(list(folder.glob("*.md")))
+    assert partial < 2500  # cards are written after the stream: none, or some of the last writes
+    assert not (folder / ".state.json").exists()  # state is written last
+
+    done = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    assert done.returncode == 0, done.stderr
+    out = json.loads(done.stdout)
+    assert out["mode"] == "full" and out["prs"] == 2500 and out["unchanged"] >= partial - 1
+    assert out["commits_cached"] >= 50  # what the killed run streamed is read back, not mined
+    names = sorted(p.name for p in folder.iterdir())
+    assert names == sorted(
+        [".state.json"] + [f"{i}.md" for i in range(1, 2501)]
+    )  # no temporaries, no duplicates
+
+    clean = tmp_path / "clean"
+    mine(repo, clean, Recipe(name="big"))
+    for i in (1, 777, 2500):
+        assert (folder / f"{i}.md").read_text() == (
+            clean / "pr_archive" / "big" / f"{i}.md"
+        ).read_text()
