@@ -111,101 +111,77 @@ def stream_history(
     cache: MineCache | None = None,
     stats: dict[str, int] | None = None,
 ) -> int:
-    """Hand `on_commit` the facts of every commit in `shas`, in that order. `cache`: the facts
-    of commits streamed before (git is asked only for the others). `stats` gets how many blobs
-    were parsed (of them, incrementally), how many the cached commits spared, and how many
-    commits came from `cache`."""
+    """Hand `on_commit` the facts of every commit in `shas`, in that order: from `cache` when it
+    holds them, else from git (one `git log` per run of commits it does not hold). `stats`
+    gets how many blobs were parsed (of them, incrementally), how many the cached commits
+    spared, and how many commits came from `cache`."""
     if not shas:
         return 0
     git_dir = str(repo.git_dir)
     held: set[str] = set()
     if cache is not None:
         held = {k.removeprefix("commit:") for k in cache.held([f"commit:{s}" for s in shas])}
-    todo = [s for s in shas if s not in held]
     fd, attrs = tempfile.mkstemp(prefix="kbase-attrs-", suffix=".gitattributes")
     reader = BlobReader(git_dir)
     namer = SymbolNamer(reader.read, reader.want)
+    spared: set[str] = set()  # blobs whose definitions the cached commits spared
+    due = iter(shas)
+    replayed = 0
 
-    def one(sha: str) -> CommitFacts:
-        got: list[CommitFacts] = []
-        _, err = _run(git_dir, attrs, [sha], got.append, namer)
-        return got[0] if err is None and got else _salvage(git_dir, attrs, sha, namer, err or "")
+    def hand_on(c: CommitFacts, streamed: bool = True) -> None:
+        want = next(due, None)
+        if c.sha != want:
+            raise LogError(f"git log gave {c.sha} where {want or 'no more commits'} was due")
+        if streamed and cache is not None and not any(f.problem for f in c.files):
+            cache.put(f"commit:{c.sha}", pack_commit(c))
+        on_commit(c)
 
-    merged = _InOrder(shas, held, on_commit, cache, one)
+    def from_git(run: list[str]) -> None:
+        """One `git log` over `run`; the commit git dies on is rebuilt file by file."""
+        pos = 0
+        while pos < len(run):
+            done, err = _run(git_dir, attrs, run[pos:], hand_on, namer)
+            pos += done
+            if err is None and pos < len(run):
+                raise LogError(f"git log gave {done} of {len(run) - pos + done} commits")
+            if err is not None:
+                if pos >= len(run):
+                    raise LogError(err)
+                hand_on(_salvage(git_dir, attrs, run[pos], namer, err))
+                pos += 1
+
     try:
         with os.fdopen(fd, "w") as fh:
             # git's hunk-header driver for the files whose hunk headers name symbols (those no
             # grammar reads); for the others, git's function finder would only cost time
             fh.write("".join(f"*{e} diff=cpp\n" for e in sorted(HEADER_ONLY)))
-        pos = 0
-        while pos < len(todo):
-            done, err = _run(git_dir, attrs, todo[pos:], merged, namer)
-            pos += done
-            if err is None:
-                break
-            if pos >= len(todo):
-                raise LogError(err)
-            merged(_salvage(git_dir, attrs, todo[pos], namer, err))
-            pos += 1
-        merged.finish()
+        run: list[str] = []
+        for sha in shas:
+            packed = cache.get(f"commit:{sha}") if cache is not None and sha in held else None
+            if packed is None:  # not held, or gone from the cache since it was listed
+                run.append(sha)
+                continue
+            from_git(run)
+            run = []
+            c = unpack_commit(packed)
+            replayed += 1
+            for f in c.files:
+                if f.hunks and grammar_for(f.path) is not None:
+                    if f.old_blob and any(h[1] for h in f.hunks):
+                        spared.add(f.old_blob)
+                    if f.new_blob and any(h[3] for h in f.hunks):
+                        spared.add(f.new_blob)
+            hand_on(c, streamed=False)
+        from_git(run)
         return len(shas)
     finally:
         reader.close()
         if stats is not None:
             stats["parsed"] = stats.get("parsed", 0) + namer.parsed
             stats["incremental"] = stats.get("incremental", 0) + namer.incremental
-            stats["cached"] = stats.get("cached", 0) + len(merged.blobs)
-            stats["commits_cached"] = stats.get("commits_cached", 0) + merged.replayed
+            stats["cached"] = stats.get("cached", 0) + len(spared)
+            stats["commits_cached"] = stats.get("commits_cached", 0) + replayed
         os.unlink(attrs)
-
-
-class _InOrder:
-    """Hands on the commits git streams and the ones the cache holds, in the planned order;
-    commits git streamed go into the cache (unless a file of theirs could not be read)."""
-
-    def __init__(
-        self,
-        shas: list[str],
-        held: set[str],
-        on_commit: Callable[[CommitFacts], None],
-        cache: MineCache | None,
-        from_git: Callable[[str], CommitFacts],
-    ):
-        self.shas, self.held, self.on_commit, self.cache = shas, held, on_commit, cache
-        self.from_git = from_git
-        self.i = 0
-        self.replayed = 0
-        self.blobs: set[str] = set()  # blobs whose definitions the cached commits spared
-
-    def _replay_until(self, stop: str | None) -> None:
-        while self.i < len(self.shas) and self.shas[self.i] != stop:
-            sha = self.shas[self.i]
-            if sha not in self.held:  # git skipped a commit it was asked for
-                raise LogError(f"git log gave {stop or 'no more commits'} where {sha} was due")
-            packed = self.cache.get(f"commit:{sha}") if self.cache is not None else None
-            if packed is None:  # gone from the cache since it was listed: ask git
-                c = self.from_git(sha)
-            else:
-                c = unpack_commit(packed)
-                self.replayed += 1
-                for f in c.files:
-                    if f.hunks and grammar_for(f.path) is not None:
-                        if f.old_blob and any(h[1] for h in f.hunks):
-                            self.blobs.add(f.old_blob)
-                        if f.new_blob and any(h[3] for h in f.hunks):
-                            self.blobs.add(f.new_blob)
-            self.i += 1
-            self.on_commit(c)
-
-    def __call__(self, c: CommitFacts) -> None:
-        self._replay_until(c.sha)
-        self.i += 1
-        if self.cache is not None and not any(f.problem for f in c.files):
-            self.cache.put(f"commit:{c.sha}", pack_commit(c))
-        self.on_commit(c)
-
-    def finish(self) -> None:
-        self._replay_until(None)
 
 
 _FILE_FIELDS = tuple(f.name for f in fields(FileFacts))
