@@ -132,9 +132,12 @@ class KnowledgeBase(SearchAPI, ValidateAPI, ArchiveAPI):
         return self._query_embedder
 
     def vector_store(self) -> Any:
+        """The Chroma server's store (team mode); None without one: the index's vector files are
+        the store then."""
         from kbase.retrieval.vectors import VectorStore
 
-        return VectorStore(self.home, self.settings.chroma_url)
+        url = self.settings.chroma_url
+        return VectorStore(url) if url else None
 
     def searcher(self) -> Any:
         if self._searcher is None:
@@ -159,7 +162,8 @@ class KnowledgeBase(SearchAPI, ValidateAPI, ArchiveAPI):
         idx = self.searcher().index()
         if idx is not None:
             idx.prefetch()  # the generation's files into the page cache, read aside
-            self.searcher().store().count()
+            if self.settings.chroma_url:
+                self.searcher().store().count()
         statuses = self.statuses()  # parses every skill and reads the ledger once (cached)
         from kbase.validators.claim_views import claim_views_of
 
