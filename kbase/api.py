@@ -132,12 +132,9 @@ class KnowledgeBase(SearchAPI, ValidateAPI, ArchiveAPI):
         return self._query_embedder
 
     def vector_store(self) -> Any:
-        """The Chroma server's store (team mode); None without one: the index's vector files are
-        the store then."""
         from kbase.retrieval.vectors import VectorStore
 
-        url = self.settings.chroma_url
-        return VectorStore(url) if url else None
+        return VectorStore(self.home, self.settings.chroma_url)
 
     def searcher(self) -> Any:
         if self._searcher is None:
@@ -162,8 +159,7 @@ class KnowledgeBase(SearchAPI, ValidateAPI, ArchiveAPI):
         idx = self.searcher().index()
         if idx is not None:
             idx.prefetch()  # the generation's files into the page cache, read aside
-            if self.settings.chroma_url:
-                self.searcher().store().count()
+            self.searcher().store().count()
         statuses = self.statuses()  # parses every skill and reads the ledger once (cached)
         from kbase.validators.claim_views import claim_views_of
 

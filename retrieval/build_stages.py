@@ -1,7 +1,7 @@
 """Pieces of an index build beside the embedding loop: the BM25 build (build_bm25 writes the
-index that retrieval/lexical.py reads), the embedding batch size, and with a Chroma server the
-store opened when first needed, the vectors' upserts (grouped by partition) and the deletion of
-those no entry names any more."""
+index that retrieval/lexical.py reads), the embedding batch size,
+the vector store opened when first needed, the vectors' upserts into Chroma (grouped by
+partition) and the deletion of those no entry names any more."""
 
 from __future__ import annotations
 
@@ -90,9 +90,17 @@ def chroma_metadata(entry: Entry) -> dict:
     return md
 
 
-def upsert_pairs(store: LazyStore, pairs: list[tuple[Entry, Chunk]], vecs: Any) -> None:
-    """Vectors of (entry, chunk) pairs into the Chroma server, grouped by partition, with each
-    chunk's kind, entry, section and tags, which its filtered queries ask for (`where`)."""
+def upsert_pairs(
+    store: Callable[[], Any],
+    pairs: list[tuple[Entry, Chunk]],
+    vecs: Any,
+    with_metadata: bool,
+) -> None:
+    """Vectors of (entry, chunk) pairs into the store, grouped by partition. `with_metadata`: a
+    Chroma server gets each chunk's kind, entry, section and tags, which its filtered queries
+    ask for (`where`); the embedded store gets none, since its reader filters with the index's
+    own columns and the generation's vector files (dense.py). Metadata was half the wall time
+    of an embedded insert (H200, 4,500 vectors: 1.4-1.7 s with tags, 0.7-0.8 s without)."""
     from kbase.retrieval.vectors import partition_key
 
     groups: dict[str, list[int]] = {}
@@ -103,23 +111,24 @@ def upsert_pairs(store: LazyStore, pairs: list[tuple[Entry, Chunk]], vecs: Any) 
             key,
             [pairs[j][1].id for j in rows],
             [vecs[j] for j in rows],
-            [{**chroma_metadata(pairs[j][0]), "section": pairs[j][1].section} for j in rows],
+            [{**chroma_metadata(pairs[j][0]), "section": pairs[j][1].section} for j in rows]
+            if with_metadata
+            else None,
         )
 
 
 class LazyStore:
-    """The Chroma server's store, opened when first called for (a no-op re-index never opens
-    it)."""
+    """The vector store, opened when first called for (a no-op re-index never opens Chroma)."""
 
-    def __init__(self, chroma_url: str):
-        self.chroma_url = chroma_url
+    def __init__(self, home: Path, chroma_url: str | None):
+        self.home, self.chroma_url = home, chroma_url
         self.opened: Any = None
 
     def __call__(self) -> Any:
         if self.opened is None:
             from kbase.retrieval.vectors import VectorStore
 
-            self.opened = VectorStore(self.chroma_url)
+            self.opened = VectorStore(self.home, self.chroma_url)
         return self.opened
 
     def close(self) -> None:
@@ -127,7 +136,7 @@ class LazyStore:
             self.opened.close()
 
 
-def delete_stale(prevs: Previous, keep: set[str], store: LazyStore) -> None:
+def delete_stale(prevs: Previous, keep: set[str], store: Callable[[], Any]) -> None:
     """Delete from the store the previous generation's vectors that no entry names now."""
     from kbase.retrieval.vectors import partition_key
 

@@ -1,10 +1,11 @@
 """The dense retriever's plan for one query: which partitions it needs, and how each is searched.
 
-Without a Chroma server every partition (one per kind and PR repo, retrieval/vectors.py) is
-scored exactly from the generation's vector file, one matrix product each (~1 ms per 10k rows),
-the filter's mask applied exactly. With a server every partition is asked of the server's HNSW
-index, each with as many hits as its own share of filtered entries calls for (issue #11: one
-share for every partition over-asked the large ones).
+A partition (one per kind and PR repo, retrieval/vectors.py) is scored exactly from the
+generation's vector file when it is small, or when a filter keeps few enough of its rows (those
+rows alone); the others are asked of Chroma's HNSW index, each with as many hits as its own
+share of filtered entries calls for (issue #11: one share for every partition over-asked the
+large ones, and a kNN with k in the thousands was most of a tag-filtered query at 100k entries).
+With a Chroma server every partition goes to the server.
 """
 
 from __future__ import annotations
@@ -16,8 +17,16 @@ from kbase.retrieval.loaded import LoadedIndex
 
 CANDIDATES = 100  # per retriever, entry level
 DENSE_PER_PARTITION = 150  # chunk hits asked of each Chroma collection
-# A filter keeping at least this share of a partition's entries is applied to the server's hits
-# afterwards (asking for proportionally more); a rarer filter's tags become a Chroma `where`.
+# A partition of at most this many vectors is scored from the generation's vector file with one
+# matrix product (exact, ~1 ms per 10k rows here) instead of Chroma's HNSW index; larger ones go
+# to Chroma. Embedded store only: with a Chroma server the server answers.
+LOCAL_MAX_ROWS = 20_000
+# The rows a filter keeps of a larger partition are gathered and scored exactly when at most
+# this many (~1 ms): exact, and cheaper than a kNN over-asked to survive the filter.
+LOCAL_MASKED_ROWS = 8_000
+# A filter keeping at least this share of a partition's entries is applied to Chroma's hits
+# afterwards (asking for proportionally more). The rows a rarer filter keeps are scored exactly
+# (embedded store), or its tags become a Chroma `where` (a server, whose chunks carry them).
 MIN_POST_FILTER_SHARE = 0.1
 MAX_ASK = 10 * DENSE_PER_PARTITION
 
@@ -34,7 +43,8 @@ def chroma_where(tags: list[str] | None) -> dict | None:
 
 @dataclass
 class DensePlan:
-    local: list[str] = field(default_factory=list)  # partitions scored from the vector files
+    # (partition, rows to score or None for all of them) scored from the vector files
+    local: list[tuple[str, np.ndarray | None]] = field(default_factory=list)
     # (partition, hits to ask, Chroma where) asked of the vector store
     asks: list[tuple[str, int, dict | None]] = field(default_factory=list)
 
@@ -53,16 +63,27 @@ def plan_dense(
     if counts is not None:
         keys = [k for k in keys if counts.get(k)]
     out = DensePlan()
-    if local_vectors:
-        out.local = [k for k in keys if k in idx.vectors.parts]
-        return out
+    vecs = idx.vectors
     for k in keys:
-        n, where = DENSE_PER_PARTITION, None
+        share = 1.0
         if counts is not None:
             share = counts.get(k, 0) / max(1, idx.partition_sizes.get(k, 0))
+        if local_vectors and k in vecs.parts:
+            if vecs.rows(k) <= LOCAL_MAX_ROWS:
+                out.local.append((k, None))
+                continue
+            if mask is not None:
+                rows = idx.masked_rows(k, mask, mask_key)
+                # A filter keeping few rows is scored exactly, whatever their number: the
+                # embedded store holds no metadata to filter by (build_stages.upsert_pairs)
+                if rows.size <= LOCAL_MASKED_ROWS or share < MIN_POST_FILTER_SHARE:
+                    out.local.append((k, rows))
+                    continue
+        n, where = DENSE_PER_PARTITION, None
+        if counts is not None:
             if share >= MIN_POST_FILTER_SHARE:
                 n = int(min(DENSE_PER_PARTITION / share, MAX_ASK))
-            elif tags:
+            elif tags and not local_vectors:
                 where = chroma_where(tags)  # the mask still checks kind, repo and dates
             else:
                 n = MAX_ASK
@@ -70,11 +91,16 @@ def plan_dense(
     return out
 
 
-def score_local(idx: LoadedIndex, vec: np.ndarray, local: list[str], mask) -> list[Hit]:
-    """Exact cosine over the planned partitions' vector files; the mask applied exactly."""
+def score_local(
+    idx: LoadedIndex, vec: np.ndarray, local: list[tuple[str, np.ndarray | None]], mask
+) -> list[Hit]:
+    """Exact cosine over the planned rows of the vector files; the mask applied exactly."""
     from kbase.retrieval.vector_files import top_entries
 
-    parts = [(idx.vectors.matrix(k), idx.row_chunks(k)) for k in local]
+    parts = []
+    for k, rows in local:
+        m, pos = idx.vectors.matrix(k), idx.row_chunks(k)
+        parts.append((m, pos) if rows is None else (np.asarray(m[rows]), pos[rows]))
     return top_entries(parts, vec, idx.chunk_entry, mask, CANDIDATES)
 
 

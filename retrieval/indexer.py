@@ -4,6 +4,7 @@ rebuild BM25, publish a new generation atomically.
 
 from __future__ import annotations
 
+import shutil
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -81,13 +82,14 @@ def build_index(
     `model_path`: the embedding model's folder, to check the ONNX query model without loading it.
     `dense_model`: the embedder's `recipe` ("" for fp32, torch or ONNX; onnx_embed.index_recipe)"""
     from kbase.retrieval import generations as G
+    from kbase.retrieval import vectors as V
     from kbase.retrieval.lexical import tokenizer_fingerprint
     from kbase.retrieval.vector_files import assemble_generation_vectors
 
     rep, t0 = IndexReport(), time.perf_counter()
     with G.writer_lock(home):
-        # entries carried over undecoded, chunk texts read only where needed
-        prev = G.load_generation(home)
+        # lazy: entries carried over undecoded, chunk texts read only where needed
+        prev = G.load_generation(home, lazy=True)
         prevs = Previous(prev)
         fingerprint, dense = parser_fingerprint(), dense_key(dense_model)
         same_recipe = prev is not None and prev.meta.get("dense") == dense
@@ -99,12 +101,11 @@ def build_index(
         )
         rep.seconds["parse"] = time.perf_counter() - t0
 
-        # a Chroma server, opened when first called for; without one the files are the store
-        store = LazyStore(chroma_url) if chroma_url else None
+        store = LazyStore(home, chroma_url)
         entries, todo, chunk_ids, by_part, prev_vecs, trust_files = _diff(
-            prev, prevs, entries, dense_model, store, progress, rep
+            home, prev, prevs, entries, dense_model, chroma_url, store, progress, rep
         )
-        meta = _meta(root, entries, fingerprint, chroma_url or "vector-files", dense, rep)
+        meta = _meta(root, entries, fingerprint, chroma_url or V.LAYOUT, dense, rep)
         same = (entries, card_stats, meta, by_part, prev_vecs, tokenizer_fingerprint())
         noop = not (todo or rep.removed_entries) and trust_files and prevs.unchanged(*same)
         if not noop:
@@ -112,10 +113,10 @@ def build_index(
             bm25_done = bm25_stage(prev, prevs, entries, chunk_ids, tmp / "bm25")
 
         # a vector id names its text, model and recipe, so the files' vectors hold whichever
-        # store they were written against: a server newly set is filled from them without
-        # embedding again
+        # store they were written against: a store moved to another layout (or server) is filled
+        # from them without embedding again
         reusable = prev_vecs if prev_vecs is not None and prev_vecs.ok and same_recipe else None
-        embed = _Embedding(embedder_factory, dense_model, batch, store, progress)
+        embed = _Embedding(embedder_factory, dense_model, batch, store, bool(chroma_url), progress)
         fresh = embed.run(todo, prevs, reusable, rep)
 
         t3 = time.perf_counter()
@@ -131,14 +132,15 @@ def build_index(
             G.write_entries(tmp, entries, meta, stored_line=prevs.stored_line, table=prevs.table)
             G.publish(home, gid, tmp)
             rep.generation = gid
+            if not chroma_url and prev and prev.meta.get("vector_store") == V.LEGACY_LAYOUT:
+                shutil.rmtree(home / V.LEGACY_DIR, ignore_errors=True)  # moved to chroma-parts/
         rep.seconds["bm25+write"] = time.perf_counter() - t3
         refresh_onnx(home, embedder_factory, embed.embedder, model_path)
 
         wanted = [i for ids in chunk_ids for i in ids]
-        if store is not None:
-            if gc and prev is not None:
-                delete_stale(prevs, set(wanted), store)
-            store.close()
+        if gc and prev is not None:
+            delete_stale(prevs, set(wanted), store)
+        store.close()
         rep.entries, rep.chunks = len(entries), len(wanted)
         rep.seconds["total"] = time.perf_counter() - t0
         if progress:
@@ -147,32 +149,39 @@ def build_index(
 
 
 def _diff(
+    home: Path,
     prev: Any,
     prevs: Previous,
     entries: list[Any],
     dense_model: str,
-    store: LazyStore | None,
+    chroma_url: str | None,
+    store: Callable[[], Any],
     progress: Progress | None,
     rep: IndexReport,
 ) -> tuple[list[Any], list[Any], list[list[str]], dict[str, list[str]], Any, bool]:
     """(entries, those to embed, each entry's chunk ids, the dense chunk ids of each partition,
     the previous generation's vector files, whether they can be trusted)."""
+    from kbase.retrieval import vectors as V
     from kbase.retrieval.vector_files import GenVectors
 
     t1 = time.perf_counter()
     if progress:
         progress("comparing with the index", 0, 0)
+    store_where = chroma_url or V.LAYOUT
     prev_vecs = GenVectors(prev.path) if prev is not None else None
-    # The previous generation's vector files say which vectors exist. Without a server they are
-    # the store; a server's are what they say only when written against it, and what they lack
-    # may be there still: another home sharing the server may have embedded it (team mode).
+    # The previous generation's vector files say which vectors exist, without asking Chroma
+    # for every id; trusted only when they were written against the same store.
     trust_files = bool(
         prev_vecs is not None
         and prev_vecs.ok
-        and (store is None or prev.meta.get("vector_store") == store.chroma_url)
+        and prev.meta.get("vector_store") == store_where
+        and (chroma_url is not None or (home / V.PARTS_DIR).is_dir())
     )
+    # what the files lack may still be in the store: another home sharing a Chroma server
+    # may have embedded it (team mode); embedded, only this lock's writes are there
+    ask_store = bool(chroma_url) or not trust_files
     known = prev_vecs if trust_files else None
-    chunk_ids, by_part, todo = _to_embed(entries, prevs, dense_model, known, store)
+    chunk_ids, by_part, todo = _to_embed(entries, prevs, dense_model, known, ask_store, store)
     # an entry carried over undecoded whose vectors are missing is embedded whole
     swap = prevs.decoded(todo)
     if swap:
@@ -239,11 +248,12 @@ def _to_embed(
     prevs: Previous,
     dense_model: str,
     known: Any,
-    store: LazyStore | None,
+    ask_store: bool,
+    store: Callable[[], Any],
 ) -> tuple[list[list[str]], dict[str, list[str]], list[Any]]:
     """(each entry's chunk ids, the dense chunk ids of each partition, the entries whose vectors
     are missing). `known`: the previous generation's vector files when they can be trusted;
-    `store`: a Chroma server, which may hold vectors they lack."""
+    `ask_store`: whether the store may hold vectors they lack."""
     from kbase.retrieval.vectors import partition_key
 
     for e in entries:
@@ -261,7 +271,7 @@ def _to_embed(
         found = known.all_ids(key).intersection(ids) if known is not None else set()
         have |= found
         missing = [i for i in ids if i not in found]
-        if missing and store is not None:
+        if missing and ask_store:
             have |= store().existing_ids(key, missing)
     todo = [e for e, ids in zip(entries, dense_of, strict=True) if any(i not in have for i in ids)]
     return chunk_ids, by_part, todo
@@ -276,19 +286,18 @@ class _Embedding:
         factory: Callable[[], Any],
         dense_model: str,
         batch: int | None,
-        store: LazyStore | None,
+        store: Callable[[], Any],
+        served: bool,
         progress: Progress | None,
     ):
         self.factory, self.dense_model, self.batch = factory, dense_model, batch
-        self.store, self.progress = store, progress
+        self.store, self.served, self.progress = store, served, progress
         self.embedder: Any = None
         self.store_s = 0.0
 
     def _upsert(self, pairs: list[tuple[Entry, Chunk]], fresh: dict[str, Any]) -> None:
-        if self.store is None or not pairs:
-            return
         t = time.perf_counter()
-        upsert_pairs(self.store, pairs, [fresh[c.id] for _, c in pairs])
+        upsert_pairs(self.store, pairs, [fresh[c.id] for _, c in pairs], self.served)
         self.store_s += time.perf_counter() - t
 
     def _load(self, rep: IndexReport) -> int | None:

@@ -11,6 +11,8 @@ from kbase.retrieval.entry_table import EntryTable
 
 from kbase.schema import Entry
 
+_CHUNKS = ""  # masked_chunks' key in a mask's cache (no partition has an empty key)
+
 
 class LoadedIndex:
     """One generation held in memory: entries, chunk arrays for filtering, BM25."""
@@ -20,6 +22,7 @@ class LoadedIndex:
         from kbase.retrieval.lexical import Lexical
 
         self.gen_id = gen.gen_id
+        self.vector_store = gen.meta.get("vector_store")  # where its vectors live (vectors.py)
         self.entries: EntryTable = gen.entries
         self._texts = gen.texts
         table = self.entries
@@ -64,7 +67,8 @@ class LoadedIndex:
 
         self.vectors = GenVectors(gen.path)
         self._row_chunk: dict[str, np.ndarray] = {}
-        self._by_mask: dict[tuple, list] = {}
+        self._row_entry: dict[str, np.ndarray] = {}
+        self._by_mask: dict[tuple, tuple[np.ndarray, dict[str, np.ndarray]]] = {}
         self._tag_masks: dict[str, np.ndarray] = {}
         self._masks: dict[tuple, np.ndarray] = {}
 
@@ -95,8 +99,9 @@ class LoadedIndex:
                 os.close(fd)
 
     def fill_texts(self, entries: list[Entry]) -> None:
-        """Chunk texts for these entries (a generation is loaded without them)."""
-        self._texts.fill([(self.by_id[e.id], e) for e in entries if e.id in self.by_id])
+        """Chunk texts for these entries, when the generation was loaded light."""
+        if self._texts is not None:
+            self._texts.fill([(self.by_id[e.id], e) for e in entries if e.id in self.by_id])
 
     def row_chunks(self, key: str) -> np.ndarray:
         """Chunk position (into chunk_entry) of each row of partition key's vector file."""
@@ -109,11 +114,22 @@ class LoadedIndex:
             self._row_chunk[key] = got
         return got
 
-    def _mask_cache(self, mask: np.ndarray, mask_key: tuple | None) -> list:
-        """[partition counts, chunk positions or None] of a mask, cached under mask_key."""
+    def row_entries(self, key: str) -> np.ndarray:
+        """Entry index of each row of partition key's vector file (-1: unknown)."""
+        got = self._row_entry.get(key)
+        if got is None:
+            pos = self.row_chunks(key)
+            got = np.where(pos >= 0, self.chunk_entry[np.maximum(pos, 0)], -1)
+            self._row_entry[key] = got
+        return got
+
+    def _mask_cache(
+        self, mask: np.ndarray, mask_key: tuple | None
+    ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
         got = self._by_mask.get(mask_key) if mask_key is not None else None
         if got is None:
-            got = [np.bincount(self.entry_part_no[mask], minlength=len(self.partitions)), None]
+            counts = np.bincount(self.entry_part_no[mask], minlength=len(self.partitions))
+            got = (counts, {})
             if mask_key is not None:
                 if len(self._by_mask) > 256:
                     self._by_mask.clear()
@@ -128,10 +144,22 @@ class LoadedIndex:
     def masked_chunks(self, mask: np.ndarray, mask_key: tuple | None = None) -> np.ndarray:
         """Chunk positions (sorted) whose entry the mask keeps (cached under mask_key): BM25
         looks at their scores only, not at every chunk of the index."""
-        got = self._mask_cache(mask, mask_key)
-        if got[1] is None:
-            got[1] = np.flatnonzero(mask[self.chunk_entry])
-        return got[1]
+        rows = self._mask_cache(mask, mask_key)[1]
+        got = rows.get(_CHUNKS)
+        if got is None:
+            got = rows[_CHUNKS] = np.flatnonzero(mask[self.chunk_entry])
+        return got
+
+    def masked_rows(self, key: str, mask: np.ndarray, mask_key: tuple | None = None) -> np.ndarray:
+        """Rows of partition key's vector file whose entry the mask keeps (cached under
+        mask_key)."""
+        rows = self._mask_cache(mask, mask_key)[1]
+        got = rows.get(key)
+        if got is None:
+            ent = self.row_entries(key)
+            got = np.flatnonzero(mask[np.maximum(ent, 0)] & (ent >= 0))
+            rows[key] = got
+        return got
 
     def tag_mask(self, tag: str) -> np.ndarray:
         """Entries carrying tag, computed once per generation and tag (a scan of every entry

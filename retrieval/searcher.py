@@ -99,8 +99,8 @@ class Searcher:
         embedder_factory: Callable[[], Any],
         local_vectors: bool = True,
     ):
-        """`local_vectors`: score the generation's vector files; False sends every dense query to
-        the vector store (a Chroma server)."""
+        """`local_vectors`: score small partitions from the generation's vector files (the
+        embedded store); False sends every dense query to the vector store (a Chroma server)."""
         self.home = home
         self.local_vectors = local_vectors
         self._store_factory = vector_store_factory
@@ -125,7 +125,7 @@ class Searcher:
         if self._loaded is None or stamp != self._stamp:
             with self._lock:
                 if self._loaded is None or stamp != self._stamp:
-                    gen = G.load_generation(self.home)
+                    gen = G.load_generation(self.home, lazy=True)
                     self._loaded = LoadedIndex(self.home, gen) if gen else None
                     _freeze_long_lived()
                     if self._stamp is not None:
@@ -142,7 +142,10 @@ class Searcher:
 
     def store(self):
         if self._store is None:
-            self._store = self._store_factory()
+            store = self._store_factory()
+            if hasattr(store, "read_layout") and self._loaded is not None:
+                store.read_layout(self._loaded.vector_store)
+            self._store = store
         return self._store
 
     # ------------------------------------------------------------ retrievers

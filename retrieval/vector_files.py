@@ -1,10 +1,13 @@
 """Each generation's dense vectors as plain numpy files beside its BM25 index, one file per
-partition (`vectors/<partition>.npy` + `.ids.json`): the vector store itself unless a Chroma
-server is set (retrieval/vectors.py), and the indexer's record of which vectors exist either way.
+partition (`vectors/<partition>.npy` + `.ids.json`).
 
-- a search scores a partition with one matrix product, exact, with no chromadb import;
+Chroma stays the vector store that `kbase index` writes and that a Chroma server answers from.
+The files serve the embedded store's readers and the indexer itself (issue #11):
+
+- a cold `kbase search` over a small partition scores it with one matrix product instead of
+  importing chromadb and opening its client (most of a cold search);
 - the indexer learns which vectors exist from the previous generation's ids instead of asking
-  a store for every id, and carries unchanged partitions over by hard link (issue #11).
+  Chroma for every id, and carries unchanged partitions over by hard link.
 
 A generation's files never change after it is published, so a reader that loaded one keeps a
 consistent view while another process re-indexes.
@@ -159,12 +162,12 @@ def assemble_generation_vectors(
     by_part: dict[str, list[str]],
     fresh: dict[str, Any],
     prev: GenVectors | None,
-    store: Callable[[], Any] | None,
+    store: Callable[[], Any],
 ) -> None:
     """The new generation's vector files: a partition whose ids are those of the previous
     generation and got nothing new is hard-linked; the others are assembled from this run's
-    vectors, the previous files and, for what neither holds, the Chroma server (`store`). A
-    partition that cannot be completed gets no file (its searches go to the server)."""
+    vectors, the previous files and, for what neither holds, Chroma. A partition that cannot
+    be completed gets no file (its searches go to Chroma)."""
     parts: dict[str, tuple[list[str], Any]] = {}
     dim = 0
     for key, ids in by_part.items():
@@ -176,7 +179,7 @@ def assemble_generation_vectors(
         got: dict[str, Any] = {i: fresh[i] for i in ids if i in fresh}
         if prev is not None and len(got) < len(ids):
             got.update(prev.vectors_of(key, (i for i in ids if i not in got)))
-        if len(got) < len(ids) and store is not None:
+        if len(got) < len(ids):
             got.update(store().get_vectors(key, [i for i in ids if i not in got]))
         if len(got) < len(ids):
             continue

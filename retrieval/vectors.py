@@ -1,11 +1,13 @@
-"""A Chroma server as the vector store of team mode (KBASE_CHROMA_URL, docs/team-mode.md). We
-always pass our own embeddings, so Chroma never loads (or downloads) an embedding function of
-its own. Without a server, a generation's vector files (retrieval/vector_files.py) are the only
-store: the indexer writes them and a searcher scores them exactly, with no chromadb import.
+"""Chroma as the vector store: embedded PersistentClient by default, a server when
+KBASE_CHROMA_URL is set. We always pass our own embeddings, so Chroma never loads
+(or downloads) an embedding function of its own.
 
 Vectors are partitioned into one collection per kind and PR repo (`<base>--skill`,
 `<base>--pr--<repo>`): the common filters (kind, repo) then pick collections instead of asking
 Chroma for a `where` scan, which cost several times an unfiltered query (issue #11).
+
+The embedded store keeps each partition in a Chroma directory of its own
+(`<home>/chroma-parts/<partition>/`).
 """
 
 from __future__ import annotations
@@ -14,12 +16,44 @@ import hashlib
 import os
 import re
 from collections.abc import Callable, Iterable
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
 COLLECTION = "kbase_chunks"
 _BATCH = 1000
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]+")
+
+
+PARTS_DIR = "chroma-parts"  # the embedded store: one Chroma directory per partition
+LAYOUT = "embedded-parts"  # the generation's meta.vector_store for that layout
+LEGACY_DIR, LEGACY_LAYOUT = "chroma", "embedded"  # before: every partition in <home>/chroma
+
+
+def _client(path: Path | None, chroma_url: str | None):
+    """A client of the server at `chroma_url`, or of the embedded Chroma directory `path`."""
+    os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
+    import chromadb
+    from chromadb.config import Settings as ChromaSettings
+
+    settings = ChromaSettings(anonymized_telemetry=False)
+    if chroma_url:
+        u = urlparse(chroma_url if "://" in chroma_url else f"http://{chroma_url}")
+        return chromadb.HttpClient(
+            host=u.hostname or "127.0.0.1",
+            port=u.port or 8000,
+            ssl=u.scheme == "https",
+            settings=settings,
+        )
+    assert path is not None
+    path.mkdir(parents=True, exist_ok=True)
+    return chromadb.PersistentClient(path=str(path), settings=settings)
+
+
+def part_dir(home: Path, key: str) -> Path:
+    from kbase.retrieval.vector_files import file_stem
+
+    return home / PARTS_DIR / file_stem(key)
 
 
 def partition_key(kind: str, repo: str | None) -> str:
@@ -30,22 +64,28 @@ def partition_key(kind: str, repo: str | None) -> str:
 
 
 class VectorStore:
-    def __init__(self, chroma_url: str, collection: str | None = None):
-        os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
-        import chromadb
-        from chromadb.config import Settings as ChromaSettings
-
-        u = urlparse(chroma_url if "://" in chroma_url else f"http://{chroma_url}")
-        self._client = chromadb.HttpClient(
-            host=u.hostname or "127.0.0.1",
-            port=u.port or 8000,
-            ssl=u.scheme == "https",
-            settings=ChromaSettings(anonymized_telemetry=False),
-        )
+    def __init__(self, home: Path, chroma_url: str | None = None, collection: str | None = None):
+        self.home = home
+        self.chroma_url = chroma_url
+        # the server's client, or one embedded client per partition directory opened so far
+        self._clients: dict[Path | None, Any] = {}  # by directory; None: the server
+        self.legacy = False
         # Several knowledge bases can share one Chroma server under different collection prefixes.
         self.base = collection or os.environ.get("KBASE_CHROMA_COLLECTION") or COLLECTION
+        self.collection_name = self.base  # kept for callers that print it
         self._cols: dict[str, Any] = {}
         self._pool: Any = None
+        if chroma_url:
+            self._open(None, create=True)
+
+    def read_layout(self, vector_store: str | None) -> None:
+        """Read the layout a generation's meta names (`vector_store`): a generation built before
+        the per-partition directories keeps every partition in `<home>/chroma` until the next
+        `kbase index` moves them (from the generation's vector files, without re-embedding)."""
+        legacy = not self.chroma_url and vector_store == LEGACY_LAYOUT
+        if legacy != self.legacy:
+            self.close()
+            self.legacy = legacy
 
     # ------------------------------------------------------------ collections
     def collection_for(self, key: str) -> str:
@@ -55,48 +95,79 @@ class VectorStore:
             name = f"{name[:48]}-{digest}"
         return name
 
+    def _client_for(self, key: str, create: bool) -> Any:
+        if self.chroma_url:
+            return self._open(None, create=True)
+        path = self.home / LEGACY_DIR if self.legacy else part_dir(self.home, key)
+        return self._open(path, create)
+
+    def _open(self, path: Path | None, create: bool) -> Any:
+        """The client of the server (path None) or of one embedded directory, opened once; None
+        for a directory holding no store when not asked to create one (a reader never does)."""
+        client = self._clients.get(path)
+        if client is None:
+            if path is not None and not create and not (path / "chroma.sqlite3").is_file():
+                return None
+            client = self._clients[path] = _client(path, self.chroma_url)
+        return client
+
     def _col(self, key: str, create: bool):
         col = self._cols.get(key)
         if col is not None:
             return col
+        client = self._client_for(key, create)
+        if client is None:
+            return None
         name = self.collection_for(key)
         if create:
-            col = self._client.get_or_create_collection(
+            col = client.get_or_create_collection(
                 name=name, embedding_function=None, metadata={"hnsw:space": "cosine"}
             )
         else:
             try:
-                col = self._client.get_collection(name=name, embedding_function=None)
+                col = client.get_collection(name=name, embedding_function=None)
             except Exception:  # noqa: BLE001 - chromadb raises different types across versions
                 return None
         self._cols[key] = col
         return col
 
     def close(self) -> None:
-        """Forget the collection handles (a re-index by another process may have replaced them)
-        and release the client."""
+        """Release the client. An embedded client shares one in-process Chroma system per path;
+        when the last one closes, the system stops, and the next client reads the files afresh:
+        how a reader picks up vectors that another process wrote (issue #11)."""
         self._cols.clear()
         if self._pool is not None:
             self._pool.shutdown(wait=False)
             self._pool = None
-        close = getattr(self._client, "close", None)
-        if close is not None:
-            try:
-                close()
-            except Exception:  # noqa: BLE001 - closing twice or a server gone away
-                pass
+        for client in self._clients.values():
+            close = getattr(client, "close", None)
+            if close is not None:
+                try:
+                    close()
+                except Exception:  # noqa: BLE001 - closing twice or a server gone away
+                    pass
+        self._clients.clear()
+
+    def count(self, keys: Iterable[str] | None = None) -> int:
+        if keys is None:
+            return sum(c.count() for c in self._all_collections())
+        return sum(c.count() for k in keys if (c := self._col(k, create=False)) is not None)
 
     def _all_collections(self) -> list:
         prefix = f"{self.base}--"
-        names = [c if isinstance(c, str) else c.name for c in self._client.list_collections()]
-        return [
-            self._client.get_collection(name=n, embedding_function=None)
-            for n in names
-            if n.startswith(prefix)
-        ]
-
-    def count(self) -> int:
-        return sum(c.count() for c in self._all_collections())
+        if self.chroma_url or self.legacy:
+            clients = [c] if (c := self._client_for("", create=False)) is not None else []
+        else:
+            parts = self.home / PARTS_DIR
+            dirs = sorted(parts.iterdir()) if parts.is_dir() else []
+            clients = [c for d in dirs if (c := self._open(d, create=False)) is not None]
+        out = []
+        for client in clients:
+            for c in client.list_collections():
+                name = c if isinstance(c, str) else c.name
+                if name.startswith(prefix):
+                    out.append(client.get_collection(name=name, embedding_function=None))
+        return out
 
     def all_ids(self) -> set[str]:
         out: set[str] = set()
@@ -156,6 +227,16 @@ class VectorStore:
             col.delete(ids=ids[i : i + _BATCH])
 
     # ------------------------------------------------------------ reads
+    def query(
+        self,
+        vector: list[float],
+        n: int,
+        keys: Iterable[str],
+        where: dict[str, Any] | None = None,
+    ) -> list[tuple[str, float]]:
+        """(chunk id, cosine similarity) best first, over the given partitions, at most n."""
+        return self.query_each(vector, [(k, n, where) for k in keys])[:n]
+
     def query_each(
         self, vector: list[float], asks: Iterable[tuple[str, int, dict[str, Any] | None]]
     ) -> list[tuple[str, float]]:

@@ -1,7 +1,10 @@
 """The dense retriever's plan per partition (retrieval/dense.py), on a real index and a real
-Chroma server: without a server every partition the filter needs is scored from the vector
-files; a server is asked for as many hits of each partition as its own filtered share needs, a
-rarer tag becoming a `where`. Both routes give the same answer here.
+Chroma store: a large partition is asked of Chroma with as many hits as its own filtered share
+needs, and when a filter keeps few of a large partition's rows those rows alone are scored from
+the vector file (the embedded store keeps no metadata to filter by); with a Chroma server a rarer
+tag becomes a `where`. Every route gives the exact answer here.
+
+The thresholds that make a partition "large" are lowered so that a small index takes each route.
 """
 
 from __future__ import annotations
@@ -54,43 +57,81 @@ def _mask(idx, tags):
     return idx.entry_mask(None, None, tags), (None, None, tuple(tags), None, None)
 
 
-def test_plan_scores_the_files_or_asks_each_partition_for_its_own_share(kb):
+def test_plan_asks_each_large_partition_for_its_own_share(kb, monkeypatch):
     idx = kb.searcher().index()
     mask, key = _mask(idx, [TAG])
     plan = D.plan_dense(idx, None, None, [TAG], mask, key)
     # the topic skills have no such tag: their partition is left out
-    assert plan.local == ["pr--alpha", "pr--beta"] and not plan.asks
-    # with a Chroma server every partition is asked of it: alpha (share 0.5) for twice the
-    # hits, beta (share 0.05) through its rare tag as a `where`
+    assert [k for k, rows in plan.local] == ["pr--alpha", "pr--beta"] and not plan.asks
+
+    monkeypatch.setattr(D, "LOCAL_MAX_ROWS", 0)
+    plan = D.plan_dense(idx, None, None, [TAG], mask, key)
+    rows = dict(plan.local)
+    # the filter keeps 20 of alpha's 40 rows and 2 of beta's: those rows alone are scored
+    assert len(rows["pr--alpha"]) == 20 and len(rows["pr--beta"]) == 2
+    assert all(
+        idx.entries[e].tags.count(TAG) for e in idx.row_entries("pr--beta")[rows["pr--beta"]]
+    )
+
+    monkeypatch.setattr(D, "LOCAL_MASKED_ROWS", 0)
+    plan = D.plan_dense(idx, None, None, [TAG], mask, key)
+    asks = {k: (n, where) for k, n, where in plan.asks}
+    assert asks == {"pr--alpha": (2 * D.DENSE_PER_PARTITION, None)}  # share 0.5: twice the hits
+    # share 0.05: its 2 rows scored exactly, however low the row threshold
+    assert [(k, len(r)) for k, r in plan.local] == [("pr--beta", 2)]
+    # with a Chroma server every partition is asked of it, and the rare tag is a `where`
     served = D.plan_dense(idx, None, None, [TAG], mask, key, local_vectors=False)
     asks = {k: (n, where) for k, n, where in served.asks}
-    assert asks == {
-        "pr--alpha": (2 * D.DENSE_PER_PARTITION, None),
-        "pr--beta": (D.DENSE_PER_PARTITION, {f"t:{TAG}": True}),
-    }
-    assert not served.local
-    unfiltered = D.plan_dense(idx, None, None, [], None, local_vectors=False)
+    assert asks["pr--beta"] == (D.DENSE_PER_PARTITION, {f"t:{TAG}": True}) and not served.local
+    unfiltered = D.plan_dense(idx, None, None, [], None)
     assert {n for _, n, w in unfiltered.asks} == {D.DENSE_PER_PARTITION} and not unfiltered.local
 
 
-def test_the_files_and_a_server_holding_the_tags_answer_alike(
+@pytest.mark.parametrize("tags", [[], [TAG]])
+def test_every_route_returns_the_exact_dense_answer(kb, monkeypatch, tags):
+    s = kb.searcher()
+    idx = s.index()
+    mask, key = _mask(idx, tags) if tags else (None, None)
+    queries = ["fp8 gemm scaling", "decode attention over a paged kv cache", "top-p sampling"]
+
+    def ids(q):
+        return [idx.entries[e].id for e, _, _ in s._dense(idx, q, None, None, tags, mask, key)]
+
+    exact = {q: ids(q) for q in queries}
+    assert all(len(v) >= 10 for v in exact.values())
+    if tags:
+        assert all(TAG in idx.entries[idx.by_id[i]].tags for v in exact.values() for i in v)
+    monkeypatch.setattr(D, "LOCAL_MAX_ROWS", 0)  # large partitions: masked rows, or Chroma
+    assert {q: ids(q) for q in queries} == exact
+    monkeypatch.setattr(D, "LOCAL_MASKED_ROWS", 0)  # large partitions: Chroma, rare tags exact
+    for q in queries:
+        assert ids(q)[:10] == exact[q][:10], q
+
+
+def test_the_embedded_store_holds_no_metadata_and_a_server_holds_the_tags(
     tmp_path, embedder, chroma_server, monkeypatch
 ):
     root = tmp_path / "kb"
     write_topic_skills(root)
     cards = _cards("beta", 40, 20)
-    files = KnowledgeBase(root=root, home=tmp_path / "files")
-    build_index(files.root, files.home, files.embedder, extra_entries=cards)
-    assert files.vector_store() is None and not (files.home / "chroma-parts").exists()
+
+    def metadatas(kb):
+        s = kb.searcher()
+        s.index()  # the store's layout is the loaded generation's
+        col = s.store()._col("pr--beta", create=False)
+        return col.get(include=["metadatas"])["metadatas"]
+
+    embedded = KnowledgeBase(root=root, home=tmp_path / "embedded")
+    build_index(embedded.root, embedded.home, embedded.embedder, extra_entries=cards)
+    assert len(metadatas(embedded)) == 40 and not any(metadatas(embedded))
     monkeypatch.setenv("KBASE_CHROMA_COLLECTION", "dense_plan")  # the server's own prefix
     served = KnowledgeBase(root=root, home=tmp_path / "served", chroma_url=chroma_server.url)
     build_index(served.root, served.home, served.embedder, chroma_server.url, extra_entries=cards)
-    col = served.searcher().store()._col("pr--beta", create=False)
-    tagged = [m for m in col.get(include=["metadatas"])["metadatas"] if m.get(f"t:{TAG}")]
+    tagged = [m for m in metadatas(served) if m.get(f"t:{TAG}")]
     assert {m["entry_id"] for m in tagged} == {"pr:beta#1", "pr:beta#21"}
     # both answer a rare-tag search with the same cards, the server through its `where`
+    monkeypatch.setattr(D, "LOCAL_MAX_ROWS", 0)
+    monkeypatch.setattr(D, "LOCAL_MASKED_ROWS", 0)
     q = "paged kv cache decode attention"
-    hits = [[h.id for h in kb.search(q, kind="pr", tags=[TAG], k=5)] for kb in (files, served)]
+    hits = [[h.id for h in kb.search(q, kind="pr", tags=[TAG], k=5)] for kb in (embedded, served)]
     assert hits[0] == hits[1] and sorted(hits[0]) == ["pr:beta#1", "pr:beta#21"]
-    dense = [[h.id for h in kb.search(q, mode="dense", k=10)] for kb in (files, served)]
-    assert dense[0] == dense[1]

@@ -1,5 +1,4 @@
-"""Indexing and search against the index's vector files, and a real Chroma server when CI runs
-one."""
+"""Indexing and search against a real Chroma store (embedded, and a server when CI runs one)."""
 
 from __future__ import annotations
 
@@ -96,7 +95,7 @@ def test_noop_reindex_keeps_the_generation_and_an_edit_embeds_only_changed_chunk
     f.write_text(f.read_text().replace("TF32 keeps 10 mantissa bits.", "TF32 drops 13 bits."))
     edited = kb.index()
     assert edited.generation != first.generation and edited.embedded_entries == ["tl-dot-tf32"]
-    gen = G.load_generation(kb.home, full=True)  # texts of every entry joined back
+    gen = G.load_generation(kb.home)  # full: texts of every entry joined back
     assert gen is not None
     entry = next(e for e in gen.entries if e.id == "tl-dot-tf32")
     changed = [c.id.split("::")[2] for c in entry.chunks if "drops 13 bits" in c.text]
@@ -118,11 +117,8 @@ def test_deleted_file_leaves_the_index(kb, kb_root):
     rep = kb.index()
     assert rep.removed_entries == ["int64-offsets"]
     assert all(h.id != "int64-offsets" for h in kb.search("int64 offsets 2**31", k=10))
-    from kbase.retrieval import generations as G
-    from kbase.retrieval.vector_files import GenVectors
-
-    vecs = GenVectors(kb.home / "gens" / str(G.current_id(kb.home)))
-    assert not any(i.startswith("int64-offsets::") for k in vecs.parts for i in vecs.ids(k))
+    store = kb.vector_store()
+    assert not any(i.startswith("int64-offsets::") for i in store.all_ids())
 
 
 def test_bad_entry_is_skipped_and_old_version_kept(kb, kb_root):
@@ -309,8 +305,8 @@ def test_a_searcher_loads_entries_light_and_reads_texts_only_for_hits(tmp_path):
     write_topic_skills(root)
     kb = KnowledgeBase(root=root, home=tmp_path / "home")
     kb.index()
-    full = G.load_generation(kb.home, full=True)
-    light = G.load_generation(kb.home)
+    full = G.load_generation(kb.home)
+    light = G.load_generation(kb.home, light=True)
     assert full is not None and light is not None and light.texts is not None
     assert all(c.text for e in full.entries for c in e.chunks)
     assert not any(c.text for e in light.entries for c in e.chunks)

@@ -68,6 +68,14 @@ def test_reindex_embeds_with_onnx_and_keeps_vector_files(embedder, tmp_path):
     assert ids and ids <= chunk_ids and any(i.startswith("graph-replay::") for i in ids)
     third = kb.index()
     assert third.embedded_chunks == 0 and third.seconds["diff"] < 5
+    # the embedded store and the files agree: same dense ranking with and without Chroma
+    files_kb = KnowledgeBase(root=root, home=kb.home)
+    chroma_kb = KnowledgeBase(root=root, home=kb.home)
+    chroma_kb.searcher().local_vectors = False
+    for q in ("cuda graph launch overhead", "warp reduction wrong sum", "bank conflicts"):
+        a = [h.id for h in files_kb.search(q, k=4, mode="dense")]
+        b = [h.id for h in chroma_kb.search(q, k=4, mode="dense")]
+        assert a == b, q
 
 
 def test_cold_search_imports_neither_chromadb_nor_bm25s(embedder, tmp_path):
@@ -122,6 +130,9 @@ def test_int8_documents_get_their_own_vector_ids_and_answer_fp32_queries(
     assert (kb.home / "onnx" / Q.INT8_FILE).is_file()
     int8_vecs = vectors(kb.home)
     assert len(int8_vecs) == len(fp32_vecs) and not set(int8_vecs) & set(fp32_vecs)
+    stored = kb.vector_store()
+    assert not stored.existing_ids("skill", list(fp32_vecs))  # the old ids were collected
+    stored.close()
     # the same chunks, close to the fp32 vectors; fp32 queries still find the right skill
     by_chunk = {i.rsplit("::", 1)[-1] + i.split("::")[0]: v for i, v in fp32_vecs.items()}
     cos = [

@@ -1,7 +1,7 @@
 """A reader process keeps answering filtered searches correctly while another process re-indexes,
 and sees the new generation afterwards (issue #11: a server used to answer every filtered search
-with 500 "Error finding id" after someone's `kbase index`). The vector files alone, and a Chroma
-server when CI runs one (KBASE_TEST_CHROMA_URL).
+with 500 "Error finding id" after someone's `kbase index`). Embedded store, and a Chroma server
+when CI runs one (KBASE_TEST_CHROMA_URL).
 """
 
 from __future__ import annotations
