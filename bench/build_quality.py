@@ -184,7 +184,7 @@ def evaluate_settings(
             kb = KnowledgeBase(root=root, home=home)
             kb.warm_up()
             scores = run(kb, modes=("hybrid", "bm25", "dense"))
-            gen = G.load_generation(home, light=True)
+            gen = G.load_generation(home)
         out[name] = {
             "spec": spec,
             "index_s": round(took, 1),

@@ -21,7 +21,7 @@ from kbase.schema import Entry
 
 ENTRIES = "entries.jsonl"  # one light entry (chunk texts left out) per line
 COLUMNS = "columns.json"
-# Column name -> how it is read off an entry; the writer and EntryTable.of share it.
+# Column name -> how it is read off an entry (the writer's columns.json).
 _COLUMNS = {
     "ids": lambda e: e.id,
     "kinds": lambda e: e.kind,
@@ -63,17 +63,9 @@ def decode_all(data: bytes) -> list[Entry]:
 class EntryTable(Sequence[Entry]):
     """Columns of every entry, and the entries themselves decoded on first access."""
 
-    def __init__(
-        self,
-        columns: dict[str, list[Any]],
-        data: bytes | mmap.mmap = b"",
-        offsets: list[int] | None = None,
-        entries: list[Entry] | None = None,
-    ):
+    def __init__(self, columns: dict[str, list[Any]], data: bytes | mmap.mmap, offsets: list[int]):
         n = len(columns["ids"])
-        if any(len(columns[c]) != n for c in _COLUMNS) or (
-            entries is None and (offsets is None or len(offsets) != n + 1)
-        ):
+        if any(len(columns[c]) != n for c in _COLUMNS) or len(offsets) != n + 1:
             raise ValueError("entry columns and entries disagree in length")
         self.ids: list[str] = columns["ids"]
         self.kinds: list[str] = columns["kinds"]
@@ -86,19 +78,14 @@ class EntryTable(Sequence[Entry]):
         self._data = data
         self._offsets = offsets
         # position -> entry; setdefault keeps one object per entry when threads race
-        self._decoded: dict[int, Entry] = dict(enumerate(entries)) if entries is not None else {}
+        self._decoded: dict[int, Entry] = {}
 
     @classmethod
     def read(cls, columns: bytes, data: bytes | mmap.mmap) -> EntryTable:
         """From a generation's columns.json and entries.jsonl (its bytes, or the file mapped into
         memory), as write_entries wrote them."""
         cols = F.loads(columns)
-        return cls(cols, data=data, offsets=cols.get("offsets"))
-
-    @classmethod
-    def of(cls, entries: list[Entry]) -> EntryTable:
-        """A table over entries already decoded (a generation written before columns.json)."""
-        return cls(columns_of(entries), entries=entries)
+        return cls(cols, data, cols["offsets"])
 
     def column(self, name: str) -> list[Any]:
         """One of the stored columns (a key of _COLUMNS)."""
@@ -106,13 +93,8 @@ class EntryTable(Sequence[Entry]):
             raise KeyError(name)
         return getattr(self, name)
 
-    def has_lines(self) -> bool:
-        """True when read from entries.jsonl (each entry's stored line at hand)."""
-        return self._offsets is not None
-
     def line(self, i: int) -> bytes:
         """Entry i's stored entries.jsonl line, without its newline."""
-        assert self._offsets is not None
         return self._data[self._offsets[i] : self._offsets[i + 1] - 1]
 
     def __len__(self) -> int:
@@ -131,7 +113,7 @@ class EntryTable(Sequence[Entry]):
             i += len(self)
         got = self._decoded.get(i)
         if got is None:
-            if not 0 <= i < len(self) or self._offsets is None:
+            if not 0 <= i < len(self):
                 raise IndexError(i)
             line = self._data[self._offsets[i] : self._offsets[i + 1]]
             got = self._decoded.setdefault(i, _entry_adapter().validate_json(line))

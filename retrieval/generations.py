@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import functools
 import json
 import mmap
 import os
@@ -24,17 +23,15 @@ from kbase.retrieval.entry_table import (
     ENTRIES,
     EntryTable,
     columns_of,
-    decode_all,
     entry_lines,
 )
-from pydantic import TypeAdapter
 
 from kbase.schema import Entry
 
 POINTER = "CURRENT"
-# 2: entries.jsonl and columns.json (retrieval/entry_table.py); 1: entries-light.json, read still
+# 2: entries.jsonl and columns.json (retrieval/entry_table.py). A generation of another format
+# (an index written by an earlier kbase) reads as none: the next `kbase index` builds anew.
 FORMAT_VERSION = 2
-_READABLE = (1, FORMAT_VERSION)
 
 
 @dataclass
@@ -42,13 +39,11 @@ class Generation:
     gen_id: str
     path: Path
     meta: dict
-    # a list, or an EntryTable (entries decoded when first used) when loaded lazy
+    # an EntryTable (entries decoded when first used), or a list when loaded with their texts
     entries: Sequence[Entry]
-    # set when the entries were loaded light (chunk texts left out): where to read them from
-    texts: ChunkTexts | None = None
+    texts: ChunkTexts  # where the chunk texts are read from, for the entries that need them
 
 
-LIGHT = "entries-light.json"  # format 1
 TEXTS = "texts.jsonl"
 TEXT_OFFSETS = "texts.idx.json"
 _NO_TEXT = {"chunks": {"__all__": {"text"}}}  # of one entry
@@ -87,11 +82,6 @@ class ChunkTexts:
                     c.text = t
 
 
-@functools.cache
-def _entries_adapter() -> TypeAdapter[list[Entry]]:
-    return TypeAdapter(list[Entry])
-
-
 def gens_dir(home: Path) -> Path:
     return home / "gens"
 
@@ -121,42 +111,27 @@ def pointer_stamp(home: Path) -> tuple[int, int] | None:
         return None
 
 
-def load_generation(
-    home: Path, gen_id: str | None = None, light: bool = False, lazy: bool = False
-) -> Generation | None:
-    """`light`: chunk texts left out (filled on demand through Generation.texts), for searching.
-    `lazy` (implies light): entries as an EntryTable, each decoded when first used."""
+def load_generation(home: Path, gen_id: str | None = None, full: bool = False) -> Generation | None:
+    """The generation with its entries as an EntryTable (each decoded when first used) and its
+    chunk texts left out (filled on demand through Generation.texts), as a searcher and the
+    indexer hold it. `full`: every entry decoded, with its chunk texts (tests, benchmarks)."""
     gid = gen_id or current_id(home)
     if not gid:
         return None
     path = gens_dir(home) / gid
-    from pydantic import ValidationError
-
     try:
         meta = json.loads((path / "meta.json").read_text())
-        if meta.get("format") not in _READABLE:
+        if meta.get("format") != FORMAT_VERSION:
             return None
-        entries: Sequence[Entry]
-        if meta["format"] == FORMAT_VERSION:
-            if lazy:
-                entries = EntryTable.read((path / COLUMNS).read_bytes(), _mapped(path / ENTRIES))
-            else:
-                entries = decode_all((path / ENTRIES).read_bytes())
-        elif (path / LIGHT).exists():
-            # pydantic parses and validates the JSON in one pass: ~2x json.loads + model_validate
-            entries = _entries_adapter().validate_json((path / LIGHT).read_bytes())
-            if lazy:
-                entries = EntryTable.of(entries)
-        else:  # a generation written before texts were kept apart
-            entries = _entries_adapter().validate_json((path / "entries.json").read_bytes())
-            return Generation(gen_id=gid, path=path, meta=meta, entries=entries)
-    except (OSError, ValueError, IndexError, KeyError, TypeError, ValidationError):
+        table = EntryTable.read((path / COLUMNS).read_bytes(), _mapped(path / ENTRIES))
+    except (OSError, ValueError, KeyError, TypeError):
         return None
     texts = ChunkTexts(path)
-    if light or lazy:
-        return Generation(gid, path, meta, entries, texts=texts)
+    if not full:
+        return Generation(gid, path, meta, table, texts)
+    entries = table.all()
     texts.fill(list(enumerate(entries)))
-    return Generation(gid, path, meta, entries)
+    return Generation(gid, path, meta, entries, texts)
 
 
 def _mapped(path: Path) -> bytes | mmap.mmap:

@@ -88,8 +88,8 @@ def build_index(
 
     rep, t0 = IndexReport(), time.perf_counter()
     with G.writer_lock(home):
-        # lazy: entries carried over undecoded, chunk texts read only where needed
-        prev = G.load_generation(home, lazy=True)
+        # entries carried over undecoded, chunk texts read only where needed
+        prev = G.load_generation(home)
         prevs = Previous(prev)
         fingerprint, dense = parser_fingerprint(), dense_key(dense_model)
         same_recipe = prev is not None and prev.meta.get("dense") == dense

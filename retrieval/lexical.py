@@ -46,7 +46,6 @@ class TokenCache:
         self.flat = flat
         self.off = off
         self.titles: dict[str, np.ndarray] = {}  # title -> its ids (see title_ids)
-        self.vocab_json = ""  # the vocabulary file as stored (extended, not re-encoded)
         self.pairs: PrevPairs | None = None  # its (token, chunk) pairs, to merge into
 
     def get(self, chunk_id: str) -> np.ndarray | None:
@@ -64,8 +63,7 @@ def load_token_cache(bm25_dir: Path, titles: list[str] | None = None) -> TokenCa
         fingerprint = (bm25_dir / TOKENIZER_FILE).read_text(encoding="utf-8").strip()
         if fingerprint != tokenizer_fingerprint():
             return None
-        vocab_json = (bm25_dir / "vocab.index.json").read_text(encoding="utf-8")
-        vocab = F.loads(vocab_json)
+        vocab = F.loads((bm25_dir / "vocab.index.json").read_bytes())
         ids = (bm25_dir / IDS_FILE).read_text(encoding="utf-8").split("\n")
         flat = np.load(bm25_dir / TOKENS_FILE)
         off = np.load(bm25_dir / OFFSETS_FILE)
@@ -74,7 +72,6 @@ def load_token_cache(bm25_dir: Path, titles: list[str] | None = None) -> TokenCa
     if len(off) != len(ids) + 1:
         return None
     cache = TokenCache(vocab, ids, flat, off)
-    cache.vocab_json = vocab_json
     cache.pairs = PrevPairs.read(bm25_dir, len(ids), len(vocab))
     got = read_title_ids(bm25_dir)
     if titles is not None and got is not None and len(got[1]) == len(titles) + 1:

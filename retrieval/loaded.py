@@ -99,9 +99,8 @@ class LoadedIndex:
                 os.close(fd)
 
     def fill_texts(self, entries: list[Entry]) -> None:
-        """Chunk texts for these entries, when the generation was loaded light."""
-        if self._texts is not None:
-            self._texts.fill([(self.by_id[e.id], e) for e in entries if e.id in self.by_id])
+        """Chunk texts for these entries (a generation is loaded without them)."""
+        self._texts.fill([(self.by_id[e.id], e) for e in entries if e.id in self.by_id])
 
     def row_chunks(self, key: str) -> np.ndarray:
         """Chunk position (into chunk_entry) of each row of partition key's vector file."""

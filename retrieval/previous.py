@@ -159,15 +159,14 @@ def decode(table: EntryTable, c: Carried) -> Entry:
 
 class Previous:
     def __init__(self, gen: Generation | None):
-        """`gen`: loaded lazy (its entries an EntryTable). Its entries are carried over undecoded
-        when it stores the carry columns, else decoded (light)."""
+        """`gen`: as load_generation gives it (its entries an EntryTable). Its entries are carried
+        over undecoded when it stores the carry columns, else decoded."""
         self.gen = gen
-        self.table = (
-            gen.entries if gen is not None and isinstance(gen.entries, EntryTable) else None
-        )
+        table = gen.entries if gen is not None else None
+        self.table = table if isinstance(table, EntryTable) else None
         carried = (
             carried_entries(self.table, gen.path, self._texts_line)
-            if gen is not None and self.table is not None and self.table.has_lines()
+            if gen is not None and self.table is not None
             else None
         )
         self.carries = carried is not None
@@ -180,16 +179,15 @@ class Previous:
 
     def _texts_line(self, i: int) -> bytes:
         if self._lines is None:
-            assert self.gen is not None and self.gen.texts is not None
+            assert self.gen is not None
             self._lines = self.gen.texts.lines()
         return self._lines[i]
 
     def fill(self, entries: Iterable[Any]) -> None:
         """Chunk texts for those of these entries that come from the previous generation
         (a Carried entry reads its own when asked)."""
-        texts = self.gen.texts if self.gen is not None else None
-        if texts is not None:
-            texts.fill(
+        if self.gen is not None:
+            self.gen.texts.fill(
                 [
                     (self._pos[id(e)], e)
                     for e in entries
@@ -210,7 +208,7 @@ class Previous:
     def stored_line(self, e: Any) -> bytes | None:
         """The entry's texts.jsonl line as stored, if it is a previous entry taken over."""
         i = self._pos.get(id(e))
-        if i is None or self.gen is None or self.gen.texts is None:
+        if i is None:
             return None
         return self._texts_line(i)
 

@@ -125,7 +125,7 @@ class Searcher:
         if self._loaded is None or stamp != self._stamp:
             with self._lock:
                 if self._loaded is None or stamp != self._stamp:
-                    gen = G.load_generation(self.home, lazy=True)
+                    gen = G.load_generation(self.home)
                     self._loaded = LoadedIndex(self.home, gen) if gen else None
                     _freeze_long_lived()
                     if self._stamp is not None:

@@ -124,7 +124,6 @@ class SeededEmbedder:
         self.full_length = full_length
         self.backend = "shipped vectors"
         self.seed = Seed(recipe)
-        self.seeded = 0
 
     device = "cpu"
 
@@ -139,16 +138,13 @@ class SeededEmbedder:
             self.backend = getattr(self._inner, "backend", "torch")
         return self._inner
 
-    inner = real
-
     def embed(self, texts: list[str], max_length: int | None = None, **kw) -> np.ndarray:
         found = [self.seed.get(t, max_length) for t in texts]
         todo = [i for i, v in enumerate(found) if v is None]
         if not todo:
-            self.seeded += len(texts)
             got = [v for v in found if v is not None]
             return np.stack(got).astype(np.float32) if got else np.zeros((0, 384), np.float32)
-        emb = self.inner()
+        emb = self.real()
         fresh = emb.embed([texts[i] for i in todo], max_length=max_length, **kw)
         out = np.zeros((len(texts), fresh.shape[1]), dtype=np.float32)
         for j, i in enumerate(todo):
@@ -156,13 +152,12 @@ class SeededEmbedder:
         for i, v in enumerate(found):
             if v is not None:
                 out[i] = v
-        self.seeded += len(texts) - len(todo)
         return out
 
     def __getattr__(self, name: str):  # model_path, model, device ...: the real embedder's
         if name.startswith("_"):
             raise AttributeError(name)
-        return getattr(self.inner(), name)
+        return getattr(self.real(), name)
 
 
 # ----------------------------------------------------------------------------- making them

@@ -1,9 +1,7 @@
-"""A searcher's lazy view of a generation (retrieval/entry_table.py) against the full load, and a
-generation written in the previous layout (entries-light.json) read and then written anew."""
+"""A searcher's lazy view of a generation (retrieval/entry_table.py) against the full load."""
 
 from __future__ import annotations
 
-import json
 import shutil
 
 import pytest
@@ -11,7 +9,6 @@ from conftest import TOPICS, pr_entry, write_topic_skills
 from kbase.retrieval import generations as G
 from kbase.retrieval.entry_table import EntryTable
 from kbase.retrieval.indexer import build_index
-from pydantic import TypeAdapter
 
 from kbase.api import KnowledgeBase
 from kbase.schema import Entry
@@ -35,11 +32,14 @@ def _built(kb_root, tmp_path, embedder) -> KnowledgeBase:
 
 def test_lazy_table_decodes_the_entries_of_the_full_load(kb_root, tmp_path, embedder):
     kb = _built(kb_root, tmp_path, embedder)
-    light = G.load_generation(kb.home, light=True)
-    lazy = G.load_generation(kb.home, lazy=True)
-    assert light is not None and lazy is not None and isinstance(lazy.entries, EntryTable)
+    full = G.load_generation(kb.home, full=True)
+    lazy = G.load_generation(kb.home)
+    assert full is not None and lazy is not None and isinstance(lazy.entries, EntryTable)
     table = lazy.entries
-    want = list(light.entries)
+    want = [
+        e.model_copy(update={"chunks": [c.model_copy(update={"text": ""}) for c in e.chunks]})
+        for e in full.entries
+    ]
     assert len(table) == len(want) == len(TOPICS) + len(_cards())
     # one entry decoded alone equals the same entry of the one-pass load, in any order
     for i in reversed(range(len(want))):
@@ -58,37 +58,8 @@ def test_lazy_table_decodes_the_entries_of_the_full_load(kb_root, tmp_path, embe
     with pytest.raises(IndexError):
         table[len(want)]
     # entries.jsonl is mapped, not read: a later index may remove the generation meanwhile
-    again = G.load_generation(kb.home, lazy=True)
+    again = G.load_generation(kb.home)
     assert again is not None and isinstance(again.entries, EntryTable)
     shutil.rmtree(again.path)
     assert again.entries[2] == want[2] and list(again.entries) == want
     assert again.entries.line(0) == table.line(0)
-
-
-def test_previous_layout_searches_alike_and_is_written_anew_without_embedding(
-    kb_root, tmp_path, embedder
-):
-    kb = _built(kb_root, tmp_path, embedder)
-    questions = ["fp8 scale gemm", "transpose shared memory bank conflicts", "revert tma"]
-    before = [[h.model_dump() for h in kb.search(q, k=4)] for q in questions]
-    gid = G.current_id(kb.home)
-    gen = G.load_generation(kb.home, light=True)
-    assert gid and gen is not None
-    # what an earlier kbase wrote: every light entry in one JSON array, format 1
-    light = TypeAdapter(list[Entry]).dump_json(
-        list(gen.entries), exclude={"__all__": {"chunks": {"__all__": {"text"}}}}
-    )
-    (gen.path / G.LIGHT).write_bytes(light)
-    for name in ("entries.jsonl", "columns.json"):
-        (gen.path / name).unlink()
-    meta = json.loads((gen.path / "meta.json").read_text())
-    (gen.path / "meta.json").write_text(json.dumps({**meta, "format": 1}))
-
-    old = KnowledgeBase(root=kb_root, home=kb.home)
-    old._embedder = embedder
-    assert [[h.model_dump() for h in old.search(q, k=4)] for q in questions] == before
-    rep = build_index(old.root, old.home, old.embedder, extra_entries=_cards())
-    assert rep.embedded_entries == [] and rep.generation != gid
-    assert json.loads((old.home / "gens" / rep.generation / "meta.json").read_text())["format"] == 2
-    again = KnowledgeBase(root=kb_root, home=kb.home)
-    assert [[h.model_dump() for h in again.search(q, k=4)] for q in questions] == before

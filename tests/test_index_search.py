@@ -95,7 +95,7 @@ def test_noop_reindex_keeps_the_generation_and_an_edit_embeds_only_changed_chunk
     f.write_text(f.read_text().replace("TF32 keeps 10 mantissa bits.", "TF32 drops 13 bits."))
     edited = kb.index()
     assert edited.generation != first.generation and edited.embedded_entries == ["tl-dot-tf32"]
-    gen = G.load_generation(kb.home)  # full: texts of every entry joined back
+    gen = G.load_generation(kb.home, full=True)  # texts of every entry joined back
     assert gen is not None
     entry = next(e for e in gen.entries if e.id == "tl-dot-tf32")
     changed = [c.id.split("::")[2] for c in entry.chunks if "drops 13 bits" in c.text]
@@ -305,8 +305,8 @@ def test_a_searcher_loads_entries_light_and_reads_texts_only_for_hits(tmp_path):
     write_topic_skills(root)
     kb = KnowledgeBase(root=root, home=tmp_path / "home")
     kb.index()
-    full = G.load_generation(kb.home)
-    light = G.load_generation(kb.home, light=True)
+    full = G.load_generation(kb.home, full=True)
+    light = G.load_generation(kb.home)
     assert full is not None and light is not None and light.texts is not None
     assert all(c.text for e in full.entries for c in e.chunks)
     assert not any(c.text for e in light.entries for c in e.chunks)

@@ -95,7 +95,7 @@ def _compare_with_fresh(kb: KnowledgeBase, tmp_path: Path, embedder, step: str) 
     build_index(kb.root, fresh_home, lambda: embedder)
     fresh = KnowledgeBase(root=kb.root, home=fresh_home)
     fresh._embedder = embedder
-    inc, full = G.load_generation(kb.home), G.load_generation(fresh_home)
+    inc, full = G.load_generation(kb.home, full=True), G.load_generation(fresh_home, full=True)
     assert inc is not None and full is not None
     assert [e.model_dump() for e in inc.entries] == [e.model_dump() for e in full.entries]
     _assert_same_generation(inc.path, full.path)
