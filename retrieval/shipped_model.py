@@ -14,11 +14,10 @@ chunk text as the float32 model (and the int8 document model of the `index` extr
 keyed by the text's hash. A first build looks a chunk up there before embedding it, so a fresh
 clone's first search embeds nothing it ships, and an edited skill only its edited chunks.
 
-`python -m kbase.retrieval.shipped_model EXPORT_DIR ROOT [--seed-only]` remakes both (or only the
-seed, after skills changed) from an export made with the `index` extra (`<home>/onnx/` after a
-`kbase index` with KBASE_MODEL unset; needs the `onnx` package). A skill missing from the seed is
-embedded on first use, so a stale seed costs seconds, never a wrong vector: vectors are looked up
-by the exact text they embed.
+`python bench/make_shipped_model.py EXPORT_DIR ROOT [--seed-only]` remakes both (or only the seed,
+after skills changed): a maintainer's step, not part of what the package runs. A skill missing
+from the seed is embedded on first use, so a stale seed costs seconds, never a wrong vector:
+vectors are looked up by the exact text they embed.
 """
 
 from __future__ import annotations
@@ -38,7 +37,6 @@ if not SHIPPED.is_dir():  # an editable checkout: retrieval/ sits beside kbase/
 LAYOUT = "layout.json"
 WEIGHTS = "weights.f16"
 SEED = "seed.npz"
-SMALL = 4096  # tensors of fewer elements (layer norms, biases) stay float32: a few KB each
 
 
 def available() -> bool:
@@ -158,72 +156,3 @@ class SeededEmbedder:
         if name.startswith("_"):
             raise AttributeError(name)
         return getattr(self.real(), name)
-
-
-# ----------------------------------------------------------------------------- making them
-def build(export_dir: Path, root: Path, out: Path = SHIPPED) -> None:
-    """Write the shipped model from an export (float32 weights to float16) and the seed vectors
-    of every skill chunk under root, with the export's float32 and int8 document models."""
-    import onnx
-
-    export_dir = Path(export_dir)
-    meta = json.loads((export_dir / "meta.json").read_text(encoding="utf-8"))
-    model = onnx.load(str(export_dir / "model.onnx"), load_external_data=False)
-    data = np.fromfile(export_dir / "model.onnx.data", dtype=np.uint8)
-    tensors, parts, at = [], [], 0
-    for init in model.graph.initializer:
-        ext = {e.key: e.value for e in init.external_data}
-        if not ext:
-            continue
-        off, length = int(ext["offset"]), int(ext["length"])
-        raw = data[off : off + length]
-        f16 = init.data_type == onnx.TensorProto.FLOAT and length // 4 >= SMALL
-        if f16:
-            raw = raw.view(np.float32).astype(np.float16).view(np.uint8)
-        tensors.append(
-            {"offset": off, "length": length, "at": at, "stored": len(raw), "f16": bool(f16)}
-        )
-        parts.append(raw)
-        at += len(raw)
-    out.mkdir(parents=True, exist_ok=True)
-    np.concatenate(parts).tofile(out / WEIGHTS)
-    keep = {k: meta[k] for k in ("format", "name", "pooling", "dim", "files", "inputs", "output")}
-    keep["opset"] = meta.get("opset")
-    layout = {
-        "data_file": "model.onnx.data",
-        "data_bytes": int(len(data)),
-        "tensors": tensors,
-        "meta": keep,
-    }
-    (out / LAYOUT).write_text(json.dumps(layout, separators=(",", ":")), encoding="utf-8")
-    for name in ("model.onnx", "tokenizer.json"):
-        shutil.copyfile(export_dir / name, out / name)
-    _build_seed(export_dir, Path(root), out)
-
-
-def _build_seed(export_dir: Path, root: Path, out: Path) -> None:
-    from kbase.retrieval import dense_text as DT
-    from kbase.retrieval import onnx_int8 as Q
-    from kbase.retrieval.collect import collect_entries
-    from kbase.retrieval.onnx_embed import OnnxDocEmbedder
-
-    entries, _, _ = collect_entries(root)
-    texts = sorted({DT.dense_text(e, c) for e in entries if e.kind == "skill" for c in e.chunks})
-    fp32 = OnnxDocEmbedder(export_dir).embed(texts)
-    Q.ensure_int8(export_dir)
-    int8 = OnnxDocEmbedder(export_dir, model=Q.INT8_FILE, recipe=Q.RECIPE).embed(texts)
-    keys = np.array([text_key(t, None) for t in texts])
-    arrays = {"keys": keys, "vectors_fp32": fp32, f"vectors_{Q.RECIPE}": int8}
-    np.savez(out / SEED, **arrays)  # type: ignore[arg-type]
-
-
-if __name__ == "__main__":
-    import sys
-
-    # --seed-only: the skills changed, the model did not (weights.f16 is 45 MB of history each
-    # time it is rewritten)
-    if "--seed-only" in sys.argv:
-        args = [a for a in sys.argv[1:] if a != "--seed-only"]
-        _build_seed(Path(args[0]), Path(args[1]), SHIPPED)
-    else:
-        build(Path(sys.argv[1]), Path(sys.argv[2]))
