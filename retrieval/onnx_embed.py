@@ -34,7 +34,7 @@ def cores() -> int:
         return max(1, os.cpu_count() or 1)
 
 
-class OnnxDocEmbedder:
+class OnnxDocEmbedder(OQ.OnnxQueryEmbedder):
     """`embed(texts, max_length=None)` like retrieval.embed.Embedder, on ONNX Runtime."""
 
     def __init__(
@@ -46,25 +46,14 @@ class OnnxDocEmbedder:
     ):
         """`model`: another graph file in onnx_dir (default model.onnx); `recipe`: what it is,
         part of the vector ids (retrieval/onnx_int8.RECIPE for the int8 model, "" for fp32)."""
-        from tokenizers import Tokenizer
-
-        self.onnx_dir = Path(onnx_dir)
-        self.meta = meta = OQ.checked_meta(self.onnx_dir)
-        self.normalize = bool(meta["pooling"].get("normalize", True))
-        self.full_length = int(meta["pooling"]["max_seq_length"])
-        self.dim = int(meta["dim"])
-        self.name = meta.get("name") or ""
-        self.model_path = meta.get("source_model_path")
-        self.backend = "onnxruntime"
-        self.recipe = recipe
-        self._tok = Tokenizer.from_file(str(self.onnx_dir / "tokenizer.json"))
-        self._tok.no_padding()
         # One thread per run and one run per core (embed() runs batches side by side): runs of a
         # few hundred tokens split over two threads spend a third more CPU time waiting on each
         # other than they save (issue #11, bench/bench_build.py). `threads`: that many intra-op
         # threads and one run at a time instead (what this class did before).
+        super().__init__(onnx_dir, threads=threads or 1, model=model)
         self.workers = 1 if threads else cores()
-        self._session = OQ.session(self.onnx_dir / (model or "model.onnx"), threads or 1)
+        self.backend = "onnxruntime"
+        self.recipe = recipe
 
     def embed(
         self, texts: list[str], batch_size: int | None = None, max_length: int | None = None

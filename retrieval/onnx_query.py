@@ -179,6 +179,7 @@ class OnnxQueryEmbedder:
         threads: int | None = None,
         prepack: bool = True,
         optimize: bool | None = None,
+        model: str = "",
     ):
         """`prepack=False`: for a process that embeds one query (a CLI search). Packing the
         weights for the matrix products was ~75% of the session's start-up here and pays back
@@ -187,7 +188,7 @@ class OnnxQueryEmbedder:
         `optimize` (default: as prepack): run ORT's graph optimizers again at load. The export
         is their output already (onnx_export._optimize); on it they change nothing (the same
         vectors, to the bit: tests/test_onnx_query.py) and took ~15 ms of a one-query session's
-        start."""
+        start. `model`: another graph file in onnx_dir (default model.onnx)."""
         # model.onnx is ORT's optimized graph with external weights (model.onnx.data); see
         # onnx_export._optimize.
         from tokenizers import Tokenizer
@@ -195,7 +196,7 @@ class OnnxQueryEmbedder:
         self.onnx_dir = Path(onnx_dir)
         self.meta = meta = checked_meta(self.onnx_dir)
         self.normalize = bool(meta["pooling"].get("normalize", True))
-        self.max_length = int(meta["pooling"]["max_seq_length"])
+        self.full_length = self.max_length = int(meta["pooling"]["max_seq_length"])
         self.dim = int(meta["dim"])
         self.name = meta.get("name") or os.path.basename(
             os.path.normpath(meta.get("source_model_path", ""))
@@ -207,7 +208,7 @@ class OnnxQueryEmbedder:
         tok.enable_truncation(max_length=self.max_length)
         self._tok = tok
         self._session = session(
-            self.onnx_dir / "model.onnx",
+            self.onnx_dir / (model or "model.onnx"),
             threads or max(1, min(2, os.cpu_count() or 1)),
             optimize=prepack if optimize is None else optimize,
             prepack=prepack,
