@@ -19,14 +19,13 @@ import random
 import re
 import shutil
 import sys
-import tempfile
 import time
 from collections import defaultdict
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import SHARED, write_result  # noqa: E402
+from common import work_dir, write_result  # noqa: E402
 from devset_kb import mine_archives  # noqa: E402
 
 HISTORIES = ("lmdeploy", "flashinfer")
@@ -105,6 +104,11 @@ def make_queries(root: Path, per_template: int, seed: int) -> list[dict]:
     from kbase.schema import PRCard
 
     rng = random.Random(seed)
+
+    def some(pool: list) -> list:
+        """At most per_template items of the pool, drawn at random."""
+        return rng.sample(pool, min(per_template, len(pool)))
+
     entries, _ = load_card_entries(root)
     cards = {}
     for e in entries:
@@ -135,7 +139,7 @@ def make_queries(root: Path, per_template: int, seed: int) -> list[dict]:
         if 1 <= len(sym_cards.get((cards[eid].repo, s), ())) <= 2
     ]
     for lang, tpl in TEMPLATES["symbol"]:
-        for eid, s in rng.sample(sym_pool, min(per_template, len(sym_pool))):
+        for eid, s in some(sym_pool):
             c = cards[eid]
             add(
                 "symbol",
@@ -150,7 +154,7 @@ def make_queries(root: Path, per_template: int, seed: int) -> list[dict]:
         if cards[eid].reverts is not None and f"pr:{cards[eid].repo}#{cards[eid].reverts}" in cards
     ]
     for lang, tpl in TEMPLATES["revert"]:
-        for eid in rng.sample(reverts, min(per_template, len(reverts))):
+        for eid in some(reverts):
             c = cards[eid]
             target = cards[f"pr:{c.repo}#{c.reverts}"]
             add(
@@ -178,12 +182,12 @@ def make_queries(root: Path, per_template: int, seed: int) -> list[dict]:
     # paths touched by one or two PRs
     path_pool = sorted(k for k, v in path_cards.items() if 1 <= len(v) <= 2 and "/" in k[1])
     for lang, tpl in TEMPLATES["path"]:
-        for key in rng.sample(path_pool, min(per_template, len(path_pool))):
+        for key in some(path_pool):
             add("path", lang, tpl.format(path=key[1]), path_cards[key])
     # quantization PRs in a family, named by a symbol they touched
     quant = [(eid, s) for eid, s in sym_pool if "quantization" in cards[eid].categories]
     for lang, tpl in TEMPLATES["category"]:
-        for eid, s in rng.sample(quant, min(per_template, len(quant))):
+        for eid, s in some(quant):
             c = cards[eid]
             add(
                 "category",
@@ -218,8 +222,6 @@ def main() -> None:
         help="work folder to keep (replays and archives are reused)",
     )
     args = ap.parse_args()
-    if not (SHARED / "tools" / "replay_history.py").exists():
-        raise SystemExit(f"shared histories not found at {SHARED}")
 
     from eval_baseline import entry_text, keyword_count_search
     from kbase.ingest.cards import load_card_entries
@@ -229,8 +231,7 @@ def main() -> None:
     from kbase.api import KnowledgeBase
 
     err = Console(stderr=True)
-    work = args.keep or Path(tempfile.mkdtemp(prefix="kbase-bench-archive-"))
-    work.mkdir(parents=True, exist_ok=True)
+    work = work_dir(args.keep, "kbase-bench-archive-")
     try:
         with err.status("replaying and mining the histories ..."):
             root = replay_and_mine(work, args.limit)

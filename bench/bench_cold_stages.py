@@ -14,7 +14,6 @@ writes bench/results/cold-stages.json. The home is only read (copy /tmp/kbw firs
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import statistics
@@ -24,7 +23,7 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import write_result  # noqa: E402
+from common import index_args, write_result  # noqa: E402
 
 # One cold search, step by step; prints {stage: [wall s, cpu s]} as JSON on its last line.
 STAGES = r"""
@@ -59,11 +58,7 @@ print(json.dumps(out))
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    ap.add_argument("--home", type=Path, required=True, help="an index home (read only)")
-    ap.add_argument("--root", type=Path, required=True, help="the root it was built from")
+    ap = index_args(__doc__ or "", "the root the home was built from", "an index home (read only)")
     ap.add_argument("--runs", type=int, default=5)
     args = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="kbase-stages-"))

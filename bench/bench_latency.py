@@ -22,49 +22,10 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import question_pool, summary_ms, write_result  # noqa: E402
+from common import question_pool, warm_latency, write_result  # noqa: E402
 from devset_kb import build_kb  # noqa: E402
 from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
-
-
-def timed(fn, queries: list[str]) -> list[float]:
-    out = []
-    for q in queries:
-        t = time.perf_counter()
-        fn(q)
-        out.append(time.perf_counter() - t)
-    return out
-
-
-def warm_latency(kb, pool: list[str], n: int, repo: str, tag: str) -> dict:
-    emb = kb.query_embedder()
-    cases = {
-        "embedding alone": lambda q: emb.embed_query(q),
-        "unfiltered": lambda q: kb.search(q, k=5),
-        f"kind=pr repo={repo}": lambda q: kb.search(q, k=5, kind="pr", repo=repo),
-        "kind=skill": lambda q: kb.search(q, k=5, kind="skill"),
-        f"tag {tag}": lambda q: kb.search(q, k=5, tags=[tag]),
-    }
-    kb.warm_up()
-    for q in ("warm up one", "warm up two"):
-        for fn in cases.values():
-            fn(q)
-    need = n * len(cases)
-    texts = [f"{q} #{i // len(pool)}" if i >= len(pool) else q for i, q in enumerate(pool * 9)]
-    if len(texts) < need:
-        raise SystemExit(f"only {len(texts)} distinct questions for {need} timed searches")
-    # Interleaved, one query of each case in turn, so load on a shared machine hits every case
-    # alike; each case still gets texts no other case (and no earlier run) has embedded.
-    samples: dict[str, list[float]] = {name: [] for name in cases}
-    for i in range(n):
-        for j, (name, fn) in enumerate(cases.items()):
-            samples[name] += timed(fn, [texts[j * n + i]])
-    res = {name: summary_ms(s) for name, s in samples.items()}
-    base = res["unfiltered"]["p50_ms"]
-    for r in res.values():
-        r["vs_unfiltered_p50"] = round(r["p50_ms"] / base, 2) if base else None
-    return res
 
 
 def cold_search(kb, runs: int = 3) -> dict:

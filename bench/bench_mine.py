@@ -25,21 +25,18 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import random
 import re
 import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT / "bench"))
-from common import HISTORIES, SHARED, children_cpu, mine_cmd  # noqa: E402
+from common import HISTORIES, SHARED, children_cpu, machine, mine_cmd, work_dir  # noqa: E402
 
 RESULTS = REPO_ROOT / "bench" / "results" / "bench_mine.json"
 REVERT_SUBJECT = re.compile(r'^Revert "(.*)"')
@@ -303,15 +300,12 @@ def main() -> None:
     ap.add_argument("--only", action="append", default=None, help="history to run (repeatable)")
     ap.add_argument("--keep", type=Path, default=None, help="work folder to keep and reuse")
     args = ap.parse_args()
-    if not (SHARED / "tools" / "replay_history.py").exists():
-        raise SystemExit(f"shared histories not found at {SHARED}")
 
     from rich.console import Console
     from rich.table import Table
 
     err = Console(stderr=True)
-    work = args.keep or Path(tempfile.mkdtemp(prefix="kbase-bench-mine-"))
-    work.mkdir(parents=True, exist_ok=True)
+    work = work_dir(args.keep, "kbase-bench-mine-")
     rows = []
     try:
         for name in args.only or HISTORIES:
@@ -366,15 +360,7 @@ def main() -> None:
         "met": all(checks.values()),
         "limit": args.limit,
         "repeats": args.repeats,
-        "machine": {
-            "python": platform.python_version(),
-            "platform": platform.platform(),
-            "cpus": os.cpu_count(),
-            "load_1min": os.getloadavg()[0],
-            "git": subprocess.run(
-                ["git", "--version"], capture_output=True, text=True
-            ).stdout.strip(),
-        },
+        "machine": machine(),
         "at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "results": rows,
     }

@@ -27,7 +27,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import shutil
 import subprocess
 import sys
@@ -37,7 +36,7 @@ from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT / "bench"))
-from common import HISTORIES, SHARED, children_cpu, mine_cmd  # noqa: E402
+from common import HISTORIES, SHARED, children_cpu, machine, mine_cmd  # noqa: E402
 
 RESULTS = REPO_ROOT / "bench" / "results" / "bench_mine_speed.json"
 TARGETS = {"ratio_max": 1.5, "noop_max_s": 0.5, "incremental_max_s": 1.0}
@@ -285,13 +284,7 @@ def main() -> None:
         "repeats": args.repeats,
         "limit": args.limit,
         "machine": {
-            "python": platform.python_version(),
-            "platform": platform.platform(),
-            "cpus": os.cpu_count(),
-            "load_1min_at_end": os.getloadavg()[0],
-            "git": subprocess.run(
-                ["git", "--version"], capture_output=True, text=True
-            ).stdout.strip(),
+            **machine(),
             "bytecode_cache": not os.environ.get("PYTHONDONTWRITEBYTECODE"),
         },
         "at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),

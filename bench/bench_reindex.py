@@ -13,7 +13,6 @@ all threads) and the index report's stages. Writes bench/results/reindex.json.
 
 from __future__ import annotations
 
-import argparse
 import os
 import shutil
 import statistics
@@ -23,7 +22,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import write_result  # noqa: E402
+from common import index_args, write_result  # noqa: E402
 from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
@@ -78,11 +77,7 @@ def run(root: Path, home: Path, edits: int) -> dict:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    ap.add_argument("--root", type=Path, required=True, help="a root with skills/ (pr_archive/)")
-    ap.add_argument("--home", type=Path, required=True, help="the index home built from it")
+    ap = index_args(__doc__ or "", "a root with skills/ (pr_archive/)", "its index home")
     ap.add_argument("--edits", type=int, default=5)
     ap.add_argument("--work", type=Path, default=None)
     ap.add_argument("--name", default="reindex", help="result file name (e.g. for a baseline)")

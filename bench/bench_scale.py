@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import REPO, question_pool, summary_ms, write_result  # noqa: E402
+from common import REPO, question_pool, warm_latency, write_result  # noqa: E402
 from devset_kb import mine_archives  # noqa: E402
 from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
@@ -120,46 +120,6 @@ def repeated(cards: list, target: int) -> list:
     return out
 
 
-def warm(kb, queries: list[str], n: int, repo: str, tag: str) -> dict:
-    emb = kb.query_embedder()
-    cases = {
-        "embedding alone": lambda q: emb.embed_query(q),
-        "unfiltered": lambda q: kb.search(q, k=5),
-        f"kind=pr repo={repo}": lambda q: kb.search(q, k=5, kind="pr", repo=repo),
-        "kind=skill": lambda q: kb.search(q, k=5, kind="skill"),
-        f"tag {tag}": lambda q: kb.search(q, k=5, tags=[tag]),
-    }
-    kb.warm_up()
-    for q in ("warm up one", "warm up two", "warm up three"):
-        for fn in cases.values():
-            fn(q)
-    texts = [
-        f"{q} (run {i // len(queries)})" if i >= len(queries) else q
-        for i, q in enumerate(queries * (1 + n * len(cases) // max(1, len(queries))))
-    ]
-    samples: dict[str, list[float]] = {name: [] for name in cases}
-    cpu: dict[str, list[float]] = {name: [] for name in cases}
-    pcpu: dict[str, list[float]] = {name: [] for name in cases}
-    for i in range(n):
-        for j, (name, fn) in enumerate(cases.items()):
-            t, c, p = time.perf_counter(), time.thread_time(), time.process_time()
-            fn(texts[j * n + i])  # interleaved: load on the machine hits every case alike
-            samples[name].append(time.perf_counter() - t)
-            cpu[name].append(time.thread_time() - c)
-            pcpu[name].append(time.process_time() - p)
-    res = {name: summary_ms(s) for name, s in samples.items()}
-    for name, r in res.items():
-        # CPU time of the searching thread, and of the whole process (ONNX Runtime's threads
-        # and the searcher's: the embedding and Chroma's kNN run beside the calling thread):
-        # on a shared machine the wall time includes waiting for a core.
-        r["p50_thread_cpu_ms"] = summary_ms(cpu[name])["p50_ms"]
-        r["p50_process_cpu_ms"] = summary_ms(pcpu[name])["p50_ms"]
-    base = res["unfiltered"]["p50_ms"]
-    for r in res.values():
-        r["vs_unfiltered_p50"] = round(r["p50_ms"] / base, 2) if base else None
-    return res
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -248,7 +208,7 @@ def main() -> None:
         "embed_s_for_cache_misses": round(cache.embed_s, 1),
         "query_embedder": type(kb.query_embedder()).__name__,
         "load_avg_1m_before_warm": round(os.getloadavg()[0], 2),
-        "warm": warm(kb, question_pool()[::-1], args.n, args.repo, args.tag),
+        "warm": warm_latency(kb, question_pool()[::-1], args.n, args.repo, args.tag),
         "load_avg_1m_after_warm": round(os.getloadavg()[0], 2),
     }
     t = Table(

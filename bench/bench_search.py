@@ -27,9 +27,17 @@ from rich.table import Table  # noqa: E402
 console = Console(stderr=True)
 
 
+def _chunk(eid: str, n: int, section: str, text: str, path: str):
+    from kbase.schema import Chunk
+
+    return Chunk(
+        id=f"{eid}::{n}", entry_id=eid, kind="pr", section=section, text=text, line=1, path=path
+    )
+
+
 def history_entries(limit: int | None = None):
     """One PR-like entry per commit, plus one timeline entry per directory touched."""
-    from kbase.schema import Chunk, Entry
+    from kbase.schema import Entry
 
     out = []
     for hist in sorted((SHARED / "data" / "histories").glob("*.jsonl")):
@@ -45,25 +53,10 @@ def history_entries(limit: int | None = None):
                 f"{f['path']} +{f['added']} -{f['deleted']} {' '.join(f['symbols'])}"
                 for f in files[:60]
             )
+            path = f"pr/{repo}/{c['sha']}.md"
             chunks = [
-                Chunk(
-                    id=f"{eid}::0",
-                    entry_id=eid,
-                    kind="pr",
-                    section="summary",
-                    text=summary,
-                    line=1,
-                    path=f"pr/{repo}/{c['sha']}.md",
-                ),
-                Chunk(
-                    id=f"{eid}::1",
-                    entry_id=eid,
-                    kind="pr",
-                    section="files",
-                    text=file_text + "\n" + " ".join(symbols),
-                    line=1,
-                    path=f"pr/{repo}/{c['sha']}.md",
-                ),
+                _chunk(eid, 0, "summary", summary, path),
+                _chunk(eid, 1, "files", file_text + "\n" + " ".join(symbols), path),
             ]
             h = hashlib.sha256(line.encode()).hexdigest()
             out.append(
@@ -86,15 +79,7 @@ def history_entries(limit: int | None = None):
             eid = f"pr:{repo}/dir:{d}"
             lines = [f"{c['date'][:10]} {c['subject']}" for c in commits[-40:]]
             text = f"history of {d} in {repo}: {len(commits)} commits\n" + "\n".join(lines)
-            chunk = Chunk(
-                id=f"{eid}::0",
-                entry_id=eid,
-                kind="pr",
-                section="timeline",
-                text=text,
-                line=1,
-                path=f"pr/{repo}/dirs/{d}.md",
-            )
+            chunk = _chunk(eid, 0, "timeline", text, f"pr/{repo}/dirs/{d}.md")
             out.append(
                 Entry(
                     id=eid,

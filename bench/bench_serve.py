@@ -91,6 +91,22 @@ def stop(proc: subprocess.Popen) -> None:
         proc.kill()
 
 
+async def _load(client, clients: int, lat: list[float], errors: list[str]) -> dict:
+    """Run `clients` copies of client(i) at once; their latencies and errors, summarised."""
+    t0 = time.perf_counter()
+    await asyncio.gather(*(client(i) for i in range(clients)))
+    wall = time.perf_counter() - t0
+    return {
+        **summary_ms(lat),
+        "p99_ms": round(percentile([x * 1000 for x in lat], 99), 3),
+        "requests": len(lat),
+        "errors": len(errors),
+        "error_samples": errors[:5],
+        "wall_s": round(wall, 2),
+        "throughput_qps": round(len(lat) / max(wall, 1e-9), 1),
+    }
+
+
 async def http_load(base: str, qs: list[str], clients: int, variant: bool) -> dict:
     import httpx
 
@@ -113,18 +129,7 @@ async def http_load(base: str, qs: list[str], clients: int, variant: bool) -> di
                 if not ok:
                     errors.append(str(getattr(r, "status_code", r))[:200])
 
-    t0 = time.perf_counter()
-    await asyncio.gather(*(client(i) for i in range(clients)))
-    wall = time.perf_counter() - t0
-    return {
-        **summary_ms(lat),
-        "p99_ms": round(percentile([x * 1000 for x in lat], 99), 3),
-        "requests": len(lat),
-        "errors": len(errors),
-        "error_samples": errors[:5],
-        "wall_s": round(wall, 2),
-        "throughput_qps": round(len(lat) / wall, 1),
-    }
+    return await _load(client, clients, lat, errors)
 
 
 def serve_and_load(name: str, root: Path, home: Path, env: dict, qs, args, tmp: Path) -> dict:
@@ -206,18 +211,7 @@ async def mcp_http_load(url: str, qs: list[str], clients: int) -> dict:
         except Exception as exc:  # a broken session is an error, counted, not a crash
             errors.append(f"session {i}: {type(exc).__name__}: {str(exc)[:150]}")
 
-    t0 = time.perf_counter()
-    await asyncio.gather(*(client(i) for i in range(clients)))
-    wall = time.perf_counter() - t0
-    return {
-        **summary_ms(lat),
-        "p99_ms": round(percentile([x * 1000 for x in lat], 99), 3),
-        "requests": len(lat),
-        "errors": len(errors),
-        "error_samples": errors[:5],
-        "wall_s": round(wall, 2),
-        "throughput_qps": round(len(lat) / max(wall, 1e-9), 1),
-    }
+    return await _load(client, clients, lat, errors)
 
 
 def mcp_http(root: Path, home: Path, env: dict, qs: list[str], clients: int, tmp: Path) -> dict:

@@ -1,9 +1,7 @@
-"""Retrieval quality of the index-time embedding variants of bench/bench_build.py: each variant
-indexes the dev-set knowledge base (bench/devset_kb.py: skills + the four mined archives) into its
-own home and is scored on both halves of both dev sets (bench/bench_devsets.py).
-
-A variant is (dense text recipe, ONNX model file); homes are copied from the first so the skills'
-vectors, the same under every recipe, are embedded once.
+"""Retrieval quality of the index settings of bench/bench_build.py --quality (precision, PR token
+limit, PR sections left to BM25): each setting indexes the dev-set knowledge base
+(bench/devset_kb.py: skills + the four mined archives) into its own home and is scored on both
+halves of both dev sets (bench/bench_devsets.py).
 """
 
 from __future__ import annotations
@@ -13,83 +11,10 @@ import os
 import shutil
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-
-
-def legacy_text(entry, chunk) -> str:
-    """The text embedded before retrieval/dense_text.py: title + the chunk's full text."""
-    return f"{entry.title}\n{chunk.text}"
-
-
-def with_variant(text_fn: Callable | None, recipe: str | None, model_file: Path | None):
-    """Context manager: index with another dense text recipe and/or ONNX model file."""
-    import contextlib
-
-    from kbase.retrieval import dense_text as DT
-    from kbase.retrieval import onnx_embed as OE
-
-    @contextlib.contextmanager
-    def cm():
-        saved = (DT.dense_text, DT.RECIPE, OE.OnnxDocEmbedder)
-        if text_fn is not None:
-            DT.dense_text = text_fn
-        if recipe is not None:
-            DT.RECIPE = recipe
-        if model_file is not None:
-            base = OE.OnnxDocEmbedder
-
-            class Variant(base):  # type: ignore[misc, valid-type]
-                def __init__(self, onnx_dir, threads=None, model=""):
-                    super().__init__(onnx_dir, threads, str(model_file))
-
-            OE.OnnxDocEmbedder = Variant
-        try:
-            yield
-        finally:
-            DT.dense_text, DT.RECIPE, OE.OnnxDocEmbedder = saved
-
-    return cm()
-
-
-def evaluate_variants(work: Path, variants: dict[str, tuple]) -> dict[str, dict]:
-    """variants: name -> (text_fn or None, recipe or None, model file or None). Returns name ->
-    {index_s, embedded_chunks, scores: bench_devsets.run(...)}."""
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from bench_devsets import run
-    from devset_kb import mine_archives
-
-    from kbase.api import KnowledgeBase
-
-    root = work / "kb"
-    if not (root / "pr_archive").is_dir():
-        mine_archives(work, root)
-    shutil.rmtree(root / "skills", ignore_errors=True)
-    shutil.copytree(REPO / "skills", root / "skills")
-    out: dict[str, dict] = {}
-    first: Path | None = None
-    for name, (text_fn, recipe, model_file) in variants.items():
-        home = work / f"quality-home-{name}"
-        if not home.exists() and first is not None and model_file is None:
-            shutil.copytree(first, home, symlinks=True)
-        with with_variant(text_fn, recipe, model_file):
-            kb = KnowledgeBase(root=root, home=home)
-            t = time.perf_counter()
-            rep = kb.index()
-            took = time.perf_counter() - t
-            kb = KnowledgeBase(root=root, home=home)
-            kb.warm_up()
-            scores = run(kb, modes=("hybrid", "bm25", "dense"))
-        first = first or home
-        out[name] = {
-            "index_s": round(took, 1),
-            "embedded_chunks": rep.embedded_chunks,
-            "scores": scores,
-        }
-        print(f"quality {name}: indexed in {took:.0f}s", file=sys.stderr, flush=True)
-    return out
 
 
 @contextlib.contextmanager

@@ -26,21 +26,10 @@ def children_cpu() -> float:
 def mine_cmd(repo: Path, root: Path, name: str, *extra: str) -> list[str]:
     """`kbase mine` of one repository into root, with its recipe when the project has one."""
     recipe = REPO / "pr_archive" / "recipes" / f"{name}.yaml"
-    return [
-        sys.executable,
-        "-m",
-        "kbase.cli",
-        "mine",
-        "--repo",
-        str(repo),
-        "--name",
-        name,
-        "--root",
-        str(root),
-        *(["--recipe", str(recipe)] if recipe.exists() else []),  # none: mined without one
-        *extra,
-        "--json",
-    ]
+    opts = {"--repo": str(repo), "--name": name, "--root": str(root)}
+    if recipe.exists():  # none: mined without one
+        opts["--recipe"] = str(recipe)
+    return [sys.executable, "-m", "kbase.cli", "mine", *sum(opts.items(), ()), *extra, "--json"]
 
 
 RESULTS = REPO / "bench" / "results"
@@ -122,3 +111,82 @@ def interpreter(name: str) -> str:
         text=True,
         check=True,
     ).stdout.strip()
+
+
+def warm_latency(kb, queries: list[str], n: int, repo: str, tag: str) -> dict:
+    """Warm search latency through the Python API, every query text unseen: the query embedding
+    alone, unfiltered, kind=pr repo=X, kind=skill and a tag filter, one query of each in turn."""
+    emb = kb.query_embedder()
+    cases = {
+        "embedding alone": lambda q: emb.embed_query(q),
+        "unfiltered": lambda q: kb.search(q, k=5),
+        f"kind=pr repo={repo}": lambda q: kb.search(q, k=5, kind="pr", repo=repo),
+        "kind=skill": lambda q: kb.search(q, k=5, kind="skill"),
+        f"tag {tag}": lambda q: kb.search(q, k=5, tags=[tag]),
+    }
+    kb.warm_up()
+    for q in ("warm up one", "warm up two", "warm up three"):
+        for fn in cases.values():
+            fn(q)
+    texts = [
+        f"{q} (run {i // len(queries)})" if i >= len(queries) else q
+        for i, q in enumerate(queries * (1 + n * len(cases) // max(1, len(queries))))
+    ]
+    samples: dict[str, list[float]] = {name: [] for name in cases}
+    cpu: dict[str, list[float]] = {name: [] for name in cases}
+    pcpu: dict[str, list[float]] = {name: [] for name in cases}
+    for i in range(n):
+        for j, (name, fn) in enumerate(cases.items()):
+            t, c, p = time.perf_counter(), time.thread_time(), time.process_time()
+            fn(texts[j * n + i])  # interleaved: load on the machine hits every case alike
+            samples[name].append(time.perf_counter() - t)
+            cpu[name].append(time.thread_time() - c)
+            pcpu[name].append(time.process_time() - p)
+    res = {name: summary_ms(s) for name, s in samples.items()}
+    for name, r in res.items():
+        # CPU time of the searching thread, and of the whole process (ONNX Runtime's threads
+        # and the searcher's: the embedding and Chroma's kNN run beside the calling thread):
+        # on a shared machine the wall time includes waiting for a core.
+        r["p50_thread_cpu_ms"] = summary_ms(cpu[name])["p50_ms"]
+        r["p50_process_cpu_ms"] = summary_ms(pcpu[name])["p50_ms"]
+    base = res["unfiltered"]["p50_ms"]
+    for r in res.values():
+        r["vs_unfiltered_p50"] = round(r["p50_ms"] / base, 2) if base else None
+    return res
+
+
+def index_args(doc: str, root_help: str, home_help: str):
+    """An argument parser showing the bench's docstring, with the --root and --home of an index."""
+    import argparse
+
+    ap = argparse.ArgumentParser(
+        description=doc, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument("--root", type=Path, required=True, help=root_help)
+    ap.add_argument("--home", type=Path, required=True, help=home_help)
+    return ap
+
+
+def machine() -> dict:
+    """What a mining result was measured on (git's version among it)."""
+    import subprocess
+
+    git = subprocess.run(["git", "--version"], capture_output=True, text=True)
+    return {
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "cpus": os.cpu_count(),
+        "load_1min": os.getloadavg()[0],
+        "git": git.stdout.strip(),
+    }
+
+
+def work_dir(keep: Path | None, prefix: str) -> Path:
+    """The work folder of a bench over the shared histories: `keep` (reused), else a new one."""
+    import tempfile
+
+    if not (SHARED / "tools" / "replay_history.py").exists():
+        raise SystemExit(f"shared histories not found at {SHARED}")
+    work = keep or Path(tempfile.mkdtemp(prefix=prefix))
+    work.mkdir(parents=True, exist_ok=True)
+    return work

@@ -37,21 +37,14 @@ def cores() -> int:
 class OnnxDocEmbedder(OQ.OnnxQueryEmbedder):
     """`embed(texts, max_length=None)` like retrieval.embed.Embedder, on ONNX Runtime."""
 
-    def __init__(
-        self,
-        onnx_dir: str | os.PathLike,
-        threads: int | None = None,
-        model: str = "",
-        recipe: str = "",
-    ):
+    def __init__(self, onnx_dir: str | os.PathLike, model: str = "", recipe: str = ""):
         """`model`: another graph file in onnx_dir (default model.onnx); `recipe`: what it is,
         part of the vector ids (retrieval/onnx_int8.RECIPE for the int8 model, "" for fp32)."""
         # One thread per run and one run per core (embed() runs batches side by side): runs of a
         # few hundred tokens split over two threads spend a third more CPU time waiting on each
-        # other than they save (issue #11, bench/bench_build.py). `threads`: that many intra-op
-        # threads and one run at a time instead (what this class did before).
-        super().__init__(onnx_dir, threads=threads or 1, model=model)
-        self.workers = 1 if threads else cores()
+        # other than they save (issue #11).
+        super().__init__(onnx_dir, threads=1, model=model)
+        self.workers = cores()
         self.backend = "onnxruntime"
         self.recipe = recipe
 
