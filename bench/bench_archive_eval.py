@@ -138,15 +138,19 @@ def make_queries(root: Path, per_template: int, seed: int) -> list[dict]:
         for s in f.symbols
         if 1 <= len(sym_cards.get((cards[eid].repo, s), ())) <= 2
     ]
-    for lang, tpl in TEMPLATES["symbol"]:
-        for eid, s in some(sym_pool):
-            c = cards[eid]
-            add(
-                "symbol",
-                lang,
-                tpl.format(symbol=s, family=rng.choice(c.families), repo=c.repo),
-                sym_cards[(c.repo, s)],
-            )
+
+    def by_symbol(kind: str, pool: list, fields, keep=lambda e: True) -> None:
+        """Questions of a kind naming a symbol (and its card's family): the cards that touched
+        the symbol in that repository (those `keep` accepts) answer them."""
+        for lang, tpl in TEMPLATES[kind]:
+            for eid, s in some(pool):
+                c = cards[eid]
+                want = {e for e in sym_cards[(c.repo, s)] if keep(e)}
+                add(kind, lang, tpl.format(**fields(c, s)), want)
+
+    by_symbol(
+        "symbol", sym_pool, lambda c, s: dict(symbol=s, family=rng.choice(c.families), repo=c.repo)
+    )
     # reverts whose reverted PR has a card
     reverts = [
         eid
@@ -186,15 +190,12 @@ def make_queries(root: Path, per_template: int, seed: int) -> list[dict]:
             add("path", lang, tpl.format(path=key[1]), path_cards[key])
     # quantization PRs in a family, named by a symbol they touched
     quant = [(eid, s) for eid, s in sym_pool if "quantization" in cards[eid].categories]
-    for lang, tpl in TEMPLATES["category"]:
-        for eid, s in some(quant):
-            c = cards[eid]
-            add(
-                "category",
-                lang,
-                tpl.format(category="quantization", family=rng.choice(c.families), symbol=s),
-                {e for e in sym_cards[(c.repo, s)] if "quantization" in cards[e].categories},
-            )
+    by_symbol(
+        "category",
+        quant,
+        lambda c, s: dict(category="quantization", family=rng.choice(c.families), symbol=s),
+        lambda e: "quantization" in cards[e].categories,
+    )
     return queries
 
 

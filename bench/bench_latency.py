@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import question_pool, warm_latency, write_result  # noqa: E402
+from common import latency_args, question_pool, warm_latency, write_result  # noqa: E402
 from devset_kb import build_kb  # noqa: E402
 from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
@@ -69,9 +69,7 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     ap.add_argument("--work", type=Path, default=None)
-    ap.add_argument("--n", type=int, default=100, help="timed searches per case")
-    ap.add_argument("--repo", default="flashinfer")
-    ap.add_argument("--tag", default="languages=cuda-cpp")
+    latency_args(ap, 100)
     ap.add_argument(
         "--no-mine", action="store_true", help="reuse the archives already mined in --work"
     )

@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import REPO, question_pool, warm_latency, write_result  # noqa: E402
+from common import REPO, latency_args, question_pool, warm_latency, write_result  # noqa: E402
 from devset_kb import mine_archives  # noqa: E402
 from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
@@ -126,9 +126,7 @@ def main() -> None:
     )
     ap.add_argument("--entries", type=int, default=100_000, help="PR entries in the index")
     ap.add_argument("--work", type=Path, default=None, help="folder for replays, cards, index")
-    ap.add_argument("--n", type=int, default=60, help="timed searches per case")
-    ap.add_argument("--repo", default="flashinfer")
-    ap.add_argument("--tag", default="languages=cuda-cpp")
+    latency_args(ap, 60)
     ap.add_argument(
         "--reuse", action="store_true", help="keep an index built by an earlier run (re-index)"
     )

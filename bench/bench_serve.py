@@ -230,6 +230,12 @@ def mcp_http(root: Path, home: Path, env: dict, qs: list[str], clients: int, tmp
         stop(proc)
 
 
+def _load_cells(r: dict) -> list[str]:
+    """A load run's table cells: p50, p95, p99, throughput, errors, requests."""
+    ms = [f"{r[k]:.1f}" for k in ("p50_ms", "p95_ms", "p99_ms", "throughput_qps")]
+    return [*ms, str(r["errors"]), str(r["requests"])]
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--clients", type=int, default=32)
@@ -302,24 +308,9 @@ def main() -> None:
         for kind in ("distinct", "repeated"):
             r = result.get(mode, {}).get(kind)
             if r:
-                table.add_row(
-                    f"HTTP {mode} ({kind})",
-                    f"{r['p50_ms']:.1f}",
-                    f"{r['p95_ms']:.1f}",
-                    f"{r['p99_ms']:.1f}",
-                    f"{r['throughput_qps']:.1f}",
-                    str(r["errors"]),
-                    str(r["requests"]),
-                )
-    r = result["mcp_http"]
+                table.add_row(f"HTTP {mode} ({kind})", *_load_cells(r))
     table.add_row(
-        f"MCP search (streamable HTTP, {args.clients} sessions)",
-        f"{r['p50_ms']:.1f}",
-        f"{r['p95_ms']:.1f}",
-        f"{r['p99_ms']:.1f}",
-        f"{r['throughput_qps']:.1f}",
-        str(r["errors"]),
-        str(r["requests"]),
+        f"MCP search (streamable HTTP, {args.clients} sessions)", *_load_cells(result["mcp_http"])
     )
     m = result["mcp_search"]
     table.add_row(

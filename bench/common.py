@@ -190,3 +190,10 @@ def work_dir(keep: Path | None, prefix: str) -> Path:
     work = keep or Path(tempfile.mkdtemp(prefix=prefix))
     work.mkdir(parents=True, exist_ok=True)
     return work
+
+
+def latency_args(ap, n: int) -> None:
+    """The warm-latency options of warm_latency: timed searches per case, a repo and a tag."""
+    ap.add_argument("--n", type=int, default=n, help="timed searches per case")
+    ap.add_argument("--repo", default="flashinfer", help="the repo of the kind=pr repo=X case")
+    ap.add_argument("--tag", default="languages=cuda-cpp", help="the tag of the tag case")
