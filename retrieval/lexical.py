@@ -95,8 +95,9 @@ def read_title_ids(bm25_dir: Path) -> tuple[np.ndarray, np.ndarray] | None:
 
 
 class Lexical:
-    """A saved bm25s index read with numpy alone: importing bm25s pulls in scipy and tqdm, which
-    cost more than half a second of every cold `kbase search` (issue #11). The arrays are the
+    """The BM25 index build_bm25 wrote (bm25s's file layout), read with numpy alone: importing
+    bm25s pulls in scipy and tqdm, which cost more than half a second of every cold
+    `kbase search` (issue #11). The arrays are the
     eager BM25 score matrix in CSC form (one column of (doc, score) per token), so a query's
     scores are the column sums of its tokens, as bm25s computes them."""
 
@@ -104,16 +105,11 @@ class Lexical:
         import json
 
         params = json.loads((path / "params.index.json").read_text(encoding="utf-8"))
-        if (path / "nonoccurrence_array.index.npy").exists():
-            raise ValueError(f"{path}: BM25 variants with a non-occurrence array are not supported")
         self.num_docs = int(params["num_docs"])
         self.dtype = np.dtype(params.get("dtype", "float32"))
         self.data = np.load(path / "data.csc.index.npy", mmap_mode="r")
         self.indices = np.load(path / "indices.csc.index.npy", mmap_mode="r")
         self.indptr = np.load(path / "indptr.csc.index.npy")
-        # build_bm25 (which writes the tokenizer's fingerprint) keeps each token's chunks in
-        # order; an index bm25s wrote may not
-        self.sorted_postings = (path / TOKENIZER_FILE).is_file()
         self._idf: dict[str, float] = {}
         # the sorted twin when there is one (an index written before it has none)
         self.vocab: Mapping[str, int] = SortedVocab.read(path, len(self.indptr) - 1) or F.loads(
@@ -127,9 +123,10 @@ class Lexical:
         # every query token's postings at once, one bincount (a repeated token counts again,
         # as in bm25s): per-token passes over an array of every chunk cost ~7 ms at 100k entries
         spans = [(int(self.indptr[t]), int(self.indptr[t + 1])) for t in ids]
-        if within is not None and self.sorted_postings:
-            # each token's postings cut to the run by two binary searches: a filter keeping
-            # 1% of 360k chunks summed all their postings before (~3 ms; issue #11)
+        if within is not None:
+            # each token's postings (build_bm25 keeps each token's chunks in order) cut to the
+            # run by two binary searches: a filter keeping 1% of 360k chunks summed all their
+            # postings before (~3 ms; issue #11)
             lo, hi = within
             spans = [
                 (a + int(np.searchsorted(c, lo)), a + int(np.searchsorted(c, hi)))

@@ -56,12 +56,12 @@ class LoadedIndex:
         self.partition_sizes: dict[str, int] = {}
         for key in self.entry_partition:
             self.partition_sizes[key] = self.partition_sizes.get(key, 0) + 1
-        self._titles: dict[int, frozenset[str]] = {}
         from kbase.retrieval.lexical import read_title_ids
 
         got = read_title_ids(gen.path / "bm25")
-        # (flat vocabulary ids, offsets) of every entry's title; None for an older generation
-        self.title_ids = got if got is not None and len(got[1]) == len(self.entries) + 1 else None
+        if got is None or len(got[1]) != len(self.entries) + 1:
+            raise ValueError(f"{gen.path}: the BM25 title ids are missing or do not match")
+        self.title_ids = got  # (flat vocabulary ids, offsets) of every entry's title
         self._tag_sets: dict[tuple[str, ...], frozenset[str]] = {}
         from kbase.retrieval.vector_files import GenVectors
 
@@ -185,10 +185,8 @@ class LoadedIndex:
         return got
 
     def title_overlap(self, rows: list[int], words: set[str]) -> np.ndarray:
-        """For each entry in rows, how many of these tokens its title has: from the title ids
-        written at index time (vectorised), or by tokenizing the titles for an older index."""
-        if self.title_ids is None:
-            return np.asarray([len(words & self.title_tokens(e)) for e in rows], dtype=np.float64)
+        """For each entry in rows, how many of these tokens its title has, from the title ids
+        written at index time (vectorised)."""
         vocab = self.lexical.vocab
         # sorted() rather than np.unique: its masked-array check imports numpy.ma (~15 ms cold)
         qids = np.asarray(sorted({vocab[t] for t in words if t in vocab}), dtype=np.int32)
@@ -204,16 +202,6 @@ class LoadedIndex:
         return np.bincount(
             np.repeat(np.arange(len(rows)), lengths), weights=hit, minlength=len(rows)
         )
-
-    def title_tokens(self, i: int) -> frozenset[str]:
-        """Tokens of entry i's title, computed when a query first needs them (a cold search
-        would otherwise tokenize every title of the index)."""
-        got = self._titles.get(i)
-        if got is None:
-            from kbase.retrieval.tokenize import tokens
-
-            got = self._titles[i] = frozenset(tokens(self.entries.titles[i]))
-        return got
 
     def partitions_for(self, kind: str | None, repo: str | None) -> list[str]:
         from kbase.retrieval.vectors import partition_key

@@ -289,8 +289,6 @@ class Previous:
                 return False
         except OSError:
             return False
-        if not (bm25 / L.TITLE_TOKENS_FILE).exists():
-            return False
         if set(prev_vectors.parts) != set(by_part):
             return False
         return all(prev_vectors.ids(k) == ids for k, ids in by_part.items())

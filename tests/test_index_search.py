@@ -329,11 +329,10 @@ def test_a_searcher_loads_entries_light_and_reads_texts_only_for_hits(tmp_path):
 
 
 def test_title_feature_from_index_time_ids_equals_tokenizing_the_titles(kb_root, tmp_path):
-    """The ranker's title feature reads title ids written at index time; a generation written
-    before them (no title files) tokenizes the titles instead, to the same numbers."""
+    """The ranker's title feature reads title ids written at index time: the same numbers as
+    tokenizing the titles."""
     from kbase.retrieval.fusion import FEATURES
     from kbase.retrieval.indexer import build_index
-    from kbase.retrieval.lexical import TITLE_OFFSETS_FILE, TITLE_TOKENS_FILE
     from kbase.retrieval.query import plan
     from kbase.retrieval.tokenize import tokens
 
@@ -362,15 +361,9 @@ def test_title_feature_from_index_time_ids_equals_tokenizing_the_titles(kb_root,
         return idx, out
 
     idx, fast = title_column(kb)
-    assert idx.title_ids is not None
     for (q, eid), got in fast.items():
         e = idx.entries[idx.by_id[eid]]
         words = {t for t in tokens(plan(q).lexical) if len(t) > 1}
         want = len(words & set(tokens(e.title))) / len(words) if e.kind == "pr" else 0.0
         assert got == pytest.approx(want), (q, eid)
     assert max(fast.values()) > 0.5
-    bm25 = kb.home / "gens" / idx.gen_id / "bm25"
-    (bm25 / TITLE_TOKENS_FILE).unlink()
-    (bm25 / TITLE_OFFSETS_FILE).unlink()
-    old_idx, slow = title_column(KnowledgeBase(root=kb_root, home=kb.home))
-    assert old_idx.title_ids is None and slow == pytest.approx(fast)

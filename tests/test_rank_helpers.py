@@ -144,7 +144,6 @@ def test_bm25_within_one_run_of_chunks_matches_the_full_scores(kb):
     """A filter keeping one run of chunks (the skills, one repo's cards) has BM25 scored over
     that run only: the same scores there, and the same rows per entry."""
     idx = kb.searcher().index()
-    assert idx.lexical.sorted_postings
     runs, found = 0, 0
     for kind, repo in (("skill", None), ("pr", "alpha"), ("pr", "beta")):
         chunks = idx.masked_chunks(idx.entry_mask(kind, repo, None))
