@@ -12,7 +12,6 @@ from typing import Any
 
 import numpy as np
 from kbase.retrieval import fastjson as F
-from kbase.retrieval.chunk_ids import dense_ids
 from kbase.retrieval.lexical import (
     IDS_FILE,
     K1,
@@ -30,9 +29,9 @@ from kbase.retrieval.lexical import (
     text_tokens,
     title_ids,
     tokenizer_fingerprint,
+    write_sorted,
 )
-from kbase.retrieval.previous import Previous
-from kbase.retrieval.sorted_vocab import write_sorted
+from kbase.retrieval.previous import Previous, dense_ids
 
 from kbase.schema import Chunk, Entry
 
@@ -56,8 +55,8 @@ def bm25_stage(
     """Build the BM25 index of `entries` (whose chunks' ids are `chunk_ids`) into `out` when the
     callable returned is called; it says how long the build took. The previous generation's
     token ids are read now, before the embedding model loads."""
-    from kbase.retrieval.chunk_ids import Chunks
     from kbase.retrieval.lexical import load_token_cache
+    from kbase.retrieval.previous import Chunks
 
     cache = (
         load_token_cache(prev.path / "bm25", [e.title for e in prevs.entries])
@@ -222,7 +221,7 @@ def build_bm25(
     np.save(path / "indptr.csc.index.npy", indptr)
     # the cached vocabulary plus tokens appended in order: a token keeps its id across builds
     (path / "vocab.index.json").write_bytes(F.dumps(vocab))
-    write_sorted(vocab, path)  # what a searcher reads (retrieval/sorted_vocab.py)
+    write_sorted(vocab, path)  # what a searcher reads (lexical.SortedVocab)
     # exactly the keys bm25s writes, so readers of earlier kbase versions (bm25s.BM25.load)
     # still open an index this one wrote; the tokenizer fingerprint goes in its own file
     params = {

@@ -4,9 +4,11 @@ rebuild BM25, publish a new generation atomically.
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -18,15 +20,39 @@ from kbase.retrieval.build_stages import (
     embed_batch,
     upsert_pairs,
 )
-from kbase.retrieval.chunk_ids import dense_chunks, dense_ids, gc_paused, ids_of
 from kbase.retrieval.collect import collect_entries, parser_fingerprint
-from kbase.retrieval.index_report import IndexReport, Progress
-from kbase.retrieval.onnx_refresh import refresh_onnx
-from kbase.retrieval.previous import Previous
+from kbase.retrieval.onnx_export import refresh_onnx
+from kbase.retrieval.previous import Previous, dense_chunks, dense_ids, gc_paused, ids_of
 
-from kbase.schema import Chunk, Entry
+from kbase.schema import Chunk, Entry, Problem
 
 __all__ = ["IndexReport", "build_index", "collect_entries", "dense_chunks", "parser_fingerprint"]
+
+# What `kbase index` reports of a build: counts, what was embedded, removed or kept, problems,
+# and the seconds of each stage.
+Progress = Callable[[str, int, int], None]  # (stage, done, total)
+
+
+@dataclass
+class IndexReport:
+    entries: int = 0
+    chunks: int = 0
+    embedded_entries: list[str] = field(default_factory=list)
+    embedded_chunks: int = 0
+    removed_entries: list[str] = field(default_factory=list)
+    kept_previous: list[str] = field(default_factory=list)  # failed to parse; old version kept
+    problems: list[Problem] = field(default_factory=list)
+    seconds: dict[str, float] = field(default_factory=dict)
+    generation: str = ""
+    backend: str = ""  # what embedded this run's chunks: onnxruntime or torch
+
+    def as_dict(self) -> dict:
+        return {
+            **dataclasses.asdict(self),
+            "problems": [p.model_dump() for p in self.problems],
+            "seconds": {k: round(v, 3) for k, v in self.seconds.items()},
+        }
+
 
 PR_MAX_TOKENS = 128
 MAX_PROBLEMS_KEPT = 50  # problems named in a generation's meta (/healthz); the count is exact

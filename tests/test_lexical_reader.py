@@ -159,7 +159,8 @@ def test_the_sorted_vocabulary_answers_as_the_json_one(tmp_path):
     import json
     import shutil
 
-    from kbase.retrieval.sorted_vocab import KEYS_FILE, SortedVocab
+    from kbase.retrieval.lexical import VOCAB_KEYS_FILE as KEYS_FILE
+    from kbase.retrieval.lexical import SortedVocab
 
     path = tmp_path / "g"
     texts = [*TEXTS, "naïve Ünïcode zürich émigré \udcff tail", "a b c ab abc b_c z9 9z"]
