@@ -2,6 +2,7 @@
 """Incremental re-index after one edit (issue #11: <= 1 s excluding model load, at ~6.5k entries).
 
     python bench/bench_reindex.py --root /tmp/kbw/kb --home /tmp/kbw/home [--edits 5] [--work DIR]
+        [--without carried] [--name NAME]
 
 Copies the root (skills/ and pr_archive/) and its index home into --work (the originals are never
 written), runs a catch-up index (the copy has new paths and inodes: every card is hashed again,
@@ -45,6 +46,19 @@ def _edit(root: Path, k: int) -> None:
     victim.write_text(text + f"\n<!-- bench edit {time.time()} -->\n", encoding="utf-8")
 
 
+def without(pieces: list[str]) -> None:
+    """Turn off re-index machinery this bench weighs (issue #24: a piece stays only if it pays),
+    replaced by the plain path the indexer takes anyway when that piece's files are missing:
+    `carried`, every previous entry decoded (a generation without carry.json)."""
+    from kbase.retrieval import previous as P
+
+    unknown = set(pieces) - {"carried"}
+    if unknown:
+        raise SystemExit(f"--without: unknown {sorted(unknown)}")
+    if "carried" in pieces:
+        P.carried_entries = lambda *a, **k: None  # type: ignore[assignment]
+
+
 def run(root: Path, home: Path, edits: int) -> dict:
     from kbase.api import KnowledgeBase
 
@@ -81,7 +95,9 @@ def main() -> None:
     ap.add_argument("--edits", type=int, default=5)
     ap.add_argument("--work", type=Path, default=None)
     ap.add_argument("--name", default="reindex", help="result file name (e.g. for a baseline)")
+    ap.add_argument("--without", default="", help="machinery to turn off (comma list): carried")
     args = ap.parse_args()
+    without([p for p in args.without.split(",") if p])
     work = args.work or Path(tempfile.mkdtemp(prefix="kbase-reindex-"))
     root, home = work / "root", work / "home"
     for src, dst in ((args.root, root), (args.home, home)):
@@ -92,6 +108,7 @@ def main() -> None:
     res["load_avg_1_5_15_before"] = load
     res["load_avg_1_5_15_after"] = [round(x, 2) for x in os.getloadavg()]
     res["target_s"] = 1.0
+    res["without"] = args.without
     one = res["one_edit"]
     t = Table(
         title=f"re-index, {res['entries']} entries, load average {load[0]} before, "

@@ -16,7 +16,6 @@ from kbase.retrieval.lexical import (
     IDS_FILE,
     K1,
     OFFSETS_FILE,
-    TF_FILE,
     TITLE_OFFSETS_FILE,
     TITLE_TOKENS_FILE,
     TOKENIZER_FILE,
@@ -25,7 +24,6 @@ from kbase.retrieval.lexical import (
     TokenCache,
     all_pairs,
     gather,
-    merged_pairs,
     text_tokens,
     title_ids,
     tokenizer_fingerprint,
@@ -203,15 +201,11 @@ def build_bm25(
     else:
         flat, lengths = gather(rows, np.zeros(0, np.int32), np.zeros(1, np.int64), fresh)
     n, v = len(ids), max(len(vocab), 1)
-    merged = None
-    if cache is not None and cache.pairs is not None:
-        merged = merged_pairs(cache.pairs, rows, flat, lengths)
-    pair, tf = merged if merged is not None else all_pairs(flat, lengths)  # token-major
+    pair, tf = all_pairs(flat, lengths)  # token-major
     tok, d = pair // n, pair % n
     df = np.bincount(tok, minlength=v)
     idf = np.log(1.0 + (n - df + 0.5) / (df + 0.5))
     norm = K1 * ((1.0 - B) + B * lengths / lengths.mean())
-    np.save(path / TF_FILE, tf.astype(np.int32))
     tf = tf.astype(np.float64)
     scores = (idf[tok] * tf / (norm[d] + tf)).astype(np.float32)
     indptr = np.zeros(v + 1, dtype=np.int64)

@@ -1,7 +1,6 @@
 """BM25 over chunks with our code- and CJK-aware tokens: read with numpy, in the file layout of
 bm25s (whose scores it reproduces; tests/test_lexical_reader.py). build_stages.build_bm25 writes
-it; the token cache and the (token, chunk) pair merging it uses, and the sorted vocabulary a
-searcher reads, live here."""
+it; the token cache it uses and the sorted vocabulary a searcher reads live here."""
 
 from __future__ import annotations
 
@@ -28,7 +27,6 @@ TOKENIZER_FILE = "tokenizer.txt"  # the fingerprint of the tokenizer that made t
 # titles of a query's candidates cost ~7 ms a query at 20k entries (issue #11).
 TITLE_TOKENS_FILE = "title_tokens.npy"
 TITLE_OFFSETS_FILE = "title_offsets.npy"
-TF_FILE = "tf.csc.index.npy"  # each pair's term frequency, beside bm25s's data/indices files
 
 
 def tokenizer_fingerprint() -> str:
@@ -47,7 +45,6 @@ class TokenCache:
         self.flat = flat
         self.off = off
         self.titles: dict[str, np.ndarray] = {}  # title -> its ids (see title_ids)
-        self.pairs: PrevPairs | None = None  # its (token, chunk) pairs, to merge into
 
     def get(self, chunk_id: str) -> np.ndarray | None:
         i = self.row.get(chunk_id)
@@ -73,7 +70,6 @@ def load_token_cache(bm25_dir: Path, titles: list[str] | None = None) -> TokenCa
     if len(off) != len(ids) + 1:
         return None
     cache = TokenCache(vocab, ids, flat, off)
-    cache.pairs = PrevPairs.read(bm25_dir, len(ids), len(vocab))
     got = read_title_ids(bm25_dir)
     if titles is not None and got is not None and len(got[1]) == len(titles) + 1:
         tflat, toff = got
@@ -259,39 +255,6 @@ class Lexical:
         return out
 
 
-# The (token, chunk) pairs of the index with their term frequencies, token-major. A full build
-# sorts every pair of ~2M tokens (np.unique: a few tenths of a second, most of what a one-edit
-# re-index spent on BM25; issue #11). An incremental one takes the previous generation's pairs,
-# already in order, renumbers their chunks, drops those of chunks gone and merges in the pairs of
-# the few new chunks: the same pairs in the same order.
-
-
-class PrevPairs:
-    """A previous generation's pairs: chunk row of each (indices), where each token's pairs start
-    (indptr), and their term frequencies."""
-
-    def __init__(self, indices: np.ndarray, indptr: np.ndarray, tf: np.ndarray):
-        self.indices = indices
-        self.indptr = indptr
-        self.tf = tf
-
-    @classmethod
-    def read(cls, bm25_dir: Path, rows: int, vocab: int) -> PrevPairs | None:
-        """None when the files are missing (written before TF_FILE) or disagree."""
-        try:
-            indices = np.load(bm25_dir / "indices.csc.index.npy")
-            indptr = np.load(bm25_dir / "indptr.csc.index.npy")
-            tf = np.load(bm25_dir / TF_FILE)
-        except (OSError, ValueError):
-            return None
-        ok = (
-            len(indices) == len(tf) == (int(indptr[-1]) if len(indptr) else -1)
-            and len(indptr) - 1 <= vocab
-            and (len(indices) == 0 or int(indices.max()) < rows)
-        )
-        return cls(indices, indptr, tf) if ok else None
-
-
 def gather(
     rows: np.ndarray, flat: np.ndarray, off: np.ndarray, fresh: dict[int, np.ndarray]
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -318,41 +281,10 @@ def gather(
 
 
 def all_pairs(flat: np.ndarray, lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(pair keys token * n + chunk, sorted; term frequencies) of every chunk."""
+    """(pair keys token * n + chunk, sorted; term frequencies) of every chunk. One sort of every
+    pair, also when re-indexing: merging the new chunks' pairs into the previous generation's
+    saved 0.08-0.18 CPU s of a one-edit re-index at 6.5k entries, a median 1.27x over five
+    alternating runs of bench/bench_reindex.py (#24: below the 1.3x a piece must pay)."""
     n = len(lengths)
     doc = np.repeat(np.arange(n, dtype=np.int64), lengths)
     return np.unique(flat.astype(np.int64) * n + doc, return_counts=True)
-
-
-def merged_pairs(
-    prev: PrevPairs, rows: np.ndarray, flat: np.ndarray, lengths: np.ndarray
-) -> tuple[np.ndarray, np.ndarray] | None:
-    """What all_pairs returns, from the previous pairs: `rows[j]` is the previous row of chunk j
-    (< 0: a new chunk). None when the kept chunks changed order (then all_pairs)."""
-    n = len(lengths)
-    cached = rows >= 0
-    size = max(
-        int(prev.indices.max()) + 1 if len(prev.indices) else 0,
-        int(rows.max()) + 1 if len(rows) else 0,
-    )
-    old2new = np.full(size, -1, dtype=np.int64)
-    old2new[rows[cached]] = np.flatnonzero(cached)
-    dn = old2new[prev.indices]
-    keep = dn >= 0
-    # token * n + new row, in place (a dropped row's key is garbage and masked out once)
-    key = np.repeat(np.arange(len(prev.indptr) - 1, dtype=np.int64), np.diff(prev.indptr))
-    key *= n
-    key += dn
-    key = key[keep]
-    if len(key) > 1 and not bool((key[1:] > key[:-1]).all()):
-        return None
-    tf = prev.tf[keep].astype(np.int64)
-    new = np.flatnonzero(~cached)
-    if len(new):
-        starts = np.cumsum(lengths) - lengths
-        ids = np.concatenate([flat[starts[j] : starts[j] + lengths[j]] for j in new])
-        docs = np.repeat(new, lengths[new])
-        nkey, ntf = np.unique(ids.astype(np.int64) * n + docs, return_counts=True)
-        at = np.searchsorted(key, nkey)
-        key, tf = np.insert(key, at, nkey), np.insert(tf, at, ntf)
-    return key, tf
