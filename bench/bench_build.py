@@ -77,19 +77,10 @@ def _args() -> argparse.Namespace:
     )
     ap.add_argument("--n", type=int, default=2000, help="entries to index")
     ap.add_argument("--device", default="cpu", help="torch device for the embedding model")
-    ap.add_argument(
-        "--backends",
-        default="torch,onnx,onnx-int8",
-        help="comma list: torch, onnx (fp32), onnx-int8 (retrieval/onnx_int8.py); the onnx ones "
-        "CPU only; NAME@N cuts PR chunks at N word pieces",
-    )
-    ap.add_argument(
-        "--repeat",
-        type=int,
-        default=1,
-        help="build each backend this many times in this process (rows NAME, NAME#2, ...): "
-        "several builds for one model load and one ONNX export",
-    )
+    # onnx (fp32) and onnx-int8 (retrieval/onnx_int8.py) on CPU only; NAME@N: PR chunks cut at N
+    ap.add_argument("--backends", default="torch,onnx,onnx-int8", help="comma list of backends")
+    # several builds for one model load and one ONNX export: rows NAME, NAME#2, ...
+    ap.add_argument("--repeat", type=int, default=1, help="builds of each backend")
     ap.add_argument(
         "--quality",
         action="store_true",
