@@ -22,7 +22,7 @@ from kbase.retrieval.build_stages import (
 )
 from kbase.retrieval.collect import collect_entries, parser_fingerprint
 from kbase.retrieval.onnx_export import refresh_onnx
-from kbase.retrieval.previous import Previous, dense_chunks, dense_ids, ids_of
+from kbase.retrieval.previous import Previous, dense_chunks, dense_ids, gc_paused, ids_of
 
 from kbase.schema import Chunk, Entry, Problem
 
@@ -91,6 +91,7 @@ def _embedded(embedder: Any, plan: list[list[tuple[Entry, Chunk]]]) -> Iterator[
             yield embedder.embed(texts)
 
 
+@gc_paused()  # the build's own objects are freed on return, before the collector is back
 def build_index(
     root: Path,
     home: Path,
