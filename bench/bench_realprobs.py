@@ -153,7 +153,7 @@ def latency(answers: list[dict]) -> dict:
 
 
 def main() -> None:
-    from kbase.retrieval import realprobs as R
+    import realprobs as R
 
     ap = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter

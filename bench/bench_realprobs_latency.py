@@ -83,7 +83,7 @@ def summary(ms: list[float]) -> dict:
 
 
 def main() -> None:
-    from kbase.retrieval import realprobs as R
+    import realprobs as R
 
     ap = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter

@@ -90,11 +90,11 @@ def fit_variant(name: str, train: dict, start: np.ndarray, shipped: np.ndarray) 
 def main() -> None:
     import devsets as D
     import fit_confidence as FC
+    import realprobs as R
     from devset_kb import build_kb
     from fit_confidence import fit_confidence
     from fit_fusion import pools
     from kbase.retrieval import fusion as F
-    from kbase.retrieval import realprobs as R
 
     ap = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter

@@ -177,7 +177,7 @@ def main() -> None:
             halves[h][name] = pools(kb, [q for q in ok if q.half == h])
         if name == "prs":
             unanswerable += pools(kb, [q for q in ok if q.half == "tune"], kind="skill")
-    from kbase.retrieval import realprobs as R
+    import realprobs as R
 
     real = R.load(REPO / "bench" / "realprobs.yaml")
     for h in halves_used:

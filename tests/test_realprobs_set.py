@@ -3,9 +3,13 @@ its loader's errors. Retrieval quality on it is measured by bench/bench_realprob
 
 from __future__ import annotations
 
+import sys
+
 import pytest
 from conftest import REPO
-from kbase.retrieval import realprobs as R
+
+sys.path.insert(0, str(REPO / "bench"))
+import realprobs as R  # noqa: E402
 
 SET = REPO / "bench" / "realprobs.yaml"
 SKILLS = {p.name for p in (REPO / "skills").iterdir() if (p / "SKILL.md").exists()}
