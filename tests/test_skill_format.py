@@ -6,6 +6,7 @@ import os
 
 import pytest
 from conftest import run_cli, skill_text, write_skill
+from kbase.ingest.markdown import DocumentError
 from kbase.ingest.skills import lint_paths, load_skill, skill_entry
 
 
@@ -135,3 +136,22 @@ def test_lint_cli_exit_codes_and_format(kb_root):
     bad = run_cli("lint", env=env)
     assert bad.returncode == 1
     assert bad.stdout.strip().startswith("skills/broken-one/SKILL.md:") and "[audit]" in bad.stdout
+
+
+def test_an_edit_is_seen_at_once_even_when_size_and_mtime_stay(kb_root):
+    # parsed skills are kept per process: an edit of the same length inside the clock's
+    # granularity (mtime restored here) must still be read, and a fix must clear the error
+    f = write_skill(kb_root, "same-size")
+    st = os.stat(f)
+    assert load_skill(f, kb_root).meta.tags.archs == []
+    text = f.read_text()
+    edited = text.replace("kernel_types: [reduction]", "kernel_types: [reductiox]")
+    assert len(edited) == len(text) and edited != text
+    f.write_text(edited)
+    os.utime(f, ns=(st.st_atime_ns, st.st_mtime_ns))
+    with pytest.raises(DocumentError) as bad:
+        load_skill(f, kb_root)
+    assert "reductiox" in str(bad.value.problems)
+    f.write_text(text)
+    os.utime(f, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert load_skill(f, kb_root).meta.tags.kernel_types == ["reduction"]
