@@ -21,7 +21,6 @@ if TYPE_CHECKING:  # the rules judge skills only when no cached status answers (
 
 _lock = threading.Lock()
 _results: dict[tuple, dict] = {}
-_skills: dict[tuple, object] = {}
 _ledgers: dict[str, tuple] = {}
 
 
@@ -59,17 +58,15 @@ def _env_dict(env) -> dict | None:
 
 
 def _load(path: Path, root: Path):
+    """The skill, or None when it does not parse (load_skill keeps parsed texts per process)."""
     from kbase.ingest.markdown import DocumentError
     from kbase.ingest.skills import load_skill
 
-    key = (str(path), _stat_sig(path))
-    if key not in _skills:
-        try:
-            _skills[key] = load_skill(path, root)
-        except (DocumentError, OSError) as exc:
-            _log().debug("skipping %s: %s", path, exc)
-            _skills[key] = None
-    return _skills[key]
+    try:
+        return load_skill(path, root)
+    except (DocumentError, OSError) as exc:
+        _log().debug("skipping %s: %s", path, exc)
+        return None
 
 
 def _skill_sigs(root: Path) -> tuple:
