@@ -5,10 +5,12 @@
 
 For each variant: wall time of `pip install`, size on disk of the environment, whether torch,
 triton and sentence-transformers got installed, and (base only) that `kbase search` answers from
-an index built beforehand by the full toolchain of this machine, and that `kbase index` says which
-extra it needs. The base install goes through `pip install "gpu-kbase @ git+file://<this repo>"`,
-the route the docs give for `pipx` / `uv tool`; the full one is what CI installs
-(`torch==2.13.0`, then `.[all]`). Both use the same package sources and an empty pip cache.
+an index built beforehand by the full toolchain of this machine, and that `kbase index` builds a
+fresh index with the base install alone (ONNX Runtime and the shipped model). --no-compile
+installs without pip's bytecode and reports the size again after those runs. The base install
+goes through `pip install "gpu-kbase @ git+file://<this repo>"`, the route the docs give for
+`pipx` / `uv tool`; the full one is what CI installs (`torch==2.13.0`, then `.[all]`). Both use
+the same package sources and an empty pip cache.
 """
 
 from __future__ import annotations
@@ -85,7 +87,7 @@ def importable(py: Path) -> dict[str, bool]:
 
 
 def indexed_root(tmp: Path) -> Path:
-    """A small root indexed by this machine's full toolchain (the base install cannot index)."""
+    """A small root indexed by this machine's full toolchain, for the base install's search."""
     root = tmp / "kb"
     (root / "skills").mkdir(parents=True)
     for name in ("cuda-check-launch-errors", "gpu-kernel-timing", "triton-dot-fp32-tf32-default"):
@@ -126,7 +128,7 @@ def try_base(py: Path, root: Path) -> dict:
         "search_s": round(search_s, 2),
         "search_hits": [h["id"] for h in hits],
         "index_rc": ix.returncode,
-        "index_says": ix.stderr.strip().splitlines()[-1] if ix.stderr.strip() else "",
+        "index_last_line": ix.stderr.strip().splitlines()[-1] if ix.stderr.strip() else "",
     }
 
 
