@@ -57,14 +57,15 @@ def load_skill(path: Path, root: Path) -> Skill:
     """Parse and validate one SKILL.md. Raises DocumentError with every problem found."""
     shown, text = read_checked(path, root, DocumentError)
     key = (shown, text)
-    if key not in _parsed:
+    found = _parsed.get(key)
+    if found is None:
         if len(_parsed) > 4096:  # a long-lived server that saw many edits
             _parsed.clear()
         try:
-            _parsed[key] = _parse_skill(path, shown, text)
+            found = _parse_skill(path, shown, text)
         except DocumentError as de:
-            _parsed[key] = de.problems
-    found = _parsed[key]
+            found = de.problems
+        _parsed[key] = found
     if isinstance(found, list):
         raise DocumentError(list(found))
     return found
