@@ -21,38 +21,35 @@ import tempfile
 import time
 from pathlib import Path
 
-import yaml
-
 REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))
+sys.path.insert(0, str(REPO_ROOT / "tests"))
 FIXTURES = REPO_ROOT / "tests" / "fixtures" / "mining"
 RESULTS = REPO_ROOT / "bench" / "results" / "bench_symbols.json"
 
 
 def build(case: Path, tmp: Path) -> tuple[dict, Path]:
+    """A repository of the case: a base commit holding the file before, then the change (the
+    fixture's own `change.patch` applied by `git apply`, as the tests do)."""
     import git
+    from mining_fixtures import apply_change, before, truth
 
-    truth = yaml.safe_load((case / "truth.yaml").read_text())
+    spec = truth(case.name)
     repo = git.Repo.init(tmp / case.name, initial_branch="main")
     with repo.config_writer() as cw:
         cw.set_value("user", "name", "B").set_value("user", "email", "b@example.invalid")
     work = Path(repo.working_dir)
-    target = work / truth["path"]
-    target.parent.mkdir(parents=True, exist_ok=True)
     (work / "README.md").write_text("bench\n")
-    repo.git.add("README.md")
-    before, after = next(case.glob("before.*"), None), next(case.glob("after.*"), None)
-    if before:
-        shutil.copy(before, target)
-        repo.git.add(truth["path"])
+    old = before(case.name)
+    if old is not None:
+        (work / spec["path"]).parent.mkdir(parents=True, exist_ok=True)
+        (work / spec["path"]).write_bytes(old)
+    repo.git.add("-A")
     repo.git.commit("-q", "-m", "base (#1)")
-    if after:
-        shutil.copy(after, target)
-        repo.git.add(truth["path"])
-    else:
-        repo.git.rm("-q", truth["path"])
+    apply_change(case.name, work)
+    repo.git.add("-A")
     repo.git.commit("-q", "-m", "change (#2)")
-    return truth, work
+    return spec, work
 
 
 def score(rows: list[tuple[set[str], set[str]]]) -> dict:

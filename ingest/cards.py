@@ -212,18 +212,3 @@ def card_entry(lc: LoadedCard) -> Entry:
         families=list(c.families),
         categories=list(c.categories),
     )
-
-
-def load_card_entries(root: Path) -> tuple[list[Entry], list[Problem]]:
-    """Every card under <root>/pr_archive as an index Entry (kind "pr"); bad cards become Problems
-    and are skipped.
-    """
-    root = Path(root)
-    entries: list[Entry] = []
-    problems: list[Problem] = []
-    for p in card_paths(root):
-        try:
-            entries.append(card_entry(load_card(Path(p), root)))
-        except CardProblems as cp:
-            problems.extend(cp.problems)
-    return entries, problems

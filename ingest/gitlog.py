@@ -99,28 +99,12 @@ def _paths_from_diff_header(rest: str) -> tuple[str, str]:
 
 def log_command(attributes_file: str) -> list[str]:
     """`git log` over the commits given on stdin, in that order, each against its first parent."""
+    config = ("core.quotepath=false", f"core.attributesFile={attributes_file}")
+    config += ("diff.noprefix=false", "diff.mnemonicPrefix=false")
     return [
-        "-c",
-        "core.quotepath=false",
-        "-c",
-        f"core.attributesFile={attributes_file}",
-        "-c",
-        "diff.noprefix=false",
-        "-c",
-        "diff.mnemonicPrefix=false",
-        "log",
-        "--no-walk=unsorted",
-        "--full-index",
-        "--stdin",
-        "--diff-merges=first-parent",
-        "-M",
-        "-p",
-        "-U0",
-        "--no-color",
-        "--no-ext-diff",
-        "--no-textconv",
-        "--src-prefix=a/",
-        "--dst-prefix=b/",
+        *(x for c in config for x in ("-c", c)),
+        *"log --no-walk=unsorted --full-index --stdin --diff-merges=first-parent -M -p -U0".split(),
+        *"--no-color --no-ext-diff --no-textconv --src-prefix=a/ --dst-prefix=b/".split(),
         f"--format={LOG_FORMAT}",
     ]
 

@@ -40,8 +40,11 @@ class GitFailed(KbaseError):
         super().__init__(f"git {' '.join(args)} exited with {status}: {stderr.strip()}")
 
 
-def _env() -> dict[str, str]:
-    return {k: v for k, v in os.environ.items() if k not in _GIT_ENV}
+def _git(git_dir: str | None, *args: str, cwd: Path | None = None):
+    """`git [--git-dir=DIR] ARGS` (in `cwd`), without the variables that would redirect it."""
+    env = {k: v for k, v in os.environ.items() if k not in _GIT_ENV}
+    where = [f"--git-dir={git_dir}"] if git_dir else ["-C", str(cwd)]
+    return subprocess.run(["git", *where, *args], capture_output=True, env=env)
 
 
 class GitRepo:
@@ -51,38 +54,22 @@ class GitRepo:
         self.git_dir = git_dir
         self.head = ""  # the commit HEAD names, once `open_repo` has read it
 
-    def run(self, *args: str, check: bool = True) -> str:
-        proc = subprocess.run(
-            ["git", f"--git-dir={self.git_dir}", *args],
-            capture_output=True,
-            env=_env(),
-        )
-        if check and proc.returncode != 0:
+    def run(self, *args: str) -> str:
+        proc = _git(self.git_dir, *args)
+        if proc.returncode != 0:
             raise GitFailed(list(args), proc.returncode, proc.stderr.decode("utf-8", "replace"))
         return proc.stdout.decode("utf-8", "replace")
 
     def ok(self, *args: str) -> bool:
         """Whether the command exits 0 (`merge-base --is-ancestor` and the like)."""
-        return (
-            subprocess.run(
-                ["git", f"--git-dir={self.git_dir}", *args],
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
-                env=_env(),
-            ).returncode
-            == 0
-        )
+        return _git(self.git_dir, *args).returncode == 0
 
 
 def find_git_dir(path: Path) -> str | None:
     """The git directory of `path` when `path` is the top of a work tree or a git directory
     itself (bare, with or without `config`); None otherwise, a folder inside a work tree
     included."""
-    proc = subprocess.run(
-        ["git", "-C", str(path), "rev-parse", "--absolute-git-dir", "--show-cdup"],
-        capture_output=True,
-        env=_env(),
-    )
+    proc = _git(None, "rev-parse", "--absolute-git-dir", "--show-cdup", cwd=path)
     if proc.returncode != 0:
         return None
     lines = proc.stdout.decode("utf-8", "surrogateescape").split("\n")
@@ -93,21 +80,17 @@ def find_git_dir(path: Path) -> str | None:
 
 def origin_url(git_dir: str) -> str | None:
     """https://host/owner/repo for the `origin` remote (scp-style and .git endings undone)."""
-    out = subprocess.run(
-        ["git", f"--git-dir={git_dir}", "config", "--get", "remote.origin.url"],
-        capture_output=True,
-        text=True,
-        env=_env(),
-    )
-    url = out.stdout.strip()
+    out = _git(git_dir, "config", "--get", "remote.origin.url")
+    url = out.stdout.decode("utf-8", "replace").strip()
     if out.returncode != 0 or not url:
         return None
-    m = re.match(r"^(?:ssh://)?git@([^:/]+)[:/](.+?)(?:\.git)?/?$", url)
-    if m:
-        return f"https://{m.group(1)}/{m.group(2)}"
-    m = re.match(r"^(?:https?|git)://(?:[^@/]+@)?([^/]+)/(.+?)(?:\.git)?/?$", url)
-    if m:
-        return f"https://{m.group(1)}/{m.group(2)}"
+    for rx in (
+        r"^(?:ssh://)?git@([^:/]+)[:/](.+?)(?:\.git)?/?$",
+        r"^(?:https?|git)://(?:[^@/]+@)?([^/]+)/(.+?)(?:\.git)?/?$",
+    ):
+        m = re.match(rx, url)
+        if m:
+            return f"https://{m.group(1)}/{m.group(2)}"
     return None  # a local path or something else without a web page
 
 

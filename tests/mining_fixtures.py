@@ -51,3 +51,17 @@ def sides(case: str) -> tuple[bytes | None, bytes | None]:
         apply_change(case, Path(tmp))
         new = Path(tmp) / path
         return old, (new.read_bytes() if new.exists() else None)
+
+
+def load_card_entries(root: Path):
+    """Every card under <root>/pr_archive as an index Entry, and the Problems of those that do not
+    load (what retrieval/collect.py does, without its caches)."""
+    from kbase.ingest.cards import CardProblems, card_entry, card_paths, load_card
+
+    entries, problems = [], []
+    for p in card_paths(root):
+        try:
+            entries.append(card_entry(load_card(Path(p), root)))
+        except CardProblems as cp:
+            problems.extend(cp.problems)
+    return entries, problems

@@ -11,9 +11,9 @@ import yaml
 from conftest import CliRun, run_cli
 from kbase.ingest.card_format import fast_meta, render_card, split_card
 from kbase.ingest.card_history import latest_touch
-from kbase.ingest.cards import load_card_entries
 from kbase.ingest.recipes import RecipeError, load_recipe_file
 from kbase.ingest.symbols import c_symbol
+from mining_fixtures import load_card_entries
 
 from kbase.globs import glob_match
 from kbase.schema import FileChange, PRCard, Tags

@@ -14,9 +14,9 @@ import pytest
 git = pytest.importorskip("git")
 
 from kbase.ingest.card_format import split_card  # noqa: E402
-from kbase.ingest.cards import load_card_entries  # noqa: E402
 from kbase.ingest.mine_state import recipe_fingerprint  # noqa: E402
 from kbase.ingest.mining import mine  # noqa: E402
+from mining_fixtures import load_card_entries  # noqa: E402
 
 from kbase.schema import PRCard, Recipe  # noqa: E402
 

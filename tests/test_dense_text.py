@@ -6,9 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from kbase.ingest.card_format import render_card
-from kbase.ingest.cards import load_card_entries
 from kbase.retrieval import dense_text as DT
 from kbase.retrieval.indexer import build_index, dense_chunks
+from mining_fixtures import load_card_entries
 
 from kbase.schema import FileChange, PRCard, Tags
 
