@@ -75,13 +75,14 @@ def _parser(lang: str):
     return Parser(Language(mod.language()))
 
 
-# the files CUDA's grammar reads
-C_FAMILY = tuple(".cu .cuh .c .cc .cpp .cxx .h .hh .hpp .hxx .inl .hip".split())
+# the files CUDA's grammar reads: OpenCL C (.cl) and Metal (.metal) are C and C++ with qualifiers
+# the grammar does not know, so their kernels sit in ERROR regions the brace scanner reads
+C_FAMILY = tuple(".cu .cuh .c .cc .cpp .cxx .h .hh .hpp .hxx .inl .inc .hip .cl .metal".split())
 
 
 def grammar_for(path: str) -> str | None:
-    """`py`, `cuda` or None (no grammar: hunk headers only). CUDA's grammar reads the whole C
-    family: a superset of C++, and CUDA qualifiers appear in .h files too."""
+    """`py`, `cuda` or None (no symbols). CUDA's grammar reads the whole C family: a superset of
+    C++, and CUDA qualifiers appear in .h files too."""
     p = path.lower()
     if p.endswith((".py", ".pyi")):
         return "py"

@@ -2,8 +2,7 @@
 
 One process for the whole range keeps mining close to the cost of git itself: no
 per-commit object lookups, no Python-side diffing. Line counts come from the hunk
-headers (`@@ -a,b +c,d @@`), symbols from the hunk header context and from added
-lines that define something.
+headers (`@@ -a,b +c,d @@`); symbols from the parsed blobs (a SymbolNamer).
 """
 
 from __future__ import annotations
@@ -14,11 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from kbase.ingest.change_symbols import SymbolNamer
-from kbase.ingest.definitions import grammar_for
-from kbase.ingest.symbols import C_EXT, added_definition, c_symbol
 
-MAX_SYMBOLS = 16
-_HUNK = re.compile(rb"^@@@* -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@@* ?(.*)$")
+_HUNK = re.compile(rb"^@@@* -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
 _INDEX = re.compile(r"^index ([0-9a-f]+)\.\.([0-9a-f]+)")
 DIFF_KEEP = 12  # diff lines kept per hunk for the card's key-diff excerpt
 # Hunks kept for it per file, and per commit: per file, so that the kernel file a card should
@@ -38,7 +34,7 @@ class FileFacts:
     added: int | None = 0
     deleted: int | None = 0
     symbols: list[str] = field(default_factory=list)
-    named_by: list[str] = field(default_factory=list)  # per symbol: tree-sitter|scanner|hunk-header
+    named_by: list[str] = field(default_factory=list)  # per symbol: tree-sitter|scanner
     kinds: list[str] = field(default_factory=list)  # per symbol: kernel|function|method|class|macro
     weights: list[int] = field(default_factory=list)  # per symbol: changed lines inside it
     old_blob: str | None = None
@@ -46,13 +42,6 @@ class FileFacts:
     hunks: list[tuple[int, int, int, int]] = field(default_factory=list)
     excerpts: list[tuple[int, int, list[str]]] = field(default_factory=list)  # (old, new, lines)
     problem: str | None = None
-
-    def add_symbol(self, name: str | None) -> None:
-        if name and name not in self.symbols and len(self.symbols) < MAX_SYMBOLS:
-            self.symbols.append(name)
-            self.named_by.append("hunk-header")
-            self.kinds.append("function")
-            self.weights.append(1)
 
 
 @dataclass
@@ -97,12 +86,12 @@ def _paths_from_diff_header(rest: str) -> tuple[str, str]:
     return _strip_prefix(rest[:i], "a/"), _strip_prefix(rest[i + 1 :], "b/")
 
 
-def log_command(attributes_file: str) -> list[str]:
-    """`git log` over the commits given on stdin, in that order, each against its first parent."""
-    config = ("core.quotepath=false", f"core.attributesFile={attributes_file}")
-    config += ("diff.noprefix=false", "diff.mnemonicPrefix=false")
+def log_command() -> list[str]:
+    """`git log` over the commits given on stdin, in that order, each against its first parent.
+    No attributes file of the user's (a diff driver, `-diff`) changes what it prints."""
+    config = "core.quotepath=false core.attributesFile=/dev/null diff.noprefix=false"
     return [
-        *(x for c in config for x in ("-c", c)),
+        *(x for c in (*config.split(), "diff.mnemonicPrefix=false") for x in ("-c", c)),
         *"log --no-walk=unsorted --full-index --stdin --diff-merges=first-parent -M -p -U0".split(),
         *"--no-color --no-ext-diff --no-textconv --src-prefix=a/ --dst-prefix=b/".split(),
         f"--format={LOG_FORMAT}",
@@ -128,8 +117,6 @@ def parse_log(
                 ex = p.excerpt
                 if ex is not None and len(ex) < DIFF_KEEP:
                     ex.append(raw.rstrip(b"\r\n").decode("utf-8", "replace")[:160])
-                if c == 43 and p.names:
-                    p.added(raw[1:].rstrip(b"\r\n"))
                 continue
             if c == 92:  # '\ No newline at end of file'
                 continue
@@ -153,10 +140,6 @@ def parse_log(
     return p.count
 
 
-# the first byte of an added line that starts no definition (C family, column 0)
-_NOT_DEF_START = (b" ", b"\t", b"", b"/", b"*", b"}", b"{", b")", b"#")
-
-
 class _Parser:
     """Where a `git log -p` stream is: the commit and the file being read."""
 
@@ -164,7 +147,6 @@ class _Parser:
         self.on_commit, self.namer = on_commit, namer
         self.commit: CommitFacts | None = None
         self.cur: FileFacts | None = None
-        self.names = False  # the current file's symbols come from hunk headers and added lines
         self.in_header = False
         self.head_buf: list[bytes] = []
         self.minus_path: str | None = None
@@ -192,7 +174,7 @@ class _Parser:
 
     def start_commit(self, raw: bytes) -> None:
         self.finish()
-        self.commit, self.cur, self.names, self.in_header = None, None, False, False
+        self.commit, self.cur, self.in_header = None, None, False
         self.excerpt, self.kept = None, 0
         if _HEADER_END in raw:
             self.commit = _commit_header(raw)
@@ -205,15 +187,8 @@ class _Parser:
         self.cur = FileFacts(path=b, old_path=a if a != b else None)
         if self.commit is not None:
             self.commit.files.append(self.cur)
-        self.names = self._hunk_names(self.cur.path)
         self.in_header = True
         self.minus_path = None
-
-    def _hunk_names(self, path: str) -> bool:
-        """Whether hunk headers name `path`'s symbols: only where no grammar will."""
-        if self.namer is not None and grammar_for(path) is not None:
-            return False
-        return path.lower().endswith(C_EXT)
 
     def hunk(self, raw: bytes) -> int:
         """Read a hunk header; returns how many lines the hunk holds."""
@@ -234,19 +209,7 @@ class _Parser:
             cur.added += new_n
             cur.deleted += old_n
         self.in_header = False
-        ctx = m.group(5)
-        if ctx and self.names:
-            cur.add_symbol(c_symbol(ctx.decode("utf-8", "replace")))
         return old_n + new_n
-
-    def added(self, line: bytes) -> None:
-        """An added line of a file named by hunk headers: it may define something."""
-        # cheap byte tests first: this runs on every added line of such files
-        if line[:1] not in _NOT_DEF_START and (
-            b"(" in line or line.startswith((b"struct ", b"class ", b"template"))
-        ):
-            assert self.cur is not None
-            self.cur.add_symbol(added_definition(line.decode("utf-8", "replace")))
 
     def header_line(self, cur: FileFacts, text: str) -> None:
         """A line between `diff --git` and the first hunk: renames, blob ids, binary."""
@@ -258,12 +221,10 @@ class _Parser:
                 cur.old_blob, cur.new_blob = im.group(1), im.group(2)
         elif text.startswith("rename to "):
             cur.path = unquote_path(text[10:])
-            self.names = self._hunk_names(cur.path)
         elif text.startswith("--- ") and text[4:] != "/dev/null":
             self.minus_path = _strip_prefix(text[4:], "a/")
         elif text.startswith("+++ ") and text[4:] != "/dev/null":
             cur.path = _strip_prefix(text[4:], "b/")
-            self.names = self._hunk_names(cur.path)
             if self.minus_path is not None and self.minus_path != cur.path:
                 cur.old_path = self.minus_path
         elif text.startswith("Binary files ") or text.startswith("GIT binary patch"):

@@ -8,7 +8,6 @@ after it.
 
 from __future__ import annotations
 
-import os
 import subprocess
 import tempfile
 from collections import deque
@@ -19,7 +18,6 @@ from kbase.ingest.change_symbols import SymbolNamer
 from kbase.ingest.definitions import grammar_for
 from kbase.ingest.gitlog import LOG_FORMAT, CommitFacts, FileFacts, log_command, parse_log
 from kbase.ingest.mine_cache import MineCache
-from kbase.ingest.symbols import HEADER_ONLY
 
 from kbase.errors import KbaseError
 
@@ -121,7 +119,6 @@ def stream_history(
     held: set[str] = set()
     if cache is not None:
         held = {k.removeprefix("commit:") for k in cache.held([f"commit:{s}" for s in shas])}
-    fd, attrs = tempfile.mkstemp(prefix="kbase-attrs-", suffix=".gitattributes")
     reader = BlobReader(git_dir)
     namer = SymbolNamer(reader.read, reader.want)
     spared: set[str] = set()  # blobs whose definitions the cached commits spared
@@ -140,21 +137,17 @@ def stream_history(
         """One `git log` over `run`; the commit git dies on is rebuilt file by file."""
         pos = 0
         while pos < len(run):
-            done, err = _run(git_dir, attrs, run[pos:], hand_on, namer)
+            done, err = _run(git_dir, run[pos:], hand_on, namer)
             pos += done
             if err is None and pos < len(run):
                 raise LogError(f"git log gave {done} of {len(run) - pos + done} commits")
             if err is not None:
                 if pos >= len(run):
                     raise LogError(err)
-                hand_on(_salvage(git_dir, attrs, run[pos], namer, err))
+                hand_on(_salvage(git_dir, run[pos], namer, err))
                 pos += 1
 
     try:
-        with os.fdopen(fd, "w") as fh:
-            # git's hunk-header driver for the files whose hunk headers name symbols (those no
-            # grammar reads); for the others, git's function finder would only cost time
-            fh.write("".join(f"*{e} diff=cpp\n" for e in sorted(HEADER_ONLY)))
         run: list[str] = []
         for sha in shas:
             packed = cache.get(f"commit:{sha}") if cache is not None and sha in held else None
@@ -181,7 +174,6 @@ def stream_history(
             stats["incremental"] = stats.get("incremental", 0) + namer.incremental
             stats["cached"] = stats.get("cached", 0) + len(spared)
             stats["commits_cached"] = stats.get("commits_cached", 0) + replayed
-        os.unlink(attrs)
 
 
 _FILE_FIELDS = tuple(f.name for f in fields(FileFacts))
@@ -206,7 +198,6 @@ def unpack_commit(t: tuple) -> CommitFacts:
 
 def _run(
     git_dir: str,
-    attrs: str,
     shas: list[str],
     on_commit: Callable[[CommitFacts], None],
     namer: SymbolNamer | None,
@@ -214,7 +205,7 @@ def _run(
     """(commits handed on, git's error or None)."""
     with tempfile.TemporaryFile() as errf:
         proc = subprocess.Popen(
-            [*_git(git_dir), *log_command(attrs)],
+            [*_git(git_dir), *log_command()],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=errf,
@@ -235,9 +226,7 @@ def _run(
     return n, (None if status == 0 else err or f"git log exited with {status}")
 
 
-def _salvage(
-    git_dir: str, attrs: str, sha: str, namer: SymbolNamer | None, why: str
-) -> CommitFacts:
+def _salvage(git_dir: str, sha: str, namer: SymbolNamer | None, why: str) -> CommitFacts:
     """One commit rebuilt from per-file diffs; files whose diff git cannot produce keep their
     path and a problem, without counts."""
     base = _git(git_dir)
@@ -260,7 +249,7 @@ def _salvage(
     paths = [p.decode("utf-8", "surrogateescape") for p in listing.stdout.split(b"\0") if p]
     chunks: list[bytes] = [head.stdout]
     broken: list[FileFacts] = []
-    diff_cmd = log_command(attrs)
+    diff_cmd = log_command()
     diff_cmd = diff_cmd[: diff_cmd.index("log")] + ["diff", "-M", "-p", "-U0", "--full-index"]
     for path in paths:
         rng = [parents[0], sha] if parents else ["4b825dc642cb6eb9a060e54bf8d69288fbee4904", sha]

@@ -26,7 +26,7 @@ CACHE_FILE = "mine-defs.sqlite"
 _CODE = tuple(
     f"kbase.{m}"
     for m in (
-        "ingest.definitions ingest.brace_scan ingest.change_symbols ingest.gitlog ingest.symbols "
+        "ingest.definitions ingest.brace_scan ingest.change_symbols ingest.gitlog "
         "ingest.logrun ingest.card_build ingest.classify ingest.bodies schema vocab closed_sets "
         "globs search_query"
     ).split()

@@ -12,7 +12,6 @@ from conftest import CliRun, run_cli
 from kbase.ingest.card_format import fast_meta, render_card, split_card
 from kbase.ingest.card_history import latest_touch
 from kbase.ingest.recipes import RecipeError, load_recipe_file
-from kbase.ingest.symbols import c_symbol
 from mining_fixtures import load_card_entries
 
 from kbase.globs import glob_match
@@ -319,32 +318,6 @@ def test_recipe_errors_name_line_and_field(tmp_path):
 def test_shipped_recipes_load(name):
     r = load_recipe_file(REPO_ROOT / "pr_archive" / "recipes" / f"{name}.yaml")
     assert r.name == name and r.upstream.startswith("https://github.com/") and len(r.families) >= 10
-
-
-@pytest.mark.parametrize(
-    "text,expected",
-    [
-        ("template <typename T>", None),
-        (
-            "template <typename T, int N> __global__ void __launch_bounds__(128) DecodeKernel(T* "
-            "o) {",
-            "DecodeKernel",
-        ),
-        ("void void() {", None),
-        ("void T() {", None),
-        ("Type* ptr,", None),
-        ("  Type foo(", "foo"),
-        ("struct alignas(16) VecT : Base {", "VecT"),
-        ("cudaError_t Handler::Plan(void* buf,", "Handler::Plan"),
-        ("namespace flashinfer {", None),
-        ("if (x) {", None),
-        ("auto operator()(int x) {", None),
-        ("static inline __device__ float fast_exp(float x) {", "fast_exp"),
-        ("#define DISPATCH(x)", "DISPATCH"),
-    ],
-)
-def test_c_symbols_are_real_names(text, expected):
-    assert c_symbol(text) == expected
 
 
 def _kbase(*args: str, cwd: Path) -> CliRun:

@@ -18,9 +18,9 @@ import pytest
 pytest.importorskip("git")
 
 from kbase.ingest.card_format import split_card  # noqa: E402
+from kbase.ingest.definitions import C_FAMILY  # noqa: E402
 from kbase.ingest.mining import mine  # noqa: E402
 from kbase.ingest.recipes import load_recipe_file  # noqa: E402
-from kbase.ingest.symbols import C_EXT  # noqa: E402
 
 from kbase.schema import PRCard  # noqa: E402
 
@@ -121,7 +121,7 @@ def test_symbols_name_definitions_of_the_replayed_files(mined):
     for pr in sorted(cards)[:: max(1, len(cards) // 150)]:
         card = cards[pr]
         for f in card.files:
-            if not f.symbols or not f.path.endswith((*C_EXT, ".py", ".pyi")):
+            if not f.symbols or not f.path.endswith((*C_FAMILY, ".py", ".pyi")):
                 continue
             methods.update(f.named_by)
             text = _git(repo, "show", f"{card.sha}:{f.path}") if f.added else ""

@@ -22,7 +22,7 @@ class FileChange(Model):
     deleted: int | None = None
     symbols: list[str] = Field(default_factory=list)
     old_path: str | None = None
-    # per symbol, who named it: tree-sitter | scanner | hunk-header (no grammar for the language)
+    # per symbol, who named it: tree-sitter | scanner (hunk-header: cards mined by older kbase)
     named_by: list[str] = Field(default_factory=list)
     kernels: list[str] = Field(default_factory=list)  # the symbols that are GPU kernels
     # git could not read the file's blob (missing or corrupt): no counts, yet not a binary file
