@@ -125,8 +125,7 @@ def _lint_file(f: Path, root: Path) -> tuple[list[Problem], Related]:
     except DocumentError as de:
         return de.problems, []
     from kbase.validators.device_gate import lint_gpu_use
-    from kbase.validators.narration import ledger_narration
-    from kbase.validators.numbers import unbacked_numbers
+    from kbase.validators.numbers import ledger_narration, unbacked_numbers
 
     problems = unbacked_numbers(s) + ledger_narration(s) + _unfinished(s) + _dash_runs(s)
     from kbase.validators.claims import host_dependent_claims

@@ -210,8 +210,8 @@ class ValidateAPI:
     ) -> RunReport:
         """Run what this machine can, append to the ledger, judge every skill, write reports."""
         from kbase.validators.audit import exit_code, run_audit, write_reports
+        from kbase.validators.claim_views import release_diffs
         from kbase.validators.ledger import read_ledger
-        from kbase.validators.releases import release_diffs
         from kbase.validators.runner import plan_skill
         from kbase.validators.select import load_skills
 
@@ -323,14 +323,14 @@ class ValidateAPI:
         return {**info, "trusted": trusted}
 
     def ledger_verify(self) -> Any:
-        """validators.ledger_check.LedgerCheck: every row valid and signed as trust requires."""
-        from kbase.validators.ledger_check import verify_ledger
+        """validators.ledger.LedgerCheck: every row valid and signed as trust requires."""
+        from kbase.validators.ledger import verify_ledger
 
         return verify_ledger(self.root)
 
     def ledger_quarantine(self) -> tuple[int, int, str]:
         """Move rows no trusted key signed out of the ledger: (kept, moved, where to)."""
-        from kbase.validators.ledger_check import quarantine
+        from kbase.validators.ledger import quarantine
 
         return quarantine(self.root)
 

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 from kbase.ingest.skills import find_skill_files, lint_paths
-from kbase.validators.narration import narration_in
+from kbase.validators.numbers import narration_in
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -96,8 +96,13 @@ def ledger_change_problems(root: Path, base: str | None = None) -> tuple[list[Pr
     """
     from collections import Counter
 
-    from kbase.validators.ledger import LEDGER_DIR, LEDGER_FILE, LedgerError, parse_line
-    from kbase.validators.ledger_check import sig_problem
+    from kbase.validators.ledger import (
+        LEDGER_DIR,
+        LEDGER_FILE,
+        LedgerError,
+        parse_line,
+        sig_problem,
+    )
     from kbase.validators.signing import TRUSTED_DIR, read_keys
 
     repo, git, ref, chosen = _merge_base(root, base)

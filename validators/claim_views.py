@@ -1,10 +1,20 @@
 """Claims as readers see them: each claim with the value measured on each environment and when,
-rendered from the counted ledger rows (never typed into the prose)."""
+rendered from the counted ledger rows (never typed into the prose); and the release report.
+
+What a Triton (or torch) upgrade would break: the same snippet's counted CPU-tier runs under two
+releases, compared.
+
+The CPU tiers run under more than one Triton release (the GPU machines pin an older one than a
+fresh install gets), so a skill can pass on one and fail on the other: an API that moved, an error
+text that changed (a literal trigger), a value that shifted past a claim. The audit lists each
+such skill with the two releases and why, from the ledger alone.
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from kbase.closed_sets import BAD_VERDICTS, TIER_SPECS
 from kbase.schema import ClaimMeasurement, ClaimView
 
 
@@ -87,7 +97,7 @@ def claim_views_of(root: Path, names: list[str]) -> dict[str, list[ClaimView]]:
     """claim_views for several skills, the disk cache written once for all those it lacked (a
     server's warm-up: rewriting it per skill was ~0.1 s a skill at 120 skills; issue #11)."""
     from kbase.validators.ledger import ledger_path
-    from kbase.validators.status import _keys_sig, _stat_sig, cache_write, code_sig
+    from kbase.validators.status import _keys_sig, _stat_sig, cache_read, cache_write, code_sig
 
     from kbase.config import SKILL_FILE
 
@@ -103,7 +113,8 @@ def claim_views_of(root: Path, names: list[str]) -> dict[str, list[ClaimView]]:
         got = _memory.get(key)
         if got is None:
             if disk is None:
-                disk = _read_disk(root)
+                disk = cache_read(root, _DISK_NAME)
+                disk = disk if isinstance(disk, dict) else {}
             got = _cached(disk, state, name, sig)
             if got is None:
                 got = _compute(root, path, name)
@@ -143,19 +154,74 @@ _memory: dict[tuple, list[ClaimView]] = {}
 _DISK_NAME = "claim-views.json"
 
 
-_disk: dict[str, tuple[tuple, dict]] = {}
+# --------------------------------------------------------------------------- releases
 
 
-def _read_disk(root: Path) -> dict:
-    """The cache file's content, read again only when its (mtime, size) changed."""
-    from kbase.validators.status import _stat_sig, cache_read
+def _minor(row: dict, pkg: str) -> tuple[int, ...] | None:
+    from kbase.validators.rules import minor
 
-    f = root / ".kbase" / "cache" / _DISK_NAME
-    sig = _stat_sig(f)
-    got = _disk.get(str(f))
-    if got is not None and got[0] == sig:
-        return got[1]
-    data = cache_read(root, _DISK_NAME)
-    data = data if isinstance(data, dict) else {}
-    _disk[str(f)] = (sig, data)
-    return data
+    return minor((row.get("fingerprint") or {}).get(pkg))
+
+
+def _why(meta, claims, old: dict, new: dict) -> list[str]:
+    """How the newer run differs for the worse: its verdict, a claim, a literal it no longer saw
+    (unless the literal is declared for environments the newer run is not in)."""
+    from kbase.validators.claims import literal_expected, rejudge
+
+    why = []
+    if old["verdict"] == "pass" and new["verdict"] in BAD_VERDICTS:
+        why.append(f"{new['verdict']}: {new.get('message') or 'no message'}"[:200])
+    stored_old = {c.get("id"): c for c in old.get("claims") or []}
+    stored_new = {c.get("id"): c for c in new.get("claims") or []}
+    for c in claims:
+        if c.tiers and old["tier"] not in c.tiers:
+            continue  # a value printed on a tier the claim does not speak for
+        a, b = stored_old.get(c.id), stored_new.get(c.id)
+        if a is None or b is None:
+            continue
+        if rejudge(c, a, old.get("fingerprint")) and rejudge(c, b, new.get("fingerprint")) is False:
+            why.append(f"claim {c.id}: {a.get('value')} -> {b.get('value')} (expect {c.expect})")
+    lost = set(old.get("literals_seen") or []) - set(new.get("literals_seen") or [])
+    lost = {x for x in lost if literal_expected(meta, x, new.get("fingerprint"))}
+    why += [f"literal no longer printed: {lit!r}" for lit in sorted(lost)]
+    return why
+
+
+def release_diffs(root: Path, skills: list, pkg: str = "triton") -> list[dict]:
+    """{skill, tier, from, to, why} for each skill whose latest counted run with its current
+    snippet differs for the worse between two `pkg` releases on a CPU tier, in either direction
+    (`from` is the release it works on)."""
+    from kbase.validators.status import _rows_by_skill
+
+    rows_by_skill = _rows_by_skill(root)
+    out = []
+    for s in skills:
+        sha = s.snippet_sha256()
+        latest: dict[tuple[str, tuple[int, ...]], dict] = {}
+        for r in rows_by_skill.get(s.name, []):
+            spec = TIER_SPECS.get(r["tier"])
+            rel = _minor(r, pkg)
+            if r.get("snippet_sha256") != sha or r["verdict"] == "skip" or not spec or not rel:
+                continue
+            if spec.sees_gpu:
+                continue  # a GPU run also changes the device: not a release-only difference
+            key = (r["tier"], rel)
+            if key not in latest or r["at"] >= latest[key]["at"]:
+                latest[key] = r
+        claims = [c for c in getattr(s.meta, "claims", []) or [] if c.expect]
+        for (tier, a), ra in sorted(latest.items()):
+            for (tier_b, b), rb in sorted(latest.items()):
+                if tier_b != tier or a == b:
+                    continue
+                why = _why(s.meta, claims, ra, rb)
+                if why:
+                    out.append(
+                        {
+                            "skill": s.name,
+                            "tier": tier,
+                            "from": f"{pkg} {'.'.join(map(str, a))}",
+                            "to": f"{pkg} {'.'.join(map(str, b))}",
+                            "why": why,
+                        }
+                    )
+    return out

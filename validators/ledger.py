@@ -6,25 +6,29 @@ two branches that both appended simply keep both sets of lines.
 Lines are ASCII (non-ASCII escaped): a snippet's output in a row may hold U+2028 or U+0085,
 which str.splitlines() and other readers take for line breaks. Readers split on "\n" only and
 report a line that is not UTF-8, not JSON or not a row as `path:line`, never a traceback.
+`kbase ledger verify` checks every row and, when keys are configured, that a trusted key signed it.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import fcntl
 import json
 import os
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, ValidationError
 
 from kbase import closed_sets
-from kbase.errors import KbaseError
+from kbase.errors import InvalidArgument, KbaseError, ProblemsError
 
 if TYPE_CHECKING:
+    from kbase.validators.signing import TrustedKeys
+
     from kbase.schema import Problem
 
 LEDGER_DIR = "ledger"
@@ -239,3 +243,88 @@ def merge_ledger(root: Path, other: Path) -> tuple[int, int]:
             new.append(r)
     append_rows(root, new)
     return len(new), len(incoming) - len(new)
+
+
+SHOWN = f"{LEDGER_DIR}/{LEDGER_FILE}"
+SELF_REPORTED_FILE = "self-reported.jsonl"
+
+
+@dataclass
+class LedgerCheck:
+    rows: int = 0
+    counts: dict[str, int] = field(default_factory=dict)  # trusted / self-reported / bad-signature
+    trusted_keys: list[str] = field(default_factory=list)
+    problems: list[Problem] = field(default_factory=list)
+
+    def as_dict(self) -> dict:
+        return {**dataclasses.asdict(self), "problems": [p.model_dump() for p in self.problems]}
+
+
+def _scan(root: Path):
+    from kbase.validators.signing import trusted_keys
+
+    keys = trusted_keys(root)
+    path = ledger_path(root)
+    problems: list[Problem] = []
+    states: list[tuple[int, dict, str]] = []
+    data = path.read_bytes() if path.exists() else b""
+    for n, got in parse_lines(data, SHOWN):
+        if isinstance(got, LedgerError):
+            problems.append(got.problem())
+        else:
+            states.append((n, got, keys.check(got)))
+    return keys, problems, states
+
+
+def sig_problem(keys: TrustedKeys, state: str, row: dict, untrusted: str) -> str | None:
+    """What is wrong with a row's signature (`state`, from keys.check): one that does not verify,
+    or, where keys are configured, `untrusted` for a row no trusted key signed; else None."""
+    from kbase.validators.signing import BAD_SIGNATURE, TRUSTED
+
+    if state == BAD_SIGNATURE:
+        return f"the signature of this {row['skill']} row does not verify"
+    return untrusted if keys.configured and state != TRUSTED else None
+
+
+def verify_ledger(root: Path) -> LedgerCheck:
+    """Every row parsed and its signature checked; problems for bad rows, bad signatures and (when
+    trusted keys are configured) rows no trusted key signed."""
+    from kbase.validators.signing import BAD_SIGNATURE, TRUSTED
+
+    from kbase.schema import Problem
+
+    keys, problems, states = _scan(root)
+    problems += [Problem(path=f"{LEDGER_DIR}/trusted-keys", message=p) for p in keys.problems]
+    counts = {TRUSTED: 0, "self-reported": 0, BAD_SIGNATURE: 0}
+    for n, row, state in states:
+        counts[state] = counts.get(state, 0) + 1
+        why = sig_problem(
+            keys, state, row, f"{row['skill']} row is self-reported (not signed by a trusted key)"
+        )
+        if why:
+            problems.append(Problem(path=SHOWN, line=n, field="sig", message=why))
+    return LedgerCheck(len(states), counts, sorted(keys.names.values()), problems)
+
+
+def quarantine(root: Path) -> tuple[int, int, str]:
+    """Move every row no trusted key signed to ledger/self-reported.jsonl: (kept, moved, file).
+
+    For the switch to a signed ledger and after merging branches that recorded unsigned runs:
+    the moved rows stay in the repository as history and never count.
+    """
+    from kbase.validators.signing import TRUSTED
+
+    keys, problems, states = _scan(root)
+    if not keys.keys:
+        raise InvalidArgument("ledger/trusted-keys/ holds no key: every row would be moved", "root")
+    if problems:
+        raise ProblemsError(problems)
+    keep = [row for _, row, s in states if s == TRUSTED]
+    move = [row for _, row, s in states if s != TRUSTED]
+    side = Path(root) / LEDGER_DIR / SELF_REPORTED_FILE
+    with open(side, "a", encoding="utf-8") as fh:
+        fh.writelines(canonical(row) + "\n" for row in move)
+    tmp = ledger_path(root).with_suffix(".jsonl.tmp")
+    tmp.write_text("".join(canonical(row) + "\n" for row in keep), encoding="utf-8")
+    tmp.replace(ledger_path(root))
+    return len(keep), len(move), f"{LEDGER_DIR}/{SELF_REPORTED_FILE}"
