@@ -116,9 +116,6 @@ def stream_history(
     if not shas:
         return 0
     git_dir = str(repo.git_dir)
-    held: set[str] = set()
-    if cache is not None:
-        held = {k.removeprefix("commit:") for k in cache.held([f"commit:{s}" for s in shas])}
     reader = BlobReader(git_dir)
     namer = SymbolNamer(reader.read, reader.want)
     spared: set[str] = set()  # blobs whose definitions the cached commits spared
@@ -150,8 +147,8 @@ def stream_history(
     try:
         run: list[str] = []
         for sha in shas:
-            packed = cache.get(f"commit:{sha}") if cache is not None and sha in held else None
-            if packed is None:  # not held, or gone from the cache since it was listed
+            packed = cache.get(f"commit:{sha}") if cache is not None else None
+            if packed is None:  # not held (or damaged): git is asked
                 run.append(sha)
                 continue
             from_git(run)

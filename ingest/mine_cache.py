@@ -106,21 +106,6 @@ class MineCache:
             raise
         return db
 
-    def held(self, keys: list[str]) -> set[str]:
-        """Which of these keys the cache holds."""
-        if self._db is None:
-            return set()
-        held: set[str] = set()
-        try:
-            for i in range(0, len(keys), 500):  # one query per 500 (SQLite's parameter limit)
-                part = keys[i : i + 500]
-                marks = ",".join("?" * len(part))
-                rows = self._db.execute(f"SELECT k FROM items WHERE k IN ({marks})", part)
-                held.update(r[0] for r in rows)
-        except sqlite3.Error:
-            return set()
-        return held
-
     def get(self, key: str) -> Any:
         """The value under `key`; None if absent or damaged."""
         if self._db is None:
