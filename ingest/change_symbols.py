@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 from collections import OrderedDict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import lru_cache
 from itertools import groupby
@@ -157,13 +157,8 @@ class SymbolNamer:
     are known (the new side of one change is the old side of the next older change to that
     file)."""
 
-    def __init__(
-        self,
-        read_blob: Callable[[str], bytes | None],
-        want_blobs: Callable[[list[str]], None] | None = None,
-    ):
+    def __init__(self, read_blob: Callable[[str], bytes | None]):
         self.read_blob = read_blob
-        self.want_blobs = want_blobs
         # blob:lang -> Owners, or None (the blob cannot be read)
         self._owners: OrderedDict[str, Owners | None] = OrderedDict()
         # path -> (blob, tree, contents, its line offsets or None) of the version parsed last
@@ -174,23 +169,6 @@ class SymbolNamer:
         self._prev: dict[str, tuple[str | None, str | None, list]] = {}
         self.parsed = 0
         self.incremental = 0
-
-    def want(self, files: Iterable) -> None:
-        """Tell the blob reader which blobs naming these file changes (FileFacts) will read."""
-        if self.want_blobs is None:
-            return
-        shas = []
-        for f in files:
-            lang = grammar_for(f.path) if f.hunks else None
-            for blob, n in ((f.new_blob, 3), (f.old_blob, 1)):
-                if (
-                    lang
-                    and blob
-                    and any(h[n] for h in f.hunks)
-                    and f"{blob}:{lang}" not in self._owners
-                ):
-                    shas.append(blob)
-        self.want_blobs(shas)
 
     def name(
         self,

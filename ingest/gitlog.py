@@ -136,7 +136,6 @@ def parse_log(
             p.header_line(p.cur, raw.rstrip(b"\r\n").decode("utf-8", "surrogateescape"))
     if last_ok is None or last_ok():
         p.finish()
-    p.hand_on()
     return p.count
 
 
@@ -153,23 +152,14 @@ class _Parser:
         self.excerpt: list[str] | None = None
         self.kept = 0
         self.count = 0
-        self.held: CommitFacts | None = None  # complete, handed on once the next one is
 
     def finish(self) -> None:
-        """The current commit is complete: its blobs are asked for now, and it is named and
-        handed on after the next one (git reads them meanwhile)."""
+        """The current commit is complete: its symbols are named and it is handed on."""
         if self.commit is not None:
             if self.namer is not None:
-                self.namer.want(self.commit.files)
-            self.hand_on()
-            self.held, self.commit = self.commit, None
-
-    def hand_on(self) -> None:
-        if self.held is not None:
-            if self.namer is not None:
-                _name_symbols(self.held, self.namer)
-            self.on_commit(self.held)
-            self.held = None
+                _name_symbols(self.commit, self.namer)
+            self.on_commit(self.commit)
+            self.commit = None
             self.count += 1
 
     def start_commit(self, raw: bytes) -> None:

@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import subprocess
 import tempfile
-from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import fields
 
 from kbase.ingest.change_symbols import SymbolNamer
@@ -26,30 +25,18 @@ class LogError(KbaseError):
     """git itself failed for a reason other than a missing object."""
 
 
-AHEAD = 512  # blobs asked for before their answers are read
-
-
 class BlobReader:
     """Reads blobs by id through one `git cat-file --batch`; a blob the repository lacks (partial
-    or damaged clone) reads as None. Ids named by `want` are asked for at once, so git finds
-    them while the caller parses others: waiting for git blob by blob was a third of a mine."""
+    or damaged clone) reads as None."""
 
     def __init__(self, git_dir: str, max_bytes: int = 4 << 20):
         self.git_dir = git_dir
         self.max_bytes = max_bytes
         self._proc: subprocess.Popen[bytes] | None = None
-        self._asked: deque[str] = deque()  # asked for, answer not read yet (git answers in order)
-        self._got: dict[str, bytes | None] = {}  # answers read before their turn
 
-    def want(self, shas: Iterable[str]) -> None:
-        # a bounded number ahead: git stops reading requests while we do not read its answers,
-        # so what we write must fit the pipe (AHEAD x 41 bytes < 64 KiB)
-        new = [s for s in dict.fromkeys(shas) if s and s not in self._got and s not in self._asked]
-        self._ask(new[: max(0, AHEAD - len(self._asked))])
-
-    def _ask(self, shas: list[str]) -> None:
-        if not shas:
-            return
+    def read(self, sha: str) -> bytes | None:
+        if not sha or set(sha) == {"0"}:
+            return None
         if self._proc is None:
             self._proc = subprocess.Popen(
                 ["git", f"--git-dir={self.git_dir}", "cat-file", "--batch"],
@@ -57,29 +44,9 @@ class BlobReader:
                 stdout=subprocess.PIPE,
                 stderr=subprocess.DEVNULL,
             )
-        assert self._proc.stdin is not None
-        self._proc.stdin.write("".join(f"{s}\n" for s in shas).encode())
+        assert self._proc.stdin is not None and self._proc.stdout is not None
+        self._proc.stdin.write(f"{sha}\n".encode())
         self._proc.stdin.flush()
-        self._asked.extend(shas)
-
-    def read(self, sha: str) -> bytes | None:
-        if not sha or set(sha) == {"0"}:
-            return None
-        if sha in self._got:
-            return self._got.pop(sha)
-        if sha not in self._asked:
-            self._ask([sha])
-        if len(self._got) > AHEAD:  # answers never asked for again: let them go
-            self._got.clear()
-        while True:
-            asked = self._asked.popleft()
-            data = self._answer()
-            if asked == sha:
-                return data
-            self._got[asked] = data
-
-    def _answer(self) -> bytes | None:
-        assert self._proc is not None and self._proc.stdout is not None
         out = self._proc.stdout
         header = out.readline().split()
         if len(header) < 3 or header[1] == b"missing":
@@ -93,7 +60,7 @@ class BlobReader:
         if self._proc is not None:
             if self._proc.stdin:
                 self._proc.stdin.close()
-            self._proc.kill()  # answers asked for ahead and never read
+            self._proc.kill()  # a read cut short by an error may have left an answer unread
             self._proc.wait()
             self._proc = None
 
@@ -117,7 +84,7 @@ def stream_history(
         return 0
     git_dir = str(repo.git_dir)
     reader = BlobReader(git_dir)
-    namer = SymbolNamer(reader.read, reader.want)
+    namer = SymbolNamer(reader.read)
     spared: set[str] = set()  # blobs whose definitions the cached commits spared
     due = iter(shas)
     replayed = 0
