@@ -98,8 +98,8 @@ def _words(title: str, n: int, rng: random.Random) -> str:
 
 
 def make_queries(root: Path, per_template: int, seed: int) -> list[dict]:
+    from common import load_card_entries
     from kbase.ingest.card_format import split_card
-    from kbase.ingest.cards import load_card_entries
 
     from kbase.schema import PRCard
 
@@ -224,8 +224,8 @@ def main() -> None:
     )
     args = ap.parse_args()
 
+    from common import load_card_entries
     from eval_baseline import entry_text, keyword_count_search
-    from kbase.ingest.cards import load_card_entries
     from rich.console import Console
     from rich.table import Table
 

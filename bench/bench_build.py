@@ -116,7 +116,7 @@ def _args() -> argparse.Namespace:
 
 def _cards(work: Path, n: int) -> list:
     """The first n PR cards of the mined archives, the repositories interleaved."""
-    from kbase.ingest.cards import load_card_entries
+    from common import load_card_entries
 
     root = work / "kb"
     if not (root / "pr_archive").is_dir():

@@ -134,7 +134,7 @@ def main() -> None:
 
     import shutil
 
-    from kbase.ingest.cards import load_card_entries
+    from common import load_card_entries
     from kbase.retrieval.onnx_embed import OnnxDocEmbedder
     from kbase.retrieval.onnx_export import ensure_onnx
 

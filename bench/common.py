@@ -197,3 +197,17 @@ def latency_args(ap, n: int) -> None:
     ap.add_argument("--n", type=int, default=n, help="timed searches per case")
     ap.add_argument("--repo", default="flashinfer", help="the repo of the kind=pr repo=X case")
     ap.add_argument("--tag", default="languages=cuda-cpp", help="the tag of the tag case")
+
+
+def load_card_entries(root: Path):
+    """Every card under <root>/pr_archive as an index Entry, and the Problems of those that do not
+    load (what retrieval/collect.py does, without its caches): for benches and tests."""
+    from kbase.ingest.cards import CardProblems, card_entry, card_paths, load_card
+
+    entries, problems = [], []
+    for p in card_paths(root):
+        try:
+            entries.append(card_entry(load_card(Path(p), root)))
+        except CardProblems as cp:
+            problems.extend(cp.problems)
+    return entries, problems

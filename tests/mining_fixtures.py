@@ -7,10 +7,14 @@ the file. The patch is applied by `git apply`, as git would."""
 from __future__ import annotations
 
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
 import yaml
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+from common import load_card_entries  # noqa: E402,F401  (the tests' import of it)
 
 FIXTURES = Path(__file__).parent / "fixtures" / "mining"
 CASES = sorted(p.name for p in FIXTURES.iterdir() if (p / "truth.yaml").exists())
@@ -51,17 +55,3 @@ def sides(case: str) -> tuple[bytes | None, bytes | None]:
         apply_change(case, Path(tmp))
         new = Path(tmp) / path
         return old, (new.read_bytes() if new.exists() else None)
-
-
-def load_card_entries(root: Path):
-    """Every card under <root>/pr_archive as an index Entry, and the Problems of those that do not
-    load (what retrieval/collect.py does, without its caches)."""
-    from kbase.ingest.cards import CardProblems, card_entry, card_paths, load_card
-
-    entries, problems = [], []
-    for p in card_paths(root):
-        try:
-            entries.append(card_entry(load_card(Path(p), root)))
-        except CardProblems as cp:
-            problems.extend(cp.problems)
-    return entries, problems
