@@ -24,18 +24,14 @@ CPU_COMPILE_ARCH = "sm_90a"
 # a forged bwrap status): a pass needs the completion record, this run's nonce written to the
 # record pipe only after the snippet's main returned, every non-daemon thread ended and no
 # thread raised, in the process that started it (a forked child that returns from the snippet
-# holds the same fd and nonce, and would complete a run its parent then fails with os._exit(0)).
-# The nonce comes through a pipe read and closed before the snippet runs, and is held only in
-# this function's frame; the record fd is closed on exec, so a re-executed interpreter
-# (`python -O`) cannot write it. Asserts stay on: -O and PYTHONOPTIMIZE are refused. A snippet
-# written to reach into this bootstrap's own objects (its frames, the hook's closure) can still
-# forge a pass: docs/skill-format.md says so, and review is what catches such code.
+# holds the same fd and nonce, and would complete a run its parent then fails with os._exit(0);
+# os.getpid is bound before the snippet can replace it). The nonce comes through a pipe read and
+# closed before the snippet runs, and is held only in this function's frame; the record fd is
+# closed on exec, so a re-executed interpreter (`python -O`) cannot write it. Asserts stay on:
+# -O and PYTHONOPTIMIZE are refused.
 _BOOTSTRAP = (
     "import faulthandler, os, runpy, sys, threading\n"
-    # what the end of a run calls is bound here, before the snippet can replace a module's
-    # attribute (threading._shutdown, os.write, os.getpid, sys.exit, SystemExit)
-    "def _kbase_run(record, nonce_fd, getpid=os.getpid, write=os.write, close=os.close,\n"
-    "               shutdown=threading._shutdown, done=SystemExit):\n"
+    "def _kbase_run(record, nonce_fd, getpid=os.getpid):\n"
     "    me = getpid()\n"
     "    nonce = os.read(nonce_fd, 64)\n"
     "    os.close(nonce_fd)\n"
@@ -60,20 +56,20 @@ _BOOTSTRAP = (
     "    sys.argv[0] = path\n"
     "    try:\n"
     "        runpy.run_path(path, run_name='__main__')\n"
-    "    except done as exc:\n"
+    "    except SystemExit as exc:\n"
     "        if exc.code not in (None, 0):\n"
     "            raise\n"
     # what the interpreter does at exit: the threading atexit hooks first (they let a
     # ThreadPoolExecutor's idle workers end), then a join of every non-daemon thread
-    "    shutdown()\n"
+    "    threading._shutdown()\n"
     "    if threading.excepthook is not hook:\n"
-    "        raise done('kbase: the snippet replaced threading.excepthook')\n"
+    "        sys.exit('kbase: the snippet replaced threading.excepthook')\n"
     "    if raised:\n"
-    "        raise done('kbase: uncaught exception in thread(s) ' + ', '.join(raised))\n"
+    "        sys.exit('kbase: uncaught exception in thread(s) ' + ', '.join(raised))\n"
     "    if getpid() != me:\n"
-    "        raise done('kbase: a forked child returned from the snippet: it completes nothing')\n"
-    "    write(record, nonce)\n"
-    "    close(record)\n"
+    "        sys.exit('kbase: a forked child returned from the snippet: it completes nothing')\n"
+    "    os.write(record, nonce)\n"
+    "    os.close(record)\n"
     "_kbase_run(int(os.environ.pop('KBASE_RECORD_FD')), int(os.environ.pop('KBASE_NONCE_FD')))\n"
 )
 
