@@ -23,16 +23,12 @@ CPU_COMPILE_ARCH = "sm_90a"
 # The verdict does not trust the exit status alone (os._exit(0) from an atexit or except hook,
 # a forged bwrap status): a pass needs the completion record, this run's nonce written to the
 # record pipe only after the snippet's main returned, every non-daemon thread ended and no
-# thread raised, in the process that started it (a forked child that returns from the snippet
-# holds the same fd and nonce, and would complete a run its parent then fails with os._exit(0);
-# os.getpid is bound before the snippet can replace it). The nonce comes through a pipe read and
-# closed before the snippet runs, and is held only in this function's frame; the record fd is
-# closed on exec, so a re-executed interpreter (`python -O`) cannot write it. Asserts stay on:
-# -O and PYTHONOPTIMIZE are refused.
+# thread raised. The nonce comes through a pipe read and closed before the snippet runs, and is
+# held only in this function's frame; the record fd is closed on exec, so a re-executed
+# interpreter (`python -O`) cannot write it. Asserts stay on: -O and PYTHONOPTIMIZE are refused.
 _BOOTSTRAP = (
     "import faulthandler, os, runpy, sys, threading\n"
-    "def _kbase_run(record, nonce_fd, getpid=os.getpid):\n"
-    "    me = getpid()\n"
+    "def _kbase_run(record, nonce_fd):\n"
     "    nonce = os.read(nonce_fd, 64)\n"
     "    os.close(nonce_fd)\n"
     "    os.set_inheritable(record, False)\n"
@@ -66,8 +62,6 @@ _BOOTSTRAP = (
     "        sys.exit('kbase: the snippet replaced threading.excepthook')\n"
     "    if raised:\n"
     "        sys.exit('kbase: uncaught exception in thread(s) ' + ', '.join(raised))\n"
-    "    if getpid() != me:\n"
-    "        sys.exit('kbase: a forked child returned from the snippet: it completes nothing')\n"
     "    os.write(record, nonce)\n"
     "    os.close(record)\n"
     "_kbase_run(int(os.environ.pop('KBASE_RECORD_FD')), int(os.environ.pop('KBASE_NONCE_FD')))\n"
