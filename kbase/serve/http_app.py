@@ -24,6 +24,7 @@ from kbase.schema import (
     HistoryPage,
     ListPage,
     ProposeAnswer,
+    SearchQuery,
     SearchResult,
     ServerHealth,
     StaleAnswer,
@@ -108,9 +109,7 @@ def _search(service: Service, repos: list[str], raw: dict[str, Any]) -> SearchRe
         v = raw.get(key)
         if isinstance(v, str) and not v.strip():
             raise InvalidArgument(f"{key} is empty; leave it out instead", key)
-    env = parse_env(raw.pop("env", None))
-    query, _max_chars = P.search_args(raw)
-    return service.search(query.model_copy(update={"env": env}))
+    return service.search(SearchQuery.parse(**{**raw, "env": parse_env(raw["env"])}))
 
 
 def _search_routes(app: Any, service: Service, tag_values: list[str], repos: list[str]) -> None:
@@ -184,36 +183,6 @@ def _search_routes(app: Any, service: Service, tag_values: list[str], repos: lis
                 "env": env,
             },
         )
-
-    _search_post(app, service, tag_values, repos)
-
-
-def _search_post(app: Any, service: Service, tag_values: list[str], repos: list[str]) -> None:
-    from fastapi import Body
-
-    search_body = H.search_body_schema(repos, tag_values)
-    _check_body = H.body_checker(search_body)
-
-    @app.post(
-        "/search",
-        summary="Search, with the arguments in a JSON body",
-        response_model=SearchResult,
-        responses=error_responses(400, 413, 503),
-        openapi_extra={
-            "requestBody": {
-                "required": True,
-                "content": {"application/json": {"schema": search_body}},
-            }
-        },
-    )
-    def search_post(body: Any = Body(None)) -> SearchResult:
-        if not isinstance(body, dict):
-            raise InvalidArgument("the body must be a JSON object of search arguments")
-        raw = P.apply_aliases("search", body)
-        # the parser's messages first: they name the nearest values
-        P.search_args({k: v for k, v in raw.items() if k != "env"})
-        _check_body(raw)
-        return _search(service, repos, raw)
 
 
 def _read_routes(app: Any, service: Service, tag_values: list[str]) -> None:
