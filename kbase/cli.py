@@ -16,22 +16,6 @@ from __future__ import annotations
 
 from typing import Any
 
-# Each sub-command (and command group) with the module of kbase/commands/ that registers it, in
-# `kbase --help` order (commands, then groups). A module is imported, and its commands built,
-# when one of its commands is first looked up: `kbase search` builds no other command's options
-# and imports no other area's module. tests/test_cli_startup.py checks this against register().
-COMMAND_MODULES = {
-    **dict.fromkeys(("index", "search", "get", "list", "lint"), "core"),
-    **dict.fromkeys(("verify", "audit", "new", "check", "merge-ledger"), "validate"),
-    **dict.fromkeys(("mine", "history"), "archive"),
-    **dict.fromkeys(("mcp", "serve", "export"), "serve"),
-    "keygen": "trust",
-    **dict.fromkeys(("feedback", "propose"), "experience"),
-    "init": None,  # defined in kbase/cli_app.py
-    "recipe": "archive",
-    "ledger": "trust",
-}
-
 
 def __getattr__(name: str) -> Any:
     # `from kbase.cli import app` (tests, embedding programs): the typer app, built on first use
