@@ -53,15 +53,9 @@ def fast_mcp(argv: list[str]) -> bool:
         root = find_root(opts["root"] or None)
     except RootError:
         return False  # typer reports it, with its exit code
-    import logging
-    import sys
+    from kbase.serve.mcp_early import EarlyAnswers, log_to_stderr
 
-    logging.basicConfig(
-        level=getattr(logging, str(opts["log_level"]).upper(), logging.INFO),
-        stream=sys.stderr,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
-    from kbase.serve.mcp_early import EarlyAnswers
+    log_to_stderr(opts["log_level"])
 
     # before the SDK's import (~0.8 s of CPU): the handshake is answered meanwhile
     early = EarlyAnswers(allow_write=opts["allow_write"])
