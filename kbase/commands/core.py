@@ -44,10 +44,7 @@ def _entries(n: int) -> str:
 def _run_index(base: Any, gc: bool = True) -> Any:
     """base.index() with progress on stderr, whatever stdout gets (`--json` too): a bar on a
     terminal, else a plain line per stage and about one a second while embedding, which an
-    agent's log shows (issue #27: a first search under --json was silent for minutes).
-    `KBASE_PROGRESS=lines` asks for the lines on a terminal too (`kbase mcp`/`serve` read them
-    from their indexing child)."""
-    import os
+    agent's log shows (issue #27: a first search under --json was silent for minutes)."""
     import sys
     import time
 
@@ -59,7 +56,7 @@ def _run_index(base: Any, gc: bool = True) -> Any:
         )
     elif base.skills_changed():
         typer.echo("kbase: skills changed since the last index: updating it", err=True)
-    if os.environ.get("KBASE_PROGRESS") == "lines" or not sys.stderr.isatty():
+    if not sys.stderr.isatty():
         shown: dict[str, Any] = {"stage": "", "at": 0.0}
 
         def line(stage: str, done: int, total: int) -> None:
