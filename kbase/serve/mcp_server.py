@@ -31,7 +31,7 @@ plus your root-cause hypothesis (not only the library or API name), read the one
 `candidates` and pick by your own reading, then `get` it (or just the section the hit names) \
 before acting. `no_good_match: true` means kbase most likely has nothing for this: do not force it.
 Each hit has a status: prefer `verified`; treat `failing`, `stale-*` and `draft` as leads to \
-double-check (resource kbase://statuses). `history` shows how a kernel family evolved in one repo, \
+double-check. `history` shows how a kernel family evolved in one repo, \
 newest first; `list` shows what exists; `stale` lists skills whose check fails or is out of date. \
 Pass `env` (e.g. 'torch=2.8,arch=sm90' or 'local') to judge statuses for a machine.
 Do not use it for general Python/C++ questions, for this project's own source (read the files), or \
