@@ -73,27 +73,6 @@ def test_a_search_of_an_existing_index_loads_nothing_heavy(embedder, tmp_path):
     # nor what a cold search used to import for nothing (issue #11): concurrent.futures (click
     # itself imports logging and difflib, a few ms)
     assert "concurrent" not in mods
-    # the console script leaves with os._exit once the answer is flushed (kbase.cli.entry)
-    driver = (
-        "import atexit, sys; atexit.register(lambda: sys.stderr.write('TEARDOWN'));"
-        "sys.argv = ['kbase', *sys.argv[1:]]; from kbase.cli import entry; entry()"
-    )
-    args = ["search", "warp reduction gives wrong sum", "--json"]
-    own = subprocess.run(
-        [sys.executable, "-c", driver, *args], capture_output=True, text=True, env=env, timeout=120
-    )
-    assert own.returncode == 0 and "TEARDOWN" not in own.stderr, own.stderr[-500:]
-    assert own.stdout == out.stdout
-
-
-def test_the_kbase_script_is_the_entry_that_leaves_at_once():
-    """The console script runs kbase.cli.entry (main with os._exit after a search or a mine);
-    the tests here run the same function through `python -m kbase.cli`."""
-    import tomllib
-    from pathlib import Path
-
-    project = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text())
-    assert project["project"]["scripts"]["kbase"] == "kbase.cli:entry"
 
 
 def _git_repo(tmp_path):
@@ -183,23 +162,3 @@ def test_an_edited_recipe_is_read_again_and_shapes_the_cards(tmp_path):
     assert modes == ["full", "incremental", "full"]
     card = (root / "pr_archive" / "demo" / "2.md").read_text()
     assert "attn" in card  # mined under the edited recipe
-
-
-def test_a_finished_mine_exits_without_tearing_the_interpreter_down(tmp_path):
-    """kbase.cli.entry skips the interpreter's teardown (atexit handlers, freeing every object)
-    after a mine that finished, once its output is flushed; other commands exit as usual."""
-    repo, root = _one_kernel_repo(tmp_path)
-    driver = (
-        "import atexit, sys; atexit.register(lambda: sys.stderr.write('TEARDOWN'));"
-        "sys.argv = ['kbase', *sys.argv[1:]]; from kbase.cli import entry; entry()"
-    )
-    mine = ["mine", "--repo", str(repo), "--name", "demo", "--root", str(root), "--json"]
-    for args, torn_down in ((mine, False), (["list", "--root", str(root), "--json"], True)):
-        out = subprocess.run(
-            [sys.executable, "-c", driver, *args], capture_output=True, text=True, timeout=120
-        )
-        assert out.returncode == 0, out.stderr
-        assert ("TEARDOWN" in out.stderr) is torn_down, (args[0], out.stderr[-500:])
-    assert json.loads(out.stdout) is not None
-    report = (root / "pr_archive" / "demo" / ".state.json").read_text()
-    assert json.loads(report)["commits_mined"] == 1  # written whole before the exit
