@@ -64,10 +64,8 @@ def test_a_search_of_an_existing_index_loads_nothing_heavy(embedder, tmp_path):
         assert out.returncode == 0, out.stderr
         assert json.loads(out.stdout)["hits"][0]["id"] == "warp-shuffle-sum"
         assert not _heavy(mods)
-    # with the statuses cached, no SKILL.md is parsed: no markdown parser either, and no YAML
-    # parser (the data files' JSON twins are read instead)
+    # with the statuses cached, no SKILL.md is parsed: no markdown parser either
     assert "markdown_it" not in mods and "kbase.ingest.skills" not in mods
-    assert "yaml" not in mods
     # nor the rules that judge a skill and its claims: a cached status needs no judging
     assert not {"kbase.validators.rules", "kbase.validators.claims"} & mods
     # nor what a cold search used to import for nothing (issue #11): concurrent.futures (click
