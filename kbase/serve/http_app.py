@@ -31,7 +31,6 @@ from kbase.schema import (
 )
 from kbase.search_query import DEFAULT_K, MAX_K, MAX_QUERY_CHARS, MAX_TAGS
 from kbase.serve import http_schema as H
-from kbase.serve import params as P
 from kbase.serve.guard import MAX_BODY_BYTES  # noqa: F401  (the documented body limit)
 from kbase.serve.http_schema import FeedbackBody, ProposeBody, error_handlers, error_responses
 from kbase.serve.paging import (
@@ -207,7 +206,7 @@ def _read_routes(app: Any, service: Service, tag_values: list[str]) -> None:
         ] = None,
         env: Env = None,
     ) -> EntryDoc:
-        return kb.get(P.check_id(entry_id), P.check_section(section), env=parse_env(env))
+        return kb.get(entry_id, section, env=parse_env(env))  # the patterns above checked both
 
     @app.get(
         "/history/{repo}/{family}",
@@ -225,9 +224,7 @@ def _read_routes(app: Any, service: Service, tag_values: list[str]) -> None:
         ] = DEFAULT_HISTORY_LIMIT,
         cursor: Cursor = None,
     ) -> Any:
-        res = kb.history(
-            P.check_slug("repo", repo, required=True), P.check_slug("family", family, required=True)
-        )
+        res = kb.history(repo, family)  # both checked by SLUG_PATTERN
         return page_history(res, since, until, limit, cursor)
 
     _list_routes(app, service, tag_values)
@@ -294,7 +291,7 @@ def _write_routes(app: Any, kb: Any) -> None:
     )
     def feedback(body: FeedbackBody) -> Any:
         writes.take()
-        return kb.feedback(P.check_id(body.id), body.verdict, body.note, "http")
+        return kb.feedback(body.id, body.verdict, body.note, "http")  # ID_PATTERN checked it
 
     @app.post(
         "/propose",
