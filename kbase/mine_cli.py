@@ -19,24 +19,33 @@ _VALUED = ("--repo", "--name", "--recipe", "--root", "--since")
 _FLAGS = ("--json", "--full")
 
 
-def parse(argv: list[str]) -> dict[str, str | bool] | None:
-    """The options of `kbase mine ARGV` when they are only these (the last of a repeated one
-    wins, as click does); None for anything else."""
+def parse_opts(
+    argv: list[str], valued: tuple[str, ...], flags: tuple[str, ...]
+) -> dict[str, str | bool] | None:
+    """ARGV's options when they are only these (the last of a repeated one wins, as click
+    does); None for anything else (another option, a missing value, `--help`). Also the stdio
+    MCP server's (kbase/commands/mcp_fast.py)."""
     opts: dict[str, str | bool] = {}
     it = iter(argv)
     for arg in it:
         key, eq, value = arg.partition("=")
-        if key in _VALUED:
+        if key in valued:
             if not eq:
                 value = next(it, None)  # type: ignore[assignment]
                 if value is None or value.startswith("--"):
                     return None  # a missing value: the full command says so
             opts[key] = value
-        elif arg in _FLAGS:
+        elif arg in flags:
             opts[arg] = True
         else:
             return None
-    if not opts.get("--repo") or not opts.get("--name"):
+    return opts
+
+
+def parse(argv: list[str]) -> dict[str, str | bool] | None:
+    """The options of `kbase mine ARGV` when they are only these; None for anything else."""
+    opts = parse_opts(argv, _VALUED, _FLAGS)
+    if not opts or not opts.get("--repo") or not opts.get("--name"):
         return None
     return opts
 
