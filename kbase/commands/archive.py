@@ -76,9 +76,6 @@ def history(
         "--path",
         help="path glob (`*` in one segment, `**` across); repeatable; no family needed",
     ),
-    recipe: str | None = typer.Option(
-        None, "--recipe", help="take family globs from this recipe instead of the last mine"
-    ),
     since: str | None = typer.Option(None, "--since", help="only cards dated on/after YYYY-MM-DD"),
     until: str | None = typer.Option(None, "--until", help="only cards dated on/before YYYY-MM-DD"),
     limit: int = typer.Option(
@@ -94,7 +91,7 @@ def history(
     from kbase.errors import NotFound
     from kbase.serve.paging import page_history
 
-    result = kb(root).history(repo, family, recipe=recipe, paths=path or None)
+    result = kb(root).history(repo, family, paths=path or None)
     if not result.available:
         raise NotFound(f"no archive {repo!r}: {result.message}")
     page = page_history(result, since, until, limit, cursor)
