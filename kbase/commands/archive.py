@@ -43,7 +43,7 @@ def mine(
 
     Walks every commit reachable from HEAD, not only the first-parent line.
     A PR merge owns the commits it brings in; PRs behind other merges get cards of their own."""
-    # kbase.mine_cli runs this command without typer when it can (kbase.cli); keep them alike
+    # kbase.mine_cli answers a no-op without typer (kbase.cli); keep their output alike
     if not err_console.is_terminal:  # no bar to draw
         report = kb(root).mine(repo, name, recipe, since=since, full=full)
     else:
