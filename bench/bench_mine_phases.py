@@ -106,7 +106,7 @@ def child(argv: list[str]) -> None:
     got = {"rows": rows, "total": total, "report": report, "kbase": kbase.api.__file__}
     print(json.dumps(got), flush=True)
     sys.stderr.flush()
-    os._exit(0)  # as kbase.cli.entry ends a finished mine: no interpreter teardown
+    os._exit(0)  # no interpreter teardown in the figures
 
 
 def _row(label: str, depth: int, calls: int, a: tuple, b: tuple) -> dict:

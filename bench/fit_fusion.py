@@ -221,9 +221,6 @@ def main() -> None:
         }
         out.write_text(header + yaml.safe_dump(body, sort_keys=False), encoding="utf-8")
         print(f"wrote {out}", file=sys.stderr)
-        from kbase.data import write_twins
-
-        write_twins()  # the JSON twin a search reads instead of the YAML (kbase/data/__init__.py)
 
 
 if __name__ == "__main__":

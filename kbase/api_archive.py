@@ -22,13 +22,11 @@ class ArchiveAPI:
         self,
         repo: str,
         family: str | None,
-        recipe: str | None = None,
         paths: list[str] | None = None,
     ) -> HistoryResult:
-        """The timeline of one kernel family in one archived repo, oldest first.
-
-        `recipe` takes the family's globs from that recipe instead of the last mine. With no
-        pr_archive/ at all the answer says so (`available: false`) rather than failing.
+        """The timeline of one kernel family in one archived repo, oldest first (the family's
+        globs as the last mine recorded them). With no pr_archive/ at all the answer says so
+        (`available: false`) rather than failing.
         `paths` (globs) asks for every PR and direct push touching them, with no family needed.
         """
         from kbase.ingest.card_history import read_families, timeline
@@ -62,10 +60,6 @@ class ArchiveAPI:
         if not family:
             raise InvalidArgument("name a family or give --path GLOB", "family")
         families = read_families(self.root, repo)
-        if recipe:
-            from kbase.ingest.recipes import find_recipe, load_recipe_file
-
-            families = load_recipe_file(find_recipe(recipe, self.root), self.root).families
         if family not in families:
             from kbase.suggest import nearest
 

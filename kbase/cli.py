@@ -1,11 +1,13 @@
 """The `kbase` command. Each area registers its own sub-commands from kbase/commands/; the typer
 app that holds them is kbase/cli_app.py.
 
-`kbase mine` is answered without it (kbase/mine_cli.py): a mine with nothing new is decided
-before the CLI framework and pydantic are imported, which were most of a no-op's time (issue #12;
-3.7x faster than through typer). So is `kbase mcp` on stdio (kbase/commands/mcp_fast.py), whose
-handshake must come within a second. (`kbase search --json` had such a path too; it was 1.14-1.22x
-faster than the typer command, which now answers it.)
+A `kbase mine` with nothing new is answered without it (kbase/mine_cli.py), before the CLI
+framework and pydantic are imported, which were most of a no-op's time (issue #12; 0.18 s
+against 0.77 s through typer, 3.8x, measured at issue #24). So is `kbase mcp` on stdio
+(kbase/commands/mcp_fast.py), whose handshake must come within a second (initialize 0.32 s
+against 0.64 s through typer at load ~8). `kbase search --json` and a mine with work had such
+paths too (1.14-1.22x, 1.25-1.27x), and leaving with os._exit after a search or a mine
+(skipping the interpreter's teardown) was 1.09-1.2x: they went (the bar is 1.3x).
 
 Exit codes (docs/agents.md): 0 success (a search with no hits too: it says so on stderr),
 1 the command ran and found problems (lint errors, a failing check, an unknown id),
@@ -15,22 +17,6 @@ Exit codes (docs/agents.md): 0 success (a search with no hits too: it says so on
 from __future__ import annotations
 
 from typing import Any
-
-# Each sub-command (and command group) with the module of kbase/commands/ that registers it, in
-# `kbase --help` order (commands, then groups). A module is imported, and its commands built,
-# when one of its commands is first looked up: `kbase search` builds no other command's options
-# and imports no other area's module. tests/test_cli_startup.py checks this against register().
-COMMAND_MODULES = {
-    **dict.fromkeys(("index", "search", "get", "list", "lint"), "core"),
-    **dict.fromkeys(("verify", "audit", "new", "check", "merge-ledger"), "validate"),
-    **dict.fromkeys(("mine", "history"), "archive"),
-    **dict.fromkeys(("mcp", "serve", "export"), "serve"),
-    "keygen": "trust",
-    **dict.fromkeys(("feedback", "propose"), "experience"),
-    "init": None,  # defined in kbase/cli_app.py
-    "recipe": "archive",
-    "ledger": "trust",
-}
 
 
 def __getattr__(name: str) -> Any:
@@ -61,40 +47,5 @@ def main() -> None:
     run()
 
 
-def entry() -> None:
-    """The `kbase` console script (and `python -m kbase.cli`): a process of its own, so a search
-    or a mine that finished leaves with os._exit once its output is flushed. Tearing the
-    interpreter down (the ONNX session, the loaded index, pydantic's schemas, the parsers, every
-    module, object by object) cost ~0.2 s of a cold search's CPU and ~0.1 s of a mine's after
-    the last byte was written (issues #11, #12). Every file a mine wrote is closed and renamed
-    into place by then, and its git processes reaped; a process with other threads still running
-    (or logging handlers) exits the usual way."""
-    import sys
-    import threading
-
-    code: object = 0
-    try:
-        main()
-    except SystemExit as exc:
-        code = exc.code
-    quiet = "logging" not in sys.modules or sys.argv[1:2] == ["search"]
-    if sys.argv[1:2] in (["search"], ["mine"]) and quiet and threading.active_count() == 1:
-        if code is None or isinstance(code, int):
-            _leave(code or 0)
-    raise SystemExit(code)
-
-
-def _leave(code: int) -> None:
-    import os
-    import sys
-
-    try:
-        sys.stdout.flush()
-        sys.stderr.flush()
-    except BaseException:  # noqa: BLE001 - e.g. a closed pipe: the ordinary exit reports it
-        return
-    os._exit(code)
-
-
 if __name__ == "__main__":
-    entry()
+    main()

@@ -50,11 +50,15 @@ def _arch(value: str) -> str:
 
 
 def parse_env(value: Any) -> str | dict[str, str] | None:
-    """None, 'local' or a dict of fingerprint fields; InvalidArgument naming what is wrong."""
+    """None, 'local' or a dict of fingerprint fields; InvalidArgument naming what is wrong. A
+    string must match ENV_PATTERN (the contract the schemas publish); a dict is read leniently."""
+    from kbase.suggest import did_you_mean
+
     if value is None:
         return None
+    strict = isinstance(value, str)
     if isinstance(value, dict):
-        items = [(str(k), str(v)) for k, v in value.items()]
+        items = [(str(k).strip().lower(), str(v).strip()) for k, v in value.items()]
     elif isinstance(value, str):
         text = value.strip()
         if not text:
@@ -63,16 +67,12 @@ def parse_env(value: Any) -> str | dict[str, str] | None:
             return "local"
         if len(text) > 200:
             raise InvalidArgument("env is at most 200 characters", "env")
-        if not re.fullmatch(ENV_PATTERN, text):
-            # the pattern is the contract; the loop below names what is wrong
-            _explain(text)
         items = []
         for part in text.split(","):
-            if not part:
-                continue
             if "=" not in part:
                 raise InvalidArgument(
-                    f"env must be 'local' or key=value pairs, got {part[:40]!r}", "env"
+                    f"env must be 'local' or key=value pairs joined by ',', got {part[:40]!r}",
+                    "env",
                 )
             k, v = part.split("=", 1)
             items.append((k, v))
@@ -82,41 +82,19 @@ def parse_env(value: Any) -> str | dict[str, str] | None:
         )
     out: dict[str, str] = {}
     for k, v in items:
-        key = ENV_KEYS.get(k.strip().lower())
+        key = ENV_KEYS.get(k)
         if key is None:
-            from kbase.suggest import did_you_mean
-
             raise InvalidArgument(
                 f"unknown env key {k[:40]!r}" + did_you_mean(k, ENV_KEYS, "env keys"), "env"
             )
-        v = v.strip()
         if key == "compute_capability":
             out[key] = _arch(v)
-        elif _VERSION.match(v):
+        elif re.fullmatch(_VER, v) if strict else _VERSION.match(v):
             out[key] = v
         else:
             raise InvalidArgument(f"env {k} must be a version like 2.8, got {v[:40]!r}", "env")
+    if strict and not re.fullmatch(ENV_PATTERN, text):
+        raise InvalidArgument(
+            "env must look like 'triton=3.4,torch=2.8,cuda=12.8,arch=sm90' or 'local'", "env"
+        )
     return out or None
-
-
-def _explain(text: str) -> None:
-    """Raise the most specific InvalidArgument for a string that does not match ENV_PATTERN."""
-    from kbase.suggest import did_you_mean
-
-    for part in text.split(","):
-        if "=" not in part:
-            raise InvalidArgument(
-                f"env must be 'local' or key=value pairs joined by ',', got {part[:40]!r}", "env"
-            )
-        k, v = part.split("=", 1)
-        if k not in ENV_KEYS:
-            raise InvalidArgument(
-                f"unknown env key {k[:40]!r}" + did_you_mean(k, ENV_KEYS, "env keys"), "env"
-            )
-        if ENV_KEYS[k] == "compute_capability":
-            _arch(v)
-        elif not re.fullmatch(_VER, v):
-            raise InvalidArgument(f"env {k} must be a version like 2.8, got {v[:40]!r}", "env")
-    raise InvalidArgument(
-        "env must look like 'triton=3.4,torch=2.8,cuda=12.8,arch=sm90' or 'local'", "env"
-    )

@@ -55,8 +55,6 @@ def test_search_returns_the_cli_json(api, service, indexed_root):
     assert body == direct.model_dump(mode="json")
     assert set(body) == {"query", "hits", "no_good_match", "candidates"}
     assert indexed_root.names[1] in [h["id"] for h in body["hits"]]
-    post = api.post("/search", json={"question": q, "top_k": 3})
-    assert post.status_code == 200 and post.json() == body
 
 
 def test_search_filters(api, indexed_root):
@@ -153,10 +151,6 @@ def test_oversized_and_malformed_requests_are_refused_and_the_server_stays_up(ap
         headers={"content-type": "application/json"},
     )
     assert big_body.status_code == 413 and "bytes" in big_body.json()["error"]["message"]
-    for content in (b"{not json", b"[1, 2]", b'"just a string"'):
-        r = api.post("/search", content=content, headers={"content-type": "application/json"})
-        assert r.status_code == 400, (content, r.text)
-        _no_trace(r)
     ok = api.get("/search", params={"q": _query_for(indexed_root)})
     assert ok.status_code == 200 and ok.json()["hits"]
 

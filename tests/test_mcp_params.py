@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from kbase.errors import InvalidArgument
 from kbase.schema import SearchQuery
 from kbase.search_query import DEFAULT_K
 from kbase.serve import params as P
@@ -20,9 +21,9 @@ def test_aliases_map_to_canonical_names_and_unknown_names_are_reported():
         "tags": "archs=sm90",
     }
     assert P.apply_aliases("search", {"query": "kept", "q": "dropped"})["query"] == "kept"
-    with pytest.raises(P.ParamError, match="'colour'.*search takes query"):
+    with pytest.raises(InvalidArgument, match="'colour'.*search takes query"):
         P.apply_aliases("search", {"query": "x", "colour": "red"})
-    with pytest.raises(P.ParamError, match="JSON object"):
+    with pytest.raises(InvalidArgument, match="JSON object"):
         P.apply_aliases("get", ["id"])
 
 
@@ -30,9 +31,9 @@ def test_lists_accept_json_strings_and_comma_lists_and_canonicalise_tags():
     assert _q(tags='["archs=hopper"]').tags == ["archs=sm90"]
     assert _q(tags="archs=H100, languages=triton").tags == ["archs=sm90", "languages=triton"]
     assert _q(status="verified,failing").status == ["verified", "failing"]
-    with pytest.raises(P.ParamError, match="list of strings"):
+    with pytest.raises(InvalidArgument, match="list of strings"):
         _q(tags="[not json")
-    with pytest.raises(P.ParamError, match="at most 16"):
+    with pytest.raises(InvalidArgument, match="at most 16"):
         _q(tags=[f"archs=sm{i}" for i in range(17)])
 
 
@@ -55,17 +56,17 @@ def test_ids(value, ok):
     if ok:
         assert P.check_id(value) == value
     else:
-        with pytest.raises(P.ParamError, match="invalid id"):
+        with pytest.raises(InvalidArgument, match="invalid id"):
             P.check_id(value)
 
 
 def test_numbers_and_query_limits():
     assert _q(k=None).k == DEFAULT_K and _q(k="7").k == 7 and _q(k=3.0).k == 3
     for bad in (True, "seven", 0, 51, 2.5):
-        with pytest.raises(P.ParamError, match="k must"):
+        with pytest.raises(InvalidArgument, match="k must"):
             _q(k=bad)
     assert SearchQuery.parse(query="  warp  ").query == "warp"
-    with pytest.raises(P.ParamError, match="2001 characters long; the limit is 2000"):
+    with pytest.raises(InvalidArgument, match="2001 characters long; the limit is 2000"):
         SearchQuery.parse(query="x" * 2001)
-    with pytest.raises(P.ParamError, match="NUL"):
+    with pytest.raises(InvalidArgument, match="NUL"):
         SearchQuery.parse(query="a\x00b")

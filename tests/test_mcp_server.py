@@ -310,3 +310,30 @@ def test_list_names_each_wrong_typed_argument(service):
         assert "pydantic" not in text and "validation error" not in text
     err, text = answers[-1]
     assert not err and len(json.loads(text)["entries"]) == 3
+
+
+def test_resources_and_the_triage_prompt(service, indexed_root):
+    """Issue #13: a skill's SKILL.md, the tag vocabulary and the glossary as resources, and a
+    prompt that turns an error message into the search -> get -> cite routine."""
+    from mcp import Client
+
+    from kbase.serve.mcp_server import build_server
+
+    name = indexed_root.names[0]
+
+    async def main():
+        async with Client(build_server(service)) as c:
+            listed = {str(r.uri) for r in (await c.list_resources()).resources}
+            skill = await c.read_resource(f"kbase://skill/{name}")
+            tags = await c.read_resource("kbase://tags")
+            prompts = [p.name for p in (await c.list_prompts()).prompts]
+            triage = await c.get_prompt("triage-error", {"error": "illegal memory access"})
+            return listed, skill, tags, prompts, triage
+
+    listed, skill, tags, prompts, triage = anyio.run(main)
+    assert {"kbase://tags", "kbase://glossary"} <= listed
+    text = (indexed_root.root / "skills" / name / "SKILL.md").read_text(encoding="utf-8")
+    assert skill.contents[0].text == text
+    assert "archs" in json.loads(tags.contents[0].text)["keys"]
+    assert prompts == ["triage-error"]
+    assert "illegal memory access" in triage.messages[0].content.text

@@ -43,7 +43,7 @@ def mine(
 
     Walks every commit reachable from HEAD, not only the first-parent line.
     A PR merge owns the commits it brings in; PRs behind other merges get cards of their own."""
-    # kbase.mine_cli runs this command without typer when it can (kbase.cli); keep them alike
+    # kbase.mine_cli answers a no-op without typer (kbase.cli); keep their output alike
     if not err_console.is_terminal:  # no bar to draw
         report = kb(root).mine(repo, name, recipe, since=since, full=full)
     else:
@@ -76,9 +76,6 @@ def history(
         "--path",
         help="path glob (`*` in one segment, `**` across); repeatable; no family needed",
     ),
-    recipe: str | None = typer.Option(
-        None, "--recipe", help="take family globs from this recipe instead of the last mine"
-    ),
     since: str | None = typer.Option(None, "--since", help="only cards dated on/after YYYY-MM-DD"),
     until: str | None = typer.Option(None, "--until", help="only cards dated on/before YYYY-MM-DD"),
     limit: int = typer.Option(
@@ -94,7 +91,7 @@ def history(
     from kbase.errors import NotFound
     from kbase.serve.paging import page_history
 
-    result = kb(root).history(repo, family, recipe=recipe, paths=path or None)
+    result = kb(root).history(repo, family, paths=path or None)
     if not result.available:
         raise NotFound(f"no archive {repo!r}: {result.message}")
     page = page_history(result, since, until, limit, cursor)

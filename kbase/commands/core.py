@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import sys
+import textwrap
 from pathlib import Path
 from typing import Any
 
 import typer
+from rich.console import Console
+from rich.text import Text
 
-from kbase.closed_sets import ENTRY_STATUSES, KINDS, MODES
+from kbase.closed_sets import ENTRY_STATUSES, KINDS, MODES, STATUS_SPECS
 from kbase.commands.common import (
     JsonOpt,
     RootOpt,
@@ -44,11 +48,7 @@ def _entries(n: int) -> str:
 def _run_index(base: Any, gc: bool = True) -> Any:
     """base.index() with progress on stderr, whatever stdout gets (`--json` too): a bar on a
     terminal, else a plain line per stage and about one a second while embedding, which an
-    agent's log shows (issue #27: a first search under --json was silent for minutes).
-    `KBASE_PROGRESS=lines` asks for the lines on a terminal too (`kbase mcp`/`serve` read them
-    from their indexing child)."""
-    import os
-    import sys
+    agent's log shows (issue #27: a first search under --json was silent for minutes)."""
     import time
 
     if not base.is_indexed():
@@ -59,7 +59,7 @@ def _run_index(base: Any, gc: bool = True) -> Any:
         )
     elif base.skills_changed():
         typer.echo("kbase: skills changed since the last index: updating it", err=True)
-    if os.environ.get("KBASE_PROGRESS") == "lines" or not sys.stderr.isatty():
+    if not sys.stderr.isatty():
         shown: dict[str, Any] = {"stage": "", "at": 0.0}
 
         def line(stage: str, done: int, total: int) -> None:
@@ -159,8 +159,6 @@ def search(
     from kbase.schema import SearchQuery
 
     if query == "-":
-        import sys
-
         query = sys.stdin.read(64 * 1024)
     q = SearchQuery.parse(
         env=parse_env(env),
@@ -183,8 +181,6 @@ def search(
     if as_json:
         print_json(result.model_dump(mode="json"))
         return
-    from kbase.commands.render import render_hits
-
     render_hits(result.hits)
     if result.hits and result.no_good_match:
         err_console.print(
@@ -241,6 +237,46 @@ def list_entries(
         return
     for r in rows:
         typer.echo(f"{r.id}\t{r.status}\t{r.title}")
+
+
+def _console() -> Console:
+    if sys.stdout.isatty():
+        return Console(highlight=False)
+    return Console(width=80, no_color=True, highlight=False, color_system=None, soft_wrap=False)
+
+
+def render_hits(hits: list[Any]) -> None:
+    """One hit per block, at the console's width (80 columns when piped or unknown): `N. id
+    status  title`, then `where`, then the snippet; in a pipe no colour and no box drawing, so
+    `grep` and `less` see plain text; ids are never folded in the middle."""
+    con = _console()
+    width = max(40, min(con.width, 120))
+    for i, h in enumerate(hits, 1):
+        lead = f"{i}. "
+        pad = " " * len(lead)
+        head = Text(lead)
+        head.append(h.id, style="bold")
+        head.append("  ")
+        spec = STATUS_SPECS.get(h.status)
+        head.append(h.status, style=spec.style if spec else "")
+        rest = width - len(lead) - len(h.id) - len(h.status) - 4
+        title = h.title if len(h.title) <= max(rest, 10) else h.title[: max(rest, 10) - 1] + "…"
+        if rest >= 10:
+            head.append("  " + title)
+        con.print(head, soft_wrap=True)
+        if rest < 10:  # a long id: the title goes on its own line rather than folding the id
+            con.print(Text(pad + title[: width - len(pad)]), soft_wrap=True)
+        where = f"{h.path}:{h.line}" if h.line else h.path
+        if h.section:
+            where += f" ({h.section})"
+        if getattr(h, "confidence", None) is not None:
+            where += f"  confidence {h.confidence:.2f}"
+        con.print(Text(pad + where, style="dim"), soft_wrap=True)
+        snippet = " ".join(h.snippet.split())
+        for line in textwrap.wrap(snippet, width=width - len(pad))[:3]:
+            con.print(Text(pad + line), soft_wrap=True)
+        if i < len(hits):
+            con.print()
 
 
 def register(app: typer.Typer) -> None:

@@ -9,32 +9,27 @@ from __future__ import annotations
 
 import os
 
-_FLAGS = {"--no-index": "no_index", "--allow-write": "allow_write"}
-_VALUES = {"--root": "root", "--log-level": "log_level", "--default-root": "default_root"}
-
 
 def parse(argv: list[str]) -> dict | None:
     """The options of `kbase ARGV` when it is plainly a stdio MCP server, else None."""
-    opts: dict = {"default_root": None, "root": None, "log_level": "info"}
-    opts.update(dict.fromkeys(_FLAGS.values(), False))
+    from kbase.mine_cli import parse_opts
+
     args = list(argv)
+    default_root = None
     if args[:1] == ["--default-root"] and len(args) >= 2:
-        opts["default_root"] = args[1]
-        args = args[2:]
+        default_root, args = args[1], args[2:]
     if args[:1] != ["mcp"]:
         return None
-    rest = args[1:]
-    while rest:
-        name, _, inline = rest[0].partition("=")
-        if name in _FLAGS and not inline:
-            opts[_FLAGS[name]] = True
-            rest = rest[1:]
-        elif name in _VALUES and name != "--default-root" and (inline or len(rest) > 1):
-            opts[_VALUES[name]] = inline or rest[1]
-            rest = rest[1:] if inline else rest[2:]
-        else:
-            return None  # --http, --help, anything unknown: typer's
-    return opts
+    got = parse_opts(args[1:], ("--root", "--log-level"), ("--no-index", "--allow-write"))
+    if got is None:
+        return None  # --http, --help, anything unknown: typer's
+    return {
+        "default_root": default_root,
+        "root": got.get("--root"),
+        "log_level": got.get("--log-level", "info"),
+        "no_index": bool(got.get("--no-index")),
+        "allow_write": bool(got.get("--allow-write")),
+    }
 
 
 def fast_mcp(argv: list[str]) -> bool:
@@ -53,15 +48,9 @@ def fast_mcp(argv: list[str]) -> bool:
         root = find_root(opts["root"] or None)
     except RootError:
         return False  # typer reports it, with its exit code
-    import logging
-    import sys
+    from kbase.serve.mcp_early import EarlyAnswers, log_to_stderr
 
-    logging.basicConfig(
-        level=getattr(logging, str(opts["log_level"]).upper(), logging.INFO),
-        stream=sys.stderr,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
-    from kbase.serve.mcp_early import EarlyAnswers
+    log_to_stderr(opts["log_level"])
 
     # before the SDK's import (~0.8 s of CPU): the handshake is answered meanwhile
     early = EarlyAnswers(allow_write=opts["allow_write"])

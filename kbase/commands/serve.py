@@ -1,13 +1,10 @@
 """Agent access: `kbase mcp`, `kbase serve`, `kbase export`.
 
-This module must import on a machine without fastapi, uvicorn or mcp (a GPU box that only
-runs `kbase verify`): everything heavy is imported inside the command that needs it.
+The servers (mcp, fastapi, uvicorn) are imported inside the command that runs them.
 """
 
 from __future__ import annotations
 
-import logging
-import sys
 from pathlib import Path
 
 import typer
@@ -22,27 +19,6 @@ from kbase.commands.common import (
     print_json,
 )
 from kbase.config import find_root
-
-
-def _logging(level: str) -> None:
-    # stderr only: under MCP stdio, stdout belongs to the protocol.
-    logging.basicConfig(
-        level=getattr(logging, level.upper(), logging.INFO),
-        stream=sys.stderr,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
-
-
-def _need(module: str, command: str) -> None:
-    import importlib
-
-    try:
-        importlib.import_module(module)  # the command imports it next anyway
-    except ImportError:
-        raise fail(  # noqa: B904  (the import error itself says nothing the message does not)
-            f"`{command}` needs the {module!r} package, which is not installed here (pip install "
-            f"{module})"
-        )
 
 
 def mcp(
@@ -62,9 +38,10 @@ def mcp(
     root: str | None = RootOpt,
 ) -> None:
     """Run the MCP server (stdio by default): search, get, history, list, stale (+ writes)."""
-    _need("mcp", "kbase mcp")
-    _logging(log_level)
+    from kbase.serve.mcp_early import log_to_stderr
     from kbase.serve.mcp_server import parse_hostport, run
+
+    log_to_stderr(log_level)
 
     if http:
         parse_hostport(http)  # a bad HOST:PORT is an InvalidArgument before any start-up work
@@ -98,10 +75,10 @@ def serve(
     """Run the HTTP API: /search, /entries/{id}, /history/{repo}/{family}, /list, /stale,
     /healthz.
     """
-    _need("fastapi", "kbase serve")
-    _need("uvicorn", "kbase serve")
-    _logging(log_level)
     from kbase.serve.http_app import run
+    from kbase.serve.mcp_early import log_to_stderr
+
+    log_to_stderr(log_level)
 
     run(
         root=find_root(root),

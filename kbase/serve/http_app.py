@@ -24,13 +24,13 @@ from kbase.schema import (
     HistoryPage,
     ListPage,
     ProposeAnswer,
+    SearchQuery,
     SearchResult,
     ServerHealth,
     StaleAnswer,
 )
 from kbase.search_query import DEFAULT_K, MAX_K, MAX_QUERY_CHARS, MAX_TAGS
 from kbase.serve import http_schema as H
-from kbase.serve import params as P
 from kbase.serve.guard import MAX_BODY_BYTES  # noqa: F401  (the documented body limit)
 from kbase.serve.http_schema import FeedbackBody, ProposeBody, error_handlers, error_responses
 from kbase.serve.paging import (
@@ -108,9 +108,7 @@ def _search(service: Service, repos: list[str], raw: dict[str, Any]) -> SearchRe
         v = raw.get(key)
         if isinstance(v, str) and not v.strip():
             raise InvalidArgument(f"{key} is empty; leave it out instead", key)
-    env = parse_env(raw.pop("env", None))
-    query, _max_chars = P.search_args(raw)
-    return service.search(query.model_copy(update={"env": env}))
+    return service.search(SearchQuery.parse(**{**raw, "env": parse_env(raw["env"])}))
 
 
 def _search_routes(app: Any, service: Service, tag_values: list[str], repos: list[str]) -> None:
@@ -185,36 +183,6 @@ def _search_routes(app: Any, service: Service, tag_values: list[str], repos: lis
             },
         )
 
-    _search_post(app, service, tag_values, repos)
-
-
-def _search_post(app: Any, service: Service, tag_values: list[str], repos: list[str]) -> None:
-    from fastapi import Body
-
-    search_body = H.search_body_schema(repos, tag_values)
-    _check_body = H.body_checker(search_body)
-
-    @app.post(
-        "/search",
-        summary="Search, with the arguments in a JSON body",
-        response_model=SearchResult,
-        responses=error_responses(400, 413, 503),
-        openapi_extra={
-            "requestBody": {
-                "required": True,
-                "content": {"application/json": {"schema": search_body}},
-            }
-        },
-    )
-    def search_post(body: Any = Body(None)) -> SearchResult:
-        if not isinstance(body, dict):
-            raise InvalidArgument("the body must be a JSON object of search arguments")
-        raw = P.apply_aliases("search", body)
-        # the parser's messages first: they name the nearest values
-        P.search_args({k: v for k, v in raw.items() if k != "env"})
-        _check_body(raw)
-        return _search(service, repos, raw)
-
 
 def _read_routes(app: Any, service: Service, tag_values: list[str]) -> None:
     from fastapi import Path
@@ -238,7 +206,7 @@ def _read_routes(app: Any, service: Service, tag_values: list[str]) -> None:
         ] = None,
         env: Env = None,
     ) -> EntryDoc:
-        return kb.get(P.check_id(entry_id), P.check_section(section), env=parse_env(env))
+        return kb.get(entry_id, section, env=parse_env(env))  # the patterns above checked both
 
     @app.get(
         "/history/{repo}/{family}",
@@ -256,9 +224,7 @@ def _read_routes(app: Any, service: Service, tag_values: list[str]) -> None:
         ] = DEFAULT_HISTORY_LIMIT,
         cursor: Cursor = None,
     ) -> Any:
-        res = kb.history(
-            P.check_slug("repo", repo, required=True), P.check_slug("family", family, required=True)
-        )
+        res = kb.history(repo, family)  # both checked by SLUG_PATTERN
         return page_history(res, since, until, limit, cursor)
 
     _list_routes(app, service, tag_values)
@@ -325,7 +291,7 @@ def _write_routes(app: Any, kb: Any) -> None:
     )
     def feedback(body: FeedbackBody) -> Any:
         writes.take()
-        return kb.feedback(P.check_id(body.id), body.verdict, body.note, "http")
+        return kb.feedback(body.id, body.verdict, body.note, "http")  # ID_PATTERN checked it
 
     @app.post(
         "/propose",

@@ -1,6 +1,6 @@
-"""The HTTP API's contract (`kbase serve`): patterns, enums from the index, the POST /search body
-schema, the write bodies, every error as each endpoint answers it (FastAPI's validation errors
-reworded), and the OpenAPI document tidied. The schemas say exactly what the handlers accept,
+"""The HTTP API's contract (`kbase serve`): patterns, enums from the index, the write bodies,
+every error as each endpoint answers it (FastAPI's validation errors reworded), and the OpenAPI
+document tidied. The schemas say exactly what the handlers accept,
 so a schema-driven fuzzer (schemathesis) and the server agree.
 """
 
@@ -11,10 +11,10 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from kbase.closed_sets import ENTRY_STATUSES, KINDS, MODES, FeedbackVerdict
-from kbase.envspec import ENV_HELP, ENV_PATTERN, parse_env
-from kbase.errors import InvalidArgument, KbaseError
-from kbase.search_query import MAX_K, MAX_QUERY_CHARS, MAX_TAGS, SLUG_RE
+from kbase.closed_sets import FeedbackVerdict
+from kbase.envspec import parse_env
+from kbase.errors import KbaseError
+from kbase.search_query import SLUG_RE
 from kbase.serve import params as P
 from kbase.serve.paging import MAX_LIST_LIMIT
 
@@ -23,8 +23,6 @@ SLUG_PATTERN = SLUG_RE.pattern
 QUERY_PATTERN = r"^[^\x00]*[^\s\x00][^\x00]*$"  # not blank, no NUL
 SECTION_PATTERN = r"^[^\x00-\x1f/\\]{1,120}$"
 DAY_PATTERN = P.DAY_PATTERN
-# Integer parameters and their ranges, so a range error reads like the CLI's and MCP's.
-RANGES = {"k": (1, MAX_K), "limit": (1, MAX_LIST_LIMIT)}
 
 
 def schema_enums(kb: Any, entries: bool = True) -> tuple[list[str], list[str]]:
@@ -49,16 +47,11 @@ def message(loc: str, e: dict[str, Any]) -> str:
     """One FastAPI validation error in the words the CLI and MCP use."""
     kind = e.get("type", "")
     if kind == "missing":
-        if loc == "q":
-            return "query is required: a symptom, an error message or a topic"
         return f"{loc} is required"
-    if kind in ("greater_than_equal", "less_than_equal") and loc in RANGES:
-        lo, hi = RANGES[loc]
-        return f"{loc} must be between {lo} and {hi}, got {str(e.get('input'))[:20]}"
+    if kind in ("greater_than_equal", "less_than_equal") and loc == "limit":
+        return f"limit must be between 1 and {MAX_LIST_LIMIT}, got {str(e.get('input'))[:20]}"
     if kind == "int_parsing":
         return f"{loc} must be an integer"
-    if kind == "string_pattern_mismatch" and loc == "q":
-        return "query is empty (or holds a NUL character)"
     if kind == "string_pattern_mismatch" and loc == "env":
         try:
             parse_env(str(e.get("input")))
@@ -67,71 +60,20 @@ def message(loc: str, e: dict[str, Any]) -> str:
     return f"{loc}: {e.get('msg', 'invalid')}"
 
 
-def _opt(schema: dict[str, Any]) -> dict[str, Any]:
-    """An optional body field: null means "the default", as in the Python API."""
-    return {"anyOf": [schema, {"type": "null"}]}
+def search_message(qp: Any) -> str | None:
+    """What `SearchQuery` says of GET /search's parameters (`qp`), so a bad value gets the
+    message the CLI, MCP and the Python API give (issue #9); None when it accepts them."""
+    from kbase.schema import SearchQuery
 
-
-def search_body_schema(repos: list[str], tag_values: list[str]) -> dict[str, Any]:
-    """POST /search's body: the GET parameters as one JSON object, exactly as accepted."""
-    return {
-        "type": "object",
-        "additionalProperties": False,
-        "required": ["query"],
-        "properties": {
-            "query": {
-                "type": "string",
-                "minLength": 1,
-                "maxLength": MAX_QUERY_CHARS,
-                "pattern": QUERY_PATTERN,
-                "description": "a symptom, an error message or a topic",
-            },
-            "k": _opt({"type": "integer", "minimum": 1, "maximum": MAX_K}),
-            "kind": _opt({"type": "string", "enum": list(KINDS)}),
-            "repo": _opt({"type": "string", **({"enum": repos} if repos else {"pattern": "^$"})}),
-            "tags": _opt(
-                {
-                    "type": "array",
-                    "maxItems": MAX_TAGS,
-                    "items": {"type": "string", "enum": tag_values},
-                }
-            ),
-            "status": _opt(
-                {
-                    "type": "array",
-                    "maxItems": len(ENTRY_STATUSES),
-                    "items": {"type": "string", "enum": list(ENTRY_STATUSES)},
-                }
-            ),
-            "mode": _opt({"type": "string", "enum": list(MODES)}),
-            "since": _opt({"type": "string", "format": "date", "pattern": DAY_PATTERN}),
-            "until": _opt({"type": "string", "format": "date", "pattern": DAY_PATTERN}),
-            "env": _opt({"type": "string", "pattern": ENV_PATTERN, "description": ENV_HELP}),
-            "max_chars": _opt(
-                {"type": "integer", "minimum": P.MIN_MAX_CHARS, "maximum": P.MAX_MAX_CHARS}
-            ),
-        },
-        "description": "the GET parameters as a JSON object (tag becomes tags); MCP argument "
-        "names such as question or top_k are accepted too",
-    }
-
-
-def body_checker(schema: dict[str, Any]) -> Any:
-    """A function enforcing `schema` on a parsed body, raising InvalidArgument."""
-    import jsonschema
-
-    validator = jsonschema.Draft202012Validator(schema)
-
-    def check(obj: dict[str, Any]) -> None:
-        err = jsonschema.exceptions.best_match(validator.iter_errors(obj))
-        if err is not None:
-            where = ".".join(str(x) for x in err.absolute_path) or "body"
-            what = err.message if len(err.message) <= 200 else err.message[:200] + "…"
-            if err.validator == "enum":
-                what = "not one of the accepted values (see /openapi.json)"
-            raise InvalidArgument(f"{where}: {what}", where)
-
-    return check
+    raw = {k: qp.get(k) for k in ("k", "kind", "repo", "mode", "since", "until")}
+    try:
+        parse_env(qp.get("env"))
+        SearchQuery.parse(
+            query=qp.get("q"), tags=qp.getlist("tag"), status=qp.getlist("status"), **raw
+        )
+    except KbaseError as exc:
+        return str(exc)
+    return None
 
 
 def tidy_openapi(spec: dict[str, Any]) -> dict[str, Any]:
@@ -189,7 +131,10 @@ def error_handlers(app: Any) -> None:
         return _error(exc.http_status, str(exc))
 
     @app.exception_handler(RequestValidationError)
-    async def _invalid(_req: Any, exc: RequestValidationError) -> Any:
+    async def _invalid(req: Any, exc: RequestValidationError) -> Any:
+        said = search_message(req.query_params) if req.url.path == "/search" else None
+        if said:
+            return _error(400, said)
         # Name the fields, not the values: the values are the client's own (possibly huge) input.
         parts = []
         for e in exc.errors()[:5]:

@@ -75,7 +75,8 @@ def _cut(s: str, width: int | None) -> str:
 
 
 def fit_search(answer: dict[str, Any], max_chars: int) -> dict[str, Any]:
-    """Shorten snippets first, then the candidate lines, then drop the lowest hits."""
+    """Shorten snippets first, then the candidate lines, then drop the lowest hits, then the
+    last candidate lines."""
     hits = answer["hits"]
     out = dict(answer)
     if len(out["query"]) > 120:
@@ -94,25 +95,9 @@ def fit_search(answer: dict[str, Any], max_chars: int) -> dict[str, Any]:
         ]
         if len(dumps(out)) <= max_chars:
             return out
-    shown = out["hits"]
-    while shown:
-        shown = shown[:-1]
-        out = dict(
-            out,
-            hits=shown,
-            truncated={
-                "omitted": len(hits) - len(shown),
-                "hint": "raise max_chars or lower k, or call get on one id",
-            },
-        )
-        if len(dumps(out)) <= max_chars:
-            return out
-    kept = out.get("candidates") or []
-    while kept:  # no hit left to drop: the candidate lines go last, from the bottom
-        kept = kept[:-1]
-        out = dict(out, candidates=kept)
-        if len(dumps(out)) <= max_chars:
-            return out
+    out = fit_items(out, "hits", max_chars)  # the lowest hits go, then the candidate lines
+    while len(dumps(out)) > max_chars and out["candidates"]:
+        out["candidates"] = out["candidates"][:-1]
     return out
 
 

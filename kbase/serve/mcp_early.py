@@ -17,6 +17,7 @@ import json
 import logging
 import os
 import queue
+import sys
 import threading
 from pathlib import Path
 from typing import Any
@@ -27,6 +28,15 @@ RECORDED = Path(__file__).resolve().parents[1] / "data" / "mcp_handshake.json"
 ENVELOPE = "io.modelcontextprotocol/protocolVersion"  # present only in 2026-07-28+ requests
 ENVELOPE_KEYS = {ENVELOPE, "io.modelcontextprotocol/clientInfo"}
 ENVELOPE_KEYS.add("io.modelcontextprotocol/clientCapabilities")
+
+
+def log_to_stderr(level: str) -> None:
+    """The servers log to stderr only: under MCP stdio, stdout belongs to the protocol."""
+    logging.basicConfig(
+        level=getattr(logging, str(level).upper(), logging.INFO),
+        stream=sys.stderr,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
 
 
 def recorded_answers(allow_write: bool) -> dict[str, Any] | None:
@@ -55,8 +65,6 @@ class EarlyAnswers:
     client's lines into `lines` (None at EOF) and answers the handshake until hand_over()."""
 
     def __init__(self, allow_write: bool = False):
-        import sys
-
         sys.stdout.flush()
         self.wire_out = os.dup(1)
         os.dup2(2, 1)

@@ -1,10 +1,9 @@
 """MCP resources and prompts.
 
 Resources: `kbase://skill/{name}` (a skill's SKILL.md as written), `kbase://tags` (the tag
-vocabulary and the archive tags in the index), `kbase://statuses` (what each status means) and
-`kbase://glossary` (the English-Chinese glossary search expands queries with).
-Prompts: `triage-error` (from an error message to a fix backed by an entry) and
-`kernel-family-history` (what changed in a kernel family, and why).
+vocabulary and the archive tags in the index) and `kbase://glossary` (the English-Chinese
+glossary search expands queries with). Prompt: `triage-error` (from an error message to a fix
+backed by an entry).
 """
 
 from __future__ import annotations
@@ -15,7 +14,6 @@ from typing import Any
 
 import yaml
 
-from kbase.closed_sets import DRAFT_STATUS, PR_STATUS, STATUS_SPECS
 from kbase.errors import KbaseError
 
 
@@ -35,13 +33,6 @@ def tag_vocabulary(kb: Any) -> dict[str, Any]:
         },
         "archive_keys": archive,
     }
-
-
-def status_meanings() -> dict[str, str]:
-    out = {name: spec.meaning for name, spec in STATUS_SPECS.items()}
-    out[PR_STATUS] = "a pull-request card mined from git: a fact about what changed, not a claim"
-    out[DRAFT_STATUS] = "proposed from experience; not reviewed, never verified until it is"
-    return out
 
 
 def register_extras(srv: Any, service: Any) -> None:
@@ -79,8 +70,6 @@ def _register_resources(srv: Any, service: Any) -> None:
     for name, title, description, data in (
         ("tags", "Tag vocabulary", "Tag keys, canonical values and aliases for search filters",
          lambda: tag_vocabulary(kb)),
-        ("statuses", "Statuses", "What each entry status means and how much to trust it",
-         status_meanings),
         ("glossary", "Glossary (English / Chinese)",
          "GPU-kernel terms with Chinese equivalents and aliases, as search expands them", glossary),
     ):  # fmt: skip
@@ -120,20 +109,4 @@ def _register_prompts(srv: Any) -> None:
             "so and reason from the error itself.\n"
             "4. Once the fix works, record it: `feedback` on the entry you used, or `propose` a "
             "draft if kbase had nothing (when the server allows writes)."
-        )
-
-    @srv.prompt(
-        name="kernel-family-history",
-        title="What changed in a kernel family",
-        description="Summarise the recent PRs of one kernel family in one archived repo",
-    )
-    def kernel_family_history(repo: str, family: str, since: str = "") -> str:
-        window = f" since {since.strip()}" if since.strip() else ""
-        return (
-            f"Summarise how the `{family}` kernels of `{repo}` changed{window}.\n\n"
-            f"1. Call `history` with repo={repo!r}, family={family!r}"
-            + (f", since={since.strip()!r}" if since.strip() else "")
-            + " (newest first; follow next_cursor if the story needs older PRs).\n"
-            "2. `get` the two or three PRs that matter most (pr:<repo>#<N>).\n"
-            "3. Report what changed, why, and which PRs a reader should open, newest first."
         )

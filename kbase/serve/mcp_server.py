@@ -16,6 +16,7 @@ import logging
 from typing import Any
 
 from kbase.envspec import parse_env
+from kbase.errors import InvalidArgument
 from kbase.schema import SearchQuery
 from kbase.serve import params as P
 from kbase.serve.service import Service
@@ -31,7 +32,7 @@ plus your root-cause hypothesis (not only the library or API name), read the one
 `candidates` and pick by your own reading, then `get` it (or just the section the hit names) \
 before acting. `no_good_match: true` means kbase most likely has nothing for this: do not force it.
 Each hit has a status: prefer `verified`; treat `failing`, `stale-*` and `draft` as leads to \
-double-check (resource kbase://statuses). `history` shows how a kernel family evolved in one repo, \
+double-check. `history` shows how a kernel family evolved in one repo, \
 newest first; `list` shows what exists; `stale` lists skills whose check fails or is out of date. \
 Pass `env` (e.g. 'torch=2.8,arch=sm90' or 'local') to judge statuses for a machine.
 Do not use it for general Python/C++ questions, for this project's own source (read the files), or \
@@ -50,7 +51,7 @@ def _checked(tool: str, raw: dict[str, Any]) -> dict[str, Any]:
         a["max_chars"] = P.check_max_chars(a["max_chars"])
     if tool == "search":
         fields = {k: v for k, v in a.items() if k not in ("max_chars", "env")}
-        query, _ = P.search_args(fields)
+        query = SearchQuery.parse(**fields)
         out = query.model_dump(exclude={"mode", "env"}, exclude_defaults=True)
         out["query"] = query.query
         return {**out, **{k: a[k] for k in ("max_chars", "env") if k in a}}
@@ -303,7 +304,7 @@ def parse_hostport(value: str, default_host: str = "127.0.0.1") -> tuple[str, in
     try:
         p = int(port)
     except ValueError:
-        raise P.ParamError(f"expected HOST:PORT, got {value!r}") from None
+        raise InvalidArgument(f"expected HOST:PORT, got {value!r}") from None
     if not 0 < p < 65536:
-        raise P.ParamError(f"port must be 1..65535, got {p}")
+        raise InvalidArgument(f"port must be 1..65535, got {p}")
     return host, p

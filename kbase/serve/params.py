@@ -30,9 +30,6 @@ PR_ID_RE = re.compile(rf"^pr:{_SLUG}#[0-9]{{1,9}}$")
 DAY_PATTERN = r"^\d{4}-\d{2}-\d{2}$"
 SECTION_RE = re.compile(r"^[^\x00-\x1f/\\]{1,120}$")
 
-# Bad input from a client: the message says what was wrong and what is accepted.
-ParamError = InvalidArgument
-
 # Every tool's arguments (the servers take every SearchQuery field); HTTP's POST /search takes
 # search's too.
 _SEARCH_FIELDS = tuple(SearchQuery.model_fields)
@@ -92,7 +89,7 @@ def _checked(fn: Any, *a: Any) -> Any:
 def apply_aliases(tool: str, args: dict[str, Any]) -> dict[str, Any]:
     """Rename guessed argument names to ours; unknown names are reported, not silently dropped."""
     if not isinstance(args, dict):
-        raise ParamError("arguments must be a JSON object")
+        raise InvalidArgument("arguments must be a JSON object")
     table, known = ALIASES.get(tool, {}), TOOL_ARGS[tool]
     out: dict[str, Any] = {}
     for key, value in args.items():
@@ -102,7 +99,7 @@ def apply_aliases(tool: str, args: dict[str, Any]) -> dict[str, Any]:
         out[name] = value
     unknown = sorted(set(out) - set(known))
     if unknown:
-        raise ParamError(
+        raise InvalidArgument(
             f"unknown argument(s) {', '.join(map(repr, unknown))}; {tool} takes {', '.join(known)}"
         )
     return out
@@ -120,15 +117,17 @@ def check_slug(name: str, v: Any, required: bool = False) -> str | None:
 def check_id(v: Any) -> str:
     """A skill name or pr:<repo>#<N>; anything else (paths, "..", URLs) is refused unread."""
     if v is None:
-        raise ParamError("id is required: a skill name (e.g. gpu-kernel-timing) or pr:<repo>#<N>")
+        raise InvalidArgument(
+            "id is required: a skill name (e.g. gpu-kernel-timing) or pr:<repo>#<N>"
+        )
     if not isinstance(v, str):
-        raise ParamError(f"id must be a string, got {type(v).__name__}")
+        raise InvalidArgument(f"id must be a string, got {type(v).__name__}")
     v = v.strip()
     if len(v) <= 120 and NAME_RE.match(v):  # longer than a name can be: simply not found
         return v
     if PR_ID_RE.match(v):  # looked up in the index, never used as a path
         return v
-    raise ParamError(
+    raise InvalidArgument(
         f"invalid id {v[:80]!r}: expected a skill name (lowercase words joined by '-') "
         "or pr:<repo>#<N>"
     )
@@ -139,11 +138,5 @@ def check_section(v: Any) -> str | None:
     if v is None:
         return None
     if not SECTION_RE.match(v):
-        raise ParamError("section must be a heading title of at most 120 characters")
+        raise InvalidArgument("section must be a heading title of at most 120 characters")
     return str(v)
-
-
-def search_args(raw: dict[str, Any]) -> tuple[SearchQuery, int]:
-    """The checked query and the answer's max_chars, from already alias-mapped arguments."""
-    fields = {k: v for k, v in raw.items() if k != "max_chars"}
-    return SearchQuery.parse(**fields), check_max_chars(raw.get("max_chars"))

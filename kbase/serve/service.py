@@ -11,8 +11,6 @@ Every answer comes from `KnowledgeBase`; this module adds only what a long-lived
 from __future__ import annotations
 
 import logging
-import os
-import sys
 import threading
 import time
 from typing import Any
@@ -55,27 +53,21 @@ class Service:
 
     def _prepare_logged(self, index_if_missing: bool) -> None:
         try:
-            self.prepare(index_if_missing=index_if_missing, child=True)
+            self.prepare(index_if_missing=index_if_missing)
         except Exception as exc:  # noqa: BLE001  (the server keeps answering, and says why)
             self.failure = f"{type(exc).__name__}: {exc}"
             log.error("start-up failed: %s", self.failure)
         finally:
             self.state = ""
 
-    def prepare(
-        self, index_if_missing: bool = True, warm: bool = True, child: bool = False
-    ) -> None:
-        """Index (only when there is no index at all) and warm up. `child`: build the index in a
-        `kbase index` process of its own, so that the server's threads keep the GIL."""
+    def prepare(self, index_if_missing: bool = True, warm: bool = True) -> None:
+        """Index (only when there is no index at all) and warm up."""
         t0 = time.perf_counter()
         if not self.kb.is_indexed() and index_if_missing:
             log.info("no index under %s: indexing %s", self.kb.home, self.kb.root)
             self.state = "indexing"
-            if child:
-                self._index_in_child()
-            else:
-                for p in self.kb.index(progress=self._progress).problems:
-                    log.warning("%s", p)
+            for p in self.kb.index(progress=self._progress).problems:
+                log.warning("%s", p)
         self.state = ""  # with an index, a search may come before warm-up ends: it loads lazily
         if warm and self.kb.is_indexed():
             self.kb.warm_up()
@@ -89,39 +81,6 @@ class Service:
 
     def _progress(self, stage: str, done: int, total: int) -> None:
         self.state = f"indexing {done}/{total} ({stage})" if total else f"indexing: {stage}"
-
-    def _index_in_child(self) -> None:
-        """`kbase index` as a child process, its progress lines read into `state`."""
-        import subprocess
-
-        env = dict(os.environ, KBASE_HOME=str(self.kb.home), KBASE_PROGRESS="lines")
-        if self.kb.settings.chroma_url:
-            env["KBASE_CHROMA_URL"] = self.kb.settings.chroma_url
-        cmd = [sys.executable, "-m", "kbase.cli", "index", "--root", str(self.kb.root)]
-        last: list[str] = []
-        with subprocess.Popen(
-            cmd,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            text=True,
-            errors="replace",
-            # below the server's priority: requests are answered first while it builds
-            preexec_fn=(lambda: os.nice(10)) if hasattr(os, "nice") else None,
-        ) as proc:
-            assert proc.stderr is not None
-            for line in proc.stderr:
-                stage, done, total = _progress_line(line)
-                if stage:
-                    self._progress(stage, done, total)
-                elif line.startswith("kbase: building the index"):
-                    log.info("%s", line.rstrip())
-                elif line.strip():
-                    log.warning("kbase index: %s", line.rstrip())
-                    last = [*last[-4:], line.strip()]
-        if proc.returncode and not self.kb.is_indexed():
-            raise RuntimeError(f"kbase index exited {proc.returncode}: {' / '.join(last)}")
 
     def not_ready(self) -> str | None:
         """Why a search cannot be answered yet, or None."""
@@ -157,15 +116,3 @@ class Service:
         out["state"] = self.state or ("failed: " + self.failure if self.failure else "ready")
         out["uptime_s"] = round(time.time() - self.started, 1)
         return out
-
-
-def _progress_line(line: str) -> tuple[str, int, int]:
-    """("stage", done, total) of a `KBASE_PROGRESS=lines` line of `kbase index`, or ("", 0, 0)."""
-    if not line.startswith("kbase: progress "):
-        return "", 0, 0
-    body = line[len("kbase: progress ") :].rstrip()
-    stage, _, count = body.rpartition(" ")
-    done, _, total = count.partition("/")
-    if not (done.isdigit() and total.isdigit()):
-        return body, 0, 0
-    return stage, int(done), int(total)
