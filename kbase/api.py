@@ -224,14 +224,6 @@ class KnowledgeBase(SearchAPI, ValidateAPI, ArchiveAPI):
             return "unverified", None, None
         return audit.status, audit.verified_on, audit.last_pass
 
-    def _claims_of(self, entry: Any) -> list[Any]:
-        """A skill's claims with the values measured per environment, from the ledger."""
-        if entry.kind != "skill" or entry.path.startswith("skills/_drafts/"):
-            return []
-        from kbase.validators.claim_views import claim_views
-
-        return claim_views(self.root, entry.id)
-
     def stale(self, env: Any = None) -> StaleReport:
         """Skills that are not verified right now, worst first, with the validators' reasons."""
         from kbase.schema import StaleReport
@@ -319,7 +311,7 @@ class KnowledgeBase(SearchAPI, ValidateAPI, ArchiveAPI):
             verified_at=at,
             sections=secs,
             text=text,
-            claims=self._claims_of(entry),
+            claims=self._claims_by_id([entry]).get(entry.id, []),
             feedback=self._feedback_of(entry.id),
         )
 

@@ -30,6 +30,7 @@ def attrs(obj: Any, names: str) -> dict[str, Any]:
     return {n: getattr(obj, n) for n in names.split()}
 
 
+DRAFTS = "skills/_drafts/"
 CANDIDATES = 10  # entries in the compact candidate list (issue #25: the caller picks from it)
 
 
@@ -87,7 +88,6 @@ class SearchAPI:
         def _status_of(
             self, entry: Any, statuses: dict[str, SkillAudit]
         ) -> tuple[str, Any, Any]: ...
-        def _claims_of(self, entry: Any) -> list[Any]: ...
         def _entries(self) -> list[Any]: ...
 
     def search(
@@ -183,17 +183,21 @@ class SearchAPI:
                 aside.join()
 
     def _answer(self, q: SearchQuery) -> SearchResult:
-        from kbase.retrieval.searcher import make_snippet
+        from kbase.retrieval.searcher import Future, make_snippet
         from kbase.schema import Hit, SearchResult
 
         wanted = set(q.status)
         self._check_archive_names(q)
+        # The skills' statuses do not depend on the query: judged (or found cached: a stat of
+        # every SKILL.md) on a thread of their own while the search embeds the query.
+        aside = Future(self.statuses, q.env) if q.kind != "pr" else None
         cands = self.searcher().search(
             q.query,
             **q.model_dump(include={"k", "kind", "repo", "tags", "mode", "since", "until"}),
             fill_texts=False,  # texts and snippets below, for the hits returned only
         )
-        statuses = self.statuses(q.env) if any(c.kind == "skill" for c in cands) else {}
+        skills = any(c.kind == "skill" for c in cands)
+        statuses = aside.result() if aside is not None and skills else {}
         # Ranked on (id, score, status) first; only the k kept are decoded and made into hits
         # (a PR card's status needs no decoding; issue #11).
         ranked: list[_Ranked] = []
@@ -216,6 +220,7 @@ class SearchAPI:
         # texts for the hits only: a candidate line needs none (a skill's evidence was read while
         # ranking, a PR card's line is its title)
         self.searcher().fill_texts([r.cand for r in ranked])
+        claims = self._claims_by_id([r.cand.entry for r in ranked])  # claim views read the ledger
         hits: list[Hit] = []
         for r in ranked:
             e = r.cand.entry
@@ -230,8 +235,7 @@ class SearchAPI:
                     snippet=make_snippet(chunk.text, q.query) if chunk else "",
                     verified_on=r.verified_on,
                     verified_at=r.verified_at,
-                    # claim views read the ledger: only for the hits returned
-                    claims=self._claims_of(e),
+                    claims=claims.get(e.id, []),
                     confidence=r.cand.confidence,
                 )
             )
@@ -241,6 +245,16 @@ class SearchAPI:
             no_good_match=no_good_match([r.cand for r in listed]),
             candidates=[candidate(r.cand, r.status) for r in listed],
         )
+
+    def _claims_by_id(self, entries: list[Any]) -> dict[str, list[Any]]:
+        """The claims, with the values measured per environment, of these entries' skills (not
+        drafts), read in one pass: the ledger's and the keys' state is looked at once."""
+        names = [e.id for e in entries if e.kind == "skill" and not e.path.startswith(DRAFTS)]
+        if not names:
+            return {}
+        from kbase.validators.claim_views import claim_views_of
+
+        return claim_views_of(self.root, names)
 
     def archive_tags(self) -> frozenset[str]:
         """Every `key=value` tag of the archive's open keys (family, category, repo) that an

@@ -18,6 +18,7 @@ def text_tokens(title: str, text: str) -> list[str]:
     return tokens(f"{title}\n{text}") or ["<empty>"]
 
 
+_REMEMBER = 1 << 16  # words a Lexical remembers the id and idf of
 K1, B = 1.5, 0.75  # Lucene's BM25 defaults, as bm25s uses them
 TOKENS_FILE = "chunk_tokens.npy"  # every chunk's token ids, end to end
 OFFSETS_FILE = "chunk_offsets.npy"
@@ -189,6 +190,7 @@ class Lexical:
         self.indices = np.load(path / "indices.csc.index.npy", mmap_mode="r")
         self.indptr = np.load(path / "indptr.csc.index.npy")
         self._idf: dict[str, float] = {}
+        self._ids: dict[str, int | None] = {}
         # the sorted twin when there is one (an index written before it has none)
         self.vocab: Mapping[str, int] = SortedVocab.read(path, len(self.indptr) - 1) or F.loads(
             (path / "vocab.index.json").read_bytes()
@@ -197,7 +199,7 @@ class Lexical:
     def scores(self, query: str, within: tuple[int, int] | None = None) -> np.ndarray:
         """BM25 score of every chunk; `within` (lo, hi): only chunks lo <= i < hi are scored
         (the others are 0), as when a filter keeps one run of chunks (kind=skill)."""
-        ids = [self.vocab[t] for t in self.compounds(tokens(query)) if t in self.vocab]
+        ids = [i for t in self.compounds(tokens(query)) if (i := self.token_id(t)) is not None]
         # every query token's postings at once, one bincount (a repeated token counts again,
         # as in bm25s): per-token passes over an array of every chunk cost ~7 ms at 100k entries
         spans = [(int(self.indptr[t]), int(self.indptr[t + 1])) for t in ids]
@@ -220,14 +222,27 @@ class Lexical:
             self.dtype, copy=False
         )
 
+    def token_id(self, token: str) -> int | None:
+        """The token's vocabulary id, None for a word the index lacks. Remembered: a search looks
+        its few dozen words up several times (BM25, compound names, idf, trigger coverage), and
+        each lookup in the sorted vocabulary is a binary search in Python."""
+        got = self._ids.get(token, -1)
+        if got == -1:
+            if len(self._ids) > _REMEMBER:  # a long-lived server meets new words forever
+                self._ids.clear()
+            got = self._ids[token] = self.vocab.get(token)
+        return got
+
     def idf(self, token: str) -> float:
         """The token's BM25 idf over this index's chunks (0 for a word it lacks: nothing in the
         knowledge base can be recognised by it). Cached: a search asks for a few dozen."""
         cache = self._idf
         got = cache.get(token)
         if got is None:
-            i = self.vocab.get(token)
+            i = self.token_id(token)
             df = 0 if i is None else int(self.indptr[i + 1] - self.indptr[i])
+            if len(cache) > _REMEMBER:
+                cache.clear()
             got = cache[token] = (
                 0.0 if not df else float(np.log(1.0 + (self.num_docs - df + 0.5) / (df + 0.5)))
             )
@@ -238,19 +253,19 @@ class Lexical:
         index lacks is split into two words it has (flashmla -> flash, mla), and two neighbours
         whose concatenation it has are joined (deep gemm -> deepgemm)."""
         out = list(toks)
-        vocab = self.vocab
+        vocab, has = self.vocab, self.token_id
         for t in toks:
-            if t in vocab or len(t) < 6 or not t.isalpha() or not t.isascii():
+            if has(t) is not None or len(t) < 6 or not t.isalpha() or not t.isascii():
                 continue
             best = None
             for i in range(3, len(t) - 2):
-                a, b = t[:i], t[i:]
+                a, b = t[:i], t[i:]  # not remembered: most splits are no word at all
                 if a in vocab and b in vocab and (best is None or min(i, len(b)) > best[0]):
                     best = (min(i, len(b)), a, b)
             if best:
                 out.extend(best[1:])
         for a, b in zip(toks, toks[1:], strict=False):
-            if a.isalpha() and b.isalpha() and (a + b) in vocab:
+            if a.isalpha() and b.isalpha() and has(a + b) is not None:
                 out.append(a + b)
         return out
 

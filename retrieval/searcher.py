@@ -4,10 +4,11 @@
 
 from __future__ import annotations
 
+import _thread
+import functools
 import re
 import sys
 import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -50,30 +51,31 @@ def _freeze_long_lived() -> None:
     gc.freeze()
 
 
-class _Future:
-    """fn(*args) on a thread; `result()` waits for it and returns it or raises what it raised.
-    Not concurrent.futures: it imports logging, ~10 ms of a cold search (issue #11)."""
+class Future:
+    """fn(*args) on a thread of its own; `result()` waits for it and returns what it returned or
+    raises what it raised. Not concurrent.futures: it imports logging, ~10 ms of a cold search
+    (issue #11). Not threading.Thread either: its start() waits until the new thread runs, and on
+    a loaded machine that wake-up was ~6 ms of a warm search's critical path; here the caller
+    goes straight on (to embed the query) and meets the thread only at result()."""
 
-    def __init__(self, fn: Callable[..., Any], args: tuple):
-        self._fn, self._args = fn, args
+    def __init__(self, fn: Callable[..., Any], *args: Any):
         self._value: Any = None
         self._error: BaseException | None = None
-        # not a daemon: an exit waits for it (it may run ONNX Runtime, which must not be cut off)
-        self._thread = threading.Thread(target=self._run, name="kbase-search", daemon=False)
-        self._thread.start()
+        self._done = threading.Lock()
+        self._done.acquire()
+        _thread.start_new_thread(self._run, (fn, args))
 
-    def _run(self) -> None:
-        # Hand the GIL back first: the thread that started this one waits for it to return from
-        # start(), and would otherwise wait while this one runs Python (up to the interpreter's
-        # switch interval) before it can start the query embedding, which releases the GIL.
-        time.sleep(0)
+    def _run(self, fn: Callable[..., Any], args: tuple) -> None:
         try:
-            self._value = self._fn(*self._args)
+            self._value = fn(*args)
         except BaseException as exc:  # noqa: BLE001 - handed to the caller of result()
             self._error = exc
+        finally:
+            self._done.release()
 
     def result(self) -> Any:
-        self._thread.join()
+        with self._done:
+            pass
         if self._error is not None:
             raise self._error
         return self._value
@@ -110,13 +112,6 @@ class Searcher:
         self._stamp: tuple[int, int] | None = None
         self._lock = threading.Lock()
         self.weights = F.weights_vector()
-
-    def _background(self, fn: Callable[..., Any], *args: Any) -> _Future:
-        """A future for fn(*args) on a thread of its own: BM25 scores while this thread embeds
-        the query (ONNX Runtime releases the GIL). The embedding, not BM25, stays in the calling
-        thread: the vector queries wait for it, and waking this thread from a finished embedding
-        thread cost ~2 ms of every query on a busy machine (issue #11)."""
-        return _Future(fn, args)
 
     def index(self) -> LoadedIndex | None:
         from kbase.retrieval import generations as G
@@ -232,11 +227,10 @@ class Searcher:
         """`mask_key`: what the mask was made from, to cache per-filter arrays under."""
         # in this thread: the per-filter caches are filled by one thread only
         chunks = idx.masked_chunks(mask, mask_key) if mask is not None and use_bm25 else None
-        aside = (
-            self._background(self._bm25, idx, qp.lexical, chunks)
-            if use_dense and use_bm25
-            else None
-        )
+        # BM25 on a thread of its own while this one embeds the query (ONNX Runtime releases the
+        # GIL). The embedding stays in this thread: the vector queries wait for it, and waking
+        # this thread from a finished embedding thread cost ~2 ms a query (issue #11).
+        aside = Future(self._bm25, idx, qp.lexical, chunks) if use_dense and use_bm25 else None
         de = self._dense(idx, qp.dense, kind, repo, tags, mask, mask_key) if use_dense else []
         if aside is not None:
             bm, chunk_scores = aside.result()
@@ -269,19 +263,21 @@ class Searcher:
             X[at, col["dense_rr"]] = rr
             X[at, col["dense_code"]] = rr * F.code_share(qp.text)
             X[at, col["dense_raw"]] = sc
-        from kbase.retrieval.tokenize import tokens
-
-        qtok = {t for t in tokens(qp.lexical) if len(t) > 1}
         order = list(rows)
         from kbase.retrieval.evidence import add_features
 
         matched = add_features(idx, qp.lexical, order, X, col, chunk_scores, bm[0][2] if bm else 0)
-        if qtok and order:
-            # PR titles are subject lines, the best summary a card has. A skill's title is one
-            # heading among its trigger, description and steps; on the tuning half the feature
-            # only helped PR questions.
-            is_pr = idx.kind[order] == "pr"
-            X[:, col["title"]] = idx.title_overlap(order, qtok) * is_pr / len(qtok)
+        # PR titles are subject lines, the best summary a card has. A skill's title is one
+        # heading among its trigger, description and steps; on the tuning half the feature only
+        # helped PR questions.
+        prs = np.flatnonzero(idx.kind[order] == "pr") if order else np.zeros(0, np.int64)
+        if prs.size:
+            from kbase.retrieval.tokenize import tokens
+
+            qtok = {t for t in tokens(qp.lexical) if len(t) > 1}
+            if qtok:
+                overlap = idx.title_overlap([order[r] for r in prs], qtok)
+                X[prs, col["title"]] = overlap / len(qtok)
         F.add_priors(qp, order, rows, X, col, idx.dates, idx.categories)
         return Pool(
             entries=order,
@@ -376,9 +372,14 @@ def make_snippet(text: str, query: str, width: int = 240) -> str:
     flat = re.sub(r"\s+", " ", text).strip()
     if len(flat) <= width:
         return flat
-    words = [w.lower() for w in re.findall(r"\w+", query) if len(w) > 2]
     low = flat.lower()
-    starts = [low.find(w) for w in words if low.find(w) >= 0]
+    starts = [i for w in _snippet_words(query) if (i := low.find(w)) >= 0]
     start = max(0, min(starts) - 40) if starts else 0
     piece = flat[start : start + width]
     return ("…" if start else "") + piece + ("…" if start + width < len(flat) else "")
+
+
+@functools.lru_cache(maxsize=64)
+def _snippet_words(query: str) -> list[str]:
+    """The query's words a snippet is centred on: once per query, not once per hit."""
+    return [w.lower() for w in re.findall(r"\w+", query) if len(w) > 2]

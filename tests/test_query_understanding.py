@@ -144,8 +144,55 @@ def test_a_rare_error_word_outweighs_common_ones_in_trigger_coverage(real_kb):
     assert len(E.words(rare_q) & line[1]) == len(E.words(common_q) & line[1]) == 3
     rare = E.coverage(weighed(rare_q), line[1], line[2])
     assert rare > 1.5 * E.coverage(weighed(common_q), line[1], line[2])
-    score, matched = E.best_line(weighed("AssertionError: kernel is not a JITFunction"), f)
-    assert matched == line[0] and 0 < score < 1
+    import numpy as np
+    from kbase.retrieval import fusion as F
+
+    col = {f: i for i, f in enumerate(F.FEATURES)}
+    X = np.zeros((1, len(F.FEATURES)))
+    q = "AssertionError: kernel is not a JITFunction"
+    matched = E.add_features(
+        idx, q, [idx.by_id["triton-kernel-as-torch-custom-op"]], X, col, None, 0
+    )
+    assert matched == [line[0]] and 0 < X[0, col["trig_cover"]] < 1
+
+
+@pytest.mark.parametrize(
+    "q",
+    [
+        "triton.runtime.errors.OutOfResources: out of resource: shared memory, Required: 131072",
+        "NaN in attention output for fully masked rows with flash_attn_varlen_func",
+        "illegal memory access once the batch has more than 65536 tokens",
+        "how long should sourdough bread proof before baking in a dutch oven",
+    ],
+)
+def test_batched_evidence_features_equal_the_per_line_definition(real_kb, q):
+    """add_features scores every candidate's lines in numpy; per skill it must give what
+    coverage() line by line and the explained-words share give (first best line on a tie)."""
+    import numpy as np
+    from kbase.retrieval import evidence as E
+    from kbase.retrieval import fusion as F
+
+    idx = real_kb.searcher().index()
+    order = [i for i in range(len(idx.entries)) if idx.kind[i] == "skill"]
+    col = {f: i for i, f in enumerate(F.FEATURES)}
+    X = np.zeros((len(order), len(F.FEATURES)))
+    scores = idx.lexical.scores(q)
+    top = float(scores.max())
+    matched = E.add_features(idx, q, order, X, col, scores, top)
+    qw = E.words(q)
+    qidf = {w: idx.lexical.idf(w) for w in qw}
+    for r, e in enumerate(order):
+        f = E.facts(idx, e)
+        best, text = 0.0, ""
+        for line, toks, weight in f.lines:
+            c = E.coverage(qidf, toks, weight)
+            if c > best:
+                best, text = c, line
+        assert X[r, col["trig_cover"]] == pytest.approx(best, rel=1e-12, abs=1e-15)
+        assert matched[r] == text
+        assert X[r, col["explained"]] == len(qw & f.vocab) / len(qw)
+        ident = float(scores[f.ident].max()) / top if f.ident.size and top > 0 else 0.0
+        assert X[r, col["ident"]] == ident
 
 
 def test_bm25_level_is_absolute_where_the_other_bm25_features_are_relative(real_kb):
