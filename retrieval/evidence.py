@@ -11,6 +11,7 @@ the whole archive).
 from __future__ import annotations
 
 import re
+import threading
 from dataclasses import dataclass
 
 import numpy as np
@@ -32,10 +33,10 @@ class SkillFacts:
     lines: tuple[tuple[str, frozenset[str], float], ...]
     use_when: str  # the description's first sentence
     vocab: frozenset[str]  # every word of its summary, triggers and failure modes
-    # The same as BM25 vocabulary ids, so that a search scores every candidate's lines in a few
-    # numpy passes (a Python loop over ~130 candidates' lines was ~5-9 ms of a warm search):
-    # each line's ids end to end (a word the index lacks has idf 0 and is left out), how many
-    # each line has, each line's idf sum, and the sorted ids of `vocab`.
+    # The same as ids of the generation's evidence word table (LoadedIndex.evidence_words), so
+    # that a search scores every candidate's lines in a few numpy passes (a Python loop over
+    # ~130 candidates' lines was 5-9 ms of a warm search): each line's word ids end to end, how
+    # many each line has, each line's idf sum, and the ids of `vocab`.
     line_ids: np.ndarray
     line_len: np.ndarray
     weights: np.ndarray
@@ -95,8 +96,10 @@ def facts(idx, e: int) -> SkillFacts:
             for line in _lines(c.section, c.text):
                 toks = words(line)
                 lines.append((line, toks, sum(idf(w) for w in toks)))
-    vocab_ids = _ids(idx.lexical.vocab, vocab)
-    by_line = [_ids(idx.lexical.vocab, toks) for _, toks, _ in lines]
+    with _WORDS_LOCK:  # two searches may meet new skills at once: one id per word
+        table = idx.evidence_words
+        vocab_ids = _ids(table, vocab)
+        by_line = [_ids(table, toks) for _, toks, _ in lines]
     got = SkillFacts(
         np.asarray(ident, dtype=np.int64),
         tuple(lines),
@@ -111,9 +114,12 @@ def facts(idx, e: int) -> SkillFacts:
     return got
 
 
-def _ids(vocab, toks) -> np.ndarray:
-    """Sorted BM25 vocabulary ids of the tokens the index has."""
-    return np.asarray(sorted(i for i in (vocab.get(t) for t in toks) if i is not None), np.int64)
+_WORDS_LOCK = threading.Lock()
+
+
+def _ids(table: dict[str, int], toks: frozenset[str] | set[str]) -> np.ndarray:
+    """The words' ids in the generation's evidence word table (new words get the next ids)."""
+    return np.asarray([table.setdefault(t, len(table)) for t in toks], dtype=np.int64)
 
 
 # The weight of the two extra words in the denominator of a line's coverage: about a typical
@@ -165,15 +171,14 @@ def add_features(idx, text: str, order: list[int], X, col, chunk_scores, top: fl
     if not rows.size:
         return matched
     fs = [facts(idx, order[r]) for r in rows]
-    lex = idx.lexical
     qwords = words(text)
-    # word id -> idf for the question's words (a lookup table: one gather per array below)
-    qidf = np.zeros(len(lex.vocab))
-    qhas = np.zeros(len(lex.vocab))
+    # word id -> idf of the question's words (a lookup table: one gather per array below)
+    table = idx.evidence_words
+    qidf, qhas = np.zeros(len(table)), np.zeros(len(table))
     for w in qwords:
-        i = lex.token_id(w)
-        if i is not None:
-            qidf[i], qhas[i] = lex.idf(w), 1.0
+        i = table.get(w)
+        if i is not None and i < qidf.size:  # (an id given since the table was sized is in no fs)
+            qidf[i], qhas[i] = idx.lexical.idf(w), 1.0
     cols: dict[str, list[np.ndarray]] = {n: [] for n in _ARRAYS}
     for f in fs:
         for n, got in cols.items():

@@ -32,6 +32,7 @@ class LoadedIndex:
         starts = np.cumsum(counts) - counts
         self.chunk_start = starts  # each entry's first chunk position
         self.evidence: dict[int, object] = {}  # entry -> retrieval.evidence.SkillFacts
+        self.evidence_words: dict[str, int] = {}  # word -> its id in those facts' arrays
         self.chunk_local = np.arange(len(self.chunk_entry), dtype=np.int64) - np.repeat(
             starts, counts
         )
