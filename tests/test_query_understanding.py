@@ -52,6 +52,12 @@ def test_api_names_and_symptom_cues_add_their_concepts():
     assert any("mask" in c for c in cued)
     assert AA.concepts_for("illegal memory access once the batch has more than 65536 tokens")
     assert not AA.concepts_for("fused add rmsnorm kernel")
+    # v2: names from the libraries' API docs; names every kernel paste has map to nothing
+    assert "misaligned" in " ".join(AA.concepts_for("Status::kErrorMisalignedOperand"))
+    assert "alignment" in " ".join(AA.concepts_for("gemm_op.can_implement(args) fails"))
+    assert "indptr" in " ".join(AA.concepts_for("wrapper.plan(qo_indptr, paged_kv_indptr, ...)"))
+    assert "output code" in " ".join(AA.concepts_for("torch._inductor.config.max_autotune=True"))
+    assert not AA.concepts_for("x = tl.load(ptr + offs); BLOCK: tl.constexpr; for i in tl.range(n)")
 
 
 def test_alias_table_is_versioned_and_speaks_the_skills_words():
