@@ -3,9 +3,9 @@ matched against (its triggers and failure modes, not its steps and notes), and e
 symptom and cause line as a token set, so a query that repeats an error line verbatim is recognised
 as such rather than scored like any topical overlap.
 
-Read once per generation and skill, when the skill first shows up among a search's candidates:
+Made once per generation and skill, when the skill first shows up among a search's candidates:
 the entry is decoded and its trigger and failure-mode texts filled (a few dozen small skills, not
-the whole archive).
+the whole archive), and stored beside the generation for the processes after (State).
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 import threading
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 from kbase.retrieval.tokenize import STOPWORDS, base_tokens
@@ -33,7 +34,7 @@ class SkillFacts:
     lines: tuple[tuple[str, frozenset[str], float], ...]
     use_when: str  # the description's first sentence
     vocab: frozenset[str]  # every word of its summary, triggers and failure modes
-    # The same as ids of the generation's evidence word table (LoadedIndex.evidence_words), so
+    # The same as ids of the generation's evidence word table (State.words), so
     # that a search scores every candidate's lines in a few numpy passes (a Python loop over
     # ~130 candidates' lines was 5-9 ms of a warm search): each line's word ids end to end, how
     # many each line has, each line's idf sum, and the ids of `vocab`.
@@ -70,15 +71,84 @@ def _lines(section: str, text: str) -> list[str]:
     return out
 
 
+CACHE_FILE = "evidence-1.json"  # in the generation's folder; bump when a row's meaning changes
+
+
+class State:
+    """A generation's skill facts: those made in this process (entry -> SkillFacts), the word
+    table their arrays index, and the rows a process stored in CACHE_FILE. Making the facts of
+    the ~140 skills a first search meets (tokenizing every trigger and failure-mode line) was
+    most of a cold `kbase search` once the skills had ~10 triggers each; reading them back is a
+    few milliseconds."""
+
+    def __init__(self, path: Path):
+        from kbase.retrieval import fastjson
+
+        self.path = path / CACHE_FILE
+        self.facts: dict[int, SkillFacts] = {}
+        self.words: dict[str, int] = {}
+        self.fresh: dict[str, dict] = {}  # rows made here and not stored yet
+        try:
+            stored = fastjson.loads(self.path.read_bytes())
+        except (OSError, ValueError):
+            stored = {}
+        self.stored: dict[str, dict] = stored if isinstance(stored, dict) else {}
+
+    def save(self) -> None:
+        """Store every row known now (atomically; a read-only or vanished folder is skipped)."""
+        import os
+        import tempfile
+
+        from kbase.retrieval import fastjson
+
+        rows, self.fresh = {**self.stored, **self.fresh}, {}
+        self.stored = rows
+        try:
+            fd, tmp = tempfile.mkstemp(prefix=f".{CACHE_FILE}.", dir=self.path.parent)
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(fastjson.dumps(rows))
+            os.chmod(tmp, 0o644)  # like the generation's other files
+            os.replace(tmp, self.path)
+        except OSError:
+            pass
+
+
+_LOCK = threading.Lock()
+
+
+def state(idx) -> State:
+    if idx.evidence is None:
+        with _LOCK:
+            if idx.evidence is None:
+                idx.evidence = State(idx.path)
+    return idx.evidence
+
+
 def facts(idx, e: int) -> SkillFacts:
     """The identifying chunks and lines of entry e of the generation (NONE for a PR card)."""
-    cache = idx.evidence
-    got = cache.get(e)
+    st = state(idx)
+    got = st.facts.get(e)
     if got is not None:
         return got
     if idx.kind[e] != "skill":
-        cache[e] = NONE
+        st.facts[e] = NONE
         return NONE
+    eid = idx.entries.ids[e]
+    row = st.stored.get(eid)
+    try:
+        got = _from_row(st, row) if row is not None else None
+    except (KeyError, TypeError, ValueError):  # a damaged cache file: make the facts anew
+        got = None
+    if got is None:
+        row = st.fresh[eid] = _row(idx, e)
+        got = _from_row(st, row)
+    st.facts[e] = got
+    return got
+
+
+def _row(idx, e: int) -> dict:
+    """Entry e's facts as stored: identifying chunk positions, the lines with their words and
+    idf sums, the use-when sentence and the vocabulary."""
     entry = idx.entries[e]
     idx.fill_texts([entry])
     idf = idx.lexical.idf
@@ -95,29 +165,28 @@ def facts(idx, e: int) -> SkillFacts:
             vocab |= words(c.text)
             for line in _lines(c.section, c.text):
                 toks = words(line)
-                lines.append((line, toks, sum(idf(w) for w in toks)))
-    with _WORDS_LOCK:  # two searches may meet new skills at once: one id per word
-        table = idx.evidence_words
-        vocab_ids = _ids(table, vocab)
-        by_line = [_ids(table, toks) for _, toks, _ in lines]
-    got = SkillFacts(
-        np.asarray(ident, dtype=np.int64),
-        tuple(lines),
-        use_when,
-        frozenset(vocab),
+                lines.append([line, sorted(toks), sum(idf(w) for w in toks)])
+    return {"ident": ident, "lines": lines, "use_when": use_when, "vocab": sorted(vocab)}
+
+
+def _from_row(st: State, row: dict) -> SkillFacts:
+    lines = tuple((str(t), frozenset(map(str, ws)), float(w)) for t, ws, w in row["lines"])
+    with _LOCK:  # two searches may meet new skills at once: one id per word
+        vocab_ids = _ids(st.words, row["vocab"])
+        by_line = [_ids(st.words, toks) for _, toks, _ in lines]
+    return SkillFacts(
+        np.asarray(row["ident"], dtype=np.int64),
+        lines,
+        str(row["use_when"]),
+        frozenset(row["vocab"]),
         np.concatenate([_NO_IDS, *by_line]),
         np.asarray([len(i) for i in by_line], dtype=np.int64),
         np.asarray([w for _, _, w in lines], dtype=np.float64),
         vocab_ids,
     )
-    cache[e] = got
-    return got
 
 
-_WORDS_LOCK = threading.Lock()
-
-
-def _ids(table: dict[str, int], toks: frozenset[str] | set[str]) -> np.ndarray:
+def _ids(table: dict[str, int], toks) -> np.ndarray:
     """The words' ids in the generation's evidence word table (new words get the next ids)."""
     return np.asarray([table.setdefault(t, len(table)) for t in toks], dtype=np.int64)
 
@@ -171,9 +240,12 @@ def add_features(idx, text: str, order: list[int], X, col, chunk_scores, top: fl
     if not rows.size:
         return matched
     fs = [facts(idx, order[r]) for r in rows]
+    st = state(idx)
+    if st.fresh:
+        st.save()  # for the next process's first search
     qwords = words(text)
     # word id -> idf of the question's words (a lookup table: one gather per array below)
-    table = idx.evidence_words
+    table = st.words
     qidf, qhas = np.zeros(len(table)), np.zeros(len(table))
     for w in qwords:
         i = table.get(w)

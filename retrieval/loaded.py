@@ -31,8 +31,7 @@ class LoadedIndex:
         self.chunk_entry = np.repeat(np.arange(len(table), dtype=np.int64), counts)
         starts = np.cumsum(counts) - counts
         self.chunk_start = starts  # each entry's first chunk position
-        self.evidence: dict[int, object] = {}  # entry -> retrieval.evidence.SkillFacts
-        self.evidence_words: dict[str, int] = {}  # word -> its id in those facts' arrays
+        self.evidence: object = None  # retrieval.evidence.State, made by its first search
         self.chunk_local = np.arange(len(self.chunk_entry), dtype=np.int64) - np.repeat(
             starts, counts
         )

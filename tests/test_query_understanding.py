@@ -226,3 +226,33 @@ def test_bm25_level_is_absolute_where_the_other_bm25_features_are_relative(real_
         assert pool.features[row, F.FEATURES.index("bm25")] == pytest.approx(1.0)
         levels[q[:6]] = pool.features[row, col]
     assert levels["triton"] > 1.5 * levels["how lo"]  # 1.29 vs 0.69 on the shipped skills
+
+
+def test_skill_facts_are_stored_for_the_next_process(skills_index, tmp_path):
+    """The facts a search makes (tokenized trigger and failure-mode lines) are stored beside the
+    generation; the next reader uses them instead of making them again, with the same answer,
+    and a damaged file is made anew."""
+    import json
+
+    from kbase.retrieval import evidence as E
+
+    home = skills_index.copy_home(tmp_path / "home")
+    q = "NaN in attention output for fully masked rows with flash_attn_varlen_func"
+
+    def answer(kb):
+        res = _ask(kb, q)
+        return [(h.id, h.confidence) for h in res.hits], [c.trigger for c in res.candidates]
+
+    first = KnowledgeBase(root=skills_index.root, home=home)
+    want = answer(first)
+    path = first.searcher().index().path / E.CACHE_FILE
+    made = json.loads(path.read_text(encoding="utf-8"))
+    assert made and all(set(r) == {"ident", "lines", "use_when", "vocab"} for r in made.values())
+    second = KnowledgeBase(root=skills_index.root, home=home)
+    assert answer(second) == want
+    st = E.state(second.searcher().index())
+    assert not st.fresh and set(made) <= set(st.stored)  # nothing was made again
+    path.write_bytes(b'{"broken": ')
+    third = KnowledgeBase(root=skills_index.root, home=home)
+    assert answer(third) == want
+    assert json.loads(path.read_text(encoding="utf-8")).keys() == made.keys()
