@@ -72,6 +72,10 @@ def _lines(section: str, text: str) -> list[str]:
 
 
 CACHE_FILE = "evidence-1.json"  # in the generation's folder; bump when a row's meaning changes
+# Rows made before the file is written again: a first search makes ~140 at once, and rewriting the
+# whole file (~1 MB at 200 skills) for each skill a warm server meets later costs more than a
+# later process making the few that are missing (~3 ms each).
+SAVE_AT = 8
 
 
 class State:
@@ -241,7 +245,7 @@ def add_features(idx, text: str, order: list[int], X, col, chunk_scores, top: fl
         return matched
     fs = [facts(idx, order[r]) for r in rows]
     st = state(idx)
-    if st.fresh:
+    if len(st.fresh) >= SAVE_AT:
         st.save()  # for the next process's first search
     qwords = words(text)
     # word id -> idf of the question's words (a lookup table: one gather per array below)
