@@ -131,14 +131,14 @@ def main() -> None:
     cache = CachedEmbedder(inner, CACHE / f"scale-{Path(model).name}.npz")
     t = time.perf_counter()
     try:
-        build_index(root, home, lambda: cache, model_path=model)
+        build_index(root, home, lambda: cache)
     finally:
         if not args.home:
             cache.save()
     first_s = time.perf_counter() - t
-    from kbase.retrieval.onnx_export import ensure_onnx
+    from kbase.retrieval.shipped_model import materialize
 
-    ensure_onnx(home, model, kb.embedder())  # what `kbase index` leaves for searches
+    materialize(home)  # what `kbase index` leaves for searches
 
     env = {**os.environ, "KBASE_HOME": str(home), "KBASE_ROOT": str(root)}
     env.pop("KBASE_CHROMA_URL", None)

@@ -136,7 +136,7 @@ def main() -> None:
 
     from common import load_card_entries
     from kbase.retrieval.onnx_embed import OnnxDocEmbedder
-    from kbase.retrieval.onnx_export import ensure_onnx
+    from kbase.retrieval.shipped_model import materialize
 
     from kbase.api import KnowledgeBase
     from kbase.config import default_model_path
@@ -162,10 +162,7 @@ def main() -> None:
     onnx_home = work / "onnx-home"
 
     def inner():
-        from kbase.retrieval.embed import get_embedder
-
-        ensure_onnx(onnx_home, model, get_embedder(model))
-        return OnnxDocEmbedder(onnx_home / "onnx")
+        return OnnxDocEmbedder(materialize(onnx_home))
 
     cache = CachedEmbedder(inner, CACHE / f"scale-{Path(model).name}.npz")
     from kbase.retrieval.indexer import build_index
@@ -180,20 +177,12 @@ def main() -> None:
     t = time.perf_counter()
     try:
         # --reuse: the build finds everything unchanged (a no-op re-index at this size)
-        rep = build_index(
-            root, home, lambda: cache, extra_entries=entries, progress=progress, model_path=model
-        )
+        rep = build_index(root, home, lambda: cache, extra_entries=entries, progress=progress)
     finally:
         cache.save()
     build_s = time.perf_counter() - t
-    # Queries go through the ONNX export, as after `kbase index` (the cache is no torch model,
-    # so build_index could not export it).
-    from kbase.retrieval.onnx_query import is_fresh
-
-    if not is_fresh(onnx_home / "onnx", model):
-        from kbase.retrieval.embed import get_embedder
-
-        ensure_onnx(onnx_home, model, get_embedder(model))
+    # Queries go through the shipped model, as after `kbase index`.
+    materialize(onnx_home)
     shutil.copytree(onnx_home / "onnx", home / "onnx", dirs_exist_ok=True)
     kb = KnowledgeBase(root=root, home=home)
     res = {

@@ -4,8 +4,8 @@ retrieval/shipped_model.py) from an ONNX export, and the seed vectors of the shi
 
     python bench/make_shipped_model.py EXPORT_DIR ROOT [--seed-only]
 
-EXPORT_DIR: an export made with the `index` extra (`<home>/onnx/` after a `kbase index` with
-KBASE_MODEL unset; needs the `onnx` package). ROOT: the checkout whose skills/ the seed covers.
+EXPORT_DIR: an export made with the `index` extra (`python bench/onnx_export.py MODEL_DIR
+EXPORT_DIR`; needs the `onnx` package). ROOT: the checkout whose skills/ the seed covers.
 --seed-only: the skills changed, the model did not (weights.f16 is 45 MB of history each time it
 is rewritten). A maintainer's step, not part of what the package runs.
 """

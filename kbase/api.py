@@ -20,7 +20,7 @@ from kbase.api_archive import ArchiveAPI
 from kbase.api_search import SearchAPI, attrs
 from kbase.api_validate import ValidateAPI
 from kbase.closed_sets import DRAFT_STATUS, PR_STATUS, severity
-from kbase.config import Settings, default_model_path, model_installed
+from kbase.config import Settings, default_model_path
 from kbase.errors import NotFound, NotIndexed, ProblemsError
 
 if TYPE_CHECKING:  # each method imports the models it makes: a search defines no others
@@ -81,11 +81,13 @@ class KnowledgeBase(SearchAPI, ValidateAPI, ArchiveAPI):
         return self.settings.model_path or default_model_path()
 
     def shipped(self) -> bool:
-        """Whether the model shipped in the package embeds (retrieval/shipped_model.py): a base
-        install (no model package, no KBASE_MODEL), or KBASE_MODEL=shipped."""
+        """Whether the model shipped in the package embeds queries, and documents on CPU
+        (retrieval/shipped_model.py): unless KBASE_MODEL (or model_path) names a model of one's
+        own, with or without the `index` extra."""
         from kbase.retrieval import shipped_model
 
-        return not self.settings.model_path and not model_installed() and shipped_model.available()
+        own = self.settings.model_path or os.environ.get("KBASE_MODEL", "shipped") != "shipped"
+        return not own and shipped_model.available()
 
     def embedder(self) -> Any:
         if self._embedder is None:
@@ -95,40 +97,33 @@ class KnowledgeBase(SearchAPI, ValidateAPI, ArchiveAPI):
         return self._embedder
 
     def index_embedder(self, recipe: str = "") -> Any:
-        """Documents go through ONNX Runtime on CPU once home/onnx holds the model's export
-        (retrieval/onnx_embed.py; KBASE_INDEX_BACKEND=torch turns it off), else torch.
-        `recipe`: onnx_embed.index_recipe(), the int8 model when it names one."""
-        from kbase.retrieval.onnx_embed import _cached, doc_embedder
+        """On CPU, the shipped model through ONNX Runtime (retrieval/onnx_embed.py; `recipe`:
+        onnx_embed.index_recipe(), the int8 model when it names one); else torch."""
+        from kbase.retrieval.embed import default_device
 
-        if self.shipped():
-            from kbase.retrieval import onnx_int8 as Q
-            from kbase.retrieval.shipped_model import materialize
+        if not self.shipped() or default_device() != "cpu":
+            return self.embedder()
+        from kbase.retrieval import onnx_int8 as Q
+        from kbase.retrieval.onnx_embed import cached
+        from kbase.retrieval.shipped_model import materialize
 
-            d = materialize(self.home)
-            if recipe:
-                Q.ensure_int8(d)
-            return _cached(d, recipe)
-        emb = doc_embedder(self.home, self.model_path, self.embedder, recipe)
-        return emb or self.embedder()
+        d = materialize(self.home)
+        if recipe:
+            Q.ensure_int8(d)
+        return cached(d, recipe)
 
     def query_embedder(self) -> Any:
-        """ONNX Runtime when home/onnx matches the model (no torch import: fast CLI searches)."""
+        """The shipped model through ONNX Runtime (no torch import: fast CLI searches)."""
         with self._query_embedder_lock:  # the first search may be loading it aside
             if self._query_embedder is None:
-                from kbase.retrieval.onnx_query import load_query_embedder
-
-                # A base install has no model, only the index's ONNX export of it ("" says so).
                 if self.shipped():
+                    from kbase.retrieval.onnx_query import load_query_embedder
                     from kbase.retrieval.shipped_model import materialize
 
-                    materialize(self.home)
-                model_path = self.settings.model_path or (
-                    default_model_path() if model_installed() and not self.shipped() else ""
-                )
-                self._query_embedder = (
-                    load_query_embedder(self.home, model_path, prepack=not self.one_query)
-                    or self.embedder()
-                )
+                    d = materialize(self.home)
+                    self._query_embedder = load_query_embedder(d, prepack=not self.one_query)
+                else:
+                    self._query_embedder = self.embedder()
         return self._query_embedder
 
     def vector_store(self) -> Any:
@@ -171,38 +166,26 @@ class KnowledgeBase(SearchAPI, ValidateAPI, ArchiveAPI):
         """Build or update the index; returns retrieval.indexer.IndexReport (`.as_dict()`)."""
         from kbase.retrieval.embed import default_device
         from kbase.retrieval.indexer import build_index
-        from kbase.retrieval.onnx_embed import OnnxUnavailable, index_recipe
+        from kbase.retrieval.onnx_embed import index_recipe
         from kbase.retrieval.shipped_model import SeededEmbedder
 
-        shipped = self.shipped()
+        recipe = index_recipe(self.home) if self.shipped() else ""
 
-        def embedder(recipe: str) -> Any:
-            if default_device() != "cpu":
+        def embedder() -> Any:
+            if not self.shipped() or default_device() != "cpu":
                 return self.index_embedder(recipe)
             # the shipped skills' vectors come with the package: none of them is embedded again
             return SeededEmbedder(lambda: self.index_embedder(recipe), recipe)
 
-        def run(recipe: str) -> Any:
-            return build_index(
-                self.root,
-                self.home,
-                lambda: embedder(recipe),
-                self.settings.chroma_url,
-                progress=progress,
-                gc=gc,
-                model_path=None if shipped else self.model_path,
-                dense_model=recipe,
-            )
-
-        recipe = index_recipe(self.home)
-        try:
-            return run(recipe)
-        except OnnxUnavailable as exc:
-            # raised before anything was stored or published: index again in fp32 with torch
-            import sys
-
-            print(f"kbase: warning: ONNX Runtime not used for indexing ({exc})", file=sys.stderr)
-            return run("")
+        return build_index(
+            self.root,
+            self.home,
+            embedder,
+            self.settings.chroma_url,
+            progress=progress,
+            gc=gc,
+            dense_model=recipe,
+        )
 
     # ------------------------------------------------------------------ status
     def statuses(self, env: Any = None) -> dict[str, SkillAudit]:

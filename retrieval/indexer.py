@@ -21,7 +21,6 @@ from kbase.retrieval.build_stages import (
     upsert_pairs,
 )
 from kbase.retrieval.collect import collect_entries, parser_fingerprint
-from kbase.retrieval.onnx_export import refresh_onnx
 from kbase.retrieval.previous import Previous, dense_chunks, dense_ids, gc_paused, ids_of
 
 from kbase.schema import Chunk, Entry, Problem
@@ -101,11 +100,9 @@ def build_index(
     gc: bool = True,
     batch: int | None = None,
     extra_entries: list[Entry] | None = None,
-    model_path: str | None = None,
     dense_model: str = "",
 ) -> IndexReport:
     """`extra_entries` come from elsewhere than root (benchmarks, other importers), on every run.
-    `model_path`: the embedding model's folder, to check the ONNX query model without loading it.
     `dense_model`: the embedder's `recipe` ("" for fp32, torch or ONNX; onnx_embed.index_recipe)"""
     from kbase.retrieval import generations as G
     from kbase.retrieval import vectors as V
@@ -161,7 +158,6 @@ def build_index(
             if not chroma_url and prev and prev.meta.get("vector_store") == V.LEGACY_LAYOUT:
                 shutil.rmtree(home / V.LEGACY_DIR, ignore_errors=True)  # moved to chroma-parts/
         rep.seconds["bm25+write"] = time.perf_counter() - t3
-        refresh_onnx(home, embedder_factory, embed.embedder, model_path)
 
         wanted = [i for ids in chunk_ids for i in ids]
         if gc and prev is not None:

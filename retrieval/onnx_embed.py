@@ -1,5 +1,5 @@
-"""Index-time embeddings with ONNX Runtime: the export `kbase index` keeps in `<home>/onnx/`
-(retrieval/onnx_query.py), or by default its int8 copy (retrieval/onnx_int8.py), run on every
+"""Index-time embeddings with ONNX Runtime: the shipped model written into `<home>/onnx/`
+(retrieval/shipped_model.py), or by default its int8 copy (retrieval/onnx_int8.py), run on every
 core with texts batched by length.
 
 Two things made ONNX Runtime slower than torch for documents before (issue #11): the query
@@ -7,7 +7,7 @@ session's settings (two intra-op threads, tuned for one short text) and padding,
 is padded to its longest text and attention cost grows with length. Here texts are sorted by
 token count so each batch holds texts of about the same length, and batches run side by side,
 one thread each, without spinning. The fp32 model's vectors agree with the torch model's within
-the export's check (cosine distance <= onnx_export.MAX_COS_DIST); the int8 model's are a vector
+the export's check (cosine distance <= 1e-4, bench/onnx_export.py); the int8 model's are a vector
 recipe of their own (index_recipe: part of every vector id and of meta.dense).
 """
 
@@ -18,8 +18,6 @@ from pathlib import Path
 
 import numpy as np
 from kbase.retrieval import onnx_query as OQ
-
-from kbase.errors import Unavailable
 
 # Padded tokens per run. Smaller runs keep the FFN activations (tokens x 1536 floats) in cache:
 # on the PR chunks of bench/bench_build.py, 1024 took 2.3-2.4 CPU s where 8192 took 3.6 (issue #11).
@@ -90,7 +88,7 @@ class OnnxDocEmbedder(OQ.OnnxQueryEmbedder):
 _sessions: dict[tuple, OnnxDocEmbedder] = {}
 
 
-def _cached(d: Path, recipe: str = "") -> OnnxDocEmbedder:
+def cached(d: Path, recipe: str = "") -> OnnxDocEmbedder:
     """One session per export, model file and process: creating one takes ~0.5 s, about what a
     re-index after one edit may take in all (a server or agent re-indexes many times)."""
     from kbase.retrieval import onnx_int8 as Q
@@ -106,19 +104,6 @@ def _cached(d: Path, recipe: str = "") -> OnnxDocEmbedder:
         _sessions.clear()  # an older export of this home is never used again
         emb = _sessions[key] = OnnxDocEmbedder(d, model=name, recipe=recipe)
     return emb
-
-
-def index_backend() -> str:
-    """KBASE_INDEX_BACKEND: auto (ONNX Runtime on CPU when the export is fresh), onnx, torch."""
-    v = os.environ.get("KBASE_INDEX_BACKEND", "auto").strip().lower() or "auto"
-    if v not in ("auto", "onnx", "torch"):
-        raise ValueError(f"KBASE_INDEX_BACKEND must be auto, onnx or torch, not {v!r}")
-    return v
-
-
-class OnnxUnavailable(Unavailable):
-    """The int8 ONNX document model the vector ids were made for cannot be had (KnowledgeBase.index
-    then indexes again with fp32 ids and torch, as it does without ONNX)."""
 
 
 def index_precision(home: Path | None = None) -> str:
@@ -140,63 +125,15 @@ def index_precision(home: Path | None = None) -> str:
     return v
 
 
-def _onnx_docs() -> bool:
-    """True when `doc_embedder` is asked for the ONNX model (it may still fall back to torch)."""
+def index_recipe(home: Path | None = None) -> str:
+    """What will embed this index's documents with the shipped model, as the vector ids name
+    it: "" for the fp32 model (torch or ONNX: the same vectors within 1e-4), else
+    onnx_int8.RECIPE. Decided before the model loads, since the ids decide what must be
+    embedded; without the `onnx` package the int8 model cannot be made and documents stay fp32;
+    torch on a GPU always embeds fp32."""
+    from kbase.retrieval import onnx_int8 as Q
     from kbase.retrieval.embed import default_device
 
-    return index_backend() != "torch" and OQ.enabled() and default_device() == "cpu"
-
-
-def index_recipe(home: Path | None = None) -> str:
-    """What will embed this index's documents, as the vector ids name it: "" for the fp32 model
-    (torch or ONNX: the same vectors within 1e-4), else onnx_int8.RECIPE. Decided before the
-    model loads, since the ids decide what must be embedded; without the `onnx` package the int8
-    model cannot be made and documents stay fp32."""
-    from kbase.retrieval import onnx_int8 as Q
-
-    if _onnx_docs() and Q.available() and index_precision(home) == "int8":
+    if default_device() == "cpu" and Q.available() and index_precision(home) == "int8":
         return Q.RECIPE
     return ""
-
-
-def doc_embedder(
-    home: Path, model_path: str | None, torch_factory, recipe: str = ""
-) -> object | None:
-    """The ONNX document embedder for this home, exporting the model first when needed (that
-    loads the torch model once); None when ONNX is off, the device is a GPU, or the export
-    cannot be made (the caller then embeds with torch). `recipe` (index_recipe()) names the
-    int8 model, made from the export on first use; when that fails under KBASE_INDEX_BACKEND=auto
-    this raises OnnxUnavailable, since the vector ids already say int8."""
-    import sys
-
-    from kbase.retrieval import onnx_int8 as Q
-
-    backend = index_backend()
-    if not _onnx_docs():
-        return None
-    d = home / OQ.ONNX_DIR
-    try:
-        if model_path is None:
-            from kbase.config import default_model_path
-
-            model_path = default_model_path()
-        if not OQ.is_fresh(d, model_path):
-            emb = torch_factory()
-            if not hasattr(emb, "model"):
-                return None  # not a sentence-transformers model (a test double)
-            from kbase.retrieval.onnx_export import ensure_onnx
-
-            ensure_onnx(home, getattr(emb, "model_path", model_path), emb)
-        if recipe:
-            Q.ensure_int8(d)
-        return _cached(d, recipe)
-    except Exception as exc:  # noqa: BLE001
-        if backend == "onnx":
-            raise
-        if recipe:
-            raise OnnxUnavailable(f"{type(exc).__name__}: {exc}") from exc
-        print(
-            f"kbase: warning: ONNX Runtime not used for indexing ({type(exc).__name__}: {exc})",
-            file=sys.stderr,
-        )
-        return None

@@ -1,13 +1,15 @@
 """The embedding model shipped inside the package (issue #27): a base install embeds queries and
 new or edited skills with ONNX Runtime, with no torch, no model package and no download.
 
-`kbase/data/model/` holds the ONNX export that `kbase index` makes (retrieval/onnx_export.py:
-ORT's optimized graph of all-MiniLM-L6-v2, Apache-2.0) with its weights stored as float16, half
+`kbase/data/model/` holds an ONNX export (bench/onnx_export.py: ORT's optimized graph of
+all-MiniLM-L6-v2, Apache-2.0) with its weights stored as float16, half
 the size of the float32 file (45 MB, not 90). `materialize(home)` writes the float32 weights
 file back into `<home>/onnx/` once (~0.2 s), laid out exactly as the export's, so the query and
 document embedders read it as any export. The vectors agree with the float32 model's at cosine
 >= 0.9999993 (measured on 300 skill chunks and 5 queries), far inside the export's own check
-(onnx_export.MAX_COS_DIST, 1e-4).
+(1e-4). It embeds queries, and documents on CPU, wherever KBASE_MODEL names no model of one's
+own: with the `index` extra installed too, since exporting the torch model on a first build
+took 18-30 s where the shipped one takes 2.5-7 s (bench/bench_index_ab.py).
 
 The shipped skills' vectors come along too (seed.npz, `seed_vectors`): the vectors of each
 chunk text as the float32 model (and the int8 document model of the `index` extra) made them,
@@ -27,6 +29,7 @@ import json
 import os
 import shutil
 import tempfile
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -68,9 +71,11 @@ def materialize(home: str | os.PathLike) -> Path:
             shutil.copyfile(SHIPPED / name, tmp / name)
         meta = dict(layout["meta"], shipped=_shipped_id(), source_model_path=str(SHIPPED))
         (tmp / "meta.json").write_text(json.dumps(meta, indent=2), encoding="utf-8")
-        from kbase.retrieval.onnx_export import _replace_dir
-
-        _replace_dir(tmp, out)
+        old = out.with_name(f".{out.name}.old-{os.getpid()}-{threading.get_ident()}")
+        if out.exists():
+            os.replace(out, old)  # renamed aside, then removed: a reader never sees half of it
+        os.replace(tmp, out)
+        shutil.rmtree(old, ignore_errors=True)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise

@@ -56,9 +56,9 @@ def test_a_search_of_an_existing_index_loads_nothing_heavy(embedder, tmp_path):
     write_topic_skills(root)
     kb = KnowledgeBase(root=root, home=tmp_path / "home")
     kb._embedder = embedder
-    assert not kb.index().problems  # also exports home/onnx, which the query is embedded with
+    assert not kb.index().problems  # also writes home/onnx, which the query is embedded with
     env = {**os.environ, "KBASE_HOME": str(kb.home), "KBASE_ROOT": str(root)}
-    env.pop("KBASE_ONNX", None)
+    env.pop("KBASE_MODEL", None)
     for _ in range(2):  # the second run starts with the skill statuses cached on disk
         out, mods = _loaded("search", "warp reduction gives wrong sum", "--json", env=env)
         assert out.returncode == 0, out.stderr

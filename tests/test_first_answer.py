@@ -127,7 +127,7 @@ def test_http_healthz_answers_at_once_while_indexing(fresh_repo, tmp_path):
 
 
 def test_first_search_with_torch_says_what_it_does_and_imports_no_triton(tmp_path):
-    """The `index` extra's path (torch embeds documents and the query): one stderr line saying a
+    """A model of one's own (torch embeds documents and the query): one stderr line saying a
     first build is under way, progress under --json, the JSON alone on stdout, and no triton
     import, so no nanobind "leaked" lines when the process ends (issue #27)."""
     from conftest import MODULES_DRIVER, modules_loaded, write_skill
@@ -137,8 +137,10 @@ def test_first_search_with_torch_says_what_it_does_and_imports_no_triton(tmp_pat
     root = tmp_path / "kb"
     write_skill(root, "quasar-shuffle", description="Quasar capacitor warp shuffle overflow.")
     env = {k: v for k, v in os.environ.items() if not k.startswith("KBASE_")}
-    # no ONNX export: the torch model embeds both sides, as where ONNX Runtime cannot be used
-    env.update(KBASE_ROOT=str(root), KBASE_ONNX="0")
+    # a model of one's own: the torch model embeds both sides
+    from kbase.config import default_model_path
+
+    env.update(KBASE_ROOT=str(root), KBASE_MODEL=default_model_path())
     r = subprocess.run(
         [sys.executable, "-c", MODULES_DRIVER, "search", "quasar capacitor", "--json"],
         env=env,

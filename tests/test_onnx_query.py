@@ -1,20 +1,21 @@
-"""The ONNX Runtime query embedder (retrieval/onnx_query.py): same vectors as the torch model,
-rejected when stale, used by KnowledgeBase.search without importing torch."""
+"""The ONNX Runtime query embedder (retrieval/onnx_query.py) of the shipped model: same vectors as
+the torch model, used by KnowledgeBase.search without importing torch; the maintainer's export
+(bench/onnx_export.py) it is made from."""
 
 from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import numpy as np
 import pytest
 from conftest import write_skill, write_topic_skills
-from kbase.retrieval import onnx_export as OX
 from kbase.retrieval import onnx_query as OQ
+from kbase.retrieval.shipped_model import materialize
 
 from kbase.api import KnowledgeBase
 
@@ -51,15 +52,13 @@ def _cos_dist(a, b) -> float:
 
 
 @pytest.fixture(scope="module")
-def onnx_dir(embedder, tmp_path_factory):
-    return OX.export_onnx(
-        embedder.model_path, tmp_path_factory.mktemp("onnxexport") / "onnx", embedder=embedder
-    )
+def onnx_dir(tmp_path_factory):
+    return materialize(tmp_path_factory.mktemp("shipped"))
 
 
 @pytest.fixture(scope="module")
 def indexed(embedder, tmp_path_factory):
-    """A tiny root indexed through KnowledgeBase, which exports home/onnx after publishing."""
+    """A tiny root indexed through KnowledgeBase, which writes the shipped model into home/onnx."""
     base = tmp_path_factory.mktemp("onnxkb")
     root = base / "kb"
     write_topic_skills(root)
@@ -69,10 +68,14 @@ def indexed(embedder, tmp_path_factory):
     return kb
 
 
-def test_export_writes_model_tokenizer_and_meta(onnx_dir, embedder):
-    meta = json.loads((onnx_dir / "meta.json").read_text())
-    assert meta["source_model_path"] == embedder.model_path
-    assert meta["fingerprint"] == OQ.model_fingerprint(embedder.model_path)
+def test_the_export_matches_torch_and_says_what_it_holds(embedder, tmp_path):
+    """bench/onnx_export.py, the first step of remaking the shipped model."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+    import onnx_export as OX
+
+    out = OX.export_onnx(embedder.model_path, tmp_path / "onnx", embedder=embedder)
+    meta = json.loads((out / "meta.json").read_text())
+    assert meta["fingerprint"] == OX.model_fingerprint(embedder.model_path)
     assert meta["pooling"] == {
         "mode": "mean_tokens",
         "normalize": True,
@@ -80,16 +83,16 @@ def test_export_writes_model_tokenizer_and_meta(onnx_dir, embedder):
         "dim": embedder.dim,
     }
     for f in meta["files"]:
-        assert (onnx_dir / f).is_file(), f
-    assert "tokenizer.json" in meta["files"]
-    assert not [
-        p.name for p in onnx_dir.parent.iterdir() if p.name.startswith(".")
-    ]  # no temp dirs left
+        assert (out / f).is_file(), f
+    assert not [p.name for p in tmp_path.iterdir() if p.name.startswith(".")]  # no temp dirs
+    ox = OQ.OnnxQueryEmbedder(out)
+    for q in QUERIES:
+        assert _cos_dist(ox.embed_query(q), embedder.embed_query(q)) < OX.MAX_COS_DIST, q
 
 
 def test_onnx_query_vectors_match_sentence_transformers(onnx_dir, embedder):
     ox = OQ.OnnxQueryEmbedder(onnx_dir)
-    assert ox.dim == embedder.dim == 384 and ox.name
+    assert ox.dim == embedder.dim == 384
     assert (
         len(ox._tok.encode(LONG).ids) == embedder.full_length == 256
     )  # the long query is truncated
@@ -125,36 +128,10 @@ def test_the_export_optimized_again_at_load_gives_the_very_same_vectors(onnx_dir
     assert np.array_equal(once.embed_batch(texts), again.embed_batch(texts))
 
 
-def test_load_query_embedder_rejects_a_stale_or_missing_export(onnx_dir, embedder, tmp_path):
-    home = tmp_path / "home"
-    assert OQ.load_query_embedder(home, embedder.model_path) is None  # nothing exported
-    shutil.copytree(onnx_dir, home / "onnx")
-    good = OQ.load_query_embedder(home, embedder.model_path)
-    assert isinstance(good, OQ.OnnxQueryEmbedder)
-    # Another model (here: a folder with different weights) does not match the export.
-    other = tmp_path / "other-model"
-    other.mkdir()
-    (other / "model.safetensors").write_bytes(b"not the same weights")
-    assert OQ.load_query_embedder(home, str(other)) is None
-    # A fingerprint that no longer matches the weights makes the export stale.
-    meta_f = home / "onnx" / "meta.json"
-    meta = json.loads(meta_f.read_text())
-    meta["fingerprint"]["mtime_ns"] -= 1
-    meta_f.write_text(json.dumps(meta))
-    assert OQ.load_query_embedder(home, embedder.model_path) is None
-    # So does a missing file.
-    meta["fingerprint"] = OQ.model_fingerprint(embedder.model_path)
-    meta_f.write_text(json.dumps(meta))
-    (home / "onnx" / "tokenizer.json").unlink()
-    assert OQ.load_query_embedder(home, embedder.model_path) is None
-
-
-def test_index_exports_and_search_uses_onnx_with_the_same_hits(indexed, embedder, tmp_path):
+def test_search_uses_the_shipped_model_with_the_same_hits_as_torch(indexed, embedder):
     kb = indexed
-    assert OQ.is_fresh(kb.home / "onnx", embedder.model_path)
     assert isinstance(kb.query_embedder(), OQ.OnnxQueryEmbedder)
     assert kb.query_embedder() is kb.query_embedder()  # cached on the instance
-    assert kb.embedder() is embedder  # indexing still uses the torch model
 
     torch_kb = KnowledgeBase(root=kb.root, home=kb.home)
     torch_kb._query_embedder = embedder  # the torch path, for comparison
@@ -167,7 +144,7 @@ def test_index_exports_and_search_uses_onnx_with_the_same_hits(indexed, embedder
                 assert [h.id for h in a] == [h.id for h in b], q
     assert kb.search("__shfl_down_sync wrong sum", k=1)[0].id == "warp-shuffle-sum"
 
-    # A second index with nothing changed leaves the export alone.
+    # A second index with nothing changed leaves the model files alone.
     before = (kb.home / "onnx" / "meta.json").stat().st_mtime_ns
     kb.index()
     assert (kb.home / "onnx" / "meta.json").stat().st_mtime_ns == before
@@ -185,7 +162,7 @@ def test_search_in_a_fresh_process_does_not_import_torch(indexed):
         assert not heavy, heavy
         print(type(kb.query_embedder()).__name__, hits[0].id, dense[0].id)
     """)
-    env = {k: v for k, v in os.environ.items() if k != "KBASE_ONNX"}
+    env = {k: v for k, v in os.environ.items() if k != "KBASE_MODEL"}
     out = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120
     )
@@ -193,19 +170,11 @@ def test_search_in_a_fresh_process_does_not_import_torch(indexed):
     assert out.stdout.split() == ["OnnxQueryEmbedder", "warp-shuffle-sum", "tl-dot-tf32"]
 
 
-def test_a_failed_export_warns_and_the_index_still_succeeds(
-    embedder, kb_root, tmp_path, monkeypatch, capsys
-):
+def test_a_model_of_ones_own_embeds_both_sides_with_torch(embedder, kb_root, tmp_path):
     write_skill(kb_root, "warp-shuffle-sum")
-
-    def boom(*a, **kw):
-        raise RuntimeError("no exporter here")
-
-    monkeypatch.setattr(OX, "export_onnx", boom)
-    kb = KnowledgeBase(root=kb_root, home=tmp_path / "home")
+    kb = KnowledgeBase(root=kb_root, home=tmp_path / "home", model_path=embedder.model_path)
     rep = kb.index()
-    assert rep.entries == 1 and rep.generation
-    assert "ONNX query model not exported" in capsys.readouterr().err
+    assert rep.entries == 1 and rep.backend == "torch"
     assert not (kb.home / "onnx").exists()
-    assert kb.query_embedder() is embedder  # falls back to torch
+    assert kb.query_embedder() is embedder
     assert kb.search("warp reduction gives wrong sum", k=1)[0].id == "warp-shuffle-sum"

@@ -108,8 +108,7 @@ def _compare_with_fresh(kb: KnowledgeBase, tmp_path: Path, embedder, step: str) 
     shutil.rmtree(fresh_home)
 
 
-def test_incremental_reindex_equals_a_fresh_full_index(kb_root, tmp_path, embedder, monkeypatch):
-    monkeypatch.setenv("KBASE_ONNX", "0")  # both sides embed with the same torch model
+def test_incremental_reindex_equals_a_fresh_full_index(kb_root, tmp_path, embedder):
     write_topic_skills(kb_root)
     for n, title in enumerate(["Fix fp8 scale in the gemm epilogue", "Paged KV cache prefill"]):
         _card(kb_root, n + 1, title, notes="Why: the scale was read before the barrier.")

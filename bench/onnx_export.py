@@ -1,8 +1,11 @@
-"""Making the ONNX query model: `kbase index` exports the sentence-transformers transformer with
-torch.onnx, saves ORT's optimized graph of it and checks its vectors against torch's before it is
-published to `<home>/onnx/` (retrieval/onnx_query.py reads it).
+"""Exporting the embedding model to ONNX, the first step of remaking the model shipped in the
+package (bench/make_shipped_model.py): the sentence-transformers transformer exported with
+torch.onnx, saved as ORT's optimized graph and checked against torch's vectors.
 
-Only this side imports torch (inside its functions); a search never imports this module.
+    python bench/onnx_export.py MODEL_DIR OUT_DIR
+
+A maintainer's step (the `index` extra: torch, sentence-transformers, onnx); kbase itself reads
+the shipped model (retrieval/shipped_model.py) and never imports this.
 """
 
 from __future__ import annotations
@@ -12,27 +15,15 @@ import json
 import os
 import shutil
 import tempfile
-import threading
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-from kbase.retrieval.onnx_query import (
-    FORMAT,
-    INPUTS,
-    ONNX_DIR,
-    OUTPUT,
-    WEIGHT_FILES,
-    OnnxQueryEmbedder,
-    _fp_key,
-    enabled,
-    is_fresh,
-    model_fingerprint,
-    pooling_settings,
-    read_meta,
-)
+from kbase.retrieval.onnx_query import OUTPUT, OnnxQueryEmbedder
 
+FORMAT = 1
+INPUTS = ("input_ids", "attention_mask", "token_type_ids")
+WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin", "model.bin")
 OPSET = 17
 # Probe texts the export is checked against (torch vs onnx, cosine distance).
 PROBES = (
@@ -42,9 +33,43 @@ PROBES = (
 )
 MAX_COS_DIST = 1e-4
 
-_exported: dict[
-    str, Path
-] = {}  # fingerprint key -> an export made by this process (reused for other homes)
+
+def model_fingerprint(model_path: str | os.PathLike) -> dict | None:
+    """Size, mtime and the sha256 of the first MB of the weights file; None if there is none."""
+    import hashlib
+
+    f = next((Path(model_path) / n for n in WEIGHT_FILES if (Path(model_path) / n).is_file()), None)
+    if f is None:
+        return None
+    st = f.stat()
+    with open(f, "rb") as fh:
+        head = hashlib.sha256(fh.read(1 << 20)).hexdigest()
+    return {"file": f.name, "size": st.st_size, "mtime_ns": st.st_mtime_ns, "sha256_1mb": head}
+
+
+def pooling_settings(model_path: str | os.PathLike) -> dict:
+    """What the sentence-transformers pipeline does after the transformer, from its configs."""
+    p = Path(model_path)
+    modules = json.loads((p / "modules.json").read_text(encoding="utf-8"))
+    pool_cfg: dict = {}
+    normalize = False
+    for m in modules:
+        t = m.get("type", "")
+        if t.endswith(".Pooling"):
+            pool_cfg = json.loads((p / m.get("path", "") / "config.json").read_text("utf-8"))
+        elif t.endswith(".Normalize"):
+            normalize = True
+    modes = [k[13:] for k, v in pool_cfg.items() if k.startswith("pooling_mode_") and v]
+    max_len = 256
+    sbc = p / "sentence_bert_config.json"
+    if sbc.is_file():
+        max_len = int(json.loads(sbc.read_text(encoding="utf-8")).get("max_seq_length") or max_len)
+    return {
+        "mode": modes[0] if len(modes) == 1 else "+".join(modes),
+        "normalize": normalize,
+        "max_seq_length": max_len,
+        "dim": pool_cfg.get("word_embedding_dimension"),
+    }
 
 
 def _export_model(auto_model, path: Path) -> None:
@@ -135,17 +160,6 @@ def _check_against(onnx_dir: Path, embedder) -> None:
             )
 
 
-def _replace_dir(tmp: Path, out: Path) -> None:
-    """Move the finished tmp dir to out; an old out is renamed aside first and removed after."""
-    old = None
-    if out.exists():
-        old = out.with_name(f".{out.name}.old-{os.getpid()}-{threading.get_ident()}")
-        os.replace(out, old)
-    os.replace(tmp, out)
-    if old is not None:
-        shutil.rmtree(old, ignore_errors=True)
-
-
 def export_onnx(model_path: str, out_dir: str | os.PathLike, embedder=None) -> Path:
     """Export the model at model_path to out_dir (model.onnx, tokenizer.json, meta.json),
     atomically.
@@ -172,105 +186,43 @@ def export_onnx(model_path: str, out_dir: str | os.PathLike, embedder=None) -> P
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
     os.chmod(tmp, 0o755)  # mkdtemp makes it 0700; a shared home is read by other users
     try:
-        prior = _exported.get(_fp_key(fp))
-        if prior is not None and prior != out and is_fresh(prior, model_path, fp):
-            # Already exported in this process (another home): link or copy instead of re-tracing.
-            for name in [*(read_meta(prior) or {}).get("files", []), "meta.json"]:
-                try:
-                    os.link(prior / name, tmp / name)
-                except OSError:
-                    shutil.copy2(prior / name, tmp / name)
-        else:
-            import onnxruntime
-            import torch
+        import onnxruntime
+        import torch
 
-            _export_model(embedder.model[0].auto_model, tmp / "raw.onnx")
-            files = _optimize(tmp / "raw.onnx", tmp / "model.onnx")
-            (tmp / "raw.onnx").unlink()
-            shutil.copy2(Path(model_path) / "tokenizer.json", tmp / "tokenizer.json")
-            pooling["max_seq_length"] = int(
-                getattr(embedder, "full_length", pooling["max_seq_length"])
-            )
-            meta = {
-                "format": FORMAT,
-                "source_model_path": model_path,
-                "name": getattr(embedder, "name", None),
-                "fingerprint": fp,
-                "pooling": pooling,
-                "dim": int(getattr(embedder, "dim", pooling["dim"])),
-                "files": [*files, "tokenizer.json"],
-                "inputs": list(INPUTS),
-                "output": OUTPUT,
-                "opset": OPSET,
-                "torch": torch.__version__,
-                "onnxruntime": onnxruntime.__version__,
-            }
-            (tmp / "meta.json").write_text(
-                json.dumps(meta, indent=2, ensure_ascii=False), encoding="utf-8"
-            )
-            _check_against(tmp, embedder)
-        _replace_dir(tmp, out)
+        _export_model(embedder.model[0].auto_model, tmp / "raw.onnx")
+        files = _optimize(tmp / "raw.onnx", tmp / "model.onnx")
+        (tmp / "raw.onnx").unlink()
+        shutil.copy2(Path(model_path) / "tokenizer.json", tmp / "tokenizer.json")
+        pooling["max_seq_length"] = int(getattr(embedder, "full_length", pooling["max_seq_length"]))
+        meta = {
+            "format": FORMAT,
+            "source_model_path": model_path,
+            "name": getattr(embedder, "name", None),
+            "fingerprint": fp,
+            "pooling": pooling,
+            "dim": int(getattr(embedder, "dim", pooling["dim"])),
+            "files": [*files, "tokenizer.json"],
+            "inputs": list(INPUTS),
+            "output": OUTPUT,
+            "opset": OPSET,
+            "torch": torch.__version__,
+            "onnxruntime": onnxruntime.__version__,
+        }
+        (tmp / "meta.json").write_text(
+            json.dumps(meta, indent=2, ensure_ascii=False), encoding="utf-8"
+        )
+        _check_against(tmp, embedder)
+        shutil.rmtree(out, ignore_errors=True)
+        os.replace(tmp, out)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    _exported[_fp_key(fp)] = out
     return out
 
 
-def ensure_onnx(home: str | os.PathLike, model_path: str, embedder=None) -> Path | None:
-    """Export to home/onnx unless a fresh export is there already; returns the dir, or None if
-    disabled.
-    """
-    if not enabled():
-        return None
-    d = Path(home) / ONNX_DIR
-    if is_fresh(d, model_path):
-        return d
-    return export_onnx(model_path, d, embedder=embedder)
-
-
-def refresh_onnx(
-    home: Path,
-    embedder_factory: Callable[[], object],
-    embedder: object = None,
-    model_path: str | None = None,
-) -> None:
-    """The last step of every build (retrieval/indexer.py): keep home/onnx, the fast query
-    embedder (retrieval/onnx_query.py), in step with the model. Only when torch is importable;
-    a failure is a warning on stderr, never a failed index."""
-    import importlib.util
+if __name__ == "__main__":
     import sys
 
-    try:
-        from kbase.config import model_installed
-
-        if not enabled() or not model_installed():
-            return  # the model shipped in the package serves (retrieval/shipped_model.py)
-        if importlib.util.find_spec("torch") is None:
-            return
-        real = getattr(embedder, "real", None)
-        if real is not None:  # shipped vectors: the model behind them, if it was loaded
-            embedder = real() if getattr(embedder, "loaded", False) else None
-        path = getattr(embedder, "model_path", None)
-        if path is None:  # nothing was embedded: find the path without loading the model
-            path = model_path
-            if path is None:
-                from kbase.config import default_model_path
-
-                path = default_model_path()
-        if is_fresh(Path(home) / ONNX_DIR, path):
-            return
-        if embedder is None:
-            embedder = embedder_factory()
-            if hasattr(embedder, "real"):
-                embedder = embedder.real()
-        path = getattr(embedder, "model_path", None)
-        if path is None or not hasattr(embedder, "model"):
-            return  # not a sentence-transformers Embedder (a test double): nothing to export
-        ensure_onnx(home, path, embedder)
-    except Exception as exc:  # noqa: BLE001
-        print(
-            f"kbase: warning: ONNX query model not exported ({type(exc).__name__}: {exc}); "
-            "searches will load torch instead",
-            file=sys.stderr,
-        )
+    if len(sys.argv) != 3:
+        sys.exit(__doc__)
+    print(export_onnx(sys.argv[1], sys.argv[2]))
