@@ -133,9 +133,9 @@ class SearchAPI:
         """Whether a skill or draft was added, edited or removed since the index was built: the
         files' (size, mtime, inode) against those the build recorded, without parsing them
         (a few ms for the shipped skills). PR cards are left to `kbase mine`/`kbase index`."""
+        import json
         import os
 
-        from kbase.retrieval import fastjson as F
         from kbase.retrieval import generations as G
         from kbase.retrieval.collect import _file_sig
 
@@ -143,7 +143,7 @@ class SearchAPI:
         if gid is None:
             return False
         try:
-            seen = F.loads((G.gens_dir(self.home) / gid / G.CARD_STATS).read_bytes())
+            seen = json.loads((G.gens_dir(self.home) / gid / G.CARD_STATS).read_bytes())
         except (OSError, ValueError):
             return False  # an index from before the stats were kept: left as it is
         # what collect_entries reads (ingest.skills.find_skill_files, drafts.find_draft_files),

@@ -1,7 +1,6 @@
 """Pieces of an index build beside the embedding loop: the BM25 build (build_bm25 writes the
-index that retrieval/lexical.py reads), the embedding batch size,
-the vector store opened when first needed, the vectors' upserts into Chroma (grouped by
-partition) and the deletion of those no entry names any more."""
+index that retrieval/lexical.py reads), the vector store opened when first needed, the vectors'
+upserts into Chroma (grouped by partition) and the deletion of those no entry names any more."""
 
 from __future__ import annotations
 
@@ -11,7 +10,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from kbase.retrieval import fastjson as F
 from kbase.retrieval.lexical import (
     IDS_FILE,
     K1,
@@ -34,19 +32,6 @@ from kbase.retrieval.previous import Previous, dense_ids
 from kbase.schema import Chunk, Entry
 
 
-def embed_batch(device: str) -> int:
-    """Chunks embedded per call (KBASE_EMBED_BATCH overrides). On a GPU the last batch's inserts
-    are what the build waits for after the model is done, and the direct tokenizer path keeps
-    a GPU busy with smaller calls: on the H200, alternating runs gave 1,024 (with 4 BM25
-    workers) 3.98/4.69/4.10 s against 4,096's 5.01/4.70/4.49 s for the 6.5k-card archive."""
-    import os
-
-    env = os.environ.get("KBASE_EMBED_BATCH", "").strip()
-    if env:
-        return int(env)
-    return 256 if device == "cpu" else 1024
-
-
 def bm25_stage(
     prev: Any, prevs: Previous, entries: list[Entry], chunk_ids: list[list[str]], out: Path
 ) -> Callable[[], float]:
@@ -54,7 +39,7 @@ def bm25_stage(
     callable returned is called; it says how long the build took. The previous generation's
     token ids are read now, before the embedding model loads."""
     from kbase.retrieval.lexical import load_token_cache
-    from kbase.retrieval.previous import Chunks
+    from kbase.retrieval.previous import Carried
 
     cache = (
         load_token_cache(prev.path / "bm25", [e.title for e in prevs.entries])
@@ -62,13 +47,18 @@ def bm25_stage(
         else None
     )
     if cache is None:  # else it holds every chunk of the entries taken over from prev
+        swap = prevs.decoded(entries)
+        entries = [swap.get(id(e), e) for e in entries]
         prevs.fill(entries)
     counts = [len(ids) for ids in chunk_ids]
+    # the chunks to tokenize: those of entries carried over undecoded are in the cache (their
+    # ids stand in)
+    chunks = [c for e in entries for c in (e.chunk_ids if isinstance(e, Carried) else e.chunks)]
 
     def build() -> float:
         t = time.perf_counter()
         build_bm25(
-            Chunks(entries, counts),
+            chunks,
             [e.title for e, n in zip(entries, counts, strict=True) for _ in range(n)],
             out,
             cache=cache,
@@ -214,7 +204,7 @@ def build_bm25(
     np.save(path / "indices.csc.index.npy", d.astype(np.int32))
     np.save(path / "indptr.csc.index.npy", indptr)
     # the cached vocabulary plus tokens appended in order: a token keeps its id across builds
-    (path / "vocab.index.json").write_bytes(F.dumps(vocab))
+    (path / "vocab.index.json").write_text(json.dumps(vocab), "ascii")
     write_sorted(vocab, path)  # what a searcher reads (lexical.SortedVocab)
     # exactly the keys bm25s writes, so readers of earlier kbase versions (bm25s.BM25.load)
     # still open an index this one wrote; the tokenizer fingerprint goes in its own file

@@ -10,11 +10,11 @@ load builds (the same pydantic validation of the same JSON), and stays cached.
 from __future__ import annotations
 
 import functools
+import json
 import mmap
 from collections.abc import Iterator, Sequence
 from typing import Any, overload
 
-from kbase.retrieval import fastjson as F
 from pydantic import TypeAdapter
 
 from kbase.schema import Entry
@@ -84,7 +84,7 @@ class EntryTable(Sequence[Entry]):
     def read(cls, columns: bytes, data: bytes | mmap.mmap) -> EntryTable:
         """From a generation's columns.json and entries.jsonl (its bytes, or the file mapped into
         memory), as write_entries wrote them."""
-        cols = F.loads(columns)
+        cols = json.loads(columns)
         return cls(cols, data, cols["offsets"])
 
     def column(self, name: str) -> list[Any]:

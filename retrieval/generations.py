@@ -17,7 +17,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kbase.retrieval import fastjson as F
 from kbase.retrieval.entry_table import (
     COLUMNS,
     ENTRIES,
@@ -62,7 +61,7 @@ class ChunkTexts:
         """Every entry's line of texts.jsonl, as stored (the indexer copies the lines of
         unchanged entries instead of decoding and encoding them again)."""
         if self._offsets is None:
-            self._offsets = F.loads((self.path / TEXT_OFFSETS).read_bytes())
+            self._offsets = json.loads((self.path / TEXT_OFFSETS).read_bytes())
         data = (self.path / TEXTS).read_bytes()
         ends = [*self._offsets[1:], len(data)]
         return [data[a:b] for a, b in zip(self._offsets, ends, strict=True)]
@@ -73,7 +72,7 @@ class ChunkTexts:
         if not todo:
             return
         if self._offsets is None:
-            self._offsets = F.loads((self.path / TEXT_OFFSETS).read_bytes())
+            self._offsets = json.loads((self.path / TEXT_OFFSETS).read_bytes())
         with open(self.path / TEXTS, "rb") as fh:
             for i, e in sorted(todo, key=lambda p: p[0]):
                 fh.seek(self._offsets[i])
@@ -153,13 +152,13 @@ def read_card_stats(gen: Generation | None) -> dict[str, list[int]]:
     if gen is None:
         return {}
     try:
-        return F.loads((gen.path / CARD_STATS).read_bytes())
+        return json.loads((gen.path / CARD_STATS).read_bytes())
     except (OSError, ValueError):
         return {}
 
 
 def write_card_stats(path: Path, stats: dict[str, list[int]]) -> None:
-    (path / CARD_STATS).write_bytes(F.dumps(stats))
+    (path / CARD_STATS).write_text(json.dumps(stats), "ascii")
 
 
 def new_generation_dir(home: Path) -> tuple[str, Path]:
@@ -208,7 +207,7 @@ def write_entries(
             cols[name] = [
                 stored[e.i] if c else next(got) for e, c in zip(entries, carried, strict=True)
             ]
-    (path / COLUMNS).write_bytes(F.dumps({**cols, "offsets": ends}))
+    (path / COLUMNS).write_text(json.dumps({**cols, "offsets": ends}), "ascii")
     write_carry(path, carry_columns(list(entries)))
     lines, offsets, pos = [], [], 0
     for e in entries:
@@ -219,7 +218,7 @@ def write_entries(
         pos += len(line)
         lines.append(line)
     (path / TEXTS).write_bytes(b"".join(lines))
-    (path / TEXT_OFFSETS).write_bytes(F.dumps(offsets))
+    (path / TEXT_OFFSETS).write_text(json.dumps(offsets), "ascii")
     (path / "meta.json").write_text(json.dumps({**meta, "format": FORMAT_VERSION}, indent=1))
 
 

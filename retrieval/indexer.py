@@ -5,7 +5,6 @@ rebuild BM25, publish a new generation atomically.
 from __future__ import annotations
 
 import dataclasses
-import shutil
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -17,11 +16,10 @@ from kbase.retrieval.build_stages import (
     LazyStore,
     bm25_stage,
     delete_stale,
-    embed_batch,
     upsert_pairs,
 )
 from kbase.retrieval.collect import collect_entries, parser_fingerprint
-from kbase.retrieval.previous import Previous, dense_chunks, dense_ids, gc_paused, ids_of
+from kbase.retrieval.previous import Previous, dense_chunks, dense_ids, ids_of
 
 from kbase.schema import Chunk, Entry, Problem
 
@@ -90,7 +88,6 @@ def _embedded(embedder: Any, plan: list[list[tuple[Entry, Chunk]]]) -> Iterator[
             yield embedder.embed(texts)
 
 
-@gc_paused()  # the build's own objects are freed on return, before the collector is back
 def build_index(
     root: Path,
     home: Path,
@@ -155,8 +152,6 @@ def build_index(
             G.write_entries(tmp, entries, meta, stored_line=prevs.stored_line, table=prevs.table)
             G.publish(home, gid, tmp)
             rep.generation = gid
-            if not chroma_url and prev and prev.meta.get("vector_store") == V.LEGACY_LAYOUT:
-                shutil.rmtree(home / V.LEGACY_DIR, ignore_errors=True)  # moved to chroma-parts/
         rep.seconds["bm25+write"] = time.perf_counter() - t3
 
         wanted = [i for ids in chunk_ids for i in ids]
@@ -322,7 +317,7 @@ class _Embedding:
         upsert_pairs(self.store, pairs, [fresh[c.id] for _, c in pairs], self.served)
         self.store_s += time.perf_counter() - t
 
-    def _load(self, rep: IndexReport) -> int | None:
+    def _load(self, rep: IndexReport) -> None:
         if self.progress:
             self.progress("loading the embedding model", 0, 0)
         self.embedder = emb = self.factory()
@@ -332,9 +327,6 @@ class _Embedding:
                 f"the document embedder is {getattr(emb, 'recipe', '') or 'fp32'}, "
                 f"the vector ids say {self.dense_model or 'fp32'}"
             )
-        if self.batch is not None:
-            return self.batch
-        return embed_batch(str(getattr(emb, "device", "cpu")))
 
     def run(
         self, todo: list[Any], prevs: Previous, reusable: Any, rep: IndexReport
@@ -350,19 +342,18 @@ class _Embedding:
     def _run(
         self, todo: list[Any], prevs: Previous, reusable: Any, rep: IndexReport
     ) -> dict[str, Any]:
-        from kbase.retrieval.vectors import partition_key
-
         fresh: dict[str, Any] = {}
         if not todo:
             return fresh
         prevs.fill(todo)  # texts to embed, for entries taken over whose vectors are missing
-        # an edited entry's chunks whose text did not change keep their vectors
-        kept = prevs.kept_vectors(todo, reusable, dense_chunks, partition_key)
+        kept = prevs.kept_vectors(todo, reusable)
         fresh.update(kept)
         # upserted with the first batch embedded: each Chroma upsert call costs ~0.1 s
         pending = [(e, c) for e in todo for c in dense_chunks(e) if c.id in kept]
         chunks = [(e, c) for e in todo for c in dense_chunks(e) if c.id not in kept]
-        step = (self._load(rep) if chunks else self.batch) or 256
+        if chunks:
+            self._load(rep)
+        step = self.batch or 256  # chunks per model call and Chroma upsert
         chunks.sort(key=lambda ec: ec[0].kind != "skill")  # skills first, as before
         plan = [chunks[i : i + step] for i in range(0, len(chunks), step)]
         done = 0

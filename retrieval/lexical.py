@@ -5,11 +5,11 @@ it; the token cache it uses and the sorted vocabulary a searcher reads live here
 from __future__ import annotations
 
 import bisect
+import json
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 import numpy as np
-from kbase.retrieval import fastjson as F
 from kbase.retrieval.tokenize import tokens
 
 
@@ -62,7 +62,7 @@ def load_token_cache(bm25_dir: Path, titles: list[str] | None = None) -> TokenCa
         fingerprint = (bm25_dir / TOKENIZER_FILE).read_text(encoding="utf-8").strip()
         if fingerprint != tokenizer_fingerprint():
             return None
-        vocab = F.loads((bm25_dir / "vocab.index.json").read_bytes())
+        vocab = json.loads((bm25_dir / "vocab.index.json").read_bytes())
         ids = (bm25_dir / IDS_FILE).read_text(encoding="utf-8").split("\n")
         flat = np.load(bm25_dir / TOKENS_FILE)
         off = np.load(bm25_dir / OFFSETS_FILE)
@@ -192,7 +192,7 @@ class Lexical:
         self._idf: dict[str, float] = {}
         self._ids: dict[str, int | None] = {}
         # the sorted twin when there is one (an index written before it has none)
-        self.vocab: Mapping[str, int] = SortedVocab.read(path, len(self.indptr) - 1) or F.loads(
+        self.vocab: Mapping[str, int] = SortedVocab.read(path, len(self.indptr) - 1) or json.loads(
             (path / "vocab.index.json").read_bytes()
         )
 

@@ -9,21 +9,17 @@ kind, repo, title, tags, chunk ids and sections) from plain columns the generati
 as they are. Where the whole entry is needed (its vectors must be embedded again, an edited
 entry's old chunk texts), `Previous` decodes it: the same pydantic validation of the same line a
 full load does. Texts are read only for the entries that need them (to embed, or to tokenize
-when the BM25 token cache lacks them). An edited entry keeps the vector of every chunk whose text
-did not change. A run that finds nothing changed publishes no new generation.
+when the BM25 token cache lacks them). A run that finds nothing changed publishes no new
+generation.
 """
 
 from __future__ import annotations
 
-import bisect
-import contextlib
-import itertools
 import json
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any, overload
+from typing import Any
 
-from kbase.retrieval import fastjson as F
 from kbase.retrieval.entry_table import EntryTable
 from kbase.retrieval.generations import FORMAT_VERSION, Generation, read_card_stats
 
@@ -43,13 +39,13 @@ def carry_columns(entries: list[Any]) -> dict[str, list[Any]]:
 
 
 def write_carry(path: Path, cols: dict[str, list[Any]]) -> None:
-    (path / CARRY).write_bytes(F.dumps(cols))
+    (path / CARRY).write_text(json.dumps(cols), "ascii")
 
 
 def read_carry(path: Path, n: int) -> dict[str, list[Any]] | None:
     """The carry columns of a generation of n entries; None when absent or inconsistent."""
     try:
-        cols = F.loads((path / CARRY).read_bytes())
+        cols = json.loads((path / CARRY).read_bytes())
         if any(len(cols[k]) != n for k in ("paths", "hashes", "sections")):
             return None
     except (OSError, ValueError, KeyError, TypeError):
@@ -57,44 +53,9 @@ def read_carry(path: Path, n: int) -> dict[str, list[Any]] | None:
     return cols
 
 
-class CarriedChunk:
-    # no reference back to its entry: a cycle per entry would leave ~26k objects to the
-    # cyclic garbage collector, whose passes over them were a good part of a re-index
-    __slots__ = ("id", "section", "_texts", "_i", "_k")
-
-    def __init__(self, cid: str, section: str, texts: _Texts, i: int, k: int):
-        self.id = cid
-        self.section = section
-        self._texts = texts
-        self._i = i
-        self._k = k
-
-    @property
-    def text(self) -> str:
-        """Read from the previous generation's texts.jsonl when first asked for."""
-        return self._texts.of(self._i)[self._k]
-
-
-class _Texts:
-    """Chunk texts of the previous generation's entries, each entry's decoded once."""
-
-    def __init__(self, line: Callable[[int], bytes], counts: list[int]):
-        self._line = line
-        self._counts = counts
-        self._got: dict[int, list[str]] = {}
-
-    def of(self, i: int) -> list[str]:
-        got = self._got.get(i)
-        if got is None:
-            texts = json.loads(self._line(i))
-            n = self._counts[i]
-            got = self._got[i] = [*texts, *[""] * (n - len(texts))][:n]
-        return got
-
-
 class Carried:
-    """One entry of the previous generation, at position i of its table, not decoded. Its chunks
-    are made only when something asks for them (the indexer mostly needs their ids)."""
+    """One entry of the previous generation, at position i of its table, not decoded: the
+    indexer needs its columns, and its chunks only where it is decoded (Previous.decoded)."""
 
     __slots__ = (
         "i",
@@ -107,11 +68,9 @@ class Carried:
         "tags",
         "chunk_ids",
         "sections",
-        "_texts",
-        "_chunks",
     )
 
-    def __init__(self, table: EntryTable, cols: dict[str, list[Any]], i: int, texts: _Texts):
+    def __init__(self, table: EntryTable, cols: dict[str, list[Any]], i: int):
         self.i = i
         self.id = table.ids[i]
         self.kind = table.kinds[i]
@@ -122,42 +81,17 @@ class Carried:
         self.content_hash = cols["hashes"][i]
         self.chunk_ids: list[str] = table.chunk_ids[i]
         self.sections: list[str] = cols["sections"][i]
-        self._texts = texts
-        self._chunks: list[CarriedChunk] | None = None
-
-    @property
-    def chunks(self) -> list[CarriedChunk]:
-        if self._chunks is None:
-            self._chunks = [
-                CarriedChunk(cid, sec, self._texts, self.i, k)
-                for k, (cid, sec) in enumerate(zip(self.chunk_ids, self.sections, strict=True))
-            ]
-        return self._chunks
-
-    def texts(self) -> list[str]:
-        return self._texts.of(self.i)
 
 
-def carried_entries(table: EntryTable, path: Path, texts_line: Any) -> list[Carried] | None:
+def carried_entries(table: EntryTable, path: Path) -> list[Carried] | None:
     """Every entry of a generation as Carried, or None when it lacks the carry columns (written
-    before them) or its columns disagree with its entries (then it is decoded instead).
-    `texts_line(i)`: entry i's stored texts.jsonl line."""
+    before them) or its columns disagree with its entries (then it is decoded instead)."""
     cols = read_carry(path, len(table))
     if cols is None or any(
         len(s) != len(c) for s, c in zip(cols["sections"], table.chunk_ids, strict=True)
     ):
         return None
-
-    texts = _Texts(texts_line, [len(ids) for ids in table.chunk_ids])
-    return [Carried(table, cols, i, texts) for i in range(len(table))]
-
-
-def decode(table: EntryTable, c: Carried) -> Entry:
-    """The whole entry, with its chunk texts (a fresh model: the caller may change it)."""
-    e = table[c.i].model_copy(deep=True)
-    for chunk, text in zip(e.chunks, c.texts(), strict=False):
-        chunk.text = text
-    return e
+    return [Carried(table, cols, i) for i in range(len(table))]
 
 
 class Previous:
@@ -168,7 +102,7 @@ class Previous:
         table = gen.entries if gen is not None else None
         self.table = table if isinstance(table, EntryTable) else None
         carried = (
-            carried_entries(self.table, gen.path, self._texts_line)
+            carried_entries(self.table, gen.path)
             if gen is not None and self.table is not None
             else None
         )
@@ -199,12 +133,16 @@ class Previous:
             )
 
     def decoded(self, entries: list[Any]) -> dict[int, Entry]:
-        """id(carried entry) -> the whole entry with its texts, for the Carried among these
-        (to embed them again); the decoded entry counts as taken over (owns, stored_line)."""
+        """id(carried entry) -> the whole entry with its texts (a fresh model: the caller may
+        change it), for the Carried among these (to embed or tokenize them again); the decoded
+        entry counts as taken over (owns, stored_line)."""
         out: dict[int, Entry] = {}
         for e in entries:
             if isinstance(e, Carried) and self.table is not None:
-                out[id(e)] = full = decode(self.table, e)
+                out[id(e)] = full = self.table[e.i].model_copy(deep=True)
+                texts = json.loads(self._texts_line(e.i))
+                for chunk, text in zip(full.chunks, texts, strict=False):
+                    chunk.text = text
                 self._pos[id(full)] = e.i
         return out
 
@@ -219,44 +157,35 @@ class Previous:
         """True for an entry object taken over from the previous generation."""
         return id(e) in self._pos
 
-    def kept_vectors(
-        self,
-        todo: list[Any],
-        prev_vectors: Any,
-        dense_chunks: Callable[[Any], list[Any]],
-        partition_key: Callable[[str, str | None], str],
-    ) -> dict[str, Any]:
-        """New chunk id -> the previous vector of a chunk of the same entry with the same title
-        and text (the embedding of an edited entry's unchanged chunks is the same), or of the
-        same chunk id: an id names text, model and recipe, so a vector the files hold for it is
-        the one the store lacks (a store moved to another layout: retrieval/vectors.py).
-        """
-        out: dict[str, Any] = {}
-        if prev_vectors is not None:
-            wanted: dict[str, set[str]] = {}
-            for e in todo:
-                ids = wanted.setdefault(partition_key(e.kind, e.repo), set())
-                ids.update(c.id for c in dense_chunks(e))
-            for key, ids in wanted.items():
-                out.update(prev_vectors.vectors_of(key, ids))
-        pairs = []
+    def kept_vectors(self, todo: list[Any], files: Any) -> dict[str, Any]:
+        """Chunk id -> a vector the previous generation's files hold for it: under the same id (an
+        id names text, model and recipe: a store emptied or moved to another layout or server is
+        filled again without embedding), or for a chunk of the same entry, title and text. So an
+        edited entry's unchanged chunks keep their vectors exactly: the int8 model's vectors depend
+        on the batch they were embedded in (cosine ~0.994 for a skill's summary embedded again)."""
+        from kbase.retrieval.vectors import partition_key
+
+        if files is None:
+            return {}
+        olds = [self.by_id[e.id] for e in todo if e.id in self.by_id and not self.owns(e)]
+        full = self.decoded(olds)  # their chunk texts, for the Carried among them
+        old_of: dict[str, Any] = {o.id: full.get(id(o), o) for o in olds}
+        self.fill(old_of.values())
+        wanted: dict[str, set[str]] = {}
+        same: dict[str, str] = {}  # new chunk id -> the old chunk id of the same text
         for e in todo:
-            old = self.by_id.get(e.id)
-            if (
-                old is None
-                or self.owns(e)
-                or (old.kind, old.title, old.repo) != (e.kind, e.title, e.repo)
-            ):
-                continue
-            pairs.append((e, old))
-        if not pairs or prev_vectors is None:
-            return out
-        self.fill(old for _, old in pairs)
-        for e, old in pairs:
-            have = {c.text: c.id for c in dense_chunks(old) if c.text}
-            want = {c.id: have[c.text] for c in dense_chunks(e) if c.text in have}
-            got = prev_vectors.vectors_of(partition_key(e.kind, e.repo), set(want.values()))
-            out.update({new: got[old_id] for new, old_id in want.items() if old_id in got})
+            ids = wanted.setdefault(partition_key(e.kind, e.repo), set())
+            ids.update(c.id for c in dense_chunks(e))
+            old = old_of.get(e.id)
+            if old is not None and (old.kind, old.title, old.repo) == (e.kind, e.title, e.repo):
+                have = {c.text: c.id for c in dense_chunks(old) if c.text}
+                match = {c.id: have[c.text] for c in dense_chunks(e) if c.text in have}
+                same.update(match)
+                ids.update(match.values())
+        got = {i: v for key, ids in wanted.items() for i, v in files.vectors_of(key, ids).items()}
+        new_ids = [c.id for e in todo for c in dense_chunks(e)]
+        out = {i: got[i] for i in new_ids if i in got}
+        out.update({i: got[same[i]] for i in new_ids if i not in out and same.get(i) in got})
         return out
 
     def unchanged(
@@ -298,8 +227,8 @@ class Previous:
 
 
 # ------------------------------------------------------------------ what the indexer asks of chunks
-# Which of an entry's chunks the indexer embeds and what it asks of them, for models and for
-# entries carried over undecoded alike, and the indexer's pause of the cyclic garbage collector.
+# Which of an entry's chunks the indexer embeds, for models and for entries carried over
+# undecoded alike.
 LEXICAL_ONLY_SECTIONS = frozenset({"files", "symbols"})
 
 
@@ -326,47 +255,3 @@ def dense_ids(e: Any) -> list[str]:
         pairs = zip(e.chunk_ids, e.sections, strict=True)
         return [i for i, s in pairs if s not in LEXICAL_ONLY_SECTIONS]
     return [c.id for c in dense_chunks(e)]
-
-
-class Chunks(Sequence[Any]):
-    """Every chunk of the entries in order, each made when asked for (build_bm25 reads only
-    those its token cache lacks)."""
-
-    def __init__(self, entries: list[Any], counts: list[int]):
-        self._entries = entries
-        self._starts = list(itertools.accumulate(counts, initial=0))
-
-    def __len__(self) -> int:
-        return self._starts[-1]
-
-    @overload
-    def __getitem__(self, j: int) -> Any: ...
-
-    @overload
-    def __getitem__(self, j: slice) -> list[Any]: ...
-
-    def __getitem__(self, j: int | slice) -> Any:
-        if isinstance(j, slice):
-            return [self[x] for x in range(*j.indices(len(self)))]
-        if not 0 <= j < len(self):
-            raise IndexError(j)
-        n = bisect.bisect_right(self._starts, j) - 1
-        return self._entries[n].chunks[j - self._starts[n]]
-
-
-@contextlib.contextmanager
-def gc_paused() -> Iterator[None]:
-    """No cyclic garbage collection during a build: a re-index allocates some 100k long-lived
-    containers (columns, card signatures, the carried entries), and the collector's repeated
-    passes over them took 0.5-0.9 s of a one-edit re-index (issue #11); at 6.5k entries today
-    ~7% of a build that parses and tokenizes everything anew, 1.0-1.26x of a one-edit re-index
-    (#24). The build makes no reference cycles of its own; reference counting frees its garbage."""
-    import gc
-
-    was = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was:
-            gc.enable()

@@ -7,7 +7,7 @@ The files serve the embedded store's readers and the indexer itself (issue #11):
 - a cold `kbase search` over a small partition scores it with one matrix product instead of
   importing chromadb and opening its client (most of a cold search);
 - the indexer learns which vectors exist from the previous generation's ids instead of asking
-  Chroma for every id, and carries unchanged partitions over by hard link.
+  Chroma for every id, and takes their vectors over from the files.
 
 A generation's files never change after it is published, so a reader that loaded one keeps a
 consistent view while another process re-indexes.
@@ -17,14 +17,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-from kbase.retrieval import fastjson as F
 
 VEC_DIR = "vectors"
 INDEX = "index.json"
@@ -66,7 +64,7 @@ class GenVectors:
         got = self._ids.get(key)
         if got is None:
             info = self.parts[key]
-            got = self._ids[key] = F.loads((self.dir / f"{info['stem']}.ids.json").read_bytes())
+            got = self._ids[key] = json.loads((self.dir / f"{info['stem']}.ids.json").read_bytes())
         return got
 
     def all_ids(self, key: str) -> set[str]:
@@ -126,31 +124,16 @@ def first_of_each(keys: np.ndarray) -> np.ndarray:
 
 
 def write_generation_vectors(
-    gen_tmp: Path,
-    parts: dict[str, tuple[list[str], np.ndarray | None]],
-    prev: GenVectors | None,
-    dim: int,
+    gen_tmp: Path, parts: dict[str, tuple[list[str], np.ndarray]], dim: int
 ) -> None:
-    """parts: partition -> (chunk ids, their vectors in that order); vectors None means the
-    partition is unchanged since `prev` and its files are hard-linked from there."""
+    """parts: partition -> (chunk ids, their vectors in that order)."""
     d = gen_tmp / VEC_DIR
     d.mkdir(parents=True, exist_ok=True)
     index: dict[str, dict] = {}
     for key, (ids, vecs) in sorted(parts.items()):
         stem = file_stem(key)
-        if vecs is None:
-            assert prev is not None
-            src = prev.parts[key]["stem"]
-            for ext in (".npy", ".ids.json"):
-                try:
-                    os.link(prev.dir / f"{src}{ext}", d / f"{stem}{ext}")
-                except OSError:
-                    import shutil
-
-                    shutil.copy2(prev.dir / f"{src}{ext}", d / f"{stem}{ext}")
-        else:
-            np.save(d / f"{stem}.npy", np.ascontiguousarray(vecs, dtype=np.float32))
-            (d / f"{stem}.ids.json").write_bytes(F.dumps(ids))
+        np.save(d / f"{stem}.npy", np.ascontiguousarray(vecs, dtype=np.float32))
+        (d / f"{stem}.ids.json").write_text(json.dumps(ids), "ascii")
         index[key] = {"stem": stem, "rows": len(ids)}
     (d / INDEX).write_text(
         json.dumps({"format": FORMAT, "dim": dim, "partitions": index}), encoding="utf-8"
@@ -165,15 +148,15 @@ def assemble_generation_vectors(
     store: Callable[[], Any],
 ) -> None:
     """The new generation's vector files: a partition whose ids are those of the previous
-    generation and got nothing new is hard-linked; the others are assembled from this run's
+    generation and got nothing new is copied; the others are assembled from this run's
     vectors, the previous files and, for what neither holds, Chroma. A partition that cannot
     be completed gets no file (its searches go to Chroma)."""
     parts: dict[str, tuple[list[str], Any]] = {}
     dim = 0
     for key, ids in by_part.items():
-        if prev is not None and key in prev.parts and not any(i in fresh for i in ids):
-            if prev.ids(key) == ids:
-                parts[key] = (ids, None)
+        if prev is not None and key in prev.parts and prev.ids(key) == ids:
+            if not any(i in fresh for i in ids):
+                parts[key] = (ids, prev.matrix(key))
                 dim = dim or prev.dim
                 continue
         got: dict[str, Any] = {i: fresh[i] for i in ids if i in fresh}
@@ -190,4 +173,4 @@ def assemble_generation_vectors(
         )
         dim = dim or (mat.shape[1] if ids else 0)
         parts[key] = (ids, mat)
-    write_generation_vectors(tmp, parts, prev, dim)
+    write_generation_vectors(tmp, parts, dim)

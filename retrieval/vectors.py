@@ -27,7 +27,6 @@ _UNSAFE = re.compile(r"[^A-Za-z0-9_-]+")
 
 PARTS_DIR = "chroma-parts"  # the embedded store: one Chroma directory per partition
 LAYOUT = "embedded-parts"  # the generation's meta.vector_store for that layout
-LEGACY_DIR, LEGACY_LAYOUT = "chroma", "embedded"  # before: every partition in <home>/chroma
 
 
 def _client(path: Path | None, chroma_url: str | None):
@@ -69,7 +68,6 @@ class VectorStore:
         self.chroma_url = chroma_url
         # the server's client, or one embedded client per partition directory opened so far
         self._clients: dict[Path | None, Any] = {}  # by directory; None: the server
-        self.legacy = False
         # Several knowledge bases can share one Chroma server under different collection prefixes.
         self.base = collection or os.environ.get("KBASE_CHROMA_COLLECTION") or COLLECTION
         self.collection_name = self.base  # kept for callers that print it
@@ -77,15 +75,6 @@ class VectorStore:
         self._pool: Any = None
         if chroma_url:
             self._open(None, create=True)
-
-    def read_layout(self, vector_store: str | None) -> None:
-        """Read the layout a generation's meta names (`vector_store`): a generation built before
-        the per-partition directories keeps every partition in `<home>/chroma` until the next
-        `kbase index` moves them (from the generation's vector files, without re-embedding)."""
-        legacy = not self.chroma_url and vector_store == LEGACY_LAYOUT
-        if legacy != self.legacy:
-            self.close()
-            self.legacy = legacy
 
     # ------------------------------------------------------------ collections
     def collection_for(self, key: str) -> str:
@@ -98,8 +87,7 @@ class VectorStore:
     def _client_for(self, key: str, create: bool) -> Any:
         if self.chroma_url:
             return self._open(None, create=True)
-        path = self.home / LEGACY_DIR if self.legacy else part_dir(self.home, key)
-        return self._open(path, create)
+        return self._open(part_dir(self.home, key), create)
 
     def _open(self, path: Path | None, create: bool) -> Any:
         """The client of the server (path None) or of one embedded directory, opened once; None
@@ -155,7 +143,7 @@ class VectorStore:
 
     def _all_collections(self) -> list:
         prefix = f"{self.base}--"
-        if self.chroma_url or self.legacy:
+        if self.chroma_url:
             clients = [c] if (c := self._client_for("", create=False)) is not None else []
         else:
             parts = self.home / PARTS_DIR

@@ -14,7 +14,7 @@ from conftest import write_skill, write_topic_skills
 from kbase.ingest.card_format import render_card
 from kbase.retrieval import generations as G
 from kbase.retrieval.indexer import build_index
-from kbase.retrieval.lexical import Lexical, read_title_ids
+from kbase.retrieval.lexical import TOKENS_FILE, Lexical, read_title_ids
 from kbase.retrieval.vector_files import GenVectors
 
 from kbase.api import KnowledgeBase
@@ -145,6 +145,11 @@ def test_incremental_reindex_equals_a_fresh_full_index(kb_root, tmp_path, embedd
     shutil.rmtree(kb_root / "skills" / "int64-offsets")
     (kb_root / "pr_archive" / "demo" / "1.md").unlink()
     reindex("skill and card removed", [])
+
+    # the BM25 token ids lost: every entry's chunks are tokenized again, carried ones decoded
+    (kb.home / "gens" / G.current_id(kb.home) / "bm25" / TOKENS_FILE).unlink()
+    skill.write_text(skill.read_text().replace("TF32 drops bits.", "TF32 drops 13 bits."))
+    reindex("token ids lost", ["tl-dot-tf32"])
 
     # vectors of a carried entry lost (Chroma and the vector files): it is decoded and embedded
     store = kb.vector_store()
