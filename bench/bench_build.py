@@ -7,7 +7,7 @@
 
 Mines the four histories (bench/devset_kb.py) unless --work already holds them, then builds an
 index of the first N cards (the four archives interleaved) from scratch with each embedding
-backend in turn (on CPU: torch; ONNX Runtime fp32 and int8 (retrieval/onnx_int8.py, the
+backend in turn (on CPU: torch; ONNX Runtime fp32 and int8 (retrieval/onnx_embed.py, the
 default); `@N` cuts PR chunks at N word pieces; side by side, same cards), and prints entries/s
 (wall, and an idle estimate from the CPU seconds of the build's processes spread over the
 cores), the embedder's CPU seconds apart, model load, ONNX export, int8 conversion and
@@ -77,7 +77,7 @@ def _args() -> argparse.Namespace:
     )
     ap.add_argument("--n", type=int, default=2000, help="entries to index")
     ap.add_argument("--device", default="cpu", help="torch device for the embedding model")
-    # onnx (fp32) and onnx-int8 (retrieval/onnx_int8.py) on CPU only; NAME@N: PR chunks cut at N
+    # onnx (fp32) and onnx-int8 (retrieval/onnx_embed.py) on CPU only; NAME@N: PR chunks cut at N
     ap.add_argument("--backends", default="torch,onnx,onnx-int8", help="comma list of backends")
     # several builds for one model load and one ONNX export: rows NAME, NAME#2, ...
     ap.add_argument("--repeat", type=int, default=1, help="builds of each backend")
@@ -155,7 +155,7 @@ def _embedders(device: str, backends: list[str], onnx_home: Path) -> tuple[dict,
         by_backend["onnx"].embed(["warm up the kernels"])  # type: ignore[attr-defined]
     once["onnx_write_and_load_s"] = round(time.perf_counter() - t, 2)
     if "onnx-int8" in backends:
-        from kbase.retrieval import onnx_int8 as Q
+        from kbase.retrieval import onnx_embed as Q
 
         t = time.perf_counter()
         Q.build_int8(onnx_home / "onnx")

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from kbase.retrieval.onnx_query import OUTPUT, OnnxQueryEmbedder
+from kbase.retrieval.onnx_embed import OUTPUT, OnnxQueryEmbedder
 
 FORMAT = 1
 INPUTS = ("input_ids", "attention_mask", "token_type_ids")

@@ -48,7 +48,7 @@ class KnowledgeBase(SearchAPI, ValidateAPI, ArchiveAPI):
     ):
         """`one_query`: this process answers one search and ends (a CLI search), so the query
         model starts as fast as it can rather than answering many queries fast (retrieval/
-        onnx_query.py, prepack)."""
+        onnx_embed.py, prepack)."""
         self.one_query = one_query
         self.settings = Settings.load(
             root=root, home=home, model_path=model_path, chroma_url=chroma_url
@@ -103,13 +103,12 @@ class KnowledgeBase(SearchAPI, ValidateAPI, ArchiveAPI):
 
         if not self.shipped() or default_device() != "cpu":
             return self.embedder()
-        from kbase.retrieval import onnx_int8 as Q
-        from kbase.retrieval.onnx_embed import cached
+        from kbase.retrieval.onnx_embed import cached, ensure_int8
         from kbase.retrieval.shipped_model import materialize
 
         d = materialize(self.home)
         if recipe:
-            Q.ensure_int8(d)
+            ensure_int8(d)
         return cached(d, recipe)
 
     def query_embedder(self) -> Any:
@@ -117,7 +116,7 @@ class KnowledgeBase(SearchAPI, ValidateAPI, ArchiveAPI):
         with self._query_embedder_lock:  # the first search may be loading it aside
             if self._query_embedder is None:
                 if self.shipped():
-                    from kbase.retrieval.onnx_query import load_query_embedder
+                    from kbase.retrieval.onnx_embed import load_query_embedder
                     from kbase.retrieval.shipped_model import materialize
 
                     d = materialize(self.home)
@@ -151,9 +150,7 @@ class KnowledgeBase(SearchAPI, ValidateAPI, ArchiveAPI):
     def warm_up(self) -> None:
         """Load the model, the index and the vector store now, not on the first query."""
         self.query_embedder().embed_query("warm up")
-        idx = self.searcher().index()
-        if idx is not None:
-            idx.prefetch()  # the generation's files into the page cache, read aside
+        if self.searcher().index() is not None:
             self.searcher().store().count()
         statuses = self.statuses()  # parses every skill and reads the ledger once (cached)
         from kbase.validators.claim_views import claim_views_of

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import functools
 import json
-import mmap
 from collections.abc import Iterator, Sequence
 from typing import Any, overload
 
@@ -63,7 +62,7 @@ def decode_all(data: bytes) -> list[Entry]:
 class EntryTable(Sequence[Entry]):
     """Columns of every entry, and the entries themselves decoded on first access."""
 
-    def __init__(self, columns: dict[str, list[Any]], data: bytes | mmap.mmap, offsets: list[int]):
+    def __init__(self, columns: dict[str, list[Any]], data: bytes, offsets: list[int]):
         n = len(columns["ids"])
         if any(len(columns[c]) != n for c in _COLUMNS) or len(offsets) != n + 1:
             raise ValueError("entry columns and entries disagree in length")
@@ -81,9 +80,8 @@ class EntryTable(Sequence[Entry]):
         self._decoded: dict[int, Entry] = {}
 
     @classmethod
-    def read(cls, columns: bytes, data: bytes | mmap.mmap) -> EntryTable:
-        """From a generation's columns.json and entries.jsonl (its bytes, or the file mapped into
-        memory), as write_entries wrote them."""
+    def read(cls, columns: bytes, data: bytes) -> EntryTable:
+        """From a generation's columns.json and entries.jsonl, as write_entries wrote them."""
         cols = json.loads(columns)
         return cls(cols, data, cols["offsets"])
 
@@ -125,7 +123,7 @@ class EntryTable(Sequence[Entry]):
     def all(self) -> list[Entry]:
         """Every entry (one validation pass over the rest when most are still undecoded)."""
         if len(self._decoded) < len(self):
-            fresh = decode_all(self._data[:])  # bytes, also of a mapped file
+            fresh = decode_all(self._data)
             for i, e in enumerate(fresh):
                 self._decoded.setdefault(i, e)
         return [self._decoded[i] for i in range(len(self))]

@@ -8,7 +8,6 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import json
-import mmap
 import os
 import shutil
 import time
@@ -122,7 +121,7 @@ def load_generation(home: Path, gen_id: str | None = None, full: bool = False) -
         meta = json.loads((path / "meta.json").read_text())
         if meta.get("format") != FORMAT_VERSION:
             return None
-        table = EntryTable.read((path / COLUMNS).read_bytes(), _mapped(path / ENTRIES))
+        table = EntryTable.read((path / COLUMNS).read_bytes(), (path / ENTRIES).read_bytes())
     except (OSError, ValueError, KeyError, TypeError):
         return None
     texts = ChunkTexts(path)
@@ -131,17 +130,6 @@ def load_generation(home: Path, gen_id: str | None = None, full: bool = False) -
     entries = table.all()
     texts.fill(list(enumerate(entries)))
     return Generation(gid, path, meta, entries, texts)
-
-
-def _mapped(path: Path) -> bytes | mmap.mmap:
-    """The file mapped into memory: a search decodes a few dozen of its lines, and reading all
-    of it (7 MB at 6.5k entries) was ~7-10 ms of a cold search. A generation's files are never
-    written again once published (a newer generation is a new folder), so the mapping stays
-    valid, also after the folder is removed."""
-    with open(path, "rb") as f:
-        if os.fstat(f.fileno()).st_size == 0:
-            return b""  # mmap refuses an empty file (an index without entries)
-        return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
 
 
 CARD_STATS = "card_stats.json"

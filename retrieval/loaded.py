@@ -72,32 +72,6 @@ class LoadedIndex:
         self._tag_masks: dict[str, np.ndarray] = {}
         self._masks: dict[tuple, np.ndarray] = {}
 
-    def prefetch(self) -> None:
-        """Ask the kernel to read the files a search reads from (chunk texts, entry lines, BM25
-        postings, vector files) into the page cache, in the background. A warm server otherwise
-        met them one page at a time: at 100k entries, reading the texts of a search's hits off
-        the disk was ~10 ms of it until the files had been read once (issue #11)."""
-        import os
-
-        advise = getattr(os, "posix_fadvise", None)
-        if advise is None:  # not on every platform
-            return
-        files = [self.path / n for n in ("texts.jsonl", "entries.jsonl")]
-        files += [self.path / "bm25" / f"{n}.csc.index.npy" for n in ("data", "indices")]
-        if self.vectors.dir.is_dir():
-            files += sorted(self.vectors.dir.glob("*.npy"))
-        for f in files:
-            try:
-                fd = os.open(f, os.O_RDONLY)
-            except OSError:
-                continue
-            try:
-                advise(fd, 0, 0, os.POSIX_FADV_WILLNEED)
-            except OSError:
-                pass
-            finally:
-                os.close(fd)
-
     def fill_texts(self, entries: list[Entry]) -> None:
         """Chunk texts for these entries (a generation is loaded without them)."""
         self._texts.fill([(self.by_id[e.id], e) for e in entries if e.id in self.by_id])

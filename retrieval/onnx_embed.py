@@ -1,24 +1,173 @@
-"""Index-time embeddings with ONNX Runtime: the shipped model written into `<home>/onnx/`
-(retrieval/shipped_model.py), or by default its int8 copy (retrieval/onnx_int8.py), run on every
-core with texts batched by length.
+"""The embedding model through ONNX Runtime: the model shipped in the package, written into
+`<home>/onnx/` (retrieval/shipped_model.py), embeds queries and, on CPU, documents; by default
+documents go through its int8 copy.
 
-Two things made ONNX Runtime slower than torch for documents before (issue #11): the query
-session's settings (two intra-op threads, tuned for one short text) and padding, since a batch
-is padded to its longest text and attention cost grows with length. Here texts are sorted by
-token count so each batch holds texts of about the same length, and batches run side by side,
+Queries: a CLI search embeds one short query. Importing sentence-transformers, transformers and
+torch and loading the model costs seconds; onnxruntime + tokenizers cost milliseconds. This
+module never imports torch, transformers or sentence_transformers.
+
+Documents: two things made ONNX Runtime slower than torch for documents before (issue #11): the
+query session's settings (two intra-op threads, tuned for one short text) and padding, since a
+batch is padded to its longest text and attention cost grows with length. Here texts are sorted
+by token count so each batch holds texts of about the same length, and batches run side by side,
 one thread each, without spinning. The fp32 model's vectors agree with the torch model's within
-the export's check (cosine distance <= 1e-4, bench/onnx_export.py); the int8 model's are a vector
-recipe of their own (index_recipe: part of every vector id and of meta.dense).
+the export's check (cosine distance <= 1e-4, bench/onnx_export.py).
+
+The int8 document model: the linear layers' weights in int8, activations quantized per batch
+(onnxruntime's dynamic quantization), made once per home beside the fp32 graph. Index-time
+embedding on a small CPU is mostly the six layers' weight MatMuls (issue #11): in int8 they cost
+about half. Queries keep the fp32 model: a query is one short text, and the vectors of the two
+models agree closely enough for the query to find int8 documents (measured on the dev sets by
+bench/bench_build.py --quality). The activation x activation MatMuls of attention stay fp32 (no
+weights to quantize, and their inputs have the widest range); weights are quantized per output
+channel (per-tensor scales lose the small rows of the FFN weights). Its vectors are a recipe of
+their own (index_recipe: part of every vector id and of meta.dense). It needs the `onnx` package
+(the `index` extra); without it the index keeps fp32 vectors.
 """
 
 from __future__ import annotations
 
+import functools
+import importlib.util
+import json
+import logging
 import os
+import shutil
+import tempfile
+import threading
 from pathlib import Path
+from typing import Any
 
 import numpy as np
-from kbase.retrieval import onnx_query as OQ
 
+ONNX_DIR = "onnx"
+OUTPUT = "token_embeddings"
+
+_lock = threading.Lock()
+_loaded: dict[tuple, OnnxQueryEmbedder] = {}
+
+
+def read_meta(onnx_dir: Path) -> dict | None:
+    try:
+        return json.loads((onnx_dir / "meta.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def session(path: Path, threads: int, optimize: bool = True, prepack: bool = True) -> Any:
+    """An ONNX Runtime CPU session of `path` with `threads` intra-op threads."""
+    import onnxruntime as ort
+
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = threads
+    opts.inter_op_num_threads = 1
+    # ORT's worker threads otherwise spin for a while after each run, and on a small machine
+    # they take the CPU from the vector query that follows every embedding (issue #11).
+    opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    opts.graph_optimization_level = (
+        ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        if optimize
+        else ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    )
+    opts.log_severity_level = 3
+    if not prepack:
+        opts.add_session_config_entry("session.disable_prepacking", "1")
+    return ort.InferenceSession(str(path), sess_options=opts, providers=["CPUExecutionProvider"])
+
+
+def pooled(sess: Any, encs: list, normalize: bool, type_ids: bool = True) -> np.ndarray:
+    """The mean-pooled (and normalized) vectors of a batch of tokenizer encodings, padded to the
+    longest. `type_ids=False` feeds zeros (a single text's type ids are zeros anyway)."""
+    n = max(len(e.ids) for e in encs)
+    ids = np.zeros((len(encs), n), dtype=np.int64)
+    mask = np.zeros((len(encs), n), dtype=np.int64)
+    types = np.zeros((len(encs), n), dtype=np.int64)
+    for i, e in enumerate(encs):
+        k = len(e.ids)
+        ids[i, :k] = e.ids
+        mask[i, :k] = e.attention_mask
+        if type_ids:
+            types[i, :k] = e.type_ids
+    feed = {"input_ids": ids, "attention_mask": mask, "token_type_ids": types}
+    inputs = {i.name for i in sess.get_inputs()}
+    tokens = sess.run([OUTPUT], {k: v for k, v in feed.items() if k in inputs})[0]
+    m = mask[:, :, None].astype(np.float32)
+    vecs = (tokens.astype(np.float32) * m).sum(axis=1) / np.clip(m.sum(axis=1), 1e-9, None)
+    if normalize:
+        vecs /= np.clip(np.linalg.norm(vecs, axis=1, keepdims=True), 1e-12, None)
+    return vecs
+
+
+# ---------------------------------------------------------------------------- query side
+class OnnxQueryEmbedder:
+    """`embed_query(text)` with onnxruntime; the same vector as Embedder.embed_query."""
+
+    def __init__(
+        self,
+        onnx_dir: str | os.PathLike,
+        threads: int | None = None,
+        prepack: bool = True,
+        optimize: bool | None = None,
+        model: str = "",
+    ):
+        """`prepack=False`: for a process that embeds one query (a CLI search). Packing the
+        weights for the matrix products was ~75% of the session's start-up here and pays back
+        only over many queries; an unpacked session costs ~10 ms more per query, and its
+        vectors differ from a packed one's in the last bits (cosine distance ~1e-10).
+        `optimize` (default: as prepack): run ORT's graph optimizers again at load. The export
+        is their output already (bench/onnx_export.py); on it they change nothing (the same
+        vectors, to the bit: tests/test_onnx_query.py) and took ~15 ms of a one-query session's
+        start. `model`: another graph file in onnx_dir (default model.onnx)."""
+        from tokenizers import Tokenizer
+
+        self.onnx_dir = Path(onnx_dir)
+        meta = read_meta(self.onnx_dir)
+        if meta is None:
+            raise FileNotFoundError(f"no ONNX export under {onnx_dir}")
+        if meta["pooling"].get("mode") != "mean_tokens":
+            raise ValueError(f"unsupported pooling {meta['pooling'].get('mode')!r}")
+        self.normalize = bool(meta["pooling"].get("normalize", True))
+        self.full_length = self.max_length = int(meta["pooling"]["max_seq_length"])
+        self.dim = int(meta["dim"])
+
+        tok = Tokenizer.from_file(str(self.onnx_dir / "tokenizer.json"))
+        tok.no_padding()
+        tok.enable_truncation(max_length=self.max_length)
+        self._tok = tok
+        self._session = session(
+            self.onnx_dir / (model or "model.onnx"),
+            threads or max(1, min(2, os.cpu_count() or 1)),
+            optimize=prepack if optimize is None else optimize,
+            prepack=prepack,
+        )
+        self._query_cache = functools.lru_cache(maxsize=2048)(self._embed_query)
+
+    def embed_batch(self, texts: list[str]) -> np.ndarray:
+        """Mean-pooled, normalized vectors for a few texts (padded to the longest)."""
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        encs = self._tok.encode_batch(list(texts))
+        return pooled(self._session, encs, self.normalize).astype(np.float32)
+
+    def _embed_query(self, text: str) -> tuple[float, ...]:
+        return tuple(float(x) for x in self.embed_batch([text])[0])
+
+    def embed_query(self, text: str) -> list[float]:
+        return list(self._query_cache(text))
+
+
+def load_query_embedder(onnx_dir: Path, prepack: bool = True) -> OnnxQueryEmbedder:
+    """The query embedder of the export in onnx_dir, one per process. `prepack`: see
+    OnnxQueryEmbedder."""
+    key = (str(onnx_dir.resolve()), prepack)
+    with _lock:
+        emb = _loaded.get(key)
+        if emb is None:
+            emb = _loaded[key] = OnnxQueryEmbedder(onnx_dir, prepack=prepack)
+    return emb
+
+
+# ---------------------------------------------------------------------------- documents
 # Padded tokens per run. Smaller runs keep the FFN activations (tokens x 1536 floats) in cache:
 # on the PR chunks of bench/bench_build.py, 1024 took 2.3-2.4 CPU s where 8192 took 3.6 (issue #11).
 BATCH_TOKENS = 1024
@@ -32,12 +181,12 @@ def cores() -> int:
         return max(1, os.cpu_count() or 1)
 
 
-class OnnxDocEmbedder(OQ.OnnxQueryEmbedder):
+class OnnxDocEmbedder(OnnxQueryEmbedder):
     """`embed(texts, max_length=None)` like retrieval.embed.Embedder, on ONNX Runtime."""
 
     def __init__(self, onnx_dir: str | os.PathLike, model: str = "", recipe: str = ""):
         """`model`: another graph file in onnx_dir (default model.onnx); `recipe`: what it is,
-        part of the vector ids (retrieval/onnx_int8.RECIPE for the int8 model, "" for fp32)."""
+        part of the vector ids (RECIPE for the int8 model, "" for fp32)."""
         # One thread per run and one run per core (embed() runs batches side by side): runs of a
         # few hundred tokens split over two threads spend a third more CPU time waiting on each
         # other than they save (issue #11).
@@ -79,7 +228,7 @@ class OnnxDocEmbedder(OQ.OnnxQueryEmbedder):
         return out
 
     def _run(self, encs: list) -> np.ndarray:
-        return OQ.pooled(self._session, encs, self.normalize, type_ids=False)
+        return pooled(self._session, encs, self.normalize, type_ids=False)
 
     def embed_query(self, text: str) -> list[float]:
         return [float(x) for x in self.embed([text])[0]]
@@ -91,9 +240,7 @@ _sessions: dict[tuple, OnnxDocEmbedder] = {}
 def cached(d: Path, recipe: str = "") -> OnnxDocEmbedder:
     """One session per export, model file and process: creating one takes ~0.5 s, about what a
     re-index after one edit may take in all (a server or agent re-indexes many times)."""
-    from kbase.retrieval import onnx_int8 as Q
-
-    name = Q.INT8_FILE if recipe else "model.onnx"
+    name = INT8_FILE if recipe else "model.onnx"
     try:
         st = (d / name).stat()
         key: tuple = (str(d), name, st.st_mtime_ns, st.st_size, st.st_ino)
@@ -108,17 +255,16 @@ def cached(d: Path, recipe: str = "") -> OnnxDocEmbedder:
 
 def index_precision(home: Path | None = None) -> str:
     """KBASE_INDEX_PRECISION: the weights that embed documents on CPU with ONNX Runtime, int8
-    (retrieval/onnx_int8.py) or fp32 (the query model). torch and GPUs always use fp32. Unset,
+    (below) or fp32 (the query model). torch and GPUs always use fp32. Unset,
     an existing index in `home` keeps the precision its vectors have: an index built on a GPU
     (fp32) and then edited on a laptop re-embeds the edit, not every entry."""
     v = os.environ.get("KBASE_INDEX_PRECISION", "").strip().lower()
     if not v and home is not None:
-        from kbase.retrieval import onnx_int8 as Q
         from kbase.retrieval.generations import current_meta
 
         dense = (current_meta(home) or {}).get("dense")
         if isinstance(dense, str):
-            v = "int8" if dense.endswith(f":{Q.RECIPE}") else "fp32"
+            v = "int8" if dense.endswith(f":{RECIPE}") else "fp32"
     v = v or DEFAULT_PRECISION
     if v not in ("int8", "fp32"):
         raise ValueError(f"KBASE_INDEX_PRECISION must be int8 or fp32, not {v!r}")
@@ -128,12 +274,95 @@ def index_precision(home: Path | None = None) -> str:
 def index_recipe(home: Path | None = None) -> str:
     """What will embed this index's documents with the shipped model, as the vector ids name
     it: "" for the fp32 model (torch or ONNX: the same vectors within 1e-4), else
-    onnx_int8.RECIPE. Decided before the model loads, since the ids decide what must be
+    RECIPE. Decided before the model loads, since the ids decide what must be
     embedded; without the `onnx` package the int8 model cannot be made and documents stay fp32;
     torch on a GPU always embeds fp32."""
-    from kbase.retrieval import onnx_int8 as Q
     from kbase.retrieval.embed import default_device
 
-    if default_device() == "cpu" and Q.available() and index_precision(home) == "int8":
-        return Q.RECIPE
+    if default_device() == "cpu" and available() and index_precision(home) == "int8":
+        return RECIPE
     return ""
+
+
+# ---------------------------------------------------------------------------- the int8 model
+# bump when the quantization below changes: part of every vector id and of the file name
+RECIPE = "int8w1"
+INT8_FILE = f"model-{RECIPE}.onnx"
+
+
+_made: dict[str, Path] = {}  # shipped model id -> an int8 file made by this process
+
+
+def available() -> bool:
+    try:
+        return importlib.util.find_spec("onnx") is not None
+    except ImportError:  # a finder that hides it (tests of the base install)
+        return False
+
+
+def weight_matmuls(model) -> list[str]:
+    """Names of the MatMul nodes with a weight (initializer) input: the linear layers."""
+    inits = {i.name for i in model.graph.initializer}
+    return [n.name for n in model.graph.node if n.op_type == "MatMul" and set(n.input) & inits]
+
+
+def ensure_int8(onnx_dir: Path) -> Path:
+    """onnx_dir's int8 model, made now when missing: linked from another home's when this
+    process made one from the same shipped model (quantizing takes ~6 s per fresh home; a
+    server or the test suite opens many)."""
+    out = onnx_dir / INT8_FILE
+    if out.is_file():
+        return out
+    key = (read_meta(onnx_dir) or {}).get("shipped")
+    prior = _made.get(key) if key else None
+    if prior is not None and prior.is_file():
+        tmp = onnx_dir / f".{INT8_FILE}.{os.getpid()}.link"
+        try:
+            os.link(prior, tmp)
+            os.replace(tmp, out)
+            return out
+        except OSError:
+            Path(tmp).unlink(missing_ok=True)
+    build_int8(onnx_dir)
+    if key:
+        _made[key] = out
+    return out
+
+
+def build_int8(onnx_dir: Path) -> Path:
+    """onnx_dir/INT8_FILE from onnx_dir/model.onnx (written atomically); returns its path."""
+    import onnx
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    out = onnx_dir / INT8_FILE
+    src = onnx_dir / "model.onnx"
+    nodes = weight_matmuls(onnx.load(str(src), load_external_data=False))
+    if not nodes:
+        raise ValueError(f"{src}: no MatMul with weights to quantize")
+    fd, tmp = tempfile.mkstemp(prefix=f".{INT8_FILE}.", suffix=".tmp", dir=onnx_dir)
+    os.close(fd)
+    log = logging.getLogger()  # quantize_dynamic warns about pre-processing on the root logger
+    level = log.level
+    log.setLevel(logging.ERROR)
+    try:
+        # onnx refuses external weights with several hard links (a process may link an export
+        # into each home of a process), so the quantizer reads a private copy
+        with tempfile.TemporaryDirectory(prefix=".int8-src-", dir=onnx_dir) as private:
+            for f in onnx_dir.glob("model.onnx*"):  # the graph and its external weights
+                shutil.copyfile(f, Path(private) / f.name)
+            quantize_dynamic(
+                str(Path(private) / src.name),
+                tmp,
+                weight_type=QuantType.QInt8,
+                per_channel=True,
+                nodes_to_quantize=nodes,
+                extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT},
+            )
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, out)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    finally:
+        log.setLevel(level)
+    return out

@@ -48,7 +48,7 @@ def available() -> bool:
 
 def materialize(home: str | os.PathLike) -> Path:
     """`<home>/onnx/` as an export of the shipped model (written once, atomically)."""
-    from kbase.retrieval import onnx_query as OQ
+    from kbase.retrieval import onnx_embed as OQ
 
     out = Path(home) / OQ.ONNX_DIR
     meta = OQ.read_meta(out)
@@ -95,7 +95,7 @@ def text_key(text: str, cap: int | None) -> str:
 
 
 class Seed:
-    """Shipped vectors by chunk-text key, for one recipe ("" fp32, or onnx_int8.RECIPE)."""
+    """Shipped vectors by chunk-text key, for one recipe ("" fp32, or onnx_embed.RECIPE)."""
 
     def __init__(self, recipe: str):
         self.rows: dict[str, int] = {}

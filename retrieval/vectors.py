@@ -70,7 +70,6 @@ class VectorStore:
         self._clients: dict[Path | None, Any] = {}  # by directory; None: the server
         # Several knowledge bases can share one Chroma server under different collection prefixes.
         self.base = collection or os.environ.get("KBASE_CHROMA_COLLECTION") or COLLECTION
-        self.collection_name = self.base  # kept for callers that print it
         self._cols: dict[str, Any] = {}
         self._pool: Any = None
         if chroma_url:

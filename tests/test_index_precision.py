@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 from conftest import write_topic_skills
-from kbase.retrieval import onnx_int8 as Q
+from kbase.retrieval import onnx_embed as Q
 from kbase.retrieval.generations import current_meta
 
 from kbase.api import KnowledgeBase

@@ -102,7 +102,7 @@ def test_int8_documents_get_their_own_vector_ids_and_answer_fp32_queries(
     embedder, tmp_path, monkeypatch
 ):
     from kbase.retrieval import generations as G
-    from kbase.retrieval import onnx_int8 as Q
+    from kbase.retrieval import onnx_embed as Q
     from kbase.retrieval.vector_files import GenVectors
 
     def vectors(home):

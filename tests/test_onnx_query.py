@@ -1,4 +1,4 @@
-"""The ONNX Runtime query embedder (retrieval/onnx_query.py) of the shipped model: same vectors as
+"""The ONNX Runtime query embedder (retrieval/onnx_embed.py) of the shipped model: same vectors as
 the torch model, used by KnowledgeBase.search without importing torch; the maintainer's export
 (bench/onnx_export.py) it is made from."""
 
@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from conftest import write_skill, write_topic_skills
-from kbase.retrieval import onnx_query as OQ
+from kbase.retrieval import onnx_embed as OQ
 from kbase.retrieval.shipped_model import materialize
 
 from kbase.api import KnowledgeBase
