@@ -70,13 +70,6 @@ def bm25_stage(
     return build
 
 
-def chroma_metadata(entry: Entry) -> dict:
-    md: dict[str, Any] = {"kind": entry.kind, "entry_id": entry.id, "repo": entry.repo or ""}
-    for t in entry.tags:
-        md[f"t:{t}"] = True
-    return md
-
-
 def upsert_pairs(
     store: Callable[[], Any],
     pairs: list[tuple[Entry, Chunk]],
@@ -98,10 +91,19 @@ def upsert_pairs(
             key,
             [pairs[j][1].id for j in rows],
             [vecs[j] for j in rows],
-            [{**chroma_metadata(pairs[j][0]), "section": pairs[j][1].section} for j in rows]
-            if with_metadata
-            else None,
+            [_metadata(*pairs[j]) for j in rows] if with_metadata else None,
         )
+
+
+def _metadata(entry: Entry, chunk: Chunk) -> dict[str, Any]:
+    tags = {f"t:{t}": True for t in entry.tags}
+    return {
+        "kind": entry.kind,
+        "entry_id": entry.id,
+        "repo": entry.repo or "",
+        **tags,
+        "section": chunk.section,
+    }
 
 
 class LazyStore:
@@ -206,20 +208,9 @@ def build_bm25(
     # the cached vocabulary plus tokens appended in order: a token keeps its id across builds
     (path / "vocab.index.json").write_text(json.dumps(vocab), "ascii")
     write_sorted(vocab, path)  # what a searcher reads (lexical.SortedVocab)
-    # exactly the keys bm25s writes, so readers of earlier kbase versions (bm25s.BM25.load)
-    # still open an index this one wrote; the tokenizer fingerprint goes in its own file
-    params = {
-        "k1": K1,
-        "b": B,
-        "delta": 0.5,
-        "method": "lucene",
-        "idf_method": "lucene",
-        "dtype": "float32",
-        "int_dtype": "int32",
-        "num_docs": n,
-        "version": "0.3.16",
-        "backend": "numpy",
-    }
+    # what lexical.Lexical reads (every kbase that reads this generation format reads BM25 with
+    # numpy, not bm25s); the tokenizer fingerprint goes in its own file
+    params = {"k1": K1, "b": B, "method": "lucene", "dtype": "float32", "num_docs": n}
     (path / "params.index.json").write_text(json.dumps(params, indent=1), "utf-8")
     (path / TOKENIZER_FILE).write_text(tokenizer_fingerprint(), "utf-8")
     offsets = np.zeros(n + 1, dtype=np.int64)

@@ -53,10 +53,8 @@ class Embedder:
         # Belt and braces: the path is local, and the hub must never be consulted.
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-        # On a GPU the model waits on the tokenizer (10k PR chunks: 1.5 s on one core of the
-        # H200 machine, 0.2 s on its 16), so it gets every core there. On the CPU the cores are
-        # the model's, and processes forked after parallel tokenizing would warn.
-        os.environ.setdefault("TOKENIZERS_PARALLELISM", "false" if device == "cpu" else "true")
+        # the cores are the model's, and processes forked after parallel tokenizing would warn
+        os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
         if not os.path.isdir(model_path):
             raise FileNotFoundError(f"embedding model not found at {model_path} (set KBASE_MODEL)")
         os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")

@@ -85,12 +85,6 @@ class EntryTable(Sequence[Entry]):
         cols = json.loads(columns)
         return cls(cols, data, cols["offsets"])
 
-    def column(self, name: str) -> list[Any]:
-        """One of the stored columns (a key of _COLUMNS)."""
-        if name not in _COLUMNS:
-            raise KeyError(name)
-        return getattr(self, name)
-
     def line(self, i: int) -> bytes:
         """Entry i's stored entries.jsonl line, without its newline."""
         return self._data[self._offsets[i] : self._offsets[i + 1] - 1]

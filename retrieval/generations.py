@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import functools
 import json
 import os
 import shutil
@@ -54,13 +55,14 @@ class ChunkTexts:
 
     def __init__(self, path: Path):
         self.path = path
-        self._offsets: list[int] | None = None
+
+    @functools.cached_property
+    def _offsets(self) -> list[int]:
+        return json.loads((self.path / TEXT_OFFSETS).read_bytes())
 
     def lines(self) -> list[bytes]:
         """Every entry's line of texts.jsonl, as stored (the indexer copies the lines of
         unchanged entries instead of decoding and encoding them again)."""
-        if self._offsets is None:
-            self._offsets = json.loads((self.path / TEXT_OFFSETS).read_bytes())
         data = (self.path / TEXTS).read_bytes()
         ends = [*self._offsets[1:], len(data)]
         return [data[a:b] for a, b in zip(self._offsets, ends, strict=True)]
@@ -70,8 +72,6 @@ class ChunkTexts:
         todo = [(i, e) for i, e in pairs if e.chunks and not any(c.text for c in e.chunks)]
         if not todo:
             return
-        if self._offsets is None:
-            self._offsets = json.loads((self.path / TEXT_OFFSETS).read_bytes())
         with open(self.path / TEXTS, "rb") as fh:
             for i, e in sorted(todo, key=lambda p: p[0]):
                 fh.seek(self._offsets[i])
@@ -191,7 +191,7 @@ def write_entries(
     cols = columns_of(fresh)
     if table is not None and len(fresh) < len(entries):
         for name, values in cols.items():
-            stored, got = table.column(name), iter(values)
+            stored, got = getattr(table, name), iter(values)  # a column of the table
             cols[name] = [
                 stored[e.i] if c else next(got) for e, c in zip(entries, carried, strict=True)
             ]

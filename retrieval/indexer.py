@@ -72,11 +72,6 @@ def _vector_id(chunk: Chunk, content_hash: str, model: str = "") -> str:
     return f"{chunk.entry_id}::{tag}::{chunk.id.rsplit('::', 1)[-1]}"
 
 
-def dense_key(model: str = "") -> str:
-    """meta.dense of a generation: the recipe of its vectors (see _vector_id)."""
-    return f"{DT.RECIPE}:{PR_MAX_TOKENS}" + (f":{model}" if model else "")
-
-
 def _embedded(embedder: Any, plan: list[list[tuple[Entry, Chunk]]]) -> Iterator[Any]:
     """The vectors of each batch of (entry, chunk) pairs in turn. A batch of PR chunks alone is
     cut at PR_MAX_TOKENS word pieces (when the embedder can cut)."""
@@ -111,7 +106,9 @@ def build_index(
         # entries carried over undecoded, chunk texts read only where needed
         prev = G.load_generation(home)
         prevs = Previous(prev)
-        fingerprint, dense = parser_fingerprint(), dense_key(dense_model)
+        # meta.dense: the recipe of the generation's vectors (see _vector_id)
+        dense = f"{DT.RECIPE}:{PR_MAX_TOKENS}" + (f":{dense_model}" if dense_model else "")
+        fingerprint = parser_fingerprint()
         same_recipe = prev is not None and prev.meta.get("dense") == dense
         if progress:
             progress("reading entries", 0, 0)

@@ -8,10 +8,20 @@ from pathlib import Path
 
 import numpy as np
 from kbase.retrieval.entry_table import EntryTable
+from kbase.retrieval.lexical import Lexical, read_title_ids
+from kbase.retrieval.vector_files import GenVectors
+from kbase.retrieval.vectors import partition_key
 
 from kbase.schema import Entry
 
 _CHUNKS = ""  # masked_chunks' key in a mask's cache (no partition has an empty key)
+
+
+def _keep(cache: dict, key: object, value: object) -> None:
+    """Cache value under key; a cache past 256 keys (a server's many filters) starts again."""
+    if len(cache) > 256:
+        cache.clear()
+    cache[key] = value
 
 
 class LoadedIndex:
@@ -19,8 +29,6 @@ class LoadedIndex:
 
     def __init__(self, home: Path, gen):
         """`gen`: a generation loaded lazy (its entries an EntryTable)."""
-        from kbase.retrieval.lexical import Lexical
-
         self.gen_id = gen.gen_id
         self.vector_store = gen.meta.get("vector_store")  # where its vectors live (vectors.py)
         self.entries: EntryTable = gen.entries
@@ -43,8 +51,6 @@ class LoadedIndex:
         self.categories = table.categories
         self.path = gen.path
         self.lexical = Lexical(gen.path / "bm25")
-        from kbase.retrieval.vectors import partition_key
-
         keys: dict[tuple[str, str | None], str] = {}  # a few (kind, repo) pairs, many entries
         self.entry_partition = [
             keys.get(p) or keys.setdefault(p, partition_key(*p))
@@ -56,15 +62,11 @@ class LoadedIndex:
         self.partition_sizes: dict[str, int] = {}
         for key in self.entry_partition:
             self.partition_sizes[key] = self.partition_sizes.get(key, 0) + 1
-        from kbase.retrieval.lexical import read_title_ids
-
         got = read_title_ids(gen.path / "bm25")
         if got is None or len(got[1]) != len(self.entries) + 1:
             raise ValueError(f"{gen.path}: the BM25 title ids are missing or do not match")
         self.title_ids = got  # (flat vocabulary ids, offsets) of every entry's title
         self._tag_sets: dict[tuple[str, ...], frozenset[str]] = {}
-        from kbase.retrieval.vector_files import GenVectors
-
         self.vectors = GenVectors(gen.path)
         self._row_chunk: dict[str, np.ndarray] = {}
         self._row_entry: dict[str, np.ndarray] = {}
@@ -104,9 +106,7 @@ class LoadedIndex:
             counts = np.bincount(self.entry_part_no[mask], minlength=len(self.partitions))
             got = (counts, {})
             if mask_key is not None:
-                if len(self._by_mask) > 256:
-                    self._by_mask.clear()
-                self._by_mask[mask_key] = got
+                _keep(self._by_mask, mask_key, got)
         return got
 
     def masked_counts(self, mask: np.ndarray, mask_key: tuple | None = None) -> dict[str, int]:
@@ -142,9 +142,7 @@ class LoadedIndex:
             got = np.fromiter(
                 (tag in tags for tags in self.entries.tags), dtype=bool, count=len(self.entries)
             )
-            if len(self._tag_masks) > 256:
-                self._tag_masks.clear()
-            self._tag_masks[tag] = got
+            _keep(self._tag_masks, tag, got)
         return got
 
     def tags_with_keys(self, keys: tuple[str, ...]) -> frozenset[str]:
@@ -178,8 +176,6 @@ class LoadedIndex:
         )
 
     def partitions_for(self, kind: str | None, repo: str | None) -> list[str]:
-        from kbase.retrieval.vectors import partition_key
-
         if repo:
             return [partition_key("pr", repo)] if kind in (None, "pr") else []
         if kind:
@@ -200,9 +196,7 @@ class LoadedIndex:
         got = self._masks.get(key)
         if got is None:  # string comparisons over every entry cost ~1 ms each at 100k entries
             got = self._entry_mask(kind, repo, tags, since, until)
-            if len(self._masks) > 256:
-                self._masks.clear()
-            self._masks[key] = got
+            _keep(self._masks, key, got)
         return got.copy()
 
     def _entry_mask(

@@ -54,7 +54,7 @@ def read_meta(onnx_dir: Path) -> dict | None:
         return None
 
 
-def session(path: Path, threads: int, optimize: bool = True, prepack: bool = True) -> Any:
+def session(path: Path, threads: int, prepack: bool = True) -> Any:
     """An ONNX Runtime CPU session of `path` with `threads` intra-op threads."""
     import onnxruntime as ort
 
@@ -64,11 +64,6 @@ def session(path: Path, threads: int, optimize: bool = True, prepack: bool = Tru
     # ORT's worker threads otherwise spin for a while after each run, and on a small machine
     # they take the CPU from the vector query that follows every embedding (issue #11).
     opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
-    opts.graph_optimization_level = (
-        ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        if optimize
-        else ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    )
     opts.log_severity_level = 3
     if not prepack:
         opts.add_session_config_entry("session.disable_prepacking", "1")
@@ -107,17 +102,13 @@ class OnnxQueryEmbedder:
         onnx_dir: str | os.PathLike,
         threads: int | None = None,
         prepack: bool = True,
-        optimize: bool | None = None,
         model: str = "",
     ):
         """`prepack=False`: for a process that embeds one query (a CLI search). Packing the
         weights for the matrix products was ~75% of the session's start-up here and pays back
         only over many queries; an unpacked session costs ~10 ms more per query, and its
         vectors differ from a packed one's in the last bits (cosine distance ~1e-10).
-        `optimize` (default: as prepack): run ORT's graph optimizers again at load. The export
-        is their output already (bench/onnx_export.py); on it they change nothing (the same
-        vectors, to the bit: tests/test_onnx_query.py) and took ~15 ms of a one-query session's
-        start. `model`: another graph file in onnx_dir (default model.onnx)."""
+        `model`: another graph file in onnx_dir (default model.onnx)."""
         from tokenizers import Tokenizer
 
         self.onnx_dir = Path(onnx_dir)
@@ -137,7 +128,6 @@ class OnnxQueryEmbedder:
         self._session = session(
             self.onnx_dir / (model or "model.onnx"),
             threads or max(1, min(2, os.cpu_count() or 1)),
-            optimize=prepack if optimize is None else optimize,
             prepack=prepack,
         )
         self._query_cache = functools.lru_cache(maxsize=2048)(self._embed_query)

@@ -31,6 +31,7 @@ import shutil
 import tempfile
 import threading
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -128,12 +129,6 @@ class SeededEmbedder:
         self.backend = "shipped vectors"
         self.seed = Seed(recipe)
 
-    device = "cpu"
-
-    @property
-    def loaded(self) -> bool:
-        return self._inner is not None
-
     def real(self):
         """The embedder behind the shipped vectors, loaded now if it was not."""
         if self._inner is None:
@@ -142,22 +137,10 @@ class SeededEmbedder:
         return self._inner
 
     def embed(self, texts: list[str], max_length: int | None = None, **kw) -> np.ndarray:
-        found = [self.seed.get(t, max_length) for t in texts]
+        found: list[Any] = [self.seed.get(t, max_length) for t in texts]
         todo = [i for i, v in enumerate(found) if v is None]
-        if not todo:
-            got = [v for v in found if v is not None]
-            return np.stack(got).astype(np.float32) if got else np.zeros((0, 384), np.float32)
-        emb = self.real()
-        fresh = emb.embed([texts[i] for i in todo], max_length=max_length, **kw)
-        out = np.zeros((len(texts), fresh.shape[1]), dtype=np.float32)
-        for j, i in enumerate(todo):
-            out[i] = fresh[j]
-        for i, v in enumerate(found):
-            if v is not None:
-                out[i] = v
-        return out
-
-    def __getattr__(self, name: str):  # model_path, model, device ...: the real embedder's
-        if name.startswith("_"):
-            raise AttributeError(name)
-        return getattr(self.real(), name)
+        if todo:
+            fresh = self.real().embed([texts[i] for i in todo], max_length=max_length, **kw)
+            for j, i in enumerate(todo):
+                found[i] = fresh[j]
+        return np.stack(found).astype(np.float32) if found else np.zeros((0, 384), np.float32)

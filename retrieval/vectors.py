@@ -135,10 +135,8 @@ class VectorStore:
                     pass
         self._clients.clear()
 
-    def count(self, keys: Iterable[str] | None = None) -> int:
-        if keys is None:
-            return sum(c.count() for c in self._all_collections())
-        return sum(c.count() for k in keys if (c := self._col(k, create=False)) is not None)
+    def count(self) -> int:
+        return sum(c.count() for c in self._all_collections())
 
     def _all_collections(self) -> list:
         prefix = f"{self.base}--"
@@ -154,18 +152,6 @@ class VectorStore:
                 name = c if isinstance(c, str) else c.name
                 if name.startswith(prefix):
                     out.append(client.get_collection(name=name, embedding_function=None))
-        return out
-
-    def all_ids(self) -> set[str]:
-        out: set[str] = set()
-        for col in self._all_collections():
-            offset = 0
-            while True:
-                got = col.get(include=[], limit=5000, offset=offset)
-                if not got["ids"]:
-                    break
-                out.update(got["ids"])
-                offset += len(got["ids"])
         return out
 
     # ------------------------------------------------------------ writes
@@ -214,16 +200,6 @@ class VectorStore:
             col.delete(ids=ids[i : i + _BATCH])
 
     # ------------------------------------------------------------ reads
-    def query(
-        self,
-        vector: list[float],
-        n: int,
-        keys: Iterable[str],
-        where: dict[str, Any] | None = None,
-    ) -> list[tuple[str, float]]:
-        """(chunk id, cosine similarity) best first, over the given partitions, at most n."""
-        return self.query_each(vector, [(k, n, where) for k in keys])[:n]
-
     def query_each(
         self, vector: list[float], asks: Iterable[tuple[str, int, dict[str, Any] | None]]
     ) -> list[tuple[str, float]]:
@@ -267,13 +243,8 @@ class VectorStore:
             futures = [self._pool.submit(one, a) for a in todo]
 
             def wait() -> list[tuple[str, float]]:
-                return _best_first([r for f in futures for r in f.result()])
+                return sorted((r for f in futures for r in f.result()), key=lambda r: -r[1])
 
             return wait
-        rows = _best_first([r for a in todo for r in one(a)])
+        rows = sorted((r for a in todo for r in one(a)), key=lambda r: -r[1])
         return lambda: rows
-
-
-def _best_first(rows: list[tuple[str, float]]) -> list[tuple[str, float]]:
-    rows.sort(key=lambda r: -r[1])
-    return rows

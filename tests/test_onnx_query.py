@@ -117,17 +117,6 @@ def test_a_one_query_session_gives_the_same_vectors_unpacked(onnx_dir):
     assert np.abs(a - b).max() < 1e-5
 
 
-def test_the_export_optimized_again_at_load_gives_the_very_same_vectors(onnx_dir):
-    """A one-query session skips ORT's graph optimizers (the export is their output already):
-    its vectors are those of a session that runs them again, bit for bit."""
-    again = OQ.OnnxQueryEmbedder(onnx_dir, prepack=False, optimize=True)
-    once = OQ.OnnxQueryEmbedder(onnx_dir, prepack=False)
-    texts = [*QUERIES, " ".join(QUERIES), "x", "共享内存 bank 冲突 " * 40]
-    for q in texts:
-        assert once.embed_query(q) == again.embed_query(q), q
-    assert np.array_equal(once.embed_batch(texts), again.embed_batch(texts))
-
-
 def test_search_uses_the_shipped_model_with_the_same_hits_as_torch(indexed, embedder):
     kb = indexed
     assert isinstance(kb.query_embedder(), OQ.OnnxQueryEmbedder)
