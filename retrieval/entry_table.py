@@ -47,12 +47,6 @@ def columns_of(entries: Sequence[Entry]) -> dict[str, list[Any]]:
     return {name: [get(e) for e in entries] for name, get in _COLUMNS.items()}
 
 
-def entry_lines(entries: Sequence[Entry], exclude: Any) -> list[bytes]:
-    """Each entry as one line of JSON (pydantic never writes a raw newline inside one)."""
-    dump = _entry_adapter().dump_json
-    return [dump(e, exclude=exclude) for e in entries]
-
-
 def decode_all(data: bytes) -> list[Entry]:
     """Every entry of an entries.jsonl, validated in one pass (as one JSON array)."""
     body = data.rstrip(b"\n").replace(b"\n", b",")

@@ -21,8 +21,8 @@ from kbase.retrieval.entry_table import (
     COLUMNS,
     ENTRIES,
     EntryTable,
+    _entry_adapter,
     columns_of,
-    entry_lines,
 )
 
 from kbase.schema import Entry
@@ -167,7 +167,7 @@ def write_entries(
     their stored lines and column values (retrieval/previous.py). `stored_line(entry)`: the
     entry's texts line as a previous generation stored it, for an entry taken over unchanged (its
     texts may not be loaded), else None."""
-    from kbase.retrieval.previous import Carried, carry_columns, write_carry
+    from kbase.retrieval.previous import Carried, write_carry
 
     # The entries without their chunk texts, one line each (serialized by pydantic's core: the
     # pure-Python encoder took seconds for thousands of PR cards), the columns a search scans
@@ -179,7 +179,8 @@ def write_entries(
     if any(carried) and table is None:
         raise ValueError("carried entries need the table they were read from")
     fresh = [e for e, c in zip(entries, carried, strict=True) if not c]
-    dumped = iter(entry_lines(fresh, exclude=_NO_TEXT))
+    dump = _entry_adapter().dump_json  # pydantic never writes a raw newline inside a line
+    dumped = iter([dump(e, exclude=_NO_TEXT) for e in fresh])
     rows = [
         table.line(e.i) if c and table is not None else next(dumped)
         for e, c in zip(entries, carried, strict=True)
@@ -196,7 +197,7 @@ def write_entries(
                 stored[e.i] if c else next(got) for e, c in zip(entries, carried, strict=True)
             ]
     (path / COLUMNS).write_text(json.dumps({**cols, "offsets": ends}), "ascii")
-    write_carry(path, carry_columns(list(entries)))
+    write_carry(path, list(entries))
     lines, offsets, pos = [], [], 0
     for e in entries:
         line = stored_line(e) if stored_line is not None else None

@@ -5,6 +5,8 @@ rebuild BM25, publish a new generation atomically.
 from __future__ import annotations
 
 import dataclasses
+import functools
+import gc
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -83,6 +85,27 @@ def _embedded(embedder: Any, plan: list[list[tuple[Entry, Chunk]]]) -> Iterator[
             yield embedder.embed(texts)
 
 
+def _gc_paused(build: Callable[..., IndexReport]) -> Callable[..., IndexReport]:
+    """No cyclic garbage collection during a build: a re-index allocates some 100k long-lived
+    containers (columns, card signatures, the carried entries), and the collector's passes over
+    them were a quarter of a one-edit re-index at 6.6k entries (1.01 s against 0.76 s in process,
+    median of 4 alternating: 1.34x, what a server re-indexing in process waits). The build makes
+    no reference cycles of its own; reference counting frees its garbage."""
+
+    @functools.wraps(build)
+    def paused(*args: Any, **kwargs: Any) -> IndexReport:
+        was = gc.isenabled()
+        gc.disable()
+        try:
+            return build(*args, **kwargs)
+        finally:
+            if was:
+                gc.enable()
+
+    return paused
+
+
+@_gc_paused
 def build_index(
     root: Path,
     home: Path,

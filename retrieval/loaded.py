@@ -4,6 +4,7 @@ BM25, the generation's vector files, and per-generation caches (tag masks, title
 
 from __future__ import annotations
 
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -59,9 +60,7 @@ class LoadedIndex:
         self.partitions = sorted(set(self.entry_partition))
         pnum = {k: i for i, k in enumerate(self.partitions)}
         self.entry_part_no = np.asarray([pnum[k] for k in self.entry_partition], dtype=np.int64)
-        self.partition_sizes: dict[str, int] = {}
-        for key in self.entry_partition:
-            self.partition_sizes[key] = self.partition_sizes.get(key, 0) + 1
+        self.partition_sizes: dict[str, int] = dict(Counter(self.entry_partition))
         got = read_title_ids(gen.path / "bm25")
         if got is None or len(got[1]) != len(self.entries) + 1:
             raise ValueError(f"{gen.path}: the BM25 title ids are missing or do not match")

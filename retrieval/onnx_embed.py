@@ -220,9 +220,6 @@ class OnnxDocEmbedder(OnnxQueryEmbedder):
     def _run(self, encs: list) -> np.ndarray:
         return pooled(self._session, encs, self.normalize, type_ids=False)
 
-    def embed_query(self, text: str) -> list[float]:
-        return [float(x) for x in self.embed([text])[0]]
-
 
 _sessions: dict[tuple, OnnxDocEmbedder] = {}
 

@@ -28,17 +28,14 @@ from kbase.schema import Chunk, Entry
 CARRY = "carry.json"  # per entry: path, content hash, chunk sections (read by the indexer only)
 
 
-def carry_columns(entries: list[Any]) -> dict[str, list[Any]]:
-    return {
+def write_carry(path: Path, entries: list[Any]) -> None:
+    cols = {
         "paths": [e.path for e in entries],
         "hashes": [e.content_hash for e in entries],
         "sections": [
             e.sections if isinstance(e, Carried) else [c.section for c in e.chunks] for e in entries
         ],
     }
-
-
-def write_carry(path: Path, cols: dict[str, list[Any]]) -> None:
     (path / CARRY).write_text(json.dumps(cols), "ascii")
 
 

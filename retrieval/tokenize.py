@@ -102,10 +102,6 @@ def _prefixes() -> frozenset[tuple[str, ...]]:
     return frozenset(key[:n] for key in _groups()[0] for n in range(1, len(key)))
 
 
-def group_count() -> int:
-    return len(_groups()[1])
-
-
 def concept_token(group: int) -> str:
     return f"{CONCEPT_PREFIX}{group}"
 

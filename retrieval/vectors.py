@@ -49,12 +49,6 @@ def _client(path: Path | None, chroma_url: str | None):
     return chromadb.PersistentClient(path=str(path), settings=settings)
 
 
-def part_dir(home: Path, key: str) -> Path:
-    from kbase.retrieval.vector_files import file_stem
-
-    return home / PARTS_DIR / file_stem(key)
-
-
 def partition_key(kind: str, repo: str | None) -> str:
     """The partition an entry's vectors live in: 'skill' or 'pr--<repo>'."""
     if kind != "pr":
@@ -86,7 +80,9 @@ class VectorStore:
     def _client_for(self, key: str, create: bool) -> Any:
         if self.chroma_url:
             return self._open(None, create=True)
-        return self._open(part_dir(self.home, key), create)
+        from kbase.retrieval.vector_files import file_stem
+
+        return self._open(self.home / PARTS_DIR / file_stem(key), create)
 
     def _open(self, path: Path | None, create: bool) -> Any:
         """The client of the server (path None) or of one embedded directory, opened once; None
