@@ -10,6 +10,7 @@ the whole archive), and stored beside the generation for the processes after (St
 
 from __future__ import annotations
 
+import json
 import re
 import threading
 from dataclasses import dataclass
@@ -86,14 +87,12 @@ class State:
     few milliseconds."""
 
     def __init__(self, path: Path):
-        from kbase.retrieval import fastjson
-
         self.path = path / CACHE_FILE
         self.facts: dict[int, SkillFacts] = {}
         self.words: dict[str, int] = {}
         self.fresh: dict[str, dict] = {}  # rows made here and not stored yet
         try:
-            stored = fastjson.loads(self.path.read_bytes())
+            stored = json.loads(self.path.read_bytes())
         except (OSError, ValueError):
             stored = {}
         self.stored: dict[str, dict] = stored if isinstance(stored, dict) else {}
@@ -103,14 +102,12 @@ class State:
         import os
         import tempfile
 
-        from kbase.retrieval import fastjson
-
         rows, self.fresh = {**self.stored, **self.fresh}, {}
         self.stored = rows
         try:
             fd, tmp = tempfile.mkstemp(prefix=f".{CACHE_FILE}.", dir=self.path.parent)
             with os.fdopen(fd, "wb") as fh:
-                fh.write(fastjson.dumps(rows))
+                fh.write(json.dumps(rows).encode("ascii"))
             os.chmod(tmp, 0o644)  # like the generation's other files
             os.replace(tmp, self.path)
         except OSError:
