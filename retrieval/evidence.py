@@ -57,7 +57,7 @@ def first_sentence(text: str, limit: int = 160) -> str:
     flat = re.sub(r"\s+", " ", text).strip()
     m = re.search(r"(?<=[a-z0-9)\]'\"`])([.;]|:(?=\s))(\s|$)", flat)
     if m and m.start() < limit:
-        return flat[: m.start()] + ("." if m.group(1) != "." else ".")
+        return flat[: m.start()] + "."
     return flat if len(flat) <= limit else flat[:limit].rstrip() + "…"
 
 

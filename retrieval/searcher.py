@@ -137,10 +137,7 @@ class Searcher:
 
     def store(self):
         if self._store is None:
-            store = self._store_factory()
-            if hasattr(store, "read_layout") and self._loaded is not None:
-                store.read_layout(self._loaded.vector_store)
-            self._store = store
+            self._store = self._store_factory()
         return self._store
 
     # ------------------------------------------------------------ retrievers
