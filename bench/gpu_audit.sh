@@ -4,7 +4,7 @@
 #   bash bench/gpu_audit.sh [SKILL ...]        # env: OUT (rows and reports), JOBS, TIMEOUT
 #
 # Carried beside the checkout (git-ignored): .whl/ (kbase's own wheel and the Python packages that
-# machine lacks: pydantic, cryptography, orjson, ...; see CONTRIBUTING.md "The GPU tier"), .debs/
+# machine lacks: pydantic, cryptography, ...; see CONTRIBUTING.md "The GPU tier"), .debs/
 # (bubblewrap's .deb, for bench/gpu_setup.sh) and, for signed rows, .gpu/runner.key, which is
 # moved out of the checkout (0600) before any snippet runs. Rows are mirrored to $OUT as they are
 # written, so a lease that ends mid-audit loses none.
