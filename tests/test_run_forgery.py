@@ -96,6 +96,31 @@ ATTACKS = {
         import time; time.sleep(5)
         assert False
     """,
+    # a forked child returns from the snippet (its bootstrap writes the record: same fd, same
+    # nonce), then the parent, whose check failed, leaves with status 0
+    "forked-child-completes": """
+        import faulthandler, os
+        faulthandler.cancel_dump_traceback_later()
+        pid = os.fork()
+        if pid != 0:
+            os.waitpid(pid, 0)
+            os._exit(0)  # the parent's result was wrong
+    """,
+    # module attributes the end of a run calls, replaced so that the checks do nothing
+    "late-thread-after-a-no-op-shutdown": """
+        import threading, time
+        threading._shutdown = lambda: None
+        def check():
+            time.sleep(0.5)
+            assert False, "the result is wrong"
+        threading.Thread(target=check).start()
+    """,
+    "no-op-sys-exit": """
+        import sys, threading
+        sys.exit = lambda *a: None
+        t = threading.Thread(target=lambda: 1 / 0)
+        t.start(); t.join()
+    """,
     "inf-speedup": 'print("KBASE_MEASURE speedup inf"); print("KBASE_MEASURE err 0.0")',
     "minus-inf-error": 'print("KBASE_MEASURE speedup 2.0"); print("KBASE_MEASURE err -inf")',
 }

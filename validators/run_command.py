@@ -23,12 +23,20 @@ CPU_COMPILE_ARCH = "sm_90a"
 # The verdict does not trust the exit status alone (os._exit(0) from an atexit or except hook,
 # a forged bwrap status): a pass needs the completion record, this run's nonce written to the
 # record pipe only after the snippet's main returned, every non-daemon thread ended and no
-# thread raised. The nonce comes through a pipe read and closed before the snippet runs, and is
-# held only in this function's frame; the record fd is closed on exec, so a re-executed
-# interpreter (`python -O`) cannot write it. Asserts stay on: -O and PYTHONOPTIMIZE are refused.
+# thread raised, in the process that started it (a forked child that returns from the snippet
+# holds the same fd and nonce, and would complete a run its parent then fails with os._exit(0)).
+# The nonce comes through a pipe read and closed before the snippet runs, and is held only in
+# this function's frame; the record fd is closed on exec, so a re-executed interpreter
+# (`python -O`) cannot write it. Asserts stay on: -O and PYTHONOPTIMIZE are refused. A snippet
+# written to reach into this bootstrap's own objects (its frames, the hook's closure) can still
+# forge a pass: docs/skill-format.md says so, and review is what catches such code.
 _BOOTSTRAP = (
     "import faulthandler, os, runpy, sys, threading\n"
-    "def _kbase_run(record, nonce_fd):\n"
+    # what the end of a run calls is bound here, before the snippet can replace a module's
+    # attribute (threading._shutdown, os.write, os.getpid, sys.exit, SystemExit)
+    "def _kbase_run(record, nonce_fd, getpid=os.getpid, write=os.write, close=os.close,\n"
+    "               shutdown=threading._shutdown, done=SystemExit):\n"
+    "    me = getpid()\n"
     "    nonce = os.read(nonce_fd, 64)\n"
     "    os.close(nonce_fd)\n"
     "    os.set_inheritable(record, False)\n"
@@ -52,18 +60,20 @@ _BOOTSTRAP = (
     "    sys.argv[0] = path\n"
     "    try:\n"
     "        runpy.run_path(path, run_name='__main__')\n"
-    "    except SystemExit as exc:\n"
+    "    except done as exc:\n"
     "        if exc.code not in (None, 0):\n"
     "            raise\n"
     # what the interpreter does at exit: the threading atexit hooks first (they let a
     # ThreadPoolExecutor's idle workers end), then a join of every non-daemon thread
-    "    threading._shutdown()\n"
+    "    shutdown()\n"
     "    if threading.excepthook is not hook:\n"
-    "        sys.exit('kbase: the snippet replaced threading.excepthook')\n"
+    "        raise done('kbase: the snippet replaced threading.excepthook')\n"
     "    if raised:\n"
-    "        sys.exit('kbase: uncaught exception in thread(s) ' + ', '.join(raised))\n"
-    "    os.write(record, nonce)\n"
-    "    os.close(record)\n"
+    "        raise done('kbase: uncaught exception in thread(s) ' + ', '.join(raised))\n"
+    "    if getpid() != me:\n"
+    "        raise done('kbase: a forked child returned from the snippet: it completes nothing')\n"
+    "    write(record, nonce)\n"
+    "    close(record)\n"
     "_kbase_run(int(os.environ.pop('KBASE_RECORD_FD')), int(os.environ.pop('KBASE_NONCE_FD')))\n"
 )
 

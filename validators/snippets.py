@@ -16,8 +16,8 @@ from kbase.errors import KbaseError
 
 # Part of every snippet hash (ingest/skills.py): bump it with any change to how a snippet runs
 # (run_command.py's bootstrap and commands, the layout below), so that rows of the old runner
-# stop counting. 2: the completion record.
-RUNNER_VERSION = "2"
+# stop counting. 2: the completion record. 3: only the process that started the run completes it.
+RUNNER_VERSION = "3"
 
 PYTHON_LANGS = {"python", "py", "python3"}
 CUDA_LANGS = {"cuda", "cu"}
