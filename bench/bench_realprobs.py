@@ -236,7 +236,7 @@ def main() -> None:
 
 
 def print_tables(res: dict) -> None:
-    keys = ("hit@1", "hit@3", "hit@5", "mrr", "no_good_match_uncovered")
+    keys: tuple[str, ...] = ("hit@1", "hit@3", "hit@5", "mrr", "no_good_match_uncovered")
     keys += ("no_good_match_false_covered", "candidates_hold_fix")
     print(f"{'side/half':12s} " + " ".join(f"{k[:18]:>18s}" for k in keys))
     for side, r in res["sides"].items():

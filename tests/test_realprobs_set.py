@@ -144,8 +144,8 @@ def test_fresh_batch_rows_are_known_spread_and_calibrate_on_tune(probs, tmp_path
 
 
 def test_bench_restricts_figures_to_the_fresh_batch(probs):
-    """bench_realprobs reports the fresh-35 rows apart: `restrict` keeps exactly the batch's rows of
-    one half (optionally only those whose error line no trigger quotes), answers aligned with them."""
+    """bench_realprobs reports the fresh-35 rows apart: `restrict` keeps exactly the batch's rows
+    of one half (optionally only those whose error line no trigger quotes), answers aligned."""
     import bench_realprobs as B
 
     # answers that name each row's own id as the only hit, so alignment errors show as misses
