@@ -10,7 +10,9 @@ Per side and half: Hit@1/3/5 and MRR on covered problems (a fixing skill exists)
 `no_good_match` is true on uncovered ones and false on covered ones, whether the compact candidate
 list holds a fixing skill, its size, warm latency (p50/p95 of KnowledgeBase.query) and a cold
 `kbase search --json` (median of 5). Per repository on the test half, and the ten worst test misses
-of this checkout with the other's rank beside them. Prints tables; writes
+of this checkout with the other's rank beside them. The same figures apart ("fresh") for the rows
+of batch fresh-35, collected after all trigger writing, per half, with and without the rows whose
+error line a trigger already quotes. Prints tables; writes
 bench/results/realprobs.json. --blind is for tuning: the tune half only, no test figure printed or
 written (the test half is looked at once, at the end).
 """
@@ -112,6 +114,29 @@ def scores(probs: list, answers: list[dict]) -> dict:
     return out
 
 
+def restrict(probs: list, answers: list[dict], batch: str, half: str, literal: bool | None = None):
+    """The rows of one collection batch and half (and, when `literal` is given, only those whose
+    literal_in_skill equals it), with their answers: figures on problems nobody tuned on."""
+    keep = [
+        i
+        for i, p in enumerate(probs)
+        if p.batch == batch
+        and p.half == half
+        and (literal is None or p.literal_in_skill == literal)
+    ]
+    return [probs[i] for i in keep], [answers[i] for i in keep]
+
+
+def fresh_scores(probs: list, answers: list[dict], halves: tuple[str, ...]) -> dict:
+    """Per half: the fresh-35 rows, all of them and without those whose error line a trigger
+    already quotes (literal_in_skill)."""
+    out = {}
+    for h in halves:
+        out[h] = {"all": scores(*restrict(probs, answers, "fresh-35", h))}
+        out[h]["no_literal"] = scores(*restrict(probs, answers, "fresh-35", h, literal=False))
+    return out
+
+
 def per_repo(probs: list, answers: dict[str, list[dict]]) -> dict:
     rows: dict[str, dict] = {}
     for repo in sorted({p.repo for p in probs}):
@@ -188,6 +213,8 @@ def main() -> None:
             )
             for h in ("tune", "test")
         } | {"latency": latency(ans), "cold_cli_s": got[name]["cold_cli_s"]}
+    halves = ("tune",) if args.blind else ("tune", "test")
+    res["fresh"] = {n: fresh_scores(probs, got[n]["answers"], halves) for n in sides}
     test = [i for i, p in enumerate(probs) if p.half == "test"]
     res["per_repo_test"] = per_repo(
         [probs[i] for i in test], {n: [got[n]["answers"][i] for i in test] for n in sides}
@@ -200,14 +227,16 @@ def main() -> None:
     if args.blind:
         for side in res["sides"].values():
             del side["test"]
-        res = {"other_root": res["other_root"], "sides": res["sides"], "blind": True}
+        res = {"other_root": res["other_root"], "sides": res["sides"], "blind": True} | {
+            "fresh": res["fresh"]
+        }
     print_tables(res)
     out = write_result("realprobs-blind" if args.blind else "realprobs", res)
     print(f"wrote {out}", file=sys.stderr)
 
 
 def print_tables(res: dict) -> None:
-    keys = ("hit@1", "hit@3", "hit@5", "mrr", "no_good_match_uncovered")
+    keys: tuple[str, ...] = ("hit@1", "hit@3", "hit@5", "mrr", "no_good_match_uncovered")
     keys += ("no_good_match_false_covered", "candidates_hold_fix")
     print(f"{'side/half':12s} " + " ".join(f"{k[:18]:>18s}" for k in keys))
     for side, r in res["sides"].items():
@@ -215,6 +244,15 @@ def print_tables(res: dict) -> None:
             row = " ".join(f"{r[h].get(k, float('nan')):>18.3f}" for k in keys)
             print(f"{side + '/' + h:12s} {row}")
         print(f"{'':12s} warm {r['latency']}  cold CLI {r['cold_cli_s']} s")
+    print("\nfresh-35 rows only (collected after all trigger writing; 'no_literal' leaves out rows")
+    print("whose error line a trigger already quotes):")
+    for side, r in res["fresh"].items():
+        for h, sub in r.items():
+            for which, sc in sub.items():
+                row = " ".join(f"{sc.get(k, float('nan')):>18.3f}" for k in keys)
+                print(
+                    f"{side + '/' + h + '/' + which:22s} n={sc['covered']}+{sc['uncovered']} {row}"
+                )
     if res.get("blind"):
         return
     print("\nper repository, test half (covered n, MRR this vs other):")

@@ -17,6 +17,9 @@ CUTOFF = "2025-10-01"
 HELD_OUT_REPOS = frozenset({"NVIDIA/cutlass", "fla-org/flash-linear-attention"})
 KINDS = frozenset("error crash launch compile wrong-result nan numerics slowdown profiling".split())
 MAX_QUERY = 300
+# collection batches a row may name; a batch is a set of rows collected together under one rule
+# (fresh-35: collected at stop 35 after all trigger writing; nothing may be written from them)
+BATCHES = frozenset({"fresh-35"})
 _REQUIRED = ("id", "repo", "url", "date", "kind", "query", "root_cause", "fixing", "split")
 
 
@@ -36,6 +39,10 @@ class RealProblem:
     # held back from trigger, alias and cue writing: they estimate how search does on new
     # problems (rows that triggers were written from score higher; bench/cv_fusion.py)
     calibration: bool = False
+    batch: str = ""  # one of BATCHES, or "" for rows collected before batches were recorded
+    # the query's literal error line already appears verbatim in some skill's trigger list
+    # (None: not recorded), so figures can be reported with and without such rows
+    literal_in_skill: bool | None = None
 
     @property
     def covered(self) -> bool:
@@ -95,6 +102,14 @@ def load(path: Path, skills: set[str] | None = None) -> list[RealProblem]:
             raise bad("calibration", "must be true or false")
         if row.get("calibration") and row["split"] != "tune":
             raise bad("calibration", "only tune rows calibrate (the test half is never fitted)")
+        batch = str(row.get("batch", ""))
+        if "batch" in row and batch not in BATCHES:
+            raise bad("batch", f"{batch!r} is not one of {sorted(BATCHES)}")
+        # a batch collected after trigger writing must stay unwritten-from in the tune half too
+        if batch and row["split"] == "tune" and not row.get("calibration"):
+            raise bad("calibration", f"batch {batch} tune rows must set calibration: true")
+        if not isinstance(row.get("literal_in_skill", False), bool):
+            raise bad("literal_in_skill", "must be true or false")
         fixing = row.get("fixing_new", row["fixing"]) or []
         out.append(
             RealProblem(
@@ -109,6 +124,8 @@ def load(path: Path, skills: set[str] | None = None) -> list[RealProblem]:
                 source=where,
                 uncovered_at_collection=not row["fixing"],
                 calibration=bool(row.get("calibration", False)),
+                batch=batch,
+                literal_in_skill=row.get("literal_in_skill"),
             )
         )
     return out
