@@ -218,4 +218,4 @@ def test_claim_views_of_several_skills_write_the_cache_once(tmp_path):
     CV._memory.clear()  # a new process: both read from the cache, which stays as it was
     again = CV.claim_views_of(tmp_path, ["one", "two"])
     assert again == got and cache.stat().st_mtime_ns == stamp
-    assert CV.claim_views(tmp_path, "two") == got["two"]
+    assert CV.claim_views_of(tmp_path, ["two"])["two"] == got["two"]

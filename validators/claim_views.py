@@ -84,17 +84,12 @@ def views(skill, rows: list[dict]) -> list[ClaimView]:
     return out
 
 
-def claim_views(root: Path, name: str) -> list[ClaimView]:
-    """The claims of skill `name` under `root`, with their measurements; [] if it has none.
+def claim_views_of(root: Path, names: list[str]) -> dict[str, list[ClaimView]]:
+    """The claims of skills `names`, with their measurements ([] for a skill with none).
 
     Kept per skill in memory and under .kbase/cache, keyed on the SKILL.md, the ledger, the
-    trusted keys and the code that renders them: parsing a SKILL.md for its claims cost ~12 ms
-    the first time a process returned that skill (every skill hit of a cold `kbase search`)."""
-    return claim_views_of(root, [name])[name]
-
-
-def claim_views_of(root: Path, names: list[str]) -> dict[str, list[ClaimView]]:
-    """claim_views for several skills, the disk cache written once for all those it lacked (a
+    trusted keys and the code that renders them (parsing a SKILL.md for its claims cost ~12 ms a
+    skill hit of a cold search); the disk cache is written once for all those it lacked (a
     server's warm-up: rewriting it per skill was ~0.1 s a skill at 120 skills; issue #11)."""
     from kbase.validators.ledger import ledger_path
     from kbase.validators.status import _keys_sig, _stat_sig, cache_read, cache_write, code_sig

@@ -56,7 +56,7 @@ from kbase.schema.answers import (
     Verified,
 )
 from kbase.schema.archive import FileChange, PRCard, Recipe
-from kbase.schema.base import NAME_RE, Model, StrictModel, model_dump_jsonable
+from kbase.schema.base import NAME_RE, Model, StrictModel
 from kbase.schema.entries import Chunk, CodeBlock, Entry
 from kbase.schema.ledger import ClaimResult, Fingerprint, LedgerRow, RunResult
 from kbase.schema.problems import Problem

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from typing import Annotated, Any
+from typing import Annotated
 
 from pydantic import AfterValidator, BaseModel, ConfigDict
 
@@ -38,7 +38,3 @@ class StrictModel(Model):
     """Hand-written input (front-matter): unknown keys are errors, text is stripped."""
 
     model_config = ConfigDict(extra="forbid", str_strip_whitespace=True)
-
-
-def model_dump_jsonable(model: BaseModel) -> dict[str, Any]:
-    return model.model_dump(mode="json")
