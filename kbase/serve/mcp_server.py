@@ -18,6 +18,7 @@ from typing import Any
 from kbase.envspec import parse_env
 from kbase.errors import InvalidArgument
 from kbase.schema import SearchQuery
+from kbase.search_query import check_int, check_slug, opt_str
 from kbase.serve import params as P
 from kbase.serve.service import Service
 
@@ -48,7 +49,9 @@ def _checked(tool: str, raw: dict[str, Any]) -> dict[str, Any]:
     if "env" in a:
         parse_env(a["env"])  # checked here, parsed again by the tool
     if "max_chars" in a:
-        a["max_chars"] = P.check_max_chars(a["max_chars"])
+        a["max_chars"] = check_int(
+            "max_chars", a["max_chars"], P.MIN_MAX_CHARS, P.MAX_MAX_CHARS, P.DEFAULT_MAX_CHARS
+        )
     if tool == "search":
         fields = {k: v for k, v in a.items() if k not in ("max_chars", "env")}
         query = SearchQuery.parse(**fields)
@@ -61,7 +64,7 @@ def _checked(tool: str, raw: dict[str, Any]) -> dict[str, Any]:
         a["section"] = P.check_section(a["section"])
     if tool == "history":
         for key in ("repo", "family"):
-            a[key] = P.check_slug(key, a.get(key), required=True)
+            a[key] = check_slug(key, a.get(key), required=True)
     if tool == "list":
         _check_list(a)
     return a
@@ -70,7 +73,6 @@ def _checked(tool: str, raw: dict[str, Any]) -> dict[str, Any]:
 def _check_list(a: dict[str, Any]) -> None:
     """list's arguments, each wrong type or value named (issue #27: pydantic's raw errors); a
     ValueError names the argument."""
-    from kbase.search_query import check_int, opt_str
     from kbase.serve.paging import DEFAULT_LIST_LIMIT, MAX_LIST_LIMIT
 
     for key in ("kind", "status", "tag", "cursor"):

@@ -14,10 +14,7 @@ from typing import Any
 
 from kbase.errors import InvalidArgument
 from kbase.schema import NAME_RE, SearchQuery
-from kbase.search_query import SLUG_RE
-from kbase.search_query import check_int as _check_int
-from kbase.search_query import check_slug as _check_slug
-from kbase.search_query import opt_str as _opt_str
+from kbase.search_query import SLUG_RE, opt_str
 
 DEFAULT_MAX_CHARS = 6000
 MIN_MAX_CHARS = 300
@@ -30,8 +27,7 @@ PR_ID_RE = re.compile(rf"^pr:{_SLUG}#[0-9]{{1,9}}$")
 DAY_PATTERN = r"^\d{4}-\d{2}-\d{2}$"
 SECTION_RE = re.compile(r"^[^\x00-\x1f/\\]{1,120}$")
 
-# Every tool's arguments (the servers take every SearchQuery field); HTTP's POST /search takes
-# search's too.
+# Every tool's arguments (search takes every SearchQuery field).
 _SEARCH_FIELDS = tuple(SearchQuery.model_fields)
 TOOL_ARGS: dict[str, tuple[str, ...]] = {
     "search": (*_SEARCH_FIELDS, "max_chars"),
@@ -77,15 +73,6 @@ ALIASES: dict[str, dict[str, str]] = {
 }
 
 
-def _checked(fn: Any, *a: Any) -> Any:
-    try:
-        return fn(*a)
-    except InvalidArgument:
-        raise
-    except ValueError as exc:
-        raise InvalidArgument(str(exc)) from None
-
-
 def apply_aliases(tool: str, args: dict[str, Any]) -> dict[str, Any]:
     """Rename guessed argument names to ours; unknown names are reported, not silently dropped."""
     if not isinstance(args, dict):
@@ -102,15 +89,6 @@ def apply_aliases(tool: str, args: dict[str, Any]) -> dict[str, Any]:
         raise InvalidArgument(
             f"unknown argument(s) {', '.join(map(repr, unknown))}; {tool} takes {', '.join(known)}"
         )
-    return out
-
-
-def check_max_chars(v: Any, default: int = DEFAULT_MAX_CHARS) -> int:
-    return int(_checked(_check_int, "max_chars", v, MIN_MAX_CHARS, MAX_MAX_CHARS, default))
-
-
-def check_slug(name: str, v: Any, required: bool = False) -> str | None:
-    out: str | None = _checked(_check_slug, name, v, required)
     return out
 
 
@@ -134,7 +112,7 @@ def check_id(v: Any) -> str:
 
 
 def check_section(v: Any) -> str | None:
-    v = _checked(_opt_str, "section", v)
+    v = opt_str("section", v)
     if v is None:
         return None
     if not SECTION_RE.match(v):
