@@ -167,7 +167,6 @@ DRAFT_STATUS = "draft"
 @dataclass(frozen=True)
 class StatusSpec:
     name: str
-    meaning: str
     colour: str  # HTML
     style: str  # rich
     icon: str  # Markdown
@@ -180,49 +179,21 @@ class StatusSpec:
 STATUS_SPECS: dict[str, StatusSpec] = {
     s.name: s
     for s in (
-        StatusSpec(
-            "failing",
-            "the latest run on some environment failed",
-            "#d64545",
-            "red",
-            "❌",
-            demoted=True,
-        ),
-        StatusSpec("unverified", "never passed with the current snippet", "#9aa3ad", "dim", "⚪"),
-        # Passes exist, but only in runs nobody can vouch for: unsigned by a trusted runner, or
-        # outside the sandbox. Shown apart so a reader sees the claim was run, not verified.
-        StatusSpec(
-            "self-reported",
-            "passed only in runs that do not count (unsigned or unsandboxed)",
-            "#c9a227",
-            "yellow",
-            "🟡",
-        ),
-        StatusSpec(
-            "stale-source",
-            "a watched upstream path changed after the last pass",
-            "#8a5cd6",
-            "magenta",
-            "📝",
-            stale=True,
-        ),
-        StatusSpec(
-            "stale-env",
-            "no pass on the environment asked about",
-            "#3b7dd8",
-            "blue",
-            "🔄",
-            stale=True,
-        ),
-        StatusSpec(
-            "stale-age",
-            "last pass or human audit is too old",
-            "#e0b01e",
-            "yellow",
-            "🕒",
-            stale=True,
-        ),
-        StatusSpec("verified", "passed recently, nothing outdates it", "#2e9b4f", "green", "✅"),
+        # the latest run on some environment failed
+        StatusSpec("failing", "#d64545", "red", "❌", demoted=True),
+        # never passed with the current snippet
+        StatusSpec("unverified", "#9aa3ad", "dim", "⚪"),
+        # passed only in runs nobody can vouch for (unsigned by a trusted runner, or outside the
+        # sandbox): shown apart so a reader sees the claim was run, not verified
+        StatusSpec("self-reported", "#c9a227", "yellow", "🟡"),
+        # a watched upstream path changed after the last pass
+        StatusSpec("stale-source", "#8a5cd6", "magenta", "📝", stale=True),
+        # no pass on the environment asked about
+        StatusSpec("stale-env", "#3b7dd8", "blue", "🔄", stale=True),
+        # the last pass or human audit is too old
+        StatusSpec("stale-age", "#e0b01e", "yellow", "🕒", stale=True),
+        # passed recently, nothing outdates it
+        StatusSpec("verified", "#2e9b4f", "green", "✅"),
     )
 }
 STATUS_ORDER: tuple[str, ...] = get_args(SkillStatus)
