@@ -1,11 +1,6 @@
-"""The Python API, and the only door the CLI, HTTP and MCP go through.
-
-`KnowledgeBase(root=...)`: `.index()`, `.search(query, ...)` / `.query(SearchQuery)`, `.get(id)`,
-`.list()`, `.history(repo, family)`, `.stale()`, `.health()`; the search path (with feedback and
-proposals), the validators' and the miner's commands are in the mixins below
-(kbase/api_search.py, kbase/api_validate.py, kbase/api_archive.py). Every answer is a model
-from kbase.schema; every deliberate error is a `kbase.errors.KbaseError`.
-"""
+"""The Python API, and the only door the CLI, HTTP and MCP go through (its search, validator and
+archive methods are the mixins of kbase/api_*.py). Every answer is a model from kbase.schema;
+every deliberate error is a `kbase.errors.KbaseError`."""
 
 from __future__ import annotations
 

@@ -1,15 +1,8 @@
-"""The search path of `KnowledgeBase` (a mixin of kbase.api): `.search()`, `.query()`, and the
-experience loop that feeds it (`.feedback()`, `.propose()`).
+"""The search path of `KnowledgeBase` (a mixin of kbase.api), and the experience loop that feeds
+it (`.feedback()`, `.propose()`: the servers expose those only with `--allow-write`).
 
-A query is checked (kbase.search_query.SearchQuery), its archive filters are checked against the
-index, the searcher's candidates are ranked with their statuses and users' feedback, and only the
-hits kept are decoded and built. Meanwhile the query model loads on a thread of its own (a
-search that may embed the query, on the first search of a process).
-
-Feedback and draft skills write into the knowledge base, so the servers expose them only when
-started with `--allow-write`; the library and the CLI always can. Input is checked by
-kbase/feedback.py and kbase/drafts.py; an id must name an existing entry (else NotFound with the
-nearest ids).
+Candidates are ranked with their statuses and users' feedback first; only the hits kept are
+decoded and built.
 """
 
 from __future__ import annotations

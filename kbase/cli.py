@@ -5,9 +5,7 @@ A `kbase mine` with nothing new is answered without it (kbase/mine_cli.py), befo
 framework and pydantic are imported, which were most of a no-op's time (issue #12; 0.18 s
 against 0.77 s through typer, 3.8x, measured at issue #24). So is `kbase mcp` on stdio
 (kbase/commands/mcp_fast.py), whose handshake must come within a second (initialize 0.32 s
-against 0.64 s through typer at load ~8). `kbase search --json` and a mine with work had such
-paths too (1.14-1.22x, 1.25-1.27x), and leaving with os._exit after a search or a mine
-(skipping the interpreter's teardown) was 1.09-1.2x: they went (the bar is 1.3x).
+against 0.64 s through typer at load ~8). Other such paths paid under 1.3x and are gone.
 
 Exit codes (docs/agents.md): 0 success (a search with no hits too: it says so on stderr),
 1 the command ran and found problems (lint errors, a failing check, an unknown id),

@@ -1,13 +1,6 @@
-"""Every closed set kbase knows, each defined once with its behaviour beside it.
-
-Tiers, verdicts, skill statuses (with the one severity order), search modes, entry kinds and the
-failure levels of `kbase audit --fail-on`. Reports, rules, the runner, export and the adapters
-read these tables; none of them spells a member out again. Adding a member is an edit here
-(plus, for a tier, whatever new machine requirement it brings: validators/tiers.py).
-
-Tag keys are the fields of `kbase.schema.Tags` (`TAG_KEYS` there); their values are in
-kbase/data/vocab.yaml.
-This module imports nothing from kbase, so every layer may import it.
+"""Every closed set kbase knows, each defined once with its behaviour beside it: no other module
+spells a member out again. (Tag keys are `kbase.schema.Tags`'s fields, their values
+kbase/data/vocab.yaml.) This module imports nothing from kbase, so every layer may import it.
 """
 
 from __future__ import annotations

@@ -2,8 +2,7 @@
 weights), and the one way they are read.
 
 They are read with libyaml's C parser when PyYAML has it: the pure-Python one took ~0.3 s of
-every cold search for the glossary alone. (Each file once had a JSON twin read instead: 1.05x
-on a cold `kbase search --json`, 12 alternating runs, under the 1.3x bar: it went at issue #24.)
+every cold search for the glossary alone.
 """
 
 from __future__ import annotations

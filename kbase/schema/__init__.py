@@ -1,23 +1,6 @@
-"""The one schema package: every data shape kbase reads, writes or serves.
-
-Everything else imports from here, by name: `from kbase.schema import Hit`. The models live in
-small modules by what they describe (below); importing the package defines them all (~40 ms more
-than the few a cold search answers with, of a ~0.45 s search: issue #24 dropped the name table
-that deferred them).
-
-- base: `Model` (the base of every model), `NAME_RE`, the shared checks
-- tags: `Tags`, `TAG_KEYS`
-- skill: a skill's front-matter, `SkillMeta` and its parts
-- entries: index entries and their chunks, code blocks
-- problems: `Problem`
-- answers: what kbase answers (hits, entries, listings, health, statuses, history, pages),
-  one model each for the API, the CLI, HTTP and MCP
-- ledger: run results and ledger rows, with the environment's fingerprint
-- archive: PR cards and recipes
-
-The closed sets it types with live in kbase/closed_sets.py, the search arguments in
-kbase/search_query.py (both re-exported here); the tag vocabulary is data.
-"""
+"""The one schema package: every data shape kbase reads, writes or serves, imported from here by
+name (`from kbase.schema import Hit`). Importing it defines every model (~40 ms more than the
+few a cold search needs, of a ~0.45 s search: cheaper than a table of lazy names)."""
 
 from kbase.closed_sets import (
     TIERS,

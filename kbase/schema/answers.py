@@ -1,7 +1,5 @@
-"""What kbase answers, one model each for the Python API, the CLI's `--json`, HTTP and MCP:
-search hits and results (with the claim views they show), a whole entry (`kbase get`), a line of
-`kbase list`, health, skill statuses and the stale report, `kbase history`'s timeline, the pages
-the servers cut long answers into, and what recording feedback and proposing a skill answer."""
+"""What kbase answers: one model each, shared by the Python API, the CLI's `--json`, HTTP and
+MCP."""
 
 from __future__ import annotations
 

@@ -8,9 +8,6 @@ each skill as its own folder, with the verification snippet under scripts/.
 Only the front-matter keys of the Agent Skills format are written (name, description, license,
 compatibility, metadata with string values, allowed-tools); kbase's own keys (trigger, steps,
 failure modes) are rendered into the body and its audit status goes into metadata.
-
-This module writes the folders; the router's text is in kbase/serve/export_router.py, one skill's
-SKILL.md and scripts in kbase/serve/export_skill.py.
 """
 
 from __future__ import annotations

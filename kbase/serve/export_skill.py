@@ -1,9 +1,5 @@
-"""One kbase skill as an Agent-Skills folder's text: its SKILL.md and its scripts/ (for
-kbase/serve/export.py), and the front-matter and one-line text helpers export.py also uses.
-
-kbase's own keys (trigger, steps, failure modes) are rendered into the body, its audit status goes
-into metadata, and each verification snippet becomes a script under scripts/.
-"""
+"""One kbase skill as an Agent-Skills folder's text (SKILL.md and scripts/) for
+kbase/serve/export.py, and the front-matter and one-line text helpers it also uses."""
 
 from __future__ import annotations
 

@@ -1,12 +1,6 @@
-"""`kbase serve`: a small HTTP API (FastAPI + uvicorn) over the same KnowledgeBase as MCP.
-
-Read-only unless started with `--allow-write` (then POST /feedback and POST /propose exist).
-Every answer is a typed model in the OpenAPI document; every error is `{"error": {"status",
-"message"}}` with a documented status: 400 bad input (FastAPI's own validation errors too),
-404 unknown name, 413 body too large, 429 too many writes, 503 no index. An internal fault is
-logged on the server and answered with a bare 500, never a traceback. In front of the app,
-kbase/serve/guard.py checks Host and Origin, caps bodies (chunked ones too), refuses invalid
-UTF-8 and times out slow headers and bodies.
+"""`kbase serve`: a small HTTP API (FastAPI + uvicorn) over the same KnowledgeBase as MCP,
+read-only unless started with `--allow-write`, behind the transport guard (kbase/serve/guard.py).
+Every answer and error is a typed model in the OpenAPI document (kbase/serve/http_schema.py).
 """
 
 import logging

@@ -1,9 +1,6 @@
-"""`kbase mcp`: the knowledge base as an MCP server (mcp SDK v2, `MCPServer`).
+"""`kbase mcp`: the knowledge base as an MCP server (mcp SDK v2, `MCPServer`), with the tools of
+kbase/serve/mcp_tools.py and the resources and prompt of kbase/serve/mcp_extras.py.
 
-Tools (kbase/serve/mcp_tools.py): search, get, history, list, stale; with `--allow-write` also
-feedback and propose. Resources and prompts: kbase/serve/mcp_extras.py. Every tool declares its
-parameters (description, type, enum or range, default) and its answer (outputSchema), answers
-with structured content plus the same JSON as text, and keeps that JSON within `max_chars`.
 Arguments are checked (and forgiving aliases such as `question` -> `query` applied) by a server
 middleware before the SDK's own validation, so a wrong guess gets a useful message.
 """

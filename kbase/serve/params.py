@@ -1,10 +1,5 @@
-"""Argument checking for the MCP server and the HTTP API, beyond what `SearchQuery` checks.
-
-Both front ends accept input from programs we do not control (agents, scripts, the network).
-Search arguments are checked by `kbase.schema.SearchQuery` (the same checks as the CLI and the
-Python API); this module adds what only the servers take: argument-name aliases, `max_chars`,
-entry ids and section names, archive names. It imports nothing heavy: it must load on a box
-without fastapi or mcp.
+"""What only the servers take, beyond `SearchQuery`'s checks: argument-name aliases, `max_chars`,
+entry ids and section names. Nothing heavy is imported: it loads without fastapi or mcp.
 """
 
 from __future__ import annotations
