@@ -143,15 +143,6 @@ def exit_code(result: AuditResult, fail_on: str) -> int:
     return 1 if (statuses & FAIL_LEVELS[fail_on] or result.problems) else 0
 
 
-def rows_for_report(root: Path) -> dict[str, list[dict]]:
-    from kbase.validators.ledger import read_ledger
-
-    grouped: dict[str, list[dict]] = {}
-    for row in read_ledger(root, strict=False).rows:
-        grouped.setdefault(row["skill"], []).append(row)
-    return grouped
-
-
 def write_reports(
     root: Path,
     result: AuditResult,
@@ -178,8 +169,13 @@ def write_reports(
         )
         _write(markdown, md)
     if html:
+        from kbase.validators.ledger import read_ledger
+
         wanted = {s.name for s in skills}
-        rows = {k: v for k, v in rows_for_report(root).items() if k in wanted}
+        rows: dict[str, list[dict]] = {}
+        for row in read_ledger(root, strict=False).rows:
+            if row["skill"] in wanted:
+                rows.setdefault(row["skill"], []).append(row)
         page = html_report(
             r.judgements,
             rows,

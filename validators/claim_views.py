@@ -34,16 +34,11 @@ def env_name(row: dict) -> str:
     return f"{who or row.get('tier')} ({', '.join(parts)})" if parts else str(who)
 
 
-def _fmt(v: float | None, raw: str | None) -> str:
-    if v is None:
-        return str(raw)
-    return f"{v:.4g}"
-
-
-def _verdict_note(holds: bool | None) -> str:
-    if holds is None:  # a run outside the environments the claim's `when` names
-        return " (not judged: outside the claim's environments)"
-    return "" if holds else " (FAILS)"
+def _said(m: ClaimMeasurement) -> str:
+    value = str(m.raw) if m.value is None else f"{m.value:.4g}"
+    if m.holds is None:  # a run outside the environments the claim's `when` names
+        return f"{value} on {m.env}, {m.at} (not judged: outside the claim's environments)"
+    return f"{value} on {m.env}, {m.at}" + ("" if m.holds else " (FAILS)")
 
 
 def views(skill, rows: list[dict]) -> list[ClaimView]:
@@ -72,10 +67,7 @@ def views(skill, rows: list[dict]) -> list[ClaimView]:
             for env, (r, stored) in sorted(latest.items())
         ]
         if c.expect:
-            said = "; ".join(
-                f"{_fmt(m.value, m.raw)} on {m.env}, {m.at}" + _verdict_note(m.holds)
-                for m in measured
-            )
+            said = "; ".join(_said(m) for m in measured)
             rendered = f"{c.text} [expect {c.expect}; measured: {said or 'not yet'}]"
         else:
             rendered = f"{c.text} [cited: {c.cite}, {c.locator}]"
@@ -152,12 +144,6 @@ _DISK_NAME = "claim-views.json"
 # --------------------------------------------------------------------------- releases
 
 
-def _minor(row: dict, pkg: str) -> tuple[int, ...] | None:
-    from kbase.validators.rules import minor
-
-    return minor((row.get("fingerprint") or {}).get(pkg))
-
-
 def _why(meta, claims, old: dict, new: dict) -> list[str]:
     """How the newer run differs for the worse: its verdict, a claim, a literal it no longer saw
     (unless the literal is declared for environments the newer run is not in)."""
@@ -186,6 +172,7 @@ def release_diffs(root: Path, skills: list, pkg: str = "triton") -> list[dict]:
     """{skill, tier, from, to, why} for each skill whose latest counted run with its current
     snippet differs for the worse between two `pkg` releases on a CPU tier, in either direction
     (`from` is the release it works on)."""
+    from kbase.validators.rules import minor
     from kbase.validators.status import _rows_by_skill
 
     rows_by_skill = _rows_by_skill(root)
@@ -195,7 +182,7 @@ def release_diffs(root: Path, skills: list, pkg: str = "triton") -> list[dict]:
         latest: dict[tuple[str, tuple[int, ...]], dict] = {}
         for r in rows_by_skill.get(s.name, []):
             spec = TIER_SPECS.get(r["tier"])
-            rel = _minor(r, pkg)
+            rel = minor((r.get("fingerprint") or {}).get(pkg))
             if r.get("snippet_sha256") != sha or r["verdict"] == "skip" or not spec or not rel:
                 continue
             if spec.sees_gpu:

@@ -102,10 +102,6 @@ def _gpus_not_rechecked(rows: list[dict], current: list[dict]) -> list[str]:
     return [f"not re-checked on {g} since {d}" for g, d in sorted(last_pass.items())]
 
 
-def _date(at: str) -> dt.date:
-    return dt.date.fromisoformat(at[:10])
-
-
 def judge(
     facts: SkillFacts,
     rows: list[dict],
@@ -197,7 +193,7 @@ def _judge_passes(
 ) -> dict:
     """What the passes say (stale source, environment or age; tiers never passed); the newest."""
     last = max(passes, key=lambda r: r["at"])
-    last_day = _date(last["at"])
+    last_day = dt.date.fromisoformat(last["at"][:10])
     if source_touched and source_touched[:10] > last_day.isoformat():
         found["stale-source"].append(
             f"a watched upstream path changed on {source_touched[:10]}, "

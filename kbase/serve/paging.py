@@ -29,17 +29,13 @@ def decode_cursor(cursor: str | None) -> int:
     raise InvalidArgument("cursor must be a next_cursor this server gave out", "cursor")
 
 
-def check_days(since: str | None, until: str | None) -> None:
-    from kbase.schema import SearchQuery
-
-    SearchQuery.parse(query="x", since=since, until=until)  # the same date checks as search
-
-
 def page_history(
     result: Any, since: str | None, until: str | None, limit: int, cursor: str | None
 ) -> dict[str, Any]:
     """A HistoryResult as one page: PRs in [since, until], newest first, `limit` from `cursor`."""
-    check_days(since, until)
+    from kbase.schema import SearchQuery
+
+    SearchQuery.parse(query="x", since=since, until=until)  # the same date checks as search
     rows = [r.model_dump(mode="json") for r in result.prs]
     rows = [
         r
