@@ -134,7 +134,7 @@ class SearchQuery(BaseModel):
     until: str | None = Field(None, description="only PR cards dated on or before YYYY-MM-DD")
     env: Literal["local"] | dict[str, Any] | None = Field(
         None,
-        description="the environment statuses are judged for (Fingerprint fields, or 'local'); "
+        description="the environment statuses are judged for (fingerprint fields, or 'local'); "
         "None: no particular one, so stale-env is never reported",
     )
 

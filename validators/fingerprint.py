@@ -179,7 +179,7 @@ def _static(root: str | None) -> dict:
 
 
 def fingerprint(tier: str | None = None, root: Path | None = None) -> dict:
-    """The environment of a run on `tier`, as a plain dict (kbase.schema.Fingerprint's fields).
+    """The environment of a run on `tier`, as a plain dict (a ledger row's `fingerprint`).
 
     CPU tiers do not see the GPU, so their fingerprint leaves the GPU out: a cpu-interpret pass
     says nothing about an architecture.

@@ -12,16 +12,15 @@ report a line that is not UTF-8, not JSON or not a row as `path:line`, never a t
 from __future__ import annotations
 
 import dataclasses
-import datetime as dt
 import fcntl
 import json
 import os
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import TYPE_CHECKING
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, ValidationError
+from pydantic import ValidationError
 
 from kbase import closed_sets
 from kbase.errors import InvalidArgument, KbaseError, ProblemsError
@@ -76,57 +75,13 @@ def seal(row: dict) -> dict:
     return signer.sign(row) if signer else row
 
 
-# What readers use a row's fields as, in strict mode (no coercion; a bool is no number): a row of
-# other types is refused with its line, not a TypeError deep in a status (a list for `skill`
-# cannot key a dict). Keys beyond these are kept and not checked.
-_STRICT = ConfigDict(strict=True, extra="allow")
-
-
-def _iso_day(at: str) -> str:
-    dt.date.fromisoformat(at[:10])  # ValueError: not an ISO timestamp
-    return at
-
-
-class _Claim(BaseModel):
-    model_config = _STRICT
-    id: str
-    value: float | None = None
-    expect: str = ""
-    holds: bool | None = None
-    raw: str | None = None
-
-
-class _Sig(BaseModel):
-    model_config = _STRICT
-    alg: Literal["ed25519"]
-    key: Any
-    value: Any
-
-
-class _Row(BaseModel):
-    model_config = _STRICT
-    skill: str
-    snippet_sha256: str
-    tier: closed_sets.Tier
-    verdict: closed_sets.Verdict
-    duration_s: float
-    fingerprint: dict[str, str | bool | list[str] | None]
-    at: Annotated[str, AfterValidator(_iso_day)]
-    line: int | None = None
-    message: str = ""
-    stderr_tail: str = ""
-    isolated: bool = True
-    limits: dict[str, Any] = {}
-    claims: list[_Claim] = []
-    literals_seen: list[str] = []
-    sig: _Sig | None = None
-
-
 def validate_row(row: object, path: str, line: int) -> dict:
     if not isinstance(row, dict):
         raise LedgerError(path, line, "a ledger line must be a JSON object")
+    from kbase.schema import LedgerRow
+
     try:
-        _Row.model_validate(row)
+        LedgerRow.model_validate(row)
     except ValidationError as exc:
         errors = exc.errors(include_url=False)
         missing = [

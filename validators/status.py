@@ -191,7 +191,7 @@ def skill_statuses(
     """skill name -> kbase.schema.SkillAudit, cached until the ledger, a skill or the archive
     changes.
 
-    env: the environment the caller asks about (a Fingerprint or dict with triton/torch/
+    env: the environment the caller asks about (a fingerprint dict with triton/torch/
     torch_cuda/compute_capability), "local" for this machine, or None (the default) to ask about
     no particular one: then stale-env is never reported, since whoever searches is rarely on the
     machine that will run the kernel.

@@ -1,33 +1,15 @@
-"""What a verification run records: its result, its claims' values, the environment it ran on,
-and the ledger row that keeps all three (ledger/*.jsonl)."""
+"""What a verification run records: its result and its claims' values (`--json`), and the ledger
+row that keeps them with the environment it ran on (ledger/*.jsonl)."""
 
 from __future__ import annotations
 
-from pydantic import ConfigDict, Field
+import datetime as dt
+from typing import Annotated, Any, Literal
+
+from pydantic import AfterValidator, ConfigDict, Field
 
 from kbase.closed_sets import Tier, Verdict
 from kbase.schema.base import Model
-
-
-class Fingerprint(Model):
-    model_config = ConfigDict(extra="allow")
-
-    date: str
-    git_commit: str | None = None
-    python: str
-    torch: str | None = None
-    torch_cuda: str | None = None
-    triton: str | None = None
-    numpy: str | None = None
-    nvcc: str | None = None
-    driver: str | None = None
-    gpu_name: str | None = None
-    compute_capability: str | None = None
-    interpret: bool = False
-    cpu_model: str | None = None
-    cpu_flags: list[str] | None = Field(
-        default=None, description="the host's CPU features that change torch's CPU kernels"
-    )
 
 
 class ClaimResult(Model):
@@ -53,14 +35,48 @@ class RunResult(Model):
     )
 
 
-class LedgerRow(Model):
-    model_config = ConfigDict(extra="allow")
+# A ledger row is checked as readers use its fields, in strict mode (no coercion; a bool is no
+# number), by its writer too: a row of other types is refused with its line, not a TypeError deep
+# in a status (a list for `skill` cannot key a dict). Keys beyond these are kept and not checked.
+_STRICT = ConfigDict(strict=True, extra="allow")
 
+
+def _iso_day(at: str) -> str:
+    dt.date.fromisoformat(at[:10])  # ValueError: not an ISO timestamp
+    return at
+
+
+class LedgerClaim(Model):
+    model_config = _STRICT
+    id: str
+    value: float | None = None
+    expect: str = ""
+    holds: bool | None = None
+    raw: str | None = None
+
+
+class LedgerSig(Model):
+    model_config = _STRICT
+    alg: Literal["ed25519"]
+    key: Any
+    value: Any
+
+
+class LedgerRow(Model):
+    model_config = _STRICT
     skill: str
     snippet_sha256: str
     tier: Tier
     verdict: Verdict
     duration_s: float
+    # the environment (validators/fingerprint.py): versions, GPU, CPU model and flags, date
+    fingerprint: dict[str, str | bool | list[str] | None]
+    at: Annotated[str, AfterValidator(_iso_day)]
+    line: int | None = None
+    message: str = ""
     stderr_tail: str = ""
-    fingerprint: Fingerprint
-    at: str
+    isolated: bool = True
+    limits: dict[str, Any] = {}
+    claims: list[LedgerClaim] = []
+    literals_seen: list[str] = []
+    sig: LedgerSig | None = None
