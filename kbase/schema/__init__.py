@@ -41,7 +41,7 @@ from kbase.schema.answers import (
 from kbase.schema.archive import FileChange, PRCard, Recipe
 from kbase.schema.base import NAME_RE, Model, StrictModel
 from kbase.schema.entries import Chunk, CodeBlock, Entry
-from kbase.schema.ledger import ClaimResult, LedgerClaim, LedgerRow, LedgerSig, RunResult
+from kbase.schema.ledger import ClaimResult, LedgerRow, LedgerSig, RunResult
 from kbase.schema.problems import Problem
 from kbase.schema.skill import (
     Audit,

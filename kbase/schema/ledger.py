@@ -11,30 +11,6 @@ from pydantic import AfterValidator, ConfigDict, Field
 from kbase.closed_sets import Tier, Verdict
 from kbase.schema.base import Model
 
-
-class ClaimResult(Model):
-    """One measured claim in one run: the value reported and whether it held on that tier."""
-
-    id: str
-    value: float | None = None
-    expect: str
-    holds: bool | None = None
-    raw: str | None = Field(default=None, description="the reported text when not a finite number")
-
-
-class RunResult(Model):
-    skill: str
-    tier: Tier
-    verdict: Verdict
-    duration_s: float
-    line: int | None = None
-    message: str = ""
-    claims: list[ClaimResult] = Field(default_factory=list)
-    literals_seen: list[str] = Field(
-        default_factory=list, description="literal triggers found in the run's captured output"
-    )
-
-
 # A ledger row is checked as readers use its fields, in strict mode (no coercion; a bool is no
 # number), by its writer too: a row of other types is refused with its line, not a TypeError deep
 # in a status (a list for `skill` cannot key a dict). Keys beyond these are kept and not checked.
@@ -46,13 +22,15 @@ def _iso_day(at: str) -> str:
     return at
 
 
-class LedgerClaim(Model):
+class ClaimResult(Model):
+    """One measured claim in one run: the value reported and whether it held on that tier."""
+
     model_config = _STRICT
     id: str
     value: float | None = None
     expect: str = ""
     holds: bool | None = None
-    raw: str | None = None
+    raw: str | None = Field(default=None, description="the reported text when not a finite number")
 
 
 class LedgerSig(Model):
@@ -77,6 +55,19 @@ class LedgerRow(Model):
     stderr_tail: str = ""
     isolated: bool = True
     limits: dict[str, Any] = {}
-    claims: list[LedgerClaim] = []
+    claims: list[ClaimResult] = []
     literals_seen: list[str] = []
     sig: LedgerSig | None = None
+
+
+class RunResult(Model):
+    skill: str
+    tier: Tier
+    verdict: Verdict
+    duration_s: float
+    line: int | None = None
+    message: str = ""
+    claims: list[ClaimResult] = Field(default_factory=list)
+    literals_seen: list[str] = Field(
+        default_factory=list, description="literal triggers found in the run's captured output"
+    )
