@@ -79,7 +79,6 @@ def run_audit(
     settings: RunSettings,
     *,
     run: bool = True,
-    now: dt.datetime | None = None,
     on_done: Callable[[RunOutcome], None] | None = None,
 ) -> AuditResult:
     outcomes: list[RunOutcome] = []
@@ -88,7 +87,7 @@ def run_audit(
         recorder = Recorder(root, on_done)
         outcomes = verify_skills(skills, settings, recorder)
         recorded = recorder.count
-    now = now or dt.datetime.now(dt.UTC)
+    now = dt.datetime.now(dt.UTC)
     here = fingerprint("gpu", root)
     judged = judgements(root, now=now, env=here, skills=skills)
     listed = [judged[s.name].model_dump() for s in skills]

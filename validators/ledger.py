@@ -32,6 +32,7 @@ if TYPE_CHECKING:
 
 LEDGER_DIR = "ledger"
 LEDGER_FILE = "verifications.jsonl"
+SHOWN = f"{LEDGER_DIR}/{LEDGER_FILE}"
 VERDICTS = frozenset(closed_sets.VERDICTS)
 TIERS = frozenset(closed_sets.TIERS)
 STDERR_TAIL = 1500
@@ -150,19 +151,16 @@ class LedgerRead:
     problems: list[LedgerError]
 
 
-def read_ledger(
-    root: Path, *, strict: bool = True, shown: str | None = None, path: Path | None = None
-) -> LedgerRead:
+def read_ledger(root: Path, *, strict: bool = True) -> LedgerRead:
     """All rows in file order. strict: the first bad line raises; otherwise bad lines
     are collected.
     """
-    path = path or ledger_path(root)
-    shown = shown or f"{LEDGER_DIR}/{path.name}"
+    path = ledger_path(root)
     rows: list[dict] = []
     problems: list[LedgerError] = []
     if not path.exists():
         return LedgerRead(rows, problems)
-    for _, got in parse_lines(path.read_bytes(), shown):
+    for _, got in parse_lines(path.read_bytes(), SHOWN):
         if isinstance(got, LedgerError):
             if strict:
                 raise got
@@ -200,7 +198,6 @@ def merge_ledger(root: Path, other: Path) -> tuple[int, int]:
     return len(new), len(incoming) - len(new)
 
 
-SHOWN = f"{LEDGER_DIR}/{LEDGER_FILE}"
 SELF_REPORTED_FILE = "self-reported.jsonl"
 
 

@@ -24,7 +24,7 @@ import subprocess
 import tempfile
 import time
 import uuid
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any, ParamSpec
@@ -86,9 +86,8 @@ def sandbox_status() -> tuple[bool, str]:
     return s.ok, s.why_not
 
 
-def scrubbed_env(extra: dict[str, str], source: Mapping[str, str] | None = None) -> dict[str, str]:
-    src: Mapping[str, str] = os.environ if source is None else source
-    env = {k: src[k] for k in ENV_ALLOWLIST if k in src}
+def scrubbed_env(extra: dict[str, str]) -> dict[str, str]:
+    env = {k: os.environ[k] for k in ENV_ALLOWLIST if k in os.environ}
     env.setdefault("PATH", "/usr/local/bin:/usr/bin:/bin")
     env.update(extra)
     return env

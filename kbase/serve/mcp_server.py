@@ -105,7 +105,7 @@ async def _arguments_middleware(ctx, call_next):
     return await call_next(ctx)
 
 
-def build_server(service: Service, allow_write: bool = False, host: str = "127.0.0.1"):
+def build_server(service: Service, allow_write: bool = False):
     """An MCPServer bound to an already prepared Service (index present, model loaded)."""
     from mcp.server.mcpserver import MCPServer
 

@@ -124,14 +124,12 @@ def _runner(service: Any) -> Any:
     return run
 
 
-def register_tools(
-    srv: Any, service: Any, allow_write: bool = False, writes: RateLimit | None = None
-) -> None:
+def register_tools(srv: Any, service: Any, allow_write: bool = False) -> None:
     _search_tool(srv, service)
     _read_tools(srv, service)
     _list_tools(srv, service)
     if allow_write:
-        _write_tools(srv, service, writes or RateLimit())
+        _write_tools(srv, service, RateLimit())
 
 
 def _search_tool(srv: Any, service: Any) -> None:
