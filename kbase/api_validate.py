@@ -209,11 +209,14 @@ class ValidateAPI:
         on_done: OnDone | None = None,
     ) -> RunReport:
         """Run what this machine can, append to the ledger, judge every skill, write reports."""
-        from kbase.validators.audit import exit_code, run_audit, write_reports
+        import datetime as dt
+
+        from kbase.validators.audit import exit_code, unseen_literals, write_reports
         from kbase.validators.claim_views import release_diffs
+        from kbase.validators.fingerprint import fingerprint
         from kbase.validators.ledger import read_ledger
-        from kbase.validators.runner import plan_skill
         from kbase.validators.select import load_skills
+        from kbase.validators.status import judgements
 
         if fail_on not in FAIL_LEVELS:
             raise InvalidArgument(
@@ -222,23 +225,20 @@ class ValidateAPI:
         opts = opts or RunOptions()
         read_ledger(self.root, strict=True)  # a corrupt ledger is reported before any work
         skills, problems = load_skills(self.root, names)
-        settings = self._settings(opts)
-        if run and on_plan:
-            on_plan(sum(len(plan_skill(s, opts.tier)) for s in skills))
-        result = run_audit(self.root, skills, problems, settings, run=run, on_done=on_done)
-        write_reports(self.root, result, skills, junit=junit, markdown=markdown, html=html)
-
-        return RunReport(
-            outcomes=result.outcomes,
-            problems=problems,
-            skill_paths=result.skill_paths,
-            recorded=result.recorded,
-            isolation_note=result.isolation_note,
-            ran=run,
-            judgements=result.judgements,
-            exit_code=exit_code(result, fail_on),
-            releases=release_diffs(self.root, skills),
-        )
+        if run:
+            rep = self._run(skills, problems, opts, True, on_plan, on_done, False)
+        else:
+            paths = {s.name: s.path for s in skills}
+            rep = RunReport(problems=problems, skill_paths=paths, ran=False)
+        # judged after the runs, which the ledger now holds, for this machine
+        now, here = dt.datetime.now(dt.UTC), fingerprint("gpu", self.root)
+        judged = judgements(self.root, now=now, env=here, skills=skills)
+        rep.judgements = [judged[s.name].model_dump() for s in skills]
+        rep.problems += unseen_literals(self.root, skills)
+        write_reports(self.root, rep, skills, now, here, junit=junit, markdown=markdown, html=html)
+        rep.exit_code = exit_code(rep, fail_on)
+        rep.releases = release_diffs(self.root, skills)
+        return rep
 
     def check(
         self,

@@ -1,33 +1,18 @@
-"""One audit: run what this machine can, append to the ledger, judge every skill, write
-the reports.
-"""
+"""What an audit adds to runs (KnowledgeBase.audit): each run recorded as it ends, literal
+triggers never seen, the exit code and the reports."""
 
 from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-from kbase.validators.fingerprint import fingerprint
 from kbase.validators.ledger import append_rows, row_from_outcome, seal
-from kbase.validators.runner import RunOutcome, RunSettings, isolation_note, verify_skills
-from kbase.validators.status import judgements
+from kbase.validators.runner import RunOutcome
 
 from kbase.closed_sets import FAIL_LEVELS
 from kbase.schema import Problem
-
-
-@dataclass
-class AuditResult:
-    judgements: list[dict]
-    outcomes: list[RunOutcome]
-    problems: list[Problem]
-    fingerprint: dict
-    isolation_note: str | None
-    now: dt.datetime
-    recorded: int = 0
-    skill_paths: dict[str, str] = field(default_factory=dict)
 
 
 def record(root: Path, outcomes: list[RunOutcome]) -> int:
@@ -72,38 +57,6 @@ class Recorder:
             self.then(outcome)
 
 
-def run_audit(
-    root: Path,
-    skills: list,
-    problems: list[Problem],
-    settings: RunSettings,
-    *,
-    run: bool = True,
-    on_done: Callable[[RunOutcome], None] | None = None,
-) -> AuditResult:
-    outcomes: list[RunOutcome] = []
-    recorded = 0
-    if run:
-        recorder = Recorder(root, on_done)
-        outcomes = verify_skills(skills, settings, recorder)
-        recorded = recorder.count
-    now = dt.datetime.now(dt.UTC)
-    here = fingerprint("gpu", root)
-    judged = judgements(root, now=now, env=here, skills=skills)
-    listed = [judged[s.name].model_dump() for s in skills]
-    problems.extend(unseen_literals(root, skills))
-    return AuditResult(
-        judgements=listed,
-        outcomes=outcomes,
-        problems=problems,
-        fingerprint=here,
-        isolation_note=isolation_note(settings, outcomes) if run else None,
-        now=now,
-        recorded=recorded,
-        skill_paths={s.name: s.path for s in skills},
-    )
-
-
 def unseen_literals(root: Path, skills: list) -> list[Problem]:
     """A literal trigger that no counted run of the current snippet printed, on any tier."""
     from kbase.validators.claims import literal_expected
@@ -132,7 +85,7 @@ def unseen_literals(root: Path, skills: list) -> list[Problem]:
     return out
 
 
-def exit_code(result: AuditResult, fail_on: str) -> int:
+def exit_code(result: Any, fail_on: str) -> int:
     """1 when something at or above the --fail-on level is present (load problems count
     as failing).
     """
@@ -144,8 +97,10 @@ def exit_code(result: AuditResult, fail_on: str) -> int:
 
 def write_reports(
     root: Path,
-    result: AuditResult,
+    result: Any,
     skills: list,
+    now: dt.datetime,
+    fingerprint: dict,
     *,
     junit: Path | None = None,
     markdown: Path | None = None,
@@ -157,13 +112,13 @@ def write_reports(
     if junit:
         _write(junit, junit_xml(r.outcomes, r.problems, r.skill_paths, "kbase-audit"))
     if markdown:
-        generated = r.now.isoformat(timespec="minutes")
+        generated = now.isoformat(timespec="minutes")
         md = markdown_report(
             r.judgements,
             r.outcomes,
             r.problems,
             generated=generated,
-            fingerprint=r.fingerprint,
+            fingerprint=fingerprint,
             isolation_note=r.isolation_note,
         )
         _write(markdown, md)
@@ -180,8 +135,8 @@ def write_reports(
             rows,
             {s.name: s.snippet_sha256() for s in skills},
             {s.name: s.meta.audit.max_age_days for s in skills},
-            now=r.now,
-            fingerprint=r.fingerprint,
+            now=now,
+            fingerprint=fingerprint,
             isolation_note=r.isolation_note,
             problems=r.problems,
         )
