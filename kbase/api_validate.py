@@ -235,7 +235,8 @@ class ValidateAPI:
         judged = judgements(self.root, now=now, env=here, skills=skills)
         rep.judgements = [judged[s.name].model_dump() for s in skills]
         rep.problems += unseen_literals(self.root, skills)
-        write_reports(self.root, rep, skills, now, here, junit=junit, markdown=markdown, html=html)
+        _write_junit(rep, junit, "kbase-audit")
+        write_reports(self.root, rep, skills, now, here, markdown=markdown, html=html)
         rep.exit_code = exit_code(rep, fail_on)
         rep.releases = release_diffs(self.root, skills)
         return rep

@@ -102,15 +102,12 @@ def write_reports(
     now: dt.datetime,
     fingerprint: dict,
     *,
-    junit: Path | None = None,
     markdown: Path | None = None,
     html: Path | None = None,
 ) -> None:
-    from kbase.validators.report import html_report, junit_xml, markdown_report
+    from kbase.validators.report import html_report, markdown_report
 
     r = result
-    if junit:
-        _write(junit, junit_xml(r.outcomes, r.problems, r.skill_paths, "kbase-audit"))
     if markdown:
         generated = now.isoformat(timespec="minutes")
         md = markdown_report(
