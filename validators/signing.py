@@ -36,16 +36,14 @@ class SigningError(KbaseError, ValueError):
     code = "signing"
 
 
-def _crypto():
-    try:
-        from cryptography.exceptions import InvalidSignature
-        from cryptography.hazmat.primitives import serialization
-        from cryptography.hazmat.primitives.asymmetric.ed25519 import (
-            Ed25519PrivateKey,
-            Ed25519PublicKey,
-        )
-    except ImportError as exc:  # pragma: no cover - cryptography is a dependency
-        raise SigningError("signing needs the `cryptography` package") from exc
+def _crypto():  # imported on first use: a search that reads no signature never needs it
+    from cryptography.exceptions import InvalidSignature
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import (
+        Ed25519PrivateKey,
+        Ed25519PublicKey,
+    )
+
     return InvalidSignature, serialization, Ed25519PrivateKey, Ed25519PublicKey
 
 

@@ -9,11 +9,9 @@ backed by an entry).
 from __future__ import annotations
 
 import json
-from importlib import resources
 from typing import Any
 
-import yaml
-
+from kbase.data import read_yaml
 from kbase.errors import KbaseError
 
 
@@ -63,15 +61,12 @@ def _register_resources(srv: Any, service: Any) -> None:
             raise ResourceError(f"{name!r} is not a skill; read PR cards with the get tool")
         return (kb.root / doc.path).read_text(encoding="utf-8")
 
-    def glossary() -> Any:
-        text = resources.files("kbase.data").joinpath("glossary.yaml").read_text(encoding="utf-8")
-        return yaml.safe_load(text)
-
     for name, title, description, data in (
         ("tags", "Tag vocabulary", "Tag keys, canonical values and aliases for search filters",
          lambda: tag_vocabulary(kb)),
         ("glossary", "Glossary (English / Chinese)",
-         "GPU-kernel terms with Chinese equivalents and aliases, as search expands them", glossary),
+         "GPU-kernel terms with Chinese equivalents and aliases, as search expands them",
+         lambda: read_yaml("glossary.yaml")),
     ):  # fmt: skip
         srv.resource(
             f"kbase://{name}",
