@@ -1,13 +1,9 @@
 """Claims as readers see them: each claim with the value measured on each environment and when,
-rendered from the counted ledger rows (never typed into the prose); and the release report.
+rendered from the counted ledger rows (never typed into the prose).
 
-What a Triton (or torch) upgrade would break: the same snippet's counted CPU-tier runs under two
-releases, compared.
-
-The CPU tiers run under more than one Triton release (the GPU machines pin an older one than a
-fresh install gets), so a skill can pass on one and fail on the other: an API that moved, an error
-text that changed (a literal trigger), a value that shifted past a claim. The audit lists each
-such skill with the two releases and why, from the ledger alone.
+And what a Triton upgrade would break: the CPU tiers run under more than one release (the GPU
+machines pin an older one than a fresh install gets), so the same snippet's counted runs under
+two releases are compared: an API that moved, a literal no longer printed, a value past a claim.
 """
 
 from __future__ import annotations

@@ -1,26 +1,14 @@
-"""The prose lints of a skill. `[unbacked-number]`: every number its prose states is backed by
-one of its claims.
+"""The prose lints of a skill (CONTRIBUTING.md, "Claims").
 
-Scanned: the description, the steps, the failure modes and the body prose (outside fenced code,
-inline code spans, URLs and link targets). A number is backed when the same value appears in the
-`text` or `expect` of one of the skill's claims (measured or cited), or in the allowlist
-kbase/data/number_allowlist.yaml (definitions that need no measurement, each with a reason).
+`[unbacked-number]`: every number the prose states (outside code, URLs and link targets) has the
+same value in a claim's `text` or `expect`, or in kbase/data/number_allowlist.yaml. Digits inside
+identifiers (fp16, sm_90, H100), list numbering and versions are no quantities: a version names
+an environment.
 
-What counts as a number: 448, 1.5, 1e-3, 2^-10 (and 2**-10), 1.5x / 2.0×, 67 %. Not numbers:
-digits inside identifiers (fp16, sm_90, e4m3, H100, float8_e4m3fn), list numbering at the start
-of a line, version strings with two dots (12.8.1) and versions after a tool's name (Triton 3.6,
-CUDA 12.8): a version names an environment rather than stating a quantity.
-
-`[ledger-narration]`: prose states what holds, the ledger says what a run measured.
-
-A sentence such as "2.1x in the H200 run" or "no GPU value yet" narrates the ledger's state at
-the time it was written; it goes stale with the next audit while `kbase get` renders every
-measured value per environment from the ledger itself. Scanned: the description, the triggers,
-the steps, the failure modes, the claims' text and the body prose (outside fenced code).
-
-The patterns are tight on purpose (every one of them names a run, a row or the ledger's
-progress): "the GPU runs the work later" or "only a GPU run can show it" are statements about
-GPUs, not about recorded runs, and pass.
+`[ledger-narration]`: prose states what holds; a sentence such as "2.1x in the H200 run" narrates
+the ledger's state when it was written and goes stale with the next audit, while `kbase get`
+renders every measured value from the ledger itself. The patterns are tight on purpose (each
+names a run, a row or the ledger's progress): "only a GPU run can show it" passes.
 """
 
 from __future__ import annotations
