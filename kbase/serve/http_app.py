@@ -106,7 +106,7 @@ def _search(service: Service, repos: list[str], raw: dict[str, Any]) -> SearchRe
 
 
 def _search_routes(app: Any, service: Service, tag_values: list[str], repos: list[str]) -> None:
-    """GET and POST /search; `tag_values` and `repos` are the schema's enums (the list objects:
+    """GET /search; `tag_values` and `repos` are the schema's enums (the list objects:
     create_app fills them in later on a fresh root)."""
 
     Tags = Annotated[
