@@ -1,17 +1,9 @@
 """Where things live: the knowledge-base root, the index home, the model, the Chroma server.
 
-How the root is chosen, first match wins:
-
-1. `--root PATH` (or `KnowledgeBase(root=PATH)`);
-2. the `KBASE_ROOT` environment variable;
-3. `kbase --default-root PATH` (or `KBASE_DEFAULT_ROOT`): what an agent runtime's configuration
-   names, e.g. the Claude Code plugin names its own folder;
-4. the current directory or the nearest folder above it that holds `skills/` or `pr_archive/`
-   (as git finds its repository), so an agent started anywhere inside a knowledge base finds it.
-
-A root must be an existing folder holding `skills/` or `pr_archive/`. Anything else is a
-`RootError` (the CLI prints it and exits 2): a typo in `--root` must never create a folder and
-then answer "no hits". `kbase init PATH` creates a root on purpose (`init_root`).
+The root is found as git finds its repository (`find_root`; README's settings table), so an
+agent started anywhere inside a knowledge base finds it. Anything but an existing folder holding
+`skills/` or `pr_archive/` is a `RootError`: a typo in `--root` must never create a folder and
+then answer "no hits" (`kbase init PATH` creates a root on purpose).
 """
 
 from __future__ import annotations
@@ -47,7 +39,8 @@ def _search_up(start: Path) -> Path | None:
 
 
 def find_root(root: str | os.PathLike | None = None) -> Path:
-    """--root beats KBASE_ROOT beats the nearest knowledge base at or above the current folder."""
+    """--root, else KBASE_ROOT, else --default-root (KBASE_DEFAULT_ROOT: what an agent runtime
+    names), else the nearest knowledge base at or above the current folder."""
     how = "--root"
     if root is None or str(root) == "":
         root, how = os.environ.get("KBASE_ROOT"), "KBASE_ROOT"

@@ -1,10 +1,6 @@
-"""Every error kbase raises on purpose, rooted in `KbaseError`.
-
-The adapters (CLI, HTTP, MCP) translate by class, never by message: `InvalidArgument` is a
-bad value (HTTP 400), `NotFound` a missing id or name (404), `Unavailable` a server that cannot
-answer yet (503), `ProblemsError` a list of located problems in the knowledge base's own files.
-The CLI exits 2 for all of them ("could not do what was asked"); exit 1 is kept for findings
-(lint problems, failed runs, statuses at the --fail-on level).
+"""Every error kbase raises on purpose, rooted in `KbaseError`. The adapters (CLI, HTTP, MCP)
+translate by class (`http_status`, `exit_code`), never by message; exit 1 is kept for findings
+(lint problems, failed runs, an unknown id), 2 for what could not be done.
 """
 
 from __future__ import annotations

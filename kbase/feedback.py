@@ -1,11 +1,6 @@
-"""Feedback on entries: an append-only log, shown with the entry and used as a mild ranking signal.
-
-An agent (or an engineer) that acted on an entry says how it went: `helpful`, `harmful` or
-`outdated`, with a short note. Records go to `<root>/feedback/log.jsonl`, one JSON object a line,
-appended under an exclusive lock and never rewritten, so the file can be versioned and merged
-like the validators' ledger. Feedback never changes an entry's verification status: only a
-sandboxed run does. It nudges ranking a little (at most ±`MAX_NUDGE` of the score) and is shown
-beside the entry so a reader can weigh it.
+"""Feedback on entries: an append-only log (`<root>/feedback/log.jsonl`, never rewritten, so it
+versions and merges like the ledger), shown with the entry and a mild ranking signal. It never
+changes a verification status: only a sandboxed run does.
 """
 
 from __future__ import annotations

@@ -1,9 +1,5 @@
-"""Nearest valid names for a wrong one, so an error can say what was probably meant.
-
-Used wherever a caller names something that must exist (a tag key or value, an entry id, a
-section, an archive repo or family): the error lists the closest few valid names, so an agent
-can correct itself in one step instead of searching blind.
-"""
+"""Nearest valid names for a wrong one, so an error can say what was probably meant: an agent
+corrects itself in one step instead of searching blind."""
 
 from __future__ import annotations
 
