@@ -1,15 +1,9 @@
-"""The repository a mine reads (through the `git` command alone), what a mine leaves beside its
-cards (`.state.json`) and what it reports, in a module that imports nothing beyond the standard
-library: the no-op check (`noop_report`, asked by kbase.mine_cli through
-`KnowledgeBase.mine_noop`) reads them before the CLI, pydantic or the miner are imported.
-
-Plain subprocess calls instead of gitpython keep `kbase mine` light to start (gitpython costs
-more to import than a no-op mine takes to run) and name the git directory in every call, so a
-bare mirror without a `config` file, a worktree and a plain clone work alike.
-
-`recipe_source` in the state names the recipe file a mine used by the hash of its bytes (and
-whether the upstream URL came from `origin` instead), so that "nothing new" is decided
-without parsing the recipe: the same bytes give the same validated recipe and digest.
+"""The repository a mine reads (through the `git` command alone), its `.state.json` and its
+report, importing only the standard library: the no-op check (`noop_report`, asked by
+kbase.mine_cli through `KnowledgeBase.mine_noop`) runs before the CLI, pydantic or the miner load.
+Plain `git` calls (not gitpython, which costs more to import than a no-op mine takes) name the git
+directory in every call, so a bare mirror, a worktree and a clone work alike. The state names the
+recipe file by the hash of its bytes, so "nothing new" needs no recipe parse.
 """
 
 from __future__ import annotations

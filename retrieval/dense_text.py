@@ -1,16 +1,11 @@
 """The text the embedding model sees for a chunk (BM25 always indexes the chunk's full text).
 
-A PR card's chunks repeat themselves for the reader's and BM25's sake: the title is prepended to
-every chunk and written again in the summary's first line and in each section header ("Description
-of lmdeploy PR #61 (title):"), the summary lists families, categories and kernel types twice, and
-its paragraph carries a commit hash, line counts and file paths that the word-piece tokenizer cuts
-into meaningless pieces. Those repeats were about half of the word pieces embedded (issue #11) and
-attention cost grows with length, so `dense_text` drops them for PR chunks. What stays: the title,
-repo, PR number and date, families, categories, kernel types, languages, architectures,
-techniques, reverts, the kernels touched and the prose of the description and notes.
-
-Changing the recipe changes what a vector means, so RECIPE is part of every PR vector id
-(indexer._vector_id): the next index re-embeds each card once.
+A PR card's chunks repeat the title in every chunk and section header, list families, categories
+and kernel types twice, and carry commit hashes, line counts and paths that word pieces cut into
+noise: about half of the word pieces embedded (issue #11), and attention cost grows with length.
+`dense_text` drops them, keeping the title, repo, PR number, date, tags, reverts, the kernels
+touched and the prose. RECIPE is part of every PR vector id (indexer._vector_id): changing it
+re-embeds each card once.
 """
 
 from __future__ import annotations

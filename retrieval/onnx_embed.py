@@ -1,28 +1,15 @@
-"""The embedding model through ONNX Runtime: the model shipped in the package, written into
-`<home>/onnx/` (retrieval/shipped_model.py), embeds queries and, on CPU, documents; by default
-documents go through its int8 copy.
+"""The embedding model through ONNX Runtime: the shipped model, written into `<home>/onnx/`
+(retrieval/shipped_model.py), embeds queries and, on CPU, documents (by default through its int8
+copy). It never imports torch, transformers or sentence-transformers: they cost seconds to load,
+onnxruntime + tokenizers milliseconds.
 
-Queries: a CLI search embeds one short query. Importing sentence-transformers, transformers and
-torch and loading the model costs seconds; onnxruntime + tokenizers cost milliseconds. This
-module never imports torch, transformers or sentence_transformers.
-
-Documents: two things made ONNX Runtime slower than torch for documents before (issue #11): the
-query session's settings (two intra-op threads, tuned for one short text) and padding, since a
-batch is padded to its longest text and attention cost grows with length. Here texts are sorted
-by token count so each batch holds texts of about the same length, and batches run side by side,
-one thread each, without spinning. The fp32 model's vectors agree with the torch model's within
-the export's check (cosine distance <= 1e-4, bench/onnx_export.py).
-
-The int8 document model: the linear layers' weights in int8, activations quantized per batch
-(onnxruntime's dynamic quantization), made once per home beside the fp32 graph. Index-time
-embedding on a small CPU is mostly the six layers' weight MatMuls (issue #11): in int8 they cost
-about half. Queries keep the fp32 model: a query is one short text, and the vectors of the two
-models agree closely enough for the query to find int8 documents (measured on the dev sets by
-bench/bench_build.py --quality). The activation x activation MatMuls of attention stay fp32 (no
-weights to quantize, and their inputs have the widest range); weights are quantized per output
-channel (per-tensor scales lose the small rows of the FFN weights). Its vectors are a recipe of
-their own (index_recipe: part of every vector id and of meta.dense). It needs the `onnx` package
-(the `index` extra); without it the index keeps fp32 vectors.
+Documents are sorted by token count so each batch pads little, and batches run side by side, one
+thread each, without spinning (issue #11). The int8 document model (onnxruntime's dynamic
+quantization of the weight MatMuls, per output channel; attention's activation MatMuls stay fp32)
+halves the cost of index-time embedding on a small CPU; queries keep the fp32 model, whose vectors
+find int8 documents as well (bench/bench_build.py --quality). Its vectors are a recipe of their
+own (index_recipe: part of every vector id and of meta.dense). It needs the `onnx` package (the
+`index` extra); without it the index keeps fp32 vectors.
 """
 
 from __future__ import annotations

@@ -1,16 +1,12 @@
 """What a re-index takes over from the previous generation without redoing it (issue #11: an
 incremental re-index after one edit must take under a second at ~6.5k entries).
 
-The previous generation's entries are carried over undecoded: validating all ~6.5k entries of a
-mined archive into models was a second of every incremental re-index that then changed one. A
-`Carried` entry answers what the indexer asks of an unchanged entry (id, path, content hash,
-kind, repo, title, tags, chunk ids and sections) from plain columns the generation stores
-(carry.json), and the writer copies its stored entries.jsonl line, column values and texts line
-as they are. Where the whole entry is needed (its vectors must be embedded again, an edited
-entry's old chunk texts), `Previous` decodes it: the same pydantic validation of the same line a
-full load does. Texts are read only for the entries that need them (to embed, or to tokenize
-when the BM25 token cache lacks them). A run that finds nothing changed publishes no new
-generation.
+Validating all ~6.5k entries of a mined archive into models was a second of every incremental
+re-index, so unchanged entries are carried over undecoded: a `Carried` entry answers what the
+indexer asks (id, path, content hash, kind, repo, title, tags, chunk ids and sections) from the
+generation's columns and carry.json, and the writer copies its stored lines as they are.
+`Previous.decoded` builds the whole entry where it is needed (to embed again, an edited entry's
+old chunk texts). A run that finds nothing changed publishes no new generation.
 """
 
 from __future__ import annotations

@@ -1,25 +1,17 @@
 """The embedding model shipped inside the package (issue #27): a base install embeds queries and
 new or edited skills with ONNX Runtime, with no torch, no model package and no download.
 
-`kbase/data/model/` holds an ONNX export (bench/onnx_export.py: ORT's optimized graph of
-all-MiniLM-L6-v2, Apache-2.0) with its weights stored as float16, half
-the size of the float32 file (45 MB, not 90). `materialize(home)` writes the float32 weights
-file back into `<home>/onnx/` once (~0.2 s), laid out exactly as the export's, so the query and
-document embedders read it as any export. The vectors agree with the float32 model's at cosine
->= 0.9999993 (measured on 300 skill chunks and 5 queries), far inside the export's own check
-(1e-4). It embeds queries, and documents on CPU, wherever KBASE_MODEL names no model of one's
-own: with the `index` extra installed too, since exporting the torch model on a first build
-took 18-30 s where the shipped one takes 2.5-7 s (bench/bench_index_ab.py).
+`kbase/data/model/` holds an ONNX export of all-MiniLM-L6-v2 (Apache-2.0; bench/onnx_export.py)
+with float16 weights (45 MB, not 90). `materialize(home)` writes the float32 weights back into
+`<home>/onnx/` once (~0.2 s), laid out as the export's; its vectors agree with the float32
+model's at cosine >= 0.9999993. It embeds wherever KBASE_MODEL names no model of one's own: a
+first build exporting the torch model took 18-30 s, the shipped one 2.5-7 s
+(bench/bench_index_ab.py).
 
-The shipped skills' vectors come along too (seed.npz, `seed_vectors`): the vectors of each
-chunk text as the float32 model (and the int8 document model of the `index` extra) made them,
-keyed by the text's hash. A first build looks a chunk up there before embedding it, so a fresh
-clone's first search embeds nothing it ships, and an edited skill only its edited chunks.
-
-`python bench/make_shipped_model.py EXPORT_DIR ROOT [--seed-only]` remakes both (or only the seed,
-after skills changed): a maintainer's step, not part of what the package runs. A skill missing
-from the seed is embedded on first use, so a stale seed costs seconds, never a wrong vector:
-vectors are looked up by the exact text they embed.
+seed.npz (`seed_vectors`) holds the shipped skills' chunk vectors (fp32 and int8 models), keyed by
+the hash of the text they embed, so a fresh clone's first index embeds nothing it ships. A stale
+seed costs seconds, never a wrong vector. `python bench/make_shipped_model.py EXPORT_DIR ROOT
+[--seed-only]` remakes both (a maintainer's step).
 """
 
 from __future__ import annotations

@@ -1,16 +1,10 @@
-"""Each generation's dense vectors as plain numpy files beside its BM25 index, one file per
-partition (`vectors/<partition>.npy` + `.ids.json`).
-
-Chroma stays the vector store that `kbase index` writes and that a Chroma server answers from.
-The files serve the embedded store's readers and the indexer itself (issue #11):
-
-- a cold `kbase search` over a small partition scores it with one matrix product instead of
-  importing chromadb and opening its client (most of a cold search);
-- the indexer learns which vectors exist from the previous generation's ids instead of asking
-  Chroma for every id, and takes their vectors over from the files.
-
-A generation's files never change after it is published, so a reader that loaded one keeps a
-consistent view while another process re-indexes.
+"""Each generation's dense vectors as numpy files beside its BM25 index, one per partition
+(`vectors/<partition>.npy` + `.ids.json`). Chroma stays the store `kbase index` writes and a
+Chroma server answers from; the files let a cold search score a small partition with one matrix
+product instead of importing chromadb (most of a cold search), and let the indexer learn which
+vectors exist, and take them over, without asking Chroma for every id (issue #11). A published
+generation's files never change, so a reader keeps a consistent view while another process
+re-indexes.
 """
 
 from __future__ import annotations
