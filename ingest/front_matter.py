@@ -131,8 +131,9 @@ def _read_value(tok: str) -> Any:
 
 
 def fast_meta(yaml_text: str) -> dict[str, Any] | None:
-    """Read front-matter in exactly the shape `dump_meta` writes, ten times faster than PyYAML;
-    None for anything else (hand-edited cards), which then goes through the YAML loader."""
+    """Read front-matter in exactly the shape `dump_meta` writes, five times faster than PyYAML
+    (`kbase history` over 2,048 cards: 1.4-1.6 s against 3.2-3.5 s, cold); None for anything
+    else (hand-edited cards), which then goes through the YAML loader."""
     try:
         meta: dict[str, Any] = {}
         block: str | None = None
