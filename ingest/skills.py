@@ -47,31 +47,9 @@ class Skill:
         return h.hexdigest()
 
 
-# Parsed skills by (shown path, text): a first search parses every skill for the index and again
-# for its status, and the second parse was ~half of that search's parse time. Keyed on the text,
-# not on mtime, so an edit within the clock's granularity is never missed.
-_parsed: dict[tuple[str, str], Skill | list[Problem]] = {}
-
-
 def load_skill(path: Path, root: Path) -> Skill:
     """Parse and validate one SKILL.md. Raises DocumentError with every problem found."""
     shown, text = read_checked(path, root, DocumentError)
-    key = (shown, text)
-    found = _parsed.get(key)
-    if found is None:
-        if len(_parsed) > 4096:  # a long-lived server that saw many edits
-            _parsed.clear()
-        try:
-            found = _parse_skill(path, shown, text)
-        except DocumentError as de:
-            found = de.problems
-        _parsed[key] = found
-    if isinstance(found, list):
-        raise DocumentError(list(found))
-    return found
-
-
-def _parse_skill(path: Path, shown: str, text: str) -> Skill:
     doc = parse_document(text, shown)
     try:
         meta = SkillMeta.model_validate(doc.meta)
