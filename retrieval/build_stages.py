@@ -77,10 +77,9 @@ def upsert_pairs(
     with_metadata: bool,
 ) -> None:
     """Vectors of (entry, chunk) pairs into the store, grouped by partition. `with_metadata`: a
-    Chroma server gets each chunk's kind, entry, section and tags, which its filtered queries
-    ask for (`where`); the embedded store gets none, since its reader filters with the index's
-    own columns and the generation's vector files (dense.py). Metadata was half the wall time
-    of an embedded insert (H200, 4,500 vectors: 1.4-1.7 s with tags, 0.7-0.8 s without)."""
+    Chroma server gets each chunk's kind, entry, section and tags for its `where` filters; the
+    embedded store's reader filters with the index's own columns (dense.py), and metadata was
+    half the time of an embedded insert."""
     from kbase.retrieval.vectors import partition_key
 
     groups: dict[str, list[int]] = {}

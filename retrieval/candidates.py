@@ -16,10 +16,9 @@ if TYPE_CHECKING:
 
 
 class Candidate:
-    """One ranked entry. `entry` is decoded from the generation when first asked for: a search
-    returns k * 4 + 20 candidates and its caller keeps k of them (decoding each PR card of a
-    100k-entry index cost ~0.1 ms, most of them new to the process; issue #11). `id` and `kind`
-    come from the generation's columns without decoding."""
+    """One ranked entry, decoded from the generation when first asked for (a search returns
+    k * 4 + 20 candidates and its caller keeps k); `id` and `kind` come from the generation's
+    columns."""
 
     __slots__ = ("score", "chunk_index", "source", "_pos", "_entry", "confidence", "matched")
 

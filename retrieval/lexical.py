@@ -53,10 +53,9 @@ class TokenCache:
 
 
 def load_token_cache(bm25_dir: Path, titles: list[str] | None = None) -> TokenCache | None:
-    """The previous generation's token ids, if the tokenizer is unchanged. Chunk ids carry the
-    entry's content hash, so a cached id always has the same text. Re-tokenizing every chunk
-    and handing strings to bm25s was most of an incremental re-index (issue #11). `titles`: that
-    generation's entry titles in order, to reuse their title ids too."""
+    """The previous generation's token ids, if the tokenizer is unchanged (chunk ids carry the
+    content hash, so a cached id has the same text); re-tokenizing every chunk was most of an
+    incremental re-index (issue #11). `titles`: that generation's entry titles, in order."""
 
     try:
         fingerprint = (bm25_dir / TOKENIZER_FILE).read_text(encoding="utf-8").strip()

@@ -91,11 +91,10 @@ class OnnxQueryEmbedder:
         prepack: bool = True,
         model: str = "",
     ):
-        """`prepack=False`: for a process that embeds one query (a CLI search). Packing the
-        weights for the matrix products was ~75% of the session's start-up here and pays back
-        only over many queries; an unpacked session costs ~10 ms more per query, and its
-        vectors differ from a packed one's in the last bits (cosine distance ~1e-10).
-        `model`: another graph file in onnx_dir (default model.onnx)."""
+        """`prepack=False`: for a process that embeds one query (a CLI search): packing the
+        weights was ~75% of the session's start-up, and an unpacked session costs only ~10 ms
+        more per query (vectors differ in the last bits). `model`: another graph file in
+        onnx_dir (default model.onnx)."""
         from tokenizers import Tokenizer
 
         self.onnx_dir = Path(onnx_dir)
@@ -246,11 +245,9 @@ def index_precision(home: Path | None = None) -> str:
 
 
 def index_recipe(home: Path | None = None) -> str:
-    """What will embed this index's documents with the shipped model, as the vector ids name
-    it: "" for the fp32 model (torch or ONNX: the same vectors within 1e-4), else
-    RECIPE. Decided before the model loads, since the ids decide what must be
-    embedded; without the `onnx` package the int8 model cannot be made and documents stay fp32;
-    torch on a GPU always embeds fp32."""
+    """What embeds this index's documents, as the vector ids name it: "" for fp32 (torch or
+    ONNX), else RECIPE (CPU, the `onnx` package present, int8 precision). Decided before the
+    model loads: the ids decide what must be embedded."""
     from kbase.retrieval.embed import default_device
 
     if default_device() == "cpu" and available() and index_precision(home) == "int8":

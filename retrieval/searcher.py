@@ -41,11 +41,9 @@ def normalize_tag(tag: str) -> str:
 
 
 def _freeze_long_lived() -> None:
-    """Leave what exists now (the index just loaded: ~400k lists and models at 100k entries)
-    out of the cyclic collector's passes. They live as long as the generation; a full pass
-    over them took 0.2-0.5 s of one warm search every few hundred (issue #11), and every pass
-    slowed the vector store's queries. Reference counting still frees them when a newer
-    generation replaces this one. gc.freeze() only relinks the collector's lists."""
+    """Leave the index just loaded (~400k objects at 100k entries) out of the cyclic
+    collector's passes: a full pass over them took 0.2-0.5 s of one warm search every few
+    hundred (issue #11). Reference counting still frees them."""
     import gc
 
     gc.freeze()
