@@ -1,29 +1,8 @@
-"""The text of a PR card: YAML front-matter (a schema.PRCard), a generated body, human Notes.
-
-Layout of pr_archive/<name>/<N>.md (commit-<short sha>.md for a direct push, `pr: null`):
-
-    ---
-    <front-matter: repo, pr, [kind], url, sha, date, title, families, files, totals,
-     categories, reverts, tags, then the optional reverts_commit, description, key_diff,
-     reverted_by, co_authors, issues, numbers, touched, also>
-    ---
-    # <title>
-    ## Summary      generated from the front-matter facts by `summary_text`
-    ## Description  the cleaned commit body (PR description), when there is one
-    ## Touched      ranked symbols: every kernel, then up to TOUCHED_LIMIT others
-    ## Key diff     at most 20 lines of the most significant hunks
-    ## Links        PR, commit, issues, co-authors, reverts, numbers
-    ## Files        generated
-    ## Notes        written by people; re-mining copies it over byte for byte
-
-Each generated section is a `## ` heading followed by plain text, so `section()` reads any of
-them back (retrieval indexes Summary, Description, Files and Notes).
-
-Everything above `## Notes` belongs to the miner and is rewritten on every mine.
-
-This module reads a card and renders one from its schema.PRCard (the generated body sections, with
-the Notes kept from the card it replaces); front_matter.py holds the YAML shape of the
-front-matter that both sides share.
+"""The text of a PR card (pr_archive/<name>/<N>.md, commit-<short sha>.md for a direct push):
+YAML front-matter (a schema.PRCard), a generated body, human Notes; the layout is docs/pr-archive.md
+"Card format". Everything above `## Notes` belongs to the miner and is rewritten on every mine;
+each generated section is a `## ` heading and plain text, so `section()` reads any of them back.
+This module reads a card and renders one; front_matter.py holds the YAML shape both share.
 """
 
 from __future__ import annotations

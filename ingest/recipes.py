@@ -1,20 +1,10 @@
-"""Mining recipes (pr_archive/recipes/*.yaml) and the path-glob matcher they use.
+"""Mining recipes (pr_archive/recipes/*.yaml): a repository, its upstream URL (for PR links) and
+its families, path globs with git's `:(glob)` semantics (kbase.globs; docs/pr-archive.md).
 
-A recipe names a repository, its upstream URL (for PR links) and its families:
-model or kernel families mapped to path globs inside the repository.
-
-Glob semantics follow git's `:(glob)` pathspecs, so a family's PR set can be
-checked against `git log --first-parent -- ':(glob)<pattern>'`:
-  `*` and `?` stay inside one path segment, `**` crosses segments
-  (`a/**/b` also matches `a/b`), `[...]` is a character class; a pattern
-  without wildcards also matches everything below the directory it names,
-  one with wildcards only whole paths (kbase.globs).
-
-Working without a hand-written recipe: the upstream URL from `origin`, families proposed from
-the repository's directories and file names, and a lint for recipe globs. Suggestions are a
-start for a person to edit, not a classification: a family is a word that several source files
-are named after (`rmsnorm.cu`, `rmsnorm_kernel.cuh`, `test_rmsnorm.py`), or a source directory
-with a distinctive name (`attention/blackwell/`).
+Without a hand-written recipe: the upstream URL from `origin`, families proposed from the
+repository's directories and file names, and a lint for recipe globs. Suggestions are a start for
+a person to edit: a family is a word several source files are named after (`rmsnorm.cu`,
+`test_rmsnorm.py`), or a source directory with a distinctive name (`attention/blackwell/`).
 """
 
 from __future__ import annotations
