@@ -267,9 +267,23 @@ def gather(
     rows: np.ndarray, flat: np.ndarray, off: np.ndarray, fresh: dict[int, np.ndarray]
 ) -> tuple[np.ndarray, np.ndarray]:
     """(every chunk's token ids end to end, each chunk's length): chunk j's ids are the cached
-    row rows[j] of (flat, off), or fresh[j] where rows[j] < 0."""
-    parts = [fresh[j] if r < 0 else flat[off[r] : off[r + 1]] for j, r in enumerate(rows.tolist())]
-    lengths = np.fromiter(map(len, parts), dtype=np.int64, count=len(parts))
+    row rows[j] of (flat, off), or fresh[j] where rows[j] < 0. Runs of consecutive cached rows
+    are copied as one slice."""
+    n = len(rows)
+    cached = rows >= 0
+    lengths = np.zeros(n, dtype=np.int64)
+    lengths[cached] = off[rows[cached] + 1] - off[rows[cached]]
+    for j, got in fresh.items():
+        lengths[j] = len(got)
+    brk = np.ones(n, dtype=bool)
+    brk[1:] = ~(cached[1:] & cached[:-1] & (rows[1:] == rows[:-1] + 1))
+    starts = np.flatnonzero(brk).tolist()
+    parts = []
+    for s, e in zip(starts, [*starts[1:], n], strict=True):
+        if cached[s]:
+            parts.append(flat[off[rows[s]] : off[rows[e - 1] + 1]])
+        else:
+            parts.append(fresh[s])
     out = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int32)
     return out.astype(np.int32, copy=False), lengths
 
