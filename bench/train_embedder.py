@@ -25,6 +25,16 @@ does) are pulled toward the shipped model's vectors of them (1 - cosine), so PR 
 no trained pairs, keeps its queries. --layers 4 keeps the first four transformer layers (about a
 third less query time). No question of bench/realprobs.yaml or of the dev sets is read.
 Deterministic for a seed and thread count; progress on stderr; --json prints the summary.
+
+Measured (2026-12-06, defaults, 6 layers, 180 steps: 21.5 min on two shared cores), tune halves
+only, the tuned query encoder against the shipped model with the same documents and weights:
+dense alone gains (real-problem fresh rows Hit@1 0.455 -> 0.618, MRR 0.620 -> 0.705; dev skills
+MRR 0.750 -> 0.776), but the hybrid ranking does not: leave-repository-out CV on the fresh rows
+(bench/cv_fusion.py, n=55) MRR 0.818 -> 0.825 with the shipped weights and 0.835 -> 0.814 refitted,
+old rows 0.955 -> 0.939; bench_realprobs --blind tune MRR 0.875 both, fresh tune rows 0.656 ->
+0.627; dev-set tune halves: skills 0.943 both, PRs 0.764 -> 0.781. Not shipped. --layers 4
+(10.5 min) embeds a query in 3.4 ms where six layers take 5.1 (p50, ONNX Runtime, two threads)
+but loses in dense alone (dev skills MRR 0.750 -> 0.591, old real rows 0.728 -> 0.548).
 """
 
 from __future__ import annotations
