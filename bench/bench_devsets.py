@@ -55,7 +55,9 @@ def run(kb, modes=MODES, halves: tuple[str, ...] = ("tune", "test")) -> dict:
             "unanswerable": [q.query for q in missing],
             "seconds": round(time.perf_counter() - t, 1),
             "modes": {m: {h: s.as_dict() for h, s in per.items()} for m, per in scores.items()},
-            "hybrid_test_misses": scores["hybrid"]["test"].misses if "test" in halves else [],
+            "hybrid_test_misses": (
+                scores["hybrid"]["test"].misses if "test" in halves and "hybrid" in scores else []
+            ),
         }
     older = load_queries(REPO / "tests" / "eval", "skills_*.yaml")
     older_q = [D.DevQuery(q.query, q.expected, "older") for q in older]
