@@ -2,11 +2,13 @@
 """Retrieval quality on the hand-written dev sets of issue #11, per mode and per half, plus the
 project's older sets (tests/eval/skills_*.yaml).
 
-    python bench/bench_devsets.py [--work /tmp/kbase-devsets] [--limit N]
+    python bench/bench_devsets.py [--work /tmp/kbase-devsets] [--limit N] [--blind]
 
 Builds (or reuses) the knowledge base of bench/devset_kb.py: the shipped skills plus the four
 shared histories replayed and mined. PR questions search kind=pr, skill questions kind=skill.
 Prints a table and writes bench/results/devsets.json (scores, misses, unanswerable questions).
+--blind is for tuning: the tune halves only, no test figure asked, printed or written
+(bench/results/devsets-blind.json).
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ MODES = ("hybrid", "bm25", "dense", "rrf")
 KIND = {"prs": "pr", "skills": "skill"}
 
 
-def run(kb, modes=MODES) -> dict:
+def run(kb, modes=MODES, halves: tuple[str, ...] = ("tune", "test")) -> dict:
     import devsets as D
     from eval_scores import load_queries
 
@@ -37,6 +39,7 @@ def run(kb, modes=MODES) -> dict:
     for name in D.SETS:
         queries = D.load(REPO / "tests" / "eval", name)
         ok, missing = D.known(queries, ids)
+        ok = [q for q in ok if q.half in halves]
         kind = KIND[name]
 
         def search(q: str, mode: str, kind: str = kind) -> list[str]:
@@ -44,12 +47,17 @@ def run(kb, modes=MODES) -> dict:
 
         t = time.perf_counter()
         scores = D.evaluate(search, ok, modes)
+        for per in scores.values():
+            for h in set(D.HALVES) - set(halves):
+                del per[h]
         result["sets"][name] = {
             "queries": len(queries),
             "unanswerable": [q.query for q in missing],
             "seconds": round(time.perf_counter() - t, 1),
             "modes": {m: {h: s.as_dict() for h, s in per.items()} for m, per in scores.items()},
-            "hybrid_test_misses": scores["hybrid"]["test"].misses if "hybrid" in scores else [],
+            "hybrid_test_misses": (
+                scores["hybrid"]["test"].misses if "test" in halves and "hybrid" in scores else []
+            ),
         }
     older = load_queries(REPO / "tests" / "eval", "skills_*.yaml")
     older_q = [D.DevQuery(q.query, q.expected, "older") for q in older]
@@ -71,14 +79,15 @@ def print_tables(res: dict, console: Console) -> None:
             title_justify="left",
         )
         t.add_column("mode")
-        for h in ("tune", "test"):
+        halves = list(r["modes"][next(iter(r["modes"]))])
+        for h in halves:
             t.add_column(f"{h} (n={r['modes'][next(iter(r['modes']))][h]['n']})", justify="right")
         for m, per in r["modes"].items():
             t.add_row(
                 m,
                 *(
                     f"{per[h]['hit@1']:.3f} / {per[h]['hit@5']:.3f} / {per[h]['mrr']:.3f}"
-                    for h in ("tune", "test")
+                    for h in halves
                 ),
             )
         console.print(t)
@@ -91,6 +100,8 @@ def print_tables(res: dict, console: Console) -> None:
 
 
 def main() -> None:
+    import devsets as D
+
     ap = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -99,13 +110,14 @@ def main() -> None:
     ap.add_argument(
         "--no-mine", action="store_true", help="reuse the archives already mined in --work"
     )
+    ap.add_argument("--blind", action="store_true", help="tune halves only: no test figures")
     args = ap.parse_args()
     work = args.work or Path(tempfile.mkdtemp(prefix="kbase-devsets-"))
     kb = build_kb(work, args.limit, mine=not args.no_mine)
     kb.warm_up()
-    res = run(kb)
+    res = run(kb, halves=("tune",) if args.blind else D.HALVES)
     print_tables(res, Console(width=140))
-    out = write_result("devsets", {"work": str(work), **res})
+    out = write_result("devsets-blind" if args.blind else "devsets", {"work": str(work), **res})
     print(f"wrote {out}", file=sys.stderr)
 
 

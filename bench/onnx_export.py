@@ -60,6 +60,8 @@ def pooling_settings(model_path: str | os.PathLike) -> dict:
         elif t.endswith(".Normalize"):
             normalize = True
     modes = [k[13:] for k, v in pool_cfg.items() if k.startswith("pooling_mode_") and v]
+    if isinstance(pool_cfg.get("pooling_mode"), str):  # how sentence-transformers >= 6 saves it
+        modes = [{"mean": "mean_tokens"}.get(pool_cfg["pooling_mode"], pool_cfg["pooling_mode"])]
     max_len = 256
     sbc = p / "sentence_bert_config.json"
     if sbc.is_file():
@@ -68,7 +70,7 @@ def pooling_settings(model_path: str | os.PathLike) -> dict:
         "mode": modes[0] if len(modes) == 1 else "+".join(modes),
         "normalize": normalize,
         "max_seq_length": max_len,
-        "dim": pool_cfg.get("word_embedding_dimension"),
+        "dim": pool_cfg.get("word_embedding_dimension", pool_cfg.get("embedding_dimension")),
     }
 
 

@@ -90,6 +90,18 @@ def test_the_export_matches_torch_and_says_what_it_holds(embedder, tmp_path):
         assert _cos_dist(ox.embed_query(q), embedder.embed_query(q)) < OX.MAX_COS_DIST, q
 
 
+def test_a_model_saved_by_this_sentence_transformers_exports(embedder, tmp_path):
+    """sentence-transformers 6 writes `pooling_mode: mean` where older ones wrote
+    `pooling_mode_mean_tokens: true`: a model fine-tuned and saved here (bench/train_embedder.py)
+    still exports, with the same pooling."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+    import onnx_export as OX
+
+    embedder.model.save(str(tmp_path / "saved"))
+    assert OX.pooling_settings(tmp_path / "saved") == OX.pooling_settings(embedder.model_path)
+    assert OX.pooling_settings(tmp_path / "saved")["mode"] == "mean_tokens"
+
+
 def test_onnx_query_vectors_match_sentence_transformers(onnx_dir, embedder):
     ox = OQ.OnnxQueryEmbedder(onnx_dir)
     assert ox.dim == embedder.dim == 384
