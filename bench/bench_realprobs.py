@@ -11,10 +11,10 @@ Per side and half: Hit@1/3/5 and MRR on covered problems (a fixing skill exists)
 list holds a fixing skill, its size, warm latency (p50/p95 of KnowledgeBase.query) and a cold
 `kbase search --json` (median of 5). Per repository on the test half, and the ten worst test misses
 of this checkout with the other's rank beside them. The same figures apart ("fresh") for the rows
-of batch fresh-35, collected after all trigger writing, per half, with and without the rows whose
-error line a trigger already quotes. Prints tables; writes
-bench/results/realprobs.json. --blind is for tuning: the tune half only, no test figure printed or
-written (the test half is looked at once, at the end).
+of each collection batch (fresh-35, fresh-36, ...: realprobs.BATCHES), collected after trigger
+writing, per half, with and without the rows whose error line a trigger already quotes. Prints
+tables; writes bench/results/realprobs.json. --blind is for tuning: the tune half only, no test
+figure printed or written (the test half is looked at once, at the end).
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import realprobs as R  # noqa: E402
 from common import REPO, write_result  # noqa: E402
 
 WORKER = Path(__file__).resolve().parent / "realprobs_worker.py"
@@ -128,12 +129,14 @@ def restrict(probs: list, answers: list[dict], batch: str, half: str, literal: b
 
 
 def fresh_scores(probs: list, answers: list[dict], halves: tuple[str, ...]) -> dict:
-    """Per half: the fresh-35 rows, all of them and without those whose error line a trigger
-    already quotes (literal_in_skill)."""
-    out = {}
-    for h in halves:
-        out[h] = {"all": scores(*restrict(probs, answers, "fresh-35", h))}
-        out[h]["no_literal"] = scores(*restrict(probs, answers, "fresh-35", h, literal=False))
+    """Per collection batch (each of realprobs.BATCHES, in order) and half: the batch's rows, all
+    of them and without those whose error line a trigger already quotes (literal_in_skill)."""
+    out: dict = {}
+    for b in sorted(R.BATCHES):
+        out[b] = {}
+        for h in halves:
+            out[b][h] = {"all": scores(*restrict(probs, answers, b, h))}
+            out[b][h]["no_literal"] = scores(*restrict(probs, answers, b, h, literal=False))
     return out
 
 
@@ -178,8 +181,6 @@ def latency(answers: list[dict]) -> dict:
 
 
 def main() -> None:
-    import realprobs as R
-
     ap = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -244,15 +245,15 @@ def print_tables(res: dict) -> None:
             row = " ".join(f"{r[h].get(k, float('nan')):>18.3f}" for k in keys)
             print(f"{side + '/' + h:12s} {row}")
         print(f"{'':12s} warm {r['latency']}  cold CLI {r['cold_cli_s']} s")
-    print("\nfresh-35 rows only (collected after all trigger writing; 'no_literal' leaves out rows")
+    print("\nfresh batches apart (collected after trigger writing; 'no_literal' leaves out rows")
     print("whose error line a trigger already quotes):")
     for side, r in res["fresh"].items():
-        for h, sub in r.items():
-            for which, sc in sub.items():
-                row = " ".join(f"{sc.get(k, float('nan')):>18.3f}" for k in keys)
-                print(
-                    f"{side + '/' + h + '/' + which:22s} n={sc['covered']}+{sc['uncovered']} {row}"
-                )
+        for batch, by_half in r.items():
+            for h, sub in by_half.items():
+                for which, sc in sub.items():
+                    row = " ".join(f"{sc.get(k, float('nan')):>18.3f}" for k in keys)
+                    name = f"{side}/{batch}/{h}/{which}"
+                    print(f"{name:32s} n={sc['covered']}+{sc['uncovered']} {row}")
     if res.get("blind"):
         return
     print("\nper repository, test half (covered n, MRR this vs other):")

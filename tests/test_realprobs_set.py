@@ -125,27 +125,36 @@ def test_calibration_rows_are_tune_rows_no_trigger_repeats(probs, tmp_path):
         R.load(_write(tmp_path, test_row + "  calibration: true\n"), SKILLS)
 
 
-def test_fresh_batch_rows_are_known_spread_and_calibrate_on_tune(probs, tmp_path):
-    """The fresh-35 batch (collected after all trigger writing) names a known batch, has rows in
-    both halves, keeps uncovered problems, records literal_in_skill on every row, and its tune rows
-    calibrate: nothing may be written from them."""
-    assert {p.batch for p in probs} <= R.BATCHES | {""}
-    fresh = [p for p in probs if p.batch == "fresh-35"]
-    assert len(fresh) >= 60 and len({p.repo for p in fresh}) >= 10
+# minimum rows and repositories per collection batch (each batch is measured on its own)
+FRESH_MIN = {"fresh-35": (60, 10), "fresh-36": (50, 10)}
+
+
+@pytest.mark.parametrize("batch", sorted(FRESH_MIN))
+def test_fresh_batch_rows_are_known_spread_and_calibrate_on_tune(probs, tmp_path, batch):
+    """Each fresh batch (collected after trigger writing) names a known batch, has rows in both
+    halves (at least half of them test), keeps uncovered problems, records literal_in_skill on
+    every row, and its tune rows calibrate: nothing may be written from them."""
+    assert set(FRESH_MIN) == R.BATCHES and {p.batch for p in probs} <= R.BATCHES | {""}
+    fresh = [p for p in probs if p.batch == batch]
+    rows, repos = FRESH_MIN[batch]
+    assert len(fresh) >= rows and len({p.repo for p in fresh}) >= repos
     assert {p.half for p in fresh} == {"tune", "test"}
+    if batch != "fresh-35":  # fresh-35 predates the rule
+        assert 2 * sum(p.half == "test" for p in fresh) >= len(fresh)
     assert all(p.calibration for p in fresh if p.half == "tune")
     assert all(isinstance(p.literal_in_skill, bool) for p in fresh)
     assert sum(not p.covered for p in fresh) >= 10
     # a fresh tune row without calibration is refused, naming the field
-    text = GOOD + "  batch: fresh-35\n"
-    with pytest.raises(ValueError, match=r"set\.yaml:3: \[calibration\] batch fresh-35"):
+    text = GOOD + f"  batch: {batch}\n"
+    with pytest.raises(ValueError, match=rf"set\.yaml:3: \[calibration\] batch {batch}"):
         R.load(_write(tmp_path, text), SKILLS)
-    assert R.load(_write(tmp_path, text + "  calibration: true\n"), SKILLS)[0].batch == "fresh-35"
+    assert R.load(_write(tmp_path, text + "  calibration: true\n"), SKILLS)[0].batch == batch
 
 
-def test_bench_restricts_figures_to_the_fresh_batch(probs):
-    """bench_realprobs reports the fresh-35 rows apart: `restrict` keeps exactly the batch's rows
-    of one half (optionally only those whose error line no trigger quotes), answers aligned."""
+def test_bench_restricts_figures_to_each_fresh_batch(probs):
+    """bench_realprobs reports every batch of R.BATCHES apart: `restrict` keeps exactly the
+    batch's rows of one half (optionally only those whose error line no trigger quotes), answers
+    aligned, and `fresh_scores` has one table per batch."""
     import bench_realprobs as B
 
     # answers that name each row's own id as the only hit, so alignment errors show as misses
@@ -153,15 +162,19 @@ def test_bench_restricts_figures_to_the_fresh_batch(probs):
         {"ids": list(p.expected) or [p.id], "no_good_match": not p.covered, "candidates": None}
         for p in probs
     ]
-    for half in ("tune", "test"):
-        sel, ans = B.restrict(probs, answers, "fresh-35", half)
-        assert sel == [p for p in probs if p.batch == "fresh-35" and p.half == half]
-        assert all(a["ids"] == (list(p.expected) or [p.id]) for p, a in zip(sel, ans, strict=True))
-        no_lit, _ = B.restrict(probs, answers, "fresh-35", half, literal=False)
-        assert no_lit == [p for p in sel if not p.literal_in_skill]
     got = B.fresh_scores(probs, answers, ("tune", "test"))
-    for half in ("tune", "test"):
-        n_cov = sum(p.covered for p in probs if p.batch == "fresh-35" and p.half == half)
-        assert got[half]["all"]["covered"] == n_cov and got[half]["all"]["hit@1"] == 1.0
-        assert got[half]["all"]["no_good_match_uncovered"] == 1.0
-        assert got[half]["no_literal"]["covered"] <= n_cov
+    assert set(got) == R.BATCHES
+    for batch in R.BATCHES:
+        for half in ("tune", "test"):
+            sel, ans = B.restrict(probs, answers, batch, half)
+            assert sel == [p for p in probs if p.batch == batch and p.half == half]
+            assert all(
+                a["ids"] == (list(p.expected) or [p.id]) for p, a in zip(sel, ans, strict=True)
+            )
+            no_lit, _ = B.restrict(probs, answers, batch, half, literal=False)
+            assert no_lit == [p for p in sel if not p.literal_in_skill]
+            n_cov = sum(p.covered for p in sel)
+            assert got[batch][half]["all"]["covered"] == n_cov
+            assert got[batch][half]["all"]["hit@1"] == 1.0
+            assert got[batch][half]["all"]["no_good_match_uncovered"] == 1.0
+            assert got[batch][half]["no_literal"]["covered"] <= n_cov
