@@ -133,9 +133,14 @@ def main() -> None:
         for v in variants:
             w = fit_variant(v, train, start, shipped)
             covered = base["skills"] + cov_keep
-            groups = [real[i].repo for i in keep if real[i].covered]
+            # the threshold on the calibration rows only, as bench/fit_fusion.py sets it
+            cal = [i for i in keep if real[i].covered and real[i].calibration]
             conf = fit_confidence(
-                covered, negatives + unc_keep, w, calibrate=cov_keep, groups=groups
+                covered,
+                negatives + unc_keep,
+                w,
+                calibrate=[real_pools[i] for i in cal],
+                groups=[real[i].repo for i in cal],
             )
             beta = np.append([conf["coef"][f] for f in FC.USE], conf["bias"])
             bc = FC.best_conf([real_pools[i] for i in held], w, beta)
