@@ -23,8 +23,9 @@ from kbase.schema import (
     ServerHealth,
     StaleAnswer,
 )
-from kbase.search_query import DEFAULT_K, MAX_K, MAX_QUERY_CHARS, MAX_TAGS
+from kbase.search_query import DEFAULT_K, MAX_K, MAX_QUERY_CHARS, MAX_TAGS, SLUG_RE
 from kbase.serve import http_schema as H
+from kbase.serve import params as P
 from kbase.serve.guard import MAX_BODY_BYTES  # noqa: F401  (the documented body limit)
 from kbase.serve.http_schema import FeedbackBody, ProposeBody, error_handlers, error_responses
 from kbase.serve.paging import (
@@ -87,7 +88,7 @@ Day = Annotated[
     str | None,
     Query(
         description="YYYY-MM-DD, inclusive",
-        pattern=H.DAY_PATTERN,
+        pattern=P.DAY_PATTERN,
         json_schema_extra={"format": "date"},
     ),
 ]
@@ -192,11 +193,11 @@ def _read_routes(app: Any, service: Service, tag_values: list[str]) -> None:
     def entry(
         entry_id: Annotated[
             str,
-            Path(description="skill name or pr:<repo>#<N>", pattern=H.ID_PATTERN, max_length=120),
+            Path(description="skill name or pr:<repo>#<N>", pattern=P.ID_PATTERN, max_length=120),
         ],
         section: Annotated[
             str | None,
-            Query(description="only this section (a heading title)", pattern=H.SECTION_PATTERN),
+            Query(description="only this section (a heading title)", pattern=P.SECTION_PATTERN),
         ] = None,
         env: Env = None,
     ) -> EntryDoc:
@@ -209,8 +210,8 @@ def _read_routes(app: Any, service: Service, tag_values: list[str]) -> None:
         responses=error_responses(400, 404),
     )
     def history(
-        repo: Annotated[str, Path(description="archived repo", pattern=H.SLUG_PATTERN)],
-        family: Annotated[str, Path(description="kernel family", pattern=H.SLUG_PATTERN)],
+        repo: Annotated[str, Path(description="archived repo", pattern=SLUG_RE.pattern)],
+        family: Annotated[str, Path(description="kernel family", pattern=SLUG_RE.pattern)],
         since: Day = None,
         until: Day = None,
         limit: Annotated[
