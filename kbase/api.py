@@ -16,7 +16,7 @@ from kbase.api_search import SearchAPI, attrs
 from kbase.api_validate import ValidateAPI
 from kbase.closed_sets import DRAFT_STATUS, PR_STATUS, severity
 from kbase.config import Settings, default_model_path
-from kbase.errors import NotFound, NotIndexed, ProblemsError
+from kbase.errors import NotFound, ProblemsError
 
 if TYPE_CHECKING:  # each method imports the models it makes: a search defines no others
     from kbase.schema import (
@@ -26,8 +26,6 @@ if TYPE_CHECKING:  # each method imports the models it makes: a search defines n
         SkillAudit,
         StaleReport,
     )
-
-__all__ = ["KnowledgeBase", "NotIndexed", "PR_STATUS"]
 
 Progress = Callable[[str, int, int], None]
 

@@ -82,18 +82,12 @@ class Service:
     def _progress(self, stage: str, done: int, total: int) -> None:
         self.state = f"indexing {done}/{total} ({stage})" if total else f"indexing: {stage}"
 
-    def not_ready(self) -> str | None:
-        """Why a search cannot be answered yet, or None."""
-        if self.state:
-            return f"{self.state}: preparing the index (first use only); retry in a few seconds"
-        return None
-
     # ------------------------------------------------------------------ queries
     def search(self, q: SearchQuery) -> SearchResult:
         """A server never indexes inside a request: no index is a 503, not a long wait."""
-        busy = self.not_ready()
-        if busy:
-            raise Unavailable(busy)
+        if self.state:
+            msg = "preparing the index (first use only); retry in a few seconds"
+            raise Unavailable(f"{self.state}: {msg}")
         try:
             result: SearchResult = self.kb.query(q, auto_index=False)
         except NotIndexed as exc:
