@@ -249,8 +249,7 @@ def _list_routes(app: Any, service: Service, tag_values: list[str]) -> None:
         ] = DEFAULT_LIST_LIMIT,
         cursor: Cursor = None,
     ) -> Any:
-        data, page = page_list(kb.list_entries(kind), status, tag, limit, cursor)
-        return {**data, "entries": page}
+        return page_list(kb.list_entries(kind), status, tag, limit, cursor)
 
     @app.get(
         "/stale",

@@ -16,7 +16,6 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from kbase.schema import SearchCandidate, Truncation, Verified
-from kbase.serve.paging import encode_cursor
 
 MIN_TEXT_CHARS = 80  # an entry answer always carries at least this much of the text
 
@@ -155,7 +154,7 @@ def fit_items(answer: dict[str, Any], key: str, max_chars: int, offset: int = 0)
                 "hint": "follow next_cursor" if paged else "raise max_chars",
             }
             if paged:
-                out["next_cursor"] = encode_cursor(offset + n)
+                out["next_cursor"] = str(offset + n)
         if len(dumps(out)) <= max_chars or n == 0:
             return out
         n = max(0, min(n - 1, int(n * max_chars / len(dumps(out)))))

@@ -283,8 +283,7 @@ def _list_tools(srv: Any, service: Any) -> None:
         max_chars: Budget = P.DEFAULT_MAX_CHARS,
     ) -> ListPage:
         """What the knowledge base holds: entries by kind, status and tag, with counts."""
-        data, page = run(page_list, run(kb.list_entries, kind), status, tag, limit, cursor)
-        data["entries"] = [e.model_dump(mode="json") for e in page]
+        data = run(page_list, run(kb.list_entries, kind), status, tag, limit, cursor)
         counts = data["counts"]
         if len(A.dumps(data)) > max_chars and len(counts["tags"]) > 40:
             top = sorted(counts["tags"].items(), key=lambda kv: -kv[1])[:40]
