@@ -41,10 +41,6 @@ def lint(
         raise typer.Exit(1)
 
 
-def _entries(n: int) -> str:
-    return f"{n} entry" if n == 1 else f"{n} entries"
-
-
 def _run_index(base: Any, gc: bool = True) -> Any:
     """base.index() with progress on stderr, whatever stdout gets (`--json` too): a bar on a
     terminal, else a plain line per stage and about one a second while embedding, which an
@@ -52,11 +48,9 @@ def _run_index(base: Any, gc: bool = True) -> Any:
     import time
 
     if not base.is_indexed():
-        typer.echo(
-            f"kbase: building the index, first use only: {_entries(base.source_count())} "
-            f"under {base.root}",
-            err=True,
-        )
+        n = base.source_count()
+        what = f"{n} entry" if n == 1 else f"{n} entries"
+        typer.echo(f"kbase: building the index, first use only: {what} under {base.root}", err=True)
     elif base.skills_changed():
         typer.echo("kbase: skills changed since the last index: updating it", err=True)
     if not sys.stderr.isatty():
