@@ -1,8 +1,5 @@
-"""The validators' part of `KnowledgeBase`: lint, verify, audit, check, new, merge-ledger.
-
-A mixin of kbase.api.KnowledgeBase, so the CLI reaches the validators only through the façade.
-Progress is reported through callbacks (`on_plan(total_runs)`, `on_done(outcome)`); printing is
-the adapter's business.
+"""The validators' part of `KnowledgeBase` (a mixin of kbase.api): lint, verify, audit, check,
+new, merge-ledger, trust. Progress goes to callbacks; printing is the adapter's business.
 """
 
 from __future__ import annotations

@@ -1,11 +1,5 @@
-"""Path globs with git `:(glob)` pathspec semantics, shared by recipes, cards and watch rules.
-
-`*` and `?` stay inside one path segment, `**` crosses segments (`a/**/b` also matches
-`a/b`), `[...]` is a character class. A pattern without wildcards matches the path it names
-and, when that is a directory, everything below it (`csrc/xqa`, `csrc/xqa/`); a pattern with
-wildcards must match the whole path, as git's does: `csrc/*xqa*` matches `csrc/fused_xqa.cu`
-but not `csrc/xqa/mha.cu` (write `csrc/xqa/**` or `csrc/*xqa*/**` for that). Following git
-lets a family's PR set be checked against `git log --first-parent -- ':(glob)<pattern>'`.
+"""Path globs with git `:(glob)` pathspec semantics (docs/pr-archive.md), shared by recipes,
+cards and watch rules, so a family's PR set can be checked against `git log -- ':(glob)...'`.
 """
 
 from __future__ import annotations

@@ -1,9 +1,7 @@
-"""A no-op `kbase mine` without the CLI framework (kbase.cli sends it here first): a mine with
-nothing new is answered before typer, pydantic or the miner are imported (issue #12;
-`KnowledgeBase.mine_noop`): 0.18 s against 0.77 s through typer. A mine with work goes to the
-typer command (kbase.commands.archive.mine): mining it here was 1.25-1.27x faster on a 10- and a
-30-commit toy repository, less on real ones, under the 1.3x bar. So does a command line this
-parser does not take exactly as typer would (another option, a missing value, `--help`), or a
+"""A no-op `kbase mine` without the CLI framework (kbase.cli sends it here first): answered
+before typer, pydantic or the miner are imported (issue #12): 0.18 s against 0.77 s through
+typer. A mine with work goes to the typer command (mining here was 1.25-1.27x faster, under the
+1.3x bar), as does any command line this parser does not take exactly as typer would, or a
 terminal to draw a progress bar on.
 """
 

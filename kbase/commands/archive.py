@@ -1,8 +1,4 @@
-"""PR archive sub-commands: `kbase mine` and `kbase history`.
-
-gitpython is imported only inside `mine` (through the façade), so the rest of the CLI runs on
-machines without it.
-"""
+"""PR archive sub-commands: `kbase mine`, `kbase history`, `kbase recipe`."""
 
 from __future__ import annotations
 

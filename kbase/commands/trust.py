@@ -1,7 +1,4 @@
-"""Trust sub-commands: `kbase keygen` and `kbase ledger verify|quarantine` (thin, over the façade).
-
-Only typer/rich at module level, like every command module (the GPU box runs these too).
-"""
+"""Trust sub-commands: `kbase keygen` and `kbase ledger verify|quarantine`."""
 
 from __future__ import annotations
 

@@ -1,13 +1,6 @@
-"""`kbase export DEST --format agent-skills`: skills as Agent-Skills folders for agent runtimes.
-
-An agent runtime puts every installed skill's name and description into its prompt, and that
-catalog has a small budget. So by default only one router skill is exported: it teaches the
-agent to ask kbase (`kbase search --json` or the MCP server) mid-task. `--all` also exports
-each skill as its own folder, with the verification snippet under scripts/.
-
-Only the front-matter keys of the Agent Skills format are written (name, description, license,
-compatibility, metadata with string values, allowed-tools); kbase's own keys (trigger, steps,
-failure modes) are rendered into the body and its audit status goes into metadata.
+"""`kbase export DEST --format agent-skills`: a router skill, and with `--all` every skill, as
+Agent-Skills folders (docs/agents.md: why only the router by default). Only the Agent Skills
+front-matter keys are written; kbase's own keys go into the body, its status into metadata.
 """
 
 from __future__ import annotations

@@ -1,18 +1,10 @@
-"""Transport guards for the HTTP servers (`kbase serve`, `kbase mcp --http`).
+"""Transport guards for the HTTP servers (`kbase serve`, `kbase mcp --http`); each refusal and
+its status is listed in docs/agents.md and answered as `{"error": {"status", "message"}}`.
 
-`Guard` is plain ASGI middleware in front of the app. It
-- answers 421 when the Host header is not one this server answers to and 403 when a browser
-  Origin is not allowed (a DNS-rebinding page cannot reach a server bound to loopback);
-- reads the whole request body itself, counting bytes as they arrive, so a chunked upload is cut
-  off at `max_body` like one with a Content-Length (413), and within `body_timeout` seconds (408);
-- refuses a query string or a JSON body that is not valid UTF-8, or whose JSON holds a lone
-  surrogate escape such as "\\ud800", with 400 before any handler sees it;
-- refuses a JSON body nested deeper than MAX_JSON_DEPTH with 400, counted on the bytes before
-  anything recursive parses it (10,000 `{"a":` made json.loads raise RecursionError: a 500).
-
-`GuardedH11Protocol` closes a connection whose request headers do not arrive within
-`header_timeout` seconds (uvicorn has an idle keep-alive timeout but none for a slow header).
-Every refusal is `{"error": {"status", "message"}}`, like the API's own errors.
+`Guard` is ASGI middleware that reads the whole body itself, counting bytes as they arrive (a
+chunked upload is cut off like one with a Content-Length), and checks JSON depth on the bytes
+before anything recursive parses them. `guarded_protocol` closes a connection whose headers are
+slow (uvicorn has a keep-alive timeout but none for headers).
 """
 
 from __future__ import annotations
@@ -35,7 +27,9 @@ MAX_BODY_BYTES = 64 * 1024
 BODY_TIMEOUT_S = 10.0
 HEADER_TIMEOUT_S = 10.0
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
-MAX_JSON_DEPTH = 64  # kbase's requests nest 3 levels, MCP's about 6
+# kbase's requests nest 3 levels, MCP's about 6; 10,000 `{"a":` made json.loads raise
+# RecursionError (a 500)
+MAX_JSON_DEPTH = 64
 _JSON_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"', re.S)
 _JSON_BRACKET = re.compile(rb"[\[\]{}]")
 

@@ -1,7 +1,6 @@
-"""The HTTP API's contract (`kbase serve`): patterns, enums from the index, the write bodies,
-every error as each endpoint answers it (FastAPI's validation errors reworded), and the OpenAPI
-document tidied. The schemas say exactly what the handlers accept,
-so a schema-driven fuzzer (schemathesis) and the server agree.
+"""The HTTP API's contract (`kbase serve`): enums from the index, the write bodies, every error
+(FastAPI's validation errors reworded) and the OpenAPI document tidied, so that a schema-driven
+fuzzer (schemathesis) and the server agree.
 """
 
 from __future__ import annotations

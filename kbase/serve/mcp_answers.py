@@ -1,11 +1,7 @@
-"""What the MCP tools answer, and the budget. Each tool's answer is a model (its `outputSchema`):
-search and get answer the compact ones here, history, list and stale kbase.schema's pages.
-
-Every answer is JSON whose serialised size stays within the call's `max_chars`, because agent
-context is the scarce resource. The same dict goes out twice: as `structuredContent` (checked
-against the tool's output schema) and as the text block older clients read. When the budget
-cuts, a `truncated` field says what was left out and how to get it, and nothing is silently
-lost: lists get a `next_cursor`, and an entry's text is cut, never emptied.
+"""What the MCP tools answer, and the budget (docs/agents.md): search and get answer the compact
+models here, history, list and stale kbase.schema's pages. Agent context is the scarce resource,
+so every answer's JSON stays within the call's `max_chars`; what a cut leaves out is said in
+`truncated` (lists get a `next_cursor`, an entry's text is cut, never emptied).
 """
 
 from __future__ import annotations

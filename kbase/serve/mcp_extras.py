@@ -1,10 +1,5 @@
-"""MCP resources and prompts.
-
-Resources: `kbase://skill/{name}` (a skill's SKILL.md as written), `kbase://tags` (the tag
-vocabulary and the archive tags in the index) and `kbase://glossary` (the English-Chinese
-glossary search expands queries with). Prompt: `triage-error` (from an error message to a fix
-backed by an entry).
-"""
+"""MCP resources (`kbase://skill/{name}`, `kbase://tags`, `kbase://glossary`) and the
+`triage-error` prompt (docs/agents.md)."""
 
 from __future__ import annotations
 

@@ -1,8 +1,6 @@
-"""The MCP tools: every parameter described, typed, bounded and defaulted in its input schema;
-every answer a model (its output schema) sent as structured content and as JSON text.
-
-Read-only tools: search, get, history, list, stale. Write tools (feedback, propose) exist only
-when the server runs with `--allow-write`; they are annotated as writes and rate-limited.
+"""The MCP tools (docs/agents.md): every parameter typed, bounded and described in its input
+schema, every answer a model (its output schema) sent as structured content and as JSON text.
+Write tools exist only with `--allow-write`, annotated as writes and rate-limited.
 """
 
 from __future__ import annotations

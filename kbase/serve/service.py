@@ -1,11 +1,6 @@
-"""The read-only service behind `kbase mcp` and `kbase serve`.
-
-One object per server process: it opens the knowledge base and answers at once. A missing index
-is built, and the model loaded, on a thread beside the server (issue #27: a client waits ~60 s
-for `initialize`, far less than a first build): until it is done, search answers "indexing n/N"
-as a 503 / tool error, and every other request is answered from the skill files.
-Every answer comes from `KnowledgeBase`; this module adds only what a long-lived server needs
-(start-up, uptime).
+"""The service behind `kbase mcp` and `kbase serve`: the KnowledgeBase held open, answering at
+once while a missing index is built on a thread beside the server (issue #27: a client waits
+~60 s for `initialize`, far less than a first build; meanwhile search is a 503 / tool error).
 """
 
 from __future__ import annotations
