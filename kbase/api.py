@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kbase.api_archive import ArchiveAPI
-from kbase.api_search import SearchAPI, attrs
+from kbase.api_search import DRAFTS, SearchAPI, attrs
 from kbase.api_validate import ValidateAPI
 from kbase.closed_sets import DRAFT_STATUS, PR_STATUS, severity
 from kbase.config import Settings, default_model_path
@@ -190,7 +190,7 @@ class KnowledgeBase(SearchAPI, ValidateAPI, ArchiveAPI):
     def _status_of(self, entry: Any, statuses: dict[str, SkillAudit]) -> tuple[str, Any, Any]:
         if entry.kind == "pr":
             return PR_STATUS, None, None
-        if entry.path.startswith("skills/_drafts/"):
+        if entry.path.startswith(DRAFTS):
             return DRAFT_STATUS, None, None
         audit = statuses.get(entry.id)
         if audit is None:

@@ -39,20 +39,6 @@ def no_good_match(cands: list[Any]) -> bool:
     return model is not None and best < model[2]
 
 
-def candidate(c: Any, status: str) -> Any:
-    from kbase.retrieval.evidence import use_when
-    from kbase.schema import SearchCandidate
-
-    return SearchCandidate(
-        id=c.id,
-        kind=c.kind,
-        status=status,
-        use_when=use_when(c),
-        trigger=c.matched or None,
-        confidence=c.confidence,
-    )
-
-
 class _Ranked(NamedTuple):
     """A candidate as a search ranks it before the hits it keeps are built."""
 
@@ -154,8 +140,7 @@ class SearchAPI:
         for path, f in shown.items():
             if seen.get(path) != _file_sig(f):
                 return True
-        prefixes = ("skills/",)
-        return any(p.startswith(prefixes) and p not in shown for p in seen)
+        return any(p.startswith("skills/") and p not in shown for p in seen)
 
     def query(self, q: SearchQuery, auto_index: bool = True) -> SearchResult:
         if not self.is_indexed():
@@ -176,8 +161,9 @@ class SearchAPI:
                 aside.join()
 
     def _answer(self, q: SearchQuery) -> SearchResult:
+        from kbase.retrieval.evidence import use_when
         from kbase.retrieval.searcher import Future, make_snippet
-        from kbase.schema import Hit, SearchResult
+        from kbase.schema import Hit, SearchCandidate, SearchResult
 
         wanted = set(q.status)
         self._check_archive_names(q)
@@ -236,7 +222,17 @@ class SearchAPI:
             query=q.query,
             hits=hits,
             no_good_match=no_good_match([r.cand for r in listed]),
-            candidates=[candidate(r.cand, r.status) for r in listed],
+            candidates=[
+                SearchCandidate(
+                    id=r.cand.id,
+                    kind=r.cand.kind,
+                    status=r.status,
+                    use_when=use_when(r.cand),
+                    trigger=r.cand.matched or None,
+                    confidence=r.cand.confidence,
+                )
+                for r in listed
+            ],
         )
 
     def _claims_by_id(self, entries: list[Any]) -> dict[str, list[Any]]:

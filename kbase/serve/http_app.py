@@ -26,7 +26,6 @@ from kbase.schema import (
 from kbase.search_query import DEFAULT_K, MAX_K, MAX_QUERY_CHARS, MAX_TAGS, SLUG_RE
 from kbase.serve import http_schema as H
 from kbase.serve import params as P
-from kbase.serve.guard import MAX_BODY_BYTES  # noqa: F401  (the documented body limit)
 from kbase.serve.http_schema import FeedbackBody, ProposeBody, error_handlers, error_responses
 from kbase.serve.paging import (
     CURSOR_PATTERN,
