@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Iterable
 
 
 def _glob_body(pattern: str) -> str:
@@ -73,10 +72,6 @@ def compile_globs(patterns: tuple[str, ...]) -> re.Pattern[str]:
         return re.compile(r"(?!)")
     # one compile of the alternation: compiling each glob first as well doubled a recipe's cost
     return re.compile("|".join(f"(?:{glob_regex(p)})" for p in patterns))
-
-
-def glob_match(path: str, patterns: Iterable[str]) -> bool:
-    return compile_globs(tuple(patterns)).match(path) is not None
 
 
 class FamilyMatcher:
