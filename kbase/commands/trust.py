@@ -23,7 +23,7 @@ def keygen(
 ) -> None:
     """Write an ed25519 key pair for signing ledger rows (KBASE_SIGNING_KEY=PATH)."""
     if trust:
-        info = kb(root).keygen(path, comment=comment, trust=True, force=force)
+        info = kb(root).keygen(path, comment=comment, force=force)
     else:  # a key pair needs no knowledge base
         from kbase.api import KnowledgeBase
 
