@@ -58,12 +58,8 @@ def _prepare_dir(d: Path) -> None:
     (d / MARKER).write_text("written by `kbase export`; safe to delete\n")
 
 
-# Codex puts every skill it may pick by itself in its prompt, as "- name: description (file:
-# path)", within ~2% of the model's context window, or 8,000 characters when that is unknown
-# (https://developers.openai.com/codex/skills); past it, it cuts descriptions, then drops skills.
-# The names and paths of ~200 skills alone are ~3x that, so an --all export leaves only the router
-# there: each skill is `allow_implicit_invocation: false` (Codex lists it for `$name` mentions,
-# not in the model's list), and the router's catalog links every one.
+# Codex's list of the skills it may pick by itself, when the context window is unknown; the names
+# and paths of ~200 skills alone are ~3x that, so only the router is in it (docs/agents.md).
 CODEX_LIST_BUDGET = 8000
 
 
