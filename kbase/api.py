@@ -239,11 +239,10 @@ class KnowledgeBase(SearchAPI, ValidateAPI, ArchiveAPI):
         from kbase.schema import EntryDoc, SectionText
 
         idx = self.searcher().index() if self.is_indexed() else None
-        entry = None
         if idx is not None and entry_id in idx.by_id:
             entry = idx.entries[idx.by_id[entry_id]]
             idx.fill_texts([entry])
-        if entry is None:
+        else:
             entry = self._find_unindexed(entry_id)
         if entry is None:
             from kbase.suggest import did_you_mean
@@ -310,11 +309,12 @@ class KnowledgeBase(SearchAPI, ValidateAPI, ArchiveAPI):
             return None
 
     # ------------------------------------------------------------------ health
-    def health(self) -> Health:
+    def health(self, read_index: bool = True) -> Health:
+        """`read_index=False`: an index being built may be half written; report none."""
         from kbase.retrieval.generations import current_id, current_meta
         from kbase.schema import Health
 
-        gen = current_id(self.home)
+        gen = current_id(self.home) if read_index else None
         idx = self.searcher().index() if gen is not None else None
         meta = (current_meta(self.home) or {}) if gen is not None else {}
         return Health(

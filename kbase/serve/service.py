@@ -91,17 +91,8 @@ class Service:
         return result
 
     def health(self) -> dict[str, Any]:
-        if self.state:  # the index may be half written: say what is happening instead
-            from kbase.schema import Health
-
-            h = Health(
-                ok=False,
-                generation=None,
-                chroma="server" if self.kb.settings.chroma_url else "embedded",
-            )
-            out: dict[str, Any] = h.model_dump(mode="json")
-        else:
-            out = self.kb.health().model_dump(mode="json")
+        # while start-up indexes, the index may be half written: say what is happening instead
+        out: dict[str, Any] = self.kb.health(read_index=not self.state).model_dump(mode="json")
         out["state"] = self.state or ("failed: " + self.failure if self.failure else "ready")
         out["uptime_s"] = round(time.time() - self.started, 1)
         return out
