@@ -138,18 +138,15 @@ def run(
     `early`: the EarlyAnswers (kbase/serve/mcp_early.py) started before this module's imports."""
     import anyio
 
-    if http:
-        service = Service.open(root=root, home=home)
-        service.start(index_if_missing=index_if_missing)
-        srv = build_server(service, allow_write=allow_write)
-        host, port = parse_hostport(http)
-        anyio.run(serve_http, srv, host, port)
-        return
-    if early is None:
+    if not http and early is None:
         from kbase.serve.mcp_early import EarlyAnswers
 
         early = EarlyAnswers(allow_write=allow_write)
     service = Service.open(root=root, home=home)
+    if http:
+        service.start(index_if_missing=index_if_missing)
+        anyio.run(serve_http, build_server(service, allow_write), *parse_hostport(http))
+        return
     srv = build_server(service, allow_write=allow_write)
     # The index is built on a thread while the protocol runs (issue #27); started after the
     # server's imports: the thread would hold the GIL they need.
