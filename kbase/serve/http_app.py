@@ -96,15 +96,6 @@ Cursor = Annotated[
 ]
 
 
-def _search(service: Service, repos: list[str], raw: dict[str, Any]) -> SearchResult:
-    # The schema says what is accepted, exactly: an empty string is not "omitted" here.
-    for key in ("kind", "mode", "since", "until", "env", *(("repo",) if repos else ())):
-        v = raw.get(key)
-        if isinstance(v, str) and not v.strip():
-            raise InvalidArgument(f"{key} is empty; leave it out instead", key)
-    return service.search(SearchQuery.parse(**{**raw, "env": parse_env(raw["env"])}))
-
-
 def _search_routes(app: Any, service: Service, tag_values: list[str], repos: list[str]) -> None:
     """GET /search; `tag_values` and `repos` are the schema's enums (the list objects:
     create_app fills them in later on a fresh root)."""
@@ -160,22 +151,14 @@ def _search_routes(app: Any, service: Service, tag_values: list[str], repos: lis
     ) -> SearchResult:
         if any(not t.strip() for t in tag):
             raise InvalidArgument("tag must be key=value, got an empty one", "tags")
-        return _search(
-            service,
-            repos,
-            {
-                "query": q,
-                "k": k,
-                "kind": kind,
-                "repo": repo,
-                "tags": tag,
-                "status": status,
-                "mode": mode,
-                "since": since,
-                "until": until,
-                "env": env,
-            },
-        )
+        raw = {"query": q, "k": k, "kind": kind, "repo": repo, "tags": tag, "status": status}
+        raw.update(mode=mode, since=since, until=until, env=env)
+        # The schema says what is accepted, exactly: an empty string is not "omitted" here.
+        for key in ("kind", "mode", "since", "until", "env", *(("repo",) if repos else ())):
+            v = raw.get(key)
+            if isinstance(v, str) and not v.strip():
+                raise InvalidArgument(f"{key} is empty; leave it out instead", key)
+        return service.search(SearchQuery.parse(**{**raw, "env": parse_env(env)}))
 
 
 def _read_routes(app: Any, service: Service, tag_values: list[str]) -> None:
