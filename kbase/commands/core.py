@@ -233,17 +233,14 @@ def list_entries(
         typer.echo(f"{r.id}\t{r.status}\t{r.title}")
 
 
-def _console() -> Console:
-    if sys.stdout.isatty():
-        return Console(highlight=False)
-    return Console(width=80, no_color=True, highlight=False, color_system=None, soft_wrap=False)
-
-
 def render_hits(hits: list[Any]) -> None:
     """One hit per block, at the console's width (80 columns when piped or unknown): `N. id
     status  title`, then `where`, then the snippet; in a pipe no colour and no box drawing, so
     `grep` and `less` see plain text; ids are never folded in the middle."""
-    con = _console()
+    if sys.stdout.isatty():
+        con = Console(highlight=False)
+    else:
+        con = Console(width=80, no_color=True, highlight=False, color_system=None, soft_wrap=False)
     width = max(40, min(con.width, 120))
     for i, h in enumerate(hits, 1):
         lead = f"{i}. "

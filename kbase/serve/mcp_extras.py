@@ -29,11 +29,6 @@ def tag_vocabulary(kb: Any) -> dict[str, Any]:
 
 
 def register_extras(srv: Any, service: Any) -> None:
-    _register_resources(srv, service)
-    _register_prompts(srv)
-
-
-def _register_resources(srv: Any, service: Any) -> None:
     from mcp.server.mcpserver.exceptions import ResourceError
 
     kb = service.kb
@@ -71,15 +66,6 @@ def _register_resources(srv: Any, service: Any) -> None:
             mime_type="application/json",
         )(_as_json(data))
 
-
-def _as_json(data: Any) -> Any:
-    def read() -> str:
-        return json.dumps(data(), ensure_ascii=False)
-
-    return read
-
-
-def _register_prompts(srv: Any) -> None:
     @srv.prompt(
         name="triage-error",
         title="Triage a GPU-kernel error",
@@ -100,3 +86,10 @@ def _register_prompts(srv: Any) -> None:
             "4. Once the fix works, record it: `feedback` on the entry you used, or `propose` a "
             "draft if kbase had nothing (when the server allows writes)."
         )
+
+
+def _as_json(data: Any) -> Any:
+    def read() -> str:
+        return json.dumps(data(), ensure_ascii=False)
+
+    return read
