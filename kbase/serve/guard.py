@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import logging
 import re
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable
 from typing import Any
 from urllib.parse import unquote_to_bytes
 
@@ -46,23 +46,17 @@ def json_too_deep(body: bytes, limit: int = MAX_JSON_DEPTH) -> bool:
     return False
 
 
-def allowed_hosts(bind_host: str = "127.0.0.1", extra: Iterable[str] = ()) -> set[str]:
-    """Host names (ports do not matter) a server bound to bind_host answers to.
+def allowed_hosts(bind_host: str = "127.0.0.1") -> set[str]:
+    """Host names (ports do not matter) a server bound to bind_host answers to: loopback names,
+    the bind address when it is a specific one, and those KBASE_ALLOWED_HOSTS lists (e.g. the
+    name a reverse proxy forwards: `KBASE_ALLOWED_HOSTS=kbase.internal,10.0.0.5`)."""
+    import os
 
-    Loopback names always; the bind address when it is a specific one; plus `extra`, e.g. the
-    name a reverse proxy forwards (`KBASE_ALLOWED_HOSTS=kbase.internal,10.0.0.5`).
-    """
     names = set(LOOPBACK)
     if bind_host not in ("0.0.0.0", "::", ""):
         names.add(bind_host.strip("[]").lower())
-    names |= {h.strip().strip("[]").lower() for h in extra if h.strip()}
-    return names
-
-
-def env_hosts() -> list[str]:
-    import os
-
-    return [h for h in os.environ.get("KBASE_ALLOWED_HOSTS", "").split(",") if h.strip()]
+    extra = os.environ.get("KBASE_ALLOWED_HOSTS", "").split(",")
+    return names | {h.strip().strip("[]").lower() for h in extra if h.strip()}
 
 
 def _hostname(value: str) -> str | None:
@@ -109,19 +103,11 @@ def _reject_surrogates(obj: Any) -> None:
 
 
 class Guard:
-    def __init__(
-        self,
-        app,
-        hosts: set[str] | None = None,
-        max_body: int = MAX_BODY_BYTES,
-        body_timeout: float = BODY_TIMEOUT_S,
-        check_json: bool = True,
-    ):
-        self.app = app
-        self.hosts = {h.lower() for h in (hosts if hosts is not None else allowed_hosts())}
-        self.max_body = max_body
-        self.body_timeout = body_timeout
-        self.check_json = check_json
+    max_body = MAX_BODY_BYTES
+    body_timeout = BODY_TIMEOUT_S
+
+    def __init__(self, app, hosts: set[str], check_json: bool = True):
+        self.app, self.hosts, self.check_json = app, hosts, check_json
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":

@@ -46,7 +46,7 @@ def create_app(service: Service, allow_write: bool = False, hosts: set[str] | No
     from fastapi import FastAPI
 
     import kbase
-    from kbase.serve.guard import Guard, allowed_hosts, env_hosts
+    from kbase.serve.guard import Guard, allowed_hosts
 
     kb = service.kb
     app = FastAPI(
@@ -79,7 +79,7 @@ def create_app(service: Service, allow_write: bool = False, hosts: set[str] | No
         return app.openapi_schema
 
     app.openapi = openapi  # type: ignore[method-assign]
-    return Guard(app, hosts if hosts is not None else allowed_hosts("127.0.0.1", env_hosts()))
+    return Guard(app, hosts if hosts is not None else allowed_hosts())
 
 
 Env = Annotated[str | None, Query(description=ENV_HELP, max_length=200, pattern=ENV_PATTERN)]
@@ -291,7 +291,7 @@ def run(
 ) -> None:
     import uvicorn
 
-    from kbase.serve.guard import allowed_hosts, env_hosts, guarded_protocol
+    from kbase.serve.guard import allowed_hosts, guarded_protocol
 
     if host not in ("127.0.0.1", "localhost", "::1"):
         log.warning(
@@ -299,7 +299,7 @@ def run(
         )
     t0 = time.perf_counter()
     service = Service.open(root=root, home=home)
-    app = create_app(service, allow_write=allow_write, hosts=allowed_hosts(host, env_hosts()))
+    app = create_app(service, allow_write=allow_write, hosts=allowed_hosts(host))
     config = uvicorn.Config(
         app,
         host=host,

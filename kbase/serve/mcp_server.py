@@ -158,9 +158,9 @@ async def serve_http(srv, host: str, port: int) -> None:
     """Streamable HTTP behind the same transport guard as `kbase serve` (kbase/serve/guard.py)."""
     import uvicorn
 
-    from kbase.serve.guard import Guard, allowed_hosts, env_hosts, guarded_protocol
+    from kbase.serve.guard import Guard, allowed_hosts, guarded_protocol
 
-    app = Guard(http_app(srv, host), allowed_hosts(host, env_hosts()), check_json=False)
+    app = Guard(http_app(srv, host), allowed_hosts(host), check_json=False)
     config = uvicorn.Config(
         app, host=host, port=port, log_level="warning", http=guarded_protocol(), server_header=False
     )
