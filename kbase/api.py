@@ -12,9 +12,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kbase.api_archive import ArchiveAPI
-from kbase.api_search import DRAFTS, SearchAPI, attrs
+from kbase.api_search import SearchAPI, attrs
 from kbase.api_validate import ValidateAPI
-from kbase.closed_sets import DRAFT_STATUS, PR_STATUS, severity
+from kbase.closed_sets import severity
 from kbase.config import Settings, default_model_path
 from kbase.errors import NotFound, ProblemsError
 
@@ -23,7 +23,6 @@ if TYPE_CHECKING:  # each method imports the models it makes: a search defines n
         EntryDoc,
         EntrySummary,
         Health,
-        SkillAudit,
         StaleReport,
     )
 
@@ -177,26 +176,6 @@ class KnowledgeBase(SearchAPI, ValidateAPI, ArchiveAPI):
             dense_model=recipe,
         )
 
-    # ------------------------------------------------------------------ status
-    def statuses(self, env: Any = None) -> dict[str, SkillAudit]:
-        """skill name -> SkillAudit (cached by the validators until an input changes)."""
-        from kbase.validators.status import skill_statuses
-
-        try:
-            return skill_statuses(self.root, env=env)
-        except FileNotFoundError:
-            return {}
-
-    def _status_of(self, entry: Any, statuses: dict[str, SkillAudit]) -> tuple[str, Any, Any]:
-        if entry.kind == "pr":
-            return PR_STATUS, None, None
-        if entry.path.startswith(DRAFTS):
-            return DRAFT_STATUS, None, None
-        audit = statuses.get(entry.id)
-        if audit is None:
-            return "unverified", None, None
-        return audit.status, audit.verified_on, audit.last_pass
-
     def stale(self, env: Any = None) -> StaleReport:
         """Skills that are not verified right now, worst first, with the validators' reasons."""
         from kbase.schema import StaleReport
@@ -212,14 +191,6 @@ class KnowledgeBase(SearchAPI, ValidateAPI, ArchiveAPI):
         return StaleReport(total=len(statuses), counts=counts, skills=rows)
 
     # ------------------------------------------------------------------ get / list
-    def _entries(self) -> list[Any]:
-        idx = self.searcher().index() if self.is_indexed() else None
-        if idx is not None:
-            return list(idx.entries)
-        from kbase.retrieval.indexer import collect_entries
-
-        return collect_entries(self.root)[0]
-
     def list_entries(self, kind: str | None = None) -> list[EntrySummary]:
         """Every entry (indexed, or parsed now when there is no index), with its status."""
         from kbase.schema import EntrySummary

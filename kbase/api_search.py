@@ -11,7 +11,7 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from kbase.closed_sets import PR_STATUS, STATUS_SPECS
+from kbase.closed_sets import DRAFT_STATUS, PR_STATUS, STATUS_SPECS
 from kbase.errors import InvalidArgument, NotFound, NotIndexed
 
 if TYPE_CHECKING:  # each method imports the models it makes: a search defines no others
@@ -63,11 +63,33 @@ class SearchAPI:
         def searcher(self) -> Any: ...
         def is_indexed(self) -> bool: ...
         def index(self, progress: Any = None, gc: bool = True) -> Any: ...
-        def statuses(self, env: Any = None) -> dict[str, SkillAudit]: ...
-        def _status_of(
-            self, entry: Any, statuses: dict[str, SkillAudit]
-        ) -> tuple[str, Any, Any]: ...
-        def _entries(self) -> list[Any]: ...
+
+    def statuses(self, env: Any = None) -> dict[str, SkillAudit]:
+        """skill name -> SkillAudit (cached by the validators until an input changes)."""
+        from kbase.validators.status import skill_statuses
+
+        try:
+            return skill_statuses(self.root, env=env)
+        except FileNotFoundError:
+            return {}
+
+    def _status_of(self, entry: Any, statuses: dict[str, SkillAudit]) -> tuple[str, Any, Any]:
+        if entry.kind == "pr":
+            return PR_STATUS, None, None
+        if entry.path.startswith(DRAFTS):
+            return DRAFT_STATUS, None, None
+        audit = statuses.get(entry.id)
+        if audit is None:
+            return "unverified", None, None
+        return audit.status, audit.verified_on, audit.last_pass
+
+    def _entries(self) -> list[Any]:
+        idx = self.searcher().index() if self.is_indexed() else None
+        if idx is not None:
+            return list(idx.entries)
+        from kbase.retrieval.indexer import collect_entries
+
+        return collect_entries(self.root)[0]
 
     def search(
         self,
