@@ -291,6 +291,7 @@ def run(
 ) -> None:
     import uvicorn
 
+    from kbase.api import KnowledgeBase
     from kbase.serve.guard import allowed_hosts, guarded_protocol
 
     if host not in ("127.0.0.1", "localhost", "::1"):
@@ -298,7 +299,7 @@ def run(
             "serving on %s: kbase has no authentication; put it behind something that has", host
         )
     t0 = time.perf_counter()
-    service = Service.open(root=root, home=home)
+    service = Service(KnowledgeBase(root=root, home=home))
     app = create_app(service, allow_write=allow_write, hosts=allowed_hosts(host))
     config = uvicorn.Config(
         app,

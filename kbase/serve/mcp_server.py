@@ -142,7 +142,9 @@ def run(
         from kbase.serve.mcp_early import EarlyAnswers
 
         early = EarlyAnswers(allow_write=allow_write)
-    service = Service.open(root=root, home=home)
+    from kbase.api import KnowledgeBase
+
+    service = Service(KnowledgeBase(root=root, home=home))
     if http:
         service.start(index_if_missing=index_if_missing)
         anyio.run(serve_http, build_server(service, allow_write), *parse_hostport(http))

@@ -28,13 +28,6 @@ class Service:
         self._thread: threading.Thread | None = None
 
     # ------------------------------------------------------------------ start-up
-    @classmethod
-    def open(cls, root: Any = None, home: Any = None) -> Service:
-        """The service of the knowledge base at `root`; start() prepares it beside the server."""
-        from kbase.api import KnowledgeBase
-
-        return cls(KnowledgeBase(root=root, home=home))
-
     def start(self, index_if_missing: bool = True) -> None:
         """prepare() on a daemon thread; requests meanwhile see `state`."""
         self.state = "" if self.kb.is_indexed() or not index_if_missing else "indexing"
