@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from kbase.closed_sets import DRAFT_STATUS, PR_STATUS, STATUS_SPECS
-from kbase.errors import InvalidArgument, NotFound, NotIndexed
+from kbase.errors import InvalidArgument, NotFound, Unavailable
 
 if TYPE_CHECKING:  # each method imports the models it makes: a search defines no others
     from kbase.schema import Hit, SearchQuery, SearchResult, SkillAudit
@@ -167,7 +167,7 @@ class SearchAPI:
     def query(self, q: SearchQuery, auto_index: bool = True) -> SearchResult:
         if not self.is_indexed():
             if not auto_index:
-                raise NotIndexed(f"no index under {self.home}; run `kbase index`")
+                raise Unavailable(f"no index under {self.home}; run `kbase index`")
             self.index()
         aside = (
             self._load_query_embedder_aside()

@@ -10,7 +10,7 @@ import threading
 import time
 from typing import Any
 
-from kbase.errors import NotIndexed, Unavailable
+from kbase.errors import Unavailable
 from kbase.schema import SearchQuery, SearchResult
 
 log = logging.getLogger("kbase.serve")
@@ -78,7 +78,7 @@ class Service:
             raise Unavailable(f"{self.state}: {msg}")
         try:
             result: SearchResult = self.kb.query(q, auto_index=False)
-        except NotIndexed as exc:
+        except Unavailable as exc:  # no index: start-up did not build one
             why = f" (start-up failed: {self.failure})" if self.failure else ""
             raise Unavailable(f"{exc}{why}") from None
         return result
