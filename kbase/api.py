@@ -14,20 +14,17 @@ from typing import TYPE_CHECKING, Any
 from kbase.api_archive import ArchiveAPI
 from kbase.api_search import SearchAPI, attrs
 from kbase.api_validate import ValidateAPI
-from kbase.closed_sets import DRAFT_STATUS, PR_STATUS, severity
+from kbase.closed_sets import severity
 from kbase.config import Settings, default_model_path
-from kbase.errors import NotFound, NotIndexed, ProblemsError
+from kbase.errors import NotFound, ProblemsError
 
 if TYPE_CHECKING:  # each method imports the models it makes: a search defines no others
     from kbase.schema import (
         EntryDoc,
         EntrySummary,
         Health,
-        SkillAudit,
         StaleReport,
     )
-
-__all__ = ["KnowledgeBase", "NotIndexed", "PR_STATUS"]
 
 Progress = Callable[[str, int, int], None]
 
@@ -179,26 +176,6 @@ class KnowledgeBase(SearchAPI, ValidateAPI, ArchiveAPI):
             dense_model=recipe,
         )
 
-    # ------------------------------------------------------------------ status
-    def statuses(self, env: Any = None) -> dict[str, SkillAudit]:
-        """skill name -> SkillAudit (cached by the validators until an input changes)."""
-        from kbase.validators.status import skill_statuses
-
-        try:
-            return skill_statuses(self.root, env=env)
-        except FileNotFoundError:
-            return {}
-
-    def _status_of(self, entry: Any, statuses: dict[str, SkillAudit]) -> tuple[str, Any, Any]:
-        if entry.kind == "pr":
-            return PR_STATUS, None, None
-        if entry.path.startswith("skills/_drafts/"):
-            return DRAFT_STATUS, None, None
-        audit = statuses.get(entry.id)
-        if audit is None:
-            return "unverified", None, None
-        return audit.status, audit.verified_on, audit.last_pass
-
     def stale(self, env: Any = None) -> StaleReport:
         """Skills that are not verified right now, worst first, with the validators' reasons."""
         from kbase.schema import StaleReport
@@ -214,14 +191,6 @@ class KnowledgeBase(SearchAPI, ValidateAPI, ArchiveAPI):
         return StaleReport(total=len(statuses), counts=counts, skills=rows)
 
     # ------------------------------------------------------------------ get / list
-    def _entries(self) -> list[Any]:
-        idx = self.searcher().index() if self.is_indexed() else None
-        if idx is not None:
-            return list(idx.entries)
-        from kbase.retrieval.indexer import collect_entries
-
-        return collect_entries(self.root)[0]
-
     def list_entries(self, kind: str | None = None) -> list[EntrySummary]:
         """Every entry (indexed, or parsed now when there is no index), with its status."""
         from kbase.schema import EntrySummary
@@ -241,11 +210,10 @@ class KnowledgeBase(SearchAPI, ValidateAPI, ArchiveAPI):
         from kbase.schema import EntryDoc, SectionText
 
         idx = self.searcher().index() if self.is_indexed() else None
-        entry = None
         if idx is not None and entry_id in idx.by_id:
             entry = idx.entries[idx.by_id[entry_id]]
             idx.fill_texts([entry])
-        if entry is None:
+        else:
             entry = self._find_unindexed(entry_id)
         if entry is None:
             from kbase.suggest import did_you_mean
@@ -312,11 +280,12 @@ class KnowledgeBase(SearchAPI, ValidateAPI, ArchiveAPI):
             return None
 
     # ------------------------------------------------------------------ health
-    def health(self) -> Health:
+    def health(self, read_index: bool = True) -> Health:
+        """`read_index=False`: an index being built may be half written; report none."""
         from kbase.retrieval.generations import current_id, current_meta
         from kbase.schema import Health
 
-        gen = current_id(self.home)
+        gen = current_id(self.home) if read_index else None
         idx = self.searcher().index() if gen is not None else None
         meta = (current_meta(self.home) or {}) if gen is not None else {}
         return Health(

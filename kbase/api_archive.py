@@ -49,27 +49,23 @@ class ArchiveAPI:
                 + did_you_mean(repo, repos, "archives")
                 + f" (to add one: `kbase mine --repo PATH --name {repo}`)"
             )
-        if paths:
-            globs = list(paths) + (
-                list(read_families(self.root, repo).get(family, [])) if family else []
-            )
-            rows = timeline(self.root, repo, family, globs)
-            return HistoryResult.model_validate(
-                {"repo": repo, "family": family, "globs": globs, "prs": rows}
-            )
-        if not family:
-            raise InvalidArgument("name a family or give --path GLOB", "family")
         families = read_families(self.root, repo)
-        if family not in families:
+        if paths:
+            globs = list(paths) + list(families.get(family, []) if family else [])
+        elif not family:
+            raise InvalidArgument("name a family or give --path GLOB", "family")
+        elif family not in families:
             from kbase.suggest import nearest
 
             known = ", ".join(sorted(families)) or "none recorded; mine with a recipe"
             near = nearest(family, families)
             hint = f"did you mean {' or '.join(map(repr, near))}? " if near else ""
             raise NotFound(f"unknown family {family!r} for {repo} ({hint}known: {known})")
-        rows = timeline(self.root, repo, family, families[family])
+        else:
+            globs = list(families[family])
+        rows = timeline(self.root, repo, family, globs)
         return HistoryResult.model_validate(
-            {"repo": repo, "family": family, "globs": list(families[family]), "prs": rows}
+            {"repo": repo, "family": family, "globs": globs, "prs": rows}
         )
 
     def mine(

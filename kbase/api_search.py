@@ -11,8 +11,8 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from kbase.closed_sets import PR_STATUS, STATUS_SPECS
-from kbase.errors import InvalidArgument, NotFound, NotIndexed
+from kbase.closed_sets import DRAFT_STATUS, PR_STATUS, STATUS_SPECS
+from kbase.errors import InvalidArgument, NotFound, Unavailable
 
 if TYPE_CHECKING:  # each method imports the models it makes: a search defines no others
     from kbase.schema import Hit, SearchQuery, SearchResult, SkillAudit
@@ -39,20 +39,6 @@ def no_good_match(cands: list[Any]) -> bool:
     return model is not None and best < model[2]
 
 
-def candidate(c: Any, status: str) -> Any:
-    from kbase.retrieval.evidence import use_when
-    from kbase.schema import SearchCandidate
-
-    return SearchCandidate(
-        id=c.id,
-        kind=c.kind,
-        status=status,
-        use_when=use_when(c),
-        trigger=c.matched or None,
-        confidence=c.confidence,
-    )
-
-
 class _Ranked(NamedTuple):
     """A candidate as a search ranks it before the hits it keeps are built."""
 
@@ -77,11 +63,33 @@ class SearchAPI:
         def searcher(self) -> Any: ...
         def is_indexed(self) -> bool: ...
         def index(self, progress: Any = None, gc: bool = True) -> Any: ...
-        def statuses(self, env: Any = None) -> dict[str, SkillAudit]: ...
-        def _status_of(
-            self, entry: Any, statuses: dict[str, SkillAudit]
-        ) -> tuple[str, Any, Any]: ...
-        def _entries(self) -> list[Any]: ...
+
+    def statuses(self, env: Any = None) -> dict[str, SkillAudit]:
+        """skill name -> SkillAudit (cached by the validators until an input changes)."""
+        from kbase.validators.status import skill_statuses
+
+        try:
+            return skill_statuses(self.root, env=env)
+        except FileNotFoundError:
+            return {}
+
+    def _status_of(self, entry: Any, statuses: dict[str, SkillAudit]) -> tuple[str, Any, Any]:
+        if entry.kind == "pr":
+            return PR_STATUS, None, None
+        if entry.path.startswith(DRAFTS):
+            return DRAFT_STATUS, None, None
+        audit = statuses.get(entry.id)
+        if audit is None:
+            return "unverified", None, None
+        return audit.status, audit.verified_on, audit.last_pass
+
+    def _entries(self) -> list[Any]:
+        idx = self.searcher().index() if self.is_indexed() else None
+        if idx is not None:
+            return list(idx.entries)
+        from kbase.retrieval.indexer import collect_entries
+
+        return collect_entries(self.root)[0]
 
     def search(
         self,
@@ -154,13 +162,12 @@ class SearchAPI:
         for path, f in shown.items():
             if seen.get(path) != _file_sig(f):
                 return True
-        prefixes = ("skills/",)
-        return any(p.startswith(prefixes) and p not in shown for p in seen)
+        return any(p.startswith("skills/") and p not in shown for p in seen)
 
     def query(self, q: SearchQuery, auto_index: bool = True) -> SearchResult:
         if not self.is_indexed():
             if not auto_index:
-                raise NotIndexed(f"no index under {self.home}; run `kbase index`")
+                raise Unavailable(f"no index under {self.home}; run `kbase index`")
             self.index()
         aside = (
             self._load_query_embedder_aside()
@@ -176,8 +183,9 @@ class SearchAPI:
                 aside.join()
 
     def _answer(self, q: SearchQuery) -> SearchResult:
+        from kbase.retrieval.evidence import use_when
         from kbase.retrieval.searcher import Future, make_snippet
-        from kbase.schema import Hit, SearchResult
+        from kbase.schema import Hit, SearchCandidate, SearchResult
 
         wanted = set(q.status)
         self._check_archive_names(q)
@@ -236,7 +244,17 @@ class SearchAPI:
             query=q.query,
             hits=hits,
             no_good_match=no_good_match([r.cand for r in listed]),
-            candidates=[candidate(r.cand, r.status) for r in listed],
+            candidates=[
+                SearchCandidate(
+                    id=r.cand.id,
+                    kind=r.cand.kind,
+                    status=r.status,
+                    use_when=use_when(r.cand),
+                    trigger=r.cand.matched or None,
+                    confidence=r.cand.confidence,
+                )
+                for r in listed
+            ],
         )
 
     def _claims_by_id(self, entries: list[Any]) -> dict[str, list[Any]]:

@@ -1,8 +1,5 @@
-"""The validators' part of `KnowledgeBase`: lint, verify, audit, check, new, merge-ledger.
-
-A mixin of kbase.api.KnowledgeBase, so the CLI reaches the validators only through the façade.
-Progress is reported through callbacks (`on_plan(total_runs)`, `on_done(outcome)`); printing is
-the adapter's business.
+"""The validators' part of `KnowledgeBase` (a mixin of kbase.api): lint, verify, audit, check,
+new, merge-ledger, trust. Progress goes to callbacks; printing is the adapter's business.
 """
 
 from __future__ import annotations
@@ -131,18 +128,6 @@ class ValidateAPI:
         return LintReport(checked=len(targets), problems=lint_paths(targets, self.root))
 
     # ------------------------------------------------------------------ runs
-    def _settings(self, opts: RunOptions) -> Any:
-        from kbase.validators.runner import RunSettings
-
-        return RunSettings(
-            tier=opts.tier,
-            workers=opts.workers,
-            timeout_s=opts.timeout_s,
-            memory_mb=opts.memory_mb,
-            unsafe_no_sandbox=not opts.isolate,
-            root=self.root,
-        )
-
     def _run(
         self,
         skills: list[Any],
@@ -156,9 +141,16 @@ class ValidateAPI:
         """Run the skills' snippets (verify, check); with `record`, each run goes to the ledger.
         `all_skipped_fails`: a skill none of whose runs ran is a problem (an asked-for tier)."""
         from kbase.validators.audit import Recorder
-        from kbase.validators.runner import isolation_note, plan_skill, verify_skills
+        from kbase.validators.runner import RunSettings, isolation_note, plan_skill, verify_skills
 
-        settings = self._settings(opts)
+        settings = RunSettings(
+            tier=opts.tier,
+            workers=opts.workers,
+            timeout_s=opts.timeout_s,
+            memory_mb=opts.memory_mb,
+            unsafe_no_sandbox=not opts.isolate,
+            root=self.root,
+        )
         if on_plan:
             on_plan(sum(len(plan_skill(s, opts.tier)) for s in skills))
         recorder = Recorder(self.root, on_done) if record else None
@@ -306,22 +298,16 @@ class ValidateAPI:
         priv, pub, kid = keygen(Path(path), comment=comment, force=force)
         return {"private": str(priv), "public": str(pub), "key_id": kid, "trusted": None}
 
-    def keygen(
-        self, path: Path, *, comment: str = "", trust: bool = False, force: bool = False
-    ) -> dict[str, Any]:
-        """An ed25519 key pair for signing rows; with `trust`, its public key joins
-        ledger/trusted-keys/."""
+    def keygen(self, path: Path, *, comment: str = "", force: bool = False) -> dict[str, Any]:
+        """An ed25519 key pair for signing rows, its public key joining ledger/trusted-keys/."""
         import shutil
 
         info = self.new_keypair(Path(path), comment=comment, force=force)
         pub = Path(info["public"])
-        trusted = None
-        if trust:
-            dest = self.root / "ledger" / "trusted-keys" / pub.name
-            dest.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(pub, dest)
-            trusted = str(dest.relative_to(self.root))
-        return {**info, "trusted": trusted}
+        dest = self.root / "ledger" / "trusted-keys" / pub.name
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(pub, dest)
+        return {**info, "trusted": str(dest.relative_to(self.root))}
 
     def ledger_verify(self) -> Any:
         """validators.ledger.LedgerCheck: every row valid and signed as trust requires."""

@@ -31,13 +31,6 @@ def is_root(path: Path) -> bool:
     return path.is_dir() and any((path / m).is_dir() for m in ROOT_MARKERS)
 
 
-def _search_up(start: Path) -> Path | None:
-    for p in (start, *start.parents):
-        if is_root(p):
-            return p
-    return None
-
-
 def find_root(root: str | os.PathLike | None = None) -> Path:
     """--root, else KBASE_ROOT, else --default-root (KBASE_DEFAULT_ROOT: what an agent runtime
     names), else the nearest knowledge base at or above the current folder."""
@@ -48,7 +41,7 @@ def find_root(root: str | os.PathLike | None = None) -> Path:
         root, how = os.environ.get("KBASE_DEFAULT_ROOT"), "--default-root"
     if not root:
         cwd = Path.cwd().resolve()
-        found = _search_up(cwd)
+        found = next((p for p in (cwd, *cwd.parents) if is_root(p)), None)
         if found is not None:
             return found
         raise RootError(

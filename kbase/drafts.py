@@ -1,11 +1,5 @@
-"""Draft skills proposed from experience: `skills/_drafts/<name>/SKILL.md`.
-
-An agent that just solved a kernel problem proposes what it learned (title, the symptom or the
-literal error text, the cause, the fix, optionally a snippet). The draft is a complete SKILL.md
-that passes lint, is indexed and searchable with status `draft`, and stays `draft` whatever the
-ledger says: becoming `verified` takes a person's review (moving the folder to `skills/<name>/`
-in a reviewed change) and then a passing sandboxed run of its snippet. Without a snippet the
-draft gets one that exits 77 (skipped), which can never count as a pass.
+"""Draft skills proposed from experience: `skills/_drafts/<name>/SKILL.md`, lint-clean and
+`draft` whatever the ledger says until a person moves it to skills/ (docs/agents.md).
 """
 
 from __future__ import annotations

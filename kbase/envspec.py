@@ -1,12 +1,6 @@
-"""`env`: the environment a caller asks statuses to be judged for, from one short string.
-
-    local | this machine          -> this machine's fingerprint (GPU included when there is one)
-    triton=3.4,torch=2.8,cuda=12.8,arch=sm90
-                                  -> {"triton": "3.4", "torch": "2.8", "torch_cuda": "12.8",
-                                      "compute_capability": "9.0"}
-
-The validators' rules (validators/rules.py, `env_gap`) then report `stale-env` for a skill whose
-passes all ran on older versions or another architecture than the one asked about.
+"""`env`: the environment a caller asks statuses to be judged for, from one short string
+(`local`, or `triton=3.4,torch=2.8,cuda=12.8,arch=sm90` -> fingerprint fields); the validators'
+rules then report `stale-env` for a skill that never passed there.
 """
 
 from __future__ import annotations

@@ -55,10 +55,6 @@ class TooManyWrites(KbaseError):
     code = "too-many-writes"
 
 
-class NotIndexed(Unavailable):
-    """No index under the home directory."""
-
-
 class ProblemsError(KbaseError):
     """One or more located problems (file, line, field) found in the knowledge base's own input.
 

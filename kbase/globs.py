@@ -1,18 +1,11 @@
-"""Path globs with git `:(glob)` pathspec semantics, shared by recipes, cards and watch rules.
-
-`*` and `?` stay inside one path segment, `**` crosses segments (`a/**/b` also matches
-`a/b`), `[...]` is a character class. A pattern without wildcards matches the path it names
-and, when that is a directory, everything below it (`csrc/xqa`, `csrc/xqa/`); a pattern with
-wildcards must match the whole path, as git's does: `csrc/*xqa*` matches `csrc/fused_xqa.cu`
-but not `csrc/xqa/mha.cu` (write `csrc/xqa/**` or `csrc/*xqa*/**` for that). Following git
-lets a family's PR set be checked against `git log --first-parent -- ':(glob)<pattern>'`.
+"""Path globs with git `:(glob)` pathspec semantics (docs/pr-archive.md), shared by recipes,
+cards and watch rules, so a family's PR set can be checked against `git log -- ':(glob)...'`.
 """
 
 from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Iterable
 
 
 def _glob_body(pattern: str) -> str:
@@ -79,10 +72,6 @@ def compile_globs(patterns: tuple[str, ...]) -> re.Pattern[str]:
         return re.compile(r"(?!)")
     # one compile of the alternation: compiling each glob first as well doubled a recipe's cost
     return re.compile("|".join(f"(?:{glob_regex(p)})" for p in patterns))
-
-
-def glob_match(path: str, patterns: Iterable[str]) -> bool:
-    return compile_globs(tuple(patterns)).match(path) is not None
 
 
 class FamilyMatcher:

@@ -1,9 +1,7 @@
-"""A no-op `kbase mine` without the CLI framework (kbase.cli sends it here first): a mine with
-nothing new is answered before typer, pydantic or the miner are imported (issue #12;
-`KnowledgeBase.mine_noop`): 0.18 s against 0.77 s through typer. A mine with work goes to the
-typer command (kbase.commands.archive.mine): mining it here was 1.25-1.27x faster on a 10- and a
-30-commit toy repository, less on real ones, under the 1.3x bar. So does a command line this
-parser does not take exactly as typer would (another option, a missing value, `--help`), or a
+"""A no-op `kbase mine` without the CLI framework (kbase.cli sends it here first): answered
+before typer, pydantic or the miner are imported (issue #12): 0.18 s against 0.77 s through
+typer. A mine with work goes to the typer command (mining here was 1.25-1.27x faster, under the
+1.3x bar), as does any command line this parser does not take exactly as typer would, or a
 terminal to draw a progress bar on.
 """
 
@@ -12,7 +10,6 @@ from __future__ import annotations
 import os
 import sys
 import time
-from typing import Any
 
 _VALUED = ("--repo", "--name", "--recipe", "--root", "--since")
 _FLAGS = ("--json", "--full")
@@ -41,40 +38,27 @@ def parse_opts(
     return opts
 
 
-def parse(argv: list[str]) -> dict[str, str | bool] | None:
-    """The options of `kbase mine ARGV` when they are only these; None for anything else."""
+def run(argv: list[str]) -> bool:
+    """Answer a no-op `kbase mine ARGV` here (True), or leave it to the typer command (False);
+    a root that does not resolve is left to it too: it says why."""
+    t0 = time.perf_counter()
     opts = parse_opts(argv, _VALUED, _FLAGS)
     if not opts or not opts.get("--repo") or not opts.get("--name"):
-        return None
-    return opts
-
-
-def noop_report(opts: dict[str, str | bool], t0: float) -> Any:
-    """The no-op report (KnowledgeBase.mine_noop), or None when this cannot be shown to be a
-    no-op; a root that does not resolve is left to the full command, which says why."""
+        return False
+    if opts.get("--since") or opts.get("--full") or _bar_wanted():
+        return False
     from kbase.api import KnowledgeBase
     from kbase.errors import KbaseError
 
     try:  # --root, then KBASE_ROOT, as typer's --root does
         kb = KnowledgeBase(root=str(opts.get("--root") or "") or None)
     except KbaseError:
-        return None
+        return False
     spec = opts.get("--recipe")
     report = kb.mine_noop(str(opts["--repo"]), str(opts["--name"]), str(spec) if spec else None)
-    if report is not None:
-        report.seconds = round(time.perf_counter() - t0, 3)
-    return report
-
-
-def run(argv: list[str]) -> bool:
-    """Answer a no-op `kbase mine ARGV` here (True), or leave it to the typer command (False)."""
-    t0 = time.perf_counter()
-    opts = parse(argv)
-    if opts is None or opts.get("--since") or opts.get("--full") or _bar_wanted():
-        return False
-    report = noop_report(opts, t0)
     if report is None:  # work to do: the typer command mines
         return False
+    report.seconds = round(time.perf_counter() - t0, 3)
     if opts.get("--json"):
         from kbase.commands.jsonout import print_json  # no CLI framework there
 

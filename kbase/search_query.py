@@ -243,8 +243,6 @@ class SearchQuery(BaseModel):
     def _env(cls, v: Any) -> Any:
         if v is None or v == "local":
             return v
-        if hasattr(v, "model_dump"):
-            return v.model_dump()
         if not isinstance(v, dict):
             raise ValueError("env must be 'local' or an object of fingerprint fields")
         return v

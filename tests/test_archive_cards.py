@@ -14,10 +14,14 @@ from kbase.ingest.card_history import latest_touch
 from kbase.ingest.recipes import RecipeError, load_recipe_file
 from mining_fixtures import load_card_entries
 
-from kbase.globs import glob_match
+from kbase.globs import compile_globs
 from kbase.schema import FileChange, PRCard, Tags
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
+
+
+def glob_match(path: str, patterns: list[str]) -> bool:
+    return compile_globs(tuple(patterns)).match(path) is not None
 
 
 def make_card(

@@ -1,12 +1,6 @@
-"""PR archive sub-commands: `kbase mine` and `kbase history`.
-
-gitpython is imported only inside `mine` (through the façade), so the rest of the CLI runs on
-machines without it.
-"""
+"""PR archive sub-commands: `kbase mine`, `kbase history`, `kbase recipe`."""
 
 from __future__ import annotations
-
-from typing import Any
 
 import typer
 
@@ -44,28 +38,23 @@ def mine(
     Walks every commit reachable from HEAD, not only the first-parent line.
     A PR merge owns the commits it brings in; PRs behind other merges get cards of their own."""
     # kbase.mine_cli answers a no-op without typer (kbase.cli); keep their output alike
+    base = kb(root)
     if not err_console.is_terminal:  # no bar to draw
-        report = kb(root).mine(repo, name, recipe, since=since, full=full)
+        report = base.mine(repo, name, recipe, since=since, full=full)
     else:
-        report = _mine_with_bar(kb(root), repo, name, recipe, since, full)
+        with progress_bar(f"mining {name}") as bar:
+            task = bar.add_task("", total=None)
+
+            def tick(done: int, total: int) -> None:
+                if done % 25 == 0 or done == total:
+                    bar.update(task, completed=done, total=total)
+
+            report = base.mine(repo, name, recipe, since=since, full=full, progress=tick)
     if as_json:
         print_json(report.as_dict())
         return
     for line in report.summary():
         console.print(line, highlight=False)
-
-
-def _mine_with_bar(
-    base: Any, repo: str, name: str, recipe: str | None, since: str | None, full: bool
-) -> Any:
-    with progress_bar(f"mining {name}") as bar:
-        task = bar.add_task("", total=None)
-
-        def tick(done: int, total: int) -> None:
-            if done % 25 == 0 or done == total:
-                bar.update(task, completed=done, total=total)
-
-        return base.mine(repo, name, recipe, since=since, full=full, progress=tick)
 
 
 def history(

@@ -35,18 +35,6 @@ def fail(message: str, code: int = 2) -> typer.Exit:
     return typer.Exit(code)
 
 
-def error_json(exc: KbaseError) -> dict[str, Any]:
-    """`--json` output of a command that could not do its work: the same problem shape as lint."""
-    from kbase.schema import Problem
-
-    if isinstance(exc, ProblemsError):
-        problems = exc.problems
-    else:
-        field = getattr(exc, "field", None)
-        problems = [Problem(path="", field=field, code=exc.code, message=str(exc))]
-    return {"error": exc.code, "problems": [p.model_dump() for p in problems]}
-
-
 def handles_errors(fn: F) -> F:
     """Translate every KbaseError the façade raises into `error: ...` on stderr and exit 2.
 
@@ -64,11 +52,19 @@ def handles_errors(fn: F) -> F:
 
 
 def error_exit(exc: KbaseError, as_json: bool) -> typer.Exit:
-    """Print what a command that raised `exc` prints (see handles_errors); the Exit to raise."""
-    if as_json:
-        print_json(error_json(exc))
+    """Print what a command that raised `exc` prints (see handles_errors); the Exit to raise.
+    The `--json` problems have lint's shape."""
+    from kbase.schema import Problem
+
     if isinstance(exc, ProblemsError):
-        for p in exc.problems:
+        problems = exc.problems
+    else:
+        field = getattr(exc, "field", None)
+        problems = [Problem(path="", field=field, code=exc.code, message=str(exc))]
+    if as_json:
+        print_json({"error": exc.code, "problems": [p.model_dump() for p in problems]})
+    if isinstance(exc, ProblemsError):
+        for p in problems:
             err_console.print(str(p), highlight=False, markup=False, soft_wrap=True)
         return typer.Exit(exc.exit_code)
     return fail(str(exc), code=exc.exit_code)

@@ -41,10 +41,6 @@ def lint(
         raise typer.Exit(1)
 
 
-def _entries(n: int) -> str:
-    return f"{n} entry" if n == 1 else f"{n} entries"
-
-
 def _run_index(base: Any, gc: bool = True) -> Any:
     """base.index() with progress on stderr, whatever stdout gets (`--json` too): a bar on a
     terminal, else a plain line per stage and about one a second while embedding, which an
@@ -52,11 +48,9 @@ def _run_index(base: Any, gc: bool = True) -> Any:
     import time
 
     if not base.is_indexed():
-        typer.echo(
-            f"kbase: building the index, first use only: {_entries(base.source_count())} "
-            f"under {base.root}",
-            err=True,
-        )
+        n = base.source_count()
+        what = f"{n} entry" if n == 1 else f"{n} entries"
+        typer.echo(f"kbase: building the index, first use only: {what} under {base.root}", err=True)
     elif base.skills_changed():
         typer.echo("kbase: skills changed since the last index: updating it", err=True)
     if not sys.stderr.isatty():
@@ -239,17 +233,14 @@ def list_entries(
         typer.echo(f"{r.id}\t{r.status}\t{r.title}")
 
 
-def _console() -> Console:
-    if sys.stdout.isatty():
-        return Console(highlight=False)
-    return Console(width=80, no_color=True, highlight=False, color_system=None, soft_wrap=False)
-
-
 def render_hits(hits: list[Any]) -> None:
     """One hit per block, at the console's width (80 columns when piped or unknown): `N. id
     status  title`, then `where`, then the snippet; in a pipe no colour and no box drawing, so
     `grep` and `less` see plain text; ids are never folded in the middle."""
-    con = _console()
+    if sys.stdout.isatty():
+        con = Console(highlight=False)
+    else:
+        con = Console(width=80, no_color=True, highlight=False, color_system=None, soft_wrap=False)
     width = max(40, min(con.width, 120))
     for i, h in enumerate(hits, 1):
         lead = f"{i}. "

@@ -1,4 +1,4 @@
-"""`--json` output, shared by the typer commands and the fast search path (no typer here)."""
+"""`--json` output, shared by the typer commands and the no-op mine path (no typer there)."""
 
 from __future__ import annotations
 

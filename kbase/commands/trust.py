@@ -1,7 +1,4 @@
-"""Trust sub-commands: `kbase keygen` and `kbase ledger verify|quarantine` (thin, over the façade).
-
-Only typer/rich at module level, like every command module (the GPU box runs these too).
-"""
+"""Trust sub-commands: `kbase keygen` and `kbase ledger verify|quarantine`."""
 
 from __future__ import annotations
 
@@ -26,7 +23,7 @@ def keygen(
 ) -> None:
     """Write an ed25519 key pair for signing ledger rows (KBASE_SIGNING_KEY=PATH)."""
     if trust:
-        info = kb(root).keygen(path, comment=comment, trust=True, force=force)
+        info = kb(root).keygen(path, comment=comment, force=force)
     else:  # a key pair needs no knowledge base
         from kbase.api import KnowledgeBase
 

@@ -2,17 +2,6 @@
 name (`from kbase.schema import Hit`). Importing it defines every model (~40 ms more than the
 few a cold search needs, of a ~0.45 s search: cheaper than a table of lazy names)."""
 
-from kbase.closed_sets import (
-    TIERS,
-    CardKind,
-    DeviceUse,
-    EntryKind,
-    EntryStatus,
-    Mode,
-    SkillStatus,
-    Tier,
-    Verdict,
-)
 from kbase.schema.answers import (
     ClaimCounts,
     ClaimMeasurement,

@@ -1,13 +1,6 @@
-"""`kbase export DEST --format agent-skills`: skills as Agent-Skills folders for agent runtimes.
-
-An agent runtime puts every installed skill's name and description into its prompt, and that
-catalog has a small budget. So by default only one router skill is exported: it teaches the
-agent to ask kbase (`kbase search --json` or the MCP server) mid-task. `--all` also exports
-each skill as its own folder, with the verification snippet under scripts/.
-
-Only the front-matter keys of the Agent Skills format are written (name, description, license,
-compatibility, metadata with string values, allowed-tools); kbase's own keys (trigger, steps,
-failure modes) are rendered into the body and its audit status goes into metadata.
+"""`kbase export DEST --format agent-skills`: a router skill, and with `--all` every skill, as
+Agent-Skills folders (docs/agents.md: why only the router by default). Only the Agent Skills
+front-matter keys are written; kbase's own keys go into the body, its status into metadata.
 """
 
 from __future__ import annotations
@@ -65,12 +58,8 @@ def _prepare_dir(d: Path) -> None:
     (d / MARKER).write_text("written by `kbase export`; safe to delete\n")
 
 
-# Codex puts every skill it may pick by itself in its prompt, as "- name: description (file:
-# path)", within ~2% of the model's context window, or 8,000 characters when that is unknown
-# (https://developers.openai.com/codex/skills); past it, it cuts descriptions, then drops skills.
-# The names and paths of ~200 skills alone are ~3x that, so an --all export leaves only the router
-# there: each skill is `allow_implicit_invocation: false` (Codex lists it for `$name` mentions,
-# not in the model's list), and the router's catalog links every one.
+# Codex's list of the skills it may pick by itself, when the context window is unknown; the names
+# and paths of ~200 skills alone are ~3x that, so only the router is in it (docs/agents.md).
 CODEX_LIST_BUDGET = 8000
 
 

@@ -1,8 +1,4 @@
-"""The router skill's text: the one skill `kbase export` always writes (kbase/serve/export.py).
-
-It teaches an agent to ask kbase mid-task (`kbase search --json` or the MCP server) and how to
-weigh a status; with a catalog it also lists each skill with its status as of the export.
-"""
+"""The router skill's text: the one skill `kbase export` always writes (kbase/serve/export.py)."""
 
 from __future__ import annotations
 

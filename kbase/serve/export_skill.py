@@ -66,8 +66,7 @@ def _verify_section(skill, scripts: dict[str, str]) -> list[str]:
     if "verify.py" in scripts:
         lines.append(
             f"Run `cd scripts && KBASE_TIER=<tier> python verify.py` (tiers: {tiers}; exit 0 = "
-            "pass, "
-            "77 = skipped)."
+            "pass, 77 = skipped)."
         )
         cpu = [t for t in v.tiers if TIER_SPECS[t].python_only and not TIER_SPECS[t].sees_gpu]
         if cpu:

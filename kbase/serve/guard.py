@@ -1,18 +1,10 @@
-"""Transport guards for the HTTP servers (`kbase serve`, `kbase mcp --http`).
+"""Transport guards for the HTTP servers (`kbase serve`, `kbase mcp --http`); each refusal and
+its status is listed in docs/agents.md and answered as `{"error": {"status", "message"}}`.
 
-`Guard` is plain ASGI middleware in front of the app. It
-- answers 421 when the Host header is not one this server answers to and 403 when a browser
-  Origin is not allowed (a DNS-rebinding page cannot reach a server bound to loopback);
-- reads the whole request body itself, counting bytes as they arrive, so a chunked upload is cut
-  off at `max_body` like one with a Content-Length (413), and within `body_timeout` seconds (408);
-- refuses a query string or a JSON body that is not valid UTF-8, or whose JSON holds a lone
-  surrogate escape such as "\\ud800", with 400 before any handler sees it;
-- refuses a JSON body nested deeper than MAX_JSON_DEPTH with 400, counted on the bytes before
-  anything recursive parses it (10,000 `{"a":` made json.loads raise RecursionError: a 500).
-
-`GuardedH11Protocol` closes a connection whose request headers do not arrive within
-`header_timeout` seconds (uvicorn has an idle keep-alive timeout but none for a slow header).
-Every refusal is `{"error": {"status", "message"}}`, like the API's own errors.
+`Guard` is ASGI middleware that reads the whole body itself, counting bytes as they arrive (a
+chunked upload is cut off like one with a Content-Length), and checks JSON depth on the bytes
+before anything recursive parses them. `guarded_protocol` closes a connection whose headers are
+slow (uvicorn has a keep-alive timeout but none for headers).
 """
 
 from __future__ import annotations
@@ -20,7 +12,7 @@ from __future__ import annotations
 import json
 import logging
 import re
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable
 from typing import Any
 from urllib.parse import unquote_to_bytes
 
@@ -35,7 +27,9 @@ MAX_BODY_BYTES = 64 * 1024
 BODY_TIMEOUT_S = 10.0
 HEADER_TIMEOUT_S = 10.0
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
-MAX_JSON_DEPTH = 64  # kbase's requests nest 3 levels, MCP's about 6
+# kbase's requests nest 3 levels, MCP's about 6; 10,000 `{"a":` made json.loads raise
+# RecursionError (a 500)
+MAX_JSON_DEPTH = 64
 _JSON_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"', re.S)
 _JSON_BRACKET = re.compile(rb"[\[\]{}]")
 
@@ -52,23 +46,17 @@ def json_too_deep(body: bytes, limit: int = MAX_JSON_DEPTH) -> bool:
     return False
 
 
-def allowed_hosts(bind_host: str = "127.0.0.1", extra: Iterable[str] = ()) -> set[str]:
-    """Host names (ports do not matter) a server bound to bind_host answers to.
+def allowed_hosts(bind_host: str = "127.0.0.1") -> set[str]:
+    """Host names (ports do not matter) a server bound to bind_host answers to: loopback names,
+    the bind address when it is a specific one, and those KBASE_ALLOWED_HOSTS lists (e.g. the
+    name a reverse proxy forwards: `KBASE_ALLOWED_HOSTS=kbase.internal,10.0.0.5`)."""
+    import os
 
-    Loopback names always; the bind address when it is a specific one; plus `extra`, e.g. the
-    name a reverse proxy forwards (`KBASE_ALLOWED_HOSTS=kbase.internal,10.0.0.5`).
-    """
     names = set(LOOPBACK)
     if bind_host not in ("0.0.0.0", "::", ""):
         names.add(bind_host.strip("[]").lower())
-    names |= {h.strip().strip("[]").lower() for h in extra if h.strip()}
-    return names
-
-
-def env_hosts() -> list[str]:
-    import os
-
-    return [h for h in os.environ.get("KBASE_ALLOWED_HOSTS", "").split(",") if h.strip()]
+    extra = os.environ.get("KBASE_ALLOWED_HOSTS", "").split(",")
+    return names | {h.strip().strip("[]").lower() for h in extra if h.strip()}
 
 
 def _hostname(value: str) -> str | None:
@@ -115,19 +103,11 @@ def _reject_surrogates(obj: Any) -> None:
 
 
 class Guard:
-    def __init__(
-        self,
-        app,
-        hosts: set[str] | None = None,
-        max_body: int = MAX_BODY_BYTES,
-        body_timeout: float = BODY_TIMEOUT_S,
-        check_json: bool = True,
-    ):
-        self.app = app
-        self.hosts = {h.lower() for h in (hosts if hosts is not None else allowed_hosts())}
-        self.max_body = max_body
-        self.body_timeout = body_timeout
-        self.check_json = check_json
+    max_body = MAX_BODY_BYTES
+    body_timeout = BODY_TIMEOUT_S
+
+    def __init__(self, app, hosts: set[str], check_json: bool = True):
+        self.app, self.hosts, self.check_json = app, hosts, check_json
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":

@@ -23,9 +23,9 @@ from kbase.schema import (
     ServerHealth,
     StaleAnswer,
 )
-from kbase.search_query import DEFAULT_K, MAX_K, MAX_QUERY_CHARS, MAX_TAGS
+from kbase.search_query import DEFAULT_K, MAX_K, MAX_QUERY_CHARS, MAX_TAGS, SLUG_RE
 from kbase.serve import http_schema as H
-from kbase.serve.guard import MAX_BODY_BYTES  # noqa: F401  (the documented body limit)
+from kbase.serve import params as P
 from kbase.serve.http_schema import FeedbackBody, ProposeBody, error_handlers, error_responses
 from kbase.serve.paging import (
     CURSOR_PATTERN,
@@ -46,7 +46,7 @@ def create_app(service: Service, allow_write: bool = False, hosts: set[str] | No
     from fastapi import FastAPI
 
     import kbase
-    from kbase.serve.guard import Guard, allowed_hosts, env_hosts
+    from kbase.serve.guard import Guard, allowed_hosts
 
     kb = service.kb
     app = FastAPI(
@@ -79,7 +79,7 @@ def create_app(service: Service, allow_write: bool = False, hosts: set[str] | No
         return app.openapi_schema
 
     app.openapi = openapi  # type: ignore[method-assign]
-    return Guard(app, hosts if hosts is not None else allowed_hosts("127.0.0.1", env_hosts()))
+    return Guard(app, hosts if hosts is not None else allowed_hosts())
 
 
 Env = Annotated[str | None, Query(description=ENV_HELP, max_length=200, pattern=ENV_PATTERN)]
@@ -87,22 +87,13 @@ Day = Annotated[
     str | None,
     Query(
         description="YYYY-MM-DD, inclusive",
-        pattern=H.DAY_PATTERN,
+        pattern=P.DAY_PATTERN,
         json_schema_extra={"format": "date"},
     ),
 ]
 Cursor = Annotated[
     str | None, Query(description="next_cursor of the previous page", pattern=CURSOR_PATTERN)
 ]
-
-
-def _search(service: Service, repos: list[str], raw: dict[str, Any]) -> SearchResult:
-    # The schema says what is accepted, exactly: an empty string is not "omitted" here.
-    for key in ("kind", "mode", "since", "until", "env", *(("repo",) if repos else ())):
-        v = raw.get(key)
-        if isinstance(v, str) and not v.strip():
-            raise InvalidArgument(f"{key} is empty; leave it out instead", key)
-    return service.search(SearchQuery.parse(**{**raw, "env": parse_env(raw["env"])}))
 
 
 def _search_routes(app: Any, service: Service, tag_values: list[str], repos: list[str]) -> None:
@@ -160,22 +151,14 @@ def _search_routes(app: Any, service: Service, tag_values: list[str], repos: lis
     ) -> SearchResult:
         if any(not t.strip() for t in tag):
             raise InvalidArgument("tag must be key=value, got an empty one", "tags")
-        return _search(
-            service,
-            repos,
-            {
-                "query": q,
-                "k": k,
-                "kind": kind,
-                "repo": repo,
-                "tags": tag,
-                "status": status,
-                "mode": mode,
-                "since": since,
-                "until": until,
-                "env": env,
-            },
-        )
+        raw = {"query": q, "k": k, "kind": kind, "repo": repo, "tags": tag, "status": status}
+        raw.update(mode=mode, since=since, until=until, env=env)
+        # The schema says what is accepted, exactly: an empty string is not "omitted" here.
+        for key in ("kind", "mode", "since", "until", "env", *(("repo",) if repos else ())):
+            v = raw.get(key)
+            if isinstance(v, str) and not v.strip():
+                raise InvalidArgument(f"{key} is empty; leave it out instead", key)
+        return service.search(SearchQuery.parse(**{**raw, "env": parse_env(env)}))
 
 
 def _read_routes(app: Any, service: Service, tag_values: list[str]) -> None:
@@ -192,11 +175,11 @@ def _read_routes(app: Any, service: Service, tag_values: list[str]) -> None:
     def entry(
         entry_id: Annotated[
             str,
-            Path(description="skill name or pr:<repo>#<N>", pattern=H.ID_PATTERN, max_length=120),
+            Path(description="skill name or pr:<repo>#<N>", pattern=P.ID_PATTERN, max_length=120),
         ],
         section: Annotated[
             str | None,
-            Query(description="only this section (a heading title)", pattern=H.SECTION_PATTERN),
+            Query(description="only this section (a heading title)", pattern=P.SECTION_PATTERN),
         ] = None,
         env: Env = None,
     ) -> EntryDoc:
@@ -209,8 +192,8 @@ def _read_routes(app: Any, service: Service, tag_values: list[str]) -> None:
         responses=error_responses(400, 404),
     )
     def history(
-        repo: Annotated[str, Path(description="archived repo", pattern=H.SLUG_PATTERN)],
-        family: Annotated[str, Path(description="kernel family", pattern=H.SLUG_PATTERN)],
+        repo: Annotated[str, Path(description="archived repo", pattern=SLUG_RE.pattern)],
+        family: Annotated[str, Path(description="kernel family", pattern=SLUG_RE.pattern)],
         since: Day = None,
         until: Day = None,
         limit: Annotated[
@@ -248,8 +231,7 @@ def _list_routes(app: Any, service: Service, tag_values: list[str]) -> None:
         ] = DEFAULT_LIST_LIMIT,
         cursor: Cursor = None,
     ) -> Any:
-        data, page = page_list(kb.list_entries(kind), status, tag, limit, cursor)
-        return {**data, "entries": page}
+        return page_list(kb.list_entries(kind), status, tag, limit, cursor)
 
     @app.get(
         "/stale",
@@ -309,15 +291,16 @@ def run(
 ) -> None:
     import uvicorn
 
-    from kbase.serve.guard import allowed_hosts, env_hosts, guarded_protocol
+    from kbase.api import KnowledgeBase
+    from kbase.serve.guard import allowed_hosts, guarded_protocol
 
     if host not in ("127.0.0.1", "localhost", "::1"):
         log.warning(
             "serving on %s: kbase has no authentication; put it behind something that has", host
         )
     t0 = time.perf_counter()
-    service = Service.open(root=root, home=home)
-    app = create_app(service, allow_write=allow_write, hosts=allowed_hosts(host, env_hosts()))
+    service = Service(KnowledgeBase(root=root, home=home))
+    app = create_app(service, allow_write=allow_write, hosts=allowed_hosts(host))
     config = uvicorn.Config(
         app,
         host=host,

@@ -1,7 +1,6 @@
-"""The HTTP API's contract (`kbase serve`): patterns, enums from the index, the write bodies,
-every error as each endpoint answers it (FastAPI's validation errors reworded), and the OpenAPI
-document tidied. The schemas say exactly what the handlers accept,
-so a schema-driven fuzzer (schemathesis) and the server agree.
+"""The HTTP API's contract (`kbase serve`): enums from the index, the write bodies, every error
+(FastAPI's validation errors reworded) and the OpenAPI document tidied, so that a schema-driven
+fuzzer (schemathesis) and the server agree.
 """
 
 from __future__ import annotations
@@ -14,15 +13,10 @@ from pydantic import BaseModel, ConfigDict, Field
 from kbase.closed_sets import FeedbackVerdict
 from kbase.envspec import parse_env
 from kbase.errors import KbaseError
-from kbase.search_query import SLUG_RE
-from kbase.serve import params as P
 from kbase.serve.paging import MAX_LIST_LIMIT
+from kbase.serve.params import ID_PATTERN
 
-ID_PATTERN = P.ID_PATTERN
-SLUG_PATTERN = SLUG_RE.pattern
 QUERY_PATTERN = r"^[^\x00]*[^\s\x00][^\x00]*$"  # not blank, no NUL
-SECTION_PATTERN = r"^[^\x00-\x1f/\\]{1,120}$"
-DAY_PATTERN = P.DAY_PATTERN
 
 
 def schema_enums(kb: Any, entries: bool = True) -> tuple[list[str], list[str]]:

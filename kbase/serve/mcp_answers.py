@@ -1,11 +1,7 @@
-"""What the MCP tools answer, and the budget. Each tool's answer is a model (its `outputSchema`):
-search and get answer the compact ones here, history, list and stale kbase.schema's pages.
-
-Every answer is JSON whose serialised size stays within the call's `max_chars`, because agent
-context is the scarce resource. The same dict goes out twice: as `structuredContent` (checked
-against the tool's output schema) and as the text block older clients read. When the budget
-cuts, a `truncated` field says what was left out and how to get it, and nothing is silently
-lost: lists get a `next_cursor`, and an entry's text is cut, never emptied.
+"""What the MCP tools answer, and the budget (docs/agents.md): search and get answer the compact
+models here, history, list and stale kbase.schema's pages. Agent context is the scarce resource,
+so every answer's JSON stays within the call's `max_chars`; what a cut leaves out is said in
+`truncated` (lists get a `next_cursor`, an entry's text is cut, never emptied).
 """
 
 from __future__ import annotations
@@ -16,7 +12,6 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from kbase.schema import SearchCandidate, Truncation, Verified
-from kbase.serve.paging import encode_cursor
 
 MIN_TEXT_CHARS = 80  # an entry answer always carries at least this much of the text
 
@@ -155,7 +150,7 @@ def fit_items(answer: dict[str, Any], key: str, max_chars: int, offset: int = 0)
                 "hint": "follow next_cursor" if paged else "raise max_chars",
             }
             if paged:
-                out["next_cursor"] = encode_cursor(offset + n)
+                out["next_cursor"] = str(offset + n)
         if len(dumps(out)) <= max_chars or n == 0:
             return out
         n = max(0, min(n - 1, int(n * max_chars / len(dumps(out)))))

@@ -1,14 +1,7 @@
-"""The stdio MCP server's handshake, answered before the MCP SDK is imported (issue #27).
-
-An agent runtime starts `kbase mcp` and waits for the answer to `initialize` (a 2026-07-28 client:
-`server/discover`), then asks `tools/list`. Importing the SDK alone is ~0.8 s of CPU, 1.3-2.4 s of
-wall time with 4-5 runnable processes on a 2-core machine. So from the first moment a thread reads
-the protocol, answers those requests from answers recorded from this very server
-(kbase/data/mcp_handshake.json, which tests/test_mcp_early.py checks against what the SDK answers
-now), and keeps every line it read, in order, for the SDK: once the SDK serves, it sees the whole
-conversation, and its answers to requests answered here are dropped. Anything else waits for it.
-
-Only the standard library is imported here: this runs before everything else.
+"""The stdio MCP server's handshake, answered from kbase/data/mcp_handshake.json before the MCP
+SDK is imported (~0.8 s of CPU; issue #27); every line read is kept for the SDK, whose answers to
+requests answered here are dropped. docs/agents.md has the measured figures. Only the standard
+library is imported here: this runs before everything else.
 """
 
 from __future__ import annotations

@@ -1,10 +1,5 @@
-"""MCP resources and prompts.
-
-Resources: `kbase://skill/{name}` (a skill's SKILL.md as written), `kbase://tags` (the tag
-vocabulary and the archive tags in the index) and `kbase://glossary` (the English-Chinese
-glossary search expands queries with). Prompt: `triage-error` (from an error message to a fix
-backed by an entry).
-"""
+"""MCP resources (`kbase://skill/{name}`, `kbase://tags`, `kbase://glossary`) and the
+`triage-error` prompt (docs/agents.md)."""
 
 from __future__ import annotations
 
@@ -34,11 +29,6 @@ def tag_vocabulary(kb: Any) -> dict[str, Any]:
 
 
 def register_extras(srv: Any, service: Any) -> None:
-    _register_resources(srv, service)
-    _register_prompts(srv)
-
-
-def _register_resources(srv: Any, service: Any) -> None:
     from mcp.server.mcpserver.exceptions import ResourceError
 
     kb = service.kb
@@ -76,15 +66,6 @@ def _register_resources(srv: Any, service: Any) -> None:
             mime_type="application/json",
         )(_as_json(data))
 
-
-def _as_json(data: Any) -> Any:
-    def read() -> str:
-        return json.dumps(data(), ensure_ascii=False)
-
-    return read
-
-
-def _register_prompts(srv: Any) -> None:
     @srv.prompt(
         name="triage-error",
         title="Triage a GPU-kernel error",
@@ -105,3 +86,10 @@ def _register_prompts(srv: Any) -> None:
             "4. Once the fix works, record it: `feedback` on the entry you used, or `propose` a "
             "draft if kbase had nothing (when the server allows writes)."
         )
+
+
+def _as_json(data: Any) -> Any:
+    def read() -> str:
+        return json.dumps(data(), ensure_ascii=False)
+
+    return read

@@ -138,18 +138,17 @@ def run(
     `early`: the EarlyAnswers (kbase/serve/mcp_early.py) started before this module's imports."""
     import anyio
 
-    if http:
-        service = Service.open(root=root, home=home)
-        service.start(index_if_missing=index_if_missing)
-        srv = build_server(service, allow_write=allow_write)
-        host, port = parse_hostport(http)
-        anyio.run(serve_http, srv, host, port)
-        return
-    if early is None:
+    if not http and early is None:
         from kbase.serve.mcp_early import EarlyAnswers
 
         early = EarlyAnswers(allow_write=allow_write)
-    service = Service.open(root=root, home=home)
+    from kbase.api import KnowledgeBase
+
+    service = Service(KnowledgeBase(root=root, home=home))
+    if http:
+        service.start(index_if_missing=index_if_missing)
+        anyio.run(serve_http, build_server(service, allow_write), *parse_hostport(http))
+        return
     srv = build_server(service, allow_write=allow_write)
     # The index is built on a thread while the protocol runs (issue #27); started after the
     # server's imports: the thread would hold the GIL they need.
@@ -161,9 +160,9 @@ async def serve_http(srv, host: str, port: int) -> None:
     """Streamable HTTP behind the same transport guard as `kbase serve` (kbase/serve/guard.py)."""
     import uvicorn
 
-    from kbase.serve.guard import Guard, allowed_hosts, env_hosts, guarded_protocol
+    from kbase.serve.guard import Guard, allowed_hosts, guarded_protocol
 
-    app = Guard(http_app(srv, host), allowed_hosts(host, env_hosts()), check_json=False)
+    app = Guard(http_app(srv, host), allowed_hosts(host), check_json=False)
     config = uvicorn.Config(
         app, host=host, port=port, log_level="warning", http=guarded_protocol(), server_header=False
     )

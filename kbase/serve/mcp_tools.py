@@ -1,8 +1,6 @@
-"""The MCP tools: every parameter described, typed, bounded and defaulted in its input schema;
-every answer a model (its output schema) sent as structured content and as JSON text.
-
-Read-only tools: search, get, history, list, stale. Write tools (feedback, propose) exist only
-when the server runs with `--allow-write`; they are annotated as writes and rate-limited.
+"""The MCP tools (docs/agents.md): every parameter typed, bounded and described in its input
+schema, every answer a model (its output schema) sent as structured content and as JSON text.
+Write tools exist only with `--allow-write`, annotated as writes and rate-limited.
 """
 
 from __future__ import annotations
@@ -15,7 +13,7 @@ from pydantic import BaseModel, Field
 
 from kbase.closed_sets import ENTRY_STATUSES, EntryStatus, FeedbackVerdict
 from kbase.envspec import ENV_HELP, parse_env
-from kbase.errors import KbaseError, NotIndexed, TooManyWrites
+from kbase.errors import KbaseError, TooManyWrites
 from kbase.feedback import MAX_NOTE_CHARS, VERDICTS
 from kbase.schema import (
     FeedbackAnswer,
@@ -109,19 +107,14 @@ RO = dict(readOnlyHint=True, destructiveHint=False, idempotentHint=True, openWor
 RW = dict(readOnlyHint=False, destructiveHint=False, idempotentHint=False, openWorldHint=False)
 
 
-def _runner(service: Any) -> Any:
+def run(fn: Any, *a: Any, **kw: Any) -> Any:
     """Calls a function, its KbaseError turned into the tool error the client reads."""
     from mcp.server.mcpserver.exceptions import ToolError
 
-    def run(fn: Any, *a: Any, **kw: Any) -> Any:
-        try:
-            return fn(*a, **kw)
-        except NotIndexed as exc:  # still building at start-up: say so, not "no index"
-            raise ToolError(service.not_ready() or str(exc)) from None
-        except KbaseError as exc:
-            raise ToolError(str(exc)) from None
-
-    return run
+    try:
+        return fn(*a, **kw)
+    except KbaseError as exc:
+        raise ToolError(str(exc)) from None
 
 
 def register_tools(srv: Any, service: Any, allow_write: bool = False) -> None:
@@ -134,8 +127,6 @@ def register_tools(srv: Any, service: Any, allow_write: bool = False) -> None:
 
 def _search_tool(srv: Any, service: Any) -> None:
     from mcp.types import ToolAnnotations
-
-    run = _runner(service)
 
     @srv.tool(annotations=ToolAnnotations(title="Search kbase", **RO))
     def search(
@@ -206,7 +197,7 @@ def _search_tool(srv: Any, service: Any) -> None:
 def _read_tools(srv: Any, service: Any) -> None:
     from mcp.types import ToolAnnotations
 
-    kb, run = service.kb, _runner(service)
+    kb = service.kb
 
     @srv.tool(annotations=ToolAnnotations(title="Read a kbase entry", **RO))
     def get(
@@ -270,7 +261,7 @@ def _read_tools(srv: Any, service: Any) -> None:
 def _list_tools(srv: Any, service: Any) -> None:
     from mcp.types import ToolAnnotations
 
-    kb, run = service.kb, _runner(service)
+    kb = service.kb
 
     @srv.tool(annotations=ToolAnnotations(title="List kbase entries", **RO))
     def list(  # noqa: A001
@@ -290,8 +281,7 @@ def _list_tools(srv: Any, service: Any) -> None:
         max_chars: Budget = P.DEFAULT_MAX_CHARS,
     ) -> ListPage:
         """What the knowledge base holds: entries by kind, status and tag, with counts."""
-        data, page = run(page_list, run(kb.list_entries, kind), status, tag, limit, cursor)
-        data["entries"] = [e.model_dump(mode="json") for e in page]
+        data = run(page_list, run(kb.list_entries, kind), status, tag, limit, cursor)
         counts = data["counts"]
         if len(A.dumps(data)) > max_chars and len(counts["tags"]) > 40:
             top = sorted(counts["tags"].items(), key=lambda kv: -kv[1])[:40]
@@ -311,7 +301,7 @@ def _list_tools(srv: Any, service: Any) -> None:
 def _write_tools(srv: Any, service: Any, writes: RateLimit) -> None:
     from mcp.types import ToolAnnotations
 
-    kb, run = service.kb, _runner(service)
+    kb = service.kb
 
     @srv.tool(annotations=ToolAnnotations(title="Record feedback on an entry", **RW))
     def feedback(

@@ -16,12 +16,8 @@ MAX_LIST_LIMIT = 500
 CURSOR_PATTERN = r"^[0-9]{1,9}$"
 
 
-def encode_cursor(offset: int) -> str:
-    """A cursor is the position of the next item; clients pass it back as given."""
-    return str(offset)
-
-
 def decode_cursor(cursor: str | None) -> int:
+    """A cursor is the position of the next item, as text; clients pass it back as given."""
     if not cursor:
         return 0
     if isinstance(cursor, str) and re.fullmatch(CURSOR_PATTERN, cursor):
@@ -50,7 +46,7 @@ def page_history(
         order="newest-first",
         total=len(rows),
         prs=rows[offset : offset + limit],
-        next_cursor=encode_cursor(offset + limit) if offset + limit < len(rows) else None,
+        next_cursor=str(offset + limit) if offset + limit < len(rows) else None,
     )
     return data
 
@@ -61,8 +57,8 @@ def page_list(
     tag: str | None,
     limit: int,
     cursor: str | None,
-) -> tuple[dict[str, Any], list[Any]]:
-    """Entries filtered by status and tag, counted by kind/status/tag; one page of them."""
+) -> dict[str, Any]:
+    """Entries filtered by status and tag, counted by kind/status/tag; one page of them (JSON)."""
     if tag:
         from kbase.schema import SearchQuery
 
@@ -77,5 +73,9 @@ def page_list(
         for t in e.tags:
             counts["tags"][t] = counts["tags"].get(t, 0) + 1
     offset = decode_cursor(cursor)
-    nxt = encode_cursor(offset + limit) if offset + limit < len(rows) else None
-    return {"total": len(rows), "counts": counts, "next_cursor": nxt}, rows[offset : offset + limit]
+    return {
+        "total": len(rows),
+        "counts": counts,
+        "next_cursor": str(offset + limit) if offset + limit < len(rows) else None,
+        "entries": [e.model_dump(mode="json") for e in rows[offset : offset + limit]],
+    }

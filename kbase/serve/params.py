@@ -8,7 +8,7 @@ import re
 from typing import Any
 
 from kbase.errors import InvalidArgument
-from kbase.schema import NAME_RE, SearchQuery
+from kbase.schema import SearchQuery
 from kbase.search_query import SLUG_RE, opt_str
 
 DEFAULT_MAX_CHARS = 6000
@@ -18,9 +18,8 @@ MAX_MAX_CHARS = 200_000
 _SLUG = SLUG_RE.pattern.strip("^$")
 # A skill name or pr:<repo>#<N>, as the HTTP and MCP schemas publish it.
 ID_PATTERN = rf"^([a-z0-9]+(-[a-z0-9]+)*|pr:{_SLUG}#[0-9]{{1,9}})$"
-PR_ID_RE = re.compile(rf"^pr:{_SLUG}#[0-9]{{1,9}}$")
 DAY_PATTERN = r"^\d{4}-\d{2}-\d{2}$"
-SECTION_RE = re.compile(r"^[^\x00-\x1f/\\]{1,120}$")
+SECTION_PATTERN = r"^[^\x00-\x1f/\\]{1,120}$"
 
 # Every tool's arguments (search takes every SearchQuery field).
 _SEARCH_FIELDS = tuple(SearchQuery.model_fields)
@@ -96,9 +95,7 @@ def check_id(v: Any) -> str:
     if not isinstance(v, str):
         raise InvalidArgument(f"id must be a string, got {type(v).__name__}")
     v = v.strip()
-    if len(v) <= 120 and NAME_RE.match(v):  # longer than a name can be: simply not found
-        return v
-    if PR_ID_RE.match(v):  # looked up in the index, never used as a path
+    if len(v) <= 120 and re.match(ID_PATTERN, v):  # a PR id is looked up, never used as a path
         return v
     raise InvalidArgument(
         f"invalid id {v[:80]!r}: expected a skill name (lowercase words joined by '-') "
@@ -110,6 +107,6 @@ def check_section(v: Any) -> str | None:
     v = opt_str("section", v)
     if v is None:
         return None
-    if not SECTION_RE.match(v):
+    if not re.match(SECTION_PATTERN, v):
         raise InvalidArgument("section must be a heading title of at most 120 characters")
     return str(v)

@@ -1,11 +1,6 @@
-"""The read-only service behind `kbase mcp` and `kbase serve`.
-
-One object per server process: it opens the knowledge base and answers at once. A missing index
-is built, and the model loaded, on a thread beside the server (issue #27: a client waits ~60 s
-for `initialize`, far less than a first build): until it is done, search answers "indexing n/N"
-as a 503 / tool error, and every other request is answered from the skill files.
-Every answer comes from `KnowledgeBase`; this module adds only what a long-lived server needs
-(start-up, uptime).
+"""The service behind `kbase mcp` and `kbase serve`: the KnowledgeBase held open, answering at
+once while a missing index is built on a thread beside the server (issue #27: a client waits
+~60 s for `initialize`, far less than a first build; meanwhile search is a 503 / tool error).
 """
 
 from __future__ import annotations
@@ -15,7 +10,7 @@ import threading
 import time
 from typing import Any
 
-from kbase.errors import NotIndexed, Unavailable
+from kbase.errors import Unavailable
 from kbase.schema import SearchQuery, SearchResult
 
 log = logging.getLogger("kbase.serve")
@@ -33,13 +28,6 @@ class Service:
         self._thread: threading.Thread | None = None
 
     # ------------------------------------------------------------------ start-up
-    @classmethod
-    def open(cls, root: Any = None, home: Any = None) -> Service:
-        """The service of the knowledge base at `root`; start() prepares it beside the server."""
-        from kbase.api import KnowledgeBase
-
-        return cls(KnowledgeBase(root=root, home=home))
-
     def start(self, index_if_missing: bool = True) -> None:
         """prepare() on a daemon thread; requests meanwhile see `state`."""
         self.state = "" if self.kb.is_indexed() or not index_if_missing else "indexing"
@@ -82,37 +70,22 @@ class Service:
     def _progress(self, stage: str, done: int, total: int) -> None:
         self.state = f"indexing {done}/{total} ({stage})" if total else f"indexing: {stage}"
 
-    def not_ready(self) -> str | None:
-        """Why a search cannot be answered yet, or None."""
-        if self.state:
-            return f"{self.state}: preparing the index (first use only); retry in a few seconds"
-        return None
-
     # ------------------------------------------------------------------ queries
     def search(self, q: SearchQuery) -> SearchResult:
         """A server never indexes inside a request: no index is a 503, not a long wait."""
-        busy = self.not_ready()
-        if busy:
-            raise Unavailable(busy)
+        if self.state:
+            msg = "preparing the index (first use only); retry in a few seconds"
+            raise Unavailable(f"{self.state}: {msg}")
         try:
             result: SearchResult = self.kb.query(q, auto_index=False)
-        except NotIndexed as exc:
+        except Unavailable as exc:  # no index: start-up did not build one
             why = f" (start-up failed: {self.failure})" if self.failure else ""
             raise Unavailable(f"{exc}{why}") from None
         return result
 
     def health(self) -> dict[str, Any]:
-        if self.state:  # the index may be half written: say what is happening instead
-            from kbase.schema import Health
-
-            h = Health(
-                ok=False,
-                generation=None,
-                chroma="server" if self.kb.settings.chroma_url else "embedded",
-            )
-            out: dict[str, Any] = h.model_dump(mode="json")
-        else:
-            out = self.kb.health().model_dump(mode="json")
+        # while start-up indexes, the index may be half written: say what is happening instead
+        out: dict[str, Any] = self.kb.health(read_index=not self.state).model_dump(mode="json")
         out["state"] = self.state or ("failed: " + self.failure if self.failure else "ready")
         out["uptime_s"] = round(time.time() - self.started, 1)
         return out
