@@ -30,3 +30,22 @@ def left_in_session(sid: int, wait_s: float = 10.0) -> list[tuple[int, bytes]]:
     while (left := session_members(sid)) and time.monotonic() < deadline:
         time.sleep(0.05)
     return left
+
+
+def kill9_when(proc, ready, what: str, timeout_s: float = 60.0) -> None:
+    """SIGKILL `proc` as soon as `ready()` says it is in the middle of its work (or after
+    `timeout_s`); skips the test when the command finished before it could be killed."""
+    import signal
+
+    import pytest
+
+    deadline = time.monotonic() + timeout_s
+    while proc.poll() is None and not ready() and time.monotonic() < deadline:
+        time.sleep(0.005)
+    try:
+        os.kill(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    proc.wait()
+    if proc.returncode != -signal.SIGKILL:
+        pytest.skip(f"the {what} finished before it could be killed on this machine")

@@ -5,15 +5,12 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
-import pytest
 from conftest import TOPICS, write_skill
-from procs import left_in_session
+from procs import kill9_when, left_in_session
 
 WORDS = "alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo lima mike".split()
 
@@ -58,14 +55,7 @@ def test_a_killed_index_leaves_no_process_and_the_old_generation_answers(kb_root
             env={**os.environ, "PYTHONUNBUFFERED": "1"},
             start_new_session=True,
         )
-        deadline = time.monotonic() + 120
-        while proc.poll() is None and b"embed" not in log.read_bytes():
-            assert time.monotonic() < deadline, log.read_text(errors="replace")
-            time.sleep(0.01)
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.wait()
-    if proc.returncode != -signal.SIGKILL:
-        pytest.skip("the index finished before it could be killed on this machine")
+        kill9_when(proc, lambda: b"embed" in log.read_bytes(), "index", timeout_s=120)
     assert left_in_session(proc.pid) == []
     # the generation being replaced still answers, and knows nothing of the half-built one
     assert _top(kb_root, "warp reduction gives wrong sum") == "warp-shuffle-sum"

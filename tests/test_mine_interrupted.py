@@ -7,17 +7,14 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import signal
 import sqlite3
 import subprocess
-import time
 from pathlib import Path
 
-import pytest
 from common import mine_cmd
 from kbase.ingest.mine_cache import CACHE_FILE
 from kbase.ingest.mining import mine
-from procs import left_in_session
+from procs import kill9_when, left_in_session
 
 from kbase.schema import Recipe
 
@@ -60,13 +57,7 @@ def test_interrupted_mine_completes_on_rerun_without_duplicates(tmp_path):
     )
     # killed in the middle of the stream, once it has saved some commits' facts to its cache
     cache = root / ".kbase" / "cache" / CACHE_FILE
-    deadline = time.time() + 60
-    while time.time() < deadline and proc.poll() is None and not _cached_commits(cache):
-        time.sleep(0.005)
-    os.kill(proc.pid, signal.SIGKILL)
-    proc.wait()
-    if proc.returncode != -signal.SIGKILL:
-        pytest.skip("the mine finished before it could be interrupted on this machine")
+    kill9_when(proc, lambda: _cached_commits(cache) > 0, "mine")
     # nothing it started lives on: every git it ran reads EOF and exits
     assert left_in_session(proc.pid) == []
     partial = len(list(folder.glob("*.md")))
