@@ -132,7 +132,8 @@ def parse_tree(lang: str, src: bytes, old_tree=None):
 def line_offsets(src: bytes) -> array[int]:
     """Byte offset of the start of every line, then the length when the text does not end in
     a newline. An array, not a list: the offsets of held trees' versions live long, and the
-    garbage collector walks every item of a list (lmdeploy replay: 0.73 s -> 0.53 s of GC)."""
+    garbage collector walks every item of a list (a mine of the lmdeploy replay: 0.60 s -> 0.52 s
+    of GC)."""
     out = array("q", [0])
     out.extend(map(operator.add, accumulate(map(len, src.split(b"\n")[:-1])), count(1)))
     if out[-1] != len(src):
