@@ -21,25 +21,22 @@ CATEGORIES = tuple(
 )
 
 
-_Rules = list[tuple[str, re.Pattern[str], re.Pattern[str]]]
+def _words(patterns: dict[str, str]) -> list[tuple[str, re.Pattern[str]]]:
+    """(name, pattern) rules, matched without regard to case (`_hits`), in the order given."""
+    assert all(rx == rx.lower() for rx in patterns.values())  # `_hits` lowercases the text
+    return [(name, re.compile(rx)) for name, rx in patterns.items()]
 
 
-def _words(patterns: dict[str, str]) -> _Rules:
-    """(name, pattern, the pattern for lowercased text) rules, matched without regard to case,
-    in the order given."""
-    assert all(rx == rx.lower() for rx in patterns.values())  # lowercased text needs that
-    return [(name, re.compile(rx, re.I), re.compile(rx)) for name, rx in patterns.items()]
-
-
-def _hits(rules: _Rules, text: str) -> list[str]:
-    """The names of the rules that match `text`, in rule order. ASCII text (nearly all) is
-    lowercased once and searched case-sensitively, which SRE does faster than with re.I (tags
-    and categories of the flash-attention and DeepGEMM replays' cards: 0.33 s -> 0.20 s CPU);
-    other text keeps re.I's Unicode case folding."""
+def _hits(rules: list[tuple[str, re.Pattern[str]]], text: str) -> list[str]:
+    """The names of the rules that match `text` without regard to case, in rule order. ASCII
+    text (nearly all) is lowercased once and searched case-sensitively, which SRE does faster
+    than with re.I (tags and categories of the flash-attention and DeepGEMM replays' cards:
+    0.33 s -> 0.20 s CPU); other text is searched with re.I (Unicode case folding), each
+    pattern compiled so on first use."""
     if text.isascii():
         low = text.lower()
-        return [name for name, _, rx in rules if rx.search(low)]
-    return [name for name, rx, _ in rules if rx.search(text)]
+        return [name for name, rx in rules if rx.search(low)]
+    return [name for name, rx in rules if re.search(rx.pattern, text, re.I)]
 
 
 def _by_word(words: dict[str, str]) -> dict[str, str]:
