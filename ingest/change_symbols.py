@@ -11,6 +11,7 @@ when the hunks that link the two are known.
 from __future__ import annotations
 
 import re
+from array import array
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -162,7 +163,7 @@ class SymbolNamer:
         # blob:lang -> Owners, or None (the blob cannot be read)
         self._owners: OrderedDict[str, Owners | None] = OrderedDict()
         # path -> (blob, tree, contents, its line offsets or None) of the version parsed last
-        self._trees: OrderedDict[str, tuple[str, object, bytes, list[int] | None]] = OrderedDict()
+        self._trees: OrderedDict[str, tuple[str, object, bytes, array[int] | None]] = OrderedDict()
         self._held_bytes = 0
         # path -> (old blob, new blob, hunks) of the last change met: how to edit the tree of
         # the new blob into one for the old blob when the old side was not needed then

@@ -22,8 +22,21 @@ CATEGORIES = tuple(
 
 
 def _words(patterns: dict[str, str]) -> list[tuple[str, re.Pattern[str]]]:
-    """(name, pattern) rules, matched without regard to case, in the order given."""
-    return [(name, re.compile(rx, re.I)) for name, rx in patterns.items()]
+    """(name, pattern) rules, matched without regard to case (`_hits`), in the order given."""
+    assert all(rx == rx.lower() for rx in patterns.values())  # `_hits` lowercases the text
+    return [(name, re.compile(rx)) for name, rx in patterns.items()]
+
+
+def _hits(rules: list[tuple[str, re.Pattern[str]]], text: str) -> list[str]:
+    """The names of the rules that match `text` without regard to case, in rule order. ASCII
+    text (nearly all) is lowercased once and searched case-sensitively, which SRE does faster
+    than with re.I (tags and categories of the flash-attention and DeepGEMM replays' cards:
+    0.33 s -> 0.20 s CPU); other text is searched with re.I (Unicode case folding), each
+    pattern compiled so on first use."""
+    if text.isascii():
+        low = text.lower()
+        return [name for name, rx in rules if rx.search(low)]
+    return [name for name, rx in rules if re.search(rx.pattern, text, re.I)]
 
 
 def _by_word(words: dict[str, str]) -> dict[str, str]:
@@ -161,9 +174,7 @@ def categories(title: str, paths: list[str]) -> list[str]:
                 found.add(_PREFIX_MAP[word])
     if _REVERT_SUBJECT.match(title) or _REVERT_QUOTED.search(title) or _REVERT_NUMBER.search(title):
         found.add("revert")
-    for cat, rx in _TITLE_RULES:
-        if rx.search(title):
-            found.add(cat)
+    found.update(_hits(_TITLE_RULES, title))
     if paths:
         if all(_is_doc(p) for p in paths):
             found.add("docs")
@@ -274,10 +285,8 @@ def tags(title: str, paths: Iterable[str]) -> Tags:
         lang = _LANG_EXT.get(_ext(p))
         if lang and lang not in langs:
             langs.append(lang)
-    for lang, rx in _LANG_WORDS:
-        if lang not in langs and rx.search(text):
-            langs.append(lang)
-    kinds = [k for k, rx in _KERNEL_WORDS if rx.search(text)]
+    langs += [lang for lang in _hits(_LANG_WORDS, text) if lang not in langs]
+    kinds = _hits(_KERNEL_WORDS, text)
     archs: list[str] = []
     for m in _ARCH.finditer(text):
         c = canonical_value("archs", "sm" + m.group(1).lower())
@@ -287,5 +296,5 @@ def tags(title: str, paths: Iterable[str]) -> Tags:
         c = canonical_value("archs", m.group(1).lower())
         if c and c not in archs:
             archs.append(c)
-    techs = [t for t, rx in _TECH_WORDS if rx.search(text)]
+    techs = _hits(_TECH_WORDS, text)
     return Tags(languages=langs, kernel_types=kinds, archs=archs, techniques=techs)

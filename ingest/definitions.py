@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import bisect
 import operator
+from array import array
 from dataclasses import dataclass, field
 from functools import cache
 from itertools import accumulate, count
@@ -128,10 +129,12 @@ def parse_tree(lang: str, src: bytes, old_tree=None):
     return out.finish(), tree
 
 
-def line_offsets(src: bytes) -> list[int]:
+def line_offsets(src: bytes) -> array[int]:
     """Byte offset of the start of every line, then the length when the text does not end in
-    a newline."""
-    out = [0]
+    a newline. An array, not a list: the offsets of held trees' versions live long, and the
+    garbage collector walks every item of a list (a mine of the lmdeploy replay: 0.60 s -> 0.52 s
+    of GC)."""
+    out = array("q", [0])
     out.extend(map(operator.add, accumulate(map(len, src.split(b"\n")[:-1])), count(1)))
     if out[-1] != len(src):
         out.append(len(src))

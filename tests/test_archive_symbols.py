@@ -130,7 +130,9 @@ def test_the_parse_budget_counts_parser_work_not_seconds(monkeypatch):
 
 
 def test_line_offsets_start_every_line_and_end_the_text():
+    from array import array
+
     from kbase.ingest import definitions as d
 
-    assert d.line_offsets(b"a\nbb\n\nccc") == [0, 2, 5, 6, 9]
-    assert d.line_offsets(b"a\nbb\n") == [0, 2, 5]
+    assert d.line_offsets(b"a\nbb\n\nccc") == array("q", [0, 2, 5, 6, 9])
+    assert d.line_offsets(b"a\nbb\n") == array("q", [0, 2, 5])
