@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import os
+import signal
 import time
 from pathlib import Path
+
+import pytest
 
 
 def session_members(sid: int) -> list[tuple[int, bytes]]:
@@ -35,10 +38,6 @@ def left_in_session(sid: int, wait_s: float = 10.0) -> list[tuple[int, bytes]]:
 def kill9_when(proc, ready, what: str, timeout_s: float = 60.0) -> None:
     """SIGKILL `proc` as soon as `ready()` says it is in the middle of its work (or after
     `timeout_s`); skips the test when the command finished before it could be killed."""
-    import signal
-
-    import pytest
-
     deadline = time.monotonic() + timeout_s
     while proc.poll() is None and not ready() and time.monotonic() < deadline:
         time.sleep(0.005)
