@@ -15,6 +15,7 @@ from kbase.retrieval.distill import distill
 from kbase.retrieval.query import plan
 
 from kbase.api import KnowledgeBase
+from kbase.api_search import CANDIDATES
 from kbase.data import read_yaml
 
 P = "ERROR 07-24 11:08:41 [core.py:636] "  # vLLM's log prefix, on every line of the paste
@@ -97,8 +98,32 @@ def test_an_error_line_is_matched_to_the_trigger_it_repeats(real_kb):
     assert top.use_when and len(top.use_when) <= 170 and top.status
     assert all(0.0 <= h.confidence <= 1.0 for h in res.hits)
     assert res.hits[0].confidence == max(h.confidence for h in res.hits)
-    assert 3 <= len(res.candidates) <= 10
+    assert 3 <= len(res.candidates) <= CANDIDATES
     assert len(json.dumps([c.model_dump(mode="json") for c in res.candidates])) < 6000
+
+
+def test_the_mcp_default_budget_keeps_every_candidate_id(real_kb):
+    """MCP fits the answer in max_chars by cutting candidate lines before dropping any: at the
+    default budget an agent still sees all CANDIDATES ids, with a use-when line for each."""
+    from kbase.schema import SearchQuery
+    from kbase.serve import mcp_answers as A
+    from kbase.serve.mcp_tools import compact_hit
+    from kbase.serve.params import DEFAULT_MAX_CHARS
+
+    q = "RuntimeError: CUDA error: an illegal memory access was encountered in my Triton kernel"
+    res = real_kb.query(SearchQuery.parse(query=q, k=5))
+    assert len(res.candidates) == CANDIDATES
+    data = {
+        "query": res.query,
+        "env": None,
+        "no_good_match": res.no_good_match,
+        "hits": [compact_hit(h) for h in res.hits],
+        "candidates": [c.model_dump(mode="json") for c in res.candidates],
+    }
+    out = A.fit_search(data, DEFAULT_MAX_CHARS)
+    assert len(A.dumps(out)) <= DEFAULT_MAX_CHARS
+    assert [c["id"] for c in out["candidates"]] == [c.id for c in res.candidates]
+    assert all(len(c["use_when"]) >= 40 for c in out["candidates"])
 
 
 def test_a_question_nothing_covers_says_so(real_kb):

@@ -82,7 +82,8 @@ class SearchResult(Model):
         False, description="true when even the best hit is unlikely to fit: no entry covers this"
     )
     candidates: list[SearchCandidate] = Field(
-        default_factory=list, description="the top ~10 entries in one line each, to choose from"
+        default_factory=list,
+        description="the top dozen or so entries in one line each, to choose from",
     )
 
 

@@ -162,8 +162,8 @@ def _search_tool(srv: Any, service: Any) -> None:
     ) -> A.SearchAnswer:
         """Find skills and PR cards for a failure. Search with the literal error line plus your
         root-cause hypothesis, not only an API name. Hits carry a status, a `confidence` and the
-        `get` call that reads more; `candidates` lists ~10 entries in one line each to pick from;
-        `no_good_match: true` means kbase most likely has nothing for this."""
+        `get` call that reads more; `candidates` lists a dozen or so entries in one line each to
+        pick from; `no_good_match: true` means kbase most likely has nothing for this."""
         e = run(parse_env, env)
         q = run(
             SearchQuery.parse,
