@@ -10,9 +10,7 @@ from collections.abc import Callable
 
 from kbase.validators.fingerprint import GPU, gpus
 
-from kbase.closed_sets import TIER_CHOICES, TIER_SPECS, TIERS
-
-__all__ = ["TIERS", "TIER_CHOICES", "REQUIREMENTS", "machine_tiers", "plan_tiers", "gpu_for"]
+from kbase.closed_sets import TIER_SPECS
 
 
 def _has_module(name: str) -> bool:
@@ -77,19 +75,12 @@ def plan_tiers(
             continue
         reason = available.get(tier)
         spec = TIER_SPECS[tier]
-        if (
-            reason is None
-            and not spec.python_only
-            and not has_python
-            and has_cuda
-            and shutil.which("nvcc") is None
-        ):
-            reason = "nvcc is not on PATH"
+        if reason is None and not spec.python_only and not has_python and has_cuda:
+            reason = REQUIREMENTS["nvcc"]()  # a CUDA-only snippet: the runner calls nvcc itself
         if reason is None and spec.python_only and not has_python:
             reason = f"{tier} runs Python snippets; this snippet has none"
         if reason is None and spec.sees_gpu:
-            _gpu, reason = gpu_for(min_cc)
-            reason = reason or None
+            reason = gpu_for(min_cc)[1] or None
         plan.append((tier, reason))
     return plan
 
