@@ -15,20 +15,6 @@ from kbase.closed_sets import FAIL_LEVELS
 from kbase.schema import Problem
 
 
-def record(root: Path, outcomes: list[RunOutcome]) -> int:
-    """Append the runs that executed to the ledger, each checked against kbase.schema.LedgerRow."""
-    from kbase.schema import LedgerRow
-
-    rows = []
-    for o in outcomes:
-        if not o.executed:
-            continue
-        row = row_from_outcome(o)
-        LedgerRow.model_validate(row)  # a malformed row must fail here, not in every later reader
-        rows.append(seal(row))
-    return append_rows(root, rows)
-
-
 class Recorder:
     """An on_done callback that writes each run to the ledger as soon as it finishes.
 
@@ -51,8 +37,12 @@ class Recorder:
         )
 
     def __call__(self, outcome: RunOutcome) -> None:
-        if self.enabled:
-            self.count += record(self.root, [outcome])
+        from kbase.schema import LedgerRow
+
+        if self.enabled and outcome.executed:  # skips decided up front are not runs
+            row = row_from_outcome(outcome)
+            LedgerRow.model_validate(row)  # a malformed row must fail here, not in every reader
+            self.count += append_rows(self.root, [seal(row)])
         if self.then:
             self.then(outcome)
 

@@ -101,7 +101,14 @@ class Signer:
         return signed
 
 
-def load_signer(path: str | Path) -> Signer:
+def signer_from_env() -> Signer | None:
+    """The signer named by KBASE_SIGNING_KEY, loaded once (before any snippet runs), or None."""
+    path = os.environ.get("KBASE_SIGNING_KEY")
+    return load_signer(os.path.realpath(path)) if path else None
+
+
+@functools.lru_cache(maxsize=4)
+def load_signer(path: str) -> Signer:
     _, serialization, priv_cls, _ = _crypto()
     try:
         data = Path(path).read_bytes()
@@ -115,17 +122,6 @@ def load_signer(path: str | Path) -> Signer:
         raise SigningError(f"{path}: not an ed25519 key")
     raw = key.public_key().public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
     return Signer(key, key_id(raw))
-
-
-def signer_from_env() -> Signer | None:
-    """The signer named by KBASE_SIGNING_KEY, loaded once (before any snippet runs), or None."""
-    path = os.environ.get("KBASE_SIGNING_KEY")
-    return _cached_signer(os.path.realpath(path)) if path else None
-
-
-@functools.lru_cache(maxsize=4)
-def _cached_signer(path: str) -> Signer:
-    return load_signer(path)
 
 
 def parse_public(text: str, where: str) -> tuple[str, object]:
