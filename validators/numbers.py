@@ -49,11 +49,6 @@ def _clean(text: str) -> str:
     return _VERSION.sub(" ", text)
 
 
-def numbers_in(text: str) -> list[tuple[str, float]]:
-    """(as written, value) for every number in a piece of prose."""
-    return [(w, v) for w, v, _ in _numbers_at(_clean(text))]
-
-
 def _numbers_at(text: str) -> list[tuple[str, float, str]]:
     """(as written, value, the words around it) in already cleaned text."""
     out = []
@@ -87,7 +82,7 @@ def backing_values(claims) -> list[float]:
     vals: list[float] = []
     for c in claims:
         for field in (c.text, c.expect or ""):
-            vals += [v for _, v in numbers_in(field)]
+            vals += [v for _, v, _ in _numbers_at(_clean(field))]
     return vals
 
 

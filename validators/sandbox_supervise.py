@@ -27,16 +27,7 @@ from kbase.validators.capture import Scanner, pump
 from kbase.validators.cgroup import RunCgroup, join_in_child
 
 _PR_SET_PDEATHSIG = 1
-_libc: ctypes.CDLL | None
-try:
-    _libc = ctypes.CDLL(None, use_errno=True)
-except OSError:  # not glibc-like; the registry of live runs still cleans up on a normal exit
-    _libc = None
-
-
-def libc_prctl_deathsig() -> None:
-    if _libc is not None:
-        _libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+_libc = ctypes.CDLL(None, use_errno=True)
 
 
 def pids_with_marker(marker: str, token: str) -> list[int]:
@@ -120,7 +111,7 @@ def _child_setup(limits: Limits, procs_files: list[str], cgroup_memory: bool, np
     fsize = limits.disk_mb * 1024 * 1024
 
     def apply() -> None:  # runs in the child between fork and exec
-        libc_prctl_deathsig()  # if kbase itself is SIGKILLed, the run goes too
+        _libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)  # if kbase is SIGKILLed, the run goes too
         if procs_files:
             join_in_child(procs_files)
         resource.setrlimit(resource.RLIMIT_CPU, (cpu_s, cpu_s + 5))
