@@ -1,7 +1,5 @@
-"""The verdict ledger: ledger/verifications.jsonl, append-only, one sorted-key JSON object per line.
-
-One line per run keeps concurrent branches mergeable (`merge=union` in ledger/.gitattributes):
-two branches that both appended simply keep both sets of lines.
+"""The verdict ledger: ledger/verifications.jsonl, append-only, one sorted-key JSON object per line
+(one line per run keeps branches mergeable: CONTRIBUTING.md, "The ledger").
 
 Lines are ASCII (non-ASCII escaped): a snippet's output in a row may hold U+2028 or U+0085,
 which str.splitlines() and other readers take for line breaks. Readers split on "\n" only and

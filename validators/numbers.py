@@ -1,14 +1,8 @@
-"""The prose lints of a skill (CONTRIBUTING.md, "Claims").
+"""The prose lints of a skill, `unbacked-number` and `ledger-narration` (CONTRIBUTING.md, "Claims").
 
-`[unbacked-number]`: every number the prose states (outside code, URLs and link targets) has the
-same value in a claim's `text` or `expect`, or in kbase/data/number_allowlist.yaml. Digits inside
-identifiers (fp16, sm_90, H100), list numbering and versions are no quantities: a version names
-an environment.
-
-`[ledger-narration]`: prose states what holds; a sentence such as "2.1x in the H200 run" narrates
-the ledger's state when it was written and goes stale with the next audit, while `kbase get`
-renders every measured value from the ledger itself. The patterns are tight on purpose (each
-names a run, a row or the ledger's progress): "only a GPU run can show it" passes.
+Digits inside identifiers (fp16, sm_90, H100), list numbering and versions are no quantities: a
+version names an environment. Narration goes stale with the next audit; its patterns are tight on
+purpose (each names a run, a row or the ledger's progress): "only a GPU run can show it" passes.
 """
 
 from __future__ import annotations

@@ -1,10 +1,7 @@
-"""Signed ledger rows: ed25519 over the row's canonical JSON, checked against trusted public keys.
-
-A row signed by a runner carries `"sig": {"alg": "ed25519", "key": <key id>, "value": <base64>}`;
-the signature covers the canonical JSON of the row without its `sig` (sorted keys, no spaces,
-UTF-8), so re-serialising a row (merge-ledger) keeps it valid. Public keys of trusted runners live
-in ledger/trusted-keys/*.pub; when that folder holds any key, only rows signed by one of them count
-toward a status, and every other row is `self-reported`.
+"""Signed ledger rows: ed25519 over the row's canonical JSON, checked against trusted public keys
+(CONTRIBUTING.md, "The ledger"). A signed row carries `"sig": {"alg": "ed25519", "key": <key id>,
+"value": <base64>}` over the row without its `sig` (sorted keys, no spaces, UTF-8), so
+re-serialising a row (merge-ledger) keeps it valid.
 
 Key files: the private key is PKCS#8 PEM (mode 0600, never committed); the public key is one line,
 `kbase-ed25519 <base64 of the 32 raw bytes> <comment>`. The key id is the first 16 hex digits of

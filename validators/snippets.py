@@ -1,9 +1,5 @@
-"""Turn a skill's marked code blocks into files on disk, remembering where each line came from.
-
-The runtime contract lives in docs/skill-format.md ("How a snippet runs"): Python blocks are
-concatenated into snippet.py, other blocks become snippet_<i>.cu (or the name given with
-`file=`). The line map lets a traceback line in snippet.py, or an nvcc diagnostic in a .cu file,
-be reported as a line of SKILL.md.
+"""Turn a skill's marked code blocks into files (docs/skill-format.md, "How a snippet runs"),
+keeping a line map, so that a traceback or nvcc diagnostic is reported as a line of SKILL.md.
 """
 
 from __future__ import annotations
