@@ -246,9 +246,7 @@ def command(
     size = str(disk_mb * 1024 * 1024)
     small = str(MASK_MB * 1024 * 1024)
     drop = drop_root() if as_nobody else []
-    if drop:
-        userns = False
-    cmd = [exe, *_ns_flags(userns)]
+    cmd = [exe, *_ns_flags(userns and not drop)]
     if drop:  # setpriv needs these two to become RUN_AS; it keeps none of them
         cmd += ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
     cmd += ["--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev"]

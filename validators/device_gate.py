@@ -23,11 +23,7 @@ TIMING_MARKERS = re.compile(
 
 def markers_in(text: str) -> list[str]:
     """The distinct timing/profiling/device-memory markers in a snippet, in order of appearance."""
-    seen: list[str] = []
-    for m in TIMING_MARKERS.finditer(text):
-        if m.group(0) not in seen:
-            seen.append(m.group(0))
-    return seen
+    return list(dict.fromkeys(m.group(0) for m in TIMING_MARKERS.finditer(text)))
 
 
 def gpu_use(declared: str | None, snippet_text: str) -> str:

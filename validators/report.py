@@ -24,11 +24,6 @@ VERDICT_COLOUR = {v: s.colour for v, s in VERDICT_SPECS.items()}
 STATUS_COLOUR = {v: s.colour for v, s in STATUS_SPECS.items()}
 
 
-def _icon(status: str) -> str:
-    spec = STATUS_SPECS.get(status)
-    return spec.icon if spec else ""
-
-
 def junit_xml(
     outcomes: list, problems: list[Problem], skill_paths: dict[str, str], suite: str = "kbase"
 ) -> str:
@@ -105,7 +100,7 @@ def markdown_report(
     lines = [f"# kbase audit — {generated}", "", f"Environment: {env}", ""]
     if isolation_note:
         lines += [f"> **Warning:** {isolation_note}", ""]
-    lines.append("Summary: " + ", ".join(f"{_icon(s)} {s}: {n}" for s, n in counts))
+    lines.append("Summary: " + ", ".join(f"{STATUS_SPECS[s].icon} {s}: {n}" for s, n in counts))
     lines += [
         "",
         "| skill | status | last pass | verified on | reasons |",
@@ -113,7 +108,7 @@ def markdown_report(
     ]
     for j in judgements:
         lines.append(
-            f"| {_cell(j['skill'])} | {_icon(j['status'])} {j['status']} | "
+            f"| {_cell(j['skill'])} | {STATUS_SPECS[j['status']].icon} {j['status']} | "
             f"{_cell((j['last_pass'] or '—')[:10])} | {_cell(j['verified_on'] or '—')} | "
             f"{_cell('; '.join(j['reasons']))} |"
         )

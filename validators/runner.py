@@ -89,14 +89,10 @@ def run_tier(skill, tier: str, settings: RunSettings) -> RunOutcome:
 
 
 def _memory_for(settings: RunSettings, tier: str) -> int:
-    memory = (
-        settings.memory_mb
-        if settings.memory_mb is not None
-        else os.environ.get("KBASE_SANDBOX_MEMORY_MB")
-    )
-    if memory not in (None, ""):
-        return int(memory)
-    return TIER_SPECS[tier].default_memory_mb
+    if settings.memory_mb is not None:
+        return settings.memory_mb
+    env = os.environ.get("KBASE_SANDBOX_MEMORY_MB")
+    return int(env) if env else TIER_SPECS[tier].default_memory_mb
 
 
 def _run_tier(skill, tier: str, settings: RunSettings, turn=None) -> RunOutcome:
