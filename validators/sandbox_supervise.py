@@ -98,12 +98,11 @@ class Limits:
     # Only without a memory cgroup: RLIMIT_AS counts every mapping, which CUDA's huge virtual
     # reservations exceed at once; RLIMIT_DATA counts private writable memory only.
     memory_kind: str = "as"  # "as" or "data"
-    cpu_s: int | None = None  # default: timeout x cores (threads burn CPU faster than wall time)
     pids: int = 512  # processes and threads of the whole run
     disk_mb: int = 1024  # the run's tmpfs (workdir, /tmp, /dev/shm each); also RLIMIT_FSIZE
 
-    def cpu_seconds(self) -> int:
-        return self.cpu_s or int(self.timeout_s * max(2, os.cpu_count() or 1)) + 5
+    def cpu_seconds(self) -> int:  # timeout x cores: threads burn CPU faster than wall time
+        return int(self.timeout_s * max(2, os.cpu_count() or 1)) + 5
 
 
 def _child_setup(limits: Limits, procs_files: list[str], cgroup_memory: bool, nproc: int):
