@@ -149,14 +149,8 @@ def cuda_preflight(
             return f"no sandbox for the gpu tier: {exc}", None, (True, True)
         if res.returncode == 0:
             if mem != memory_mb:
-                return (
-                    (
-                        f"CUDA does not initialise under the {memory_mb} MiB memory limit; "
-                        "raise it with --memory-mb (0 removes it)"
-                    ),
-                    None,
-                    hardening,
-                )
+                why = f"CUDA does not initialise under the {memory_mb} MiB memory limit; "
+                return why + "raise it with --memory-mb (0 removes it)", None, hardening
             return None, userns, hardening
         last = (res.stderr.strip().splitlines() or [res.error or f"exit {res.returncode}"])[-1]
     where = "in the sandbox" if sandboxed else "in a child process"
