@@ -3,21 +3,13 @@
 from __future__ import annotations
 
 import functools
-import importlib.util
 import os
 import shutil
 from collections.abc import Callable
 
-from kbase.validators.fingerprint import GPU, gpus
+from kbase.validators.fingerprint import GPU, find_spec, gpus
 
 from kbase.closed_sets import TIER_SPECS
-
-
-def _has_module(name: str) -> bool:
-    try:
-        return importlib.util.find_spec(name) is not None
-    except (ImportError, ValueError):
-        return False
 
 
 def _need_gpu() -> str | None:
@@ -29,7 +21,7 @@ def _need_gpu() -> str | None:
 # What a TierSpec may need (closed_sets.TierSpec.needs_any): requirement -> None when this
 # machine has it, else why not.
 REQUIREMENTS: dict[str, Callable[[], str | None]] = {
-    "triton": lambda: None if _has_module("triton") else "triton is not installed",
+    "triton": lambda: None if find_spec("triton") else "triton is not installed",
     "nvcc": lambda: None if shutil.which("nvcc") else "nvcc is not on PATH",
     "gpu": _need_gpu,
 }
