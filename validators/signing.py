@@ -55,10 +55,6 @@ def key_id(raw_public: bytes) -> str:
     return hashlib.sha256(raw_public).hexdigest()[:16]
 
 
-def public_line(raw_public: bytes, comment: str) -> str:
-    return f"{PUB_PREFIX} {base64.b64encode(raw_public).decode()} {comment}".strip() + "\n"
-
-
 def keygen(path: Path, comment: str = "", force: bool = False) -> tuple[Path, Path, str]:
     """Write a private key at `path` (0600) and its public key at `path`.pub; returns the key id."""
     _, serialization, priv_cls, _ = _crypto()
@@ -78,7 +74,8 @@ def keygen(path: Path, comment: str = "", force: bool = False) -> tuple[Path, Pa
         fh.write(pem)
     os.chmod(path, 0o600)
     raw = key.public_key().public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
-    pub_path.write_text(public_line(raw, comment or path.stem), encoding="utf-8")
+    line = f"{PUB_PREFIX} {base64.b64encode(raw).decode()} {comment or path.stem}".strip()
+    pub_path.write_text(line + "\n", encoding="utf-8")
     return path, pub_path, key_id(raw)
 
 

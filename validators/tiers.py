@@ -116,12 +116,12 @@ def cuda_preflight(
 
     extra = {"CUDA_DEVICE_ORDER": "PCI_BUS_ID", "CUDA_VISIBLE_DEVICES": visible} if visible else {}
     # strongest first: as nobody with unix sockets refused; then each relaxed, then both
-    levels = [(True, True), (True, False), (False, True), (False, False)] if sandboxed else []
-    attempts: list[tuple[bool | None, int | None, tuple[bool, bool]]] = (
-        [(u, memory_mb, h) for h in levels for u in (True, False)]
-        if sandboxed
-        else [(None, memory_mb, (True, True))]
-    )
+    levels = [(True, True), (True, False), (False, True), (False, False)]
+    attempts: list[tuple[bool | None, int | None, tuple[bool, bool]]] = [
+        (u, memory_mb, h) for h in levels for u in (True, False)
+    ]
+    if not sandboxed:
+        attempts = [(None, memory_mb, (True, True))]
     if memory_mb:
         attempts.append((attempts[-1][0], None, attempts[-1][2]))
     last = ""
