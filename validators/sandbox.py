@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, ParamSpec
 
 from kbase.validators import bwrap
-from kbase.validators.cgroup import RunCgroup
+from kbase.validators.cgroup import RunCgroup, owner_gone
 from kbase.validators.sandbox_supervise import (
     MARKER,
     Limits,
@@ -102,8 +102,6 @@ def secret_paths() -> list[str]:
 
 def _sweep_temp_dirs() -> None:
     """Remove the run folders a SIGKILLed kbase left (their names carry its pid)."""
-    from kbase.validators.cgroup import owner_gone
-
     tmp = Path(tempfile.gettempdir())
     try:
         names = [e.name for e in os.scandir(tmp) if e.name.startswith("kbase-run-")]
