@@ -228,26 +228,26 @@ class RunCgroup:
 _OWNED = re.compile(r"^kbase-run-(\d+)-")
 
 
-def owner_gone(name: str) -> bool:
-    """True for `kbase-run-<pid>-...` (a run's cgroup or temp folder) whose kbase has exited."""
-    m = _OWNED.match(name)
-    if not m:
-        return False
-    try:
-        os.kill(int(m[1]), 0)
-    except ProcessLookupError:
-        return True
-    except (PermissionError, OverflowError):
-        return False
-    return False
+def stale_runs(folder: Path) -> list[Path]:
+    """The `kbase-run-<pid>-...` entries of `folder` (a run's cgroup or temp folder) whose kbase has
+    exited: one killed with SIGKILL ran no clean-up."""
+    gone = []
+    for p in folder.glob("kbase-run-*"):
+        m = _OWNED.match(p.name)
+        try:
+            if m:
+                os.kill(int(m[1]), 0)
+        except ProcessLookupError:
+            gone.append(p)
+        except (PermissionError, OverflowError):
+            pass
+    return gone
 
 
-def sweep_stale(base: Path) -> int:
-    """The cgroups of runs whose kbase was killed (SIGKILL runs no clean-up): whatever still
-    runs in them is killed, and they are removed. Returns how many."""
-    n = 0
-    for d in base.glob("kbase-run-*"):
-        if not d.is_dir() or not owner_gone(d.name):
+def sweep_stale(base: Path) -> None:
+    """The cgroups of such runs: whatever still runs in them is killed, and they are removed."""
+    for d in stale_runs(base):
+        if not d.is_dir():
             continue
         for pid in _read(d / "cgroup.procs").split():
             try:
@@ -255,8 +255,6 @@ def sweep_stale(base: Path) -> int:
             except (ProcessLookupError, PermissionError, ValueError):
                 pass
         RunCgroup("v1", {"d": d}, None, None).remove()
-        n += 1
-    return n
 
 
 def join_in_child(procs_files: list[str]) -> None:

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, ParamSpec
 
 from kbase.validators import bwrap
-from kbase.validators.cgroup import RunCgroup, owner_gone
+from kbase.validators.cgroup import RunCgroup, stale_runs
 from kbase.validators.sandbox_supervise import (
     MARKER,
     Limits,
@@ -102,14 +102,8 @@ def secret_paths() -> list[str]:
 
 def _sweep_temp_dirs() -> None:
     """Remove the run folders a SIGKILLed kbase left (their names carry its pid)."""
-    tmp = Path(tempfile.gettempdir())
-    try:
-        names = [e.name for e in os.scandir(tmp) if e.name.startswith("kbase-run-")]
-    except OSError:
-        return
-    for name in names:
-        if owner_gone(name):
-            rmtree(tmp / name)
+    for d in stale_runs(Path(tempfile.gettempdir())):
+        rmtree(d)
 
 
 P = ParamSpec("P")
