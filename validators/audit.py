@@ -8,25 +8,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from kbase.validators.ledger import append_rows, row_from_outcome, seal
+from kbase.validators.ledger import append_rows, read_ledger, row_from_outcome, seal
 from kbase.validators.runner import RunOutcome
 
 from kbase.closed_sets import FAIL_LEVELS
-from kbase.schema import Problem
-
-
-def record(root: Path, outcomes: list[RunOutcome]) -> int:
-    """Append the runs that executed to the ledger, each checked against kbase.schema.LedgerRow."""
-    from kbase.schema import LedgerRow
-
-    rows = []
-    for o in outcomes:
-        if not o.executed:
-            continue
-        row = row_from_outcome(o)
-        LedgerRow.model_validate(row)  # a malformed row must fail here, not in every later reader
-        rows.append(seal(row))
-    return append_rows(root, rows)
+from kbase.schema import LedgerRow, Problem
 
 
 class Recorder:
@@ -43,16 +29,16 @@ class Recorder:
         # With trusted keys configured, an unsigned row could only ever be self-reported: it
         # would make `kbase ledger verify` fail, so it is not written.
         self.enabled = signer is not None or not trusted_keys(root).configured
-        self.note = (
-            None
-            if self.enabled
-            else "runs not recorded: ledger/trusted-keys/ is configured and KBASE_SIGNING_KEY "
-            "is not set (unsigned rows would only be self-reported)"
-        )
+        self.note: str | None = None
+        if not self.enabled:
+            self.note = "runs not recorded: ledger/trusted-keys/ is configured and "
+            self.note += "KBASE_SIGNING_KEY is not set (unsigned rows would only be self-reported)"
 
     def __call__(self, outcome: RunOutcome) -> None:
-        if self.enabled:
-            self.count += record(self.root, [outcome])
+        if self.enabled and outcome.executed:  # skips decided up front are not runs
+            row = row_from_outcome(outcome)
+            LedgerRow.model_validate(row)  # a malformed row must fail here, not in every reader
+            self.count += append_rows(self.root, [seal(row)])
         if self.then:
             self.then(outcome)
 
@@ -120,8 +106,6 @@ def write_reports(
         )
         _write(markdown, md)
     if html:
-        from kbase.validators.ledger import read_ledger
-
         wanted = {s.name for s in skills}
         rows: dict[str, list[dict]] = {}
         for row in read_ledger(root, strict=False).rows:

@@ -1,12 +1,7 @@
-"""The bubblewrap command line that a snippet runs under, and whether this machine can run it.
-
-What the snippet gets: new user (where the kernel allows it), PID, network, IPC and UTS
-namespaces; the host filesystem read-only; private tmpfs for /tmp, /var/tmp, /run, /dev/shm and
-every home directory, with only the interpreter and toolchain paths bound back (read-only); a
-minimal /dev; its own working directory, a size-limited tmpfs holding copies of the snippet
-files; no capabilities; a new session (no TIOCSTI into our terminal); and death with its parent.
-The runner stays outside the PID namespace, so the snippet cannot see, signal or stop it.
-Every writable mount is a tmpfs of bounded size (MASK_MB for the masking ones).
+"""The bubblewrap command line that a snippet runs under (what it gets: CONTRIBUTING.md, "Check it
+locally"), and whether this machine can run it. Beyond that list: a minimal /dev, no
+capabilities, a new session (no TIOCSTI into our terminal), and every writable mount a tmpfs of
+bounded size (MASK_MB for the masking ones).
 
 When kbase runs as root, a user namespace would map the snippet to host root: it could read
 root-only files (/etc/shadow, a 0600 signing key by any of its links) and connect to root's
@@ -251,9 +246,7 @@ def command(
     size = str(disk_mb * 1024 * 1024)
     small = str(MASK_MB * 1024 * 1024)
     drop = drop_root() if as_nobody else []
-    if drop:
-        userns = False
-    cmd = [exe, *_ns_flags(userns)]
+    cmd = [exe, *_ns_flags(userns and not drop)]
     if drop:  # setpriv needs these two to become RUN_AS; it keeps none of them
         cmd += ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
     cmd += ["--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev"]

@@ -103,24 +103,8 @@ class RunCgroup:
                 continue
         if not dirs:
             return None
-        cg = cls("v1", dirs, None, None)
-        try:
-            if memory_mb and "memory" in dirs:
-                nbytes = str(memory_mb * 1024 * 1024)
-                _write(dirs["memory"] / "memory.limit_in_bytes", nbytes)
-                swap = dirs["memory"] / "memory.memsw.limit_in_bytes"
-                if swap.exists():  # otherwise the run could spill past the limit into swap
-                    _write(swap, nbytes)
-                cg.memory_mb = memory_mb
-            if pids and "pids" in dirs:
-                _write(dirs["pids"] / "pids.max", str(pids))
-                cg.pids = pids
-        except OSError:
-            pass  # the limits not applied stay None: the run's row says which held
-        if cg.memory_mb is None and cg.pids is None:
-            cg.remove()
-            return None
-        return cg
+        mem = "memory.limit_in_bytes", "memory.memsw.limit_in_bytes", None
+        return cls("v1", dirs, None, None)._limit(memory_mb, pids, *mem)
 
     @classmethod
     def _create_v2(cls, token: str, memory_mb: int | None, pids: int | None) -> RunCgroup | None:
@@ -141,22 +125,33 @@ class RunCgroup:
             except OSError:
                 continue
             cg = cls("v2", {"memory": d, "pids": d}, None, None)
-            try:
-                if memory_mb and (d / "memory.max").exists():
-                    _write(d / "memory.max", str(memory_mb * 1024 * 1024))
-                    if (d / "memory.swap.max").exists():
-                        _write(d / "memory.swap.max", "0")
-                    cg.memory_mb = memory_mb
-                if pids and (d / "pids.max").exists():
-                    _write(d / "pids.max", str(pids))
-                    cg.pids = pids
-            except OSError:
-                pass  # the limits not applied stay None: the run's row says which held
-            if cg.memory_mb is None and cg.pids is None:
-                cg.remove()
-                continue
-            return cg
+            if cg._limit(memory_mb, pids, "memory.max", "memory.swap.max", "0"):
+                return cg
         return None
+
+    def _limit(
+        self, memory_mb: int | None, pids: int | None, mem: str, swap: str, swap_to: str | None
+    ) -> RunCgroup | None:
+        """Write the limits whose files exist (`swap` gets `swap_to`, or the memory limit); the
+        cgroup, or None (removed) when no limit held. Those that did not stay None: the run's
+        row says which held."""
+        mem_dir, pids_dir = self.dirs.get("memory"), self.dirs.get("pids")
+        try:
+            if memory_mb and mem_dir is not None and (mem_dir / mem).exists():
+                nbytes = str(memory_mb * 1024 * 1024)
+                _write(mem_dir / mem, nbytes)
+                if (mem_dir / swap).exists():  # otherwise the run could spill past it into swap
+                    _write(mem_dir / swap, swap_to or nbytes)
+                self.memory_mb = memory_mb
+            if pids and pids_dir is not None and (pids_dir / "pids.max").exists():
+                _write(pids_dir / "pids.max", str(pids))
+                self.pids = pids
+        except OSError:
+            pass
+        if self.memory_mb is None and self.pids is None:
+            self.remove()
+            return None
+        return self
 
     def procs_files(self) -> list[str]:
         return sorted({str(d / "cgroup.procs") for d in self.dirs.values()})
@@ -233,26 +228,26 @@ class RunCgroup:
 _OWNED = re.compile(r"^kbase-run-(\d+)-")
 
 
-def owner_gone(name: str) -> bool:
-    """True for `kbase-run-<pid>-...` (a run's cgroup or temp folder) whose kbase has exited."""
-    m = _OWNED.match(name)
-    if not m:
-        return False
-    try:
-        os.kill(int(m[1]), 0)
-    except ProcessLookupError:
-        return True
-    except (PermissionError, OverflowError):
-        return False
-    return False
+def stale_runs(folder: Path) -> list[Path]:
+    """The `kbase-run-<pid>-...` entries of `folder` (a run's cgroup or temp folder) whose kbase has
+    exited: one killed with SIGKILL ran no clean-up."""
+    gone = []
+    for p in folder.glob("kbase-run-*"):
+        m = _OWNED.match(p.name)
+        try:
+            if m:
+                os.kill(int(m[1]), 0)
+        except ProcessLookupError:
+            gone.append(p)
+        except (PermissionError, OverflowError):
+            pass
+    return gone
 
 
-def sweep_stale(base: Path) -> int:
-    """The cgroups of runs whose kbase was killed (SIGKILL runs no clean-up): whatever still
-    runs in them is killed, and they are removed. Returns how many."""
-    n = 0
-    for d in base.glob("kbase-run-*"):
-        if not d.is_dir() or not owner_gone(d.name):
+def sweep_stale(base: Path) -> None:
+    """The cgroups of such runs: whatever still runs in them is killed, and they are removed."""
+    for d in stale_runs(base):
+        if not d.is_dir():
             continue
         for pid in _read(d / "cgroup.procs").split():
             try:
@@ -260,8 +255,6 @@ def sweep_stale(base: Path) -> int:
             except (ProcessLookupError, PermissionError, ValueError):
                 pass
         RunCgroup("v1", {"d": d}, None, None).remove()
-        n += 1
-    return n
 
 
 def join_in_child(procs_files: list[str]) -> None:

@@ -54,8 +54,9 @@ def _merge_base(root: Path, base: str | None):
     return repo, git, (merge_base[0].hexsha if merge_base else chosen), chosen
 
 
-def changed_paths(root: Path, base: str | None = None) -> tuple[list[str], str]:
-    """(paths relative to the repo, the base used): the merge base against the working tree."""
+def changed_skills(root: Path, base: str | None = None) -> tuple[list[str], str]:
+    """Names of skill folders with a file changed against the merge base (committed, staged,
+    unstaged or untracked) that still have a SKILL.md, and the base used."""
     repo, git, ref, chosen = _merge_base(root, base)
     try:
         diffed = repo.git.diff("--name-only", "--no-renames", ref, "--").splitlines()
@@ -63,28 +64,15 @@ def changed_paths(root: Path, base: str | None = None) -> tuple[list[str], str]:
         raise ChangesError(
             f"git diff against {chosen} failed: {exc.stderr.strip() or exc}"
         ) from None
-    paths = sorted(set(diffed) | set(repo.untracked_files))
-    # make them relative to the knowledge-base root when it sits below the repo's top level
+    # paths are relative to the repo's top level, which may sit above the knowledge-base root
     top = Path(repo.working_tree_dir).resolve()
-    rel_root = Path(root).resolve().relative_to(top) if Path(root).resolve() != top else Path()
-    out = []
-    for p in paths:
-        pp = Path(p)
-        if rel_root.parts and pp.parts[: len(rel_root.parts)] != rel_root.parts:
-            continue
-        out.append(str(Path(*pp.parts[len(rel_root.parts) :])))
-    return out, chosen
-
-
-def changed_skills(root: Path, base: str | None = None) -> tuple[list[str], str]:
-    """Names of skill folders with a changed file that still have a SKILL.md, and the base used."""
-    paths, used = changed_paths(root, base)
+    skills = (*Path(root).resolve().relative_to(top).parts, "skills")
     names = set()
-    for p in paths:
+    for p in set(diffed) | set(repo.untracked_files):
         parts = Path(p).parts
-        if len(parts) >= 2 and parts[0] == "skills":
-            names.add(parts[1])
-    return sorted(n for n in names if (Path(root) / "skills" / n / "SKILL.md").exists()), used
+        if len(parts) > len(skills) and parts[: len(skills)] == skills:
+            names.add(parts[len(skills)])
+    return sorted(n for n in names if (Path(root) / "skills" / n / "SKILL.md").exists()), chosen
 
 
 def ledger_change_problems(root: Path, base: str | None = None) -> tuple[list[Problem], str]:

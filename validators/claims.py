@@ -1,9 +1,6 @@
-"""Claims: the relation grammar, and the judgement of what a run measured against what a skill says.
-
-A measured claim carries `expect`, a relation: ">= x", "<= x", "> x", "< x", "== x" or
-"in [a, b]" (inclusive). A snippet reports a value by printing `KBASE_MEASURE <id> <number>` on
-stdout. A NaN or infinite value never holds (inf would satisfy ">= x", -inf "<= x"). Values are
-stored in ledger rows, so a status can re-judge them against the claim as it reads today.
+"""Claims: the relation grammar, and the judgement of what a run measured against what a skill says
+(CONTRIBUTING.md, "Claims"). NaN and inf never hold (inf would satisfy ">= x"). Values are stored
+in ledger rows, so a status can re-judge them against the claim as it reads today.
 """
 
 from __future__ import annotations

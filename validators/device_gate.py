@@ -1,14 +1,7 @@
-"""Who may share the GPU: a reader-writer gate over the device for `kbase verify -j N`.
-
-A correctness check gives the same answer whether or not another process runs kernels on the
-device, so such runs share it; a timing, a profile or a reading of device-wide memory does not,
-so those runs hold the device alone. Startup (Python, torch, CUDA context, compiles) is most of a
-short snippet's wall time, and sharing overlaps it: the GPU audit gets faster without letting one
-run's load into another's measurement.
-
-Whether a run is exclusive: `verification.gpu_use` when the skill declares `exclusive`, and
-otherwise what the snippet's own text shows (TIMING_MARKERS). A skill cannot declare its way out
-of a marker: `shared` beside a marker is a lint problem (`lint_gpu_use`), and the run is exclusive.
+"""Who may share the GPU: a reader-writer gate over the device for `kbase verify -j N`
+(`verification.gpu_use`, docs/skill-format.md). A correctness check gives the same answer beside
+another run, a timing does not; startup is most of a short snippet's wall time, and sharing
+overlaps it. A skill cannot declare its way out of a TIMING_MARKERS match.
 """
 
 from __future__ import annotations
@@ -30,11 +23,7 @@ TIMING_MARKERS = re.compile(
 
 def markers_in(text: str) -> list[str]:
     """The distinct timing/profiling/device-memory markers in a snippet, in order of appearance."""
-    seen: list[str] = []
-    for m in TIMING_MARKERS.finditer(text):
-        if m.group(0) not in seen:
-            seen.append(m.group(0))
-    return seen
+    return list(dict.fromkeys(m.group(0) for m in TIMING_MARKERS.finditer(text)))
 
 
 def gpu_use(declared: str | None, snippet_text: str) -> str:

@@ -111,12 +111,17 @@ def package_version(name: str) -> str | None:
         return None
 
 
-def torch_cuda_version() -> str | None:
-    """torch.version.cuda, read from torch/version.py instead of importing torch."""
+def find_spec(name: str) -> importlib.machinery.ModuleSpec | None:
+    """Where module `name` is, without importing it; None when it is not installed."""
     try:
-        spec = importlib.util.find_spec("torch")
+        return importlib.util.find_spec(name)
     except (ImportError, ValueError):
         return None
+
+
+def torch_cuda_version() -> str | None:
+    """torch.version.cuda, read from torch/version.py instead of importing torch."""
+    spec = find_spec("torch")
     if spec is None or not spec.submodule_search_locations:
         return None
     vfile = Path(list(spec.submodule_search_locations)[0]) / "version.py"

@@ -1,7 +1,5 @@
-"""The verdict ledger: ledger/verifications.jsonl, append-only, one sorted-key JSON object per line.
-
-One line per run keeps concurrent branches mergeable (`merge=union` in ledger/.gitattributes):
-two branches that both appended simply keep both sets of lines.
+"""The verdict ledger: ledger/verifications.jsonl, append-only, one sorted-key JSON object per line
+(one line per run keeps branches mergeable: CONTRIBUTING.md, "The ledger").
 
 Lines are ASCII (non-ASCII escaped): a snippet's output in a row may hold U+2028 or U+0085,
 which str.splitlines() and other readers take for line breaks. Readers split on "\n" only and
@@ -22,7 +20,6 @@ from typing import TYPE_CHECKING
 
 from pydantic import ValidationError
 
-from kbase import closed_sets
 from kbase.errors import InvalidArgument, KbaseError, ProblemsError
 
 if TYPE_CHECKING:
@@ -33,8 +30,6 @@ if TYPE_CHECKING:
 LEDGER_DIR = "ledger"
 LEDGER_FILE = "verifications.jsonl"
 SHOWN = f"{LEDGER_DIR}/{LEDGER_FILE}"
-VERDICTS = frozenset(closed_sets.VERDICTS)
-TIERS = frozenset(closed_sets.TIERS)
 STDERR_TAIL = 1500
 
 
@@ -156,18 +151,19 @@ def read_ledger(root: Path, *, strict: bool = True) -> LedgerRead:
     are collected.
     """
     path = ledger_path(root)
-    rows: list[dict] = []
-    problems: list[LedgerError] = []
-    if not path.exists():
-        return LedgerRead(rows, problems)
-    for _, got in parse_lines(path.read_bytes(), SHOWN):
+    return _read(path.read_bytes() if path.exists() else b"", SHOWN, strict)
+
+
+def _read(data: bytes, shown: str, strict: bool) -> LedgerRead:
+    read = LedgerRead([], [])
+    for _, got in parse_lines(data, shown):
         if isinstance(got, LedgerError):
             if strict:
                 raise got
-            problems.append(got)
+            read.problems.append(got)
         else:
-            rows.append(got)
-    return LedgerRead(rows, problems)
+            read.rows.append(got)
+    return read
 
 
 def merge_ledger(root: Path, other: Path) -> tuple[int, int]:
@@ -178,22 +174,14 @@ def merge_ledger(root: Path, other: Path) -> tuple[int, int]:
     nothing. Rows are copied as they are, signatures included: re-serialising a row canonically
     leaves its signed payload unchanged.
     """
-    incoming: list[dict] = []
     try:
         data = Path(other).read_bytes()
     except OSError as exc:
         raise LedgerError(str(other), 0, exc.strerror or str(exc)) from None
-    for _, got in parse_lines(data, str(other)):
-        if isinstance(got, LedgerError):
-            raise got
-        incoming.append(got)
+    incoming = _read(data, str(other), True).rows
     have = {canonical(r) for r in read_ledger(root, strict=False).rows}
-    new = []
-    for r in incoming:
-        key = canonical(r)
-        if key not in have:
-            have.add(key)
-            new.append(r)
+    # keyed on the canonical line: a row twice in `other` is added once
+    new = list({canonical(r): r for r in incoming if canonical(r) not in have}.values())
     append_rows(root, new)
     return len(new), len(incoming) - len(new)
 

@@ -1,14 +1,8 @@
-"""The prose lints of a skill (CONTRIBUTING.md, "Claims").
+"""The prose lints of a skill, `unbacked-number` and `ledger-narration` (CONTRIBUTING.md, "Claims").
 
-`[unbacked-number]`: every number the prose states (outside code, URLs and link targets) has the
-same value in a claim's `text` or `expect`, or in kbase/data/number_allowlist.yaml. Digits inside
-identifiers (fp16, sm_90, H100), list numbering and versions are no quantities: a version names
-an environment.
-
-`[ledger-narration]`: prose states what holds; a sentence such as "2.1x in the H200 run" narrates
-the ledger's state when it was written and goes stale with the next audit, while `kbase get`
-renders every measured value from the ledger itself. The patterns are tight on purpose (each
-names a run, a row or the ledger's progress): "only a GPU run can show it" passes.
+Digits inside identifiers (fp16, sm_90, H100), list numbering and versions are no quantities: a
+version names an environment. Narration goes stale with the next audit; its patterns are tight on
+purpose (each names a run, a row or the ledger's progress): "only a GPU run can show it" passes.
 """
 
 from __future__ import annotations
@@ -49,11 +43,6 @@ def _clean(text: str) -> str:
     return _VERSION.sub(" ", text)
 
 
-def numbers_in(text: str) -> list[tuple[str, float]]:
-    """(as written, value) for every number in a piece of prose."""
-    return [(w, v) for w, v, _ in _numbers_at(_clean(text))]
-
-
 def _numbers_at(text: str) -> list[tuple[str, float, str]]:
     """(as written, value, the words around it) in already cleaned text."""
     out = []
@@ -87,7 +76,7 @@ def backing_values(claims) -> list[float]:
     vals: list[float] = []
     for c in claims:
         for field in (c.text, c.expect or ""):
-            vals += [v for _, v in numbers_in(field)]
+            vals += [v for _, v, _ in _numbers_at(_clean(field))]
     return vals
 
 

@@ -23,6 +23,8 @@ import sys
 import threading
 from pathlib import Path
 
+from kbase.validators.fingerprint import find_spec
+
 # What snippets import; a module missing here is simply not warmed.
 WARM_MODULES = (
     "numpy",
@@ -48,10 +50,7 @@ def cache_dir() -> Path:
 def _needed() -> bool:
     if os.environ.get("KBASE_PYCACHE_DIR", "") in ("0", "off"):
         return False
-    try:
-        spec = importlib.util.find_spec(PROBE_MODULE)
-    except (ImportError, ValueError):
-        return False
+    spec = find_spec(PROBE_MODULE)
     if spec is None or not spec.origin or not spec.origin.endswith(".py"):
         return False
     return not Path(importlib.util.cache_from_source(spec.origin)).exists()

@@ -24,11 +24,6 @@ VERDICT_COLOUR = {v: s.colour for v, s in VERDICT_SPECS.items()}
 STATUS_COLOUR = {v: s.colour for v, s in STATUS_SPECS.items()}
 
 
-def _icon(status: str) -> str:
-    spec = STATUS_SPECS.get(status)
-    return spec.icon if spec else ""
-
-
 def junit_xml(
     outcomes: list, problems: list[Problem], skill_paths: dict[str, str], suite: str = "kbase"
 ) -> str:
@@ -37,11 +32,7 @@ def junit_xml(
     """
     root = ET.Element("testsuites")
     ts = ET.SubElement(root, "testsuite", name=suite)
-    counts = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
-    total_time = 0.0
     for o in outcomes:
-        counts["tests"] += 1
-        total_time += o.duration_s
         case = ET.SubElement(
             ts,
             "testcase",
@@ -55,20 +46,17 @@ def junit_xml(
         where = f"{skill_paths.get(o.skill, o.skill)}:{o.line}: " if o.line else ""
         kind = VERDICT_SPECS[o.verdict].junit
         if kind == "skipped":
-            counts["skipped"] += 1
             ET.SubElement(case, "skipped", message=o.message)
         elif kind in ("failure", "error"):
-            counts["failures" if kind == "failure" else "errors"] += 1
             el = ET.SubElement(case, kind, message=where + o.message, type=o.verdict)
             el.text = o.output_tail
     for p in problems:
-        counts["tests"] += 1
-        counts["errors"] += 1
         case = ET.SubElement(ts, "testcase", classname="skills.lint", name=p.path)
         ET.SubElement(case, "error", message=str(p), type="lint")
-    for k, v in counts.items():
-        ts.set(k, str(v))
-    ts.set("time", f"{total_time:.3f}")
+    ts.set("tests", str(len(ts)))
+    for count, tag in (("failures", "failure"), ("errors", "error"), ("skipped", "skipped")):
+        ts.set(count, str(len(ts.findall(f"testcase/{tag}"))))
+    ts.set("time", f"{sum(o.duration_s for o in outcomes):.3f}")
     ts.set("timestamp", dt.datetime.now(dt.UTC).isoformat(timespec="seconds"))
     ET.indent(root)
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
@@ -105,7 +93,7 @@ def markdown_report(
     lines = [f"# kbase audit — {generated}", "", f"Environment: {env}", ""]
     if isolation_note:
         lines += [f"> **Warning:** {isolation_note}", ""]
-    lines.append("Summary: " + ", ".join(f"{_icon(s)} {s}: {n}" for s, n in counts))
+    lines.append("Summary: " + ", ".join(f"{STATUS_SPECS[s].icon} {s}: {n}" for s, n in counts))
     lines += [
         "",
         "| skill | status | last pass | verified on | reasons |",
@@ -113,7 +101,7 @@ def markdown_report(
     ]
     for j in judgements:
         lines.append(
-            f"| {_cell(j['skill'])} | {_icon(j['status'])} {j['status']} | "
+            f"| {_cell(j['skill'])} | {STATUS_SPECS[j['status']].icon} {j['status']} | "
             f"{_cell((j['last_pass'] or '—')[:10])} | {_cell(j['verified_on'] or '—')} | "
             f"{_cell('; '.join(j['reasons']))} |"
         )

@@ -172,9 +172,9 @@ def judge(
 
     status = next((s for s in ORDER[:-1] if found[s]), "verified")
     reasons = [r for s in ORDER[:-1] for r in found[s]] + _gpus_not_rechecked(rows, current)
-    if status == "verified" and last is not None:
-        reasons.append(f"passed on {env_label(last['tier'], last.get('fingerprint') or {})}")
     on = env_label(last["tier"], last.get("fingerprint") or {}) if last else None
+    if status == "verified" and on is not None:
+        reasons.append(f"passed on {on}")
     row = {"skill": facts.name, "status": status, "last_pass": last["at"] if last else None}
     return SkillAudit.model_validate(
         {**row, "verified_on": on, "reasons": reasons, "claims": claim_counts}

@@ -130,10 +130,8 @@ def _tier_env(
         env["OMP_NUM_THREADS"] = str(max(1, (os.cpu_count() or 1) // max(1, workers)))
     spec = TIER_SPECS[tier]
     env.update(spec.env)
-    if not spec.sees_gpu:
-        env["CUDA_VISIBLE_DEVICES"] = (
-            ""  # CPU tiers must give the same verdict with or without a GPU
-        )
+    if not spec.sees_gpu:  # CPU tiers must give the same verdict with or without a GPU
+        env["CUDA_VISIBLE_DEVICES"] = ""
     else:
         gpu, _ = gpu_for(min_cc)
         if gpu is not None:

@@ -89,14 +89,10 @@ def run_tier(skill, tier: str, settings: RunSettings) -> RunOutcome:
 
 
 def _memory_for(settings: RunSettings, tier: str) -> int:
-    memory = (
-        settings.memory_mb
-        if settings.memory_mb is not None
-        else os.environ.get("KBASE_SANDBOX_MEMORY_MB")
-    )
-    if memory not in (None, ""):
-        return int(memory)
-    return TIER_SPECS[tier].default_memory_mb
+    if settings.memory_mb is not None:
+        return settings.memory_mb
+    env = os.environ.get("KBASE_SANDBOX_MEMORY_MB")
+    return int(env) if env else TIER_SPECS[tier].default_memory_mb
 
 
 def _run_tier(skill, tier: str, settings: RunSettings, turn=None) -> RunOutcome:
@@ -232,19 +228,13 @@ def _judge(
     if rc == 0 and not res.completed:
         # exit status 0 without the completion record: os._exit(0) from an exit hook, a
         # re-executed interpreter, a forged sandbox status. The snippet did not finish.
-        return (
-            "fail",
-            locate_failure(layout, output),
-            "exited 0 without finishing its main (os._exit, an exit hook or a re-exec?)",
-        )
+        why = "exited 0 without finishing its main (os._exit, an exit hook or a re-exec?)"
+        return "fail", locate_failure(layout, output), why
     if rc == 0:
         return "pass", None, _last_line(res.stdout)
     if rc == SKIP_EXIT:
-        return (
-            "skip",
-            None,
-            _last_line(res.stdout + "\n" + res.stderr) or "the snippet skipped itself (exit 77)",
-        )
+        why = _last_line(res.stdout + "\n" + res.stderr)
+        return "skip", None, why or "the snippet skipped itself (exit 77)"
     line = locate_failure(layout, output)
     hit = f"memory limit ({limits.memory_mb} MiB for the run) hit" if res.memory_hit else ""
     if res.pids_hit:
@@ -284,23 +274,21 @@ def verify_skills(
     """Every (skill, tier) of the plan, in parallel over `workers`; results in skill, tier order."""
     jobs: list[tuple[int, object, str]] = []
     outcomes: dict[int, RunOutcome] = {}
-    order = 0
-    for skill in skills:
-        for tier, reason in plan_skill(skill, settings.tier):
-            if reason is None:
-                jobs.append((order, skill, tier))
-            else:
-                outcomes[order] = RunOutcome(
-                    skill=skill.name,
-                    tier=tier,
-                    verdict="skip",
-                    duration_s=0.0,
-                    message=reason,
-                    snippet_sha256=skill.snippet_sha256(),
-                )
-                if on_done:
-                    on_done(outcomes[order])
-            order += 1
+    plan = [(s, tier, why) for s in skills for tier, why in plan_skill(s, settings.tier)]
+    for order, (skill, tier, reason) in enumerate(plan):
+        if reason is None:
+            jobs.append((order, skill, tier))
+            continue
+        outcomes[order] = RunOutcome(
+            skill=skill.name,
+            tier=tier,
+            verdict="skip",
+            duration_s=0.0,
+            message=reason,
+            snippet_sha256=skill.snippet_sha256(),
+        )
+        if on_done:
+            on_done(outcomes[order])
     if jobs and not settings.unsafe_no_sandbox:
         ok, why = sandbox_status()
         if not ok:

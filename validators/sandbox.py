@@ -1,17 +1,7 @@
-"""Run one untrusted command in the bubblewrap sandbox, with per-run limits, and always come back.
-
-The sandbox (validators/bwrap.py) is the security boundary: the snippet sees a read-only host,
-private temp and home directories, no network, no other process, and a copy of its own files in
-a size-limited tmpfs that vanishes with it. Limits hold per run: a cgroup (validators/cgroup.py)
-caps memory and process count for the run as a whole where the machine allows it, and
-RLIMIT_NPROC/FSIZE/CPU are set on every run. The result says which limits were in force.
-
-Without bubblewrap (or user namespaces for a non-root user) snippets may only run when the
-caller asks for it explicitly (`--unsafe-no-sandbox`): then they run in a host temp directory
-with rlimits and a scrubbed environment, `isolated` is False, and such runs never verify a skill.
-
-The limits, the host-side helpers and the watching of a started run (output, deadline, clean-up,
-result) live in validators/sandbox_supervise.py; this module's names are the public ones.
+"""Run one untrusted command in the bubblewrap sandbox (validators/bwrap.py), with per-run limits
+(validators/cgroup.py, rlimits), and always come back; without bubblewrap only when asked
+(`--unsafe-no-sandbox`, CONTRIBUTING.md). The limits, host-side helpers and the watch over a
+started run live in validators/sandbox_supervise.py; this module's names are the public ones.
 """
 
 from __future__ import annotations
@@ -30,7 +20,7 @@ from pathlib import Path
 from typing import Any, ParamSpec
 
 from kbase.validators import bwrap
-from kbase.validators.cgroup import RunCgroup
+from kbase.validators.cgroup import RunCgroup, stale_runs
 from kbase.validators.sandbox_supervise import (
     MARKER,
     Limits,
@@ -112,16 +102,8 @@ def secret_paths() -> list[str]:
 
 def _sweep_temp_dirs() -> None:
     """Remove the run folders a SIGKILLed kbase left (their names carry its pid)."""
-    from kbase.validators.cgroup import owner_gone
-
-    tmp = Path(tempfile.gettempdir())
-    try:
-        names = [e.name for e in os.scandir(tmp) if e.name.startswith("kbase-run-")]
-    except OSError:
-        return
-    for name in names:
-        if owner_gone(name):
-            rmtree(tmp / name)
+    for d in stale_runs(Path(tempfile.gettempdir())):
+        rmtree(d)
 
 
 P = ParamSpec("P")

@@ -27,16 +27,7 @@ from kbase.validators.capture import Scanner, pump
 from kbase.validators.cgroup import RunCgroup, join_in_child
 
 _PR_SET_PDEATHSIG = 1
-_libc: ctypes.CDLL | None
-try:
-    _libc = ctypes.CDLL(None, use_errno=True)
-except OSError:  # not glibc-like; the registry of live runs still cleans up on a normal exit
-    _libc = None
-
-
-def libc_prctl_deathsig() -> None:
-    if _libc is not None:
-        _libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+_libc = ctypes.CDLL(None, use_errno=True)
 
 
 def pids_with_marker(marker: str, token: str) -> list[int]:
@@ -107,12 +98,11 @@ class Limits:
     # Only without a memory cgroup: RLIMIT_AS counts every mapping, which CUDA's huge virtual
     # reservations exceed at once; RLIMIT_DATA counts private writable memory only.
     memory_kind: str = "as"  # "as" or "data"
-    cpu_s: int | None = None  # default: timeout x cores (threads burn CPU faster than wall time)
     pids: int = 512  # processes and threads of the whole run
     disk_mb: int = 1024  # the run's tmpfs (workdir, /tmp, /dev/shm each); also RLIMIT_FSIZE
 
-    def cpu_seconds(self) -> int:
-        return self.cpu_s or int(self.timeout_s * max(2, os.cpu_count() or 1)) + 5
+    def cpu_seconds(self) -> int:  # timeout x cores: threads burn CPU faster than wall time
+        return int(self.timeout_s * max(2, os.cpu_count() or 1)) + 5
 
 
 def _child_setup(limits: Limits, procs_files: list[str], cgroup_memory: bool, nproc: int):
@@ -120,7 +110,7 @@ def _child_setup(limits: Limits, procs_files: list[str], cgroup_memory: bool, np
     fsize = limits.disk_mb * 1024 * 1024
 
     def apply() -> None:  # runs in the child between fork and exec
-        libc_prctl_deathsig()  # if kbase itself is SIGKILLed, the run goes too
+        _libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)  # if kbase is SIGKILLed, the run goes too
         if procs_files:
             join_in_child(procs_files)
         resource.setrlimit(resource.RLIMIT_CPU, (cpu_s, cpu_s + 5))

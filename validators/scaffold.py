@@ -94,7 +94,7 @@ class ScaffoldError(KbaseError, ValueError):
     pass
 
 
-def new_skill(root: Path, name: str, *, today: dt.date | None = None, force: bool = False) -> Path:
+def new_skill(root: Path, name: str, *, force: bool = False) -> Path:
     if not NAME_RE.match(name) or len(name) > 64:
         raise ScaffoldError(
             f"skill name {name!r} must be kebab-case (lowercase letters, digits, single hyphens), "
@@ -106,6 +106,6 @@ def new_skill(root: Path, name: str, *, today: dt.date | None = None, force: boo
         raise ScaffoldError(f"{path.relative_to(root)} already exists (use --force to overwrite)")
     folder.mkdir(parents=True, exist_ok=True)
     title = name.replace("-", " ").capitalize()
-    day = (today or dt.date.today()).isoformat()
-    path.write_text(TEMPLATE.format(name=name, title=title, today=day), encoding="utf-8")
+    today = dt.date.today().isoformat()
+    path.write_text(TEMPLATE.format(name=name, title=title, today=today), encoding="utf-8")
     return path

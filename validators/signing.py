@@ -1,10 +1,7 @@
-"""Signed ledger rows: ed25519 over the row's canonical JSON, checked against trusted public keys.
-
-A row signed by a runner carries `"sig": {"alg": "ed25519", "key": <key id>, "value": <base64>}`;
-the signature covers the canonical JSON of the row without its `sig` (sorted keys, no spaces,
-UTF-8), so re-serialising a row (merge-ledger) keeps it valid. Public keys of trusted runners live
-in ledger/trusted-keys/*.pub; when that folder holds any key, only rows signed by one of them count
-toward a status, and every other row is `self-reported`.
+"""Signed ledger rows: ed25519 over the row's canonical JSON, checked against trusted public keys
+(CONTRIBUTING.md, "The ledger"). A signed row carries `"sig": {"alg": "ed25519", "key": <key id>,
+"value": <base64>}` over the row without its `sig` (sorted keys, no spaces, UTF-8), so
+re-serialising a row (merge-ledger) keeps it valid.
 
 Key files: the private key is PKCS#8 PEM (mode 0600, never committed); the public key is one line,
 `kbase-ed25519 <base64 of the 32 raw bytes> <comment>`. The key id is the first 16 hex digits of
@@ -58,10 +55,6 @@ def key_id(raw_public: bytes) -> str:
     return hashlib.sha256(raw_public).hexdigest()[:16]
 
 
-def public_line(raw_public: bytes, comment: str) -> str:
-    return f"{PUB_PREFIX} {base64.b64encode(raw_public).decode()} {comment}".strip() + "\n"
-
-
 def keygen(path: Path, comment: str = "", force: bool = False) -> tuple[Path, Path, str]:
     """Write a private key at `path` (0600) and its public key at `path`.pub; returns the key id."""
     _, serialization, priv_cls, _ = _crypto()
@@ -81,7 +74,8 @@ def keygen(path: Path, comment: str = "", force: bool = False) -> tuple[Path, Pa
         fh.write(pem)
     os.chmod(path, 0o600)
     raw = key.public_key().public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
-    pub_path.write_text(public_line(raw, comment or path.stem), encoding="utf-8")
+    line = f"{PUB_PREFIX} {base64.b64encode(raw).decode()} {comment or path.stem}".strip()
+    pub_path.write_text(line + "\n", encoding="utf-8")
     return path, pub_path, key_id(raw)
 
 
@@ -101,7 +95,14 @@ class Signer:
         return signed
 
 
-def load_signer(path: str | Path) -> Signer:
+def signer_from_env() -> Signer | None:
+    """The signer named by KBASE_SIGNING_KEY, loaded once (before any snippet runs), or None."""
+    path = os.environ.get("KBASE_SIGNING_KEY")
+    return load_signer(os.path.realpath(path)) if path else None
+
+
+@functools.lru_cache(maxsize=4)
+def load_signer(path: str) -> Signer:
     _, serialization, priv_cls, _ = _crypto()
     try:
         data = Path(path).read_bytes()
@@ -115,17 +116,6 @@ def load_signer(path: str | Path) -> Signer:
         raise SigningError(f"{path}: not an ed25519 key")
     raw = key.public_key().public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
     return Signer(key, key_id(raw))
-
-
-def signer_from_env() -> Signer | None:
-    """The signer named by KBASE_SIGNING_KEY, loaded once (before any snippet runs), or None."""
-    path = os.environ.get("KBASE_SIGNING_KEY")
-    return _cached_signer(os.path.realpath(path)) if path else None
-
-
-@functools.lru_cache(maxsize=4)
-def _cached_signer(path: str) -> Signer:
-    return load_signer(path)
 
 
 def parse_public(text: str, where: str) -> tuple[str, object]:

@@ -1,9 +1,5 @@
-"""Turn a skill's marked code blocks into files on disk, remembering where each line came from.
-
-The runtime contract lives in docs/skill-format.md ("How a snippet runs"): Python blocks are
-concatenated into snippet.py, other blocks become snippet_<i>.cu (or the name given with
-`file=`). The line map lets a traceback line in snippet.py, or an nvcc diagnostic in a .cu file,
-be reported as a line of SKILL.md.
+"""Turn a skill's marked code blocks into files (docs/skill-format.md, "How a snippet runs"),
+keeping a line map, so that a traceback or nvcc diagnostic is reported as a line of SKILL.md.
 """
 
 from __future__ import annotations
@@ -44,10 +40,6 @@ class SourceFile:
     # (first line in this file, first line in the .md, number of lines), 1-based
     spans: list[tuple[int, int, int]] = field(default_factory=list)
 
-    @property
-    def compiled(self) -> bool:
-        return self.lang in CUDA_LANGS
-
     def md_line(self, line: int) -> int | None:
         for start, md_start, count in self.spans:
             if start <= line < start + count:
@@ -65,7 +57,7 @@ class SnippetLayout:
 
     @property
     def cuda_files(self) -> list[SourceFile]:
-        return [f for f in self.files if f.compiled]
+        return [f for f in self.files if f.lang in CUDA_LANGS]
 
     def md_line(self, filename: str, line: int) -> int | None:
         base = Path(filename).name
@@ -73,10 +65,6 @@ class SnippetLayout:
             if f.name == base:
                 return f.md_line(line)
         return None
-
-    def write(self, directory: Path) -> None:
-        for f in self.files:
-            (directory / f.name).write_text(f.text, encoding="utf-8")
 
 
 def _file_option(info: str) -> str | None:

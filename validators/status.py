@@ -46,7 +46,7 @@ def _archive_sig(root: Path) -> tuple:
 
 
 def _env_dict(env) -> dict | None:
-    if env is None or env is False:
+    if not env:
         return None
     if env == "local":
         from kbase.validators.fingerprint import fingerprint

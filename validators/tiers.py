@@ -3,23 +3,13 @@
 from __future__ import annotations
 
 import functools
-import importlib.util
 import os
 import shutil
 from collections.abc import Callable
 
-from kbase.validators.fingerprint import GPU, gpus
+from kbase.validators.fingerprint import GPU, find_spec, gpus
 
-from kbase.closed_sets import TIER_CHOICES, TIER_SPECS, TIERS
-
-__all__ = ["TIERS", "TIER_CHOICES", "REQUIREMENTS", "machine_tiers", "plan_tiers", "gpu_for"]
-
-
-def _has_module(name: str) -> bool:
-    try:
-        return importlib.util.find_spec(name) is not None
-    except (ImportError, ValueError):
-        return False
+from kbase.closed_sets import TIER_SPECS
 
 
 def _need_gpu() -> str | None:
@@ -31,7 +21,7 @@ def _need_gpu() -> str | None:
 # What a TierSpec may need (closed_sets.TierSpec.needs_any): requirement -> None when this
 # machine has it, else why not.
 REQUIREMENTS: dict[str, Callable[[], str | None]] = {
-    "triton": lambda: None if _has_module("triton") else "triton is not installed",
+    "triton": lambda: None if find_spec("triton") else "triton is not installed",
     "nvcc": lambda: None if shutil.which("nvcc") else "nvcc is not on PATH",
     "gpu": _need_gpu,
 }
@@ -77,19 +67,12 @@ def plan_tiers(
             continue
         reason = available.get(tier)
         spec = TIER_SPECS[tier]
-        if (
-            reason is None
-            and not spec.python_only
-            and not has_python
-            and has_cuda
-            and shutil.which("nvcc") is None
-        ):
-            reason = "nvcc is not on PATH"
+        if reason is None and not spec.python_only and not has_python and has_cuda:
+            reason = REQUIREMENTS["nvcc"]()  # a CUDA-only snippet: the runner calls nvcc itself
         if reason is None and spec.python_only and not has_python:
             reason = f"{tier} runs Python snippets; this snippet has none"
         if reason is None and spec.sees_gpu:
-            _gpu, reason = gpu_for(min_cc)
-            reason = reason or None
+            reason = gpu_for(min_cc)[1] or None
         plan.append((tier, reason))
     return plan
 
@@ -133,12 +116,12 @@ def cuda_preflight(
 
     extra = {"CUDA_DEVICE_ORDER": "PCI_BUS_ID", "CUDA_VISIBLE_DEVICES": visible} if visible else {}
     # strongest first: as nobody with unix sockets refused; then each relaxed, then both
-    levels = [(True, True), (True, False), (False, True), (False, False)] if sandboxed else []
-    attempts: list[tuple[bool | None, int | None, tuple[bool, bool]]] = (
-        [(u, memory_mb, h) for h in levels for u in (True, False)]
-        if sandboxed
-        else [(None, memory_mb, (True, True))]
-    )
+    levels = [(True, True), (True, False), (False, True), (False, False)]
+    attempts: list[tuple[bool | None, int | None, tuple[bool, bool]]] = [
+        (u, memory_mb, h) for h in levels for u in (True, False)
+    ]
+    if not sandboxed:
+        attempts = [(None, memory_mb, (True, True))]
     if memory_mb:
         attempts.append((attempts[-1][0], None, attempts[-1][2]))
     last = ""
@@ -158,14 +141,8 @@ def cuda_preflight(
             return f"no sandbox for the gpu tier: {exc}", None, (True, True)
         if res.returncode == 0:
             if mem != memory_mb:
-                return (
-                    (
-                        f"CUDA does not initialise under the {memory_mb} MiB memory limit; "
-                        "raise it with --memory-mb (0 removes it)"
-                    ),
-                    None,
-                    hardening,
-                )
+                why = f"CUDA does not initialise under the {memory_mb} MiB memory limit; "
+                return why + "raise it with --memory-mb (0 removes it)", None, hardening
             return None, userns, hardening
         last = (res.stderr.strip().splitlines() or [res.error or f"exit {res.returncode}"])[-1]
     where = "in the sandbox" if sandboxed else "in a child process"
