@@ -18,6 +18,14 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
+def print_json(obj: Any) -> None:
+    """`--json` output, for the typer commands and the no-op mine path (no typer there)."""
+    import json
+    import sys
+
+    sys.stdout.write(json.dumps(obj, ensure_ascii=False, indent=None, default=str) + "\n")
+
+
 def main() -> None:
     import sys
 

@@ -60,7 +60,7 @@ def run(argv: list[str]) -> bool:
         return False
     report.seconds = round(time.perf_counter() - t0, 3)
     if opts.get("--json"):
-        from kbase.commands.jsonout import print_json  # no CLI framework there
+        from kbase.cli import print_json  # no CLI framework there
 
         print_json(report.as_dict())
     else:
