@@ -188,7 +188,7 @@ class KnowledgeBase(SearchAPI, ValidateAPI, ArchiveAPI):
         counts: dict[str, int] = {}
         for a in statuses.values():
             counts[a.status] = counts.get(a.status, 0) + 1
-        return StaleReport(total=len(statuses), counts=counts, skills=rows)
+        return StaleReport(total=len(statuses), counts=counts, skills=rows, env=env)
 
     # ------------------------------------------------------------------ get / list
     def list_entries(self, kind: str | None = None) -> list[EntrySummary]:

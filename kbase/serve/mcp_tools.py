@@ -292,9 +292,7 @@ def _list_tools(srv: Any, service: Any) -> None:
     @srv.tool(annotations=ToolAnnotations(title="Failing or stale skills", **RO))
     def stale(env: Env = None, max_chars: Budget = P.DEFAULT_MAX_CHARS) -> StaleAnswer:
         """Skills whose verification fails or is out of date (for `env`), worst first, with why."""
-        e = run(parse_env, env)
-        data = run(kb.stale, e).model_dump(mode="json")
-        data["env"] = e
+        data = run(kb.stale, run(parse_env, env)).model_dump(mode="json")
         return _result(StaleAnswer, A.fit_items(data, "skills", max_chars))
 
 
