@@ -25,28 +25,22 @@ class Service:
         # what the start-up thread is doing: "" once ready, else "indexing n/N" and the like
         self.state = ""
         self.failure = ""  # the start-up thread's error, if it had one
-        self._thread: threading.Thread | None = None
 
     # ------------------------------------------------------------------ start-up
     def start(self, index_if_missing: bool = True) -> None:
         """prepare() on a daemon thread; requests meanwhile see `state`."""
         self.state = "" if self.kb.is_indexed() or not index_if_missing else "indexing"
-        self._thread = threading.Thread(
-            target=self._prepare_logged,
-            args=(index_if_missing,),
-            daemon=True,
-            name="kbase-prepare",
-        )
-        self._thread.start()
 
-    def _prepare_logged(self, index_if_missing: bool) -> None:
-        try:
-            self.prepare(index_if_missing=index_if_missing)
-        except Exception as exc:  # noqa: BLE001  (the server keeps answering, and says why)
-            self.failure = f"{type(exc).__name__}: {exc}"
-            log.error("start-up failed: %s", self.failure)
-        finally:
-            self.state = ""
+        def prepare() -> None:
+            try:
+                self.prepare(index_if_missing=index_if_missing)
+            except Exception as exc:  # noqa: BLE001  (the server keeps answering, and says why)
+                self.failure = f"{type(exc).__name__}: {exc}"
+                log.error("start-up failed: %s", self.failure)
+            finally:
+                self.state = ""
+
+        threading.Thread(target=prepare, daemon=True, name="kbase-prepare").start()
 
     def prepare(self, index_if_missing: bool = True, warm: bool = True) -> None:
         """Index (only when there is no index at all) and warm up."""
