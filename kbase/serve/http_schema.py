@@ -120,8 +120,8 @@ def error_handlers(app: Any) -> None:
                 SearchQuery.parse(
                     query=qp.get("q"), tags=qp.getlist("tag"), status=qp.getlist("status"), **raw
                 )
-            except KbaseError as e:
-                return _error(400, str(e))
+            except KbaseError as said:
+                return _error(400, str(said))
         # Name the fields, not the values: the values are the client's own (possibly huge) input.
         parts = []
         for e in exc.errors()[:5]:
