@@ -14,9 +14,7 @@ if TYPE_CHECKING:
 
 class ArchiveAPI:
     if TYPE_CHECKING:  # provided by KnowledgeBase
-
-        @property
-        def root(self) -> Path: ...
+        root: Path
 
     def history(
         self,

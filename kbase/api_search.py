@@ -53,11 +53,8 @@ class _Ranked(NamedTuple):
 class SearchAPI:
     if TYPE_CHECKING:  # provided by KnowledgeBase
         _query_embedder: Any
-
-        @property
-        def root(self) -> Path: ...
-        @property
-        def home(self) -> Path: ...
+        root: Path
+        home: Path
 
         def query_embedder(self) -> Any: ...
         def searcher(self) -> Any: ...

@@ -58,7 +58,7 @@ class Service:
             time.perf_counter() - t0,
             self.kb.root,
             self.kb.home,
-            f", chroma {self.kb.settings.chroma_url}" if self.kb.settings.chroma_url else "",
+            f", chroma {self.kb.chroma_url}" if self.kb.chroma_url else "",
         )
 
     def _progress(self, stage: str, done: int, total: int) -> None:
