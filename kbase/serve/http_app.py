@@ -254,7 +254,7 @@ def _list_routes(app: Any, service: Service, tag_values: list[str]) -> None:
 
 def _write_routes(app: Any, kb: Any) -> None:
     """POST /feedback and /propose (`--allow-write`), rate-limited."""
-    from kbase.serve.mcp_tools import RateLimit
+    from kbase.serve.service import RateLimit
 
     writes = RateLimit()
 

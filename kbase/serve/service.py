@@ -10,7 +10,7 @@ import threading
 import time
 from typing import Any
 
-from kbase.errors import Unavailable
+from kbase.errors import TooManyWrites, Unavailable
 from kbase.schema import SearchQuery, SearchResult
 
 log = logging.getLogger("kbase.serve")
@@ -83,3 +83,24 @@ class Service:
         out["state"] = self.state or ("failed: " + self.failure if self.failure else "ready")
         out["uptime_s"] = round(time.time() - self.started, 1)
         return out
+
+
+class RateLimit:
+    """At most `n` calls per `per` seconds (a sliding window), for the write tools."""
+
+    def __init__(self, n: int = 10, per: float = 60.0):
+        self.n, self.per = n, per
+        self.calls: list[float] = []
+        self.lock = threading.Lock()
+
+    def take(self) -> None:
+        now = time.monotonic()
+        with self.lock:
+            self.calls = [t for t in self.calls if now - t < self.per]
+            if len(self.calls) >= self.n:
+                wait = self.per - (now - self.calls[0])
+                raise TooManyWrites(
+                    f"write rate limit: at most {self.n} writes per {self.per:g} s; "
+                    f"try again in {wait:.0f} s"
+                )
+            self.calls.append(now)
