@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -180,9 +181,7 @@ class KnowledgeBase(SearchAPI, ValidateAPI, ArchiveAPI):
             (a for a in statuses.values() if a.status != "verified"),
             key=lambda a: (severity(a.status), a.skill),
         )
-        counts: dict[str, int] = {}
-        for a in statuses.values():
-            counts[a.status] = counts.get(a.status, 0) + 1
+        counts: Counter[str] = Counter(a.status for a in statuses.values())
         return StaleReport(total=len(statuses), counts=counts, skills=rows, env=env)
 
     # ------------------------------------------------------------------ get / list
