@@ -20,7 +20,7 @@ def parse_opts(
 ) -> dict[str, str | bool] | None:
     """ARGV's options when they are only these (the last of a repeated one wins, as click
     does); None for anything else (another option, a missing value, `--help`). Also the stdio
-    MCP server's (kbase/commands/mcp_fast.py)."""
+    MCP server's (kbase/cli.py, fast_mcp)."""
     opts: dict[str, str | bool] = {}
     it = iter(argv)
     for arg in it:
