@@ -344,20 +344,17 @@ class SearchAPI:
         cause: str,
         fix: str,
         snippet: str | None = None,
-        tags: dict[str, list[str]] | None = None,
         name: str | None = None,
-        index: bool = True,
     ) -> dict[str, Any]:
         """Write skills/_drafts/<name>/SKILL.md (lint-clean, status draft); index it if we can."""
         from kbase.config import model_installed
         from kbase.drafts import propose
 
         ids = {e.id for e in self._entries()}
-        draft = propose(self.root, title, symptom, cause, fix, snippet, tags, name, known_ids=ids)
+        draft = propose(self.root, title, symptom, cause, fix, snippet, name=name, known_ids=ids)
         out: dict[str, Any] = {**draft.as_dict(), "indexed": False}
-        if index and model_installed():
-            rep = self.index()  # incremental: embeds only the draft
-            out["indexed"] = draft.name in {e for e in rep.embedded_entries}
+        if model_installed():  # an incremental index: it embeds only the draft
+            out["indexed"] = draft.name in self.index().embedded_entries
         if not out["indexed"]:
             out["note"] = "run `kbase index` to make the draft searchable"
         return out
