@@ -10,6 +10,24 @@ from kbase.data import read_yaml
 from kbase.errors import KbaseError
 
 
+def tag_vocabulary(kb: Any) -> dict[str, Any]:
+    from kbase.search_query import ARCHIVE_TAG_KEYS
+    from kbase.vocab import vocabulary
+
+    archive: dict[str, list[str]] = {k: [] for k in ARCHIVE_TAG_KEYS}
+    for t in sorted(kb.archive_tags()):
+        key, _, value = t.partition("=")
+        archive[key].append(value)
+    return {
+        "usage": "search tags=['key=value', ...]; all must hold; aliases map to canonical values",
+        "keys": {
+            k: {"values": spec["values"], "aliases": spec["aliases"]}
+            for k, spec in vocabulary().items()
+        },
+        "archive_keys": archive,
+    }
+
+
 def register_extras(srv: Any, service: Any) -> None:
     from mcp.server.mcpserver.exceptions import ResourceError
 
@@ -33,37 +51,20 @@ def register_extras(srv: Any, service: Any) -> None:
             raise ResourceError(f"{name!r} is not a skill; read PR cards with the get tool")
         return (kb.root / doc.path).read_text(encoding="utf-8")
 
-    @srv.resource(
-        "kbase://tags",
-        name="tags",
-        title="Tag vocabulary",
-        description="Tag keys, canonical values and aliases for search filters",
-        mime_type="application/json",
-    )
-    def tags() -> str:
-        from kbase.search_query import ARCHIVE_TAG_KEYS
-        from kbase.vocab import vocabulary
-
-        archive: dict[str, list[str]] = {k: [] for k in ARCHIVE_TAG_KEYS}
-        for t in sorted(kb.archive_tags()):
-            key, _, value = t.partition("=")
-            archive[key].append(value)
-        keys = {
-            k: {"values": v["values"], "aliases": v["aliases"]} for k, v in vocabulary().items()
-        }
-        usage = "search tags=['key=value', ...]; all must hold; aliases map to canonical values"
-        data = {"usage": usage, "keys": keys, "archive_keys": archive}
-        return json.dumps(data, ensure_ascii=False)
-
-    @srv.resource(
-        "kbase://glossary",
-        name="glossary",
-        title="Glossary (English / Chinese)",
-        description="GPU-kernel terms with Chinese equivalents and aliases, as search expands them",
-        mime_type="application/json",
-    )
-    def glossary() -> str:
-        return json.dumps(read_yaml("glossary.yaml"), ensure_ascii=False)
+    for name, title, description, data in (
+        ("tags", "Tag vocabulary", "Tag keys, canonical values and aliases for search filters",
+         lambda: tag_vocabulary(kb)),
+        ("glossary", "Glossary (English / Chinese)",
+         "GPU-kernel terms with Chinese equivalents and aliases, as search expands them",
+         lambda: read_yaml("glossary.yaml")),
+    ):  # fmt: skip
+        srv.resource(
+            f"kbase://{name}",
+            name=name,
+            title=title,
+            description=description,
+            mime_type="application/json",
+        )(_as_json(data))
 
     @srv.prompt(
         name="triage-error",
@@ -85,3 +86,10 @@ def register_extras(srv: Any, service: Any) -> None:
             "4. Once the fix works, record it: `feedback` on the entry you used, or `propose` a "
             "draft if kbase had nothing (when the server allows writes)."
         )
+
+
+def _as_json(data: Any) -> Any:
+    def read() -> str:
+        return json.dumps(data(), ensure_ascii=False)
+
+    return read
