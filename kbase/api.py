@@ -17,7 +17,7 @@ from kbase.api_search import SearchAPI, attrs
 from kbase.api_validate import ValidateAPI
 from kbase.closed_sets import severity
 from kbase.config import default_model_path, find_root
-from kbase.errors import NotFound, ProblemsError
+from kbase.errors import NotFound, ProblemsError, did_you_mean
 
 if TYPE_CHECKING:  # each method imports the models it makes: a search defines no others
     from kbase.schema import (
@@ -210,8 +210,6 @@ class KnowledgeBase(SearchAPI, ValidateAPI, ArchiveAPI):
         else:
             entry = self._find_unindexed(entry_id)
         if entry is None:
-            from kbase.suggest import did_you_mean
-
             ids = [e.id for e in self._entries()]
             raise NotFound(f"no entry with id {entry_id!r}" + did_you_mean(entry_id, ids, "ids"))
         try:
@@ -231,8 +229,6 @@ class KnowledgeBase(SearchAPI, ValidateAPI, ArchiveAPI):
             want = section.strip().lower()
             secs = [s for s in secs if s.title.lower() == want]
             if not secs:
-                from kbase.suggest import did_you_mean
-
                 titles = [s.title for s in sections] + [
                     c.section for c in entry.chunks if c.section in ("trigger", "steps")
                 ]

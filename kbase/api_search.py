@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from kbase.closed_sets import DRAFT_STATUS, PR_STATUS, STATUS_SPECS
-from kbase.errors import InvalidArgument, NotFound, Unavailable
+from kbase.errors import InvalidArgument, NotFound, Unavailable, did_you_mean
 
 if TYPE_CHECKING:  # each method imports the models it makes: a search defines no others
     from kbase.schema import Hit, SearchQuery, SearchResult, SkillAudit
@@ -282,8 +282,6 @@ class SearchAPI:
         asked = [t for t in q.tags if t.split("=", 1)[0] in ARCHIVE_TAG_KEYS]
         if not q.repo and not asked:
             return
-        from kbase.suggest import did_you_mean  # difflib: only for a filter to check
-
         known = self.archive_tags()
         if q.repo and f"repo={q.repo}" not in known:
             repos = [t[5:] for t in known if t.startswith("repo=")]
@@ -327,7 +325,6 @@ class SearchAPI:
     ) -> dict[str, Any]:
         """Append `helpful`, `harmful` or `outdated` (with a note) to the entry's feedback log."""
         from kbase.feedback import append, check_note, check_verdict
-        from kbase.suggest import did_you_mean
 
         check_verdict(verdict)  # refuse bad input before looking anything up
         check_note(note)
