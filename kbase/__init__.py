@@ -6,7 +6,7 @@
 from __future__ import annotations
 
 __version__ = "0.1.0"
-__all__ = ["KnowledgeBase", "Hit", "__version__"]
+__all__ = ["KnowledgeBase", "__version__"]
 
 
 def __getattr__(name: str):
@@ -14,8 +14,4 @@ def __getattr__(name: str):
         from kbase.api import KnowledgeBase
 
         return KnowledgeBase
-    if name == "Hit":
-        from kbase.schema import Hit
-
-        return Hit
     raise AttributeError(name)

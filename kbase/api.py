@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -15,8 +16,8 @@ from kbase.api_archive import ArchiveAPI
 from kbase.api_search import SearchAPI, attrs
 from kbase.api_validate import ValidateAPI
 from kbase.closed_sets import severity
-from kbase.config import Settings, default_model_path
-from kbase.errors import NotFound, ProblemsError
+from kbase.config import default_model_path, find_root
+from kbase.errors import NotFound, ProblemsError, did_you_mean
 
 if TYPE_CHECKING:  # each method imports the models it makes: a search defines no others
     from kbase.schema import (
@@ -42,9 +43,12 @@ class KnowledgeBase(SearchAPI, ValidateAPI, ArchiveAPI):
         model starts as fast as it can rather than answering many queries fast (retrieval/
         onnx_embed.py, prepack)."""
         self.one_query = one_query
-        self.settings = Settings.load(
-            root=root, home=home, model_path=model_path, chroma_url=chroma_url
-        )
+        self.root = find_root(root)
+        home = home or os.environ.get("KBASE_HOME")
+        self.home = Path(home).expanduser().resolve() if home else self.root / ".kbase"
+        env_url = os.environ.get("KBASE_CHROMA_URL") or None
+        self.chroma_url = chroma_url if chroma_url is not None else env_url
+        self._model_path = model_path  # None: default_model_path(), when first needed
         self._embedder: Any = None
         self._query_embedder: Any = None
         self._query_embedder_lock = threading.Lock()
@@ -61,16 +65,8 @@ class KnowledgeBase(SearchAPI, ValidateAPI, ArchiveAPI):
         return printable(text)
 
     @property
-    def root(self) -> Path:
-        return self.settings.root
-
-    @property
-    def home(self) -> Path:
-        return self.settings.home
-
-    @property
     def model_path(self) -> str:
-        return self.settings.model_path or default_model_path()
+        return self._model_path or default_model_path()
 
     def shipped(self) -> bool:
         """Whether the model shipped in the package embeds queries, and documents on CPU
@@ -78,7 +74,7 @@ class KnowledgeBase(SearchAPI, ValidateAPI, ArchiveAPI):
         own, with or without the `index` extra."""
         from kbase.retrieval import shipped_model
 
-        own = self.settings.model_path or os.environ.get("KBASE_MODEL", "shipped") != "shipped"
+        own = self._model_path or os.environ.get("KBASE_MODEL", "shipped") != "shipped"
         return not own and shipped_model.available()
 
     def embedder(self) -> Any:
@@ -120,7 +116,7 @@ class KnowledgeBase(SearchAPI, ValidateAPI, ArchiveAPI):
     def vector_store(self) -> Any:
         from kbase.retrieval.vectors import VectorStore
 
-        return VectorStore(self.home, self.settings.chroma_url)
+        return VectorStore(self.home, self.chroma_url)
 
     def searcher(self) -> Any:
         if self._searcher is None:
@@ -130,7 +126,7 @@ class KnowledgeBase(SearchAPI, ValidateAPI, ArchiveAPI):
                 self.home,
                 self.vector_store,
                 self.query_embedder,
-                local_vectors=not self.settings.chroma_url,
+                local_vectors=not self.chroma_url,
             )
         return self._searcher
 
@@ -170,7 +166,7 @@ class KnowledgeBase(SearchAPI, ValidateAPI, ArchiveAPI):
             self.root,
             self.home,
             embedder,
-            self.settings.chroma_url,
+            self.chroma_url,
             progress=progress,
             gc=gc,
             dense_model=recipe,
@@ -185,10 +181,8 @@ class KnowledgeBase(SearchAPI, ValidateAPI, ArchiveAPI):
             (a for a in statuses.values() if a.status != "verified"),
             key=lambda a: (severity(a.status), a.skill),
         )
-        counts: dict[str, int] = {}
-        for a in statuses.values():
-            counts[a.status] = counts.get(a.status, 0) + 1
-        return StaleReport(total=len(statuses), counts=counts, skills=rows)
+        counts: Counter[str] = Counter(a.status for a in statuses.values())
+        return StaleReport(total=len(statuses), counts=counts, skills=rows, env=env)
 
     # ------------------------------------------------------------------ get / list
     def list_entries(self, kind: str | None = None) -> list[EntrySummary]:
@@ -216,8 +210,6 @@ class KnowledgeBase(SearchAPI, ValidateAPI, ArchiveAPI):
         else:
             entry = self._find_unindexed(entry_id)
         if entry is None:
-            from kbase.suggest import did_you_mean
-
             ids = [e.id for e in self._entries()]
             raise NotFound(f"no entry with id {entry_id!r}" + did_you_mean(entry_id, ids, "ids"))
         try:
@@ -237,8 +229,6 @@ class KnowledgeBase(SearchAPI, ValidateAPI, ArchiveAPI):
             want = section.strip().lower()
             secs = [s for s in secs if s.title.lower() == want]
             if not secs:
-                from kbase.suggest import did_you_mean
-
                 titles = [s.title for s in sections] + [
                     c.section for c in entry.chunks if c.section in ("trigger", "steps")
                 ]
@@ -292,7 +282,7 @@ class KnowledgeBase(SearchAPI, ValidateAPI, ArchiveAPI):
             ok=gen is not None,
             generation=gen,
             entries=len(idx.entries) if idx is not None else 0,
-            chroma="server" if self.settings.chroma_url else "embedded",
+            chroma="server" if self.chroma_url else "embedded",
             degraded=int(meta.get("problem_count", 0)),
             problems=list(meta.get("problems", [])),
         )

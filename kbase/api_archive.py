@@ -6,7 +6,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from kbase.errors import InvalidArgument, NotFound
+from kbase.errors import InvalidArgument, NotFound, did_you_mean, nearest
 
 if TYPE_CHECKING:
     from kbase.schema import HistoryResult
@@ -14,9 +14,7 @@ if TYPE_CHECKING:
 
 class ArchiveAPI:
     if TYPE_CHECKING:  # provided by KnowledgeBase
-
-        @property
-        def root(self) -> Path: ...
+        root: Path
 
     def history(
         self,
@@ -40,8 +38,6 @@ class ArchiveAPI:
                 message="no PR archive under this root (pr_archive/ is missing)",
             )
         if not (self.root / "pr_archive" / repo).is_dir():
-            from kbase.suggest import did_you_mean
-
             repos = [p.name for p in (self.root / "pr_archive").iterdir() if p.is_dir()]
             repos = [r for r in repos if not r.startswith(".") and r != "recipes"]
             raise NotFound(
@@ -55,8 +51,6 @@ class ArchiveAPI:
         elif not family:
             raise InvalidArgument("name a family or give --path GLOB", "family")
         elif family not in families:
-            from kbase.suggest import nearest
-
             known = ", ".join(sorted(families)) or "none recorded; mine with a recipe"
             near = nearest(family, families)
             hint = f"did you mean {' or '.join(map(repr, near))}? " if near else ""

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from kbase.closed_sets import DRAFT_STATUS, PR_STATUS, STATUS_SPECS
-from kbase.errors import InvalidArgument, NotFound, Unavailable
+from kbase.errors import InvalidArgument, NotFound, Unavailable, did_you_mean
 
 if TYPE_CHECKING:  # each method imports the models it makes: a search defines no others
     from kbase.schema import Hit, SearchQuery, SearchResult, SkillAudit
@@ -56,11 +56,8 @@ class _Ranked(NamedTuple):
 class SearchAPI:
     if TYPE_CHECKING:  # provided by KnowledgeBase
         _query_embedder: Any
-
-        @property
-        def root(self) -> Path: ...
-        @property
-        def home(self) -> Path: ...
+        root: Path
+        home: Path
 
         def query_embedder(self) -> Any: ...
         def searcher(self) -> Any: ...
@@ -288,8 +285,6 @@ class SearchAPI:
         asked = [t for t in q.tags if t.split("=", 1)[0] in ARCHIVE_TAG_KEYS]
         if not q.repo and not asked:
             return
-        from kbase.suggest import did_you_mean  # difflib: only for a filter to check
-
         known = self.archive_tags()
         if q.repo and f"repo={q.repo}" not in known:
             repos = [t[5:] for t in known if t.startswith("repo=")]
@@ -333,7 +328,6 @@ class SearchAPI:
     ) -> dict[str, Any]:
         """Append `helpful`, `harmful` or `outdated` (with a note) to the entry's feedback log."""
         from kbase.feedback import append, check_note, check_verdict
-        from kbase.suggest import did_you_mean
 
         check_verdict(verdict)  # refuse bad input before looking anything up
         check_note(note)
@@ -350,20 +344,17 @@ class SearchAPI:
         cause: str,
         fix: str,
         snippet: str | None = None,
-        tags: dict[str, list[str]] | None = None,
         name: str | None = None,
-        index: bool = True,
     ) -> dict[str, Any]:
         """Write skills/_drafts/<name>/SKILL.md (lint-clean, status draft); index it if we can."""
         from kbase.config import model_installed
         from kbase.drafts import propose
 
         ids = {e.id for e in self._entries()}
-        draft = propose(self.root, title, symptom, cause, fix, snippet, tags, name, known_ids=ids)
+        draft = propose(self.root, title, symptom, cause, fix, snippet, name=name, known_ids=ids)
         out: dict[str, Any] = {**draft.as_dict(), "indexed": False}
-        if index and model_installed():
-            rep = self.index()  # incremental: embeds only the draft
-            out["indexed"] = draft.name in {e for e in rep.embedded_entries}
+        if model_installed():  # an incremental index: it embeds only the draft
+            out["indexed"] = draft.name in self.index().embedded_entries
         if not out["indexed"]:
             out["note"] = "run `kbase index` to make the draft searchable"
         return out

@@ -115,9 +115,7 @@ def _write_junit(rep: RunReport, path: Path | None, suite: str) -> None:
 
 class ValidateAPI:
     if TYPE_CHECKING:  # provided by KnowledgeBase
-
-        @property
-        def root(self) -> Path: ...
+        root: Path
 
     # ------------------------------------------------------------------ lint
     def lint(self, paths: Sequence[Path] | None = None) -> LintReport:

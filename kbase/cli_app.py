@@ -79,11 +79,4 @@ app.command()(init)
 
 
 def run() -> None:
-    from kbase.errors import KbaseError
-
-    try:
-        app()
-    except KbaseError as exc:  # raised outside a command's own error translation
-        from kbase.commands.common import fail
-
-        raise SystemExit(fail(str(exc)).exit_code) from None
+    app()  # every command translates its own KbaseErrors (commands/common.handles_errors)

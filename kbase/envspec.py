@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from kbase.errors import InvalidArgument
+from kbase.errors import InvalidArgument, did_you_mean
 
 ENV_KEYS = {
     "triton": "triton",
@@ -46,8 +46,6 @@ def _arch(value: str) -> str:
 def parse_env(value: Any) -> str | dict[str, str] | None:
     """None, 'local' or a dict of fingerprint fields; InvalidArgument naming what is wrong. A
     string must match ENV_PATTERN (the contract the schemas publish); a dict is read leniently."""
-    from kbase.suggest import did_you_mean
-
     if value is None:
         return None
     strict = isinstance(value, str)

@@ -1,10 +1,14 @@
 """Every error kbase raises on purpose, rooted in `KbaseError`. The adapters (CLI, HTTP, MCP)
 translate by class (`http_status`, `exit_code`), never by message; exit 1 is kept for findings
 (lint problems, failed runs, an unknown id), 2 for what could not be done.
+
+A message naming a wrong name says the nearest valid ones (`did_you_mean`), so an agent corrects
+itself in one step instead of searching blind.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -66,3 +70,35 @@ class ProblemsError(KbaseError):
     def __init__(self, problems: list[Problem] | Problem):
         self.problems = list(problems) if isinstance(problems, (list, tuple)) else [problems]
         super().__init__("\n".join(str(p) for p in self.problems))
+
+
+def nearest(word: str, choices: Iterable[str], n: int = 3) -> list[str]:
+    """Up to n choices closest to word: shared prefixes and substrings first, then difflib."""
+    import difflib  # only when an error is being worded
+
+    pool = sorted(set(choices))
+    w = word.lower().strip()
+    if not w or not pool:
+        return []
+    out: list[str] = []
+    for c in pool:  # "sm9" -> "sm90", "attn" -> no, "attention-fwd" -> "attention"
+        cl = c.lower()
+        if cl.startswith(w) or w.startswith(cl) or (len(w) >= 3 and w in cl):
+            out.append(c)
+    lowered = {c.lower(): c for c in pool}
+    for m in difflib.get_close_matches(w, list(lowered), n=n, cutoff=0.5):
+        if lowered[m] not in out:
+            out.append(lowered[m])
+    return out[:n]
+
+
+def did_you_mean(word: str, choices: Iterable[str], what: str, n: int = 3) -> str:
+    """`; did you mean 'x' or 'y'?` or `; known <what>: a, b, c` when nothing is close."""
+    pool = sorted(set(choices))
+    near = nearest(word, pool, n)
+    if near:
+        return "; did you mean " + " or ".join(repr(x) for x in near) + "?"
+    if not pool:
+        return f"; there are no {what}"
+    shown = ", ".join(pool[:12]) + (f", … ({len(pool)} in all)" if len(pool) > 12 else "")
+    return f"; known {what}: {shown}"

@@ -60,10 +60,6 @@ class Summary:
     last_at: str | None = None
     recent: list[dict] = field(default_factory=list)  # newest first
 
-    @property
-    def total(self) -> int:
-        return sum(self.counts.values())
-
     def nudge(self) -> float:
         """Score multiplier in [1 - MAX_NUDGE, 1 + MAX_NUDGE], saturating with the net count."""
         net = sum(VERDICTS[v][0] * n for v, n in self.counts.items())
@@ -72,7 +68,7 @@ class Summary:
     def as_dict(self) -> dict:
         return {
             "counts": dict(self.counts),
-            "total": self.total,
+            "total": sum(self.counts.values()),
             "last_at": self.last_at,
             "recent": list(self.recent),
         }

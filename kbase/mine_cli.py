@@ -20,7 +20,7 @@ def parse_opts(
 ) -> dict[str, str | bool] | None:
     """ARGV's options when they are only these (the last of a repeated one wins, as click
     does); None for anything else (another option, a missing value, `--help`). Also the stdio
-    MCP server's (kbase/commands/mcp_fast.py)."""
+    MCP server's (kbase/cli.py, fast_mcp)."""
     opts: dict[str, str | bool] = {}
     it = iter(argv)
     for arg in it:
@@ -60,7 +60,7 @@ def run(argv: list[str]) -> bool:
         return False
     report.seconds = round(time.perf_counter() - t0, 3)
     if opts.get("--json"):
-        from kbase.commands.jsonout import print_json  # no CLI framework there
+        from kbase.cli import print_json  # no CLI framework there
 
         print_json(report.as_dict())
     else:

@@ -24,7 +24,7 @@ from kbase.closed_sets import (
     EntryStatus,
     Mode,
 )
-from kbase.errors import InvalidArgument
+from kbase.errors import InvalidArgument, did_you_mean
 
 MAX_QUERY_CHARS = 2000
 MAX_K = 50
@@ -96,7 +96,6 @@ ARCHIVE_TAG_KEYS = ("family", "category", "repo")
 
 def normalize_tag(tag: str) -> str:
     """`archs=hopper` as well as `archs=sm90`; an unknown key or value names the nearest ones."""
-    from kbase.suggest import did_you_mean
     from kbase.vocab import canonical_value, vocabulary
 
     if "=" not in tag:

@@ -156,8 +156,8 @@ def test_interrupted_index_leaves_previous_index_usable(kb, kb_root, embedder):
 
     with pytest.raises(KeyboardInterrupt):
         # batch=1: the first chunk's vector is stored, then the run dies mid-way
-        build_index(kb.root, kb.home, lambda: Dies(), kb.settings.chroma_url, batch=1)
-    fresh = KnowledgeBase(root=kb.root, home=kb.home, chroma_url=kb.settings.chroma_url)
+        build_index(kb.root, kb.home, lambda: Dies(), kb.chroma_url, batch=1)
+    fresh = KnowledgeBase(root=kb.root, home=kb.home, chroma_url=kb.chroma_url)
     ids = {h.id for h in fresh.search("warp shuffle bank tf32 int64", k=10)}
     assert {"warp-shuffle-sum", "smem-bank-padding"} <= ids
     assert not any(i.startswith("extra-") for i in ids)
@@ -258,7 +258,7 @@ def test_date_filters_keep_dated_entries_in_range(kb, kb_root):
         )
         for n, day in ((101, "2024-03-01T10:00:00+08:00"), (202, "2025-07-15T09:30:00-07:00"))
     ]
-    build_index(kb.root, kb.home, kb.embedder, kb.settings.chroma_url, extra_entries=cards)
+    build_index(kb.root, kb.home, kb.embedder, kb.chroma_url, extra_entries=cards)
     q = "fuse rmsnorm attention prologue"
     assert {h.id for h in kb.search(q, k=10, kind="pr")} == {"pr:demo#101", "pr:demo#202"}
     assert [h.id for h in kb.search(q, k=10, since="2025-01-01")] == ["pr:demo#202"]

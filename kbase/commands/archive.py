@@ -89,23 +89,21 @@ def history(
         return
     from rich.table import Table
 
-    from kbase.schema import HistoryRow
-
-    rows = [HistoryRow.model_validate(r) for r in page["prs"]]
+    rows = page["prs"]
     what = family or " ".join(path)
     shown = f"{len(rows)} of {page['total']} card(s), newest first"
     table = Table(title=f"{repo} / {what}: {shown}", title_justify="left")
     for col in ("date", "PR", "title", "files", "categories"):
         table.add_column(col, overflow="fold")
-    for row in rows:
-        more = f" (+{len(row.files) - 3})" if len(row.files) > 3 else ""
-        title = row.title + (" [via rename]" if row.via_rename else "")
+    for row in rows:  # HistoryRow dicts
+        files = row["files"]
+        more = f" (+{len(files) - 3})" if len(files) > 3 else ""
         table.add_row(
-            row.date[:10],
-            f"#{row.pr}" if row.pr is not None else row.sha[:12],
-            title,
-            ", ".join(row.files[:3]) + more,
-            ", ".join(row.categories),
+            row["date"][:10],
+            f"#{row['pr']}" if row["pr"] is not None else row["sha"][:12],
+            row["title"] + (" [via rename]" if row["via_rename"] else ""),
+            ", ".join(files[:3]) + more,
+            ", ".join(row["categories"]),
         )
     console.print(table)
     if page["next_cursor"]:

@@ -9,7 +9,7 @@ from typing import Any, TypeVar
 import typer
 from rich.console import Console
 
-from kbase.commands.jsonout import print_json  # noqa: F401 (re-exported for the commands)
+from kbase.cli import print_json  # noqa: F401 (re-exported for the commands)
 from kbase.errors import KbaseError, ProblemsError
 
 RootOpt = typer.Option(
@@ -46,28 +46,22 @@ def handles_errors(fn: F) -> F:
         try:
             return fn(*args, **kwargs)
         except KbaseError as exc:
-            raise error_exit(exc, bool(kwargs.get("as_json"))) from None
+            from kbase.schema import Problem
+
+            if isinstance(exc, ProblemsError):
+                problems = exc.problems
+            else:
+                field = getattr(exc, "field", None)
+                problems = [Problem(path="", field=field, code=exc.code, message=str(exc))]
+            if kwargs.get("as_json"):  # the problems in lint's shape
+                print_json({"error": exc.code, "problems": [p.model_dump() for p in problems]})
+            if not isinstance(exc, ProblemsError):
+                raise fail(str(exc), code=exc.exit_code) from None
+            for p in problems:
+                err_console.print(str(p), highlight=False, markup=False, soft_wrap=True)
+            raise typer.Exit(exc.exit_code) from None
 
     return wrapper  # type: ignore[return-value]
-
-
-def error_exit(exc: KbaseError, as_json: bool) -> typer.Exit:
-    """Print what a command that raised `exc` prints (see handles_errors); the Exit to raise.
-    The `--json` problems have lint's shape."""
-    from kbase.schema import Problem
-
-    if isinstance(exc, ProblemsError):
-        problems = exc.problems
-    else:
-        field = getattr(exc, "field", None)
-        problems = [Problem(path="", field=field, code=exc.code, message=str(exc))]
-    if as_json:
-        print_json({"error": exc.code, "problems": [p.model_dump() for p in problems]})
-    if isinstance(exc, ProblemsError):
-        for p in problems:
-            err_console.print(str(p), highlight=False, markup=False, soft_wrap=True)
-        return typer.Exit(exc.exit_code)
-    return fail(str(exc), code=exc.exit_code)
 
 
 def progress_bar(label: str) -> Any:

@@ -6,6 +6,7 @@ on the GPU machine where the search stack (chromadb, sentence-transformers) is n
 
 from __future__ import annotations
 
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -233,9 +234,7 @@ def _problems_first(judgements: list[dict]) -> list[dict]:
 
 def _summary(judgements: list[dict], code: int) -> str:
     """The audit's last line: how many skills per status, worst first, and the exit code."""
-    counts: dict[str, int] = {}
-    for j in _problems_first(judgements):
-        counts[j["status"]] = counts.get(j["status"], 0) + 1
+    counts = Counter(j["status"] for j in _problems_first(judgements))
     parts = ", ".join(f"{n} {s}" for s, n in counts.items())
     return f"audit: {len(judgements)} skill(s): {parts or 'none'}; exit {code}"
 

@@ -172,6 +172,7 @@ class StaleReport(Model):
     total: int
     counts: dict[str, int]
     skills: list[SkillAudit]
+    env: str | dict[str, str] | None = Field(None, description="environment statuses are for")
 
 
 class HistoryRow(Model):
@@ -231,5 +232,4 @@ class ListPage(Model):
 
 
 class StaleAnswer(StaleReport):
-    env: str | dict[str, str] | None = Field(None, description="environment statuses are for")
     truncated: Truncation | None = None

@@ -91,12 +91,6 @@ def _verify_section(skill, scripts: dict[str, str]) -> list[str]:
 _ANGLES = (("<=", "≤"), (">=", "≥"), ("->", "→"), ("<", "‹"), (">", "›"))
 
 
-def codex_text(text: str) -> str:
-    for a, b in _ANGLES:
-        text = text.replace(a, b)
-    return text
-
-
 def skill_markdown(
     skill, status: str, audit, scripts: dict[str, str], exported_at: str = "", target: str = ""
 ) -> str:
@@ -126,7 +120,8 @@ def skill_markdown(
     if m.verification.min_compute_capability:
         compat += f" (GPU tier needs compute capability >= {m.verification.min_compute_capability})"
     if target == "codex":
-        fm["description"] = clip(codex_text(m.description), 1024)
+        for a, b in _ANGLES:
+            fm["description"] = fm["description"].replace(a, b)
     else:
         fm["compatibility"] = clip(compat, 500)
     fm["metadata"] = {k: str(v) for k, v in metadata.items()}

@@ -90,18 +90,6 @@ async def _respond(send: Send, status: int, message: str) -> None:
     await send({"type": "http.response.body", "body": body})
 
 
-def _reject_surrogates(obj: Any) -> None:
-    if isinstance(obj, str):
-        obj.encode("utf-8")  # a lone surrogate raises UnicodeEncodeError
-    elif isinstance(obj, dict):
-        for k, v in obj.items():
-            _reject_surrogates(k)
-            _reject_surrogates(v)
-    elif isinstance(obj, list):
-        for v in obj:
-            _reject_surrogates(v)
-
-
 class Guard:
     max_body = MAX_BODY_BYTES
     body_timeout = BODY_TIMEOUT_S
@@ -143,7 +131,8 @@ class Guard:
             return
         if body and self.check_json and is_json:
             try:
-                _reject_surrogates(json.loads(body.decode("utf-8")))
+                # a lone surrogate (\ud800 escaped) decodes, and raises UnicodeEncodeError here
+                json.dumps(json.loads(body.decode("utf-8")), ensure_ascii=False).encode("utf-8")
             except UnicodeError:
                 await _respond(send, 400, "the body is not valid UTF-8 (or has a lone surrogate)")
                 return

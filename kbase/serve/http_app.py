@@ -240,8 +240,7 @@ def _list_routes(app: Any, service: Service, tag_values: list[str]) -> None:
         responses=error_responses(400),
     )
     def stale(env: Env = None) -> Any:
-        e = parse_env(env)
-        return {**kb.stale(e).model_dump(mode="json"), "env": e}
+        return kb.stale(parse_env(env))
 
     @app.get(
         "/healthz",
@@ -255,7 +254,7 @@ def _list_routes(app: Any, service: Service, tag_values: list[str]) -> None:
 
 def _write_routes(app: Any, kb: Any) -> None:
     """POST /feedback and /propose (`--allow-write`), rate-limited."""
-    from kbase.serve.mcp_tools import RateLimit
+    from kbase.serve.service import RateLimit
 
     writes = RateLimit()
 

@@ -54,22 +54,6 @@ def message(loc: str, e: dict[str, Any]) -> str:
     return f"{loc}: {e.get('msg', 'invalid')}"
 
 
-def search_message(qp: Any) -> str | None:
-    """What `SearchQuery` says of GET /search's parameters (`qp`), so a bad value gets the
-    message the CLI, MCP and the Python API give (issue #9); None when it accepts them."""
-    from kbase.schema import SearchQuery
-
-    raw = {k: qp.get(k) for k in ("k", "kind", "repo", "mode", "since", "until")}
-    try:
-        parse_env(qp.get("env"))
-        SearchQuery.parse(
-            query=qp.get("q"), tags=qp.getlist("tag"), status=qp.getlist("status"), **raw
-        )
-    except KbaseError as exc:
-        return str(exc)
-    return None
-
-
 def tidy_openapi(spec: dict[str, Any]) -> dict[str, Any]:
     """No authentication, said on every operation; 400 (not 422) for validation errors."""
     for ops in spec.get("paths", {}).values():
@@ -126,9 +110,18 @@ def error_handlers(app: Any) -> None:
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(req: Any, exc: RequestValidationError) -> Any:
-        said = search_message(req.query_params) if req.url.path == "/search" else None
-        if said:
-            return _error(400, said)
+        if req.url.path == "/search":  # SearchQuery's message, as the CLI and MCP give (issue #9)
+            from kbase.schema import SearchQuery
+
+            qp = req.query_params
+            raw = {k: qp.get(k) for k in ("k", "kind", "repo", "mode", "since", "until")}
+            try:
+                parse_env(qp.get("env"))
+                SearchQuery.parse(
+                    query=qp.get("q"), tags=qp.getlist("tag"), status=qp.getlist("status"), **raw
+                )
+            except KbaseError as said:
+                return _error(400, str(said))
         # Name the fields, not the values: the values are the client's own (possibly huge) input.
         parts = []
         for e in exc.errors()[:5]:

@@ -5,15 +5,14 @@ Write tools exist only with `--allow-write`, annotated as writes and rate-limite
 
 from __future__ import annotations
 
-import threading
-import time
 from typing import Annotated, Any, Literal
 
+from mcp.types import ToolAnnotations
 from pydantic import BaseModel, Field
 
 from kbase.closed_sets import ENTRY_STATUSES, EntryStatus, FeedbackVerdict
 from kbase.envspec import ENV_HELP, parse_env
-from kbase.errors import KbaseError, TooManyWrites
+from kbase.errors import KbaseError
 from kbase.feedback import MAX_NOTE_CHARS, VERDICTS
 from kbase.schema import (
     FeedbackAnswer,
@@ -35,6 +34,7 @@ from kbase.serve.paging import (
     page_history,
     page_list,
 )
+from kbase.serve.service import RateLimit
 
 DEFAULT_GET_CHARS = 20_000
 
@@ -57,27 +57,6 @@ TAGS_HELP = (
     "(values: resource kbase://tags; aliases such as archs=hopper work) and, for PR cards, "
     "family, category, repo. Example: ['archs=sm90', 'languages=triton']"
 )
-
-
-class RateLimit:
-    """At most `n` calls per `per` seconds (a sliding window), for the write tools."""
-
-    def __init__(self, n: int = 10, per: float = 60.0):
-        self.n, self.per = n, per
-        self.calls: list[float] = []
-        self.lock = threading.Lock()
-
-    def take(self) -> None:
-        now = time.monotonic()
-        with self.lock:
-            self.calls = [t for t in self.calls if now - t < self.per]
-            if len(self.calls) >= self.n:
-                wait = self.per - (now - self.calls[0])
-                raise TooManyWrites(
-                    f"write rate limit: at most {self.n} writes per {self.per:g} s; "
-                    f"try again in {wait:.0f} s"
-                )
-            self.calls.append(now)
 
 
 def _result(model: type[BaseModel], data: dict[str, Any]) -> Any:
@@ -126,8 +105,6 @@ def register_tools(srv: Any, service: Any, allow_write: bool = False) -> None:
 
 
 def _search_tool(srv: Any, service: Any) -> None:
-    from mcp.types import ToolAnnotations
-
     @srv.tool(annotations=ToolAnnotations(title="Search kbase", **RO))
     def search(
         query: Annotated[
@@ -195,8 +172,6 @@ def _search_tool(srv: Any, service: Any) -> None:
 
 
 def _read_tools(srv: Any, service: Any) -> None:
-    from mcp.types import ToolAnnotations
-
     kb = service.kb
 
     @srv.tool(annotations=ToolAnnotations(title="Read a kbase entry", **RO))
@@ -259,8 +234,6 @@ def _read_tools(srv: Any, service: Any) -> None:
 
 
 def _list_tools(srv: Any, service: Any) -> None:
-    from mcp.types import ToolAnnotations
-
     kb = service.kb
 
     @srv.tool(annotations=ToolAnnotations(title="List kbase entries", **RO))
@@ -292,15 +265,11 @@ def _list_tools(srv: Any, service: Any) -> None:
     @srv.tool(annotations=ToolAnnotations(title="Failing or stale skills", **RO))
     def stale(env: Env = None, max_chars: Budget = P.DEFAULT_MAX_CHARS) -> StaleAnswer:
         """Skills whose verification fails or is out of date (for `env`), worst first, with why."""
-        e = run(parse_env, env)
-        data = run(kb.stale, e).model_dump(mode="json")
-        data["env"] = e
+        data = run(kb.stale, run(parse_env, env)).model_dump(mode="json")
         return _result(StaleAnswer, A.fit_items(data, "skills", max_chars))
 
 
 def _write_tools(srv: Any, service: Any, writes: RateLimit) -> None:
-    from mcp.types import ToolAnnotations
-
     kb = service.kb
 
     @srv.tool(annotations=ToolAnnotations(title="Record feedback on an entry", **RW))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections import Counter
 from typing import Any
 
 from kbase.errors import InvalidArgument
@@ -66,12 +67,11 @@ def page_list(
     rows = [
         e for e in entries if (status is None or e.status == status) and (not tag or tag in e.tags)
     ]
-    counts: dict[str, dict[str, int]] = {"kind": {}, "status": {}, "tags": {}}
-    for e in rows:
-        counts["kind"][e.kind] = counts["kind"].get(e.kind, 0) + 1
-        counts["status"][e.status] = counts["status"].get(e.status, 0) + 1
-        for t in e.tags:
-            counts["tags"][t] = counts["tags"].get(t, 0) + 1
+    counts = {
+        "kind": Counter(e.kind for e in rows),
+        "status": Counter(e.status for e in rows),
+        "tags": Counter(t for e in rows for t in e.tags),
+    }
     offset = decode_cursor(cursor)
     return {
         "total": len(rows),

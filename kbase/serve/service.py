@@ -10,7 +10,7 @@ import threading
 import time
 from typing import Any
 
-from kbase.errors import Unavailable
+from kbase.errors import TooManyWrites, Unavailable
 from kbase.schema import SearchQuery, SearchResult
 
 log = logging.getLogger("kbase.serve")
@@ -25,28 +25,22 @@ class Service:
         # what the start-up thread is doing: "" once ready, else "indexing n/N" and the like
         self.state = ""
         self.failure = ""  # the start-up thread's error, if it had one
-        self._thread: threading.Thread | None = None
 
     # ------------------------------------------------------------------ start-up
     def start(self, index_if_missing: bool = True) -> None:
         """prepare() on a daemon thread; requests meanwhile see `state`."""
         self.state = "" if self.kb.is_indexed() or not index_if_missing else "indexing"
-        self._thread = threading.Thread(
-            target=self._prepare_logged,
-            args=(index_if_missing,),
-            daemon=True,
-            name="kbase-prepare",
-        )
-        self._thread.start()
 
-    def _prepare_logged(self, index_if_missing: bool) -> None:
-        try:
-            self.prepare(index_if_missing=index_if_missing)
-        except Exception as exc:  # noqa: BLE001  (the server keeps answering, and says why)
-            self.failure = f"{type(exc).__name__}: {exc}"
-            log.error("start-up failed: %s", self.failure)
-        finally:
-            self.state = ""
+        def prepare() -> None:
+            try:
+                self.prepare(index_if_missing=index_if_missing)
+            except Exception as exc:  # noqa: BLE001  (the server keeps answering, and says why)
+                self.failure = f"{type(exc).__name__}: {exc}"
+                log.error("start-up failed: %s", self.failure)
+            finally:
+                self.state = ""
+
+        threading.Thread(target=prepare, daemon=True, name="kbase-prepare").start()
 
     def prepare(self, index_if_missing: bool = True, warm: bool = True) -> None:
         """Index (only when there is no index at all) and warm up."""
@@ -64,7 +58,7 @@ class Service:
             time.perf_counter() - t0,
             self.kb.root,
             self.kb.home,
-            f", chroma {self.kb.settings.chroma_url}" if self.kb.settings.chroma_url else "",
+            f", chroma {self.kb.chroma_url}" if self.kb.chroma_url else "",
         )
 
     def _progress(self, stage: str, done: int, total: int) -> None:
@@ -89,3 +83,24 @@ class Service:
         out["state"] = self.state or ("failed: " + self.failure if self.failure else "ready")
         out["uptime_s"] = round(time.time() - self.started, 1)
         return out
+
+
+class RateLimit:
+    """At most `n` calls per `per` seconds (a sliding window), for the write tools."""
+
+    def __init__(self, n: int = 10, per: float = 60.0):
+        self.n, self.per = n, per
+        self.calls: list[float] = []
+        self.lock = threading.Lock()
+
+    def take(self) -> None:
+        now = time.monotonic()
+        with self.lock:
+            self.calls = [t for t in self.calls if now - t < self.per]
+            if len(self.calls) >= self.n:
+                wait = self.per - (now - self.calls[0])
+                raise TooManyWrites(
+                    f"write rate limit: at most {self.n} writes per {self.per:g} s; "
+                    f"try again in {wait:.0f} s"
+                )
+            self.calls.append(now)
