@@ -43,7 +43,7 @@ class SearchAnswer(BaseModel):
     hits: list[CompactHit]
     candidates: list[SearchCandidate] = Field(
         default_factory=list,
-        description="the top dozen or so entries, one line each (use_when, matched trigger): pick one",
+        description="the top 13 entries, one line each (use_when, matched trigger): pick one",
     )
     note: str | None = Field(None, description="why there are no hits, and what to try")
     truncated: Truncation | None = None
