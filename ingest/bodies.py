@@ -1,8 +1,6 @@
 """The commit body of a PR, read: the description cleaned of template boilerplate, co-authors,
-linked issues, the commit or PR a revert undoes, and the numbers with units it reports.
-
-A squash-merged PR usually carries its GitHub description in the body; templates add
-checklists, empty headings and HTML comments that say nothing about the change.
+linked issues, the commit or PR a revert undoes, and numbers with units (docs/pr-archive.md
+"The commit body").
 """
 
 from __future__ import annotations

@@ -1,13 +1,9 @@
-"""Build a card (schema.PRCard) from one commit's facts, or from two commits of the same PR.
+"""Build a card (schema.PRCard) from one commit's facts, or from two commits of the same PR:
+ranked symbols, the key-diff excerpt and the facts of the commit body.
 
-Symbols are ranked here (kernels and public ops first, tests last), the key-diff excerpt is
-cut from the most significant hunks, and the commit body is read into description,
-co-authors, issue links, revert targets and numbers.
-
-A re-mine (`--full`, a recipe tried again, another branch into the same root) reads the card
-built before instead of building it again. A card depends on the commit's facts, the recipe and
-the code that builds and validates cards; the cache key holds a digest of the first two
-(`card_key`), the cache's version one of the third (mine_cache.code_version).
+A card depends on the commit's facts, the recipe and the code that builds and validates cards;
+the cache key holds a digest of the first two (`card_key`), the cache's version one of the third
+(mine_cache.code_version).
 """
 
 from __future__ import annotations

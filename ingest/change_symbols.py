@@ -1,11 +1,6 @@
-"""Name the definitions a change touches: every changed line of a file is looked up in the
-definition spans of the file before (deleted lines) and after (added lines) the change.
-
-Spans come from tree-sitter; lines that fall in a region tree-sitter could not parse are
-looked up in the brace scanner's spans (C family) or an indentation scanner's (Python).
-A blob that is the "after" of one commit and the "before" of the next is read and parsed
-once, and parsed incrementally from the tree of the version of the same file parsed last
-when the hunks that link the two are known.
+"""Name the definitions a change touches: deleted lines in the spans of the file before, added
+lines in those after (docs/pr-archive.md "Symbols from parsed code"); Python's indentation
+scanner for what tree-sitter-python cannot parse.
 """
 
 from __future__ import annotations

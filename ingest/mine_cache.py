@@ -1,13 +1,7 @@
-"""An on-disk cache of what a mine made: each commit's facts (by commit id) and the card those
-facts made under a recipe (ingest/card_build.py), so a re-mine (`--full`, a recipe tried again)
-neither asks git for the diffs of commits mined before, nor parses their blobs, nor builds their
-cards again.
-
-A commit's facts depend only on its diff, the grammars and our own extraction code, its card on
-those facts, the recipe and the card code; the cache is one SQLite file whose `version` row names
-the grammars and the code, so a new grammar or an edited extractor or card builder empties it.
-The cache is an accelerator only: any error reading or writing it is swallowed and the mine runs
-as if it were absent.
+"""An on-disk cache of what a mine made: each commit's facts and the card they made under a
+recipe (docs/pr-archive.md "Incremental runs"), in one SQLite file whose `version` row names the
+grammars and the code. It is an accelerator only: any error reading or writing it is swallowed and
+the mine runs as if it were absent.
 """
 
 from __future__ import annotations

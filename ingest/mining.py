@@ -1,10 +1,7 @@
 """`kbase mine`: turn a clone's history (its main line and what merges bring in) into PR cards.
 
-Order of writes is what makes an interrupted mine safe: every card is written
-atomically (temporary file, then rename) and `.state.json` is written last, so a
-killed run leaves whole cards and the previous state; the next run mines the same
-range again and rewrites the same files, reading the facts and cards of the commits the
-killed run streamed back from the mining cache (flushed every FLUSH_EVERY commits).
+Order of writes is what makes an interrupted mine safe: cards atomically, `.state.json` last
+(docs/pr-archive.md "Incremental runs").
 """
 
 from __future__ import annotations
