@@ -72,11 +72,7 @@ def find_recipe(spec: str, root: Path) -> Path:
     p = Path(spec)
     if p.suffix in (".yaml", ".yml") or p.exists():
         raise RecipeError([Problem(path=spec, message="recipe file does not exist")])
-    known = (
-        sorted(x.stem for x in (root / RECIPES_DIR).glob("*.y*ml"))
-        if (root / RECIPES_DIR).is_dir()
-        else []
-    )
+    known = sorted(x.stem for x in (root / RECIPES_DIR).glob("*.y*ml"))  # none: no folder
     raise RecipeError(
         [
             Problem(
