@@ -17,6 +17,7 @@ from kbase.ingest.change_symbols import SymbolNamer
 from kbase.ingest.definitions import grammar_for
 from kbase.ingest.gitlog import LOG_FORMAT, CommitFacts, FileFacts, log_command, parse_log
 from kbase.ingest.mine_cache import MineCache
+from kbase.ingest.mine_state import MineReport
 
 from kbase.errors import KbaseError
 
@@ -73,11 +74,11 @@ def stream_history(
     repo,
     shas: list[str],
     on_commit: Callable[[CommitFacts], None],
-    cache: MineCache | None = None,
-    stats: dict[str, int] | None = None,
+    cache: MineCache | None,
+    report: MineReport,
 ) -> int:
     """Hand `on_commit` the facts of every commit in `shas`, in that order: from `cache` when it
-    holds them, else from git (one `git log` per run of commits it does not hold). `stats`
+    holds them, else from git (one `git log` per run of commits it does not hold). `report`
     gets how many blobs were parsed (of them, incrementally), how many the cached commits
     spared, and how many commits came from `cache`."""
     if not shas:
@@ -133,11 +134,10 @@ def stream_history(
         return len(shas)
     finally:
         reader.close()
-        if stats is not None:
-            stats["parsed"] = stats.get("parsed", 0) + namer.parsed
-            stats["incremental"] = stats.get("incremental", 0) + namer.incremental
-            stats["cached"] = stats.get("cached", 0) + len(spared)
-            stats["commits_cached"] = stats.get("commits_cached", 0) + replayed
+        report.blobs_parsed += namer.parsed
+        report.blobs_incremental += namer.incremental
+        report.blobs_cached += len(spared)
+        report.commits_cached += replayed
 
 
 _FILE_FIELDS = tuple(f.name for f in fields(FileFacts))

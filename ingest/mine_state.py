@@ -99,6 +99,31 @@ class MiningError(KbaseError):
     """A problem with the repository or the archive that the user must fix; the message says how."""
 
 
+def open_repo(source: str | os.PathLike) -> GitRepo:
+    """The git repository at `source`, refusing paths that are not a usable clone."""
+    p = Path(source).expanduser()
+    if not p.exists():
+        raise MiningError(f"{p}: no such directory")
+    git_dir = find_git_dir(p) if p.is_dir() else None
+    if git_dir is None:
+        raise MiningError(
+            f"{p}: not a git repository (expected a local clone; run `git clone <url>` first)"
+        )
+    repo = GitRepo(git_dir)
+    try:
+        shallow, repo.head = repo.run("rev-parse", "--is-shallow-repository", "HEAD").split()[:2]
+    except (GitFailed, ValueError):
+        raise MiningError(f"{p}: the repository has no commits on HEAD") from None
+    if shallow == "true":
+        depth = len(repo.run("rev-list", "--first-parent", "HEAD").split())
+        raise MiningError(
+            f"{p}: shallow clone (only {depth} first-parent commit(s) are present, "
+            "older PRs are missing); "
+            "run `git fetch --unshallow` in it, then mine again"
+        )
+    return repo
+
+
 @dataclass
 class MineReport:
     repo: str
@@ -243,18 +268,14 @@ def noop_report(root: Path, repo_arg: str, name: str, recipe_spec: str | None) -
             return None
     except OSError:
         return None
-    git_dir = find_git_dir(src) if src.is_dir() else None
-    if git_dir is None:
-        return None
     try:
-        shallow, head = GitRepo(git_dir).run("rev-parse", "--is-shallow-repository", "HEAD").split()
-    except (GitFailed, ValueError):
+        repo = open_repo(src)
+    except MiningError:
         return None
-    if shallow != "false" or head != state.get("last_sha"):
+    if repo.head != state.get("last_sha"):
         return None
-    if recorded.get("origin") and origin_url(git_dir) != state.get("upstream"):
+    if recorded.get("origin") and origin_url(repo.git_dir) != state.get("upstream"):
         return None
     sweep_temporary(folder)  # what mining.mine does to the folder on a no-op
-    report = MineReport(repo=name, source=source, mode="noop", head=head, range=f"{head}..{head}")
-    report.reason = NOOP_REASON
-    return report
+    head = repo.head
+    return MineReport(name, source, "noop", head, f"{head}..{head}", NOOP_REASON)
