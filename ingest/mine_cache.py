@@ -74,14 +74,6 @@ class MineCache:
     def _open(path: Path, version: str) -> sqlite3.Connection:
         db = sqlite3.connect(str(path), timeout=5, isolation_level=None)
         try:
-            row = _version_row(db)
-            if row is not None and row[0] != version:
-                # rows of other extractor code go with their file, not by DELETE: a file then
-                # only ever holds rows of one version, so pages the OS never wrote (no fsync,
-                # below) can lose rows but never bring back another version's
-                db.close()
-                _remove(path)
-                db = sqlite3.connect(str(path), timeout=5, isolation_level=None)
             db.execute("PRAGMA journal_mode=WAL")
             # no fsync (the checkpoint when the last connection closes cost ~0.1 s of every
             # mine, most of an incremental one's I/O wait): a killed process loses nothing (its
@@ -93,8 +85,16 @@ class MineCache:
             db.execute(
                 "CREATE TABLE IF NOT EXISTS items (k TEXT PRIMARY KEY, data BLOB) WITHOUT ROWID"
             )
-            if _version_row(db) is None:
+            row = db.execute("SELECT v FROM meta WHERE k = 'version'").fetchone()
+            if row is None:
                 db.execute("INSERT OR REPLACE INTO meta VALUES ('version', ?)", (version,))
+            elif row[0] != version:
+                # rows of other extractor code go with their file, not by DELETE: a file then
+                # only ever holds rows of one version, so pages the OS never wrote (no fsync,
+                # above) can lose rows but never bring back another version's
+                db.close()
+                _remove(path)
+                return MineCache._open(path, version)
         except BaseException:
             db.close()
             raise
@@ -131,15 +131,6 @@ class MineCache:
             with contextlib.suppress(sqlite3.Error):
                 self._db.close()
             self._db = None
-
-
-def _version_row(db: sqlite3.Connection) -> tuple | None:
-    try:
-        return db.execute("SELECT v FROM meta WHERE k = 'version'").fetchone()
-    except sqlite3.OperationalError as exc:  # a new file: no table yet
-        if "no such table" in str(exc):
-            return None
-        raise
 
 
 def _remove(path: Path) -> None:
