@@ -35,16 +35,11 @@ def shown_path(p: str) -> str:
 
 
 def to_change(f: FileFacts) -> FileChange:
+    # symbols, named_by, kinds and weights are parallel (change_symbols.Named)
     order = sorted(
         range(len(f.symbols)),
-        key=lambda i: rank_key(
-            f.symbols[i],
-            f.kinds[i] if i < len(f.kinds) else "function",
-            f.path,
-            f.weights[i] if i < len(f.weights) else 1,
-        ),
+        key=lambda i: rank_key(f.symbols[i], f.kinds[i], f.path, f.weights[i]),
     )
-    named = [f.named_by[i] if i < len(f.named_by) else "hunk-header" for i in order]
     return FileChange(
         # a diff git could not produce (ingest/logrun.py's salvage) has no counts and a problem
         unreadable=f.added is None and f.problem is not None,
@@ -53,8 +48,8 @@ def to_change(f: FileFacts) -> FileChange:
         added=f.added,
         deleted=f.deleted,
         symbols=[f.symbols[i] for i in order],
-        named_by=named,
-        kernels=[f.symbols[i] for i in order if i < len(f.kinds) and f.kinds[i] == "kernel"],
+        named_by=[f.named_by[i] for i in order],
+        kernels=[f.symbols[i] for i in order if f.kinds[i] == "kernel"],
     )
 
 
@@ -237,10 +232,7 @@ def _commit_url(recipe: Recipe, sha: str) -> str | None:
 def title_of(c: CommitFacts, style: str | None) -> str:
     """The PR title: a merge keeps it in the body; a squash subject's ' (#N)' is dropped."""
     if style == "merge":
-        first = next((ln.strip() for ln in c.body.splitlines() if ln.strip()), "")
-        if first:
-            return first
-        return c.subject
+        return next((ln.strip() for ln in c.body.splitlines() if ln.strip()), c.subject)
     if style is None:
         return c.subject
     return classify.PR_SUFFIX.sub("", c.subject).strip() or c.subject

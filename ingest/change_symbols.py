@@ -134,7 +134,7 @@ class Owners:
                     out.add(sp, ts.method, len(list(run)))
             return
         for line in range(max(start, 0), start + n):
-            if self._scan is not None and ts.in_error(line):
+            if ts.in_error(line):
                 scan = self._scanned
                 if scan is None:
                     scan = self._scanned = self._scan()
@@ -146,12 +146,9 @@ class Owners:
 
 
 class SymbolNamer:
-    """Definitions of the blobs a stream of file changes needs, newest change first.
-
-    Each blob is parsed at most once while it stays among the last CACHE_BLOBS, incrementally
-    from the tree of the version of the same file parsed last when the hunks that link the two
-    are known (the new side of one change is the old side of the next older change to that
-    file)."""
+    """Definitions of the blobs a stream of file changes needs, newest change first: each blob
+    parsed at most once while it stays among the last CACHE_BLOBS, incrementally where it can be
+    (the new side of one change is the old side of the next older change to that file)."""
 
     def __init__(self, read_blob: Callable[[str], bytes | None]):
         self.read_blob = read_blob

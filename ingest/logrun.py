@@ -66,10 +66,6 @@ class BlobReader:
             self._proc = None
 
 
-def _git(git_dir: str) -> list[str]:
-    return ["git", f"--git-dir={git_dir}"]
-
-
 def stream_history(
     repo,
     shas: list[str],
@@ -169,7 +165,7 @@ def _run(
     """(commits handed on, git's error or None)."""
     with tempfile.TemporaryFile() as errf:
         proc = subprocess.Popen(
-            [*_git(git_dir), *log_command()],
+            ["git", f"--git-dir={git_dir}", *log_command()],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=errf,
@@ -193,7 +189,7 @@ def _run(
 def _salvage(git_dir: str, sha: str, namer: SymbolNamer | None, why: str) -> CommitFacts:
     """One commit rebuilt from per-file diffs; files whose diff git cannot produce keep their
     path and a problem, without counts."""
-    base = _git(git_dir)
+    base = ["git", f"--git-dir={git_dir}"]
     head = subprocess.run(
         [*base, "show", "-s", f"--format={LOG_FORMAT}", sha], capture_output=True, check=False
     )

@@ -1,10 +1,7 @@
 """Mining recipes (pr_archive/recipes/*.yaml): a repository, its upstream URL (for PR links) and
-its families, path globs with git's `:(glob)` semantics (kbase.globs; docs/pr-archive.md).
-
-Without a hand-written recipe: the upstream URL from `origin`, families proposed from the
-repository's directories and file names, and a lint for recipe globs. Suggestions are a start for
-a person to edit: a family is a word several source files are named after (`rmsnorm.cu`,
-`test_rmsnorm.py`), or a source directory with a distinctive name (`attention/blackwell/`).
+its families, path globs with git's `:(glob)` semantics (kbase.globs); without a hand-written
+recipe, the upstream from `origin`, families proposed from the repository's directory and file
+names, and a lint for recipe globs (docs/pr-archive.md "Recipes").
 """
 
 from __future__ import annotations
