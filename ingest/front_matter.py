@@ -147,10 +147,10 @@ def fast_meta(yaml_text: str) -> dict[str, Any] | None:
                 meta["files"].append({m.group(1): _read_value(m.group(2))})
             elif line.startswith("  ") and block in ("files", "tags"):
                 m = _KEY.match(line[2:])
-                if not m:
+                if not m or block == "files" and not meta["files"]:
                     raise _NotCanonical
                 target = meta["files"][-1] if block == "files" else meta["tags"]
-                if block == "files" and not meta["files"] or m.group(1) in target:
+                if m.group(1) in target:
                     raise _NotCanonical
                 target[m.group(1)] = _read_value(m.group(2))
             else:
