@@ -36,12 +36,9 @@ def load_recipe_file(path: Path, root: Path | None = None) -> Recipe:
             pass
     try:
         text = read_recipe(path).decode("utf-8")
-    except OSError as exc:
-        raise RecipeError(
-            [Problem(path=shown, message=f"cannot read recipe: {exc.strerror}")]
-        ) from None
-    except UnicodeDecodeError as exc:
-        raise RecipeError([Problem(path=shown, message=f"cannot read recipe: {exc}")]) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        why = exc if isinstance(exc, UnicodeDecodeError) else exc.strerror
+        raise RecipeError([Problem(path=shown, message=f"cannot read recipe: {why}")]) from None
     # a mine without a recipe imports no YAML
     from kbase.ingest.markdown import validation_problems
     from kbase.ingest.safe_yaml import YamlProblem, load_yaml
