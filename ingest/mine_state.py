@@ -26,12 +26,7 @@ _GIT_ENV = ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_OBJECT_DIRECTORY"
 
 
 class GitFailed(KbaseError):
-    """A git command exited non-zero; `.stderr` holds what it said."""
-
-    def __init__(self, args: list[str], status: int, stderr: str):
-        self.stderr = stderr
-        self.status = status
-        super().__init__(f"git {' '.join(args)} exited with {status}: {stderr.strip()}")
+    """A git command exited non-zero; the message holds what it said."""
 
 
 def _git(git_dir: str | None, *args: str, cwd: Path | None = None):
@@ -51,7 +46,8 @@ class GitRepo:
     def run(self, *args: str) -> str:
         proc = _git(self.git_dir, *args)
         if proc.returncode != 0:
-            raise GitFailed(list(args), proc.returncode, proc.stderr.decode("utf-8", "replace"))
+            err = proc.stderr.decode("utf-8", "replace").strip()
+            raise GitFailed(f"git {' '.join(args)} exited with {proc.returncode}: {err}")
         return proc.stdout.decode("utf-8", "replace")
 
     def ok(self, *args: str) -> bool:
