@@ -90,8 +90,7 @@ def load_card(path: Path, root: Path) -> LoadedCard:
     if card.repo != folder:
         why = f"repo {card.repo!r} does not match the archive folder {folder!r}"
         raise _problem(shown, 2, "repo", why)
-    want = str(card.pr) if card.pr is not None else f"commit-{card.sha[:12]}"
-    if path.stem != want:
+    if path.stem != card_stem(card):
         what = f"pr {card.pr}" if card.pr is not None else f"commit {card.sha[:12]} (pr: null)"
         raise _problem(shown, 3, "pr", f"{what} does not match the file name {path.name!r}")
     try:
@@ -118,6 +117,11 @@ def _key_line(yaml_text: str, key: str) -> int:
 
 
 FILES_PER_CHUNK = 12
+
+
+def card_stem(card: PRCard) -> str:
+    """File name (without .md) of a card: the PR number, or commit-<short sha> for a direct push."""
+    return str(card.pr) if card.pr is not None else f"commit-{card.sha[:12]}"
 
 
 def entry_id(repo: str, pr: int | None, sha: str = "") -> str:
