@@ -170,7 +170,7 @@ def build_card(
     sha: str,
     date: str,
     files: list[FileChange],
-    body: BodyFacts | None = None,
+    body: BodyFacts,
     key: str | None = None,
     also: list[str] | None = None,
 ) -> PRCard:
@@ -192,12 +192,11 @@ def build_card(
     ):
         if n:
             totals[label] = n
-    b = body or BodyFacts()
     reverts = None
     if "revert" in cats:
         reverts = classify.reverted_pr(title)
         if reverts is None:
-            reverts = b.reverts_pr
+            reverts = body.reverts_pr
     if reverts is not None and reverts == pr:
         reverts = None
     return PRCard(
@@ -214,11 +213,11 @@ def build_card(
         categories=cats,
         reverts=reverts,
         tags=classify.tags(title, paths),
-        reverts_commit=commit_ref(b.reverts_commit) if b.reverts_commit else None,
-        description=b.description or None,
-        co_authors=list(b.co_authors),
-        issues=list(b.issues),
-        numbers=list(b.numbers),
+        reverts_commit=commit_ref(body.reverts_commit) if body.reverts_commit else None,
+        description=body.description or None,
+        co_authors=list(body.co_authors),
+        issues=list(body.issues),
+        numbers=list(body.numbers),
         touched=ranked_symbols(files),
         key_diff=key,
         also=list(also or []),

@@ -72,13 +72,11 @@ def stream_history(
     on_commit: Callable[[CommitFacts], None],
     cache: MineCache | None,
     report: MineReport,
-) -> int:
+) -> None:
     """Hand `on_commit` the facts of every commit in `shas`, in that order: from `cache` when it
     holds them, else from git (one `git log` per run of commits it does not hold). `report`
     gets how many blobs were parsed (of them, incrementally), how many the cached commits
     spared, and how many commits came from `cache`."""
-    if not shas:
-        return 0
     git_dir = str(repo.git_dir)
     reader = BlobReader(git_dir)
     namer = SymbolNamer(reader.read)
@@ -127,7 +125,6 @@ def stream_history(
                         spared.add(f.new_blob)
             hand_on(c, streamed=False)
         from_git(run)
-        return len(shas)
     finally:
         reader.close()
         report.blobs_parsed += namer.parsed
