@@ -158,8 +158,7 @@ def card_meta(card: PRCard) -> dict[str, Any]:
     d["categories"] = list(card.categories)
     if card.reverts is not None:
         d["reverts"] = card.reverts
-    tags = {k: v for k, v in card.tags.model_dump().items() if v}
-    d["tags"] = tags
+    d["tags"] = {k: v for k, v in card.tags.model_dump().items() if v}
     for key in ("reverts_commit", "description", "key_diff"):
         if getattr(card, key):
             d[key] = getattr(card, key)
@@ -259,9 +258,7 @@ def render_card(card: PRCard, notes: str = "", also: list[str] | None = None) ->
         lines.append("")
     if card.key_diff:
         lines += ["## Key diff", "", "```diff", card.key_diff, "```", ""]
-    links = _links(card)
-    if links:
-        lines += ["## Links", ""] + [f"- {x}" for x in links] + [""]
+    lines += ["## Links", ""] + [f"- {x}" for x in _links(card)] + [""]  # a commit, at least
     lines += ["## Files", ""]
     for f in card.files[:BODY_FILE_LIMIT]:
         where = f"`{f.old_path}` -> `{f.path}`" if f.old_path else f"`{f.path}`"

@@ -81,10 +81,7 @@ def find_recipe(spec: str, root: Path) -> Path:
 def resolve_recipe(spec: str | None, name: str, root: Path) -> tuple[Recipe, Path | None]:
     """--recipe beats a recipe named like the archive; with neither, a recipe without families.
     Returns the recipe and the file it was read from (None: none)."""
-    if spec:
-        found: Path | None = find_recipe(spec, root)
-    else:
-        found = recipe_file(None, name, root)
+    found = find_recipe(spec, root) if spec else recipe_file(None, name, root)
     if found is None:
         return Recipe(name=name), None
     recipe = load_recipe_file(found, root)
