@@ -157,7 +157,7 @@ def _run(
     git_dir: str,
     shas: list[str],
     on_commit: Callable[[CommitFacts], None],
-    namer: SymbolNamer | None,
+    namer: SymbolNamer,
 ) -> tuple[int, str | None]:
     """(commits handed on, git's error or None)."""
     with tempfile.TemporaryFile() as errf:
@@ -183,7 +183,7 @@ def _run(
     return n, (None if status == 0 else err or f"git log exited with {status}")
 
 
-def _salvage(git_dir: str, sha: str, namer: SymbolNamer | None, why: str) -> CommitFacts:
+def _salvage(git_dir: str, sha: str, namer: SymbolNamer, why: str) -> CommitFacts:
     """One commit rebuilt from per-file diffs; files whose diff git cannot produce keep their
     path and a problem, without counts."""
     base = ["git", f"--git-dir={git_dir}"]
