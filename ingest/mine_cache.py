@@ -54,21 +54,18 @@ class MineCache:
         self.path = path
         self._db: sqlite3.Connection | None = None
         self._new: list[tuple[str, bytes]] = []
-        try:
+        with contextlib.suppress(sqlite3.Error, OSError):  # the mine runs without a cache
             path.parent.mkdir(parents=True, exist_ok=True)
-            self._db = self._open(path, code_version())
-        except sqlite3.OperationalError:  # locked by another mine past the timeout, ...
-            self._db = None
-        except sqlite3.DatabaseError:
-            # not a database, or damaged (a power cut while the OS held unwritten pages): a
-            # cache may be lost, so a new one replaces it
+            version = code_version()
             try:
+                self._db = self._open(path, version)
+            except sqlite3.OperationalError:  # locked by another mine past the timeout, ...
+                pass
+            except sqlite3.DatabaseError:
+                # not a database, or damaged (a power cut while the OS held unwritten pages): a
+                # cache may be lost, so a new one replaces it
                 _remove(path)
-                self._db = self._open(path, code_version())
-            except (sqlite3.Error, OSError):
-                self._db = None
-        except (sqlite3.Error, OSError):
-            self._db = None
+                self._db = self._open(path, version)
 
     @staticmethod
     def _open(path: Path, version: str) -> sqlite3.Connection:

@@ -226,13 +226,11 @@ def recipe_file(spec: str | None, name: str, root: Path) -> Path | None:
             if not p.exists():
                 raise FileNotFoundError(spec)
             return p
-        named = [root / RECIPES_DIR / f"{spec}{ext}" for ext in (".yaml", ".yml")]
-        found = next((c for c in named if c.exists()), None)
-        if found is None:
-            raise FileNotFoundError(spec)
-        return found
-    named = [root / RECIPES_DIR / f"{name}{ext}" for ext in (".yaml", ".yml")]
-    return next((c for c in named if c.exists()), None)
+    named = [root / RECIPES_DIR / f"{spec or name}{ext}" for ext in (".yaml", ".yml")]
+    found = next((c for c in named if c.exists()), None)
+    if found is None and spec:
+        raise FileNotFoundError(spec)
+    return found
 
 
 def recipe_fingerprint(path: Path | None) -> str:
