@@ -124,19 +124,12 @@ def card_stem(card: PRCard) -> str:
     return str(card.pr) if card.pr is not None else f"commit-{card.sha[:12]}"
 
 
-def entry_id(repo: str, pr: int | None, sha: str = "") -> str:
-    """`pr:<repo>#<N>` for a PR card, `commit:<repo>@<short sha>` for a direct push."""
-    return f"pr:{repo}#{pr}" if pr is not None else f"commit:{repo}@{sha[:12]}"
-
-
-def card_label(c: PRCard) -> str:
-    return f"PR #{c.pr}" if c.pr is not None else f"commit {c.sha[:12]}"
-
-
 def card_entry(lc: LoadedCard) -> Entry:
     c, parts = lc.card, lc.parts
-    eid = entry_id(c.repo, c.pr, c.sha)
-    label = card_label(c)
+    if c.pr is not None:
+        eid, label = f"pr:{c.repo}#{c.pr}", f"PR #{c.pr}"
+    else:  # a direct push
+        eid, label = f"commit:{c.repo}@{c.sha[:12]}", f"commit {c.sha[:12]}"
     chunks: list[Chunk] = []
     add = partial(Chunk.add, chunks, eid, "pr", lc.path)
 
