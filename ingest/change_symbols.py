@@ -75,7 +75,7 @@ def py_scan_defs(src: bytes) -> FileDefs:
         if not stripped or stripped.startswith("#"):
             continue
         indent = len(line) - len(line.lstrip())
-        close(indent, last_code) if open_defs and indent <= open_defs[-1][0] else None
+        close(indent, last_code)  # the definitions this line's indentation ends
         m = _PY_DEF.match(line)
         if m:
             outer = open_defs[-1][2] if open_defs else None

@@ -29,9 +29,6 @@ class Plan:
     mine: list[str] = field(default_factory=list)
     role: dict[str, str] = field(default_factory=dict)  # spine | side | pr-internal | transport
 
-    def count(self, role: str) -> int:
-        return sum(1 for r in self.role.values() if r == role)
-
 
 def parse_graph(text: str) -> tuple[list[str], dict[str, Node]]:
     order: list[str] = []

@@ -176,7 +176,7 @@ def _mine_walk(
         if walk.nodes[sha].pr is None:
             report.without_pr += 1
     writer.finish()
-    report.behind_merges = walk.count("side")
+    report.behind_merges = list(walk.role.values()).count("side")
     report.prs = sum(1 for c in writer.cards.values() if c.pr is not None)
     if report.mode == "full":
         _drop_vanished(folder, set(writer.cards), report)
