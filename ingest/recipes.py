@@ -7,12 +7,12 @@ names, and a lint for recipe globs (docs/pr-archive.md "Recipes").
 from __future__ import annotations
 
 import re
-import subprocess
 from collections import defaultdict
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
-from kbase.ingest.mine_state import RECIPES_DIR, origin_url, read_recipe, recipe_file
+from kbase.ingest.mine_state import RECIPES_DIR, GitRepo, origin_url, read_recipe, recipe_file
 from pydantic import ValidationError
 
 from kbase.errors import ProblemsError
@@ -114,17 +114,11 @@ def tokens(name: str) -> list[str]:
 
 def repo_paths(git_dir: str, history: bool = True) -> list[str]:
     """Paths at HEAD, and (history=True) every path the history ever touched."""
-    base = ["git", f"--git-dir={git_dir}", "-c", "core.quotepath=false"]
-    head = subprocess.run(
-        [*base, "ls-tree", "-r", "--name-only", "HEAD"], capture_output=True, text=True
-    ).stdout.splitlines()
+    git = partial(GitRepo(git_dir).run, "-c", "core.quotepath=false")
+    head = git("ls-tree", "-r", "--name-only", "HEAD").splitlines()
     if not history:
         return head
-    past = subprocess.run(
-        [*base, "log", "--format=", "--name-only", "--no-renames", "HEAD"],
-        capture_output=True,
-        text=True,
-    ).stdout.splitlines()
+    past = git("log", "--format=", "--name-only", "--no-renames", "HEAD").splitlines()
     return sorted(set(head) | {p for p in past if p})
 
 
