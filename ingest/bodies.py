@@ -1,8 +1,6 @@
 """The commit body of a PR, read: the description cleaned of template boilerplate, co-authors,
-linked issues, the commit or PR a revert undoes, and the numbers with units it reports.
-
-A squash-merged PR usually carries its GitHub description in the body; templates add
-checklists, empty headings and HTML comments that say nothing about the change.
+linked issues, the commit or PR a revert undoes, and numbers with units (docs/pr-archive.md
+"The commit body").
 """
 
 from __future__ import annotations
@@ -127,7 +125,8 @@ def read_body(body: str, own_pr: int | None = None) -> BodyFacts:
                 continue
             line = line[1:]
         lines.append(line)
-    text = _squeeze("\n".join(lines))
+    # every kept line is right-stripped: only runs of blank lines are left to squeeze
+    text = re.sub(r"\n{3,}", "\n\n", "\n".join(lines)).strip()
     if len(text) > DESCRIPTION_LIMIT:
         cut = text.rfind("\n", 0, DESCRIPTION_LIMIT)
         text = text[: cut if cut > DESCRIPTION_LIMIT // 2 else DESCRIPTION_LIMIT].rstrip() + " …"
@@ -144,9 +143,3 @@ def read_body(body: str, own_pr: int | None = None) -> BodyFacts:
             out.numbers.append(v)
     out.numbers = out.numbers[:12]
     return out
-
-
-def _squeeze(text: str) -> str:
-    text = re.sub(r"[ \t]+\n", "\n", text)
-    text = re.sub(r"\n{3,}", "\n\n", text)
-    return text.strip()

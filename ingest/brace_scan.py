@@ -1,11 +1,6 @@
-"""A brace-matching scanner for C, C++ and CUDA: definition spans where tree-sitter gave up.
-
-Real kernel headers defeat the grammars (macros in declarators, `__launch_bounds__`,
-signatures split by `#if`), yet their shape is simple: a signature, then a `{`, then a
-body that ends at the matching `}`. The scanner skips comments, strings and
-preprocessor lines, matches braces, and reads the text between the previous `;`, `{`
-or `}` and each `{` as that block's signature: a namespace, a class, a function (its
-name is the identifier before the parameter list), or a plain block.
+"""A brace-matching scanner for C, C++ and CUDA: definition spans where tree-sitter gave up
+(docs/pr-archive.md "Symbols from parsed code"). The text between the previous `;`, `{` or `}`
+and each `{` is read as that block's signature: a namespace, a class, a function or a block.
 """
 
 from __future__ import annotations

@@ -1,13 +1,9 @@
-"""Build a card (schema.PRCard) from one commit's facts, or from two commits of the same PR.
+"""Build a card (schema.PRCard) from one commit's facts, or from two commits of the same PR:
+ranked symbols, the key-diff excerpt and the facts of the commit body.
 
-Symbols are ranked here (kernels and public ops first, tests last), the key-diff excerpt is
-cut from the most significant hunks, and the commit body is read into description,
-co-authors, issue links, revert targets and numbers.
-
-A re-mine (`--full`, a recipe tried again, another branch into the same root) reads the card
-built before instead of building it again. A card depends on the commit's facts, the recipe and
-the code that builds and validates cards; the cache key holds a digest of the first two
-(`card_key`), the cache's version one of the third (mine_cache.code_version).
+A card depends on the commit's facts, the recipe and the code that builds and validates cards;
+the cache key holds a digest of the first two (`card_key`), the cache's version one of the third
+(mine_cache.code_version).
 """
 
 from __future__ import annotations
@@ -39,16 +35,11 @@ def shown_path(p: str) -> str:
 
 
 def to_change(f: FileFacts) -> FileChange:
+    # symbols, named_by, kinds and weights are parallel (change_symbols.Named)
     order = sorted(
         range(len(f.symbols)),
-        key=lambda i: rank_key(
-            f.symbols[i],
-            f.kinds[i] if i < len(f.kinds) else "function",
-            f.path,
-            f.weights[i] if i < len(f.weights) else 1,
-        ),
+        key=lambda i: rank_key(f.symbols[i], f.kinds[i], f.path, f.weights[i]),
     )
-    named = [f.named_by[i] if i < len(f.named_by) else "hunk-header" for i in order]
     return FileChange(
         # a diff git could not produce (ingest/logrun.py's salvage) has no counts and a problem
         unreadable=f.added is None and f.problem is not None,
@@ -57,8 +48,8 @@ def to_change(f: FileFacts) -> FileChange:
         added=f.added,
         deleted=f.deleted,
         symbols=[f.symbols[i] for i in order],
-        named_by=named,
-        kernels=[f.symbols[i] for i in order if i < len(f.kinds) and f.kinds[i] == "kernel"],
+        named_by=[f.named_by[i] for i in order],
+        kernels=[f.symbols[i] for i in order if f.kinds[i] == "kernel"],
     )
 
 
@@ -179,7 +170,7 @@ def build_card(
     sha: str,
     date: str,
     files: list[FileChange],
-    body: BodyFacts | None = None,
+    body: BodyFacts,
     key: str | None = None,
     also: list[str] | None = None,
 ) -> PRCard:
@@ -201,12 +192,11 @@ def build_card(
     ):
         if n:
             totals[label] = n
-    b = body or BodyFacts()
     reverts = None
     if "revert" in cats:
         reverts = classify.reverted_pr(title)
         if reverts is None:
-            reverts = b.reverts_pr
+            reverts = body.reverts_pr
     if reverts is not None and reverts == pr:
         reverts = None
     return PRCard(
@@ -223,11 +213,11 @@ def build_card(
         categories=cats,
         reverts=reverts,
         tags=classify.tags(title, paths),
-        reverts_commit=commit_ref(b.reverts_commit) if b.reverts_commit else None,
-        description=b.description or None,
-        co_authors=list(b.co_authors),
-        issues=list(b.issues),
-        numbers=list(b.numbers),
+        reverts_commit=commit_ref(body.reverts_commit) if body.reverts_commit else None,
+        description=body.description or None,
+        co_authors=list(body.co_authors),
+        issues=list(body.issues),
+        numbers=list(body.numbers),
         touched=ranked_symbols(files),
         key_diff=key,
         also=list(also or []),
@@ -241,10 +231,7 @@ def _commit_url(recipe: Recipe, sha: str) -> str | None:
 def title_of(c: CommitFacts, style: str | None) -> str:
     """The PR title: a merge keeps it in the body; a squash subject's ' (#N)' is dropped."""
     if style == "merge":
-        first = next((ln.strip() for ln in c.body.splitlines() if ln.strip()), "")
-        if first:
-            return first
-        return c.subject
+        return next((ln.strip() for ln in c.body.splitlines() if ln.strip()), c.subject)
     if style is None:
         return c.subject
     return classify.PR_SUFFIX.sub("", c.subject).strip() or c.subject

@@ -87,13 +87,12 @@ def split_card(text: str) -> CardText:
 def _yaml_meta(yaml_text: str) -> Any:
     """Front-matter `fast_meta` does not read (hand-edited, not as kbase writes it), by PyYAML:
     imported only then, so a mine, which reads back only cards it wrote, never imports it.
-    safe_yaml bounds depth and alias expansion and names impossible dates with their line."""
+    safe_yaml bounds depth (thousands of nested brackets are a problem of the card, not a crash
+    of the index run) and alias expansion and names impossible dates with their line."""
     from kbase.ingest.safe_yaml import YamlProblem, load_yaml
 
     try:
         return load_yaml(yaml_text, "", first_line=2)[0]
-    except RecursionError:  # thousands of nested brackets: reject the card, not the index run
-        raise CardError("malformed YAML: nested too deeply", 2) from None
     except YamlProblem as exc:
         first = exc.problems[0]
         raise CardError(first.message, first.line or 1, first.field) from None
@@ -159,8 +158,7 @@ def card_meta(card: PRCard) -> dict[str, Any]:
     d["categories"] = list(card.categories)
     if card.reverts is not None:
         d["reverts"] = card.reverts
-    tags = {k: v for k, v in card.tags.model_dump().items() if v}
-    d["tags"] = tags
+    d["tags"] = {k: v for k, v in card.tags.model_dump().items() if v}
     for key in ("reverts_commit", "description", "key_diff"):
         if getattr(card, key):
             d[key] = getattr(card, key)
@@ -260,9 +258,7 @@ def render_card(card: PRCard, notes: str = "", also: list[str] | None = None) ->
         lines.append("")
     if card.key_diff:
         lines += ["## Key diff", "", "```diff", card.key_diff, "```", ""]
-    links = _links(card)
-    if links:
-        lines += ["## Links", ""] + [f"- {x}" for x in links] + [""]
+    lines += ["## Links", ""] + [f"- {x}" for x in _links(card)] + [""]  # a commit, at least
     lines += ["## Files", ""]
     for f in card.files[:BODY_FILE_LIMIT]:
         where = f"`{f.old_path}` -> `{f.path}`" if f.old_path else f"`{f.path}`"

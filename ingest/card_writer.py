@@ -23,6 +23,7 @@ from kbase.ingest.card_build import (
     to_change,
 )
 from kbase.ingest.card_format import existing_notes, render_card, split_card
+from kbase.ingest.cards import card_stem
 from kbase.ingest.gitlog import CommitFacts
 from kbase.ingest.logrun import pack_commit
 from kbase.ingest.mine_state import atomic_write
@@ -35,11 +36,6 @@ if TYPE_CHECKING:
 
 SAMPLE_LIMIT = 20
 WARNING_LIMIT = 200
-
-
-def card_stem(card: PRCard) -> str:
-    """File name (without .md) of a card: the PR number, or commit-<short sha> for a direct push."""
-    return str(card.pr) if card.pr is not None else f"commit-{commit_ref(card.sha)}"
 
 
 class CardWriter:

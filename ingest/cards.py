@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
-from kbase.ingest.card_format import CardError, notes_text, section, split_card
+from kbase.ingest.card_format import CardError, CardText, notes_text, section, split_card
 from kbase.ingest.files import read_checked
 from pydantic import ValidationError
 
@@ -72,10 +72,7 @@ class LoadedCard:
     card: PRCard
     path: str
     text: str
-    body: str
-    body_line: int
-    notes: str
-    notes_line: int
+    parts: CardText
 
 
 def load_card(path: Path, root: Path) -> LoadedCard:
@@ -93,8 +90,7 @@ def load_card(path: Path, root: Path) -> LoadedCard:
     if card.repo != folder:
         why = f"repo {card.repo!r} does not match the archive folder {folder!r}"
         raise _problem(shown, 2, "repo", why)
-    want = str(card.pr) if card.pr is not None else f"commit-{card.sha[:12]}"
-    if path.stem != want:
+    if path.stem != card_stem(card):
         what = f"pr {card.pr}" if card.pr is not None else f"commit {card.sha[:12]} (pr: null)"
         raise _problem(shown, 3, "pr", f"{what} does not match the file name {path.name!r}")
     try:
@@ -102,15 +98,7 @@ def load_card(path: Path, root: Path) -> LoadedCard:
     except ValueError:
         line = _key_line(parts.yaml_text, "date")
         raise _problem(shown, line, "date", f"date {card.date!r} is not ISO 8601") from None
-    return LoadedCard(
-        card=card,
-        path=shown,
-        text=text,
-        body=parts.body,
-        body_line=parts.body_line,
-        notes=parts.notes,
-        notes_line=parts.notes_line,
-    )
+    return LoadedCard(card=card, path=shown, text=text, parts=parts)
 
 
 class CardProblems(ProblemsError):
@@ -131,23 +119,21 @@ def _key_line(yaml_text: str, key: str) -> int:
 FILES_PER_CHUNK = 12
 
 
-def entry_id(repo: str, pr: int | None, sha: str = "") -> str:
-    """`pr:<repo>#<N>` for a PR card, `commit:<repo>@<short sha>` for a direct push."""
-    return f"pr:{repo}#{pr}" if pr is not None else f"commit:{repo}@{sha[:12]}"
-
-
-def card_label(c: PRCard) -> str:
-    return f"PR #{c.pr}" if c.pr is not None else f"commit {c.sha[:12]}"
+def card_stem(card: PRCard) -> str:
+    """File name (without .md) of a card: the PR number, or commit-<short sha> for a direct push."""
+    return str(card.pr) if card.pr is not None else f"commit-{card.sha[:12]}"
 
 
 def card_entry(lc: LoadedCard) -> Entry:
-    c = lc.card
-    eid = entry_id(c.repo, c.pr, c.sha)
-    label = card_label(c)
+    c, parts = lc.card, lc.parts
+    if c.pr is not None:
+        eid, label = f"pr:{c.repo}#{c.pr}", f"PR #{c.pr}"
+    else:  # a direct push
+        eid, label = f"commit:{c.repo}@{c.sha[:12]}", f"commit {c.sha[:12]}"
     chunks: list[Chunk] = []
     add = partial(Chunk.add, chunks, eid, "pr", lc.path)
 
-    summary, s_off = section(lc.body, "Summary")
+    summary, s_off = section(parts.body, "Summary")
     head = [f"{c.title}", f"{c.repo} {label}, {c.date[:10]}"]
     if c.families:
         head.append("Families: " + ", ".join(c.families))
@@ -157,9 +143,9 @@ def card_entry(lc: LoadedCard) -> Entry:
     add(
         "summary",
         "\n".join(head) + ("\n" + summary if summary else ""),
-        lc.body_line + s_off if summary else 1,
+        parts.body_line + s_off if summary else 1,
     )
-    _, f_off = section(lc.body, "Files")
+    _, f_off = section(parts.body, "Files")
     lines = [
         f"{f.old_path + ' -> ' if f.old_path else ''}{f.path}"
         + (f": {', '.join(f.symbols)}" if f.symbols else "")
@@ -172,25 +158,25 @@ def card_entry(lc: LoadedCard) -> Entry:
         add(
             "files",
             f"Files changed by {c.repo} {label} ({c.title}):\n{part}",
-            lc.body_line + f_off if f_off else 1,
+            parts.body_line + f_off if f_off else 1,
         )
-    desc, d_off = section(lc.body, "Description")
+    desc, d_off = section(parts.body, "Description")
     if desc:
         add(
             "description",
             f"Description of {c.repo} {label} ({c.title}):\n{desc}",
-            lc.body_line + d_off,
+            parts.body_line + d_off,
         )
     if c.touched:
         add(
             "symbols",
             f"Kernels and functions touched by {c.repo} {label} ({c.title}): "
             + ", ".join(c.touched[:60]),
-            lc.body_line + section(lc.body, "Touched")[1],
+            parts.body_line + section(parts.body, "Touched")[1],
         )
-    notes = notes_text(lc.notes)
+    notes = notes_text(parts.notes)
     if notes:
-        add("notes", f"Notes on {c.repo} {label} ({c.title}):\n{notes}", lc.notes_line)
+        add("notes", f"Notes on {c.repo} {label} ({c.title}):\n{notes}", parts.notes_line)
     tags = (
         c.tags.flat()
         + [f"family={f}" for f in c.families]

@@ -1,11 +1,6 @@
-"""Name the definitions a change touches: every changed line of a file is looked up in the
-definition spans of the file before (deleted lines) and after (added lines) the change.
-
-Spans come from tree-sitter; lines that fall in a region tree-sitter could not parse are
-looked up in the brace scanner's spans (C family) or an indentation scanner's (Python).
-A blob that is the "after" of one commit and the "before" of the next is read and parsed
-once, and parsed incrementally from the tree of the version of the same file parsed last
-when the hunks that link the two are known.
+"""Name the definitions a change touches: deleted lines in the spans of the file before, added
+lines in those after (docs/pr-archive.md "Symbols from parsed code"); Python's indentation
+scanner for what tree-sitter-python cannot parse.
 """
 
 from __future__ import annotations
@@ -80,7 +75,7 @@ def py_scan_defs(src: bytes) -> FileDefs:
         if not stripped or stripped.startswith("#"):
             continue
         indent = len(line) - len(line.lstrip())
-        close(indent, last_code) if open_defs and indent <= open_defs[-1][0] else None
+        close(indent, last_code)  # the definitions this line's indentation ends
         m = _PY_DEF.match(line)
         if m:
             outer = open_defs[-1][2] if open_defs else None
@@ -139,7 +134,7 @@ class Owners:
                     out.add(sp, ts.method, len(list(run)))
             return
         for line in range(max(start, 0), start + n):
-            if self._scan is not None and ts.in_error(line):
+            if ts.in_error(line):
                 scan = self._scanned
                 if scan is None:
                     scan = self._scanned = self._scan()
@@ -151,12 +146,9 @@ class Owners:
 
 
 class SymbolNamer:
-    """Definitions of the blobs a stream of file changes needs, newest change first.
-
-    Each blob is parsed at most once while it stays among the last CACHE_BLOBS, incrementally
-    from the tree of the version of the same file parsed last when the hunks that link the two
-    are known (the new side of one change is the old side of the next older change to that
-    file)."""
+    """Definitions of the blobs a stream of file changes needs, newest change first: each blob
+    parsed at most once while it stays among the last CACHE_BLOBS, incrementally where it can be
+    (the new side of one change is the old side of the next older change to that file)."""
 
     def __init__(self, read_blob: Callable[[str], bytes | None]):
         self.read_blob = read_blob

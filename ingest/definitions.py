@@ -274,9 +274,7 @@ def _c_item(child, outer, scope: tuple[str, ...], out: FileDefs, src: bytes) -> 
         return
     if t == "template_declaration":
         for c in child.children:
-            if c.type in ("function_definition", "declaration", "class_specifier") or (
-                c.type in _C_CLASSES
-            ):
+            if c.type in ("function_definition", "declaration") or c.type in _C_CLASSES:
                 _c_item(c, outer, scope, out, src)
         return
     if t in ("preproc_function_def", "preproc_def"):

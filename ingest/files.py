@@ -48,8 +48,6 @@ def read_text(path: Path, root: Path, max_bytes: int = MAX_FILE_BYTES) -> str:
         size = real.stat().st_size
     except OSError as exc:
         raise FileProblem(shown, f"cannot read: {exc.strerror}") from None
-    if size == 0:
-        raise FileProblem(shown, "file is empty")
     if size > max_bytes:
         raise FileProblem(shown, f"file is too large ({size} bytes; limit {max_bytes})")
     data = real.read_bytes()
@@ -63,7 +61,7 @@ def read_text(path: Path, root: Path, max_bytes: int = MAX_FILE_BYTES) -> str:
         line = data[: exc.start].count(b"\n") + 1
         why = f"not valid UTF-8 (byte 0x{data[exc.start]:02x} at offset {exc.start})"
         raise FileProblem(shown, why, line) from None
-    if not text.strip():
+    if not text.strip():  # no bytes, or only whitespace
         raise FileProblem(shown, "file is empty")
     text = text.replace("\r\n", "\n")
     if "\r" in text and "\n" not in text.rstrip("\r"):

@@ -44,28 +44,19 @@ def dump_meta(meta: dict[str, Any]) -> str:
     mining time; `split_card` reads it back with the ordinary YAML loader (round-trip test)."""
     out: list[str] = []
     for key, val in meta.items():
-        if key == "files":
-            if not val:
-                out.append("files: []")
-                continue
+        # files and tags in block style; empty, they are flow like any other list or mapping
+        if key == "files" and val:
             out.append("files:")
             for f in val:
-                first = True
+                lead = "- "
                 for fk, fv in f.items():
-                    lead = "- " if first else "  "
-                    first = False
                     out.append(f"{lead}{fk}: {_flow(fv) if isinstance(fv, list) else _scalar(fv)}")
+                    lead = "  "
+        elif key == "tags" and val:
+            out.append("tags:")
+            out.extend(f"  {k}: {_flow(v)}" for k, v in val.items())
         elif isinstance(val, dict):
-            if key == "tags":
-                if not val:
-                    out.append("tags: {}")
-                    continue
-                out.append("tags:")
-                out.extend(f"  {k}: {_flow(v)}" for k, v in val.items())
-            else:
-                out.append(
-                    f"{key}: {{" + ", ".join(f"{k}: {_scalar(v)}" for k, v in val.items()) + "}"
-                )
+            out.append(f"{key}: {{" + ", ".join(f"{k}: {_scalar(v)}" for k, v in val.items()) + "}")
         elif isinstance(val, list):
             out.append(f"{key}: {_flow(val)}")
         else:
@@ -147,10 +138,10 @@ def fast_meta(yaml_text: str) -> dict[str, Any] | None:
                 meta["files"].append({m.group(1): _read_value(m.group(2))})
             elif line.startswith("  ") and block in ("files", "tags"):
                 m = _KEY.match(line[2:])
-                if not m:
+                if not m or block == "files" and not meta["files"]:
                     raise _NotCanonical
                 target = meta["files"][-1] if block == "files" else meta["tags"]
-                if block == "files" and not meta["files"] or m.group(1) in target:
+                if m.group(1) in target:
                     raise _NotCanonical
                 target[m.group(1)] = _read_value(m.group(2))
             else:

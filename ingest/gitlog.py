@@ -101,11 +101,10 @@ def log_command() -> list[str]:
 def parse_log(
     stream,
     on_commit: Callable[[CommitFacts], None],
-    namer: SymbolNamer | None = None,
+    namer: SymbolNamer,
     last_ok: Callable[[], bool] | None = None,
 ) -> int:
     """Feed each parsed commit to `on_commit` as soon as its diff is complete; returns the count.
-    With a `namer`, files in a language with a grammar get their symbols from parsed code.
     `last_ok` is asked before the final commit is handed on (git may have died inside it)."""
     p = _Parser(on_commit, namer)
     rem = 0  # lines of the current hunk still to come
@@ -142,7 +141,7 @@ def parse_log(
 class _Parser:
     """Where a `git log -p` stream is: the commit and the file being read."""
 
-    def __init__(self, on_commit: Callable[[CommitFacts], None], namer: SymbolNamer | None):
+    def __init__(self, on_commit: Callable[[CommitFacts], None], namer: SymbolNamer):
         self.on_commit, self.namer = on_commit, namer
         self.commit: CommitFacts | None = None
         self.cur: FileFacts | None = None
@@ -154,10 +153,16 @@ class _Parser:
         self.count = 0
 
     def finish(self) -> None:
-        """The current commit is complete: its symbols are named and it is handed on."""
+        """The current commit is complete: the files in a language with a grammar get their
+        symbols from parsed code, and it is handed on."""
         if self.commit is not None:
-            if self.namer is not None:
-                _name_symbols(self.commit, self.namer)
+            for f in self.commit.files:
+                named = (
+                    self.namer.name(f.path, f.old_blob, f.new_blob, f.hunks) if f.hunks else None
+                )
+                if named is not None:
+                    f.symbols, f.named_by, f.kinds = named.symbols, named.named_by, named.kinds
+                    f.weights, f.problem = named.lines, named.problem
             self.on_commit(self.commit)
             self.commit = None
             self.count += 1
@@ -219,15 +224,6 @@ class _Parser:
                 cur.old_path = self.minus_path
         elif text.startswith("Binary files ") or text.startswith("GIT binary patch"):
             cur.added = cur.deleted = None
-
-
-def _name_symbols(commit: CommitFacts, namer: SymbolNamer) -> None:
-    """Name every file of the commit in a language with a grammar from its parsed code."""
-    for f in commit.files:
-        named = namer.name(f.path, f.old_blob, f.new_blob, f.hunks) if f.hunks else None
-        if named is not None:
-            f.symbols, f.named_by, f.kinds = named.symbols, named.named_by, named.kinds
-            f.weights, f.problem = named.lines, named.problem
 
 
 def _commit_header(blob: bytes) -> CommitFacts:

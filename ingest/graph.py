@@ -1,14 +1,5 @@
-"""Which commits of a range carry history worth a card, from the commit graph alone (no diffs).
-
-The first-parent line of the branch is the spine. A merge on it that names a PR
-("Merge pull request #N") owns everything its second parent brings in: those are the
-PR's own work-in-progress commits and get no card of their own. A merge that names no
-PR ("merge dev to main", "Merge branch 'main' of ...") only transports commits: its
-second parent's first-parent line is walked like the spine, recursively, so the PRs and
-direct pushes behind it get their cards and the merge itself gets none.
-
-Sides are claimed oldest merge first, so a commit reachable from two merges belongs to
-the older one, which is what `git log P1..P2` of each merge would say.
+"""Which commits of a range carry history worth a card, from the commit graph alone (no diffs):
+the spine, PR merges and transport merges as docs/pr-archive.md "Mining" describes them.
 """
 
 from __future__ import annotations
@@ -37,9 +28,6 @@ class Plan:
     nodes: dict[str, Node]
     mine: list[str] = field(default_factory=list)
     role: dict[str, str] = field(default_factory=dict)  # spine | side | pr-internal | transport
-
-    def count(self, role: str) -> int:
-        return sum(1 for r in self.role.values() if r == role)
 
 
 def parse_graph(text: str) -> tuple[list[str], dict[str, Node]]:
@@ -74,7 +62,9 @@ def plan(order: list[str], nodes: dict[str, Node], head: str) -> Plan:
             chain.append(x)
             ps = nodes[x].parents
             x = ps[0] if ps else None
-        for sha in reversed(chain):  # oldest merge first
+        # oldest merge first: a commit reachable from two merges belongs to the older one, as
+        # `git log P1..P2` of each merge would say
+        for sha in reversed(chain):
             n = nodes[sha]
             if len(n.parents) < 2:
                 continue

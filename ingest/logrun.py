@@ -17,6 +17,7 @@ from kbase.ingest.change_symbols import SymbolNamer
 from kbase.ingest.definitions import grammar_for
 from kbase.ingest.gitlog import LOG_FORMAT, CommitFacts, FileFacts, log_command, parse_log
 from kbase.ingest.mine_cache import MineCache
+from kbase.ingest.mine_state import MineReport
 
 from kbase.errors import KbaseError
 
@@ -65,23 +66,17 @@ class BlobReader:
             self._proc = None
 
 
-def _git(git_dir: str) -> list[str]:
-    return ["git", f"--git-dir={git_dir}"]
-
-
 def stream_history(
     repo,
     shas: list[str],
     on_commit: Callable[[CommitFacts], None],
-    cache: MineCache | None = None,
-    stats: dict[str, int] | None = None,
-) -> int:
+    cache: MineCache | None,
+    report: MineReport,
+) -> None:
     """Hand `on_commit` the facts of every commit in `shas`, in that order: from `cache` when it
-    holds them, else from git (one `git log` per run of commits it does not hold). `stats`
+    holds them, else from git (one `git log` per run of commits it does not hold). `report`
     gets how many blobs were parsed (of them, incrementally), how many the cached commits
     spared, and how many commits came from `cache`."""
-    if not shas:
-        return 0
     git_dir = str(repo.git_dir)
     reader = BlobReader(git_dir)
     namer = SymbolNamer(reader.read)
@@ -130,14 +125,12 @@ def stream_history(
                         spared.add(f.new_blob)
             hand_on(c, streamed=False)
         from_git(run)
-        return len(shas)
     finally:
         reader.close()
-        if stats is not None:
-            stats["parsed"] = stats.get("parsed", 0) + namer.parsed
-            stats["incremental"] = stats.get("incremental", 0) + namer.incremental
-            stats["cached"] = stats.get("cached", 0) + len(spared)
-            stats["commits_cached"] = stats.get("commits_cached", 0) + replayed
+        report.blobs_parsed += namer.parsed
+        report.blobs_incremental += namer.incremental
+        report.blobs_cached += len(spared)
+        report.commits_cached += replayed
 
 
 _FILE_FIELDS = tuple(f.name for f in fields(FileFacts))
@@ -164,12 +157,12 @@ def _run(
     git_dir: str,
     shas: list[str],
     on_commit: Callable[[CommitFacts], None],
-    namer: SymbolNamer | None,
+    namer: SymbolNamer,
 ) -> tuple[int, str | None]:
     """(commits handed on, git's error or None)."""
     with tempfile.TemporaryFile() as errf:
         proc = subprocess.Popen(
-            [*_git(git_dir), *log_command()],
+            ["git", f"--git-dir={git_dir}", *log_command()],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=errf,
@@ -190,10 +183,10 @@ def _run(
     return n, (None if status == 0 else err or f"git log exited with {status}")
 
 
-def _salvage(git_dir: str, sha: str, namer: SymbolNamer | None, why: str) -> CommitFacts:
+def _salvage(git_dir: str, sha: str, namer: SymbolNamer, why: str) -> CommitFacts:
     """One commit rebuilt from per-file diffs; files whose diff git cannot produce keep their
     path and a problem, without counts."""
-    base = _git(git_dir)
+    base = ["git", f"--git-dir={git_dir}"]
     head = subprocess.run(
         [*base, "show", "-s", f"--format={LOG_FORMAT}", sha], capture_output=True, check=False
     )

@@ -139,12 +139,9 @@ def parse_body(body: str, body_line: int) -> tuple[list[Section], list[CodeBlock
     doc_title = next((t for _, lvl, t in headings if lvl == 1), "")
     sections: list[Section] = []
     bounds = headings + [(len(lines), 0, "")]
-    if headings and headings[0][0] > 0:
-        intro = "\n".join(lines[: headings[0][0]]).strip()
-        if intro:
-            sections.append(Section(title="", level=0, line=body_line, text=intro))
-    elif not headings and body.strip():
-        sections.append(Section(title="", level=0, line=body_line, text=body.strip()))
+    intro = "\n".join(lines[: bounds[0][0]]).strip()  # what comes before the first heading
+    if intro:
+        sections.append(Section(title="", level=0, line=body_line, text=intro))
     for (start, level, title), (end, _, _) in zip(bounds, bounds[1:], strict=False):
         text = "\n".join(lines[start + 1 : end]).strip()
         sections.append(Section(title=title, level=level, line=body_line + start, text=text))

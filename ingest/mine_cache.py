@@ -1,13 +1,7 @@
-"""An on-disk cache of what a mine made: each commit's facts (by commit id) and the card those
-facts made under a recipe (ingest/card_build.py), so a re-mine (`--full`, a recipe tried again)
-neither asks git for the diffs of commits mined before, nor parses their blobs, nor builds their
-cards again.
-
-A commit's facts depend only on its diff, the grammars and our own extraction code, its card on
-those facts, the recipe and the card code; the cache is one SQLite file whose `version` row names
-the grammars and the code, so a new grammar or an edited extractor or card builder empties it.
-The cache is an accelerator only: any error reading or writing it is swallowed and the mine runs
-as if it were absent.
+"""An on-disk cache of what a mine made: each commit's facts and the card they made under a
+recipe (docs/pr-archive.md "Incremental runs"), in one SQLite file whose `version` row names the
+grammars and the code. It is an accelerator only: any error reading or writing it is swallowed and
+the mine runs as if it were absent.
 """
 
 from __future__ import annotations
@@ -60,34 +54,23 @@ class MineCache:
         self.path = path
         self._db: sqlite3.Connection | None = None
         self._new: list[tuple[str, bytes]] = []
-        try:
+        with contextlib.suppress(sqlite3.Error, OSError):  # the mine runs without a cache
             path.parent.mkdir(parents=True, exist_ok=True)
-            self._db = self._open(path, code_version())
-        except sqlite3.OperationalError:  # locked by another mine past the timeout, ...
-            self._db = None
-        except sqlite3.DatabaseError:
-            # not a database, or damaged (a power cut while the OS held unwritten pages): a
-            # cache may be lost, so a new one replaces it
+            version = code_version()
             try:
+                self._db = self._open(path, version)
+            except sqlite3.OperationalError:  # locked by another mine past the timeout, ...
+                pass
+            except sqlite3.DatabaseError:
+                # not a database, or damaged (a power cut while the OS held unwritten pages): a
+                # cache may be lost, so a new one replaces it
                 _remove(path)
-                self._db = self._open(path, code_version())
-            except (sqlite3.Error, OSError):
-                self._db = None
-        except (sqlite3.Error, OSError):
-            self._db = None
+                self._db = self._open(path, version)
 
     @staticmethod
     def _open(path: Path, version: str) -> sqlite3.Connection:
         db = sqlite3.connect(str(path), timeout=5, isolation_level=None)
         try:
-            row = _version_row(db)
-            if row is not None and row[0] != version:
-                # rows of other extractor code go with their file, not by DELETE: a file then
-                # only ever holds rows of one version, so pages the OS never wrote (no fsync,
-                # below) can lose rows but never bring back another version's
-                db.close()
-                _remove(path)
-                db = sqlite3.connect(str(path), timeout=5, isolation_level=None)
             db.execute("PRAGMA journal_mode=WAL")
             # no fsync (the checkpoint when the last connection closes cost ~0.1 s of every
             # mine, most of an incremental one's I/O wait): a killed process loses nothing (its
@@ -99,8 +82,16 @@ class MineCache:
             db.execute(
                 "CREATE TABLE IF NOT EXISTS items (k TEXT PRIMARY KEY, data BLOB) WITHOUT ROWID"
             )
-            if _version_row(db) is None:
+            row = db.execute("SELECT v FROM meta WHERE k = 'version'").fetchone()
+            if row is None:
                 db.execute("INSERT OR REPLACE INTO meta VALUES ('version', ?)", (version,))
+            elif row[0] != version:
+                # rows of other extractor code go with their file, not by DELETE: a file then
+                # only ever holds rows of one version, so pages the OS never wrote (no fsync,
+                # above) can lose rows but never bring back another version's
+                db.close()
+                _remove(path)
+                return MineCache._open(path, version)
         except BaseException:
             db.close()
             raise
@@ -137,15 +128,6 @@ class MineCache:
             with contextlib.suppress(sqlite3.Error):
                 self._db.close()
             self._db = None
-
-
-def _version_row(db: sqlite3.Connection) -> tuple | None:
-    try:
-        return db.execute("SELECT v FROM meta WHERE k = 'version'").fetchone()
-    except sqlite3.OperationalError as exc:  # a new file: no table yet
-        if "no such table" in str(exc):
-            return None
-        raise
 
 
 def _remove(path: Path) -> None:

@@ -26,12 +26,7 @@ _GIT_ENV = ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_OBJECT_DIRECTORY"
 
 
 class GitFailed(KbaseError):
-    """A git command exited non-zero; `.stderr` holds what it said."""
-
-    def __init__(self, args: list[str], status: int, stderr: str):
-        self.stderr = stderr
-        self.status = status
-        super().__init__(f"git {' '.join(args)} exited with {status}: {stderr.strip()}")
+    """A git command exited non-zero; the message holds what it said."""
 
 
 def _git(git_dir: str | None, *args: str, cwd: Path | None = None):
@@ -51,7 +46,8 @@ class GitRepo:
     def run(self, *args: str) -> str:
         proc = _git(self.git_dir, *args)
         if proc.returncode != 0:
-            raise GitFailed(list(args), proc.returncode, proc.stderr.decode("utf-8", "replace"))
+            err = proc.stderr.decode("utf-8", "replace").strip()
+            raise GitFailed(f"git {' '.join(args)} exited with {proc.returncode}: {err}")
         return proc.stdout.decode("utf-8", "replace")
 
     def ok(self, *args: str) -> bool:
@@ -97,6 +93,31 @@ NOOP_REASON = "nothing new since the last mine"
 
 class MiningError(KbaseError):
     """A problem with the repository or the archive that the user must fix; the message says how."""
+
+
+def open_repo(source: str | os.PathLike) -> GitRepo:
+    """The git repository at `source`, refusing paths that are not a usable clone."""
+    p = Path(source).expanduser()
+    if not p.exists():
+        raise MiningError(f"{p}: no such directory")
+    git_dir = find_git_dir(p) if p.is_dir() else None
+    if git_dir is None:
+        raise MiningError(
+            f"{p}: not a git repository (expected a local clone; run `git clone <url>` first)"
+        )
+    repo = GitRepo(git_dir)
+    try:
+        shallow, repo.head = repo.run("rev-parse", "--is-shallow-repository", "HEAD").split()[:2]
+    except (GitFailed, ValueError):
+        raise MiningError(f"{p}: the repository has no commits on HEAD") from None
+    if shallow == "true":
+        depth = len(repo.run("rev-list", "--first-parent", "HEAD").split())
+        raise MiningError(
+            f"{p}: shallow clone (only {depth} first-parent commit(s) are present, "
+            "older PRs are missing); "
+            "run `git fetch --unshallow` in it, then mine again"
+        )
+    return repo
 
 
 @dataclass
@@ -205,13 +226,11 @@ def recipe_file(spec: str | None, name: str, root: Path) -> Path | None:
             if not p.exists():
                 raise FileNotFoundError(spec)
             return p
-        named = [root / RECIPES_DIR / f"{spec}{ext}" for ext in (".yaml", ".yml")]
-        found = next((c for c in named if c.exists()), None)
-        if found is None:
-            raise FileNotFoundError(spec)
-        return found
-    named = [root / RECIPES_DIR / f"{name}{ext}" for ext in (".yaml", ".yml")]
-    return next((c for c in named if c.exists()), None)
+    named = [root / RECIPES_DIR / f"{spec or name}{ext}" for ext in (".yaml", ".yml")]
+    found = next((c for c in named if c.exists()), None)
+    if found is None and spec:
+        raise FileNotFoundError(spec)
+    return found
 
 
 def recipe_fingerprint(path: Path | None) -> str:
@@ -243,18 +262,14 @@ def noop_report(root: Path, repo_arg: str, name: str, recipe_spec: str | None) -
             return None
     except OSError:
         return None
-    git_dir = find_git_dir(src) if src.is_dir() else None
-    if git_dir is None:
-        return None
     try:
-        shallow, head = GitRepo(git_dir).run("rev-parse", "--is-shallow-repository", "HEAD").split()
-    except (GitFailed, ValueError):
+        repo = open_repo(src)
+    except MiningError:
         return None
-    if shallow != "false" or head != state.get("last_sha"):
+    if repo.head != state.get("last_sha"):
         return None
-    if recorded.get("origin") and origin_url(git_dir) != state.get("upstream"):
+    if recorded.get("origin") and origin_url(repo.git_dir) != state.get("upstream"):
         return None
     sweep_temporary(folder)  # what mining.mine does to the folder on a no-op
-    report = MineReport(repo=name, source=source, mode="noop", head=head, range=f"{head}..{head}")
-    report.reason = NOOP_REASON
-    return report
+    head = repo.head
+    return MineReport(name, source, "noop", head, f"{head}..{head}", NOOP_REASON)

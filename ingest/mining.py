@@ -1,10 +1,7 @@
 """`kbase mine`: turn a clone's history (its main line and what merges bring in) into PR cards.
 
-Order of writes is what makes an interrupted mine safe: every card is written
-atomically (temporary file, then rename) and `.state.json` is written last, so a
-killed run leaves whole cards and the previous state; the next run mines the same
-range again and rewrites the same files, reading the facts and cards of the commits the
-killed run streamed back from the mining cache (flushed every FLUSH_EVERY commits).
+Order of writes is what makes an interrupted mine safe: cards atomically, `.state.json` last
+(docs/pr-archive.md "Incremental runs").
 """
 
 from __future__ import annotations
@@ -27,7 +24,7 @@ from kbase.ingest.mine_state import (
     MiningError,
     archive_dir,
     atomic_write,
-    find_git_dir,
+    open_repo,
     origin_url,
     read_state,
     sweep_temporary,
@@ -44,31 +41,6 @@ __all__ = ["MineReport", "MiningError", "archive_dir", "mine", "open_repo", "rea
 # needs (the card writer, the log parser, tree-sitter) is imported only when there is work;
 # through the CLI, kbase.mine_cli decides a no-op before this module is imported
 FLUSH_EVERY = int(os.environ.get("KBASE_MINE_FLUSH_EVERY", "100"))
-
-
-def open_repo(source: str | os.PathLike) -> GitRepo:
-    """The git repository at `source`, refusing paths that are not a usable clone."""
-    p = Path(source).expanduser()
-    if not p.exists():
-        raise MiningError(f"{p}: no such directory")
-    git_dir = find_git_dir(p) if p.is_dir() else None
-    if git_dir is None:
-        raise MiningError(
-            f"{p}: not a git repository (expected a local clone; run `git clone <url>` first)"
-        )
-    repo = GitRepo(git_dir)
-    try:
-        shallow, repo.head = repo.run("rev-parse", "--is-shallow-repository", "HEAD").split()[:2]
-    except (GitFailed, ValueError):
-        raise MiningError(f"{p}: the repository has no commits on HEAD") from None
-    if shallow == "true":
-        depth = len(repo.run("rev-list", "--first-parent", "HEAD").split())
-        raise MiningError(
-            f"{p}: shallow clone (only {depth} first-parent commit(s) are present, "
-            "older PRs are missing); "
-            "run `git fetch --unshallow` in it, then mine again"
-        )
-    return repo
 
 
 def _is_ancestor(repo: GitRepo, old: str, new: str) -> bool:
@@ -149,11 +121,8 @@ def _choose_mode(
             "is not an ancestor of HEAD"
         )
     elif state["last_sha"] == head:
-        report.mode, report.range, report.reason = (
-            "noop",
-            f"{head}..{head}",
-            NOOP_REASON,
-        )
+        report.mode, report.range = "noop", f"{head}..{head}"
+        report.reason = NOOP_REASON
     else:
         report.mode, report.range = "incremental", f"{state['last_sha']}..{head}"
 
@@ -194,16 +163,11 @@ def _mine_walk(
         if progress:
             progress(done, total)
 
-    stats: dict[str, int] = {}
     try:
-        stream_history(repo, walk.mine, on_commit, cache=cache, stats=stats)
+        stream_history(repo, walk.mine, on_commit, cache, report)
     finally:
         if cache is not None:
             cache.close()
-    report.blobs_parsed = stats.get("parsed", 0)
-    report.blobs_incremental = stats.get("incremental", 0)
-    report.blobs_cached = stats.get("cached", 0)
-    report.commits_cached = stats.get("commits_cached", 0)
     # commits that were not streamed still count: a PR's own branch commits, transport merges
     for sha in walk.order:
         if walk.role[sha] in ("spine", "side"):
@@ -212,7 +176,7 @@ def _mine_walk(
         if walk.nodes[sha].pr is None:
             report.without_pr += 1
     writer.finish()
-    report.behind_merges = walk.count("side")
+    report.behind_merges = list(walk.role.values()).count("side")
     report.prs = sum(1 for c in writer.cards.values() if c.pr is not None)
     if report.mode == "full":
         _drop_vanished(folder, set(writer.cards), report)

@@ -1,21 +1,18 @@
 """Mining recipes (pr_archive/recipes/*.yaml): a repository, its upstream URL (for PR links) and
-its families, path globs with git's `:(glob)` semantics (kbase.globs; docs/pr-archive.md).
-
-Without a hand-written recipe: the upstream URL from `origin`, families proposed from the
-repository's directories and file names, and a lint for recipe globs. Suggestions are a start for
-a person to edit: a family is a word several source files are named after (`rmsnorm.cu`,
-`test_rmsnorm.py`), or a source directory with a distinctive name (`attention/blackwell/`).
+its families, path globs with git's `:(glob)` semantics (kbase.globs); without a hand-written
+recipe, the upstream from `origin`, families proposed from the repository's directory and file
+names, and a lint for recipe globs (docs/pr-archive.md "Recipes").
 """
 
 from __future__ import annotations
 
 import re
-import subprocess
 from collections import defaultdict
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
-from kbase.ingest.mine_state import RECIPES_DIR, origin_url, read_recipe, recipe_file
+from kbase.ingest.mine_state import RECIPES_DIR, GitRepo, origin_url, read_recipe, recipe_file
 from pydantic import ValidationError
 
 from kbase.errors import ProblemsError
@@ -39,12 +36,9 @@ def load_recipe_file(path: Path, root: Path | None = None) -> Recipe:
             pass
     try:
         text = read_recipe(path).decode("utf-8")
-    except OSError as exc:
-        raise RecipeError(
-            [Problem(path=shown, message=f"cannot read recipe: {exc.strerror}")]
-        ) from None
-    except UnicodeDecodeError as exc:
-        raise RecipeError([Problem(path=shown, message=f"cannot read recipe: {exc}")]) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        why = exc if isinstance(exc, UnicodeDecodeError) else exc.strerror
+        raise RecipeError([Problem(path=shown, message=f"cannot read recipe: {why}")]) from None
     # a mine without a recipe imports no YAML
     from kbase.ingest.markdown import validation_problems
     from kbase.ingest.safe_yaml import YamlProblem, load_yaml
@@ -72,11 +66,7 @@ def find_recipe(spec: str, root: Path) -> Path:
     p = Path(spec)
     if p.suffix in (".yaml", ".yml") or p.exists():
         raise RecipeError([Problem(path=spec, message="recipe file does not exist")])
-    known = (
-        sorted(x.stem for x in (root / RECIPES_DIR).glob("*.y*ml"))
-        if (root / RECIPES_DIR).is_dir()
-        else []
-    )
+    known = sorted(x.stem for x in (root / RECIPES_DIR).glob("*.y*ml"))  # none: no folder
     raise RecipeError(
         [
             Problem(
@@ -91,10 +81,7 @@ def find_recipe(spec: str, root: Path) -> Path:
 def resolve_recipe(spec: str | None, name: str, root: Path) -> tuple[Recipe, Path | None]:
     """--recipe beats a recipe named like the archive; with neither, a recipe without families.
     Returns the recipe and the file it was read from (None: none)."""
-    if spec:
-        found: Path | None = find_recipe(spec, root)
-    else:
-        found = recipe_file(None, name, root)
+    found = find_recipe(spec, root) if spec else recipe_file(None, name, root)
     if found is None:
         return Recipe(name=name), None
     recipe = load_recipe_file(found, root)
@@ -127,17 +114,11 @@ def tokens(name: str) -> list[str]:
 
 def repo_paths(git_dir: str, history: bool = True) -> list[str]:
     """Paths at HEAD, and (history=True) every path the history ever touched."""
-    base = ["git", f"--git-dir={git_dir}", "-c", "core.quotepath=false"]
-    head = subprocess.run(
-        [*base, "ls-tree", "-r", "--name-only", "HEAD"], capture_output=True, text=True
-    ).stdout.splitlines()
+    git = partial(GitRepo(git_dir).run, "-c", "core.quotepath=false")
+    head = git("ls-tree", "-r", "--name-only", "HEAD").splitlines()
     if not history:
         return head
-    past = subprocess.run(
-        [*base, "log", "--format=", "--name-only", "--no-renames", "HEAD"],
-        capture_output=True,
-        text=True,
-    ).stdout.splitlines()
+    past = git("log", "--format=", "--name-only", "--no-renames", "HEAD").splitlines()
     return sorted(set(head) | {p for p in past if p})
 
 

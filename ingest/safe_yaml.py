@@ -96,40 +96,24 @@ def _too_many_nodes(root: Any) -> int | None:
     return None
 
 
-def _bad_timestamp(loader: Any, root: Any) -> tuple[int, str] | None:
-    """(0-based line, message) of the first timestamp-looking scalar that is no real date."""
-    stack, seen = [root], set()
+def _faults(loader: Any, root: Any, path: str, first_line: int) -> list[Problem]:
+    """Every mapping key given twice (YAML would silently keep the last), both lines named; else
+    the first timestamp-looking scalar that is no real date (it would raise while constructed)."""
+    dups: list[Problem] = []
+    bad: list[Problem] = []
+    stack, visited = [root], set()
     while stack:
         n = stack.pop()
-        if id(n) in seen:
-            continue
-        seen.add(id(n))
-        if isinstance(n, yaml.ScalarNode) and n.tag == _TIMESTAMP:
-            try:
-                loader.construct_yaml_timestamp(n)
-            except (ValueError, OverflowError) as exc:
-                return int(n.start_mark.line), f"{n.value!r} is not a valid date or time ({exc})"
-        stack.extend(_children(n))
-    return None
-
-
-def _duplicate_keys(node: Any, path: str, first_line: int) -> list[Problem]:
-    """Every mapping key given twice (YAML would silently keep the last), both lines named."""
-    problems = []
-    stack = [node]
-    visited: set[int] = set()
-    while stack:
-        n = stack.pop()
-        if id(n) in visited:  # an alias: its mapping was checked where its anchor is
+        if id(n) in visited:  # an alias: it was checked where its anchor is
             continue
         visited.add(id(n))
         if isinstance(n, yaml.MappingNode):
             seen: dict[Any, int] = {}
-            for k, v in n.value:
+            for k, _ in n.value:
                 if isinstance(k, yaml.ScalarNode) and k.value != "<<":
                     line = k.start_mark.line + first_line
                     if k.value in seen:
-                        problems.append(
+                        dups.append(
                             Problem(
                                 path=path,
                                 line=line,
@@ -141,10 +125,15 @@ def _duplicate_keys(node: Any, path: str, first_line: int) -> list[Problem]:
                         )
                     else:
                         seen[k.value] = line
-                stack.append(v)
-        elif isinstance(n, yaml.SequenceNode):
-            stack.extend(n.value)
-    return problems
+        elif isinstance(n, yaml.ScalarNode) and n.tag == _TIMESTAMP and not bad:
+            try:
+                loader.construct_yaml_timestamp(n)
+            except (ValueError, OverflowError) as exc:
+                why = f"{n.value!r} is not a valid date or time ({exc})"
+                line = n.start_mark.line + first_line
+                bad = [Problem(path=path, line=line, code="bad-date", message=why)]
+        stack.extend(_children(n))
+    return dups or bad
 
 
 def load_yaml(text: str, path: str, first_line: int = 1) -> tuple[Any, Any]:
@@ -167,12 +156,9 @@ def load_yaml(text: str, path: str, first_line: int = 1) -> tuple[Any, Any]:
                 path, big + first_line, "too-many-nodes",
                 f"YAML aliases expand to more than {MAX_NODES:,} values; write the values out",
             )  # fmt: skip
-        dups = _duplicate_keys(node, path, first_line)
-        if dups:
-            raise YamlProblem(dups)
-        bad = _bad_timestamp(loader, node)
-        if bad is not None:
-            raise _problem(path, bad[0] + first_line, "bad-date", bad[1])
+        faults = _faults(loader, node, path, first_line)
+        if faults:
+            raise YamlProblem(faults)
         data = loader.construct_document(node)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)

@@ -102,6 +102,20 @@ def test_hand_edited_front_matter_goes_through_yaml(tmp_path):
     assert problems == [] and entries[0].families == ["decode", "prefill"]
 
 
+def test_hand_edited_files_mapping_is_a_problem_not_a_crash(tmp_path):
+    # `files:` then an indented key (a mapping where kbase writes a list): fast_meta indexed the
+    # empty list and raised IndexError out of the index run
+    card = make_card(4, "2024-05-01T10:00:00+08:00", ["a.py"])
+    write(tmp_path, card)
+    text = render_card(card).replace("files:\n- path: a.py", "files:\n  path: a.py")
+    (tmp_path / "pr_archive" / "demo" / "4.md").write_text(text)
+    assert fast_meta(split_card(text).yaml_text) is None
+    entries, problems = load_card_entries(tmp_path)
+    assert entries == [] and [(p.path, p.field) for p in problems] == [
+        ("pr_archive/demo/4.md", "files")
+    ]
+
+
 def test_load_card_entries_ids_tags_chunks_and_hash(tmp_path):
     c1 = make_card(
         11,
