@@ -17,6 +17,7 @@ from kbase.ingest.card_format import split_card  # noqa: E402
 from kbase.ingest.mine_state import recipe_fingerprint  # noqa: E402
 from kbase.ingest.mining import mine  # noqa: E402
 from mining_fixtures import load_card_entries  # noqa: E402
+from procs import kill9_when  # noqa: E402
 
 from kbase.schema import PRCard, Recipe  # noqa: E402
 
@@ -239,8 +240,6 @@ def _load_named(root: Path, name: str, stem: str) -> tuple[PRCard, str]:
 
 def test_a_killed_mine_reruns_from_its_cache_byte_identical(tmp_path):
     import os
-    import signal
-    import time
 
     repo = _repo(tmp_path)
     for i in range(80):
@@ -278,12 +277,7 @@ def test_a_killed_mine_reruns_from_its_cache_byte_identical(tmp_path):
         return len(list(folder.glob("*.md"))) if folder.is_dir() else 0
 
     # one card a commit here: the sixth card is written after the first flush (5 commits)
-    deadline = time.monotonic() + 120
-    while cards() < 6 and proc.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.005)
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
-    assert proc.returncode == -signal.SIGKILL, "the mine finished before it was killed"
+    kill9_when(proc, lambda: cards() >= 6, "mine", timeout_s=120)
     assert not (folder / ".state.json").exists()  # the state is written last
     r = subprocess.run(cmd, env=env, capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
