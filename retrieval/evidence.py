@@ -21,7 +21,6 @@ from kbase.retrieval.tokenize import STOPWORDS, base_tokens
 
 IDENT_SECTIONS = frozenset({"trigger", "failure_modes"})
 _LINE_HEAD = re.compile(r"^\s*-?\s*(?:literal:\s*|symptom:\s*|cause:\s*)?")
-_CAUSE = re.compile(r"^\s*cause:", re.I)
 _FIX = re.compile(r"^\s*fix:", re.I)
 
 
@@ -211,7 +210,7 @@ def coverage(query: dict[str, float], line: frozenset[str], weight: float) -> fl
 def use_when(c) -> str:
     """One line saying when a candidate applies: a skill's first description sentence, a PR
     card's title (both already at hand: no chunk text is read for a PR card)."""
-    if c.kind == "skill" and c.source is not None and c.position >= 0:
+    if c.kind == "skill":
         got = facts(c.source, c.position).use_when
         if got:
             return got

@@ -38,10 +38,6 @@ def _tables() -> tuple[list[tuple[str, str]], dict[str, str]]:
     return zh_pairs, aliases
 
 
-def term_count() -> int:
-    return len((read_yaml("glossary.yaml") or {}).get("terms", []))
-
-
 _WORD = re.compile(r"[A-Za-z][A-Za-z0-9_\-]*")
 
 

@@ -180,8 +180,6 @@ class Lexical:
     scores are the column sums of its tokens, as bm25s computes them."""
 
     def __init__(self, path: Path):
-        import json
-
         params = json.loads((path / "params.index.json").read_text(encoding="utf-8"))
         self.num_docs = int(params["num_docs"])
         self.dtype = np.dtype(params.get("dtype", "float32"))

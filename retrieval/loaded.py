@@ -30,8 +30,6 @@ class LoadedIndex:
 
     def __init__(self, home: Path, gen):
         """`gen`: a generation loaded lazy (its entries an EntryTable)."""
-        self.gen_id = gen.gen_id
-        self.vector_store = gen.meta.get("vector_store")  # where its vectors live (vectors.py)
         self.entries: EntryTable = gen.entries
         self._texts = gen.texts
         table = self.entries

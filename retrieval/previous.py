@@ -35,17 +35,6 @@ def write_carry(path: Path, entries: list[Any]) -> None:
     (path / CARRY).write_text(json.dumps(cols), "ascii")
 
 
-def read_carry(path: Path, n: int) -> dict[str, list[Any]] | None:
-    """The carry columns of a generation of n entries; None when absent or inconsistent."""
-    try:
-        cols = json.loads((path / CARRY).read_bytes())
-        if any(len(cols[k]) != n for k in ("paths", "hashes", "sections")):
-            return None
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
-    return cols
-
-
 class Carried:
     """One entry of the previous generation, at position i of its table, not decoded: the
     indexer needs its columns, and its chunks only where it is decoded (Previous.decoded)."""
@@ -78,11 +67,14 @@ class Carried:
 
 def carried_entries(table: EntryTable, path: Path) -> list[Carried] | None:
     """Every entry of a generation as Carried, or None when it lacks the carry columns (written
-    before them) or its columns disagree with its entries (then it is decoded instead)."""
-    cols = read_carry(path, len(table))
-    if cols is None or any(
-        len(s) != len(c) for s, c in zip(cols["sections"], table.chunk_ids, strict=True)
-    ):
+    before them) or they disagree with its entries (then it is decoded instead)."""
+    try:
+        cols = json.loads((path / CARRY).read_bytes())
+        if any(len(cols[k]) != len(table) for k in ("paths", "hashes", "sections")) or any(
+            len(s) != len(c) for s, c in zip(cols["sections"], table.chunk_ids, strict=True)
+        ):
+            return None
+    except (OSError, ValueError, KeyError, TypeError):
         return None
     return [Carried(table, cols, i) for i in range(len(table))]
 

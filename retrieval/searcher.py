@@ -29,17 +29,6 @@ from kbase.schema import Entry
 MODES = (*_PUBLIC_MODES, "rrf")
 
 
-def normalize_tag(tag: str) -> str:
-    """Accept `archs=hopper` as well as `archs=sm90`; keys outside the vocabulary pass through."""
-    from kbase.vocab import canonical_value
-
-    if "=" not in tag:
-        raise ValueError(f"tag filter must look like key=value, got {tag!r}")
-    key, value = (s.strip() for s in tag.split("=", 1))
-    canon = canonical_value(key, value)
-    return f"{key}={canon or value}"
-
-
 def _freeze_long_lived() -> None:
     """Leave the index just loaded (~400k objects at 100k entries) out of the cyclic
     collector's passes: a full pass over them took 0.2-0.5 s of one warm search every few
@@ -161,7 +150,7 @@ class Searcher:
             # deleted collections or vectors: reopen once, then fall back to BM25 alone.
             self._reset_store()
             try:
-                return self.store().query_each(vec, asks)
+                return self.store().submit_each(vec, asks, background=False)()
             except Exception:  # noqa: BLE001
                 print(
                     f"kbase: warning: vector search failed ({type(exc).__name__}: {exc}); "
@@ -305,7 +294,7 @@ class Searcher:
         idx = self.index()
         if idx is None:
             return []
-        tags = [normalize_tag(t) for t in tags or []]
+        tags = list(tags or [])  # as SearchQuery normalized them (archs=hopper: sm90)
         qp = plan(query)
         mask = idx.entry_mask(kind, repo, tags, since, until)
         mask_key = (kind, repo, tuple(tags), since, until)
@@ -357,8 +346,7 @@ class Searcher:
         generation each came from (a re-index may have published another since)."""
         by_source: dict[int, tuple[LoadedIndex, list[Entry]]] = {}
         for c in cands:
-            if c.source is not None:
-                by_source.setdefault(id(c.source), (c.source, []))[1].append(c.entry)
+            by_source.setdefault(id(c.source), (c.source, []))[1].append(c.entry)
         for idx, entries in by_source.values():
             idx.fill_texts(entries)
 

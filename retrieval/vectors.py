@@ -196,20 +196,15 @@ class VectorStore:
             col.delete(ids=ids[i : i + _BATCH])
 
     # ------------------------------------------------------------ reads
-    def query_each(
-        self, vector: list[float], asks: Iterable[tuple[str, int, dict[str, Any] | None]]
-    ) -> list[tuple[str, float]]:
-        """(chunk id, cosine similarity) best first: n hits of each (partition, n, where)."""
-        return self.submit_each(vector, asks, background=False)()
-
     def submit_each(
         self,
         vector: list[float],
         asks: Iterable[tuple[str, int, dict[str, Any] | None]],
         background: bool = True,
     ) -> Callable[[], list[tuple[str, float]]]:
-        """query_each started on the store's threads; call the result for the rows (it raises
-        what the query raised). background=False: one partition is asked in this thread."""
+        """(chunk id, cosine similarity) best first: n hits of each (partition, n, where), asked
+        on the store's threads; call the result for the rows (it raises what the query raised).
+        background=False: one partition is asked in this thread."""
         todo = [(c, n, w) for key, n, w in asks if (c := self._col(key, create=False)) is not None]
 
         def one(ask) -> list[tuple[str, float]]:
