@@ -109,11 +109,11 @@ def pointer_stamp(home: Path) -> tuple[int, int] | None:
         return None
 
 
-def load_generation(home: Path, gen_id: str | None = None, full: bool = False) -> Generation | None:
+def load_generation(home: Path, full: bool = False) -> Generation | None:
     """The generation with its entries as an EntryTable (each decoded when first used) and its
     chunk texts left out (filled on demand through Generation.texts), as a searcher and the
     indexer hold it. `full`: every entry decoded, with its chunk texts (tests, benchmarks)."""
-    gid = gen_id or current_id(home)
+    gid = current_id(home)
     if not gid:
         return None
     path = gens_dir(home) / gid
@@ -211,23 +211,17 @@ def write_entries(
     (path / "meta.json").write_text(json.dumps({**meta, "format": FORMAT_VERSION}, indent=1))
 
 
-def publish(home: Path, gid: str, tmp_path: Path, keep: int = 2) -> None:
-    final = gens_dir(home) / gid
-    os.replace(tmp_path, final)
+def publish(home: Path, gid: str, tmp_path: Path) -> None:
+    os.replace(tmp_path, gens_dir(home) / gid)
     ptr_tmp = home / f".{POINTER}.{os.getpid()}"
     ptr_tmp.write_text(gid)
     os.replace(ptr_tmp, home / POINTER)
-    _prune(home, keep_latest=keep)
-
-
-def _prune(home: Path, keep_latest: int) -> None:
     # Keep the previous generation too: a reader that loaded it a moment ago may still
     # be mapping vector hits onto it.
-    cur = current_id(home)
     gens = sorted(p for p in gens_dir(home).iterdir() if p.is_dir())
     finished = [p for p in gens if not p.name.endswith(".tmp")]
-    for p in finished[:-keep_latest]:
-        if p.name != cur:
+    for p in finished[:-2]:
+        if p.name != gid:
             shutil.rmtree(p, ignore_errors=True)
     for p in gens:
         if p.name.endswith(".tmp") and time.time() - p.stat().st_mtime > 3600:

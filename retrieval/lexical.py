@@ -47,10 +47,6 @@ class TokenCache:
         self.off = off
         self.titles: dict[str, np.ndarray] = {}  # title -> its ids (see title_ids)
 
-    def get(self, chunk_id: str) -> np.ndarray | None:
-        i = self.row.get(chunk_id)
-        return None if i is None else self.flat[self.off[i] : self.off[i + 1]]
-
 
 def load_token_cache(bm25_dir: Path, titles: list[str] | None = None) -> TokenCache | None:
     """The previous generation's token ids, if the tokenizer is unchanged (chunk ids carry the

@@ -21,12 +21,8 @@ from kbase.retrieval.evidence import words
 from kbase.retrieval.loaded import LoadedIndex
 from kbase.retrieval.query import QueryPlan, plan
 
-from kbase.closed_sets import MODES as _PUBLIC_MODES
+from kbase.closed_sets import MODES
 from kbase.schema import Entry
-
-# The public modes (kbase.closed_sets.MODES) plus "rrf": the old reciprocal-rank fusion, kept
-# for the benchmarks' side-by-side comparison only.
-MODES = (*_PUBLIC_MODES, "rrf")
 
 
 def _freeze_long_lived() -> None:
@@ -286,7 +282,8 @@ class Searcher:
         weights: dict[str, float] | None = None,
         fill_texts: bool = True,
     ) -> list[Candidate]:
-        """`weights` overrides the fitted fusion weights (by feature name), for experiments.
+        """`weights` overrides the fitted fusion weights (by feature name), for experiments
+        (fusion.DEFAULT_WEIGHTS: the old reciprocal-rank fusion).
         `fill_texts=False` leaves the candidates' chunk texts to the caller (`fill_texts()`),
         which then reads them for the few hits it keeps."""
         if mode not in MODES:
@@ -316,11 +313,7 @@ class Searcher:
             order = pool.dense_order
             scores = pool.features[order, F.FEATURES.index("dense")]
         else:
-            w = (
-                F.weights_vector(F.DEFAULT_WEIGHTS if mode == "rrf" else weights)
-                if (weights is not None or mode == "rrf")
-                else self.weights
-            )
+            w = F.weights_vector(weights) if weights is not None else self.weights
             s = pool.features @ w
             order = np.argsort(-s, kind="stable").tolist()
             scores = s[order]

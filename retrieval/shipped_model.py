@@ -128,11 +128,11 @@ class SeededEmbedder:
             self.backend = getattr(self._inner, "backend", "torch")
         return self._inner
 
-    def embed(self, texts: list[str], max_length: int | None = None, **kw) -> np.ndarray:
+    def embed(self, texts: list[str], max_length: int | None = None) -> np.ndarray:
         found: list[Any] = [self.seed.get(t, max_length) for t in texts]
         todo = [i for i, v in enumerate(found) if v is None]
         if todo:
-            fresh = self.real().embed([texts[i] for i in todo], max_length=max_length, **kw)
+            fresh = self.real().embed([texts[i] for i in todo], max_length=max_length)
             for j, i in enumerate(todo):
                 found[i] = fresh[j]
         return np.stack(found).astype(np.float32) if found else np.zeros((0, 384), np.float32)
