@@ -1,11 +1,8 @@
 """What identifies a failure in a skill (issue #25): the chunks a person's error text should be
 matched against (its triggers and failure modes, not its steps and notes), and each trigger,
 symptom and cause line as a token set, so a query that repeats an error line verbatim is recognised
-as such rather than scored like any topical overlap.
-
-Made once per generation and skill, when the skill first shows up among a search's candidates:
-the entry is decoded and its trigger and failure-mode texts filled (a few dozen small skills, not
-the whole archive), and stored beside the generation for the processes after (State).
+as such rather than scored like any topical overlap. Made when a skill first shows up among a
+search's candidates, and stored beside the generation for later processes (State).
 """
 
 from __future__ import annotations

@@ -1,16 +1,11 @@
-"""The embedding model through ONNX Runtime: the shipped model, written into `<home>/onnx/`
-(retrieval/shipped_model.py), embeds queries and, on CPU, documents (by default through its int8
-copy). It never imports torch, transformers or sentence-transformers: they cost seconds to load,
-onnxruntime + tokenizers milliseconds.
-
-Documents are sorted by token count so each batch pads little, and batches run side by side, one
-thread each, without spinning (issue #11). The int8 document model (onnxruntime's dynamic
-quantization of the weight MatMuls, per output channel; attention's activation MatMuls stay fp32)
-halves the cost of index-time embedding on a small CPU; queries keep the fp32 model, whose vectors
-find int8 documents as well (bench/bench_build.py --quality). Its vectors are a recipe of their
-own (index_recipe: part of every vector id and of meta.dense). It needs the `onnx` package (the
-`index` extra); without it the index keeps fp32 vectors.
-"""
+"""The embedding model through ONNX Runtime (docs/agents.md): queries and, on CPU, documents, by
+default through an int8 copy. It never imports torch, transformers or sentence-transformers: they
+cost seconds to load, onnxruntime + tokenizers milliseconds. Documents are sorted by token count
+so each batch pads little, and batches run side by side, one thread each, without spinning (issue
+#11). The int8 model (dynamic quantization of the weight MatMuls, per output channel) halves
+index-time embedding on a small CPU; queries keep fp32, whose vectors find int8 documents as well
+(bench/bench_build.py --quality). It needs the `onnx` package; its vectors are a recipe of their
+own (index_recipe: part of every vector id)."""
 
 from __future__ import annotations
 

@@ -1,13 +1,8 @@
-"""What a re-index takes over from the previous generation without redoing it (issue #11: an
-incremental re-index after one edit must take under a second at ~6.5k entries).
-
-Validating all ~6.5k entries of a mined archive into models was a second of every incremental
-re-index, so unchanged entries are carried over undecoded: a `Carried` entry answers what the
-indexer asks (id, path, content hash, kind, repo, title, tags, chunk ids and sections) from the
-generation's columns and carry.json, and the writer copies its stored lines as they are.
-`Previous.decoded` builds the whole entry where it is needed (to embed again, an edited entry's
-old chunk texts). A run that finds nothing changed publishes no new generation.
-"""
+"""What a re-index takes over from the previous generation without redoing it (issue #11: under a
+second after one edit at ~6.5k entries; docs/architecture.md). Validating ~6.5k entries into
+models was a second of every re-index, so unchanged entries are carried over undecoded (`Carried`,
+from the columns and carry.json) and the writer copies their stored lines; `Previous.decoded`
+builds a whole entry where one is needed."""
 
 from __future__ import annotations
 

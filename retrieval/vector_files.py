@@ -1,11 +1,8 @@
-"""Each generation's dense vectors as numpy files beside its BM25 index, one per partition
-(`vectors/<partition>.npy` + `.ids.json`). Chroma stays the store `kbase index` writes and a
-Chroma server answers from; the files let a cold search score a small partition with one matrix
-product instead of importing chromadb (most of a cold search), and let the indexer learn which
-vectors exist, and take them over, without asking Chroma for every id (issue #11). A published
-generation's files never change, so a reader keeps a consistent view while another process
-re-indexes.
-"""
+"""Each generation's dense vectors as numpy files, one per partition (docs/architecture.md): a
+cold search scores a small partition with one matrix product instead of importing chromadb (most
+of a cold search), and the indexer learns which vectors exist, and takes them over, without asking
+Chroma for every id (issue #11). A published generation's files never change: a reader's view
+stays consistent while another process re-indexes."""
 
 from __future__ import annotations
 
