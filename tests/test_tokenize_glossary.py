@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kbase.retrieval.glossary import expand
+from kbase.retrieval.query import expand
 from kbase.retrieval.tokenize import tokens
 
 from kbase.data import read_yaml
