@@ -8,7 +8,7 @@ from collections import Counter
 from pathlib import Path
 
 import numpy as np
-from kbase.retrieval.entry_table import EntryTable
+from kbase.retrieval.generations import EntryTable
 from kbase.retrieval.lexical import Lexical, read_title_ids
 from kbase.retrieval.vector_files import GenVectors
 from kbase.retrieval.vectors import partition_key

@@ -11,8 +11,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from kbase.retrieval.entry_table import EntryTable
-from kbase.retrieval.generations import FORMAT_VERSION, Generation, read_card_stats
+from kbase.retrieval.generations import FORMAT_VERSION, EntryTable, Generation, read_card_stats
 
 from kbase.schema import Chunk, Entry
 
