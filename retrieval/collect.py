@@ -103,6 +103,8 @@ def collect_entries(
     from kbase.ingest.files import display_path
     from kbase.ingest.skills import find_skill_files, load_entries
 
+    from kbase.schema import Problem  # at run time: a duplicate id is reported with it
+
     entries: list[Entry] = []
     problems: list[Problem] = []
     failed: set[str] = set()
