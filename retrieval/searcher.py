@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import _thread
 import functools
+import gc
 import re
 import sys
 import threading
@@ -23,15 +24,6 @@ from kbase.retrieval.query import QueryPlan, plan
 
 from kbase.closed_sets import MODES
 from kbase.schema import Entry
-
-
-def _freeze_long_lived() -> None:
-    """Leave the index just loaded (~400k objects at 100k entries) out of the cyclic
-    collector's passes: a full pass over them took 0.2-0.5 s of one warm search every few
-    hundred (issue #11). Reference counting still frees them."""
-    import gc
-
-    gc.freeze()
 
 
 class Future:
@@ -105,7 +97,10 @@ class Searcher:
                 if self._loaded is None or stamp != self._stamp:
                     gen = G.load_generation(self.home)
                     self._loaded = LoadedIndex(self.home, gen) if gen else None
-                    _freeze_long_lived()
+                    # Leave the index just loaded (~400k objects at 100k entries) out of the
+                    # cyclic collector's passes: a full pass over them took 0.2-0.5 s of one warm
+                    # search every few hundred (issue #11). Reference counting still frees them.
+                    gc.freeze()
                     if self._stamp is not None:
                         # Another process re-indexed: collection handles (and an embedded
                         # client's view of them) may be stale.
@@ -258,7 +253,7 @@ class Searcher:
             if qtok:
                 overlap = idx.title_overlap([order[r] for r in prs], qtok)
                 X[prs, col["title"]] = overlap / len(qtok)
-        F.add_priors(qp, order, rows, X, col, idx.dates, idx.categories)
+        F.add_priors(qp, order, rows, X, col, idx.entries.dates, idx.entries.categories)
         return Pool(
             entries=order,
             features=X,
