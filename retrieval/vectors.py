@@ -151,26 +151,22 @@ class VectorStore:
         return out
 
     # ------------------------------------------------------------ writes
-    def existing_ids(self, key: str, ids: list[str]) -> set[str]:
+    def _get(self, key: str, ids: list[str], include: list) -> list[dict]:
+        """Chroma's get() of these ids, a batch at a time ([] for a partition it lacks)."""
         col = self._col(key, create=False)
-        found: set[str] = set()
         if col is None:
-            return found
-        for i in range(0, len(ids), _BATCH):
-            got = col.get(ids=ids[i : i + _BATCH], include=[])
-            found.update(got["ids"])
-        return found
+            return []
+        return [
+            col.get(ids=ids[i : i + _BATCH], include=include) for i in range(0, len(ids), _BATCH)
+        ]
+
+    def existing_ids(self, key: str, ids: list[str]) -> set[str]:
+        return {i for got in self._get(key, ids, []) for i in got["ids"]}
 
     def get_vectors(self, key: str, ids: list[str]) -> dict[str, list[float]]:
         """chunk id -> stored vector, for the ids this partition holds."""
-        col = self._col(key, create=False)
-        out: dict[str, list[float]] = {}
-        if col is None:
-            return out
-        for i in range(0, len(ids), _BATCH):
-            got = col.get(ids=ids[i : i + _BATCH], include=["embeddings"])
-            out.update(zip(got["ids"], got["embeddings"], strict=True))
-        return out
+        got = self._get(key, ids, ["embeddings"])
+        return {i: v for g in got for i, v in zip(g["ids"], g["embeddings"], strict=True)}
 
     def upsert(
         self, key: str, ids: list[str], vectors, metadatas: list[dict[str, Any]] | None
