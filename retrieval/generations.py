@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import functools
+import itertools
 import json
 import os
 import shutil
@@ -259,13 +260,13 @@ def write_entries(
     path: Path,
     entries: Sequence[Any],
     meta: dict,
-    stored_line: Callable[[Any], bytes | None] | None = None,
-    table: EntryTable | None = None,
+    stored_line: Callable[[Any], bytes | None],
+    table: EntryTable | None,
 ) -> None:
     """`entries`: models, or Carried entries of the previous generation whose `table` holds
-    their stored lines and column values (retrieval/previous.py). `stored_line(entry)`: the
-    entry's texts line as a previous generation stored it, for an entry taken over unchanged (its
-    texts may not be loaded), else None."""
+    their stored lines and column values (retrieval/previous.py; None: there is none).
+    `stored_line(entry)`: the entry's texts line as a previous generation stored it, for an entry
+    taken over unchanged (its texts may not be loaded), else None."""
     from kbase.retrieval.previous import Carried, write_carry
 
     # The entries without their chunk texts, one line each (serialized by pydantic's core: the
@@ -275,8 +276,6 @@ def write_entries(
     # line and column values are copied as stored (decoding and encoding them again was most of
     # an incremental re-index).
     carried = [isinstance(e, Carried) for e in entries]
-    if any(carried) and table is None:
-        raise ValueError("carried entries need the table they were read from")
     fresh = [e for e, c in zip(entries, carried, strict=True) if not c]
     dump = _entry_adapter().dump_json  # pydantic never writes a raw newline inside a line
     dumped = iter([dump(e, exclude=_NO_TEXT) for e in fresh])
@@ -285,9 +284,7 @@ def write_entries(
         for e, c in zip(entries, carried, strict=True)
     ]
     (path / ENTRIES).write_bytes(b"".join(row + b"\n" for row in rows))
-    ends = [0]
-    for row in rows:
-        ends.append(ends[-1] + len(row) + 1)
+    ends = [0, *itertools.accumulate(len(row) + 1 for row in rows)]
     cols = columns_of(fresh)
     if table is not None and len(fresh) < len(entries):
         for name, values in cols.items():
@@ -297,14 +294,12 @@ def write_entries(
             ]
     (path / COLUMNS).write_text(json.dumps({**cols, "offsets": ends}), "ascii")
     write_carry(path, list(entries))
-    lines, offsets, pos = [], [], 0
-    for e in entries:
-        line = stored_line(e) if stored_line is not None else None
-        if line is None:
-            line = json.dumps([c.text for c in e.chunks], ensure_ascii=False).encode() + b"\n"
-        offsets.append(pos)
-        pos += len(line)
-        lines.append(line)
+    lines = [
+        stored_line(e)
+        or json.dumps([c.text for c in e.chunks], ensure_ascii=False).encode() + b"\n"
+        for e in entries
+    ]
+    offsets = [0, *itertools.accumulate(len(line) for line in lines)][:-1]
     (path / TEXTS).write_bytes(b"".join(lines))
     (path / TEXT_OFFSETS).write_text(json.dumps(offsets), "ascii")
     (path / "meta.json").write_text(json.dumps({**meta, "format": FORMAT_VERSION}, indent=1))
