@@ -81,9 +81,7 @@ class Previous:
         table = gen.entries if gen is not None else None
         self.table = table if isinstance(table, EntryTable) else None
         carried = (
-            carried_entries(self.table, gen.path)
-            if gen is not None and self.table is not None
-            else None
+            None if gen is None or self.table is None else carried_entries(self.table, gen.path)
         )
         self.carries = carried is not None
         self.entries: Sequence[Any] = (
