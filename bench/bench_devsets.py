@@ -43,7 +43,7 @@ def run(kb, modes=MODES, halves: tuple[str, ...] = ("tune", "test")) -> dict:
         kind = KIND[name]
 
         def search(q: str, mode: str, kind: str = kind) -> list[str]:
-            return [c.entry.id for c in kb.searcher().search(q, k=10, kind=kind, mode=mode)]
+            return _ranked(kb, q, kind, mode)
 
         t = time.perf_counter()
         scores = D.evaluate(search, ok, modes)
@@ -62,13 +62,21 @@ def run(kb, modes=MODES, halves: tuple[str, ...] = ("tune", "test")) -> dict:
     older = load_queries(REPO / "tests" / "eval", "skills_*.yaml")
     older_q = [D.DevQuery(q.query, q.expected, "older") for q in older]
     for m in modes:
-        rows = [
-            (q, [c.entry.id for c in kb.searcher().search(q.query, k=10, kind="skill", mode=m)])
-            for q in older_q
-        ]
+        rows = [(q, _ranked(kb, q.query, "skill", m)) for q in older_q]
         result["older"][m] = D.score(rows).as_dict()
     result["older_queries"] = len(older_q)
     return result
+
+
+def _ranked(kb, query: str, kind: str, mode: str) -> list[str]:
+    """The top 10 entry ids; "rrf", the old reciprocal-rank fusion, is hybrid with its weights."""
+    from kbase.retrieval.fusion import DEFAULT_WEIGHTS
+
+    if mode == "rrf":
+        got = kb.searcher().search(query, k=10, kind=kind, weights=DEFAULT_WEIGHTS)
+    else:
+        got = kb.searcher().search(query, k=10, kind=kind, mode=mode)
+    return [c.entry.id for c in got]
 
 
 def print_tables(res: dict, console: Console) -> None:

@@ -20,51 +20,30 @@ class Candidate:
     k * 4 + 20 candidates and its caller keeps k); `id` and `kind` come from the generation's
     columns."""
 
-    __slots__ = ("score", "chunk_index", "source", "_pos", "_entry", "confidence", "matched")
+    __slots__ = ("score", "chunk_index", "source", "position", "_entry", "confidence", "matched")
 
-    def __init__(
-        self,
-        entry: Entry | None = None,
-        score: float = 0.0,
-        chunk_index: int = 0,  # index into entry.chunks of the best-matching chunk
-        source: LoadedIndex | None = None,  # the generation it came from (its chunk texts)
-        pos: int = -1,  # its position in source.entries, when entry is left to decode
-    ):
-        if entry is None and (source is None or pos < 0):
-            raise ValueError("a candidate needs its entry or its position in a generation")
+    def __init__(self, score: float, chunk_index: int, source: LoadedIndex, pos: int):
         self.score = score
-        self.chunk_index = chunk_index
-        self.source = source
-        self._pos = pos
-        self._entry = entry
+        self.chunk_index = chunk_index  # index into entry.chunks of the best-matching chunk
+        self.source = source  # the generation it came from (its chunk texts)
+        self.position = pos  # its position in source.entries
+        self._entry: Entry | None = None
         self.confidence: float | None = None  # P(this entry fixes the query), fusion.confidence
         self.matched = ""  # the trigger or symptom line the query repeats most (skills)
 
     @property
     def entry(self) -> Entry:
         if self._entry is None:
-            assert self.source is not None
-            self._entry = self.source.entries[self._pos]
+            self._entry = self.source.entries[self.position]
         return self._entry
 
     @property
-    def position(self) -> int:
-        """Its position in `source.entries` (-1 when it was made from an entry alone)."""
-        if self._pos >= 0 or self.source is None:
-            return self._pos
-        return self.source.by_id.get(self.entry.id, -1)
-
-    @property
     def id(self) -> str:
-        if self._entry is None and self.source is not None:
-            return self.source.entries.ids[self._pos]
-        return self.entry.id
+        return self.source.entries.ids[self.position]
 
     @property
     def kind(self) -> str:
-        if self._entry is None and self.source is not None:
-            return self.source.entries.kinds[self._pos]
-        return self.entry.kind
+        return self.source.entries.kinds[self.position]
 
 
 def best_per_entry(

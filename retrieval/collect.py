@@ -45,8 +45,8 @@ def _file_sig(p: Path | str) -> list[int] | None:
 def _cards(
     root: Path,
     reuse: dict[str, Entry],
-    stats: dict[str, list[int]] | None = None,
-    new_stats: dict[str, list[int]] | None = None,
+    stats: dict[str, list[int]],
+    new_stats: dict[str, list[int]],
 ) -> tuple[list[Entry], list[Problem]]:
     """Every PR card as an Entry; a card unchanged since the previous generation is taken from
     it instead of being parsed again: parsing thousands of YAML cards was most of an
@@ -59,7 +59,6 @@ def _cards(
 
     entries: list[Entry] = []
     problems: list[Problem] = []
-    stats = stats or {}
     import os
 
     prefix = str(root) + os.sep
@@ -68,7 +67,7 @@ def _cards(
         shown = sp[len(prefix) :] if sp.startswith(prefix) else display_path(Path(sp), root)
         old = reuse.get(shown)
         sig = _file_sig(sp)
-        if sig is not None and new_stats is not None:
+        if sig is not None:
             new_stats[shown] = sig
         if old is not None:
             if sig is not None and stats.get(shown) == sig:
@@ -88,8 +87,7 @@ def _cards(
             entries.append(card_entry(load_card(Path(sp), root)))
         except CardProblems as cp:
             problems.extend(cp.problems)
-            if new_stats is not None:
-                new_stats.pop(shown, None)
+            new_stats.pop(shown, None)
     return entries, problems
 
 
@@ -105,9 +103,12 @@ def collect_entries(
     from kbase.ingest.files import display_path
     from kbase.ingest.skills import find_skill_files, load_entries
 
+    from kbase.schema import Problem  # at run time: a duplicate id is reported with it
+
     entries: list[Entry] = []
     problems: list[Problem] = []
     failed: set[str] = set()
+    reuse, stats, new_stats = reuse or {}, stats or {}, {} if new_stats is None else new_stats
     from kbase.drafts import find_draft_files
 
     files = find_skill_files(root) + find_draft_files(root)  # drafts: searchable, status draft
@@ -117,15 +118,10 @@ def collect_entries(
     for f in files:
         shown = display_path(f, root)
         sig = _file_sig(f)
-        if sig is not None and new_stats is not None:
+        if sig is not None:
             new_stats[shown] = sig
-        old = (reuse or {}).get(shown)
-        if (
-            old is not None
-            and old.kind != "pr"
-            and sig is not None
-            and (stats or {}).get(shown) == sig
-        ):
+        old = reuse.get(shown)
+        if old is not None and old.kind != "pr" and sig is not None and stats.get(shown) == sig:
             kept[f] = old
     todo = [f for f in files if f not in kept]
     parsed = dict(zip(todo, load_entries(todo, root), strict=True)) if todo else {}
@@ -139,10 +135,9 @@ def collect_entries(
         else:
             problems.extend(bad)
             failed.add(display_path(f, root))
-            if new_stats is not None:
-                new_stats.pop(display_path(f, root), None)
+            new_stats.pop(display_path(f, root), None)
     if (root / "pr_archive").is_dir():
-        cards, card_problems = _cards(root, reuse or {}, stats, new_stats)
+        cards, card_problems = _cards(root, reuse, stats, new_stats)
         entries.extend(cards)
         problems.extend(card_problems)
         failed.update(p.path for p in card_problems)

@@ -1,12 +1,7 @@
-"""The dense retriever's plan for one query: which partitions it needs, and how each is searched.
-
-A partition (one per kind and PR repo, retrieval/vectors.py) is scored exactly from the
-generation's vector file when it is small, or when a filter keeps few enough of its rows (those
-rows alone); the others are asked of Chroma's HNSW index, each with as many hits as its own
-share of filtered entries calls for (issue #11: one share for every partition over-asked the
-large ones, and a kNN with k in the thousands was most of a tag-filtered query at 100k entries).
-With a Chroma server every partition goes to the server.
-"""
+"""The dense retriever's plan for one query: which partitions are scored from the vector files and
+which are asked of Chroma, for how many hits (docs/architecture.md). Each is asked for its own
+filtered share: one share for all over-asked the large ones, and a kNN with k in the thousands was
+most of a tag-filtered query at 100k entries (issue #11)."""
 
 from __future__ import annotations
 

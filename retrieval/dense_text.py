@@ -1,12 +1,7 @@
-"""The text the embedding model sees for a chunk (BM25 always indexes the chunk's full text).
-
-A PR card's chunks repeat the title in every chunk and section header, list families, categories
-and kernel types twice, and carry commit hashes, line counts and paths that word pieces cut into
-noise: about half of the word pieces embedded (issue #11), and attention cost grows with length.
-`dense_text` drops them, keeping the title, repo, PR number, date, tags, reverts, the kernels
-touched and the prose. RECIPE is part of every PR vector id (indexer._vector_id): changing it
-re-embeds each card once.
-"""
+"""The text the embedding model sees for a chunk (docs/architecture.md): the repeated title and
+headers, hashes, counts and paths were about half of a PR card's word pieces (issue #11), and
+attention cost grows with length. RECIPE is part of every PR vector id (indexer._vector_id):
+changing it re-embeds each card once."""
 
 from __future__ import annotations
 

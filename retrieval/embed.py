@@ -92,20 +92,17 @@ class Embedder:
         self.dim = int(dim)
         self._query_cache = functools.lru_cache(maxsize=2048)(self._embed_query)
 
-    def embed(
-        self, texts: list[str], batch_size: int | None = None, max_length: int | None = None
-    ) -> np.ndarray:
+    def embed(self, texts: list[str], max_length: int | None = None) -> np.ndarray:
         """`max_length` truncates long texts: attention cost grows with length, so PR cards
         (thousands of long file lists) embed their first 128 word pieces; BM25 sees it all."""
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
-        if batch_size is None:  # a GPU wants big batches; on CPU 64 keeps padding waste low
-            batch_size = 64 if self.device == "cpu" else 4096
         self.model.max_seq_length = min(max_length or self.full_length, self.full_length)
         try:
             vecs = self.model.encode(
                 texts,
-                batch_size=batch_size,
+                # a GPU wants big batches; on CPU 64 keeps padding waste low
+                batch_size=64 if self.device == "cpu" else 4096,
                 normalize_embeddings=True,
                 convert_to_numpy=True,
                 show_progress_bar=False,

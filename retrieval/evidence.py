@@ -1,11 +1,8 @@
 """What identifies a failure in a skill (issue #25): the chunks a person's error text should be
 matched against (its triggers and failure modes, not its steps and notes), and each trigger,
 symptom and cause line as a token set, so a query that repeats an error line verbatim is recognised
-as such rather than scored like any topical overlap.
-
-Made once per generation and skill, when the skill first shows up among a search's candidates:
-the entry is decoded and its trigger and failure-mode texts filled (a few dozen small skills, not
-the whole archive), and stored beside the generation for the processes after (State).
+as such rather than scored like any topical overlap. Made when a skill first shows up among a
+search's candidates, and stored beside the generation for later processes (State).
 """
 
 from __future__ import annotations
@@ -21,7 +18,6 @@ from kbase.retrieval.tokenize import STOPWORDS, base_tokens
 
 IDENT_SECTIONS = frozenset({"trigger", "failure_modes"})
 _LINE_HEAD = re.compile(r"^\s*-?\s*(?:literal:\s*|symptom:\s*|cause:\s*)?")
-_CAUSE = re.compile(r"^\s*cause:", re.I)
 _FIX = re.compile(r"^\s*fix:", re.I)
 
 
@@ -211,7 +207,7 @@ def coverage(query: dict[str, float], line: frozenset[str], weight: float) -> fl
 def use_when(c) -> str:
     """One line saying when a candidate applies: a skill's first description sentence, a PR
     card's title (both already at hand: no chunk text is read for a PR card)."""
-    if c.kind == "skill" and c.source is not None and c.position >= 0:
+    if c.kind == "skill":
         got = facts(c.source, c.position).use_when
         if got:
             return got

@@ -72,17 +72,8 @@ def confidence_features(X: np.ndarray, s: np.ndarray) -> np.ndarray:
         other = np.where(s >= top2[1], top2[0], top2[1])  # best score among the others
     else:
         other = np.zeros_like(s)
-    return np.column_stack(
-        [
-            s,
-            s - other,
-            X[:, col["trig_cover"]],
-            X[:, col["dense_raw"]],
-            X[:, col["ident"]],
-            X[:, col["explained"]],
-            X[:, col["bm25_level"]],
-        ]
-    )
+    # the fused score and its lead, then the feature columns CONF_FEATURES names
+    return np.column_stack([s, s - other, X[:, [col[f] for f in CONF_FEATURES[2:]]]])
 
 
 def confidence_model() -> tuple[np.ndarray, float, float] | None:

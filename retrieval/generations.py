@@ -8,27 +8,127 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import functools
+import itertools
 import json
 import os
 import shutil
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, overload
 
-from kbase.retrieval.entry_table import (
-    COLUMNS,
-    ENTRIES,
-    EntryTable,
-    _entry_adapter,
-    columns_of,
-)
+from pydantic import TypeAdapter
 
 from kbase.schema import Entry
 
+# A generation's entries as a searcher holds them (issue #11): the fields a query scans over every
+# entry (ids, kinds, repos, dates, tags, chunk ids, ...) as plain columns read at load, and each
+# whole entry decoded from its own line of entries.jsonl when something first asks for it.
+# Validating all 6.5k entries of a mined archive into models up front was 0.4 s of every cold
+# `kbase search`, which then used a few dozen of them. A decoded entry is the same model the full
+# load builds (the same pydantic validation of the same JSON), and stays cached.
+ENTRIES = "entries.jsonl"  # one light entry (chunk texts left out) per line
+COLUMNS = "columns.json"
+# Column name -> how it is read off an entry (the writer's columns.json).
+_COLUMNS = {
+    "ids": lambda e: e.id,
+    "kinds": lambda e: e.kind,
+    "repos": lambda e: e.repo,
+    "dates": lambda e: e.date,
+    "titles": lambda e: e.title,
+    "tags": lambda e: e.tags,
+    "categories": lambda e: e.categories,
+    "chunk_ids": lambda e: [c.id for c in e.chunks],
+}
+
+
+@functools.cache
+def _entry_adapter() -> TypeAdapter[Entry]:
+    return TypeAdapter(Entry)
+
+
+@functools.cache
+def _list_adapter() -> TypeAdapter[list[Entry]]:
+    return TypeAdapter(list[Entry])
+
+
+def columns_of(entries: Sequence[Entry]) -> dict[str, list[Any]]:
+    return {name: [get(e) for e in entries] for name, get in _COLUMNS.items()}
+
+
+def decode_all(data: bytes) -> list[Entry]:
+    """Every entry of an entries.jsonl, validated in one pass (as one JSON array)."""
+    body = data.rstrip(b"\n").replace(b"\n", b",")
+    return _list_adapter().validate_json(b"[" + body + b"]")
+
+
+class EntryTable(Sequence[Entry]):
+    """Columns of every entry, and the entries themselves decoded on first access."""
+
+    def __init__(self, columns: dict[str, list[Any]], data: bytes, offsets: list[int]):
+        n = len(columns["ids"])
+        if any(len(columns[c]) != n for c in _COLUMNS) or len(offsets) != n + 1:
+            raise ValueError("entry columns and entries disagree in length")
+        self.ids: list[str] = columns["ids"]
+        self.kinds: list[str] = columns["kinds"]
+        self.repos: list[str | None] = columns["repos"]
+        self.dates: list[str | None] = columns["dates"]
+        self.titles: list[str] = columns["titles"]
+        self.tags: list[list[str]] = columns["tags"]
+        self.categories: list[list[str]] = columns["categories"]
+        self.chunk_ids: list[list[str]] = columns["chunk_ids"]
+        self._data = data
+        self._offsets = offsets
+        # position -> entry; setdefault keeps one object per entry when threads race
+        self._decoded: dict[int, Entry] = {}
+
+    @classmethod
+    def read(cls, columns: bytes, data: bytes) -> EntryTable:
+        """From a generation's columns.json and entries.jsonl, as write_entries wrote them."""
+        cols = json.loads(columns)
+        return cls(cols, data, cols["offsets"])
+
+    def line(self, i: int) -> bytes:
+        """Entry i's stored entries.jsonl line, without its newline."""
+        return self._data[self._offsets[i] : self._offsets[i + 1] - 1]
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    @overload
+    def __getitem__(self, i: int) -> Entry: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> list[Entry]: ...
+
+    def __getitem__(self, i: int | slice) -> Entry | list[Entry]:
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        if i < 0:
+            i += len(self)
+        got = self._decoded.get(i)
+        if got is None:
+            if not 0 <= i < len(self):
+                raise IndexError(i)
+            line = self._data[self._offsets[i] : self._offsets[i + 1]]
+            got = self._decoded.setdefault(i, _entry_adapter().validate_json(line))
+        return got
+
+    def __iter__(self) -> Iterator[Entry]:
+        return iter(self.all())
+
+    def all(self) -> list[Entry]:
+        """Every entry (one validation pass over the rest when most are still undecoded)."""
+        if len(self._decoded) < len(self):
+            fresh = decode_all(self._data)
+            for i, e in enumerate(fresh):
+                self._decoded.setdefault(i, e)
+        return [self._decoded[i] for i in range(len(self))]
+
+
 POINTER = "CURRENT"
-# 2: entries.jsonl and columns.json (retrieval/entry_table.py). A generation of another format
+# 2: entries.jsonl and columns.json (EntryTable). A generation of another format
 # (an index written by an earlier kbase) reads as none: the next `kbase index` builds anew.
 FORMAT_VERSION = 2
 
@@ -109,11 +209,11 @@ def pointer_stamp(home: Path) -> tuple[int, int] | None:
         return None
 
 
-def load_generation(home: Path, gen_id: str | None = None, full: bool = False) -> Generation | None:
+def load_generation(home: Path, full: bool = False) -> Generation | None:
     """The generation with its entries as an EntryTable (each decoded when first used) and its
     chunk texts left out (filled on demand through Generation.texts), as a searcher and the
     indexer hold it. `full`: every entry decoded, with its chunk texts (tests, benchmarks)."""
-    gid = gen_id or current_id(home)
+    gid = current_id(home)
     if not gid:
         return None
     path = gens_dir(home) / gid
@@ -160,13 +260,13 @@ def write_entries(
     path: Path,
     entries: Sequence[Any],
     meta: dict,
-    stored_line: Callable[[Any], bytes | None] | None = None,
-    table: EntryTable | None = None,
+    stored_line: Callable[[Any], bytes | None],
+    table: EntryTable | None,
 ) -> None:
     """`entries`: models, or Carried entries of the previous generation whose `table` holds
-    their stored lines and column values (retrieval/previous.py). `stored_line(entry)`: the
-    entry's texts line as a previous generation stored it, for an entry taken over unchanged (its
-    texts may not be loaded), else None."""
+    their stored lines and column values (retrieval/previous.py; None: there is none).
+    `stored_line(entry)`: the entry's texts line as a previous generation stored it, for an entry
+    taken over unchanged (its texts may not be loaded), else None."""
     from kbase.retrieval.previous import Carried, write_carry
 
     # The entries without their chunk texts, one line each (serialized by pydantic's core: the
@@ -176,8 +276,6 @@ def write_entries(
     # line and column values are copied as stored (decoding and encoding them again was most of
     # an incremental re-index).
     carried = [isinstance(e, Carried) for e in entries]
-    if any(carried) and table is None:
-        raise ValueError("carried entries need the table they were read from")
     fresh = [e for e, c in zip(entries, carried, strict=True) if not c]
     dump = _entry_adapter().dump_json  # pydantic never writes a raw newline inside a line
     dumped = iter([dump(e, exclude=_NO_TEXT) for e in fresh])
@@ -186,9 +284,7 @@ def write_entries(
         for e, c in zip(entries, carried, strict=True)
     ]
     (path / ENTRIES).write_bytes(b"".join(row + b"\n" for row in rows))
-    ends = [0]
-    for row in rows:
-        ends.append(ends[-1] + len(row) + 1)
+    ends = [0, *itertools.accumulate(len(row) + 1 for row in rows)]
     cols = columns_of(fresh)
     if table is not None and len(fresh) < len(entries):
         for name, values in cols.items():
@@ -198,36 +294,28 @@ def write_entries(
             ]
     (path / COLUMNS).write_text(json.dumps({**cols, "offsets": ends}), "ascii")
     write_carry(path, list(entries))
-    lines, offsets, pos = [], [], 0
-    for e in entries:
-        line = stored_line(e) if stored_line is not None else None
-        if line is None:
-            line = json.dumps([c.text for c in e.chunks], ensure_ascii=False).encode() + b"\n"
-        offsets.append(pos)
-        pos += len(line)
-        lines.append(line)
+    lines = [
+        stored_line(e)
+        or json.dumps([c.text for c in e.chunks], ensure_ascii=False).encode() + b"\n"
+        for e in entries
+    ]
+    offsets = [0, *itertools.accumulate(len(line) for line in lines)][:-1]
     (path / TEXTS).write_bytes(b"".join(lines))
     (path / TEXT_OFFSETS).write_text(json.dumps(offsets), "ascii")
     (path / "meta.json").write_text(json.dumps({**meta, "format": FORMAT_VERSION}, indent=1))
 
 
-def publish(home: Path, gid: str, tmp_path: Path, keep: int = 2) -> None:
-    final = gens_dir(home) / gid
-    os.replace(tmp_path, final)
+def publish(home: Path, gid: str, tmp_path: Path) -> None:
+    os.replace(tmp_path, gens_dir(home) / gid)
     ptr_tmp = home / f".{POINTER}.{os.getpid()}"
     ptr_tmp.write_text(gid)
     os.replace(ptr_tmp, home / POINTER)
-    _prune(home, keep_latest=keep)
-
-
-def _prune(home: Path, keep_latest: int) -> None:
     # Keep the previous generation too: a reader that loaded it a moment ago may still
     # be mapping vector hits onto it.
-    cur = current_id(home)
     gens = sorted(p for p in gens_dir(home).iterdir() if p.is_dir())
     finished = [p for p in gens if not p.name.endswith(".tmp")]
-    for p in finished[:-keep_latest]:
-        if p.name != cur:
+    for p in finished[:-2]:
+        if p.name != gid:
             shutil.rmtree(p, ignore_errors=True)
     for p in gens:
         if p.name.endswith(".tmp") and time.time() - p.stat().st_mtime > 3600:

@@ -353,21 +353,9 @@ class _Embedding:
     ) -> dict[str, Any]:
         """chunk id -> vector embedded (or kept) in this run."""
         t = time.perf_counter()
-        fresh = self._run(todo, prevs, reusable, rep)
-        # Chroma's inserts (HNSW construction) apart from the model's work: on a GPU they dominate
-        rep.seconds["embed"] = time.perf_counter() - t - self.store_s
-        rep.seconds["store"] = self.store_s
-        return fresh
-
-    def _run(
-        self, todo: list[Any], prevs: Previous, reusable: Any, rep: IndexReport
-    ) -> dict[str, Any]:
-        fresh: dict[str, Any] = {}
-        if not todo:
-            return fresh
         prevs.fill(todo)  # texts to embed, for entries taken over whose vectors are missing
         kept = prevs.kept_vectors(todo, reusable)
-        fresh.update(kept)
+        fresh: dict[str, Any] = dict(kept)
         # upserted with the first batch embedded: each Chroma upsert call costs ~0.1 s
         pending = [(e, c) for e in todo for c in dense_chunks(e) if c.id in kept]
         chunks = [(e, c) for e in todo for c in dense_chunks(e) if c.id not in kept]
@@ -391,4 +379,7 @@ class _Embedding:
             self._upsert(pending, fresh)
         rep.embedded_entries = sorted(e.id for e in todo)
         rep.embedded_chunks = len(chunks)
+        # Chroma's inserts (HNSW construction) apart from the model's work: on a GPU they dominate
+        rep.seconds["embed"] = time.perf_counter() - t - self.store_s
+        rep.seconds["store"] = self.store_s
         return fresh

@@ -47,10 +47,6 @@ class TokenCache:
         self.off = off
         self.titles: dict[str, np.ndarray] = {}  # title -> its ids (see title_ids)
 
-    def get(self, chunk_id: str) -> np.ndarray | None:
-        i = self.row.get(chunk_id)
-        return None if i is None else self.flat[self.off[i] : self.off[i + 1]]
-
 
 def load_token_cache(bm25_dir: Path, titles: list[str] | None = None) -> TokenCache | None:
     """The previous generation's token ids, if the tokenizer is unchanged (chunk ids carry the
@@ -91,13 +87,10 @@ def read_title_ids(bm25_dir: Path) -> tuple[np.ndarray, np.ndarray] | None:
         return None
 
 
-# The BM25 vocabulary as a searcher reads it: its tokens sorted, looked up by binary search
-# (issue #11). Decoding vocab.index.json (one dict entry per token, ~50k at 6.5k entries) was
-# ~30 ms of every cold `kbase search` (8-20 ms through orjson on a busy 2-core machine, against
-# 2-4 ms for these), which then looks up a few dozen tokens. Three files beside vocab.index.json,
-# written with it (build_bm25), which stays the vocabulary of record (the next build extends
-# it): every token's UTF-8 bytes end to end in byte order (which is code point order), their
-# offsets, and each token's id.
+# The BM25 vocabulary as a searcher reads it, sorted, by binary search (docs/architecture.md):
+# decoding vocab.index.json (~50k tokens at 6.5k entries) was ~30 ms of every cold `kbase search`
+# (2-4 ms for these), which then looks up a few dozen tokens. vocab.index.json stays the record:
+# every token's UTF-8 bytes in byte (= code point) order, their offsets, and each token's id.
 VOCAB_KEYS_FILE = "vocab_sorted.bin"
 VOCAB_OFFSETS_FILE = "vocab_sorted_offsets.npy"
 VOCAB_IDS_FILE = "vocab_sorted_ids.npy"
@@ -180,8 +173,6 @@ class Lexical:
     scores are the column sums of its tokens, as bm25s computes them."""
 
     def __init__(self, path: Path):
-        import json
-
         params = json.loads((path / "params.index.json").read_text(encoding="utf-8"))
         self.num_docs = int(params["num_docs"])
         self.dtype = np.dtype(params.get("dtype", "float32"))

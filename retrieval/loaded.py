@@ -8,7 +8,7 @@ from collections import Counter
 from pathlib import Path
 
 import numpy as np
-from kbase.retrieval.entry_table import EntryTable
+from kbase.retrieval.generations import EntryTable
 from kbase.retrieval.lexical import Lexical, read_title_ids
 from kbase.retrieval.vector_files import GenVectors
 from kbase.retrieval.vectors import partition_key
@@ -30,8 +30,6 @@ class LoadedIndex:
 
     def __init__(self, home: Path, gen):
         """`gen`: a generation loaded lazy (its entries an EntryTable)."""
-        self.gen_id = gen.gen_id
-        self.vector_store = gen.meta.get("vector_store")  # where its vectors live (vectors.py)
         self.entries: EntryTable = gen.entries
         self._texts = gen.texts
         table = self.entries
@@ -48,8 +46,6 @@ class LoadedIndex:
         self.chunk_ids: dict[str, int] = dict(zip(flat, range(len(flat)), strict=True))
         self.kind = np.asarray(table.kinds)
         self.repo = np.asarray([r or "" for r in table.repos])
-        self.dates = table.dates
-        self.categories = table.categories
         self.path = gen.path
         self.lexical = Lexical(gen.path / "bm25")
         keys: dict[tuple[str, str | None], str] = {}  # a few (kind, repo) pairs, many entries
@@ -215,7 +211,7 @@ class LoadedIndex:
             mask &= self.tag_mask(t)
         if since or until:
             # ISO dates compare as strings on their YYYY-MM-DD prefix; undated entries drop out
-            days = [(d or "")[:10] for d in self.dates]
+            days = [(d or "")[:10] for d in self.entries.dates]
             mask &= np.fromiter(
                 (bool(d) and (not since or d >= since) and (not until or d <= until) for d in days),
                 dtype=bool,

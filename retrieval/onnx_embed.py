@@ -1,16 +1,11 @@
-"""The embedding model through ONNX Runtime: the shipped model, written into `<home>/onnx/`
-(retrieval/shipped_model.py), embeds queries and, on CPU, documents (by default through its int8
-copy). It never imports torch, transformers or sentence-transformers: they cost seconds to load,
-onnxruntime + tokenizers milliseconds.
-
-Documents are sorted by token count so each batch pads little, and batches run side by side, one
-thread each, without spinning (issue #11). The int8 document model (onnxruntime's dynamic
-quantization of the weight MatMuls, per output channel; attention's activation MatMuls stay fp32)
-halves the cost of index-time embedding on a small CPU; queries keep the fp32 model, whose vectors
-find int8 documents as well (bench/bench_build.py --quality). Its vectors are a recipe of their
-own (index_recipe: part of every vector id and of meta.dense). It needs the `onnx` package (the
-`index` extra); without it the index keeps fp32 vectors.
-"""
+"""The embedding model through ONNX Runtime (docs/agents.md): queries and, on CPU, documents, by
+default through an int8 copy. It never imports torch, transformers or sentence-transformers: they
+cost seconds to load, onnxruntime + tokenizers milliseconds. Documents are sorted by token count
+so each batch pads little, and batches run side by side, one thread each, without spinning (issue
+#11). The int8 model (dynamic quantization of the weight MatMuls, per output channel) halves
+index-time embedding on a small CPU; queries keep fp32, whose vectors find int8 documents as well
+(bench/bench_build.py --quality). It needs the `onnx` package; its vectors are a recipe of their
+own (index_recipe: part of every vector id)."""
 
 from __future__ import annotations
 
@@ -57,9 +52,9 @@ def session(path: Path, threads: int, prepack: bool = True) -> Any:
     return ort.InferenceSession(str(path), sess_options=opts, providers=["CPUExecutionProvider"])
 
 
-def pooled(sess: Any, encs: list, normalize: bool, type_ids: bool = True) -> np.ndarray:
+def pooled(sess: Any, encs: list, normalize: bool) -> np.ndarray:
     """The mean-pooled (and normalized) vectors of a batch of tokenizer encodings, padded to the
-    longest. `type_ids=False` feeds zeros (a single text's type ids are zeros anyway)."""
+    longest. The token type ids fed are zeros: a single text's are."""
     n = max(len(e.ids) for e in encs)
     ids = np.zeros((len(encs), n), dtype=np.int64)
     mask = np.zeros((len(encs), n), dtype=np.int64)
@@ -68,8 +63,6 @@ def pooled(sess: Any, encs: list, normalize: bool, type_ids: bool = True) -> np.
         k = len(e.ids)
         ids[i, :k] = e.ids
         mask[i, :k] = e.attention_mask
-        if type_ids:
-            types[i, :k] = e.type_ids
     feed = {"input_ids": ids, "attention_mask": mask, "token_type_ids": types}
     inputs = {i.name for i in sess.get_inputs()}
     tokens = sess.run([OUTPUT], {k: v for k, v in feed.items() if k in inputs})[0]
@@ -104,12 +97,12 @@ class OnnxQueryEmbedder:
         if meta["pooling"].get("mode") != "mean_tokens":
             raise ValueError(f"unsupported pooling {meta['pooling'].get('mode')!r}")
         self.normalize = bool(meta["pooling"].get("normalize", True))
-        self.full_length = self.max_length = int(meta["pooling"]["max_seq_length"])
+        self.full_length = int(meta["pooling"]["max_seq_length"])
         self.dim = int(meta["dim"])
 
         tok = Tokenizer.from_file(str(self.onnx_dir / "tokenizer.json"))
         tok.no_padding()
-        tok.enable_truncation(max_length=self.max_length)
+        tok.enable_truncation(max_length=self.full_length)
         self._tok = tok
         self._session = session(
             self.onnx_dir / (model or "model.onnx"),
@@ -171,9 +164,7 @@ class OnnxDocEmbedder(OnnxQueryEmbedder):
         self.backend = "onnxruntime"
         self.recipe = recipe
 
-    def embed(
-        self, texts: list[str], batch_size: int | None = None, max_length: int | None = None
-    ) -> np.ndarray:
+    def embed(self, texts: list[str], max_length: int | None = None) -> np.ndarray:
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
         if not texts:
             return out
@@ -185,12 +176,12 @@ class OnnxDocEmbedder(OnnxQueryEmbedder):
         batches = []
         i = 0
         while i < len(order):
-            size = batch_size or max(8, BATCH_TOKENS // max(len(encs[order[i]].ids), 1))
+            size = max(8, BATCH_TOKENS // max(len(encs[order[i]].ids), 1))
             batches.append(order[i : i + size])
             i += size
 
         def run(rows: list[int]) -> None:
-            out[rows] = self._run([encs[r] for r in rows])
+            out[rows] = pooled(self._session, [encs[r] for r in rows], self.normalize)
 
         if self.workers > 1 and len(batches) > 1:
             # ONNX Runtime releases the GIL in run(); one session serves concurrent runs
@@ -202,9 +193,6 @@ class OnnxDocEmbedder(OnnxQueryEmbedder):
             for rows in batches:
                 run(rows)
         return out
-
-    def _run(self, encs: list) -> np.ndarray:
-        return pooled(self._session, encs, self.normalize, type_ids=False)
 
 
 _sessions: dict[tuple, OnnxDocEmbedder] = {}

@@ -1,13 +1,8 @@
-"""What a re-index takes over from the previous generation without redoing it (issue #11: an
-incremental re-index after one edit must take under a second at ~6.5k entries).
-
-Validating all ~6.5k entries of a mined archive into models was a second of every incremental
-re-index, so unchanged entries are carried over undecoded: a `Carried` entry answers what the
-indexer asks (id, path, content hash, kind, repo, title, tags, chunk ids and sections) from the
-generation's columns and carry.json, and the writer copies its stored lines as they are.
-`Previous.decoded` builds the whole entry where it is needed (to embed again, an edited entry's
-old chunk texts). A run that finds nothing changed publishes no new generation.
-"""
+"""What a re-index takes over from the previous generation without redoing it (issue #11: under a
+second after one edit at ~6.5k entries; docs/architecture.md). Validating ~6.5k entries into
+models was a second of every re-index, so unchanged entries are carried over undecoded (`Carried`,
+from the columns and carry.json) and the writer copies their stored lines; `Previous.decoded`
+builds a whole entry where one is needed."""
 
 from __future__ import annotations
 
@@ -16,8 +11,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from kbase.retrieval.entry_table import EntryTable
-from kbase.retrieval.generations import FORMAT_VERSION, Generation, read_card_stats
+from kbase.retrieval.generations import FORMAT_VERSION, EntryTable, Generation, read_card_stats
 
 from kbase.schema import Chunk, Entry
 
@@ -33,17 +27,6 @@ def write_carry(path: Path, entries: list[Any]) -> None:
         ],
     }
     (path / CARRY).write_text(json.dumps(cols), "ascii")
-
-
-def read_carry(path: Path, n: int) -> dict[str, list[Any]] | None:
-    """The carry columns of a generation of n entries; None when absent or inconsistent."""
-    try:
-        cols = json.loads((path / CARRY).read_bytes())
-        if any(len(cols[k]) != n for k in ("paths", "hashes", "sections")):
-            return None
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
-    return cols
 
 
 class Carried:
@@ -78,11 +61,14 @@ class Carried:
 
 def carried_entries(table: EntryTable, path: Path) -> list[Carried] | None:
     """Every entry of a generation as Carried, or None when it lacks the carry columns (written
-    before them) or its columns disagree with its entries (then it is decoded instead)."""
-    cols = read_carry(path, len(table))
-    if cols is None or any(
-        len(s) != len(c) for s, c in zip(cols["sections"], table.chunk_ids, strict=True)
-    ):
+    before them) or they disagree with its entries (then it is decoded instead)."""
+    try:
+        cols = json.loads((path / CARRY).read_bytes())
+        if any(len(cols[k]) != len(table) for k in ("paths", "hashes", "sections")) or any(
+            len(s) != len(c) for s, c in zip(cols["sections"], table.chunk_ids, strict=True)
+        ):
+            return None
+    except (OSError, ValueError, KeyError, TypeError):
         return None
     return [Carried(table, cols, i) for i in range(len(table))]
 
@@ -95,9 +81,7 @@ class Previous:
         table = gen.entries if gen is not None else None
         self.table = table if isinstance(table, EntryTable) else None
         carried = (
-            carried_entries(self.table, gen.path)
-            if gen is not None and self.table is not None
-            else None
+            None if gen is None or self.table is None else carried_entries(self.table, gen.path)
         )
         self.carries = carried is not None
         self.entries: Sequence[Any] = (

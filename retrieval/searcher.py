@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import _thread
 import functools
+import gc
 import re
 import sys
 import threading
@@ -21,32 +22,8 @@ from kbase.retrieval.evidence import words
 from kbase.retrieval.loaded import LoadedIndex
 from kbase.retrieval.query import QueryPlan, plan
 
-from kbase.closed_sets import MODES as _PUBLIC_MODES
+from kbase.closed_sets import MODES
 from kbase.schema import Entry
-
-# The public modes (kbase.closed_sets.MODES) plus "rrf": the old reciprocal-rank fusion, kept
-# for the benchmarks' side-by-side comparison only.
-MODES = (*_PUBLIC_MODES, "rrf")
-
-
-def normalize_tag(tag: str) -> str:
-    """Accept `archs=hopper` as well as `archs=sm90`; keys outside the vocabulary pass through."""
-    from kbase.vocab import canonical_value
-
-    if "=" not in tag:
-        raise ValueError(f"tag filter must look like key=value, got {tag!r}")
-    key, value = (s.strip() for s in tag.split("=", 1))
-    canon = canonical_value(key, value)
-    return f"{key}={canon or value}"
-
-
-def _freeze_long_lived() -> None:
-    """Leave the index just loaded (~400k objects at 100k entries) out of the cyclic
-    collector's passes: a full pass over them took 0.2-0.5 s of one warm search every few
-    hundred (issue #11). Reference counting still frees them."""
-    import gc
-
-    gc.freeze()
 
 
 class Future:
@@ -120,7 +97,10 @@ class Searcher:
                 if self._loaded is None or stamp != self._stamp:
                     gen = G.load_generation(self.home)
                     self._loaded = LoadedIndex(self.home, gen) if gen else None
-                    _freeze_long_lived()
+                    # Leave the index just loaded (~400k objects at 100k entries) out of the
+                    # cyclic collector's passes: a full pass over them took 0.2-0.5 s of one warm
+                    # search every few hundred (issue #11). Reference counting still frees them.
+                    gc.freeze()
                     if self._stamp is not None:
                         # Another process re-indexed: collection handles (and an embedded
                         # client's view of them) may be stale.
@@ -161,7 +141,7 @@ class Searcher:
             # deleted collections or vectors: reopen once, then fall back to BM25 alone.
             self._reset_store()
             try:
-                return self.store().query_each(vec, asks)
+                return self.store().submit_each(vec, asks, background=False)()
             except Exception:  # noqa: BLE001
                 print(
                     f"kbase: warning: vector search failed ({type(exc).__name__}: {exc}); "
@@ -273,7 +253,7 @@ class Searcher:
             if qtok:
                 overlap = idx.title_overlap([order[r] for r in prs], qtok)
                 X[prs, col["title"]] = overlap / len(qtok)
-        F.add_priors(qp, order, rows, X, col, idx.dates, idx.categories)
+        F.add_priors(qp, order, rows, X, col, idx.entries.dates, idx.entries.categories)
         return Pool(
             entries=order,
             features=X,
@@ -297,7 +277,8 @@ class Searcher:
         weights: dict[str, float] | None = None,
         fill_texts: bool = True,
     ) -> list[Candidate]:
-        """`weights` overrides the fitted fusion weights (by feature name), for experiments.
+        """`weights` overrides the fitted fusion weights (by feature name), for experiments
+        (fusion.DEFAULT_WEIGHTS: the old reciprocal-rank fusion).
         `fill_texts=False` leaves the candidates' chunk texts to the caller (`fill_texts()`),
         which then reads them for the few hits it keeps."""
         if mode not in MODES:
@@ -305,7 +286,7 @@ class Searcher:
         idx = self.index()
         if idx is None:
             return []
-        tags = [normalize_tag(t) for t in tags or []]
+        tags = list(tags or [])  # as SearchQuery normalized them (archs=hopper: sm90)
         qp = plan(query)
         mask = idx.entry_mask(kind, repo, tags, since, until)
         mask_key = (kind, repo, tuple(tags), since, until)
@@ -327,11 +308,7 @@ class Searcher:
             order = pool.dense_order
             scores = pool.features[order, F.FEATURES.index("dense")]
         else:
-            w = (
-                F.weights_vector(F.DEFAULT_WEIGHTS if mode == "rrf" else weights)
-                if (weights is not None or mode == "rrf")
-                else self.weights
-            )
+            w = F.weights_vector(weights) if weights is not None else self.weights
             s = pool.features @ w
             order = np.argsort(-s, kind="stable").tolist()
             scores = s[order]
@@ -357,8 +334,7 @@ class Searcher:
         generation each came from (a re-index may have published another since)."""
         by_source: dict[int, tuple[LoadedIndex, list[Entry]]] = {}
         for c in cands:
-            if c.source is not None:
-                by_source.setdefault(id(c.source), (c.source, []))[1].append(c.entry)
+            by_source.setdefault(id(c.source), (c.source, []))[1].append(c.entry)
         for idx, entries in by_source.values():
             idx.fill_texts(entries)
 

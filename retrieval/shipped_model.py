@@ -1,18 +1,9 @@
-"""The embedding model shipped inside the package (issue #27): a base install embeds queries and
-new or edited skills with ONNX Runtime, with no torch, no model package and no download.
-
-`kbase/data/model/` holds an ONNX export of all-MiniLM-L6-v2 (Apache-2.0; bench/onnx_export.py)
-with float16 weights (45 MB, not 90). `materialize(home)` writes the float32 weights back into
-`<home>/onnx/` once (~0.2 s), laid out as the export's; its vectors agree with the float32
-model's at cosine >= 0.9999993. It embeds wherever KBASE_MODEL names no model of one's own: a
-first build exporting the torch model took 18-30 s, the shipped one 2.5-7 s
-(bench/bench_index_ab.py).
-
-seed.npz (`seed_vectors`) holds the shipped skills' chunk vectors (fp32 and int8 models), keyed by
-the hash of the text they embed, so a fresh clone's first index embeds nothing it ships. A stale
-seed costs seconds, never a wrong vector. `python bench/make_shipped_model.py EXPORT_DIR ROOT
-[--seed-only]` remakes both (a maintainer's step).
-"""
+"""The embedding model shipped inside the package (issue #27; docs/agents.md): a base install
+embeds with ONNX Runtime, no torch, no download. Its float16 weights (45 MB, not 90) are written
+back as float32 into `<home>/onnx/` once (~0.2 s); a first build exporting the torch model took
+18-30 s, the shipped one 2.5-7 s (bench/bench_index_ab.py). seed.npz holds the shipped skills'
+chunk vectors by text hash: a stale seed costs seconds, never a wrong vector.
+`python bench/make_shipped_model.py EXPORT_DIR ROOT [--seed-only]` remakes both."""
 
 from __future__ import annotations
 
@@ -128,11 +119,11 @@ class SeededEmbedder:
             self.backend = getattr(self._inner, "backend", "torch")
         return self._inner
 
-    def embed(self, texts: list[str], max_length: int | None = None, **kw) -> np.ndarray:
+    def embed(self, texts: list[str], max_length: int | None = None) -> np.ndarray:
         found: list[Any] = [self.seed.get(t, max_length) for t in texts]
         todo = [i for i, v in enumerate(found) if v is None]
         if todo:
-            fresh = self.real().embed([texts[i] for i in todo], max_length=max_length, **kw)
+            fresh = self.real().embed([texts[i] for i in todo], max_length=max_length)
             for j, i in enumerate(todo):
                 found[i] = fresh[j]
         return np.stack(found).astype(np.float32) if found else np.zeros((0, 384), np.float32)

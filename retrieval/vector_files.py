@@ -1,11 +1,8 @@
-"""Each generation's dense vectors as numpy files beside its BM25 index, one per partition
-(`vectors/<partition>.npy` + `.ids.json`). Chroma stays the store `kbase index` writes and a
-Chroma server answers from; the files let a cold search score a small partition with one matrix
-product instead of importing chromadb (most of a cold search), and let the indexer learn which
-vectors exist, and take them over, without asking Chroma for every id (issue #11). A published
-generation's files never change, so a reader keeps a consistent view while another process
-re-indexes.
-"""
+"""Each generation's dense vectors as numpy files, one per partition (docs/architecture.md): a
+cold search scores a small partition with one matrix product instead of importing chromadb (most
+of a cold search), and the indexer learns which vectors exist, and takes them over, without asking
+Chroma for every id (issue #11). A published generation's files never change: a reader's view
+stays consistent while another process re-indexes."""
 
 from __future__ import annotations
 
@@ -117,23 +114,6 @@ def first_of_each(keys: np.ndarray) -> np.ndarray:
     return np.sort(by_key[starts])
 
 
-def write_generation_vectors(
-    gen_tmp: Path, parts: dict[str, tuple[list[str], np.ndarray]], dim: int
-) -> None:
-    """parts: partition -> (chunk ids, their vectors in that order)."""
-    d = gen_tmp / VEC_DIR
-    d.mkdir(parents=True, exist_ok=True)
-    index: dict[str, dict] = {}
-    for key, (ids, vecs) in sorted(parts.items()):
-        stem = file_stem(key)
-        np.save(d / f"{stem}.npy", np.ascontiguousarray(vecs, dtype=np.float32))
-        (d / f"{stem}.ids.json").write_text(json.dumps(ids), "ascii")
-        index[key] = {"stem": stem, "rows": len(ids)}
-    (d / INDEX).write_text(
-        json.dumps({"format": FORMAT, "dim": dim, "partitions": index}), encoding="utf-8"
-    )
-
-
 def assemble_generation_vectors(
     tmp: Path,
     by_part: dict[str, list[str]],
@@ -167,4 +147,13 @@ def assemble_generation_vectors(
         )
         dim = dim or (mat.shape[1] if ids else 0)
         parts[key] = (ids, mat)
-    write_generation_vectors(tmp, parts, dim)
+    d = tmp / VEC_DIR
+    d.mkdir(parents=True, exist_ok=True)
+    index: dict[str, dict] = {}
+    for key, (ids, vecs) in sorted(parts.items()):
+        stem = file_stem(key)
+        np.save(d / f"{stem}.npy", np.ascontiguousarray(vecs, dtype=np.float32))
+        (d / f"{stem}.ids.json").write_text(json.dumps(ids), "ascii")
+        index[key] = {"stem": stem, "rows": len(ids)}
+    meta = {"format": FORMAT, "dim": dim, "partitions": index}
+    (d / INDEX).write_text(json.dumps(meta), encoding="utf-8")

@@ -151,26 +151,22 @@ class VectorStore:
         return out
 
     # ------------------------------------------------------------ writes
-    def existing_ids(self, key: str, ids: list[str]) -> set[str]:
+    def _get(self, key: str, ids: list[str], include: list) -> list[dict]:
+        """Chroma's get() of these ids, a batch at a time ([] for a partition it lacks)."""
         col = self._col(key, create=False)
-        found: set[str] = set()
         if col is None:
-            return found
-        for i in range(0, len(ids), _BATCH):
-            got = col.get(ids=ids[i : i + _BATCH], include=[])
-            found.update(got["ids"])
-        return found
+            return []
+        return [
+            col.get(ids=ids[i : i + _BATCH], include=include) for i in range(0, len(ids), _BATCH)
+        ]
+
+    def existing_ids(self, key: str, ids: list[str]) -> set[str]:
+        return {i for got in self._get(key, ids, []) for i in got["ids"]}
 
     def get_vectors(self, key: str, ids: list[str]) -> dict[str, list[float]]:
         """chunk id -> stored vector, for the ids this partition holds."""
-        col = self._col(key, create=False)
-        out: dict[str, list[float]] = {}
-        if col is None:
-            return out
-        for i in range(0, len(ids), _BATCH):
-            got = col.get(ids=ids[i : i + _BATCH], include=["embeddings"])
-            out.update(zip(got["ids"], got["embeddings"], strict=True))
-        return out
+        got = self._get(key, ids, ["embeddings"])
+        return {i: v for g in got for i, v in zip(g["ids"], g["embeddings"], strict=True)}
 
     def upsert(
         self, key: str, ids: list[str], vectors, metadatas: list[dict[str, Any]] | None
@@ -196,20 +192,15 @@ class VectorStore:
             col.delete(ids=ids[i : i + _BATCH])
 
     # ------------------------------------------------------------ reads
-    def query_each(
-        self, vector: list[float], asks: Iterable[tuple[str, int, dict[str, Any] | None]]
-    ) -> list[tuple[str, float]]:
-        """(chunk id, cosine similarity) best first: n hits of each (partition, n, where)."""
-        return self.submit_each(vector, asks, background=False)()
-
     def submit_each(
         self,
         vector: list[float],
         asks: Iterable[tuple[str, int, dict[str, Any] | None]],
         background: bool = True,
     ) -> Callable[[], list[tuple[str, float]]]:
-        """query_each started on the store's threads; call the result for the rows (it raises
-        what the query raised). background=False: one partition is asked in this thread."""
+        """(chunk id, cosine similarity) best first: n hits of each (partition, n, where), asked
+        on the store's threads; call the result for the rows (it raises what the query raised).
+        background=False: one partition is asked in this thread."""
         todo = [(c, n, w) for key, n, w in asks if (c := self._col(key, create=False)) is not None]
 
         def one(ask) -> list[tuple[str, float]]:

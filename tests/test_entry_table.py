@@ -1,4 +1,5 @@
-"""A searcher's lazy view of a generation (retrieval/entry_table.py) against the full load."""
+"""A searcher's lazy view of a generation (retrieval/generations.py, EntryTable) against the full
+load."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import shutil
 import pytest
 from conftest import TOPICS, pr_entry, write_topic_skills
 from kbase.retrieval import generations as G
-from kbase.retrieval.entry_table import EntryTable
+from kbase.retrieval.generations import EntryTable
 from kbase.retrieval.indexer import build_index
 
 from kbase.api import KnowledgeBase

@@ -10,9 +10,8 @@ import re
 
 import pytest
 from conftest import REPO, run_cli
-from kbase.retrieval import api_aliases as AA
-from kbase.retrieval.distill import distill
-from kbase.retrieval.query import plan
+from kbase.retrieval import query as AA
+from kbase.retrieval.query import distill, plan
 
 from kbase.api import KnowledgeBase
 from kbase.api_search import CANDIDATES

@@ -162,3 +162,19 @@ def test_incremental_reindex_equals_a_fresh_full_index(kb_root, tmp_path, embedd
     store.close()
     shutil.rmtree(kb.home / "gens" / G.current_id(kb.home) / "vectors")
     reindex("vectors lost", ["smem-bank-padding"])
+
+
+def test_a_draft_named_like_a_skill_is_reported_not_a_crash(kb_root, tmp_path, embedder):
+    """Two files making one entry id: the first is indexed, the second is a problem."""
+    write_topic_skills(kb_root)
+    draft = kb_root / "skills" / "_drafts" / "int64-offsets"
+    draft.mkdir(parents=True)
+    shutil.copy(kb_root / "skills" / "int64-offsets" / "SKILL.md", draft / "SKILL.md")
+    rep = build_index(kb_root, tmp_path / "home", lambda: embedder)
+    assert rep.entries == 4
+    assert [(p.path, p.message) for p in rep.problems] == [
+        (
+            "skills/_drafts/int64-offsets/SKILL.md",
+            "duplicate id 'int64-offsets' (also skills/int64-offsets/SKILL.md)",
+        )
+    ]
