@@ -7,7 +7,6 @@ decoded and built.
 
 from __future__ import annotations
 
-import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -55,7 +54,6 @@ class _Ranked(NamedTuple):
 
 class SearchAPI:
     if TYPE_CHECKING:  # provided by KnowledgeBase
-        _query_embedder: Any
         root: Path
         home: Path
 
@@ -169,18 +167,7 @@ class SearchAPI:
             if not auto_index:
                 raise Unavailable(f"no index under {self.home}; run `kbase index`")
             self.index()
-        aside = (
-            self._load_query_embedder_aside()
-            if q.mode != "bm25" and self._query_embedder is None
-            else None
-        )
-        try:
-            return self._answer(q)
-        finally:
-            if aside is not None:
-                # a search that needed no vector (its filters left nothing, or it failed) must
-                # not leave while ONNX Runtime builds the session: at exit the runtime aborts
-                aside.join()
+        return self._answer(q)
 
     def _answer(self, q: SearchQuery) -> SearchResult:
         from kbase.retrieval.evidence import use_when
@@ -300,22 +287,6 @@ class SearchAPI:
                     f"no PR card has {key} {value!r}" + did_you_mean(value, vals, f"{key} values"),
                     "tags",
                 )
-
-    def _load_query_embedder_aside(self) -> threading.Thread:
-        """Start loading the query embedder on a thread of its own: ONNX Runtime builds its
-        session without the GIL, while this thread imports the searcher and loads the index
-        (the first search of a process, e.g. a cold `kbase search`; issue #11). A failure
-        there is met again, and reported, where the searcher asks for the embedder."""
-
-        def load() -> None:
-            try:
-                self.query_embedder()
-            except Exception:  # noqa: BLE001, S110
-                pass
-
-        thread = threading.Thread(target=load, name="kbase-embedder", daemon=True)
-        thread.start()
-        return thread
 
     def _feedback_of(self, entry_id: str) -> dict[str, Any] | None:
         from kbase.feedback import summaries
