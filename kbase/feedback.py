@@ -11,7 +11,6 @@ import json
 import math
 import os
 import re
-import threading
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -122,28 +121,17 @@ def append(
     finally:
         fcntl.flock(fd, fcntl.LOCK_UN)
         os.close(fd)
-    _cache.pop(str(path), None)
     return rec
 
 
-_cache: dict[str, tuple[tuple[int, int], dict[str, Summary]]] = {}
-_lock = threading.Lock()
-
-
 def summaries(root: Path) -> dict[str, Summary]:
-    """id -> Summary, read once per change of the log (size and mtime)."""
-    path = log_path(root)
+    """id -> Summary, from the feedback log."""
+    out: dict[str, Summary] = {}
     try:
-        st = path.stat()
+        fh = open(log_path(root), encoding="utf-8")
     except FileNotFoundError:
         return {}
-    key = (st.st_size, st.st_mtime_ns)
-    with _lock:
-        hit = _cache.get(str(path))
-        if hit is not None and hit[0] == key:
-            return hit[1]
-    out: dict[str, Summary] = {}
-    with open(path, encoding="utf-8") as fh:
+    with fh:
         for line in fh:
             try:
                 r = json.loads(line)
@@ -157,8 +145,6 @@ def summaries(root: Path) -> dict[str, Summary]:
             s.last_at = r.get("at") or s.last_at
             s.recent.insert(0, {k: r.get(k) for k in ("at", "verdict", "note")})
             del s.recent[RECENT_NOTES:]
-    with _lock:
-        _cache[str(path)] = (key, out)
     return out
 
 
