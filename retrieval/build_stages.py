@@ -25,7 +25,6 @@ from kbase.retrieval.lexical import (
     text_tokens,
     title_ids,
     tokenizer_fingerprint,
-    write_sorted,
 )
 from kbase.retrieval.previous import Previous, dense_ids
 
@@ -206,7 +205,6 @@ def build_bm25(
     np.save(path / "indptr.csc.index.npy", indptr)
     # the cached vocabulary plus tokens appended in order: a token keeps its id across builds
     (path / "vocab.index.json").write_text(json.dumps(vocab), "ascii")
-    write_sorted(vocab, path)  # what a searcher reads (lexical.SortedVocab)
     # what lexical.Lexical reads (every kbase that reads this generation format reads BM25 with
     # numpy, not bm25s); the tokenizer fingerprint goes in its own file
     params = {"k1": K1, "b": B, "method": "lucene", "dtype": "float32", "num_docs": n}

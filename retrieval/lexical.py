@@ -4,9 +4,7 @@ it; the token cache it uses and the sorted vocabulary a searcher reads live here
 
 from __future__ import annotations
 
-import bisect
 import json
-from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 import numpy as np
@@ -18,7 +16,6 @@ def text_tokens(title: str, text: str) -> list[str]:
     return tokens(f"{title}\n{text}") or ["<empty>"]
 
 
-_REMEMBER = 1 << 16  # words a Lexical remembers the id and idf of
 K1, B = 1.5, 0.75  # Lucene's BM25 defaults, as bm25s uses them
 TOKENS_FILE = "chunk_tokens.npy"  # every chunk's token ids, end to end
 OFFSETS_FILE = "chunk_offsets.npy"
@@ -91,80 +88,6 @@ def read_title_ids(bm25_dir: Path) -> tuple[np.ndarray, np.ndarray] | None:
 # decoding vocab.index.json (~50k tokens at 6.5k entries) was ~30 ms of every cold `kbase search`
 # (2-4 ms for these), which then looks up a few dozen tokens. vocab.index.json stays the record:
 # every token's UTF-8 bytes in byte (= code point) order, their offsets, and each token's id.
-VOCAB_KEYS_FILE = "vocab_sorted.bin"
-VOCAB_OFFSETS_FILE = "vocab_sorted_offsets.npy"
-VOCAB_IDS_FILE = "vocab_sorted_ids.npy"
-# a token with a lone surrogate (text read with surrogateescape) is stored and found as well
-_ERRORS = "surrogatepass"
-
-
-def write_sorted(vocab: Mapping[str, int], path: Path) -> None:
-    keys = sorted(t.encode("utf-8", _ERRORS) for t in vocab)
-    offsets = np.zeros(len(keys) + 1, dtype=np.int64)
-    np.cumsum([len(k) for k in keys], out=offsets[1:])
-    ids = np.fromiter(
-        (vocab[k.decode("utf-8", _ERRORS)] for k in keys), dtype=np.int64, count=len(keys)
-    )
-    (path / VOCAB_KEYS_FILE).write_bytes(b"".join(keys))
-    np.save(path / VOCAB_OFFSETS_FILE, offsets)
-    np.save(path / VOCAB_IDS_FILE, ids)
-
-
-class _Keys:
-    """The sorted tokens as a sequence of bytes, for bisect."""
-
-    def __init__(self, data: bytes, offsets: list[int]):
-        self.data = data
-        self.offsets = offsets
-
-    def __len__(self) -> int:
-        return len(self.offsets) - 1
-
-    def __getitem__(self, i: int) -> bytes:
-        return self.data[self.offsets[i] : self.offsets[i + 1]]
-
-
-class SortedVocab(Mapping[str, int]):
-    """token -> id, as the dict of vocab.index.json answers."""
-
-    def __init__(self, data: bytes, offsets: np.ndarray, ids: np.ndarray):
-        self._keys = _Keys(data, offsets.tolist())
-        self._ids = ids
-
-    @classmethod
-    def read(cls, path: Path, size: int) -> SortedVocab | None:
-        """The sorted twin in path, if it is there and holds `size` tokens (else None)."""
-        try:
-            offsets = np.load(path / VOCAB_OFFSETS_FILE)
-            ids = np.load(path / VOCAB_IDS_FILE)
-            data = (path / VOCAB_KEYS_FILE).read_bytes()
-        except (OSError, ValueError):
-            return None
-        if len(offsets) != size + 1 or len(ids) != size or int(offsets[-1]) != len(data):
-            return None
-        return cls(data, offsets, ids)
-
-    def _find(self, token: str) -> int:
-        key = token.encode("utf-8", _ERRORS)
-        i = bisect.bisect_left(self._keys, key)
-        return i if i < len(self._keys) and self._keys[i] == key else -1
-
-    def __contains__(self, token: object) -> bool:
-        return isinstance(token, str) and self._find(token) >= 0
-
-    def __getitem__(self, token: str) -> int:
-        i = self._find(token) if isinstance(token, str) else -1
-        if i < 0:
-            raise KeyError(token)
-        return int(self._ids[i])
-
-    def __len__(self) -> int:
-        return len(self._keys)
-
-    def __iter__(self) -> Iterator[str]:
-        return (self._keys[i].decode("utf-8", _ERRORS) for i in range(len(self._keys)))
-
-
 class Lexical:
     """The BM25 index build_bm25 wrote (bm25s's file layout), read with numpy alone: importing
     bm25s pulls in scipy and tqdm, which cost more than half a second of every cold
@@ -179,12 +102,7 @@ class Lexical:
         self.data = np.load(path / "data.csc.index.npy", mmap_mode="r")
         self.indices = np.load(path / "indices.csc.index.npy", mmap_mode="r")
         self.indptr = np.load(path / "indptr.csc.index.npy")
-        self._idf: dict[str, float] = {}
-        self._ids: dict[str, int | None] = {}
-        # the sorted twin when there is one (an index written before it has none)
-        self.vocab: Mapping[str, int] = SortedVocab.read(path, len(self.indptr) - 1) or json.loads(
-            (path / "vocab.index.json").read_bytes()
-        )
+        self.vocab: dict[str, int] = json.loads((path / "vocab.index.json").read_bytes())
 
     def scores(self, query: str, within: tuple[int, int] | None = None) -> np.ndarray:
         """BM25 score of every chunk; `within` (lo, hi): only chunks lo <= i < hi are scored
@@ -207,30 +125,15 @@ class Lexical:
         return out
 
     def token_id(self, token: str) -> int | None:
-        """The token's vocabulary id, None for a word the index lacks. Remembered: a search looks
-        its few dozen words up several times (BM25, compound names, idf, trigger coverage), and
-        each lookup in the sorted vocabulary is a binary search in Python."""
-        got = self._ids.get(token, -1)
-        if got == -1:
-            if len(self._ids) > _REMEMBER:  # a long-lived server meets new words forever
-                self._ids.clear()
-            got = self._ids[token] = self.vocab.get(token)
-        return got
+        """The token's vocabulary id, None for a word the index lacks."""
+        return self.vocab.get(token)
 
     def idf(self, token: str) -> float:
         """The token's BM25 idf over this index's chunks (0 for a word it lacks: nothing in the
-        knowledge base can be recognised by it). Cached: a search asks for a few dozen."""
-        cache = self._idf
-        got = cache.get(token)
-        if got is None:
-            i = self.token_id(token)
-            df = 0 if i is None else int(self.indptr[i + 1] - self.indptr[i])
-            if len(cache) > _REMEMBER:
-                cache.clear()
-            got = cache[token] = (
-                0.0 if not df else float(np.log(1.0 + (self.num_docs - df + 0.5) / (df + 0.5)))
-            )
-        return got
+        knowledge base can be recognised by it)."""
+        i = self.vocab.get(token)
+        df = 0 if i is None else int(self.indptr[i + 1] - self.indptr[i])
+        return 0.0 if not df else float(np.log(1.0 + (self.num_docs - df + 0.5) / (df + 0.5)))
 
     def compounds(self, toks: list[str]) -> list[str]:
         """Meet compound names half way, against the index vocabulary: a run-together word the
@@ -243,7 +146,7 @@ class Lexical:
                 continue
             best = None
             for i in range(3, len(t) - 2):
-                a, b = t[:i], t[i:]  # not remembered: most splits are no word at all
+                a, b = t[:i], t[i:]
                 if a in vocab and b in vocab and (best is None or min(i, len(b)) > best[0]):
                     best = (min(i, len(b)), a, b)
             if best:

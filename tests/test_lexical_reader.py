@@ -133,32 +133,3 @@ def test_vocabulary_extended_from_the_cache_is_the_full_vocabulary(tmp_path):
     assert (tmp_path / "g3" / "vocab.index.json").read_text(encoding="utf-8") == (
         tmp_path / "g2" / "vocab.index.json"
     ).read_text(encoding="utf-8")
-
-
-def test_the_sorted_vocabulary_answers_as_the_json_one(tmp_path):
-    """A searcher looks tokens up in the sorted twin of vocab.index.json (decoding the JSON was
-    ~30 ms of a cold search): every token with its id, nothing else, and the same scores as
-    with the JSON dictionary (an index written before the twin)."""
-    import json
-    import shutil
-
-    from kbase.retrieval.lexical import VOCAB_KEYS_FILE as KEYS_FILE
-    from kbase.retrieval.lexical import SortedVocab
-
-    path = tmp_path / "g"
-    texts = [*TEXTS, "naïve Ünïcode zürich émigré \udcff tail", "a b c ab abc b_c z9 9z"]
-    build_bm25(_chunks(texts), ["t"] * len(texts), path)
-    want = json.loads((path / "vocab.index.json").read_text(encoding="utf-8"))
-    lex = Lexical(path)
-    got = lex.vocab
-    assert isinstance(got, SortedVocab)
-    assert dict(got.items()) == want and len(got) == len(want)
-    assert all(got[t] == i and t in got for t, i in want.items())
-    for absent in ("", "zz", "共享内存bank", "naïv", "b_", "\udcfe", "\U0010ffff"):
-        assert absent not in got and got.get(absent) is None
-    old = tmp_path / "old"  # the same index without the twin: the JSON is read
-    shutil.copytree(path, old)
-    (old / KEYS_FILE).unlink()
-    assert type(Lexical(old).vocab) is dict
-    for q in ("warp reduction", "flashmla deep gemm", "共享内存 bank 冲突", "zürich naïve"):
-        np.testing.assert_array_equal(lex.scores(q), Lexical(old).scores(q))
