@@ -50,11 +50,10 @@ def plan_dense(
     repo: str | None,
     tags: list[str] | None,
     mask: np.ndarray | None,
-    mask_key: tuple | None = None,
     local_vectors: bool = True,
 ) -> DensePlan:
     keys = idx.partitions_for(kind, repo)
-    counts = idx.masked_counts(mask, mask_key) if mask is not None else None
+    counts = idx.masked_counts(mask) if mask is not None else None
     if counts is not None:
         keys = [k for k in keys if counts.get(k)]
     out = DensePlan()
@@ -68,7 +67,7 @@ def plan_dense(
                 out.local.append((k, None))
                 continue
             if mask is not None:
-                rows = idx.masked_rows(k, mask, mask_key)
+                rows = idx.masked_rows(k, mask)
                 # A filter keeping few rows is scored exactly, whatever their number: the
                 # embedded store holds no metadata to filter by (build_stages.upsert_pairs)
                 if rows.size <= LOCAL_MASKED_ROWS or share < MIN_POST_FILTER_SHARE:

@@ -1,5 +1,5 @@
 """One index generation held in memory for searching: entries, chunk arrays for filtering,
-BM25, the generation's vector files, and per-generation caches (tag masks, title tokens).
+BM25, the generation's vector files and its title tokens.
 """
 
 from __future__ import annotations
@@ -14,15 +14,6 @@ from kbase.retrieval.vector_files import GenVectors
 from kbase.retrieval.vectors import partition_key
 
 from kbase.schema import Entry
-
-_CHUNKS = ""  # masked_chunks' key in a mask's cache (no partition has an empty key)
-
-
-def _keep(cache: dict, key: object, value: object) -> None:
-    """Cache value under key; a cache past 256 keys (a server's many filters) starts again."""
-    if len(cache) > 256:
-        cache.clear()
-    cache[key] = value
 
 
 class LoadedIndex:
@@ -65,9 +56,6 @@ class LoadedIndex:
         self.vectors = GenVectors(gen.path)
         self._row_chunk: dict[str, np.ndarray] = {}
         self._row_entry: dict[str, np.ndarray] = {}
-        self._by_mask: dict[tuple, tuple[np.ndarray, dict[str, np.ndarray]]] = {}
-        self._tag_masks: dict[str, np.ndarray] = {}
-        self._masks: dict[tuple, np.ndarray] = {}
 
     def fill_texts(self, entries: list[Entry]) -> None:
         """Chunk texts for these entries (a generation is loaded without them)."""
@@ -93,52 +81,26 @@ class LoadedIndex:
             self._row_entry[key] = got
         return got
 
-    def _mask_cache(
-        self, mask: np.ndarray, mask_key: tuple | None
-    ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
-        got = self._by_mask.get(mask_key) if mask_key is not None else None
-        if got is None:
-            counts = np.bincount(self.entry_part_no[mask], minlength=len(self.partitions))
-            got = (counts, {})
-            if mask_key is not None:
-                _keep(self._by_mask, mask_key, got)
-        return got
-
-    def masked_counts(self, mask: np.ndarray, mask_key: tuple | None = None) -> dict[str, int]:
-        """Partition -> how many of its entries the mask keeps (cached under mask_key)."""
-        counts = self._mask_cache(mask, mask_key)[0]
+    def masked_counts(self, mask: np.ndarray) -> dict[str, int]:
+        """Partition -> how many of its entries the mask keeps."""
+        counts = np.bincount(self.entry_part_no[mask], minlength=len(self.partitions))
         return {self.partitions[i]: int(counts[i]) for i in np.nonzero(counts)[0]}
 
-    def masked_chunks(self, mask: np.ndarray, mask_key: tuple | None = None) -> np.ndarray:
-        """Chunk positions (sorted) whose entry the mask keeps (cached under mask_key): BM25
-        looks at their scores only, not at every chunk of the index."""
-        rows = self._mask_cache(mask, mask_key)[1]
-        got = rows.get(_CHUNKS)
-        if got is None:
-            got = rows[_CHUNKS] = np.flatnonzero(mask[self.chunk_entry])
-        return got
+    def masked_chunks(self, mask: np.ndarray) -> np.ndarray:
+        """Chunk positions (sorted) whose entry the mask keeps: BM25 looks at their scores
+        only, not at every chunk of the index."""
+        return np.flatnonzero(mask[self.chunk_entry])
 
-    def masked_rows(self, key: str, mask: np.ndarray, mask_key: tuple | None = None) -> np.ndarray:
-        """Rows of partition key's vector file whose entry the mask keeps (cached under
-        mask_key)."""
-        rows = self._mask_cache(mask, mask_key)[1]
-        got = rows.get(key)
-        if got is None:
-            ent = self.row_entries(key)
-            got = np.flatnonzero(mask[np.maximum(ent, 0)] & (ent >= 0))
-            rows[key] = got
-        return got
+    def masked_rows(self, key: str, mask: np.ndarray) -> np.ndarray:
+        """Rows of partition key's vector file whose entry the mask keeps."""
+        ent = self.row_entries(key)
+        return np.flatnonzero(mask[np.maximum(ent, 0)] & (ent >= 0))
 
     def tag_mask(self, tag: str) -> np.ndarray:
-        """Entries carrying tag, computed once per generation and tag (a scan of every entry
-        per query cost ~10 ms at 100k entries)."""
-        got = self._tag_masks.get(tag)
-        if got is None:
-            got = np.fromiter(
-                (tag in tags for tags in self.entries.tags), dtype=bool, count=len(self.entries)
-            )
-            _keep(self._tag_masks, tag, got)
-        return got
+        """Entries carrying tag."""
+        return np.fromiter(
+            (tag in tags for tags in self.entries.tags), dtype=bool, count=len(self.entries)
+        )
 
     def tags_with_keys(self, keys: tuple[str, ...]) -> frozenset[str]:
         """Every `key=value` tag of the index whose key is in keys; computed once per generation
@@ -187,21 +149,6 @@ class LoadedIndex:
     ) -> np.ndarray | None:
         if not (kind or repo or tags or since or until):
             return None
-        key = (kind, repo, tuple(tags or ()), since, until)
-        got = self._masks.get(key)
-        if got is None:  # string comparisons over every entry cost ~1 ms each at 100k entries
-            got = self._entry_mask(kind, repo, tags, since, until)
-            _keep(self._masks, key, got)
-        return got.copy()
-
-    def _entry_mask(
-        self,
-        kind: str | None,
-        repo: str | None,
-        tags: list[str] | None,
-        since: str | None,
-        until: str | None,
-    ) -> np.ndarray:
         mask = np.ones(len(self.entries), dtype=bool)
         if kind:
             mask &= self.kind == kind

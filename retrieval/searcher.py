@@ -168,13 +168,13 @@ class Searcher:
         return np.asarray(self._embedder_factory().embed_query(text), dtype=np.float32)
 
     def _dense(
-        self, idx: LoadedIndex, text: str, kind, repo, tags, mask=None, mask_key=None, vec=None
+        self, idx: LoadedIndex, text: str, kind, repo, tags, mask=None, vec=None
     ) -> list[tuple[int, int, float]]:
         """(entry, chunk position, cosine) best first, at most CANDIDATES entries. `vec`: the
         query's embedding when the caller has it already."""
         from kbase.retrieval import dense as D
 
-        dp = D.plan_dense(idx, kind, repo, tags, mask, mask_key, self.local_vectors)
+        dp = D.plan_dense(idx, kind, repo, tags, mask, self.local_vectors)
         if not dp.local and not dp.asks:
             return []
         if vec is None:
@@ -197,16 +197,13 @@ class Searcher:
         mask=None,
         use_bm25: bool = True,
         use_dense: bool = True,
-        mask_key: tuple | None = None,
     ) -> Pool:
-        """`mask_key`: what the mask was made from, to cache per-filter arrays under."""
-        # in this thread: the per-filter caches are filled by one thread only
-        chunks = idx.masked_chunks(mask, mask_key) if mask is not None and use_bm25 else None
+        chunks = idx.masked_chunks(mask) if mask is not None and use_bm25 else None
         # BM25 on a thread of its own while this one embeds the query (ONNX Runtime releases the
         # GIL). The embedding stays in this thread: the vector queries wait for it, and waking
         # this thread from a finished embedding thread cost ~2 ms a query (issue #11).
         aside = Future(self._bm25, idx, qp.lexical, chunks) if use_dense and use_bm25 else None
-        de = self._dense(idx, qp.dense, kind, repo, tags, mask, mask_key) if use_dense else []
+        de = self._dense(idx, qp.dense, kind, repo, tags, mask) if use_dense else []
         if aside is not None:
             bm, chunk_scores = aside.result()
         elif use_bm25:
@@ -289,7 +286,6 @@ class Searcher:
         tags = list(tags or [])  # as SearchQuery normalized them (archs=hopper: sm90)
         qp = plan(query)
         mask = idx.entry_mask(kind, repo, tags, since, until)
-        mask_key = (kind, repo, tuple(tags), since, until)
         pool = self.pool(
             idx,
             qp,
@@ -299,7 +295,6 @@ class Searcher:
             mask,
             use_bm25=mode != "dense",
             use_dense=mode != "bm25",
-            mask_key=mask_key,
         )
         if mode == "bm25":
             order = pool.bm25_order

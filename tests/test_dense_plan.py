@@ -54,18 +54,18 @@ def kb(tmp_path_factory, embedder):
 
 
 def _mask(idx, tags):
-    return idx.entry_mask(None, None, tags), (None, None, tuple(tags), None, None)
+    return idx.entry_mask(None, None, tags)
 
 
 def test_plan_asks_each_large_partition_for_its_own_share(kb, monkeypatch):
     idx = kb.searcher().index()
-    mask, key = _mask(idx, [TAG])
-    plan = D.plan_dense(idx, None, None, [TAG], mask, key)
+    mask = _mask(idx, [TAG])
+    plan = D.plan_dense(idx, None, None, [TAG], mask)
     # the topic skills have no such tag: their partition is left out
     assert [k for k, rows in plan.local] == ["pr--alpha", "pr--beta"] and not plan.asks
 
     monkeypatch.setattr(D, "LOCAL_MAX_ROWS", 0)
-    plan = D.plan_dense(idx, None, None, [TAG], mask, key)
+    plan = D.plan_dense(idx, None, None, [TAG], mask)
     rows = dict(plan.local)
     # the filter keeps 20 of alpha's 40 rows and 2 of beta's: those rows alone are scored
     assert len(rows["pr--alpha"]) == 20 and len(rows["pr--beta"]) == 2
@@ -74,13 +74,13 @@ def test_plan_asks_each_large_partition_for_its_own_share(kb, monkeypatch):
     )
 
     monkeypatch.setattr(D, "LOCAL_MASKED_ROWS", 0)
-    plan = D.plan_dense(idx, None, None, [TAG], mask, key)
+    plan = D.plan_dense(idx, None, None, [TAG], mask)
     asks = {k: (n, where) for k, n, where in plan.asks}
     assert asks == {"pr--alpha": (2 * D.DENSE_PER_PARTITION, None)}  # share 0.5: twice the hits
     # share 0.05: its 2 rows scored exactly, however low the row threshold
     assert [(k, len(r)) for k, r in plan.local] == [("pr--beta", 2)]
     # with a Chroma server every partition is asked of it, and the rare tag is a `where`
-    served = D.plan_dense(idx, None, None, [TAG], mask, key, local_vectors=False)
+    served = D.plan_dense(idx, None, None, [TAG], mask, local_vectors=False)
     asks = {k: (n, where) for k, n, where in served.asks}
     assert asks["pr--beta"] == (D.DENSE_PER_PARTITION, {f"t:{TAG}": True}) and not served.local
     unfiltered = D.plan_dense(idx, None, None, [], None)
@@ -91,11 +91,11 @@ def test_plan_asks_each_large_partition_for_its_own_share(kb, monkeypatch):
 def test_every_route_returns_the_exact_dense_answer(kb, monkeypatch, tags):
     s = kb.searcher()
     idx = s.index()
-    mask, key = _mask(idx, tags) if tags else (None, None)
+    mask = _mask(idx, tags) if tags else None
     queries = ["fp8 gemm scaling", "decode attention over a paged kv cache", "top-p sampling"]
 
     def ids(q):
-        return [idx.entries[e].id for e, _, _ in s._dense(idx, q, None, None, tags, mask, key)]
+        return [idx.entries[e].id for e, _, _ in s._dense(idx, q, None, None, tags, mask)]
 
     exact = {q: ids(q) for q in queries}
     assert all(len(v) >= 10 for v in exact.values())
