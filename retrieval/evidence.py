@@ -161,8 +161,8 @@ def _row(idx, e: int) -> dict:
             ident.append(start + j)
             vocab |= words(c.text)
             for line in _lines(c.section, c.text):
-                toks = words(line)
-                lines.append([line, sorted(toks), sum(idf(w) for w in toks)])
+                toks = sorted(words(line))  # summed in one order: a set's varies per process
+                lines.append([line, toks, sum(idf(w) for w in toks)])
     return {"ident": ident, "lines": lines, "use_when": use_when, "vocab": sorted(vocab)}
 
 

@@ -280,3 +280,23 @@ def test_skill_facts_are_stored_for_the_next_process(skills_index, tmp_path):
     third = KnowledgeBase(root=skills_index.root, home=home)
     assert answer(third) == want
     assert json.loads(path.read_text(encoding="utf-8")).keys() == made.keys()
+
+
+def test_the_evidence_cache_is_the_same_bytes_whatever_the_hash_seed(skills_index, tmp_path):
+    """A skill line's idf sum is added up in one order: summed over a set, its last digits
+    (and so scores and the stored evidence file) changed with PYTHONHASHSEED."""
+    import os
+    import subprocess
+    import sys
+
+    q = "CUDA error: an illegal memory access was encountered in my Triton kernel"
+    got = []
+    for seed in ("1", "2"):
+        home = skills_index.copy_home(tmp_path / f"home{seed}")
+        env = {**os.environ, "PYTHONHASHSEED": seed, "KBASE_HOME": str(home)}
+        cmd = [sys.executable, "-m", "kbase.cli", "search", q, "--json"]
+        cmd += ["--root", str(skills_index.root)]
+        subprocess.run(cmd, env=env, check=True, capture_output=True)
+        (stored,) = home.rglob("evidence-1.json")
+        got.append(stored.read_bytes())
+    assert got[0] == got[1]
