@@ -101,7 +101,7 @@ class KnowledgeBase(SearchAPI, ValidateAPI, ArchiveAPI):
 
     def query_embedder(self) -> Any:
         """The shipped model through ONNX Runtime (no torch import: fast CLI searches)."""
-        with self._query_embedder_lock:  # the first search may be loading it aside
+        with self._query_embedder_lock:  # a server's concurrent first searches load it once
             if self._query_embedder is None:
                 if self.shipped():
                     from kbase.retrieval.onnx_embed import load_query_embedder

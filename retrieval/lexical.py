@@ -1,6 +1,6 @@
 """BM25 over chunks with our code- and CJK-aware tokens: read with numpy, in the file layout of
 bm25s (whose scores it reproduces; tests/test_lexical_reader.py). build_stages.build_bm25 writes
-it; the token cache it uses and the sorted vocabulary a searcher reads live here."""
+it; the token cache it uses lives here."""
 
 from __future__ import annotations
 

@@ -56,6 +56,7 @@ class LoadedIndex:
         self.vectors = GenVectors(gen.path)
         self._row_chunk: dict[str, np.ndarray] = {}
         self._row_entry: dict[str, np.ndarray] = {}
+        self._tag_masks: dict[str, np.ndarray] = {}  # read-only: callers AND them into a fresh mask
 
     def fill_texts(self, entries: list[Entry]) -> None:
         """Chunk texts for these entries (a generation is loaded without them)."""
@@ -97,10 +98,16 @@ class LoadedIndex:
         return np.flatnonzero(mask[np.maximum(ent, 0)] & (ent >= 0))
 
     def tag_mask(self, tag: str) -> np.ndarray:
-        """Entries carrying tag."""
-        return np.fromiter(
-            (tag in tags for tags in self.entries.tags), dtype=bool, count=len(self.entries)
-        )
+        """Entries carrying tag, once per generation and tag: the scan of every entry's tags is
+        a Python loop, 5-10 ms a query at 100k entries against issue #11's 25 ms p50 there."""
+        got = self._tag_masks.get(tag)
+        if got is None:
+            if len(self._tag_masks) > 256:  # a server's many filters: start again
+                self._tag_masks.clear()
+            got = self._tag_masks[tag] = np.fromiter(
+                (tag in tags for tags in self.entries.tags), dtype=bool, count=len(self.entries)
+            )
+        return got
 
     def tags_with_keys(self, keys: tuple[str, ...]) -> frozenset[str]:
         """Every `key=value` tag of the index whose key is in keys; computed once per generation
