@@ -54,7 +54,6 @@ TIMED = (
     ("kbase.ingest.logrun", "BlobReader.read", "blob reads (git cat-file)", 2),
     ("kbase.ingest.change_symbols", "parse_tree", "tree-sitter parses", 2),
     ("kbase.ingest.change_symbols", "scan_defs", "brace scanner parses", 2),
-    ("kbase.ingest.change_symbols", "py_scan_defs", "indentation scanner parses", 2),
     ("kbase.ingest.card_writer", "CardWriter.__call__", "cards: build", 2),
     ("kbase.ingest.card_writer", "CardWriter.finish", "revert links and card writes", 1),
     ("kbase.ingest.mine_cache", "MineCache.close", "mining cache flush and close", 1),

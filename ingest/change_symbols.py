@@ -1,6 +1,5 @@
 """Name the definitions a change touches: deleted lines in the spans of the file before, added
-lines in those after (docs/pr-archive.md "Symbols from parsed code"); Python's indentation
-scanner for what tree-sitter-python cannot parse.
+lines in those after (docs/pr-archive.md "Symbols from parsed code").
 """
 
 from __future__ import annotations
@@ -32,7 +31,6 @@ CACHE_BLOBS = 2048
 # the bytes of source they hold (a tree costs a few times its source)
 HOLD_TREES = 4096
 HOLD_BYTES = 96 << 20
-_PY_DEF = re.compile(r"^([ \t]*)(?:async[ \t]+)?(def|class)[ \t]+([A-Za-z_]\w*)")
 
 
 @dataclass
@@ -58,47 +56,10 @@ class Named:
         self.lines[i] += lines
 
 
-def py_scan_defs(src: bytes) -> FileDefs:
-    """Python definitions by indentation, for the rare file tree-sitter-python cannot parse."""
-    lines = src.decode("utf-8", "replace").splitlines()
-    out = FileDefs(method="scanner")
-    open_defs: list[tuple[int, int, str, str]] = []  # (indent, start, name, kind)
-
-    def close(upto_indent: int, end: int) -> None:
-        while open_defs and open_defs[-1][0] >= upto_indent:
-            _, start, name, kind = open_defs.pop()
-            out.spans.append(Span(start, end, name, kind))
-
-    last_code = 0
-    for i, line in enumerate(lines, 1):
-        stripped = line.strip()
-        if not stripped or stripped.startswith("#"):
-            continue
-        indent = len(line) - len(line.lstrip())
-        close(indent, last_code)  # the definitions this line's indentation ends
-        m = _PY_DEF.match(line)
-        if m:
-            outer = open_defs[-1][2] if open_defs else None
-            kind = CLASS if m.group(2) == "class" else (METHOD if outer else FUNCTION)
-            start = i
-            while start > 1 and lines[start - 2].strip().startswith("@"):
-                start -= 1  # decorators belong to the definition
-            name = f"{outer}.{m.group(3)}" if outer else m.group(3)
-            open_defs.append((indent, start, name, kind))
-        last_code = i
-    close(0, last_code)
-    return out.finish()
-
-
-def scan_for(lang: str, data: bytes) -> FileDefs:
-    """The scanner that reads a language's error regions (and what tree-sitter gave up on)."""
-    return py_scan_defs(data) if lang == "py" else scan_defs(data)
-
-
 def primary_defs(lang: str, data: bytes, old_tree=None) -> tuple[FileDefs, object]:
     """(the definitions a blob's lines are looked up in first, its tree or None): tree-sitter's,
-    or the scanner's where tree-sitter cannot read the text. The scanner also reads the ERROR
-    regions of a tree-sitter parse (`Owners`)."""
+    or for the C family the brace scanner's where tree-sitter cannot read the text. The brace
+    scanner also reads the ERROR regions of a C-family parse (`Owners`)."""
     if lang != "py":
         lines = data.count(b"\n")
         if abs(data.count(b"{") - data.count(b"}")) > 2 or (
@@ -108,14 +69,14 @@ def primary_defs(lang: str, data: bytes, old_tree=None) -> tuple[FileDefs, objec
             # grammar (and its error recovery is slow): the scanner reads it
             return scan_defs(data), None
     ts, tree = parse_tree(lang, data, old_tree)
-    if ts is None:
-        return scan_for(lang, data), None
+    if ts is None:  # past the parse budget
+        return (FileDefs() if lang == "py" else scan_defs(data)), None
     return ts, tree
 
 
 class Owners:
-    """Which definition owns each line of one blob: the tree-sitter owner, or the scanner's
-    inside the parse's ERROR regions (the scan is made when a changed line first falls there:
+    """Which definition owns each line of one blob: the tree-sitter owner, or the brace scanner's
+    inside a C-family parse's ERROR regions (the scan is made when a changed line first falls there:
     few do)."""
 
     __slots__ = ("ts", "_scan", "_scanned")
@@ -205,7 +166,7 @@ class SymbolNamer:
         if data is not None:
             self.parsed += 1
             ts = self._parse(lang, blob, path, base, data)
-            owners = Owners(ts, (lambda: scan_for(lang, data)) if ts.errors else None)
+            owners = Owners(ts, (lambda: scan_defs(data)) if ts.errors else None)
         self._owners[key] = owners
         if len(self._owners) > CACHE_BLOBS:
             self._owners.popitem(last=False)

@@ -3,8 +3,9 @@
 
 Only the declaration levels of the tree are visited (namespaces, class bodies, templates,
 `#if` blocks; Python blocks for nested definitions), never expressions, so a large
-header costs one parse and a few thousand node visits. Regions tree-sitter could not
-parse (ERROR nodes) are returned as line ranges; callers ask the brace scanner there.
+header costs one parse and a few thousand node visits. C-family regions tree-sitter could
+not parse (ERROR nodes) are returned as line ranges, where callers ask the brace scanner; a
+Python line there has no owner.
 """
 
 from __future__ import annotations
@@ -91,9 +92,10 @@ def grammar_for(path: str) -> str | None:
 
 
 # Error recovery on broken code can take a hundred times longer than a sound parse, so a parse
-# past this budget is abandoned (the scanner names its symbols). The budget counts tree-sitter's
-# progress callbacks (one per 100 parse operations), not seconds: a time budget gave different
-# cards on a busy machine than on a quiet one. Sound C++/CUDA and Python take ~6 callbacks per KB
+# past this budget is abandoned (the brace scanner names a C-family file's symbols, a Python
+# file has none). The budget counts tree-sitter's progress callbacks (one per 100 parse
+# operations), not seconds: a time budget gave different cards on a busy machine than on a
+# quiet one. Sound C++/CUDA and Python take ~6 callbacks per KB
 # (at most ~12 in CUDA's own headers, ~54 us each here).
 PARSE_BUDGET_CALLS = 120
 PARSE_BUDGET_CALLS_PER_KB = 16
@@ -196,9 +198,6 @@ def _py_block(node, scope: tuple[str, ...], out: FileDefs, src: bytes) -> None:
             if target is None:
                 continue
             t = target.type
-        if t == "ERROR":
-            out.errors.append(_line_span(child))
-            continue
         if t not in ("function_definition", "class_definition"):
             if t in (
                 "if_statement",

@@ -94,6 +94,47 @@ template <int M> __device__ void g(int z) {
     assert not names & {("constexpr", "function"), ("h", "function")} and d.owner(18).name == "g"
 
 
+_CONFLICTED = """def scale(x, factor=2):
+<<<<<<< HEAD
+    return x * factor
+=======
+    return factor * x
+>>>>>>> tuning
+
+
+def configs():
+    return [dict(block=64, warps=4), dict(block=128, warps=8)]
+
+
+class Loader:
+    def load(self, path):
+        with open(path) as fh:
+            return fh.read()
+"""
+
+
+def test_python_tree_sitter_cannot_parse_still_names_what_it_found(tmp_path):
+    """A committed merge conflict is no Python: its marker lines are ERROR nodes, and they
+    end `scale` early. The card still comes, with the definitions tree-sitter recognised
+    around them (no scanner guesses the conflicted lines' owner)."""
+    repo = git.Repo.init(tmp_path / "repo", initial_branch="main")
+    with repo.config_writer() as cw:
+        cw.set_value("user", "name", "T").set_value("user", "email", "t@example.invalid")
+    src = tmp_path / "repo" / "tune.py"
+    src.write_text(_CONFLICTED)
+    repo.git.add("tune.py")
+    repo.git.commit("-q", "-m", "base (#1)")
+    changed = _CONFLICTED.replace("factor * x", "x * factor  # either").replace("64", "32")
+    src.write_text(changed.replace("fh.read()", "fh.read().strip()"))
+    repo.git.commit("-q", "-am", "the change (#2)")
+    mine(tmp_path / "repo", tmp_path / "kb", RECIPE)
+    text = (tmp_path / "kb" / "pr_archive" / "fix" / "2.md").read_text()
+    (f,) = PRCard.model_validate(split_card(text).meta).files
+    assert (f.added, f.deleted) == (3, 3)
+    assert sorted(f.symbols) == ["Loader.load", "configs"]
+    assert f.named_by == ["tree-sitter", "tree-sitter"]
+
+
 def test_a_missing_blob_is_a_warning_not_a_traceback(tmp_path):
     truth, _ = _mine_case("python_methods", tmp_path)
     repo = git.Repo(tmp_path / "repo")
