@@ -156,7 +156,7 @@ def test_the_parse_budget_counts_parser_work_not_seconds(monkeypatch):
     from kbase.ingest import definitions as D
 
     sound = b"__global__ void k(float* x) { x[threadIdx.x] = 0.f; }\n" * 40
-    runaway = b"(T<A<B<C(" * 400  # error recovery: ~50 callbacks per KB
+    runaway = b"(T<A<B<C(" * 4000  # error recovery: ~53 callbacks per KB, 36 KB
     assert D.parse_tree("cuda", sound)[0] is not None
     assert D.parse_tree("cuda", runaway)[0] is None
     # a clock that says every call took a second changes nothing
@@ -168,6 +168,19 @@ def test_the_parse_budget_counts_parser_work_not_seconds(monkeypatch):
     # and it is the budget that decides
     monkeypatch.setattr(D, "PARSE_BUDGET_CALLS", 10**6)
     assert D.parse_tree("cuda", runaway)[0] is not None
+
+
+def test_dense_sound_python_is_parsed_within_the_budget():
+    """Python with an operator every few characters costs tree-sitter ~21 progress callbacks
+    per KB (real test files reach 20): such a file is sound, and no scanner would name its
+    definitions if its parse were abandoned."""
+    from kbase.ingest import definitions as D
+
+    line = b"    assert rs_series(x**2 + 3*x*y - y**3, x, 5) == x**2 + 3*x*y - y**3\n"
+    src = b"def test_series():\n" + line * 1000 + b"\n\ndef test_other():\n    pass\n"
+    defs, tree = D.parse_tree("py", src)
+    assert tree is not None and not tree.root_node.has_error
+    assert [s.name for s in defs.spans] == ["test_series", "test_other"]
 
 
 def test_line_offsets_start_every_line_and_end_the_text():
