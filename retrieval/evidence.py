@@ -188,20 +188,12 @@ def _ids(table: dict[str, int], toks) -> np.ndarray:
     return np.asarray([table.setdefault(t, len(table)) for t in toks], dtype=np.int64)
 
 
-# The weight of the two extra words in the denominator of a line's coverage: about a typical
-# word's idf, so a two-word line never counts as a verbatim match.
+# A line's coverage is the idf sum of the question's words in it over the line's own idf sum plus
+# two typical words (PAD_IDF each), so a two-word line never counts as a verbatim match. A rare
+# word of an error line (JITFunction, satfinite) says more than "kernel" or "cuda", which half the
+# skills use: on the tune halves idf beat counting words alike under cross-validation (real
+# problems MRR 0.935 -> 0.944, skill questions 0.918 -> 0.935).
 PAD_IDF = 3.0
-
-
-def coverage(query: dict[str, float], line: frozenset[str], weight: float) -> float:
-    """How much of one trigger/symptom line the query repeats, each word weighed by its idf
-    (`query`: word -> idf; `weight`: the line's idf sum). A rare word of an error line
-    (JITFunction, satfinite) says more than "kernel" or "cuda", which half the skills use; on the
-    tune halves this beat counting words alike under cross-validation (real problems MRR 0.935
-    -> 0.944, skill questions 0.918 -> 0.935)."""
-    if not weight:
-        return 0.0
-    return sum(query[w] for w in line if w in query) / (weight + 2 * PAD_IDF)
 
 
 def use_when(c) -> str:
@@ -229,7 +221,7 @@ def _runs(op: np.ufunc, values: np.ndarray, lengths: np.ndarray) -> np.ndarray:
 def add_features(idx, text: str, order: list[int], X, col, chunk_scores, top: float) -> list[str]:
     """Skills only: fill the identifying-chunk BM25, trigger-line coverage and explained-words
     features of pool rows `order` in X (issue #25); returns each row's best-matching line.
-    Every candidate's lines are scored at once (`coverage()` of each, in numpy: a Python loop
+    Every candidate's lines are scored at once (in numpy: a Python loop
     over ~130 candidates' lines was 5-9 ms of a warm search); a row's best line is its first
     line of the highest coverage above 0."""
     matched = [""] * len(order)

@@ -159,6 +159,16 @@ def test_idf_comes_from_the_index_postings(real_kb):
     assert lex.idf("sourdoughproofing") == 0.0  # a word no chunk has identifies nothing
 
 
+def coverage(query: dict[str, float], line: frozenset[str], weight: float) -> float:
+    """The definition evidence.add_features computes in numpy for every line at once: the idf sum
+    of the question's words in the line over the line's idf sum plus two typical words."""
+    from kbase.retrieval.evidence import PAD_IDF
+
+    if not weight:
+        return 0.0
+    return sum(query[w] for w in line if w in query) / (weight + 2 * PAD_IDF)
+
+
 def test_a_rare_error_word_outweighs_common_ones_in_trigger_coverage(real_kb):
     from kbase.retrieval import evidence as E
 
@@ -172,8 +182,8 @@ def test_a_rare_error_word_outweighs_common_ones_in_trigger_coverage(real_kb):
     rare_q, common_q = "not a JITFunction", "triton kernel compile"
     # as many words shared with the line (jit, function, jitfunction), but the rare ones decide
     assert len(E.words(rare_q) & line[1]) == len(E.words(common_q) & line[1]) == 3
-    rare = E.coverage(weighed(rare_q), line[1], line[2])
-    assert rare > 1.5 * E.coverage(weighed(common_q), line[1], line[2])
+    rare = coverage(weighed(rare_q), line[1], line[2])
+    assert rare > 1.5 * coverage(weighed(common_q), line[1], line[2])
     import numpy as np
     from kbase.retrieval import fusion as F
 
@@ -197,7 +207,8 @@ def test_a_rare_error_word_outweighs_common_ones_in_trigger_coverage(real_kb):
 )
 def test_batched_evidence_features_equal_the_per_line_definition(real_kb, q):
     """add_features scores every candidate's lines in numpy; per skill it must give what
-    coverage() line by line and the explained-words share give (first best line on a tie)."""
+    coverage() (above) gives line by line and the explained-words share (first best line on a
+    tie)."""
     import numpy as np
     from kbase.retrieval import evidence as E
     from kbase.retrieval import fusion as F
@@ -215,7 +226,7 @@ def test_batched_evidence_features_equal_the_per_line_definition(real_kb, q):
         f = E.facts(idx, e)
         best, text = 0.0, ""
         for line, toks, weight in f.lines:
-            c = E.coverage(qidf, toks, weight)
+            c = coverage(qidf, toks, weight)
             if c > best:
                 best, text = c, line
         assert X[r, col["trig_cover"]] == pytest.approx(best, rel=1e-12, abs=1e-15)
