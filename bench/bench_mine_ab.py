@@ -27,16 +27,14 @@ from collections import Counter
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import HISTORIES, REPO, children_cpu, write_result  # noqa: E402
+from common import HISTORIES, children_cpu, mine_cmd, write_result  # noqa: E402
 
 
 def mine_once(python: str, replay: Path, name: str) -> tuple[Path, float, float]:
     """(the fresh root mined into, wall s, CPU s of the mine and its gits)."""
     root = Path(tempfile.mkdtemp(prefix=f"kbase-ab-{name}-"))
     (root / "pr_archive").mkdir()
-    recipe = REPO / "pr_archive" / "recipes" / f"{name}.yaml"
-    cmd = [python, "-m", "kbase.cli", "mine", "--repo", str(replay), "--name", name]
-    cmd += ["--root", str(root), "--json"] + (["--recipe", str(recipe)] if recipe.exists() else [])
+    cmd = mine_cmd(replay, root, name, python=python)
     t, c = time.perf_counter(), children_cpu()
     subprocess.run(cmd, check=True, capture_output=True, cwd=tempfile.gettempdir())
     return root, time.perf_counter() - t, children_cpu() - c

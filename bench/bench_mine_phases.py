@@ -160,7 +160,7 @@ def measure(name: str, work: Path, repeats: int, back: int, pys: dict[str, str])
         base = work / f"{name}-base-{label}"
         shutil.rmtree(base, ignore_errors=True)
         (base / "pr_archive").mkdir(parents=True)
-        cmd = [py, *mine_cmd(clone, base, name)[1:]]
+        cmd = mine_cmd(clone, base, name, python=py)
         subprocess.run(cmd, check=True, capture_output=True, env=_env(work))
     git(clone, "update-ref", "HEAD", tip)
     runs: dict[str, list[dict]] = {label: [] for label in pys}

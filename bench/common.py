@@ -23,13 +23,16 @@ def children_cpu() -> float:
     return ru.ru_utime + ru.ru_stime
 
 
-def mine_cmd(repo: Path, root: Path, name: str, *extra: str) -> list[str]:
-    """`kbase mine` of one repository into root, with its recipe when the project has one."""
+def mine_cmd(
+    repo: Path, root: Path, name: str, *extra: str, python: str = sys.executable
+) -> list[str]:
+    """`kbase mine` of one repository into root, with its recipe when the project has one, run by
+    `python` (another checkout's interpreter imports that checkout's kbase)."""
     recipe = REPO / "pr_archive" / "recipes" / f"{name}.yaml"
     opts = {"--repo": str(repo), "--name": name, "--root": str(root)}
     if recipe.exists():  # none: mined without one
         opts["--recipe"] = str(recipe)
-    return [sys.executable, "-m", "kbase.cli", "mine", *sum(opts.items(), ()), *extra, "--json"]
+    return [python, "-m", "kbase.cli", "mine", *sum(opts.items(), ()), *extra, "--json"]
 
 
 RESULTS = REPO / "bench" / "results"
