@@ -6,7 +6,6 @@ import json
 import shutil
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import anyio
@@ -165,7 +164,9 @@ def test_malformed_json_rpc_is_answered_and_the_server_stays_up(indexed_root, ra
     hits = json.loads(by_id[7]["result"]["content"][0]["text"])["hits"]
     assert indexed_root.names[0] in [h["id"] for h in hits]
 
-    # A client that disconnects in the middle of a call: the server notices and exits cleanly.
+    # A client that goes away in the middle of a call: it closes its end of the server's stdout
+    # first and keeps stdin open, so the server can only learn it from the answer it fails to
+    # write. It stops there, cleanly (CI caught this race as an exit 1 with a BrokenPipeError).
     s.send(
         {
             "jsonrpc": "2.0",
@@ -174,11 +175,10 @@ def test_malformed_json_rpc_is_answered_and_the_server_stays_up(indexed_root, ra
             "params": {"name": "search", "arguments": {"query": "shared memory bank conflicts"}},
         }
     )
-    s.proc.stdin.close()
     s.proc.stdout.close()
-    t0 = time.time()
     rc = s.proc.wait(30)
-    assert rc == 0 and time.time() - t0 < 30
+    s.proc.stdin.close()
+    assert rc == 0
     s.err.flush()
     log = s.stderr_path.read_text(errors="replace")
     assert "Traceback" not in log

@@ -89,6 +89,8 @@ class EarlyAnswers:
                     if self._live and answers is not None:
                         try:
                             self._answer(line, answers)
+                        except BrokenPipeError:  # the client left; the SDK's write ends it
+                            answers = None
                         except Exception:  # noqa: BLE001  (the SDK answers the rest)
                             log.exception("early answers stopped")
                             answers = None

@@ -263,11 +263,26 @@ async def run_stdio(srv, early) -> None:
     """The SDK's stdio loop over the lines EarlyAnswers read, with unreadable lines answered
     instead of dropped, and the SDK's answers to requests answered early dropped."""
     import anyio
-    from mcp.server.stdio import stdio_server
 
     low = srv._lowlevel_server  # what MCPServer.run_stdio_async drives too
     wire = anyio.wrap_file(open(early.wire_out, "w", encoding="utf-8", closefd=False))  # noqa: SIM115
     answered = early.hand_over()
+    try:
+        await _serve_lines(low, early, wire, answered)
+    except* BrokenPipeError:
+        # The client closed its end of our stdout (it went away mid-call): nothing more can
+        # reach it, so the server stops as it does at end of input (exit 0, no traceback).
+        log.info("the client closed the connection: stopping")
+    finally:
+        # An abandoned worker thread may still wait for a line that will never come, and the
+        # interpreter joins it at exit: end of input releases it.
+        early.lines.put(None)
+
+
+async def _serve_lines(low, early, wire, answered: dict[str, dict]) -> None:
+    import anyio
+    from mcp.server.stdio import stdio_server
+
     async with stdio_server(stdin=_lines(early), stdout=wire) as (read_stream, write_stream):
         fwd_send, fwd_recv = anyio.create_memory_object_stream[Any](16)
         out_send, out_recv = anyio.create_memory_object_stream[Any](16)
