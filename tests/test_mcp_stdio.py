@@ -182,3 +182,29 @@ def test_malformed_json_rpc_is_answered_and_the_server_stays_up(indexed_root, ra
     s.err.flush()
     log = s.stderr_path.read_text(errors="replace")
     assert "Traceback" not in log
+
+
+def test_a_client_that_never_reads_stops_the_server_cleanly(indexed_root, tmp_path_factory):
+    # Its end of the server's stdout is closed before the handshake: the early answer to
+    # `initialize` and every later answer fail to be written. The server stops at the first
+    # failure, and neither its handshake thread nor the SDK's tasks leave a traceback.
+    home = _home_copy(indexed_root, tmp_path_factory)
+    s = RawSession(indexed_root, home, home.parent / "stderr.log")
+    try:
+        s.proc.stdout.close()
+        lines = [
+            initialize_request("2025-06-18", {"name": "raw", "version": "0"}),
+            {"jsonrpc": "2.0", "method": "notifications/initialized"},
+            {"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
+        ]
+        # one write: the server may be gone before a second one
+        s.send("\n".join(json.dumps(m) for m in lines))
+        rc = s.proc.wait(30)
+    finally:
+        if s.proc.poll() is None:
+            s.proc.kill()
+        s.err.close()
+    s.proc.stdin.close()
+    log = s.stderr_path.read_text(errors="replace")
+    assert rc == 0 and "Traceback" not in log, log[-2000:]
+    assert "the client closed the connection" in log

@@ -269,9 +269,10 @@ async def run_stdio(srv, early) -> None:
     answered = early.hand_over()
     try:
         await _serve_lines(low, early, wire, answered)
-    except* BrokenPipeError:
-        # The client closed its end of our stdout (it went away mid-call): nothing more can
-        # reach it, so the server stops as it does at end of input (exit 0, no traceback).
+    except* (BrokenPipeError, anyio.BrokenResourceError):
+        # The client closed its end of our stdout (it went away mid-call): the SDK's writer
+        # fails, then every task that hands it an answer. Nothing more can reach the client,
+        # so the server stops as it does at end of input (exit 0, no traceback).
         log.info("the client closed the connection: stopping")
     finally:
         # An abandoned worker thread may still wait for a line that will never come, and the
