@@ -56,6 +56,12 @@ class Named:
         self.lines[i] += lines
 
 
+def apply_named(f, named: Named) -> None:
+    """Put a file change's symbols on its FileFacts."""
+    f.symbols, f.named_by, f.kinds = named.symbols, named.named_by, named.kinds
+    f.weights, f.problem = named.lines, named.problem
+
+
 def primary_defs(lang: str, data: bytes, old_tree=None) -> tuple[FileDefs, object]:
     """(the definitions a blob's lines are looked up in first, its tree or None): tree-sitter's,
     or for the C family the brace scanner's where tree-sitter cannot read the text. The brace
@@ -123,6 +129,17 @@ class SymbolNamer:
         self._prev: dict[str, tuple[str | None, str | None, list]] = {}
         self.parsed = 0
         self.incremental = 0
+
+    def name_commit(self, commit, then: Callable) -> None:
+        """Name the symbols of every file of `commit` that has a grammar, then hand it on."""
+        for f in commit.files:
+            named = self.name(f.path, f.old_blob, f.new_blob, f.hunks) if f.hunks else None
+            if named is not None:
+                apply_named(f, named)
+        then(commit)
+
+    def drain(self) -> None:
+        """Nothing waits here (NamePool's commits may)."""
 
     def name(
         self,

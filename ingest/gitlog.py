@@ -135,6 +135,7 @@ def parse_log(
             p.header_line(p.cur, raw.rstrip(b"\r\n").decode("utf-8", "surrogateescape"))
     if last_ok is None or last_ok():
         p.finish()
+    namer.drain()
     return p.count
 
 
@@ -154,16 +155,9 @@ class _Parser:
 
     def finish(self) -> None:
         """The current commit is complete: the files in a language with a grammar get their
-        symbols from parsed code, and it is handed on."""
+        symbols from parsed code, and it is handed on (by the namer, when they have them)."""
         if self.commit is not None:
-            for f in self.commit.files:
-                named = (
-                    self.namer.name(f.path, f.old_blob, f.new_blob, f.hunks) if f.hunks else None
-                )
-                if named is not None:
-                    f.symbols, f.named_by, f.kinds = named.symbols, named.named_by, named.kinds
-                    f.weights, f.problem = named.lines, named.problem
-            self.on_commit(self.commit)
+            self.namer.name_commit(self.commit, self.on_commit)
             self.commit = None
             self.count += 1
 

@@ -8,6 +8,7 @@ after it.
 
 from __future__ import annotations
 
+import os
 import subprocess
 import tempfile
 from collections.abc import Callable
@@ -20,6 +21,10 @@ from kbase.ingest.mine_cache import MineCache
 from kbase.ingest.mine_state import MineReport
 
 from kbase.errors import KbaseError
+
+# a run of this many commits from git is named in worker processes (name_pool.py): two by
+# default (a third gains nothing: the mining process is then the slowest of the three)
+POOL_MIN = 200
 
 
 class LogError(KbaseError):
@@ -80,6 +85,18 @@ def stream_history(
     git_dir = str(repo.git_dir)
     reader = BlobReader(git_dir)
     namer = SymbolNamer(reader.read)
+    pool: list = []  # the NamePool of a long run, started at most once
+    workers = _workers()
+
+    def namer_for(run: list[str]):
+        if len(run) < POOL_MIN or workers < 2:
+            return namer
+        if not pool:
+            from kbase.ingest.name_pool import NamePool
+
+            pool.append(NamePool(git_dir, workers))
+        return pool[0]
+
     spared: set[str] = set()  # blobs whose definitions the cached commits spared
     due = iter(shas)
     replayed = 0
@@ -95,15 +112,16 @@ def stream_history(
     def from_git(run: list[str]) -> None:
         """One `git log` over `run`; the commit git dies on is rebuilt file by file."""
         pos = 0
+        nm = namer_for(run)
         while pos < len(run):
-            done, err = _run(git_dir, run[pos:], hand_on, namer)
+            done, err = _run(git_dir, run[pos:], hand_on, nm)
             pos += done
             if err is None and pos < len(run):
                 raise LogError(f"git log gave {done} of {len(run) - pos + done} commits")
             if err is not None:
                 if pos >= len(run):
                     raise LogError(err)
-                hand_on(_salvage(git_dir, run[pos], namer, err))
+                hand_on(_salvage(git_dir, run[pos], nm, err))
                 pos += 1
 
     try:
@@ -127,10 +145,22 @@ def stream_history(
         from_git(run)
     finally:
         reader.close()
-        report.blobs_parsed += namer.parsed
-        report.blobs_incremental += namer.incremental
+        for nm in pool:
+            nm.close()
+        for nm in (namer, *pool):
+            report.blobs_parsed += nm.parsed
+            report.blobs_incremental += nm.incremental
         report.blobs_cached += len(spared)
         report.commits_cached += replayed
+
+
+def _workers() -> int:
+    raw = os.environ.get("KBASE_MINE_WORKERS", "")
+    if not raw:
+        return min(os.cpu_count() or 1, 2)
+    if not raw.isdigit():
+        raise KbaseError(f"KBASE_MINE_WORKERS={raw!r}: a whole number of processes (1: none)")
+    return int(raw)
 
 
 _FILE_FIELDS = tuple(f.name for f in fields(FileFacts))

@@ -139,3 +139,24 @@ def test_symbols_name_definitions_of_the_replayed_files(mined):
     assert methods and methods <= {"tree-sitter", "scanner"}
     # no check for junk names here: the replays define `void void() {`, `def import(...)`;
     # tests/test_archive_symbols.py holds the parser to exact symbol sets on real shapes
+
+
+def test_naming_workers_write_the_cards_the_mining_process_writes_alone(mined, tmp_path):
+    """A long mine names its files in worker processes (ingest/name_pool.py): the cards are the
+    ones a mine that parses everything itself writes, byte for byte."""
+    name, repo, recipe, _, _, _ = mined
+    if name != "lmdeploy":
+        pytest.skip("one replay is enough")
+    folders, reports = [], []
+    for workers in ("1", "2"):
+        os.environ["KBASE_MINE_WORKERS"] = workers
+        try:
+            reports.append(mine(repo, tmp_path / workers, recipe))
+        finally:
+            del os.environ["KBASE_MINE_WORKERS"]
+        folders.append(tmp_path / workers / "pr_archive" / name)
+    cards = [{p.name: p.read_bytes() for p in f.glob("*.md")} for f in folders]
+    assert len(cards[0]) > 300 and cards[0] == cards[1]
+    # both parsed the files, the pool in processes that each hold a cache of parsed blobs
+    assert min(r.blobs_parsed for r in reports) > 1000
+    assert reports[1].blobs_incremental == reports[0].blobs_incremental

@@ -7,14 +7,17 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import signal
 import sqlite3
 import subprocess
+import time
 from pathlib import Path
 
+import pytest
 from common import mine_cmd
 from kbase.ingest.mine_cache import CACHE_FILE
 from kbase.ingest.mining import mine
-from procs import kill9_when, left_in_session
+from procs import kill9_when, left_in_session, session_members
 
 from kbase.schema import Recipe
 
@@ -51,14 +54,26 @@ def test_interrupted_mine_completes_on_rerun_without_duplicates(tmp_path):
     (root / "pr_archive").mkdir(parents=True)  # a root must exist (kbase init)
     folder = root / "pr_archive" / "big"
     cmd = mine_cmd(repo, root, "big")
+    # two naming workers whatever the machine (ingest/name_pool.py)
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "KBASE_MINE_FLUSH_EVERY": "50"}
+    env["KBASE_MINE_WORKERS"] = "2"
     proc = subprocess.Popen(
         cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, start_new_session=True
     )
     # killed in the middle of the stream, once it has saved some commits' facts to its cache
     cache = root / ".kbase" / "cache" / CACHE_FILE
-    kill9_when(proc, lambda: _cached_commits(cache) > 0, "mine")
-    # nothing it started lives on: every git it ran reads EOF and exits
+    running: list[tuple[int, bytes]] = []
+
+    def ready() -> bool:
+        if _cached_commits(cache) == 0:
+            return False
+        running.extend(session_members(proc.pid))
+        return True
+
+    kill9_when(proc, ready, "mine")
+    workers = [pid for pid, cmd in running if b"kbase.ingest.name_pool" in cmd]
+    assert len(workers) == 2, running
+    # nothing it started lives on: every git and naming worker it ran reads EOF and exits
     assert left_in_session(proc.pid) == []
     partial = len(list(folder.glob("*.md")))
     assert partial < 2500  # cards are written after the stream: none, or some of the last writes
@@ -80,3 +95,35 @@ def test_interrupted_mine_completes_on_rerun_without_duplicates(tmp_path):
         assert (folder / f"{i}.md").read_text() == (
             clean / "pr_archive" / "big" / f"{i}.md"
         ).read_text()
+
+
+def test_a_killed_naming_worker_fails_the_mine_clearly(tmp_path):
+    """A naming worker killed mid-mine (the OOM killer, say): the mine stops with an error that
+    says so, exit 2, and leaves no process and no state behind."""
+    repo = tmp_path / "big"
+    _fast_import_repo(repo, 2500)
+    root = tmp_path / "kb"
+    (root / "pr_archive").mkdir(parents=True)
+    env = {**os.environ, "KBASE_MINE_WORKERS": "2"}
+    proc = subprocess.Popen(
+        mine_cmd(repo, root, "big"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+        start_new_session=True,
+    )
+    deadline = time.monotonic() + 60
+    workers: list[int] = []
+    while not workers and proc.poll() is None and time.monotonic() < deadline:
+        workers = [p for p, cmd in session_members(proc.pid) if b"kbase.ingest.name_pool" in cmd]
+        time.sleep(0.01)
+    if not workers:
+        proc.kill()
+        pytest.skip("the mine finished before a worker could be found")
+    os.kill(workers[0], signal.SIGKILL)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 2, err  # kbase's exit status for an error it explains
+    assert f"naming worker (pid {workers[0]}) ended with signal 9" in err.decode()
+    assert b"Traceback" not in err
+    assert left_in_session(proc.pid) == []
+    assert not (root / "pr_archive" / "big" / ".state.json").exists()

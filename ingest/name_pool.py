@@ -1,0 +1,166 @@
+"""Name the symbols of a long run of commits in worker processes (a cold mine: tree-sitter's
+parse holds the GIL, so a second core needs a second process; bench/bench_mine_pool.py).
+
+Each path always goes to the same worker: its parses start from the tree of the version met
+before (change_symbols.SymbolNamer). Commits are handed on in the order they came. A worker
+reads its requests from a pipe the mining process alone holds open, so it ends when that
+process does, however it ends (`kill -9` included).
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import queue
+import subprocess
+import sys
+import threading
+import zlib
+from collections import deque
+from collections.abc import Callable
+
+from kbase.ingest.change_symbols import SymbolNamer, apply_named
+from kbase.ingest.definitions import grammar_for
+from kbase.ingest.gitlog import CommitFacts
+
+from kbase.errors import KbaseError
+
+LAG = 256  # commits waiting for their symbols at most (bounds the memory they hold)
+
+
+class WorkerFailed(KbaseError):
+    """A naming worker died or raised."""
+
+
+class NamePool:
+    """The SymbolNamer interface (`name_commit`, `drain`, `parsed`, `incremental`) over
+    `workers` processes."""
+
+    def __init__(self, git_dir: str, workers: int):
+        self.parsed = self.incremental = 0
+        self._procs = [
+            subprocess.Popen(
+                [sys.executable, "-m", "kbase.ingest.name_pool", git_dir],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+            )
+            for _ in range(workers)
+        ]
+        self._answers: queue.SimpleQueue = queue.SimpleQueue()
+        self._counts = [(0, 0)] * workers
+        # (commit, then, answers still due)
+        self._pending: deque[list] = deque()
+        self._seq = 0
+        for i, p in enumerate(self._procs):
+            threading.Thread(target=self._read, args=(i, p), daemon=True).start()
+
+    def _read(self, i: int, proc: subprocess.Popen) -> None:
+        """Every answer of worker `i`, onto the queue (a thread per worker: the mining process
+        never stops reading, so a worker never blocks on a full pipe)."""
+        assert proc.stdout is not None
+        try:
+            while True:
+                self._answers.put((i, pickle.load(proc.stdout)))
+        except Exception as e:  # EOF: the worker ended (its failure, if any, came first)
+            self._answers.put((i, e))
+
+    def name_commit(self, commit: CommitFacts, then: Callable[[CommitFacts], None]) -> None:
+        batches: dict[int, list] = {}
+        for k, f in enumerate(commit.files):
+            if f.hunks and grammar_for(f.path) is not None:
+                w = zlib.crc32(f.path.encode("utf-8", "surrogateescape")) % len(self._procs)
+                batches.setdefault(w, []).append((k, f.path, f.old_blob, f.new_blob, f.hunks))
+        self._pending.append([commit, then, len(batches), self._seq])
+        for w, batch in batches.items():
+            stdin = self._procs[w].stdin
+            assert stdin is not None
+            try:
+                pickle.dump((self._seq, batch), stdin, protocol=pickle.HIGHEST_PROTOCOL)
+                stdin.flush()
+            except OSError:  # it died: its reader thread has put why on the queue
+                self.drain()
+        self._seq += 1
+        while self._pending:  # hand on what is ready; wait only when too much is pending
+            if self._pending[0][2] == 0:
+                commit, then, _, _ = self._pending.popleft()
+                then(commit)
+            elif not self._take(block=len(self._pending) > LAG):
+                return
+
+    def drain(self) -> None:
+        while self._pending:
+            if self._pending[0][2] == 0:
+                commit, then, _, _ = self._pending.popleft()
+                then(commit)
+            else:
+                self._take(block=True)
+
+    def _take(self, block: bool) -> bool:
+        """Apply one worker's answer; False when none was there (and `block` is False)."""
+        try:
+            i, answer = self._answers.get(block=block)
+        except queue.Empty:
+            return False
+        if isinstance(answer, BaseException):
+            code = self._procs[i].wait()
+            how = f"signal {-code}" if code < 0 else f"status {code}"
+            raise WorkerFailed(f"a naming worker (pid {self._procs[i].pid}) ended with {how}")
+        if answer[0] == "failed":
+            raise WorkerFailed(f"a naming worker failed:\n{answer[1]}")
+        seq, named, self._counts[i] = answer
+        entry = self._pending[seq - self._pending[0][3]]
+        for k, got in named:
+            apply_named(entry[0].files[k], got)
+        entry[2] -= 1
+        self.parsed = sum(c[0] for c in self._counts)
+        self.incremental = sum(c[1] for c in self._counts)
+        return True
+
+    def close(self) -> None:
+        """End the workers: at end of input when all was answered, at once when a failure left
+        commits waiting (a worker would otherwise parse all that was sent to it first)."""
+        for p in self._procs:
+            if self._pending:
+                p.kill()
+            try:
+                if p.stdin:
+                    p.stdin.close()
+            except OSError:  # it died with requests unread
+                pass
+        for p in self._procs:
+            try:
+                p.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+
+
+def _serve(git_dir: str) -> None:
+    from kbase.ingest.logrun import BlobReader
+
+    reader = BlobReader(git_dir)
+    namer = SymbolNamer(reader.read)
+    inp, out = sys.stdin.buffer, sys.stdout.buffer
+    try:
+        while True:
+            try:
+                seq, batch = pickle.load(inp)
+            except EOFError:
+                return
+            named = [(k, namer.name(path, old, new, hunks)) for k, path, old, new, hunks in batch]
+            pickle.dump((seq, named, (namer.parsed, namer.incremental)), out, protocol=5)
+            out.flush()
+    except BrokenPipeError:
+        return
+    except Exception:
+        import traceback
+
+        pickle.dump(("failed", traceback.format_exc()), out)
+        out.flush()
+        os._exit(1)
+    finally:
+        reader.close()
+
+
+if __name__ == "__main__":
+    _serve(sys.argv[1])
