@@ -136,7 +136,12 @@ class NamePool:
 
 
 def _serve(git_dir: str) -> None:
+    import signal
+
     from kbase.ingest.logrun import BlobReader
+
+    # Ctrl-C reaches the whole process group: the mining process handles it and ends us
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
     reader = BlobReader(git_dir)
     namer = SymbolNamer(reader.read)

@@ -47,9 +47,29 @@ def _fast_import_repo(path: Path, commits: int) -> None:
     subprocess.run(["git", "-C", str(path), "checkout", "-q", "main"], check=True)
 
 
-def test_interrupted_mine_completes_on_rerun_without_duplicates(tmp_path):
-    repo = tmp_path / "big"
+@pytest.fixture(scope="module")
+def big(tmp_path_factory) -> Path:
+    """A repository of 2,500 one-PR commits (read only by the tests)."""
+    repo = tmp_path_factory.mktemp("big") / "big"
     _fast_import_repo(repo, 2500)
+    return repo
+
+
+def _workers_of(proc: subprocess.Popen) -> list[int]:
+    """The naming workers of a running mine (once it has started them; 60 s at most)."""
+    deadline = time.monotonic() + 60
+    workers: list[int] = []
+    while not workers and proc.poll() is None and time.monotonic() < deadline:
+        workers = [p for p, cmd in session_members(proc.pid) if b"kbase.ingest.name_pool" in cmd]
+        time.sleep(0.01)
+    if not workers:
+        proc.kill()
+        pytest.skip("the mine finished before its workers could be found")
+    return workers
+
+
+def test_interrupted_mine_completes_on_rerun_without_duplicates(big, tmp_path):
+    repo = big
     root = tmp_path / "kb"
     (root / "pr_archive").mkdir(parents=True)  # a root must exist (kbase init)
     folder = root / "pr_archive" / "big"
@@ -97,29 +117,20 @@ def test_interrupted_mine_completes_on_rerun_without_duplicates(tmp_path):
         ).read_text()
 
 
-def test_a_killed_naming_worker_fails_the_mine_clearly(tmp_path):
+def test_a_killed_naming_worker_fails_the_mine_clearly(big, tmp_path):
     """A naming worker killed mid-mine (the OOM killer, say): the mine stops with an error that
     says so, exit 2, and leaves no process and no state behind."""
-    repo = tmp_path / "big"
-    _fast_import_repo(repo, 2500)
     root = tmp_path / "kb"
     (root / "pr_archive").mkdir(parents=True)
     env = {**os.environ, "KBASE_MINE_WORKERS": "2"}
     proc = subprocess.Popen(
-        mine_cmd(repo, root, "big"),
+        mine_cmd(big, root, "big"),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         env=env,
         start_new_session=True,
     )
-    deadline = time.monotonic() + 60
-    workers: list[int] = []
-    while not workers and proc.poll() is None and time.monotonic() < deadline:
-        workers = [p for p, cmd in session_members(proc.pid) if b"kbase.ingest.name_pool" in cmd]
-        time.sleep(0.01)
-    if not workers:
-        proc.kill()
-        pytest.skip("the mine finished before a worker could be found")
+    workers = _workers_of(proc)
     os.kill(workers[0], signal.SIGKILL)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 2, err  # kbase's exit status for an error it explains
@@ -127,3 +138,28 @@ def test_a_killed_naming_worker_fails_the_mine_clearly(tmp_path):
     assert b"Traceback" not in err
     assert left_in_session(proc.pid) == []
     assert not (root / "pr_archive" / "big" / ".state.json").exists()
+
+
+def test_ctrl_c_stops_a_mine_and_its_workers_quietly(big, tmp_path):
+    """Ctrl-C reaches the whole process group: the mine exits 130 and no worker prints a
+    traceback of its own or lives on."""
+    root = tmp_path / "kb"
+    (root / "pr_archive").mkdir(parents=True)
+    proc = subprocess.Popen(
+        mine_cmd(big, root, "big"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env={**os.environ, "KBASE_MINE_WORKERS": "2"},
+        start_new_session=True,
+        # a terminal's Ctrl-C: SIGINT as the shell leaves it (a background job ignores it)
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+    _workers_of(proc)
+    time.sleep(0.5)  # in the middle of the stream
+    os.killpg(proc.pid, signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    if proc.returncode == 0:
+        pytest.skip("the mine finished before it could be interrupted")
+    assert proc.returncode == 130, err
+    assert b"Traceback" not in err and b"KeyboardInterrupt" not in err, err
+    assert left_in_session(proc.pid) == []
