@@ -89,7 +89,39 @@ def main() -> None:
         return
     from kbase.cli_app import run
 
-    run()
+    piped = _pipe_id()
+    try:
+        run()
+    except SystemExit as e:
+        # Click and rich exit 1 when the reader of stdout is gone (`kbase search ... | head`),
+        # and 1 means "found something" here: exit as a Unix tool killed by SIGPIPE does
+        if e.code == 1 and piped is not None and _reader_gone(piped):
+            raise SystemExit(141) from None
+        raise
+
+
+def _pipe_id() -> tuple[int, int] | None:
+    """(device, inode) of stdout when it is a pipe, else None."""
+    import os
+    import stat
+
+    try:
+        st = os.fstat(1)
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino) if stat.S_ISFIFO(st.st_mode) else None
+
+
+def _reader_gone(piped: tuple[int, int]) -> bool:
+    """The pipe on stdout lost its reader: poll reports an error on it (Click leaves it in
+    place), or it was swapped for /dev/null (rich does that before it exits)."""
+    import select
+
+    if _pipe_id() != piped:
+        return True
+    poll = select.poll()
+    poll.register(1, select.POLLOUT)
+    return any(ev & select.POLLERR for _, ev in poll.poll(0))
 
 
 if __name__ == "__main__":

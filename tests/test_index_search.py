@@ -223,6 +223,39 @@ def test_cli_search_json_shape(kb_root, tmp_path):
     assert missing.returncode == 1 and "no entry" in missing.stderr
 
 
+def test_a_reader_that_closes_the_pipe_early_gets_141_not_1(kb_root, tmp_path):
+    """`kbase search ... | head` under `set -o pipefail`: exit 1 would say "found something"
+    (docs/agents.md); a closed pipe exits 141, as a Unix tool killed by SIGPIPE does, quietly.
+    The reader here closes before the first write: rich's printing (search) and Click's (list)
+    both meet it."""
+    write_topic_skills(kb_root)
+    env = {**os.environ, "KBASE_HOME": str(tmp_path / "pipehome")}
+    assert run_cli("index", "--root", str(kb_root), env=env).returncode == 0
+    for args in (("search", "shared memory bank conflicts"), ("list",)):
+        r, w = os.pipe()
+        os.close(r)
+        try:
+            out = subprocess.run(
+                [sys.executable, "-m", "kbase.cli", *args, "--root", str(kb_root)],
+                stdout=w,
+                stderr=subprocess.PIPE,
+                env=env,
+                timeout=120,
+            )
+        finally:
+            os.close(w)
+        assert out.returncode == 141, (args, out.stderr)
+        assert b"Traceback" not in out.stderr
+    # a command that found something still exits 1 into a pipe with its reader in place
+    missing = subprocess.run(
+        [sys.executable, "-m", "kbase.cli", "get", "nope", "--root", str(kb_root)],
+        capture_output=True,
+        env=env,
+        timeout=120,
+    )
+    assert missing.returncode == 1 and b"no entry" in missing.stderr
+
+
 def test_cli_index_exits_nonzero_on_bad_entry_but_indexes_rest(kb_root, tmp_path):
     write_skill(kb_root, "fine-skill", description="Grid-stride loops.")
     write_skill(kb_root, "empty-skill", text="")
