@@ -103,6 +103,17 @@ def scores(probs: list, answers: list[dict]) -> dict:
         "hit@5": round(sum(r is not None and r < 5 for r in ranks) / n, 4),
         "mrr": round(sum(1 / (r + 1) for r in ranks if r is not None) / n, 4),
     }
+    # is the first hit's confidence a probability? How often the first hit is right, by its
+    # confidence (docs/agents.md quotes the test half)
+    confs = [a["confidence"][0] if a["confidence"] else None for _, a in cov]
+    if cov and confs[0] is not None:
+        bins = {}
+        for lo, hi in ((0.0, 0.4), (0.4, 0.8), (0.8, 1.01)):
+            got = [r for r, c in zip(ranks, confs, strict=True) if lo <= c < hi]
+            right = sum(r == 0 for r in got)
+            bins[f"{lo}-{min(hi, 1.0)}"] = f"{right / len(got):.2f} of {len(got)}" if got else "-"
+        out["top1_right_by_confidence"] = bins
+        out["top1_confidence_mean"] = round(sum(confs) / len(confs), 3)
     flags = [a["no_good_match"] for a in unc]
     if flags and flags[0] is not None:
         out["no_good_match_uncovered"] = round(sum(flags) / len(flags), 4)
