@@ -159,7 +159,12 @@ def test_bench_restricts_figures_to_each_fresh_batch(probs):
 
     # answers that name each row's own id as the only hit, so alignment errors show as misses
     answers = [
-        {"ids": list(p.expected) or [p.id], "no_good_match": not p.covered, "candidates": None}
+        {
+            "ids": list(p.expected) or [p.id],
+            "no_good_match": not p.covered,
+            "candidates": None,
+            "confidence": [0.9],
+        }
         for p in probs
     ]
     got = B.fresh_scores(probs, answers, ("tune", "test"))
@@ -177,4 +182,6 @@ def test_bench_restricts_figures_to_each_fresh_batch(probs):
             assert got[batch][half]["all"]["covered"] == n_cov
             assert got[batch][half]["all"]["hit@1"] == 1.0
             assert got[batch][half]["all"]["no_good_match_uncovered"] == 1.0
+            by_conf = got[batch][half]["all"]["top1_right_by_confidence"]
+            assert by_conf == {"0.0-0.4": "-", "0.4-0.8": "-", "0.8-1.0": f"1.00 of {n_cov}"}
             assert got[batch][half]["no_literal"]["covered"] <= n_cov
