@@ -13,6 +13,7 @@ import subprocess
 import tempfile
 from collections.abc import Callable
 from dataclasses import fields
+from typing import TYPE_CHECKING
 
 from kbase.ingest.change_symbols import SymbolNamer
 from kbase.ingest.definitions import grammar_for
@@ -21,6 +22,9 @@ from kbase.ingest.mine_cache import MineCache
 from kbase.ingest.mine_state import MineReport
 
 from kbase.errors import KbaseError
+
+if TYPE_CHECKING:
+    from kbase.ingest.name_pool import NamePool
 
 # a run of this many commits from git is named in worker processes (name_pool.py): two by
 # default (a third gains nothing: the mining process is then the slowest of the three)
@@ -83,20 +87,7 @@ def stream_history(
     gets how many blobs were parsed (of them, incrementally), how many the cached commits
     spared, and how many commits came from `cache`."""
     git_dir = str(repo.git_dir)
-    reader = BlobReader(git_dir)
-    namer = SymbolNamer(reader.read)
-    pool: list = []  # the NamePool of a long run, started at most once
-    workers = _workers()
-
-    def namer_for(run: list[str]):
-        if len(run) < POOL_MIN or workers < 2:
-            return namer
-        if not pool:
-            from kbase.ingest.name_pool import NamePool
-
-            pool.append(NamePool(git_dir, workers))
-        return pool[0]
-
+    namers = _Namers(git_dir)
     spared: set[str] = set()  # blobs whose definitions the cached commits spared
     due = iter(shas)
     replayed = 0
@@ -112,7 +103,7 @@ def stream_history(
     def from_git(run: list[str]) -> None:
         """One `git log` over `run`; the commit git dies on is rebuilt file by file."""
         pos = 0
-        nm = namer_for(run)
+        nm = namers.for_run(len(run))
         while pos < len(run):
             done, err = _run(git_dir, run[pos:], hand_on, nm)
             pos += done
@@ -137,21 +128,49 @@ def stream_history(
             replayed += 1
             for f in c.files:
                 if f.hunks and grammar_for(f.path) is not None:
-                    if f.old_blob and any(h[1] for h in f.hunks):
-                        spared.add(f.old_blob)
-                    if f.new_blob and any(h[3] for h in f.hunks):
-                        spared.add(f.new_blob)
+                    spared.update(_parsed_sides(f))
             hand_on(c, streamed=False)
         from_git(run)
     finally:
-        reader.close()
-        for nm in pool:
-            nm.close()
-        for nm in (namer, *pool):
-            report.blobs_parsed += nm.parsed
-            report.blobs_incremental += nm.incremental
+        namers.close(report)
         report.blobs_cached += len(spared)
         report.commits_cached += replayed
+
+
+def _parsed_sides(f: FileFacts) -> list[str]:
+    """The blobs of a file change that naming its symbols parses."""
+    sides = [f.old_blob] if f.old_blob and any(h[1] for h in f.hunks) else []
+    return sides + ([f.new_blob] if f.new_blob and any(h[3] for h in f.hunks) else [])
+
+
+class _Namers:
+    """The mining process's own SymbolNamer, and the NamePool started for the first run of
+    commits long enough to pay for its processes."""
+
+    def __init__(self, git_dir: str):
+        self.git_dir = git_dir
+        self.reader = BlobReader(git_dir)
+        self.local = SymbolNamer(self.reader.read)
+        self.workers = _workers()
+        self.pool: NamePool | None = None
+
+    def for_run(self, commits: int):
+        if commits < POOL_MIN or self.workers < 2:
+            return self.local
+        if self.pool is None:
+            from kbase.ingest.name_pool import NamePool
+
+            self.pool = NamePool(self.git_dir, self.workers)
+        return self.pool
+
+    def close(self, report: MineReport) -> None:
+        self.reader.close()
+        if self.pool is not None:
+            self.pool.close()
+        for nm in (self.local, self.pool):
+            if nm is not None:
+                report.blobs_parsed += nm.parsed
+                report.blobs_incremental += nm.incremental
 
 
 def _workers() -> int:
