@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from kbase.ingest.name_pool import NamePool
 
 # a run of this many commits from git is named in worker processes (name_pool.py): two by
-# default (a third gains nothing: the mining process is then the slowest of the three)
+# default (on 2 cores a third gained nothing; more cores were not measured: KBASE_MINE_WORKERS)
 POOL_MIN = 200
 
 
