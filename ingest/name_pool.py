@@ -48,7 +48,7 @@ class NamePool:
         ]
         self._answers: queue.SimpleQueue = queue.SimpleQueue()
         self._counts = [(0, 0)] * workers
-        # (commit, then, answers still due)
+        # [commit, then, answers still due, its sequence number], oldest first
         self._pending: deque[list] = deque()
         self._seq = 0
         for i, p in enumerate(self._procs):
