@@ -36,7 +36,8 @@ def mine(
     """Mine a clone's history into one card per PR (or direct push) under pr_archive/<name>/.
 
     Walks every commit reachable from HEAD, not only the first-parent line.
-    A PR merge owns the commits it brings in; PRs behind other merges get cards of their own."""
+    A PR merge owns the commits it brings in; PRs behind other merges get cards of their own.
+    A run of 50 or more commits is parsed in two worker processes (KBASE_MINE_WORKERS)."""
     # kbase.mine_cli answers a no-op without typer (kbase.cli); keep their output alike
     base = kb(root)
     if not err_console.is_terminal:  # no bar to draw
