@@ -40,7 +40,8 @@ class NamePool:
         self.parsed = self.incremental = 0
         self._procs = [
             subprocess.Popen(
-                [sys.executable, "-m", "kbase.ingest.name_pool", git_dir],
+                # -P: the current directory does not shadow the installed kbase
+                [sys.executable, "-P", "-m", "kbase.ingest.name_pool", git_dir],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
             )

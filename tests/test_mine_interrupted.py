@@ -10,6 +10,7 @@ import os
 import signal
 import sqlite3
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -163,3 +164,27 @@ def test_ctrl_c_stops_a_mine_and_its_workers_quietly(big, tmp_path):
     assert proc.returncode == 130, err
     assert b"Traceback" not in err and b"KeyboardInterrupt" not in err, err
     assert left_in_session(proc.pid) == []
+
+
+def test_workers_import_the_installed_kbase_whatever_the_current_directory(tmp_path):
+    """A mine run from a folder that holds a `kbase` package of its own (a checkout, a project
+    of that name): the naming workers still import the kbase the mine runs, not that one."""
+    repo = tmp_path / "repo"
+    _fast_import_repo(repo, 60)
+    here = tmp_path / "cwd"
+    (here / "kbase").mkdir(parents=True)
+    (here / "kbase" / "__init__.py").write_text("raise SystemExit('the wrong kbase')\n")
+    root = tmp_path / "kb"
+    (root / "pr_archive").mkdir(parents=True)
+    out = subprocess.run(
+        # -P: the mining process itself must not be shadowed (the console script is not)
+        [sys.executable, "-P", *mine_cmd(repo, root, "repo")[1:]],
+        capture_output=True,
+        text=True,
+        cwd=here,
+        env={**os.environ, "KBASE_MINE_WORKERS": "2"},
+        timeout=120,
+    )
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["prs"] == 60
+    assert "wrong kbase" not in out.stderr
