@@ -188,3 +188,38 @@ def test_workers_import_the_installed_kbase_whatever_the_current_directory(tmp_p
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout)["prs"] == 60
     assert "wrong kbase" not in out.stderr
+
+
+def test_a_worker_that_raises_reports_its_traceback(tmp_path):
+    """A request a worker cannot name (a hunk that is not four numbers) makes it raise: the
+    mining process fails with the worker's own traceback, commits named before it were handed
+    on, and the pool ends its processes."""
+    from kbase.ingest.gitlog import CommitFacts, FileFacts
+    from kbase.ingest.name_pool import NamePool, WorkerFailed
+
+    repo = tmp_path / "repo"
+    _fast_import_repo(repo, 3)
+    blob = subprocess.run(
+        ["git", "-C", str(repo), "rev-parse", "HEAD:src/m3.py"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    pool = NamePool(str(repo / ".git"), 2)
+    got: list[CommitFacts] = []
+
+    def commit(sha: str, hunks: list) -> CommitFacts:
+        f = FileFacts(path="src/m3.py", new_blob=blob, hunks=hunks)
+        return CommitFacts(sha=sha, parents=[], date="", subject="", body="", files=[f])
+
+    try:
+        pool.name_commit(commit("good", [(0, 0, 1, 2)]), got.append)
+        pool.drain()
+        assert [c.sha for c in got] == ["good"] and got[0].files[0].symbols == ["f0"]
+        pool.name_commit(commit("bad", [(0, 0, "one", 2)]), got.append)
+        with pytest.raises(WorkerFailed, match="(?s)a naming worker failed:.*Traceback.*Error"):
+            pool.drain()
+    finally:
+        pool.close()
+    assert [c.sha for c in got] == ["good"]
+    assert all(p.poll() is not None for p in pool._procs)
