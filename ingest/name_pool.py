@@ -37,7 +37,6 @@ class NamePool:
     `workers` processes."""
 
     def __init__(self, git_dir: str, workers: int):
-        self.parsed = self.incremental = 0
         self._procs = [
             subprocess.Popen(
                 # -P: the current directory does not shadow the installed kbase
@@ -81,20 +80,20 @@ class NamePool:
             except OSError:  # it died: its reader thread has put why on the queue
                 self.drain()
         self._seq += 1
-        while self._pending:  # hand on what is ready; wait only when too much is pending
-            if self._pending[0][2] == 0:
-                commit, then, _, _ = self._pending.popleft()
-                then(commit)
-            elif not self._take(block=len(self._pending) > LAG):
-                return
+        self._hand_on(wait=False)
 
     def drain(self) -> None:
+        self._hand_on(wait=True)
+
+    def _hand_on(self, wait: bool) -> None:
+        """Hand on the commits whose symbols are all in, oldest first; wait for answers when
+        `wait` (all of them) or when more than LAG commits are pending."""
         while self._pending:
             if self._pending[0][2] == 0:
                 commit, then, _, _ = self._pending.popleft()
                 then(commit)
-            else:
-                self._take(block=True)
+            elif not self._take(block=wait or len(self._pending) > LAG):
+                return
 
     def _take(self, block: bool) -> bool:
         """Apply one worker's answer; False when none was there (and `block` is False)."""
@@ -113,9 +112,15 @@ class NamePool:
         for k, got in named:
             apply_named(entry[0].files[k], got)
         entry[2] -= 1
-        self.parsed = sum(c[0] for c in self._counts)
-        self.incremental = sum(c[1] for c in self._counts)
         return True
+
+    @property
+    def parsed(self) -> int:
+        return sum(c[0] for c in self._counts)
+
+    @property
+    def incremental(self) -> int:
+        return sum(c[1] for c in self._counts)
 
     def close(self) -> None:
         """End the workers: at end of input when all was answered, at once when a failure left
