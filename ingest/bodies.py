@@ -58,8 +58,6 @@ _NUMBER = re.compile(
     rf"|(?<![\w.])((?:speed-?up|faster|improvement)\s+of\s+\d+(?:\.\d+)?\s?{_UNIT}?)",
     re.I,
 )
-
-
 _DIGIT = re.compile(r"\d")  # every _NUMBER match holds one
 _LINK_HINT = re.compile(r"#\d|/issues/\d")  # every _ISSUE_LINK match holds one
 
@@ -81,11 +79,9 @@ def read_body(body: str, own_pr: int | None = None) -> BodyFacts:
     # folding can match other letters, e.g. U+017F to "s")
     low = body.lower() if body.isascii() else None
     if low is None or "revert" in low:
-        m = _REVERTS_COMMIT.search(body)
-        if m:
+        if m := _REVERTS_COMMIT.search(body):
             out.reverts_commit = m.group(1).lower()
-        m = _REVERTS_PR.search(body)
-        if m:
+        if m := _REVERTS_PR.search(body):
             out.reverts_pr = int(m.group(1) or m.group(2))
     kept: list[str] = []
     skip_section = False
@@ -95,15 +91,13 @@ def read_body(body: str, own_pr: int | None = None) -> BodyFacts:
             if not skip_section:
                 kept.append(line)
             continue
-        t = _TRAILER.match(line.strip()) if ":" in line else None
-        if t:
+        if ":" in line and (t := _TRAILER.match(line.strip())):
             if t.group(1).lower() == "co-authored-by":
                 name = re.sub(r"\s*<[^>]*>\s*$", "", t.group(2)).strip()
                 if name and name not in out.co_authors:
                     out.co_authors.append(name)
             continue
-        h = _HEADING.match(line) if "#" in line else None
-        if h:
+        if "#" in line and (h := _HEADING.match(line)):
             title = h.group(1).strip().rstrip(":")
             skip_section = bool(_TEMPLATE_SECTIONS.match(title))
             if not skip_section and title:

@@ -1,7 +1,6 @@
 """A brace-matching scanner for C, C++ and CUDA: definition spans where tree-sitter gave up
 (docs/pr-archive.md "Symbols from parsed code"). The text between the previous `;`, `{` or `}`
-and each `{` is read as that block's signature: a namespace, a class, a function or a block.
-"""
+and each `{` is read as that block's signature: a namespace, a class, a function or a block."""
 
 from __future__ import annotations
 
@@ -11,7 +10,7 @@ import re
 from functools import lru_cache
 from itertools import accumulate, count
 
-from kbase.ingest.definitions import CLASS, FUNCTION, KERNEL, MACRO, METHOD, FileDefs, Span
+from kbase.ingest.definitions import CLASS, FUNCTION, MACRO, FileDefs, Span, c_function
 
 _TOKEN = re.compile(
     r"//[^\n]*"
@@ -47,24 +46,22 @@ _NAME_BEFORE = re.compile(
     r"(?:~\s*)?(?:operator\s*(?:\(\)|[^\s(]+)|[A-Za-z_]\w*))\s*$"
 )
 _NOT_NAMES = set(
-    """
-    if for while switch catch return sizeof defined static_assert else do try case new delete
-    constexpr consteval noexcept requires alignof typeid decltype throw co_await co_return
-    __syncthreads
-    """.split()
+    "if for while switch catch return sizeof defined static_assert else do try case new delete "
+    "constexpr consteval noexcept requires alignof typeid decltype throw co_await co_return "
+    "__syncthreads".split()
 )
 
 
-_PAREN = re.compile(r"[()]")
+_BRACKETS = {"(": re.compile(r"[()]"), "<": re.compile(r"[<>]")}
 # where function_name's walk over a signature stops: a group, a trailing return type, an `=`
 _SIG_MARK = re.compile(r"[(=]|->")
 
 
 def _balanced_end(s: str, i: int) -> int:
-    """Index after the parenthesis group that opens at s[i] == '('."""
-    depth = 0
-    for m in _PAREN.finditer(s, i):  # only the parentheses: no Python step per character
-        if m.group() == "(":
+    """Index after the group that opens at s[i], a '(' or a '<' (the end of `s` if unclosed)."""
+    depth, opening = 0, s[i]
+    for m in _BRACKETS[opening].finditer(s, i):  # only the brackets: no Python step per character
+        if m.group() == opening:
             depth += 1
         else:
             depth -= 1
@@ -74,19 +71,9 @@ def _balanced_end(s: str, i: int) -> int:
 
 
 def _strip_template_head(sig: str) -> str:
-    while True:
-        m = _TEMPLATE_HEAD.match(sig)
-        if not m or m.end() >= len(sig) or sig[m.end()] != "<":
-            return sig
-        depth, j = 0, m.end()
-        for j in range(m.end(), len(sig)):
-            if sig[j] == "<":
-                depth += 1
-            elif sig[j] == ">":
-                depth -= 1
-                if depth == 0:
-                    break
-        sig = sig[j + 1 :]
+    while (m := _TEMPLATE_HEAD.match(sig)) and m.end() < len(sig) and sig[m.end()] == "<":
+        sig = sig[_balanced_end(sig, m.end()) :]
+    return sig
 
 
 # a word each _ATTR_CALL match holds: where none is in a signature (the common case) the
@@ -98,12 +85,9 @@ _ATTR_WORDS += ("noexcept", "throw", "decltype", "__cluster_dims__", "requires")
 def _without_attr_calls(sig: str) -> str:
     if "(" not in sig or not any(w in sig for w in _ATTR_WORDS):
         return sig
-    while True:
-        m = _ATTR_CALL.search(sig)
-        if not m:
-            return sig
-        end = _balanced_end(sig, m.end() - 1)
-        sig = sig[: m.start()] + " " + sig[end:]
+    while m := _ATTR_CALL.search(sig):
+        sig = sig[: m.start()] + " " + sig[_balanced_end(sig, m.end() - 1) :]
+    return sig
 
 
 @lru_cache(maxsize=1 << 16)
@@ -115,19 +99,14 @@ def function_name(sig: str, need_type: bool = False) -> str | None:
     # (`) : a(x), b{y}`) and a trailing return type first
     groups: list[tuple[int, int]] = []
     i = 0
-    while True:
-        mark = _SIG_MARK.search(s, i)  # the next character the walk acts on
-        if mark is None:
-            break
+    while mark := _SIG_MARK.search(s, i):  # the next character the walk acts on
         i = mark.start()
         if s[i] == "(":
             end = _balanced_end(s, i)
             if end >= len(s) and s.count("(", i) > s.count(")", i):
                 return None  # the brace opens inside an argument list: `f({a, b})`
             groups.append((i, end))
-            rest = s[end:]
-            m = re.match(r"\s*(?:const|volatile|override|final|mutable|&&?|\s)*:(?!:)", rest)
-            if m:
+            if re.match(r"\s*(?:const|volatile|override|final|mutable|&&?|\s)*:(?!:)", s[end:]):
                 break
             i = end
             continue
@@ -163,8 +142,7 @@ def function_name(sig: str, need_type: bool = False) -> str | None:
 
 def scan_defs(src: bytes | str) -> FileDefs:
     text = src.decode("utf-8", "replace") if isinstance(src, bytes) else src
-    # the offset after every newline, from the lengths of the lines (C loops, not a match
-    # object per line)
+    # the offset after every newline, from the lengths of the lines (C loops, no match per line)
     line_starts = [0]
     line_starts.extend(map(operator.add, accumulate(map(len, text.split("\n")[:-1])), count(1)))
 
@@ -172,9 +150,10 @@ def scan_defs(src: bytes | str) -> FileDefs:
         return bisect.bisect_right(line_starts, pos)
 
     out = FileDefs(method="scanner")
-    stack: list[tuple[str, str, str, int]] = []  # frames (see _frame)
-    sig_from = 0
-    in_func = 0
+    # frames: (ns | class | func | block, qualified name or "" for a block that is no
+    # definition, its span kind, first line)
+    stack: list[tuple[str, str, str, int]] = []
+    sig_from = in_func = 0
     # `#if` stack: True while the current branch is one after the first (`#elif`, `#else`);
     # only the first branch of each conditional is read, so braces split by `#if` balance
     cond: list[bool] = []
@@ -188,9 +167,16 @@ def scan_defs(src: bytes | str) -> FileDefs:
             continue
         if c in "/\"'R":
             continue
-        if c != "{" and c != "}":
-            word = _directive(tok, cond)
-            if word == "define" and not skip and (macro := _DEFINE.match(tok)):
+        if c != "{" and c != "}":  # a preprocessor line: `cond` follows its `#if`s
+            d = _DIRECTIVE.match(tok)
+            word = d.group(1) if d else ""
+            if word in ("if", "ifdef", "ifndef"):
+                cond.append(False)
+            elif word in ("elif", "else", "elifdef", "elifndef") and cond:
+                cond[-1] = True
+            elif word == "endif" and cond:
+                cond.pop()
+            elif word == "define" and not skip and (macro := _DEFINE.match(tok)):
                 span = Span(line_of(m.start()), line_of(m.end() - 1), macro.group(1), MACRO)
                 out.spans.append(span)
             skip = any(cond)
@@ -209,52 +195,22 @@ def scan_defs(src: bytes | str) -> FileDefs:
         lead, tag, fname, is_global = _brace_head(text[sig_from : m.start()], in_func > 0)
         start = line_of(sig_from + lead) if lead >= 0 else line_of(m.start())
         sig_from = m.end()
-        stack.append(_frame(stack, tag, fname, is_global, start, in_func > 0))
+        if tag == "func" and in_func:
+            stack.append(("func", fname, FUNCTION, start))
+        elif tag == "class" or tag == "func":
+            # the innermost class frame already holds the qualified name
+            scope = [n for k, n, _, _ in stack if k == "class"][-1:]
+            if tag == "class":
+                stack.append(("class", "::".join((*scope, fname)), CLASS, start))
+            else:
+                stack.append(("func", *c_function(scope, fname, is_global), start))
+        else:
+            stack.append((tag, "", "", start))
         in_func += tag == "func"
     for _, name, kind, start in stack:  # unclosed at the end of the file
         if name:
             out.spans.append(Span(start, len(line_starts), name, kind))
     return out.finish()
-
-
-def _directive(tok: str, cond: list[bool]) -> str:
-    """The word of a preprocessor line (`if`, `define`, ...), after following it in `cond`."""
-    d = _DIRECTIVE.match(tok)
-    word = d.group(1) if d else ""
-    if word in ("if", "ifdef", "ifndef"):
-        cond.append(False)
-    elif word in ("elif", "else", "elifdef", "elifndef") and cond:
-        cond[-1] = True
-    elif word == "endif" and cond:
-        cond.pop()
-    return word
-
-
-def _frame(
-    stack: list[tuple[str, str, str, int]],
-    tag: str,
-    fname: str,
-    is_global: bool,
-    start: int,
-    in_func: bool,
-) -> tuple[str, str, str, int]:
-    """The frame a `{` opens: (ns | class | func | block, qualified name or "" for a block
-    that is no definition, its span kind, first line)."""
-    if tag == "func" and in_func:
-        return ("func", fname, FUNCTION, start)
-    if tag not in ("class", "func"):
-        return (tag, "", "", start)
-    # the innermost class frame already holds the qualified name
-    scope = [n for k, n, _, _ in stack if k == "class"][-1:]
-    if tag == "class":
-        return ("class", "::".join((*scope, fname)), CLASS, start)
-    kind = KERNEL if is_global else METHOD if scope or "::" in fname else FUNCTION
-    return (
-        "func",
-        "::".join((*scope, fname)) if scope and "::" not in fname else fname,
-        kind,
-        start,
-    )
 
 
 @lru_cache(maxsize=1 << 16)
@@ -280,8 +236,7 @@ def _brace_head(raw: str, in_func: bool) -> tuple[int, str, str, bool]:
     cm = _CLASS_HEAD.match(core)
     if cm and "(" not in core[: cm.end()]:
         return at, "class", cm.group(1), False
-    if not re.match(r"^(?:enum|typedef\s+enum)\b", core) and flat:
-        fname = function_name(flat)
-        if fname:
+    if flat and not re.match(r"^(?:enum|typedef\s+enum)\b", core):
+        if fname := function_name(flat):
             return at, "func", fname, "__global__" in flat
     return at, "block", "", False

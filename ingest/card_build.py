@@ -21,10 +21,6 @@ KEY_DIFF_LINES = 20
 SHORT_SHA = 12
 
 
-def commit_ref(sha: str) -> str:
-    return sha[:SHORT_SHA]
-
-
 def shown_path(p: str) -> str:
     """A path as a card shows it. git paths are any bytes; the miner keeps them as str with
     surrogate escapes (they round-trip to git), which UTF-8 cannot write: a byte that is not
@@ -103,25 +99,18 @@ def key_diff(facts: list[FileFacts], files: list[FileChange]) -> str | None:
     by_path = {f.path: f for f in facts}
 
     def file_rank(fc: FileChange) -> tuple:
-        top = (
-            min(
-                rank_key(s, "kernel" if s in fc.kernels else "function", fc.path, 0)[0]
-                for s in fc.symbols
-            )
-            if fc.symbols
-            else 6
-        )
-        return (top, -((fc.added or 0) + (fc.deleted or 0)), fc.path)
-
-    def is_test(path: str) -> bool:
-        return rank_key("", "", path, 0)[0] == 5
+        kind = dict.fromkeys(fc.kernels, "kernel")
+        ranks = (rank_key(s, kind.get(s, "function"), fc.path, 0)[0] for s in fc.symbols)
+        return (min(ranks, default=6), -((fc.added or 0) + (fc.deleted or 0)), fc.path)
 
     out: list[str] = []
     for fc in sorted(files, key=file_rank):
         ff = by_path.get(fc.path)
         # a file whose change names no function (a constant, a launch config, top-level code)
         # still shows, after those that do; tests never
-        if ff is None or not ff.excerpts or file_rank(fc)[0] == 5 or is_test(fc.path):
+        if ff is None or not ff.excerpts or file_rank(fc)[0] == 5:
+            continue
+        if rank_key("", "", fc.path, 0)[0] == 5:  # a test file
             continue
         if len(out) + 2 > KEY_DIFF_LINES:
             break
@@ -195,15 +184,15 @@ def build_card(
     reverts = None
     if "revert" in cats:
         reverts = classify.reverted_pr(title)
-        if reverts is None:
-            reverts = body.reverts_pr
-    if reverts is not None and reverts == pr:
+        reverts = body.reverts_pr if reverts is None else reverts
+    if reverts == pr:  # a PR that names itself
         reverts = None
+    commit_url = f"{recipe.upstream}/commit/{sha}" if recipe.upstream else None
     return PRCard(
         repo=recipe.name,
         pr=pr,
         kind="pr" if pr is not None else "commit",
-        url=recipe.pr_url(pr) if pr is not None else _commit_url(recipe, sha),
+        url=recipe.pr_url(pr) if pr is not None else commit_url,
         sha=sha,
         date=date,
         title=title,
@@ -213,7 +202,7 @@ def build_card(
         categories=cats,
         reverts=reverts,
         tags=classify.tags(title, paths),
-        reverts_commit=commit_ref(body.reverts_commit) if body.reverts_commit else None,
+        reverts_commit=body.reverts_commit[:SHORT_SHA] if body.reverts_commit else None,
         description=body.description or None,
         co_authors=list(body.co_authors),
         issues=list(body.issues),
@@ -222,10 +211,6 @@ def build_card(
         key_diff=key,
         also=list(also or []),
     )
-
-
-def _commit_url(recipe: Recipe, sha: str) -> str | None:
-    return f"{recipe.upstream}/commit/{sha}" if recipe.upstream else None
 
 
 def title_of(c: CommitFacts, style: str | None) -> str:

@@ -16,17 +16,6 @@ from kbase.ingest.front_matter import dump_meta, fast_meta
 from kbase.errors import KbaseError
 from kbase.schema import PRCard
 
-__all__ = [
-    "CardError",
-    "CardText",
-    "existing_notes",
-    "fast_meta",
-    "notes_text",
-    "render_card",
-    "section",
-    "split_card",
-]
-
 _NOTES_RE = re.compile(r"^## Notes[ \t]*$", re.M)
 _COMMENT_RE = re.compile(r"<!--.*?-->", re.S)
 
@@ -53,15 +42,13 @@ def split_card(text: str) -> CardText:
     if not text.startswith("---\n"):
         raise CardError("missing YAML front-matter: a card starts with '---'", 1)
     end = text.find("\n---\n", 3)
-    if end < 0:
-        if text.endswith("\n---"):
-            end = len(text) - 4
-        else:
-            raise CardError("unterminated front-matter: no closing '---' line", 1)
+    if end < 0 and text.endswith("\n---"):
+        end = len(text) - 4
+    elif end < 0:
+        raise CardError("unterminated front-matter: no closing '---' line", 1)
     yaml_text = text[4 : end + 1]
-    body_start = end + 5
     body_line = yaml_text.count("\n") + 3
-    body = text[body_start:]
+    body = text[end + 5 :]
     meta = fast_meta(yaml_text)
     if meta is None:
         meta = _yaml_meta(yaml_text)
@@ -74,14 +61,7 @@ def split_card(text: str) -> CardText:
         body = body[: m.start()]
     else:
         notes, notes_line = "", 0
-    return CardText(
-        meta=meta,
-        yaml_text=yaml_text,
-        body=body,
-        body_line=body_line,
-        notes=notes,
-        notes_line=notes_line,
-    )
+    return CardText(meta, yaml_text, body, body_line, notes, notes_line)
 
 
 def _yaml_meta(yaml_text: str) -> Any:
@@ -100,10 +80,7 @@ def _yaml_meta(yaml_text: str) -> Any:
 
 def notes_text(notes_section: str) -> str:
     """What people wrote under Notes: the heading and HTML comments removed."""
-    if not notes_section:
-        return ""
-    rest = notes_section.split("\n", 1)[1] if "\n" in notes_section else ""
-    return _COMMENT_RE.sub("", rest).strip()
+    return _COMMENT_RE.sub("", notes_section.partition("\n")[2]).strip()
 
 
 def existing_notes(text: str) -> str:
@@ -153,9 +130,7 @@ def card_meta(card: PRCard) -> dict[str, Any]:
         if f.unreadable:
             fd["unreadable"] = True
         files.append(fd)
-    d["files"] = files
-    d["totals"] = dict(card.totals)
-    d["categories"] = list(card.categories)
+    d.update(files=files, totals=dict(card.totals), categories=list(card.categories))
     if card.reverts is not None:
         d["reverts"] = card.reverts
     d["tags"] = {k: v for k, v in card.tags.model_dump().items() if v}
@@ -192,26 +167,17 @@ def summary_text(card: PRCard, also: list[str] | None = None) -> str:
     elif card.reverts_commit:
         parts.append(f"It reverts commit {card.reverts_commit}.")
     if card.reverted_by:
-        parts.append(
-            "It was reverted by " + ", ".join(_ref_words(r) for r in card.reverted_by) + "."
-        )
+        parts.append(f"It was reverted by {_ref_words(card.reverted_by)}.")
     tg = card.tags
-    if tg.kernel_types:
-        parts.append("Kernel types: " + ", ".join(tg.kernel_types) + ".")
-    if tg.languages:
-        parts.append("Languages: " + ", ".join(tg.languages) + ".")
-    if tg.archs:
-        parts.append("Architectures: " + ", ".join(tg.archs) + ".")
-    if tg.techniques:
-        parts.append("Techniques: " + ", ".join(tg.techniques) + ".")
+    tag_lists = (tg.kernel_types, tg.languages, tg.archs, tg.techniques)
+    for label, vals in zip(_TAG_LABELS, tag_lists, strict=True):
+        if vals:
+            parts.append(f"{label}: " + ", ".join(vals) + ".")
     renamed = [f for f in card.files if f.old_path]
     if renamed:
-        parts.append(
-            "Renames: "
-            + "; ".join(f"{f.old_path} -> {f.path}" for f in renamed[:5])
-            + (f" and {len(renamed) - 5} more" if len(renamed) > 5 else "")
-            + "."
-        )
+        pairs = "; ".join(f"{f.old_path} -> {f.path}" for f in renamed[:5])
+        more = f" and {len(renamed) - 5} more" if len(renamed) > 5 else ""
+        parts.append(f"Renames: {pairs}{more}.")
     biggest = sorted(card.files, key=lambda f: -((f.added or 0) + (f.deleted or 0)))[:3]
     if biggest:
         parts.append("Largest changes: " + ", ".join(f.path for f in biggest) + ".")
@@ -219,32 +185,22 @@ def summary_text(card: PRCard, also: list[str] | None = None) -> str:
     if kernels:
         parts.append("Kernels touched: " + ", ".join(dict.fromkeys(kernels)) + ".")
     if also:
-        parts.append(
-            "The same PR number also appears on commit"
-            + ("s " if len(also) > 1 else " ")
-            + ", ".join(s[:10] for s in also)
-            + "."
-        )
+        shas = ", ".join(s[:10] for s in also)
+        parts.append(f"The same PR number also appears on commit{'s' * (len(also) > 1)} {shas}.")
     return " ".join(parts)
 
 
-def _ref_words(ref: str) -> str:
-    return f"PR {ref}" if ref.startswith("#") else f"commit {ref}"
+_TAG_LABELS = ("Kernel types", "Languages", "Architectures", "Techniques")
+
+
+def _ref_words(refs: list[str]) -> str:
+    return ", ".join(f"PR {r}" if r.startswith("#") else f"commit {r}" for r in refs)
 
 
 def render_card(card: PRCard, notes: str = "", also: list[str] | None = None) -> str:
-    meta = dump_meta(card_meta(card))
-    lines = [
-        "---",
-        meta.rstrip("\n"),
-        "---",
-        f"# {card.title}",
-        "",
-        "## Summary",
-        "",
-        summary_text(card, also),
-        "",
-    ]
+    meta = dump_meta(card_meta(card)).rstrip("\n")
+    lines = ["---", meta, "---", f"# {card.title}", ""]
+    lines += ["## Summary", "", summary_text(card, also), ""]
     if card.description:
         lines += ["## Description", "", card.description, ""]
     if card.touched:
@@ -268,10 +224,8 @@ def render_card(card: PRCard, notes: str = "", also: list[str] | None = None) ->
         sym = f": {', '.join(f.symbols)}" if f.symbols else ""
         lines.append(f"- {where} ({delta}){sym}")
     if len(card.files) > BODY_FILE_LIMIT:
-        lines.append(
-            f"- ... and {len(card.files) - BODY_FILE_LIMIT} more files "
-            "(all are listed in the front-matter)"
-        )
+        more = len(card.files) - BODY_FILE_LIMIT
+        lines.append(f"- ... and {more} more files (all are listed in the front-matter)")
     if not card.files:
         lines.append("- (no file changes)")
     lines.append("")
@@ -291,9 +245,8 @@ def _links(card: PRCard) -> list[str]:
         out.append(f"PR: {card.url}")
     out.append(f"Commit: {base + '/commit/' + card.sha if base else card.sha}")
     if card.issues:
-        out.append(
-            "Issues: " + ", ".join(f"{base}/issues/{n}" if base else f"#{n}" for n in card.issues)
-        )
+        issues = (f"{base}/issues/{n}" if base else f"#{n}" for n in card.issues)
+        out.append("Issues: " + ", ".join(issues))
     if card.co_authors:
         out.append("Co-authors: " + ", ".join(card.co_authors))
     if card.reverts is not None:
@@ -301,7 +254,7 @@ def _links(card: PRCard) -> list[str]:
     elif card.reverts_commit:
         out.append(f"Reverts: commit {card.reverts_commit}")
     if card.reverted_by:
-        out.append("Reverted by: " + ", ".join(_ref_words(r) for r in card.reverted_by))
+        out.append(f"Reverted by: {_ref_words(card.reverted_by)}")
     if card.numbers:
         out.append("Numbers: " + ", ".join(card.numbers))
     return out

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
+import os
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,49 +33,45 @@ class CardFacts:
     reverted_by: tuple[str, ...] = ()
 
 
-# (path) -> (mtime_ns, size, facts): re-parsed only when the file changes, so repeated
+# path -> ((mtime_ns, size), facts): re-parsed only when the file changes, so repeated
 # staleness checks over thousands of cards cost a directory scan and stats
-_FACTS_CACHE: dict[str, tuple[int, int, CardFacts | None]] = {}
+_FACTS_CACHE: dict[str, tuple[tuple[int, int], CardFacts | None]] = {}
 
 
 def card_facts(root: Path, repo: str) -> list[CardFacts]:
     out: list[CardFacts] = []
-    for p in map(Path, card_paths(Path(root), repo)):
+    for key in card_paths(Path(root), repo):
         try:
-            st = p.stat()
+            st = os.stat(key)
         except OSError:
             continue
-        key = str(p)
         hit = _FACTS_CACHE.get(key)
-        if hit and hit[0] == st.st_mtime_ns and hit[1] == st.st_size:
-            if hit[2] is not None:
-                out.append(hit[2])
-            continue
-        try:
-            c = load_card(p, Path(root)).card
-            facts = CardFacts(
-                pr=c.pr,
-                date=c.date,
-                title=c.title,
-                paths=tuple(
-                    dict.fromkeys(
-                        [f.path for f in c.files] + [f.old_path for f in c.files if f.old_path]
-                    )
-                ),
-                renames=tuple((f.old_path, f.path) for f in c.files if f.old_path),
-                families=tuple(c.families),
-                categories=tuple(c.categories),
-                nfiles=len(c.files),
-                reverts=c.reverts,
-                sha=c.sha,
-                reverted_by=tuple(c.reverted_by),
-            )
-        except CardProblems:
-            facts = None
-        _FACTS_CACHE[key] = (st.st_mtime_ns, st.st_size, facts)
-        if facts is not None:
-            out.append(facts)
+        if hit is None or hit[0] != (st.st_mtime_ns, st.st_size):
+            hit = _FACTS_CACHE[key] = ((st.st_mtime_ns, st.st_size), _read_facts(key, root))
+        if hit[1] is not None:
+            out.append(hit[1])
     return out
+
+
+def _read_facts(path: str, root: Path) -> CardFacts | None:
+    try:
+        c = load_card(Path(path), Path(root)).card
+    except CardProblems:
+        return None
+    renames = tuple((f.old_path, f.path) for f in c.files if f.old_path)
+    return CardFacts(
+        pr=c.pr,
+        date=c.date,
+        title=c.title,
+        paths=tuple(dict.fromkeys([f.path for f in c.files] + [old for old, _ in renames])),
+        renames=renames,
+        families=tuple(c.families),
+        categories=tuple(c.categories),
+        nfiles=len(c.files),
+        reverts=c.reverts,
+        sha=c.sha,
+        reverted_by=tuple(c.reverted_by),
+    )
 
 
 def _when(date: str) -> _dt.datetime:
@@ -84,9 +81,7 @@ def _when(date: str) -> _dt.datetime:
 
 def latest_touch(root: Path, repo: str, globs: list[str]) -> str | None:
     """ISO date of the newest card in pr_archive/<repo>/ touching a path that matches any glob
-    (`*` within a segment, `**` across segments, a directory matches what is under it); None if
-    none.
-    """
+    (`*` within a segment, `**` across segments, a directory matches what is under it), or None."""
     if not globs:
         return None
     rx = compile_globs(tuple(globs))
@@ -100,11 +95,9 @@ def latest_touch(root: Path, repo: str, globs: list[str]) -> str | None:
 def read_families(root: Path, repo: str) -> dict[str, list[str]]:
     """Family globs recorded by the last mine (so history works without the recipe file at hand)."""
     p = Path(root) / ARCHIVE_DIR / repo / ".state.json"
-    if not p.exists():
-        return {}
     try:
         return dict(json.loads(p.read_text(encoding="utf-8")).get("families") or {})
-    except ValueError:
+    except (FileNotFoundError, ValueError):
         return {}
 
 

@@ -5,23 +5,13 @@ linked to the commits they revert once the stream ends.
 
 from __future__ import annotations
 
+from contextlib import suppress
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from kbase.ingest import card_build as cb
 from kbase.ingest import classify
 from kbase.ingest.bodies import BodyFacts
-from kbase.ingest.card_build import (
-    SHORT_SHA,
-    body_facts,
-    build_card,
-    card_key,
-    commit_ref,
-    key_diff,
-    merge_files,
-    recipe_key,
-    title_of,
-    to_change,
-)
 from kbase.ingest.card_format import existing_notes, render_card, split_card
 from kbase.ingest.cards import card_stem
 from kbase.ingest.gitlog import CommitFacts
@@ -58,24 +48,22 @@ class CardWriter:
         self.cards: dict[str, PRCard] = {}  # card file stem -> card
         self.seen_shas: set[str] = set()
         self.cache = cache
-        self._recipe_key = recipe_key(recipe)
+        self._recipe_key = cb.recipe_key(recipe)
 
     def __call__(self, c: CommitFacts) -> None:
-        self.report.commits += 1
+        rep = self.report
+        rep.commits += 1
         self.seen_shas.add(c.sha)
         for f in c.files:
-            if f.problem and len(self.report.warnings) < WARNING_LIMIT:
-                self.report.warnings.append(f"{c.sha[:12]}: {f.problem}; its symbols are skipped")
-        found = classify.pr_number(c.subject)
-        pr, style = found if found else (None, None)
+            if f.problem and len(rep.warnings) < WARNING_LIMIT:
+                rep.warnings.append(f"{c.sha[:12]}: {f.problem}; its symbols are skipped")
+        pr, style = classify.pr_number(c.subject) or (None, None)
         card = self._card(c, pr, style)
         if pr is None:
-            self.report.without_pr += 1
-            self.report.direct_pushes += 1
-            if len(self.report.without_pr_sample) < SAMPLE_LIMIT:
-                self.report.without_pr_sample.append(
-                    {"sha": c.sha, "date": c.date, "subject": c.subject}
-                )
+            rep.without_pr += 1
+            rep.direct_pushes += 1
+            if len(rep.without_pr_sample) < SAMPLE_LIMIT:
+                rep.without_pr_sample.append({"sha": c.sha, "date": c.date, "subject": c.subject})
         stem = card_stem(card)
         held = self.cards.get(stem)
         if held is not None and (c.sha == held.sha or c.sha in held.also):
@@ -94,27 +82,24 @@ class CardWriter:
         key = None
         # facts with a problem (a blob git could not read) may read otherwise next time
         if self.cache is not None and not any(f.problem for f in c.files):
-            key = card_key(pack_commit(c), self._recipe_key)
+            key = cb.card_key(pack_commit(c), self._recipe_key)
             got = self.cache.get(f"card:{key}")
-            if got is not None:
-                try:
+            with suppress(ValueError):  # a cached card the schema no longer takes is rebuilt
+                if got is not None:
                     card = PRCard.model_validate(got)
-                except ValueError:
-                    pass
-                else:
                     self.report.cards_cached += 1
                     return card
-        files = sorted((to_change(f) for f in c.files), key=lambda f: f.path)
-        card = build_card(
+        files = sorted((cb.to_change(f) for f in c.files), key=lambda f: f.path)
+        card = cb.build_card(
             self.recipe,
             self.matcher,
             pr=pr,
-            title=title_of(c, style),
+            title=cb.title_of(c, style),
             sha=c.sha,
             date=c.date,
             files=files,
-            body=body_facts(c, pr, style),
-            key=key_diff(c.files, files),
+            body=cb.body_facts(c, pr, style),
+            key=cb.key_diff(c.files, files),
         )
         if key is not None and self.cache is not None:
             self.cache.put(f"card:{key}", card.model_dump(mode="json"))
@@ -155,7 +140,7 @@ class CardWriter:
         by_sha: dict[str, str] = {}
         for stem, card in self.cards.items():
             for sha in (card.sha, *card.also):
-                by_sha[sha[:SHORT_SHA]] = stem
+                by_sha[sha[: cb.SHORT_SHA]] = stem
         wanted: dict[str, set[str]] = {}
         heads: list[tuple[str, str]] | None = None  # the folder's cards, read at most once
         for stem, card in self.cards.items():
@@ -163,7 +148,7 @@ class CardWriter:
             if card.reverts is not None:
                 target = str(card.reverts)
             elif card.reverts_commit:
-                target = by_sha.get(card.reverts_commit[:SHORT_SHA])
+                target = by_sha.get(card.reverts_commit[: cb.SHORT_SHA])
                 if target is None:
                     if heads is None:
                         heads = _card_heads(self.folder)
@@ -183,7 +168,7 @@ def _read_card(path: Path) -> PRCard | None:
 
 def _ref(card: PRCard) -> str:
     """How other cards name this one in reverts / reverted_by."""
-    return f"#{card.pr}" if card.pr is not None else commit_ref(card.sha)
+    return f"#{card.pr}" if card.pr is not None else card.sha[: cb.SHORT_SHA]
 
 
 def _ref_order(ref: str) -> tuple[int, int, str]:
@@ -195,16 +180,14 @@ def _card_heads(folder: Path) -> list[tuple[str, str]]:
     full mine of a history with many reverts looked each one up in every card."""
     out = []
     for p in folder.glob("*.md"):
-        try:
+        with suppress(OSError):
             out.append((p.stem, p.read_text(encoding="utf-8")[:4000]))
-        except OSError:
-            continue
     return out
 
 
 def _find_by_sha(folder: Path, sha: str, heads: list[tuple[str, str]]) -> str | None:
     """The card (file stem) of an earlier run whose commit is `sha` (a prefix is enough)."""
-    short = sha[:SHORT_SHA]
+    short = sha[: cb.SHORT_SHA]
     p = folder / f"commit-{short}.md"
     if p.exists():
         return p.stem
@@ -215,9 +198,8 @@ def _find_by_sha(folder: Path, sha: str, heads: list[tuple[str, str]]) -> str | 
 
 
 def _combine(w: CardWriter, newer: PRCard, older: PRCard) -> PRCard:
-    files = merge_files(newer.files, older.files)
-    also = list(dict.fromkeys([*newer.also, older.sha, *older.also]))
-    also = [s for s in also if s != newer.sha]
+    files = cb.merge_files(newer.files, older.files)
+    also = [s for s in dict.fromkeys([*newer.also, older.sha, *older.also]) if s != newer.sha]
     body = BodyFacts(
         description=newer.description or older.description or "",
         co_authors=list(dict.fromkeys(newer.co_authors + older.co_authors)),
@@ -226,7 +208,7 @@ def _combine(w: CardWriter, newer: PRCard, older: PRCard) -> PRCard:
         reverts_commit=newer.reverts_commit or older.reverts_commit,
         numbers=list(dict.fromkeys(newer.numbers + older.numbers)),
     )
-    card = build_card(
+    card = cb.build_card(
         w.recipe,
         w.matcher,
         **newer.model_dump(include={"pr", "title", "sha", "date"}),
@@ -235,8 +217,5 @@ def _combine(w: CardWriter, newer: PRCard, older: PRCard) -> PRCard:
         key=newer.key_diff or older.key_diff,
         also=also,
     )
-    return card.model_copy(
-        update={
-            "reverted_by": sorted(set(newer.reverted_by) | set(older.reverted_by), key=_ref_order)
-        }
-    )
+    reverted_by = sorted(set(newer.reverted_by) | set(older.reverted_by), key=_ref_order)
+    return card.model_copy(update={"reverted_by": reverted_by})

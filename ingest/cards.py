@@ -30,18 +30,9 @@ def card_paths(root: Path, repo: str | None = None) -> list[str]:
     base = root / ARCHIVE_DIR
     if not base.is_dir():
         return []
-    dirs = (
-        [base / repo]
-        if repo
-        else sorted(
-            d
-            for d in base.iterdir()
-            if d.is_dir() and d.name not in _SKIP_DIRS and not d.name.startswith(".")
-        )
-    )
     out: list[str] = []
-    for d in dirs:
-        if not d.is_dir():
+    for d in [base / repo] if repo else sorted(base.iterdir()):
+        if not d.is_dir() or not repo and (d.name in _SKIP_DIRS or d.name.startswith(".")):
             continue
         sd = str(d) + os.sep
         with os.scandir(d) as it:
@@ -54,17 +45,6 @@ def card_paths(root: Path, repo: str | None = None) -> list[str]:
             sd + n for n in sorted(names, key=lambda n: (len(n), n)) if n.lower() != "readme.md"
         )
     return out
-
-
-def _validation_problems(exc: ValidationError, yaml_text: str, shown: str) -> list[Problem]:
-    import yaml
-    from kbase.ingest.markdown import validation_problems
-
-    try:
-        node = yaml.compose(yaml_text, Loader=yaml.SafeLoader)
-    except (yaml.YAMLError, RecursionError):
-        node = None
-    return validation_problems(exc, shown, node, first_line=2)
 
 
 @dataclass
@@ -85,7 +65,14 @@ def load_card(path: Path, root: Path) -> LoadedCard:
     try:
         card = PRCard.model_validate(parts.meta)
     except ValidationError as exc:
-        raise CardProblems(_validation_problems(exc, parts.yaml_text, shown)) from None
+        import yaml
+        from kbase.ingest.markdown import validation_problems
+
+        try:
+            node = yaml.compose(parts.yaml_text, Loader=yaml.SafeLoader)
+        except (yaml.YAMLError, RecursionError):
+            node = None
+        raise CardProblems(validation_problems(exc, shown, node, first_line=2)) from None
     folder = path.parent.name
     if card.repo != folder:
         why = f"repo {card.repo!r} does not match the archive folder {folder!r}"
@@ -130,21 +117,19 @@ def card_entry(lc: LoadedCard) -> Entry:
         eid, label = f"pr:{c.repo}#{c.pr}", f"PR #{c.pr}"
     else:  # a direct push
         eid, label = f"commit:{c.repo}@{c.sha[:12]}", f"commit {c.sha[:12]}"
+    ref = f"{c.repo} {label} ({c.title})"
     chunks: list[Chunk] = []
     add = partial(Chunk.add, chunks, eid, "pr", lc.path)
 
     summary, s_off = section(parts.body, "Summary")
-    head = [f"{c.title}", f"{c.repo} {label}, {c.date[:10]}"]
+    head = [c.title, f"{c.repo} {label}, {c.date[:10]}"]
     if c.families:
         head.append("Families: " + ", ".join(c.families))
     head.append("Categories: " + ", ".join(c.categories))
     if c.tags.kernel_types:
         head.append("Kernel types: " + ", ".join(c.tags.kernel_types))
-    add(
-        "summary",
-        "\n".join(head) + ("\n" + summary if summary else ""),
-        parts.body_line + s_off if summary else 1,
-    )
+    summary_line = parts.body_line + s_off if summary else 1
+    add("summary", "\n".join(head) + ("\n" + summary if summary else ""), summary_line)
     _, f_off = section(parts.body, "Files")
     lines = [
         f"{f.old_path + ' -> ' if f.old_path else ''}{f.path}"
@@ -155,28 +140,16 @@ def card_entry(lc: LoadedCard) -> Entry:
     # normalisation and past the embedding model's input limit
     for i in range(0, max(len(lines), 1), FILES_PER_CHUNK):
         part = "\n".join(lines[i : i + FILES_PER_CHUNK])
-        add(
-            "files",
-            f"Files changed by {c.repo} {label} ({c.title}):\n{part}",
-            parts.body_line + f_off if f_off else 1,
-        )
+        add("files", f"Files changed by {ref}:\n{part}", parts.body_line + f_off if f_off else 1)
     desc, d_off = section(parts.body, "Description")
     if desc:
-        add(
-            "description",
-            f"Description of {c.repo} {label} ({c.title}):\n{desc}",
-            parts.body_line + d_off,
-        )
+        add("description", f"Description of {ref}:\n{desc}", parts.body_line + d_off)
     if c.touched:
-        add(
-            "symbols",
-            f"Kernels and functions touched by {c.repo} {label} ({c.title}): "
-            + ", ".join(c.touched[:60]),
-            parts.body_line + section(parts.body, "Touched")[1],
-        )
+        touched = f"Kernels and functions touched by {ref}: " + ", ".join(c.touched[:60])
+        add("symbols", touched, parts.body_line + section(parts.body, "Touched")[1])
     notes = notes_text(parts.notes)
     if notes:
-        add("notes", f"Notes on {c.repo} {label} ({c.title}):\n{notes}", parts.notes_line)
+        add("notes", f"Notes on {ref}:\n{notes}", parts.notes_line)
     tags = (
         c.tags.flat()
         + [f"family={f}" for f in c.families]

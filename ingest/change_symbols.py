@@ -1,6 +1,5 @@
 """Name the definitions a change touches: deleted lines in the spans of the file before, added
-lines in those after (docs/pr-archive.md "Symbols from parsed code").
-"""
+lines in those after (docs/pr-archive.md "Symbols from parsed code")."""
 
 from __future__ import annotations
 
@@ -12,19 +11,9 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from itertools import groupby
 
+from kbase.ingest import definitions as defs
 from kbase.ingest.brace_scan import scan_defs
-from kbase.ingest.definitions import (
-    CLASS,
-    FUNCTION,
-    KERNEL,
-    METHOD,
-    FileDefs,
-    Span,
-    edit_tree,
-    grammar_for,
-    line_offsets,
-    parse_tree,
-)
+from kbase.ingest.definitions import FileDefs, edit_tree, grammar_for, line_offsets, parse_tree
 
 CACHE_BLOBS = 2048
 # trees of the last parsed version per file, for incremental parses: bounded by count and by
@@ -44,7 +33,7 @@ class Named:
     problem: str | None = None
     _index: dict[str, int] = field(default_factory=dict, repr=False)
 
-    def add(self, span: Span, method: str, lines: int = 1) -> None:
+    def add(self, span: defs.Span, method: str, lines: int = 1) -> None:
         i = self._index.get(span.name)
         if i is None:
             self._index[span.name] = len(self.symbols)
@@ -81,9 +70,8 @@ def primary_defs(lang: str, data: bytes, old_tree=None) -> tuple[FileDefs, objec
 
 
 class Owners:
-    """Which definition owns each line of one blob: the tree-sitter owner, or the brace scanner's
-    inside a C-family parse's ERROR regions (the scan is made when a changed line first falls there:
-    few do)."""
+    """Which definition owns each line of one blob: tree-sitter's, or in a C-family parse's ERROR
+    regions the brace scanner's (scanned when a changed line first falls there: few do)."""
 
     __slots__ = ("ts", "_scan", "_scanned")
 
@@ -133,8 +121,7 @@ class SymbolNamer:
     def name_commit(self, commit, then: Callable) -> None:
         """Name the symbols of every file of `commit` that has a grammar, then hand it on."""
         for f in commit.files:
-            named = self.name(f.path, f.old_blob, f.new_blob, f.hunks) if f.hunks else None
-            if named is not None:
+            if f.hunks and (named := self.name(f.path, f.old_blob, f.new_blob, f.hunks)):
                 apply_named(f, named)
         then(commit)
 
@@ -200,11 +187,10 @@ class SymbolNamer:
             # kept with its tree for the edit from it to the next older version
             src_offsets = held[3] if held[3] is not None else line_offsets(held[2])
             offsets = line_offsets(data)
-            old_tree = edit_tree(held[1], held[2], data, base[1], True, (src_offsets, offsets))
+            old_tree = edit_tree(held[1], src_offsets, offsets, base[1])
         ts, tree = primary_defs(lang, data, old_tree)
         if tree is not None and path:
-            old = self._trees.pop(path, None)
-            if old is not None:
+            if (old := self._trees.pop(path, None)) is not None:
                 self._held_bytes -= len(old[2])
             self._trees[path] = (blob, tree, data, offsets)
             self._held_bytes += len(data)
@@ -219,23 +205,10 @@ def rank_key(name: str, kind: str, path: str, lines: int) -> tuple[int, int, str
     """Kernels first, then public functions and methods, then private ones, classes and
     macros; anything in a test file or named like a test last."""
     last = re.split(r"::|\.", name)[-1]
-    low = path.lower()
-    is_test = (
-        "/test" in f"/{low}"
-        or low.rsplit("/", 1)[-1].startswith("test_")
-        or last.startswith("test")
-        or last.startswith("Test")
-    )
-    if is_test:
+    if "/test" in f"/{path.lower()}" or last.startswith(("test", "Test")):  # a test* folder or file
         group = 5
-    elif kind == KERNEL:
-        group = 0
-    elif kind in (FUNCTION, METHOD) and not last.startswith("_"):
-        group = 1
-    elif kind in (FUNCTION, METHOD):
-        group = 2
-    elif kind == CLASS:
-        group = 3
+    elif kind in (defs.FUNCTION, defs.METHOD):
+        group = 2 if last.startswith("_") else 1
     else:
-        group = 4
+        group = {defs.KERNEL: 0, defs.CLASS: 3}.get(kind, 4)
     return group, -lines, name

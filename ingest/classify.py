@@ -1,8 +1,6 @@
 """Our PR classifier: categories, the reverted PR, and vocabulary tags, from the subject and paths.
-
-Rules are deliberately plain (word patterns over the title, path facts over the
-files) so that a card's categories can be explained by reading its title and file list.
-"""
+Rules are deliberately plain (word patterns over the title, path facts over the files) so that a
+card's categories can be explained by reading its title and file list."""
 
 from __future__ import annotations
 
@@ -86,14 +84,10 @@ _PREFIX_MAP = _by_word(
         "fix": "fix bugfix bug hotfix",
         "feature": "feat feature features enhancement",
         "perf": "perf performance",
-        "refactor": "refactor",
         "docs": "docs doc",
-        "ci": "ci",
         "test": "test tests",
-        "build": "build",
-        "release": "release",
-        "revert": "revert",
         "quantization": "quant quantization",
+        **{name: name for name in ("refactor", "ci", "build", "release", "revert")},
     }
 )
 
@@ -106,29 +100,22 @@ _DOC_EXT = (".md", ".rst", ".txt", ".png", ".jpg", ".jpeg", ".svg", ".gif")
 
 def pr_number(subject: str) -> tuple[int, str] | None:
     """(PR number, style) for a squash subject `... (#N)` or a merge `Merge pull request #N ...`."""
-    m = MERGE_PR.match(subject)
-    if m:
+    if m := MERGE_PR.match(subject):
         return int(m.group(1)), "merge"
-    m = PR_SUFFIX.search(subject)
-    if m:
+    if m := PR_SUFFIX.search(subject):
         return int(m.group(1)), "squash"
     return None
 
 
 def reverted_pr(title: str) -> int | None:
     """The PR a revert undoes: `Revert "x (#12)" (#15)` gives 12."""
-    m = _REVERT_QUOTED.search(title)
-    if m:
-        inner = PR_SUFFIX.search(m.group(1).rstrip('"'))
-        if inner:
+    if m := _REVERT_QUOTED.search(title):
+        if inner := PR_SUFFIX.search(m.group(1).rstrip('"')):
             return int(inner.group(1))
-        nums = re.findall(r"#(\d+)", m.group(1))
-        if nums:
+        if nums := re.findall(r"#(\d+)", m.group(1)):
             return int(nums[-1])
     m = _REVERT_NUMBER.search(title)
-    if m:
-        return int(m.group(1))
-    return None
+    return int(m.group(1)) if m else None
 
 
 @lru_cache(maxsize=1 << 16)  # a path is asked about card after card
@@ -164,34 +151,31 @@ def _is_test(path: str) -> bool:
     )
 
 
+def _is_version(path: str) -> bool:
+    return path.split("/")[-1] in ("version.txt", "version.py", "_version.py")
+
+
+# a category every path of a PR has
+_PATH_RULES = (("docs", _is_doc), ("ci", _is_ci), ("test", _is_test), ("release", _is_version))
+
+
 def categories(title: str, paths: list[str]) -> list[str]:
     """Our categories for a PR; 'other' when no rule fires."""
     found: set[str] = set()
-    m = _PREFIX.match(title)
-    if m:
-        for word in re.split(r"[\s,/|+&]+", (m.group(1) or m.group(2) or "").lower()):
-            if word in _PREFIX_MAP:
-                found.add(_PREFIX_MAP[word])
+    if m := _PREFIX.match(title):
+        words = re.split(r"[\s,/|+&]+", (m.group(1) or m.group(2) or "").lower())
+        found.update(_PREFIX_MAP[w] for w in words if w in _PREFIX_MAP)
     if _REVERT_SUBJECT.match(title) or _REVERT_QUOTED.search(title) or _REVERT_NUMBER.search(title):
         found.add("revert")
     found.update(_hits(_TITLE_RULES, title))
-    if paths:
-        if all(_is_doc(p) for p in paths):
-            found.add("docs")
-        if all(_is_ci(p) for p in paths):
-            found.add("ci")
-        if all(_is_test(p) for p in paths):
-            found.add("test")
-        if all(p.split("/")[-1] in ("version.txt", "version.py", "_version.py") for p in paths):
-            found.add("release")
+    found.update(cat for cat, rule in _PATH_RULES if paths and all(map(rule, paths)))
     if "revert" in found:
         # a revert's title quotes the reverted PR; its words describe that PR, not this one
         found &= {"revert", "quantization", "fusion", "docs", "ci", "test"}
     return [c for c in CATEGORIES if c in found] or ["other"]
 
 
-# --------------------------------------------------------------------------- tags
-
+# tags: kernel types, languages, architectures and techniques from the title and code paths
 _KERNEL_WORDS = _words(
     {
         "attention": (
@@ -271,30 +255,17 @@ def _ext(path: str) -> str:
 
 def tags(title: str, paths: Iterable[str]) -> Tags:
     """Vocabulary tags (kernel_types, languages, archs, techniques) from the title and the code
-    paths.
-    """
-    paths = list(paths)
+    paths."""
     code = [
         p for p in paths if p.lower().endswith(_CODE_EXT) and not _is_test(p) and not _is_doc(p)
     ]
     # directory and file names carry the signal; a 500-file vendor drop repeats the same few.
     # The text searched is the title and the words, one per line: no pattern matches a newline
     text = "\n".join((title, *dict.fromkeys(seg for p in code for seg in p.split("/"))))
-    langs: list[str] = []
-    for p in code:
-        lang = _LANG_EXT.get(_ext(p))
-        if lang and lang not in langs:
-            langs.append(lang)
-    langs += [lang for lang in _hits(_LANG_WORDS, text) if lang not in langs]
-    kinds = _hits(_KERNEL_WORDS, text)
-    archs: list[str] = []
-    for m in _ARCH.finditer(text):
-        c = canonical_value("archs", "sm" + m.group(1).lower())
-        if c and c not in archs:
-            archs.append(c)
-    for m in _ARCH_NAMES.finditer(title):
-        c = canonical_value("archs", m.group(1).lower())
-        if c and c not in archs:
-            archs.append(c)
-    techs = _hits(_TECH_WORDS, text)
+    by_ext = (_LANG_EXT.get(_ext(p)) for p in code)
+    langs = list(dict.fromkeys(filter(None, (*by_ext, *_hits(_LANG_WORDS, text)))))
+    found = [canonical_value("archs", "sm" + m.group(1).lower()) for m in _ARCH.finditer(text)]
+    found += [canonical_value("archs", m.group(1).lower()) for m in _ARCH_NAMES.finditer(title)]
+    kinds, techs = _hits(_KERNEL_WORDS, text), _hits(_TECH_WORDS, text)
+    archs = list(dict.fromkeys(filter(None, found)))
     return Tags(languages=langs, kernel_types=kinds, archs=archs, techniques=techs)

@@ -1,12 +1,9 @@
-"""Definition spans of one source file from its tree-sitter parse: which lines each function,
-`Class::method`, CUDA kernel, Python method, class or macro covers.
-
-Only the declaration levels of the tree are visited (namespaces, class bodies, templates,
-`#if` blocks; Python blocks for nested definitions), never expressions, so a large
-header costs one parse and a few thousand node visits. C-family regions tree-sitter could
-not parse (ERROR nodes) are returned as line ranges, where callers ask the brace scanner; a
-Python line there has no owner.
-"""
+"""Definition spans of one source file from its tree-sitter parse: the lines each function,
+`Class::method`, CUDA kernel, Python method, class or macro covers. Only declaration levels are
+visited (namespaces, class bodies, templates, `#if` blocks, Python blocks), never expressions: a
+large header costs one parse and a few thousand node visits. C-family regions tree-sitter could
+not parse (ERROR nodes) come back as line ranges for the brace scanner; a Python line there has
+no owner."""
 
 from __future__ import annotations
 
@@ -17,11 +14,7 @@ from dataclasses import dataclass, field
 from functools import cache
 from itertools import accumulate, count
 
-KERNEL = "kernel"
-FUNCTION = "function"
-METHOD = "method"
-CLASS = "class"
-MACRO = "macro"
+KERNEL, FUNCTION, METHOD, CLASS, MACRO = "kernel", "function", "method", "class", "macro"
 
 
 @dataclass(frozen=True)
@@ -107,27 +100,22 @@ def parse_tree(lang: str, src: bytes, old_tree=None):
     coordinates (tree-sitter then re-parses only what changed)."""
     budget = PARSE_BUDGET_CALLS + PARSE_BUDGET_CALLS_PER_KB * len(src) // 1024
     parser = _parser(lang)
+    read = lambda off, _pt: src[off : off + 65536]  # noqa: E731
+    calls = 0
+
+    def stop(*_) -> bool:
+        nonlocal calls
+        calls += 1
+        return calls > budget
+
+    args = (read,) if old_tree is None else (read, old_tree)  # parse() takes no None tree
     try:
-        read = lambda off, _pt: src[off : off + 65536]  # noqa: E731
-        calls = 0
-
-        def stop(*_) -> bool:
-            nonlocal calls
-            calls += 1
-            return calls > budget
-
-        if old_tree is None:
-            tree = parser.parse(read, progress_callback=stop)
-        else:
-            tree = parser.parse(read, old_tree, progress_callback=stop)
+        tree = parser.parse(*args, progress_callback=stop)
     except ValueError:  # cancelled by the progress callback
         parser.reset()
         return None, None
     out = FileDefs()
-    if lang == "py":
-        _py_block(tree.root_node, (), out, src)
-    else:
-        _c_block(tree.root_node, (), out, src)
+    (_py_block if lang == "py" else _c_block)(tree.root_node, (), out, src)
     return out.finish(), tree
 
 
@@ -143,24 +131,14 @@ def line_offsets(src: bytes) -> array[int]:
     return out
 
 
-def edit_tree(
-    tree,
-    src: bytes,
-    dst: bytes,
-    hunks: list[tuple[int, int, int, int]],
-    to_old: bool,
-    offsets: tuple | None = None,
-):
-    """Edit `tree` (parsed from `src`) so that it describes `dst`, from -U0 hunks
-    (old_start, old_count, new_start, new_count); `to_old`: src is the new side. `offsets`:
-    `line_offsets` of src and of dst where the caller has them."""
-    a, b = offsets if offsets is not None else (line_offsets(src), line_offsets(dst))
+def edit_tree(tree, a: array[int], b: array[int], hunks: list[tuple[int, int, int, int]]):
+    """Edit `tree` (parsed from the new side of -U0 hunks (old_start, old_count, new_start,
+    new_count), whose `line_offsets` are `a`) so that it describes the old side (`b`)."""
 
     def at(starts, line: int) -> int:
         return int(starts[min(max(line, 0), len(starts) - 1)])
 
-    for os_, on, ns, nn in reversed(hunks):  # bottom-up: offsets above stay valid
-        s_start, s_n, d_start, d_n = (ns, nn, os_, on) if to_old else (os_, on, ns, nn)
+    for d_start, d_n, s_start, s_n in reversed(hunks):  # bottom-up: offsets above stay valid
         s0 = s_start - 1 if s_n else s_start  # a count of 0 means "after line start"
         d0 = d_start - 1 if d_n else d_start
         start = at(a, s0)
@@ -186,37 +164,28 @@ def _text(node, src: bytes) -> str:
     return src[node.start_byte : node.end_byte].decode("utf-8", "replace")
 
 
-# ----------------------------------------------------------------------------- Python
+# Python: the blocks besides a definition's body that may hold definitions
+_PY_BLOCKS = frozenset("if_statement try_statement with_statement else_clause block".split())
 
 
 def _py_block(node, scope: tuple[str, ...], out: FileDefs, src: bytes) -> None:
     for child in node.children:
-        t = child.type
-        target, outer = child, child
+        t, target = child.type, child
         if t == "decorated_definition":
-            target = child.child_by_field_name("definition")
-            if target is None:
+            if (target := child.child_by_field_name("definition")) is None:
                 continue
             t = target.type
         if t not in ("function_definition", "class_definition"):
-            if t in (
-                "if_statement",
-                "try_statement",
-                "with_statement",
-                "else_clause",
-                "block",
-            ) and _may_define(child, src):
+            if t in _PY_BLOCKS and _may_define(child, src):
                 _py_block(child, scope, out, src)  # definitions under `if TYPE_CHECKING:` etc.
             continue
-        name_node = target.child_by_field_name("name")
-        if name_node is None:
+        if (name_node := target.child_by_field_name("name")) is None:
             continue
         name = ".".join((*scope, _text(name_node, src)))
-        start, end = _line_span(outer)
         kind = CLASS if t == "class_definition" else (METHOD if scope else FUNCTION)
-        if kind != CLASS and _is_triton_kernel(outer, src):
+        if kind != CLASS and _is_triton_kernel(child, src):
             kind = KERNEL
-        out.spans.append(Span(start, end, name, kind))
+        out.spans.append(Span(*_line_span(child), name, kind))
         body = target.child_by_field_name("body")
         if body is not None and _may_define(body, src):
             _py_block(body, (*scope, _text(name_node, src)), out, src)
@@ -230,27 +199,22 @@ def _may_define(node, src: bytes) -> bool:
 
 
 def _is_triton_kernel(node, src: bytes) -> bool:
-    if node.type != "decorated_definition":
-        return False
-    return any(
+    return node.type == "decorated_definition" and any(
         c.type == "decorator" and "jit" in _text(c, src) and "triton" in _text(c, src)
         for c in node.children
     )
 
 
-# ----------------------------------------------------------------------------- C, C++, CUDA
-
-_C_CONTAINERS = {
-    "translation_unit",
-    "declaration_list",
-    "preproc_if",
-    "preproc_ifdef",
-    "preproc_else",
-    "preproc_elif",
-    "preproc_elifdef",
-    "linkage_specification",
-}
-_C_CLASSES = {"class_specifier", "struct_specifier", "union_specifier"}
+# C, C++, CUDA: the nodes whose children are declarations
+_C_CONTAINERS = frozenset(
+    "translation_unit declaration_list preproc_if preproc_ifdef preproc_else preproc_elif "
+    "preproc_elifdef linkage_specification".split()
+)
+_C_CLASSES = frozenset(("class_specifier", "struct_specifier", "union_specifier"))
+_C_NAMES = frozenset(  # the declarator nodes that are a function's name
+    "identifier field_identifier qualified_identifier destructor_name operator_name "
+    "template_function".split()
+)
 
 
 def _c_block(node, scope: tuple[str, ...], out: FileDefs, src: bytes) -> None:
@@ -267,8 +231,7 @@ def _c_item(child, outer, scope: tuple[str, ...], out: FileDefs, src: bytes) -> 
         _c_block(child, scope, out, src)
         return
     if t == "namespace_definition":
-        body = child.child_by_field_name("body")
-        if body is not None:
+        if (body := child.child_by_field_name("body")) is not None:
             _c_block(body, scope, out, src)
         return
     if t == "template_declaration":
@@ -277,8 +240,7 @@ def _c_item(child, outer, scope: tuple[str, ...], out: FileDefs, src: bytes) -> 
                 _c_item(c, outer, scope, out, src)
         return
     if t in ("preproc_function_def", "preproc_def"):
-        name = child.child_by_field_name("name")
-        if name is not None:
+        if (name := child.child_by_field_name("name")) is not None:
             out.spans.append(Span(*_line_span(child), _text(name, src), MACRO))
         return
     if t in ("declaration", "field_declaration", "type_definition") and child.children:
@@ -298,47 +260,35 @@ def _c_item(child, outer, scope: tuple[str, ...], out: FileDefs, src: bytes) -> 
         if name is None or body is None:
             return
         cname = _text(name, src)
-        qual = "::".join((*scope, cname))
-        out.spans.append(Span(*_line_span(outer), qual, CLASS))
+        out.spans.append(Span(*_line_span(outer), "::".join((*scope, cname)), CLASS))
         for c in body.children:
             _c_item(c, c, (*scope, cname), out, src)
         return
     if t == "function_definition":
-        decl = child.child_by_field_name("declarator")
-        name = _declarator_name(decl, src)
+        name = _declarator_name(child.child_by_field_name("declarator"), src)
         if not name:
             return
-        full = "::".join((*scope, name)) if scope and "::" not in name else name
         body = child.child_by_field_name("body")
         head = src[child.start_byte : body.start_byte if body is not None else child.end_byte]
-        if b"__global__" in head:
-            kind = KERNEL
-        elif scope or "::" in name:
-            kind = METHOD
-        else:
-            kind = FUNCTION
-        out.spans.append(Span(*_line_span(outer), full, kind))
-        return
+        out.spans.append(Span(*_line_span(outer), *c_function(scope, name, b"__global__" in head)))
+
+
+def c_function(scope: tuple[str, ...] | list[str], name: str, is_global: bool) -> tuple[str, str]:
+    """(qualified name, kind) of the C-family function `name` defined in `scope` (its classes)."""
+    kind = KERNEL if is_global else METHOD if scope or "::" in name else FUNCTION
+    return ("::".join((*scope, name)) if scope and "::" not in name else name), kind
 
 
 def _declarator_name(decl, src: bytes) -> str | None:
     """The name inside a (possibly pointer/reference) function declarator."""
-    depth = 0
-    while decl is not None and depth < 8:
-        depth += 1
-        t = decl.type
-        if t == "function_declarator":
+    for _ in range(8):
+        if decl is None:
+            return None
+        if decl.type == "function_declarator":
             inner = decl.child_by_field_name("declarator")
             if inner is None:
                 return None
-            if inner.type in (
-                "identifier",
-                "field_identifier",
-                "qualified_identifier",
-                "destructor_name",
-                "operator_name",
-                "template_function",
-            ):
+            if inner.type in _C_NAMES:
                 text = _text(inner, src)
                 if inner.type == "template_function":
                     text = text.split("<", 1)[0]

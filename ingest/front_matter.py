@@ -72,36 +72,28 @@ _FLOW_ITEM = re.compile(r'\s*("(?:[^"\\]|\\.)*"|[^,"\s][^,]*?)\s*(?:,|$)')
 _KEY = re.compile(r"^([a-z_]+): ?(.*)$")
 
 
-class _NotCanonical(Exception):
-    pass
-
-
+# reading raises ValueError (json's too) for anything `dump_meta` would not have written
 def _read_scalar(tok: str) -> Any:
     if tok.startswith('"'):
-        try:
-            return json.loads(tok)
-        except ValueError:
-            raise _NotCanonical from None
+        return json.loads(tok)
     if tok in ("null", "true", "false"):
         return None if tok == "null" else tok == "true"
     if _INT.match(tok):
         return int(tok)
     if _PLAIN.match(tok) and tok.lower() not in _YAML_WORDS:
         return tok
-    raise _NotCanonical
+    raise ValueError
 
 
 def _read_flow(tok: str, opener: str, closer: str) -> list[str]:
     if not (tok.startswith(opener) and tok.endswith(closer)):
-        raise _NotCanonical
+        raise ValueError
     inner = tok[1:-1].strip()
-    if not inner:
-        return []
     items, pos = [], 0
     while pos < len(inner):
         m = _FLOW_ITEM.match(inner, pos)
         if not m or m.end() == pos:
-            raise _NotCanonical
+            raise ValueError
         items.append(m.group(1))
         pos = m.end()
     return items
@@ -115,7 +107,7 @@ def _read_value(tok: str) -> Any:
         for item in _read_flow(tok, "{", "}"):
             k, sep, v = item.partition(": ")
             if not sep or not _PLAIN.match(k):
-                raise _NotCanonical
+                raise ValueError
             out[k] = _read_scalar(v.strip())
         return out
     return _read_scalar(tok)
@@ -134,20 +126,20 @@ def fast_meta(yaml_text: str) -> dict[str, Any] | None:
             if line.startswith("- ") and block == "files":
                 m = _KEY.match(line[2:])
                 if not m:
-                    raise _NotCanonical
+                    raise ValueError
                 meta["files"].append({m.group(1): _read_value(m.group(2))})
             elif line.startswith("  ") and block in ("files", "tags"):
                 m = _KEY.match(line[2:])
                 if not m or block == "files" and not meta["files"]:
-                    raise _NotCanonical
+                    raise ValueError
                 target = meta["files"][-1] if block == "files" else meta["tags"]
                 if m.group(1) in target:
-                    raise _NotCanonical
+                    raise ValueError
                 target[m.group(1)] = _read_value(m.group(2))
             else:
                 m = _KEY.match(line)
                 if not m or m.group(1) in meta:
-                    raise _NotCanonical
+                    raise ValueError
                 key, rest = m.group(1), m.group(2)
                 if rest == "" and key in ("files", "tags"):
                     meta[key] = [] if key == "files" else {}
@@ -156,5 +148,5 @@ def fast_meta(yaml_text: str) -> dict[str, Any] | None:
                     meta[key] = _read_value(rest)
                     block = None
         return meta
-    except _NotCanonical:
+    except ValueError:
         return None

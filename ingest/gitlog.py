@@ -1,9 +1,7 @@
 """Stream the diffs of chosen commits out of one `git log -p -U0` and parse them into commit facts.
-
-One process for the whole range keeps mining close to the cost of git itself: no
-per-commit object lookups, no Python-side diffing. Line counts come from the hunk
-headers (`@@ -a,b +c,d @@`); symbols from the parsed blobs (a SymbolNamer).
-"""
+One process for the whole range keeps mining close to the cost of git itself: no per-commit
+object lookups, no Python-side diffing. Line counts come from the hunk headers
+(`@@ -a,b +c,d @@`); symbols from the parsed blobs (a SymbolNamer)."""
 
 from __future__ import annotations
 
@@ -54,6 +52,9 @@ class CommitFacts:
     files: list[FileFacts] = field(default_factory=list)
 
 
+OnCommit = Callable[[CommitFacts], None]  # where the facts of each commit go
+
+
 def unquote_path(s: str) -> str:
     """Undo git's C-style quoting of unusual paths ("a\\tb", octal UTF-8 bytes)."""
     if not (len(s) >= 2 and s[0] == '"' and s[-1] == '"'):
@@ -76,12 +77,10 @@ def _paths_from_diff_header(rest: str) -> tuple[str, str]:
             end = rest.find('" ', end + 1)
         if end > 0:
             return _strip_prefix(rest[: end + 1], "a/"), _strip_prefix(rest[end + 2 :], "b/")
-    n = len(rest)
-    if (n - 5) % 2 == 0:
-        half = (n - 5) // 2
-        a, b = rest[2 : 2 + half], rest[5 + half :]
-        if rest.startswith("a/") and rest[2 + half : 5 + half] == " b/" and a == b:
-            return a, b
+    half = (len(rest) - 5) // 2  # `a/X b/X`: X is half of what is not `a/`, ` b/`
+    a, b = rest[2 : 2 + half], rest[5 + half :]
+    if len(rest) % 2 and rest.startswith("a/") and rest[2 + half : 5 + half] == " b/" and a == b:
+        return a, b
     i = rest.find(" b/")
     return _strip_prefix(rest[:i], "a/"), _strip_prefix(rest[i + 1 :], "b/")
 
@@ -99,10 +98,7 @@ def log_command() -> list[str]:
 
 
 def parse_log(
-    stream,
-    on_commit: Callable[[CommitFacts], None],
-    namer: SymbolNamer,
-    last_ok: Callable[[], bool] | None = None,
+    stream, on_commit: OnCommit, namer: SymbolNamer, last_ok: Callable[[], bool] | None = None
 ) -> int:
     """Feed each parsed commit to `on_commit` as soon as its diff is complete; returns the count.
     `last_ok` is asked before the final commit is handed on (git may have died inside it)."""
@@ -142,7 +138,7 @@ def parse_log(
 class _Parser:
     """Where a `git log -p` stream is: the commit and the file being read."""
 
-    def __init__(self, on_commit: Callable[[CommitFacts], None], namer: SymbolNamer):
+    def __init__(self, on_commit: OnCommit, namer: SymbolNamer):
         self.on_commit, self.namer = on_commit, namer
         self.commit: CommitFacts | None = None
         self.cur: FileFacts | None = None
@@ -154,8 +150,7 @@ class _Parser:
         self.count = 0
 
     def finish(self) -> None:
-        """The current commit is complete: the files in a language with a grammar get their
-        symbols from parsed code, and it is handed on (by the namer, when they have them)."""
+        """The current commit is complete: the namer names its symbols, then hands it on."""
         if self.commit is not None:
             self.namer.name_commit(self.commit, self.on_commit)
             self.commit = None
@@ -176,8 +171,7 @@ class _Parser:
         self.cur = FileFacts(path=b, old_path=a if a != b else None)
         if self.commit is not None:
             self.commit.files.append(self.cur)
-        self.in_header = True
-        self.minus_path = None
+        self.in_header, self.minus_path = True, None
 
     def hunk(self, raw: bytes) -> int:
         """Read a hunk header; returns how many lines the hunk holds."""
@@ -185,13 +179,12 @@ class _Parser:
         cur = self.cur
         if not m or cur is None:
             return 0
-        old_n = int(m.group(2)) if m.group(2) is not None else 1
-        new_n = int(m.group(4)) if m.group(4) is not None else 1
-        cur.hunks.append((int(m.group(1)), old_n, int(m.group(3)), new_n))
+        old_s, old_n, new_s, new_n = map(int, (m[1], m[2] or 1, m[3], m[4] or 1))
+        cur.hunks.append((old_s, old_n, new_s, new_n))
         if self.kept < HUNKS_KEEP and len(cur.excerpts) < HUNKS_PER_FILE:
             self.kept += 1
             self.excerpt = []
-            cur.excerpts.append((int(m.group(1)), int(m.group(3)), self.excerpt))
+            cur.excerpts.append((old_s, new_s, self.excerpt))
         else:
             self.excerpt = None
         if cur.added is not None and cur.deleted is not None:
@@ -205,8 +198,7 @@ class _Parser:
         if text.startswith("rename from "):
             cur.old_path = unquote_path(text[12:])
         elif text.startswith("index "):
-            im = _INDEX.match(text)
-            if im:
+            if im := _INDEX.match(text):
                 cur.old_blob, cur.new_blob = im.group(1), im.group(2)
         elif text.startswith("rename to "):
             cur.path = unquote_path(text[10:])
@@ -221,13 +213,6 @@ class _Parser:
 
 
 def _commit_header(blob: bytes) -> CommitFacts:
-    text = blob.decode("utf-8", "replace").lstrip("\x1e")
-    text = text.split("\x1d", 1)[0]
+    text = blob.decode("utf-8", "replace").lstrip("\x1e").split("\x1d", 1)[0]
     sha, parents, date, subject, body = (text.split("\x1f", 4) + ["", "", "", ""])[:5]
-    return CommitFacts(
-        sha=sha.strip(),
-        parents=parents.split(),
-        date=date.strip(),
-        subject=subject.strip(),
-        body=body.strip(),
-    )
+    return CommitFacts(sha.strip(), parents.split(), date.strip(), subject.strip(), body.strip())

@@ -1,6 +1,5 @@
 """Which commits of a range carry history worth a card, from the commit graph alone (no diffs):
-the spine, PR merges and transport merges as docs/pr-archive.md "Mining" describes them.
-"""
+the spine, PR merges and transport merges as docs/pr-archive.md "Mining" describes them."""
 
 from __future__ import annotations
 
@@ -37,14 +36,8 @@ def parse_graph(text: str) -> tuple[list[str], dict[str, Node]]:
         if not line.strip():
             continue
         sha, parents, subject = (line.split("\x1f", 2) + ["", ""])[:3]
-        found = classify.pr_number(subject)
-        nodes[sha] = Node(
-            sha=sha,
-            parents=parents.split(),
-            subject=subject,
-            pr=found[0] if found else None,
-            style=found[1] if found else None,
-        )
+        pr, style = classify.pr_number(subject) or (None, None)
+        nodes[sha] = Node(sha, parents.split(), subject, pr, style)
         order.append(sha)
     return order, nodes
 
@@ -60,8 +53,7 @@ def plan(order: list[str], nodes: dict[str, Node], head: str) -> Plan:
         while x is not None and x in nodes and x not in claimed:
             claimed[x] = role
             chain.append(x)
-            ps = nodes[x].parents
-            x = ps[0] if ps else None
+            x = next(iter(nodes[x].parents), None)  # its first parent
         # oldest merge first: a commit reachable from two merges belongs to the older one, as
         # `git log P1..P2` of each merge would say
         for sha in reversed(chain):
@@ -97,5 +89,4 @@ def _claim_all(tip: str, nodes: dict[str, Node], claimed: dict[str, str]) -> Non
 def read_plan(repo, rev_range: str, head: str) -> Plan:
     """`repo`: a GitRepo."""
     text = repo.run("log", "--topo-order", f"--format={GRAPH_FORMAT}", rev_range)
-    order, nodes = parse_graph(text)
-    return plan(order, nodes, head)
+    return plan(*parse_graph(text), head)

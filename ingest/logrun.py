@@ -1,30 +1,24 @@
-"""Run `git log` over the commits a mine needs and survive a repository with missing objects.
-
-A partial or damaged clone makes `git log -p` die at the first commit whose diff needs a
-blob it lacks. The commits before it are kept; that commit is rebuilt file by file (a
-file whose blob is missing is recorded without counts, with a warning); the log resumes
-after it.
-"""
+"""Run `git log` over the commits a mine needs and survive a repository with missing objects: a
+partial or damaged clone makes `git log -p` die at the first commit whose diff needs a blob it
+lacks. The commits before it are kept; that commit is rebuilt file by file (a file whose blob is
+missing is recorded without counts, with a warning); the log resumes after it."""
 
 from __future__ import annotations
 
 import os
 import subprocess
 import tempfile
-from collections.abc import Callable
 from dataclasses import fields
-from typing import TYPE_CHECKING
+from subprocess import PIPE
+from typing import Any
 
 from kbase.ingest.change_symbols import SymbolNamer
 from kbase.ingest.definitions import grammar_for
-from kbase.ingest.gitlog import LOG_FORMAT, CommitFacts, FileFacts, log_command, parse_log
+from kbase.ingest.gitlog import LOG_FORMAT, CommitFacts, FileFacts, OnCommit, log_command, parse_log
 from kbase.ingest.mine_cache import MineCache
 from kbase.ingest.mine_state import MineReport
 
 from kbase.errors import KbaseError
-
-if TYPE_CHECKING:
-    from kbase.ingest.name_pool import NamePool
 
 # a run of this many commits from git is named in worker processes (name_pool.py): two by
 # default (on 2 cores a third gained nothing; more cores were not measured: KBASE_MINE_WORKERS).
@@ -50,12 +44,8 @@ class BlobReader:
         if not sha or set(sha) == {"0"}:
             return None
         if self._proc is None:
-            self._proc = subprocess.Popen(
-                ["git", f"--git-dir={self.git_dir}", "cat-file", "--batch"],
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.DEVNULL,
-            )
+            cmd = ["git", f"--git-dir={self.git_dir}", "cat-file", "--batch"]
+            self._proc = subprocess.Popen(cmd, stdin=PIPE, stdout=PIPE, stderr=subprocess.DEVNULL)
         assert self._proc.stdin is not None and self._proc.stdout is not None
         self._proc.stdin.write(f"{sha}\n".encode())
         self._proc.stdin.flush()
@@ -78,21 +68,17 @@ class BlobReader:
 
 
 def stream_history(
-    repo,
-    shas: list[str],
-    on_commit: Callable[[CommitFacts], None],
-    cache: MineCache | None,
-    report: MineReport,
+    repo, shas: list[str], on_commit: OnCommit, cache: MineCache | None, report: MineReport
 ) -> None:
     """Hand `on_commit` the facts of every commit in `shas`, in that order: from `cache` when it
-    holds them, else from git (one `git log` per run of commits it does not hold). `report`
-    gets how many blobs were parsed (of them, incrementally), how many the cached commits
-    spared, and how many commits came from `cache`."""
+    holds them, else from git (one `git log` per run it does not hold). `report` gets the counts
+    of blobs parsed (and incrementally), blobs the cached commits spared, commits from `cache`."""
     git_dir = str(repo.git_dir)
-    namers = _Namers(git_dir)
+    reader = BlobReader(git_dir)
+    local, workers = SymbolNamer(reader.read), _workers()
+    pool: Any = None  # a NamePool, started for the first run long enough to pay for it
     spared: set[str] = set()  # blobs whose definitions the cached commits spared
     due = iter(shas)
-    replayed = 0
 
     def hand_on(c: CommitFacts, streamed: bool = True) -> None:
         want = next(due, None)
@@ -104,8 +90,14 @@ def stream_history(
 
     def from_git(run: list[str]) -> None:
         """One `git log` over `run`; the commit git dies on is rebuilt file by file."""
-        pos = 0
-        nm = namers.for_run(len(run))
+        nonlocal pool
+        pos, nm = 0, local
+        if len(run) >= POOL_MIN and workers >= 2:
+            if pool is None:
+                from kbase.ingest.name_pool import NamePool
+
+                pool = NamePool(git_dir, workers)
+            nm = pool
         while pos < len(run):
             done, err = _run(git_dir, run[pos:], hand_on, nm)
             pos += done
@@ -127,52 +119,26 @@ def stream_history(
             from_git(run)
             run = []
             c = unpack_commit(packed)
-            replayed += 1
+            report.commits_cached += 1
             for f in c.files:
                 if f.hunks and grammar_for(f.path) is not None:
                     spared.update(_parsed_sides(f))
             hand_on(c, streamed=False)
         from_git(run)
     finally:
-        namers.close(report)
+        reader.close()
+        if pool is not None:
+            pool.close()
+        for nm in filter(None, (local, pool)):
+            report.blobs_parsed += nm.parsed
+            report.blobs_incremental += nm.incremental
         report.blobs_cached += len(spared)
-        report.commits_cached += replayed
 
 
 def _parsed_sides(f: FileFacts) -> list[str]:
     """The blobs of a file change that naming its symbols parses."""
     sides = [f.old_blob] if f.old_blob and any(h[1] for h in f.hunks) else []
     return sides + ([f.new_blob] if f.new_blob and any(h[3] for h in f.hunks) else [])
-
-
-class _Namers:
-    """The mining process's own SymbolNamer, and the NamePool started for the first run of
-    commits long enough to pay for its processes."""
-
-    def __init__(self, git_dir: str):
-        self.git_dir = git_dir
-        self.reader = BlobReader(git_dir)
-        self.local = SymbolNamer(self.reader.read)
-        self.workers = _workers()
-        self.pool: NamePool | None = None
-
-    def for_run(self, commits: int):
-        if commits < POOL_MIN or self.workers < 2:
-            return self.local
-        if self.pool is None:
-            from kbase.ingest.name_pool import NamePool
-
-            self.pool = NamePool(self.git_dir, self.workers)
-        return self.pool
-
-    def close(self, report: MineReport) -> None:
-        self.reader.close()
-        if self.pool is not None:
-            self.pool.close()
-        for nm in (self.local, self.pool):
-            if nm is not None:
-                report.blobs_parsed += nm.parsed
-                report.blobs_incremental += nm.incremental
 
 
 def _workers() -> int:
@@ -194,30 +160,16 @@ def pack_commit(c: CommitFacts) -> tuple:
 
 def unpack_commit(t: tuple) -> CommitFacts:
     sha, parents, date, subject, body, files = t
-    return CommitFacts(
-        sha=sha,
-        parents=parents,
-        date=date,
-        subject=subject,
-        body=body,
-        files=[FileFacts(**dict(zip(_FILE_FIELDS, f, strict=True))) for f in files],
-    )
+    return CommitFacts(sha, parents, date, subject, body, [FileFacts(*f) for f in files])
 
 
 def _run(
-    git_dir: str,
-    shas: list[str],
-    on_commit: Callable[[CommitFacts], None],
-    namer: SymbolNamer,
+    git_dir: str, shas: list[str], on_commit: OnCommit, namer: SymbolNamer
 ) -> tuple[int, str | None]:
     """(commits handed on, git's error or None)."""
     with tempfile.TemporaryFile() as errf:
-        proc = subprocess.Popen(
-            ["git", f"--git-dir={git_dir}", *log_command()],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=errf,
-        )
+        cmd = ["git", f"--git-dir={git_dir}", *log_command()]
+        proc = subprocess.Popen(cmd, stdin=PIPE, stdout=PIPE, stderr=errf)
         assert proc.stdin is not None and proc.stdout is not None
         try:
             # git reads every revision from stdin before it writes anything: no deadlock
@@ -237,44 +189,32 @@ def _run(
 def _salvage(git_dir: str, sha: str, namer: SymbolNamer, why: str) -> CommitFacts:
     """One commit rebuilt from per-file diffs; files whose diff git cannot produce keep their
     path and a problem, without counts."""
-    base = ["git", f"--git-dir={git_dir}"]
-    head = subprocess.run(
-        [*base, "show", "-s", f"--format={LOG_FORMAT}", sha], capture_output=True, check=False
-    )
+
+    def git(*args: str) -> subprocess.CompletedProcess[bytes]:
+        return subprocess.run(["git", f"--git-dir={git_dir}", *args], capture_output=True)
+
+    head = git("show", "-s", f"--format={LOG_FORMAT}", sha)
     if head.returncode != 0:
         raise LogError(f"{sha}: {why}")
-    parents = subprocess.run(
-        [*base, "rev-parse", f"{sha}^@"], capture_output=True, text=True, check=False
-    ).stdout.split()
-    listing = subprocess.run(
-        [*base, "diff-tree", "-r", "-M", "--no-commit-id", "--name-only", "-z"]
-        + ([parents[0], sha] if parents else ["--root", sha]),
-        capture_output=True,
-        check=False,
-    )
+    parents = git("rev-parse", f"{sha}^@").stdout.decode().split()
+    # against the first parent, or for a root commit the empty tree
+    rng = [parents[0] if parents else "4b825dc642cb6eb9a060e54bf8d69288fbee4904", sha]
+    listing = git("diff-tree", "-r", "-M", "--no-commit-id", "--name-only", "-z", *rng)
     if listing.returncode != 0:
         raise LogError(f"{sha}: {why}; {listing.stderr.decode('utf-8', 'replace').strip()}")
     paths = [p.decode("utf-8", "surrogateescape") for p in listing.stdout.split(b"\0") if p]
     chunks: list[bytes] = [head.stdout]
     broken: list[FileFacts] = []
-    diff_cmd = log_command()
-    diff_cmd = diff_cmd[: diff_cmd.index("log")] + ["diff", "-M", "-p", "-U0", "--full-index"]
+    config = log_command()
+    diff = [*config[: config.index("log")], "diff", "-M", "-p", "-U0", "--full-index", *rng]
     for path in paths:
-        rng = [parents[0], sha] if parents else ["4b825dc642cb6eb9a060e54bf8d69288fbee4904", sha]
-        one = subprocess.run([*base, *diff_cmd, *rng, "--", path], capture_output=True)
+        one = git(*diff, "--", path)
         if one.returncode == 0:
             chunks.append(one.stdout)
         else:
             msg = one.stderr.decode("utf-8", "replace").strip().splitlines()
-            broken.append(
-                FileFacts(
-                    path=path,
-                    added=None,
-                    deleted=None,
-                    problem=f"{path}: git could not read it "
-                    f"({msg[-1] if msg else 'missing object'})",
-                )
-            )
+            problem = f"{path}: git could not read it ({msg[-1] if msg else 'missing object'})"
+            broken.append(FileFacts(path=path, added=None, deleted=None, problem=problem))
     got: list[CommitFacts] = []
     parse_log(iter(b"".join(chunks).splitlines(keepends=True)), got.append, namer)
     commit = got[0]

@@ -52,15 +52,16 @@ _md = MarkdownIt("commonmark").disable("inline")
 def split_front_matter(text: str, path: str) -> tuple[str, str, int]:
     """Return (yaml_text, body, body_start_line). The YAML starts on file line 2."""
     lines = text.split("\n")
-    if not lines or lines[0].strip() != "---":
-        why = "missing YAML front-matter: the file must start with '---'"
-        raise DocumentError([Problem(path=path, line=1, message=why)])
+    if lines[0].strip() != "---":
+        raise _error(path, 1, "missing YAML front-matter: the file must start with '---'")
     for i in range(1, len(lines)):
         if lines[i].strip() in ("---", "..."):
             return "\n".join(lines[1:i]), "\n".join(lines[i + 1 :]), i + 2
-    raise DocumentError(
-        [Problem(path=path, line=1, message="unterminated front-matter: no closing '---' line")]
-    )
+    raise _error(path, 1, "unterminated front-matter: no closing '---' line")
+
+
+def _error(path: str, line: int, message: str) -> DocumentError:
+    return DocumentError([Problem(path=path, line=line, message=message)])
 
 
 def node_line(node: Any, loc: tuple[Any, ...]) -> int:
@@ -68,20 +69,17 @@ def node_line(node: Any, loc: tuple[Any, ...]) -> int:
     best = node.start_mark.line if node is not None else 0
     cur = node
     for key in loc:
-        if cur is None:
-            break
-        nxt = None
         if isinstance(cur, yaml.MappingNode):
-            for k, v in cur.value:
-                if getattr(k, "value", None) == str(key):
-                    best = k.start_mark.line
-                    nxt = v
-                    break
+            hit = next(
+                ((k, v) for k, v in cur.value if getattr(k, "value", None) == str(key)), None
+            )
+            if hit is None:
+                break
+            best, cur = hit[0].start_mark.line, hit[1]
         elif isinstance(cur, yaml.SequenceNode) and isinstance(key, int) and key < len(cur.value):
-            nxt = cur.value[key]
-            best = nxt.start_mark.line
-        cur = nxt
-        if nxt is None:
+            cur = cur.value[key]
+            best = cur.start_mark.line
+        else:
             break
     return best + 2
 
@@ -92,17 +90,14 @@ def validation_problems(
     """Pydantic errors as Problems at the line of the offending YAML key (`unknown`: what an
     unknown key is told). `first_line` is the file line where the YAML starts: 1 for a recipe, 2
     for front-matter."""
+    told = {"extra_forbidden": unknown, "missing": "required key is missing"}
     out = []
     for err in exc.errors():
         loc = tuple(err["loc"])
         # node_line counts from front-matter that starts on line 2
         line = max(1, node_line(node, loc) - 2 + first_line) if node is not None else first_line
-        msg = {"extra_forbidden": unknown, "missing": "required key is missing"}.get(
-            err["type"], err["msg"]
-        )
-        out.append(
-            Problem(path=shown, line=line, field=".".join(map(str, loc)) or None, message=msg)
-        )
+        msg, field = told.get(err["type"], err["msg"]), ".".join(map(str, loc)) or None
+        out.append(Problem(path=shown, line=line, field=field, message=msg))
     return out
 
 
@@ -113,10 +108,9 @@ def parse_yaml(yaml_text: str, path: str) -> tuple[dict[str, Any], Any]:
     except YamlProblem as exc:
         raise DocumentError(exc.problems) from None
     if data is None:
-        raise DocumentError([Problem(path=path, line=1, message="front-matter is empty")])
+        raise _error(path, 1, "front-matter is empty")
     if not isinstance(data, dict):
-        why = "front-matter must be a YAML mapping"
-        raise DocumentError([Problem(path=path, line=2, message=why)])
+        raise _error(path, 2, "front-matter must be a YAML mapping")
     return data, node
 
 
@@ -152,13 +146,4 @@ def parse_document(text: str, path: str) -> Document:
     yaml_text, body, body_line = split_front_matter(text, path)
     meta, node = parse_yaml(yaml_text, path)
     sections, blocks, title = parse_body(body, body_line)
-    return Document(
-        path=path,
-        meta=meta,
-        meta_node=node,
-        body=body,
-        body_line=body_line,
-        sections=sections,
-        code_blocks=blocks,
-        title=title,
-    )
+    return Document(path, meta, node, body, body_line, sections, blocks, title)

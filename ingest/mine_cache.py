@@ -1,8 +1,7 @@
 """An on-disk cache of what a mine made: each commit's facts and the card they made under a
 recipe (docs/pr-archive.md "Incremental runs"), in one SQLite file whose `version` row names the
 grammars and the code. It is an accelerator only: any error reading or writing it is swallowed and
-the mine runs as if it were absent.
-"""
+the mine runs as if it were absent."""
 
 from __future__ import annotations
 
@@ -17,14 +16,9 @@ from typing import Any
 
 CACHE_FILE = "mine-defs.sqlite"
 # the code that decides a commit's facts and the card built from them (with the tag vocabulary)
-_CODE = tuple(
-    f"kbase.{m}"
-    for m in (
-        "ingest.definitions ingest.brace_scan ingest.change_symbols ingest.gitlog "
-        "ingest.logrun ingest.card_build ingest.classify ingest.bodies schema vocab closed_sets "
-        "globs search_query"
-    ).split()
-)
+_CODE = [f"kbase.ingest.{m}" for m in "definitions brace_scan change_symbols gitlog logrun".split()]
+_CODE += [f"kbase.ingest.{m}" for m in "card_build classify bodies".split()]
+_CODE += [f"kbase.{m}" for m in "schema vocab closed_sets globs search_query".split()]
 _GRAMMARS = ("tree-sitter", "tree-sitter-cuda", "tree-sitter-python")
 
 
@@ -51,7 +45,6 @@ class MineCache:
     `card:<card_build.card_key>`. Writes are batched and committed by `flush`."""
 
     def __init__(self, path: Path):
-        self.path = path
         self._db: sqlite3.Connection | None = None
         self._new: list[tuple[str, bytes]] = []
         with contextlib.suppress(sqlite3.Error, OSError):  # the mine runs without a cache
@@ -71,15 +64,14 @@ class MineCache:
     def _open(path: Path, version: str) -> sqlite3.Connection:
         db = sqlite3.connect(str(path), timeout=5, isolation_level=None)
         try:
-            db.execute("PRAGMA journal_mode=WAL")
-            # no fsync (the checkpoint when the last connection closes cost ~0.1 s of every
-            # mine, most of an incremental one's I/O wait): a killed process loses nothing (its
-            # writes are in the OS's cache); a power cut can lose or damage the cache, never a
-            # card: every value is zlib-checked (adler32) and keyed by immutable ids, a damaged
-            # file is replaced (above), and nothing is read from it that fails to decode
-            db.execute("PRAGMA synchronous=OFF")
-            db.execute("CREATE TABLE IF NOT EXISTS meta (k TEXT PRIMARY KEY, v TEXT)")
-            db.execute(
+            # synchronous=OFF: no fsync (the checkpoint when the last connection closes cost ~0.1 s
+            # of every mine, most of an incremental one's I/O wait); a killed process loses
+            # nothing (the OS holds its writes); a power cut can lose or damage the cache, never
+            # a card: every value is zlib-checked (adler32) and keyed by immutable ids, a damaged
+            # file is replaced (above), and nothing that fails to decode is read from it
+            db.executescript(
+                "PRAGMA journal_mode=WAL; PRAGMA synchronous=OFF;"
+                "CREATE TABLE IF NOT EXISTS meta (k TEXT PRIMARY KEY, v TEXT);"
                 "CREATE TABLE IF NOT EXISTS items (k TEXT PRIMARY KEY, data BLOB) WITHOUT ROWID"
             )
             row = db.execute("SELECT v FROM meta WHERE k = 'version'").fetchone()
@@ -136,8 +128,7 @@ def _remove(path: Path) -> None:
 
 
 def open_cache(root: Path) -> MineCache | None:
-    """The cache of a knowledge-base root (under its `.kbase/`), or None when turned off with
-    KBASE_MINE_CACHE=0."""
+    """The cache of a knowledge-base root (in its `.kbase/`); None when KBASE_MINE_CACHE=0."""
     if os.environ.get("KBASE_MINE_CACHE", "1") == "0":
         return None
     return MineCache(root / ".kbase" / "cache" / CACHE_FILE)

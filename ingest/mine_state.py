@@ -1,10 +1,8 @@
-"""The repository a mine reads (through the `git` command alone), its `.state.json` and its
-report, importing only the standard library: the no-op check (`noop_report`, asked by
-kbase.mine_cli through `KnowledgeBase.mine_noop`) runs before the CLI, pydantic or the miner load.
-Plain `git` calls (not gitpython, which costs more to import than a no-op mine takes) name the git
-directory in every call, so a bare mirror, a worktree and a clone work alike. The state names the
-recipe file by the hash of its bytes, so "nothing new" needs no recipe parse.
-"""
+"""The repository a mine reads, its `.state.json` and its report, with the standard library
+only: the no-op check (`noop_report`, from kbase.mine_cli) runs before the CLI, pydantic or the
+miner load. Plain `git` calls (gitpython costs more to import than a no-op mine takes) name the
+git directory, so a bare mirror, a worktree and a clone work alike. The state names the recipe
+file by the hash of its bytes, so "nothing new" needs no recipe parse."""
 
 from __future__ import annotations
 
@@ -56,9 +54,8 @@ class GitRepo:
 
 
 def find_git_dir(path: Path) -> str | None:
-    """The git directory of `path` when `path` is the top of a work tree or a git directory
-    itself (bare, with or without `config`); None otherwise, a folder inside a work tree
-    included."""
+    """The git directory of `path`, the top of a work tree or a git directory (bare or not);
+    None otherwise, a folder inside a work tree included."""
     proc = _git(None, "rev-parse", "--absolute-git-dir", "--show-cdup", cwd=path)
     if proc.returncode != 0:
         return None
@@ -68,20 +65,18 @@ def find_git_dir(path: Path) -> str | None:
     return lines[0]
 
 
+_REMOTE = re.compile(
+    r"^(?:(?:ssh://)?git@([^:/]+)[:/]|(?:https?|git)://(?:[^@/]+@)?([^/]+)/)(.+?)(?:\.git)?/?$"
+)
+
+
 def origin_url(git_dir: str) -> str | None:
     """https://host/owner/repo for the `origin` remote (scp-style and .git endings undone)."""
     out = _git(git_dir, "config", "--get", "remote.origin.url")
-    url = out.stdout.decode("utf-8", "replace").strip()
-    if out.returncode != 0 or not url:
-        return None
-    for rx in (
-        r"^(?:ssh://)?git@([^:/]+)[:/](.+?)(?:\.git)?/?$",
-        r"^(?:https?|git)://(?:[^@/]+@)?([^/]+)/(.+?)(?:\.git)?/?$",
-    ):
-        m = re.match(rx, url)
-        if m:
-            return f"https://{m.group(1)}/{m.group(2)}"
-    return None  # a local path or something else without a web page
+    m = _REMOTE.match(out.stdout.decode("utf-8", "replace").strip())
+    if out.returncode != 0 or not m:
+        return None  # a local path or something else without a web page
+    return f"https://{m.group(1) or m.group(2)}/{m.group(3)}"
 
 
 ARCHIVE_DIR = "pr_archive"  # kbase.ingest.cards.ARCHIVE_DIR, without importing the card code
@@ -102,9 +97,8 @@ def open_repo(source: str | os.PathLike) -> GitRepo:
         raise MiningError(f"{p}: no such directory")
     git_dir = find_git_dir(p) if p.is_dir() else None
     if git_dir is None:
-        raise MiningError(
-            f"{p}: not a git repository (expected a local clone; run `git clone <url>` first)"
-        )
+        why = f"{p}: not a git repository (expected a local clone; run `git clone <url>` first)"
+        raise MiningError(why)
     repo = GitRepo(git_dir)
     try:
         shallow, repo.head = repo.run("rev-parse", "--is-shallow-repository", "HEAD").split()[:2]
@@ -114,8 +108,7 @@ def open_repo(source: str | os.PathLike) -> GitRepo:
         depth = len(repo.run("rev-list", "--first-parent", "HEAD").split())
         raise MiningError(
             f"{p}: shallow clone (only {depth} first-parent commit(s) are present, "
-            "older PRs are missing); "
-            "run `git fetch --unshallow` in it, then mine again"
+            "older PRs are missing); run `git fetch --unshallow` in it, then mine again"
         )
     return repo
 
@@ -135,8 +128,7 @@ class MineReport:
     behind_merges: int = 0  # commits brought in by merges that name no PR, mined like the main line
     direct_pushes: int = 0  # commits with no PR number that got a commit card
     warnings: list[str] = field(default_factory=list)  # missing blobs and the like
-    # blobs whose definitions were parsed (incrementally: from the tree of another version)
-    # and read from the root's definitions cache instead
+    # blobs parsed (incrementally: from another version's tree), and spared by the cache
     blobs_parsed: int = 0
     blobs_incremental: int = 0
     blobs_cached: int = 0
@@ -174,8 +166,8 @@ def archive_dir(root: Path, name: str) -> Path:
 
 
 def read_recipe(path: Path) -> bytes:
-    """A recipe file's bytes: a regular file (a FIFO or device would block or never end) of at
-    most MAX_RECIPE_BYTES; OSError otherwise."""
+    """A regular file's bytes (a FIFO or device would block or never end), at most
+    MAX_RECIPE_BYTES; OSError otherwise."""
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     with os.fdopen(fd, "rb") as fh:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
@@ -208,9 +200,8 @@ def read_state(folder: Path) -> dict | None:
     try:
         data = json.loads(p.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
-        raise MiningError(
-            f"{p}: unreadable state file ({exc}); delete it or run with --full"
-        ) from None
+        why = f"{p}: unreadable state file ({exc}); delete it or run with --full"
+        raise MiningError(why) from None
     if not isinstance(data, dict) or "last_sha" not in data:
         raise MiningError(f"{p}: state file has no 'last_sha'; delete it or run with --full")
     return data
@@ -239,37 +230,28 @@ def recipe_fingerprint(path: Path | None) -> str:
 
 
 def noop_report(root: Path, repo_arg: str, name: str, recipe_spec: str | None) -> MineReport | None:
-    """The report of a mine with nothing new, after doing what a no-op does to the archive
-    folder; None when this cannot be shown to be a no-op. It needs everything mining.mine would
-    compare to be unchanged: the state's last commit is HEAD, the same source and archive name,
-    the same recipe file bytes (recipe_fingerprint) and, when the upstream URL came from
-    `origin`, the same `origin`."""
+    """The report of a mine with nothing new (its work on the folder done), or None unless all
+    that mining.mine compares is unchanged: HEAD is the last commit mined, the source, name and
+    recipe file bytes are the same, and so is `origin` where the upstream URL came from it."""
+    src = Path(repo_arg).expanduser()
+    source = str(src.resolve())
     try:
         folder = archive_dir(root, name)
         state = read_state(folder) if folder.is_dir() else None
         recipe = recipe_file(recipe_spec, name, root)
-    except (MiningError, OSError):
-        return None
-    src = Path(repo_arg).expanduser()
-    source = str(src.resolve())
-    if not state or state.get("version") != STATE_VERSION or state.get("repo") != name:
-        return None
-    recorded = state.get("recipe_source")
-    if state.get("source") != source or not isinstance(recorded, dict):
-        return None
-    try:
+        if not state or state.get("version") != STATE_VERSION or state.get("repo") != name:
+            return None
+        recorded = state.get("recipe_source")
+        if state.get("source") != source or not isinstance(recorded, dict):
+            return None
         if recorded.get("file") != recipe_fingerprint(recipe):
             return None
-    except OSError:
-        return None
-    try:
         repo = open_repo(src)
-    except MiningError:
+    except (MiningError, OSError):
         return None
     if repo.head != state.get("last_sha"):
         return None
     if recorded.get("origin") and origin_url(repo.git_dir) != state.get("upstream"):
         return None
     sweep_temporary(folder)  # what mining.mine does to the folder on a no-op
-    head = repo.head
-    return MineReport(name, source, "noop", head, f"{head}..{head}", NOOP_REASON)
+    return MineReport(name, source, "noop", repo.head, f"{repo.head}..{repo.head}", NOOP_REASON)

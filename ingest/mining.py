@@ -1,8 +1,6 @@
 """`kbase mine`: turn a clone's history (its main line and what merges bring in) into PR cards.
-
-Order of writes is what makes an interrupted mine safe: cards atomically, `.state.json` last
-(docs/pr-archive.md "Incremental runs").
-"""
+Order of writes makes an interrupted mine safe: cards atomically, `.state.json` last
+(docs/pr-archive.md "Incremental runs")."""
 
 from __future__ import annotations
 
@@ -14,28 +12,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from kbase.ingest.mine_state import (
-    NOOP_REASON,
-    STATE_FILE,
-    STATE_VERSION,
-    GitFailed,
-    GitRepo,
-    MineReport,
-    MiningError,
-    archive_dir,
-    atomic_write,
-    open_repo,
-    origin_url,
-    read_state,
-    sweep_temporary,
-)
+from kbase.ingest import mine_state as ms
+from kbase.ingest.mine_state import MineReport, MiningError, atomic_write, open_repo, origin_url
 
 if TYPE_CHECKING:
     from kbase.ingest.gitlog import CommitFacts
 
     from kbase.schema import Recipe
-
-__all__ = ["MineReport", "MiningError", "archive_dir", "mine", "open_repo", "read_state"]
 
 # a no-op mine (the common case: nothing new) reads the state and HEAD and stops; what mining
 # needs (the card writer, the log parser, tree-sitter) is imported only when there is work;
@@ -43,7 +26,7 @@ __all__ = ["MineReport", "MiningError", "archive_dir", "mine", "open_repo", "rea
 FLUSH_EVERY = int(os.environ.get("KBASE_MINE_FLUSH_EVERY", "100"))
 
 
-def _is_ancestor(repo: GitRepo, old: str, new: str) -> bool:
+def _is_ancestor(repo: ms.GitRepo, old: str, new: str) -> bool:
     return repo.ok("merge-base", "--is-ancestor", old, new)
 
 
@@ -57,56 +40,25 @@ def mine(
     recipe_fingerprint: str | None = None,
 ) -> MineReport:
     """Mine `source` into <root>/pr_archive/<recipe.name>/ and return what happened.
-
     `recipe_fingerprint` (mine_state.recipe_fingerprint of the recipe's file) goes into the
-    state, where the CLI's no-op check finds it; None (a recipe not read from a file) leaves
-    that check to this function."""
+    state for the CLI's no-op check; None (a recipe not from a file) leaves that check to this."""
     t0 = time.perf_counter()
     repo = open_repo(source)
     from_origin = recipe.upstream is None
-    if from_origin:
-        url = origin_url(str(repo.git_dir))
-        if url:  # links on the cards without a recipe: the web page of `origin`
-            recipe = recipe.model_copy(update={"upstream": url})
+    if from_origin and (url := origin_url(str(repo.git_dir))):
+        # links on the cards without a recipe: the web page of `origin`
+        recipe = recipe.model_copy(update={"upstream": url})
     head = repo.head
-    folder = archive_dir(root, recipe.name)
+    folder = ms.archive_dir(root, recipe.name)
     folder.mkdir(parents=True, exist_ok=True)
-    sweep_temporary(folder)
-    state = None if full else read_state(folder)
-    report = MineReport(
-        repo=recipe.name,
-        source=str(Path(source).expanduser().resolve()),
-        mode="full",
-        head=head,
-        range="HEAD",
-    )
-
-    _choose_mode(repo, report, state, since, full, recipe, str(source))
-
-    if report.mode != "noop":
-        _mine_walk(repo, root, folder, recipe, report, progress)
-
-    _save_state(folder, state, report, recipe, head, recipe_fingerprint, from_origin)
-    report.seconds = round(time.perf_counter() - t0, 3)
-    return report
-
-
-def _choose_mode(
-    repo: GitRepo,
-    report: MineReport,
-    state: dict | None,
-    since: str | None,
-    full: bool,
-    recipe: Recipe,
-    source: str,
-) -> None:
-    """The report's mode, range and reason: since a revision, full (and why), no-op or
-    incremental from the last mined commit."""
-    head = report.head
+    ms.sweep_temporary(folder)
+    state = None if full else ms.read_state(folder)
+    report = MineReport(recipe.name, str(Path(source).expanduser().resolve()), "full", head, "HEAD")
+    # the mode, range and reason: since a revision, full (and why), no-op or incremental
     if since:
         try:
             base = repo.run("rev-parse", "--verify", "-q", f"{since}^{{commit}}").strip()
-        except GitFailed:
+        except ms.GitFailed:
             raise MiningError(f"--since {since!r}: no such revision in {source}") from None
         report.mode, report.range = "since", f"{base}..{head}"
     elif full:
@@ -122,13 +74,20 @@ def _choose_mode(
         )
     elif state["last_sha"] == head:
         report.mode, report.range = "noop", f"{head}..{head}"
-        report.reason = NOOP_REASON
+        report.reason = ms.NOOP_REASON
     else:
         report.mode, report.range = "incremental", f"{state['last_sha']}..{head}"
 
+    if report.mode != "noop":
+        _mine_walk(repo, root, folder, recipe, report, progress)
+    source_of = {"file": recipe_fingerprint, "origin": from_origin} if recipe_fingerprint else None
+    _save_state(folder, state, report, recipe, source_of)
+    report.seconds = round(time.perf_counter() - t0, 3)
+    return report
+
 
 def _mine_walk(
-    repo: GitRepo,
+    repo: ms.GitRepo,
     root: Path,
     folder: Path,
     recipe: Recipe,
@@ -145,13 +104,8 @@ def _mine_walk(
     walk = read_plan(repo, report.range, report.head)
     total = len(walk.mine)
     cache = open_cache(root)
-    writer = CardWriter(
-        folder,
-        recipe,
-        incremental=report.mode in ("incremental", "since"),
-        report=report,
-        cache=cache,
-    )
+    incremental = report.mode in ("incremental", "since")
+    writer = CardWriter(folder, recipe, incremental=incremental, report=report, cache=cache)
     done = 0
 
     def on_commit(c: CommitFacts) -> None:
@@ -169,12 +123,9 @@ def _mine_walk(
         if cache is not None:
             cache.close()
     # commits that were not streamed still count: a PR's own branch commits, transport merges
-    for sha in walk.order:
-        if walk.role[sha] in ("spine", "side"):
-            continue
-        report.commits += 1
-        if walk.nodes[sha].pr is None:
-            report.without_pr += 1
+    rest = [sha for sha in walk.order if walk.role[sha] not in ("spine", "side")]
+    report.commits += len(rest)
+    report.without_pr += sum(walk.nodes[sha].pr is None for sha in rest)
     writer.finish()
     report.behind_merges = list(walk.role.values()).count("side")
     report.prs = sum(1 for c in writer.cards.values() if c.pr is not None)
@@ -183,42 +134,26 @@ def _mine_walk(
 
 
 def _save_state(
-    folder: Path,
-    state: dict | None,
-    report: MineReport,
-    recipe: Recipe,
-    head: str,
-    recipe_fingerprint: str | None,
-    from_origin: bool,
+    folder: Path, state: dict | None, report: MineReport, recipe: Recipe, recipe_source: dict | None
 ) -> None:
     """Write .state.json, unless a no-op would write the same state again."""
-    prev = state or {}
+    prev = {} if state is None or report.mode == "full" else state  # what the counts add to
     new_state = {
-        "version": STATE_VERSION,
+        "version": ms.STATE_VERSION,
         "repo": recipe.name,
         "source": report.source,
-        "last_sha": head,
+        "last_sha": report.head,
         "mined_at": _dt.datetime.now(_dt.UTC).replace(microsecond=0).isoformat(),
         "recipe_digest": recipe.digest(),
         "upstream": recipe.upstream,
         "families": recipe.families,
-        "commits_mined": (0 if report.mode == "full" else prev.get("commits_mined", 0))
-        + report.commits,
-        "without_pr": (0 if report.mode == "full" else prev.get("without_pr", 0))
-        + report.without_pr,
-        "recipe_source": (
-            {"file": recipe_fingerprint, "origin": from_origin} if recipe_fingerprint else None
-        ),
+        "commits_mined": prev.get("commits_mined", 0) + report.commits,
+        "without_pr": prev.get("without_pr", 0) + report.without_pr,
+        "recipe_source": recipe_source,
     }
-    if (
-        report.mode != "noop"
-        or not state
-        or {k: v for k, v in state.items() if k != "mined_at"}
-        != {k: v for k, v in new_state.items() if k != "mined_at"}
-    ):
-        atomic_write(
-            folder / STATE_FILE, json.dumps(new_state, indent=2, ensure_ascii=False) + "\n"
-        )
+    if report.mode != "noop" or not state or dict(state, mined_at=0) != dict(new_state, mined_at=0):
+        text = json.dumps(new_state, indent=2, ensure_ascii=False) + "\n"
+        atomic_write(folder / ms.STATE_FILE, text)
 
 
 def _drop_vanished(folder: Path, kept: set[str], report: MineReport) -> None:

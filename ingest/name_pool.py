@@ -1,14 +1,13 @@
 """Name the symbols of a long run of commits in worker processes (a cold mine: tree-sitter's
-parse holds the GIL, so a second core needs a second process; bench/bench_mine_pool.py).
-
-Each path always goes to the same worker: its parses start from the tree of the version met
-before (change_symbols.SymbolNamer). Commits are handed on in the order they came. A worker
-reads its requests from a pipe the mining process alone holds open, so it ends when that
-process does, however it ends (`kill -9` included).
-"""
+parse holds the GIL, so a second core needs a second process; bench/bench_mine_pool.py). Each
+path always goes to the same worker: its parses start from the tree of the version met before
+(change_symbols.SymbolNamer). Commits are handed on in the order they came. A worker reads its
+requests from a pipe the mining process alone holds open, so it ends when that process does,
+however it ends (`kill -9` included)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pickle
 import queue
@@ -17,11 +16,11 @@ import sys
 import threading
 import zlib
 from collections import deque
-from collections.abc import Callable
+from subprocess import PIPE
 
 from kbase.ingest.change_symbols import SymbolNamer, apply_named
 from kbase.ingest.definitions import grammar_for
-from kbase.ingest.gitlog import CommitFacts
+from kbase.ingest.gitlog import CommitFacts, OnCommit
 
 from kbase.errors import KbaseError
 
@@ -33,18 +32,15 @@ class WorkerFailed(KbaseError):
 
 
 class NamePool:
-    """The SymbolNamer interface (`name_commit`, `drain`, `parsed`, `incremental`) over
-    `workers` processes."""
+    """The SymbolNamer interface (`name_commit`, `drain`, `parsed`, `incremental`) in processes."""
 
     def __init__(self, git_dir: str, workers: int):
+        # -P: the current directory does not shadow the installed kbase
+        cmd = [sys.executable, "-P", "-m", "kbase.ingest.name_pool", git_dir]
+        # process_group=0: a terminal's Ctrl-C reaches only the mining process, which ends the
+        # workers; sent to them too, it could land while one still imports, before it can ignore it
         self._procs = [
-            subprocess.Popen(
-                # -P: the current directory does not shadow the installed kbase
-                [sys.executable, "-P", "-m", "kbase.ingest.name_pool", git_dir],
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-            )
-            for _ in range(workers)
+            subprocess.Popen(cmd, stdin=PIPE, stdout=PIPE, process_group=0) for _ in range(workers)
         ]
         self._answers: queue.SimpleQueue = queue.SimpleQueue()
         self._counts = [(0, 0)] * workers
@@ -64,7 +60,7 @@ class NamePool:
         except Exception as e:  # EOF: the worker ended (its failure, if any, came first)
             self._answers.put((i, e))
 
-    def name_commit(self, commit: CommitFacts, then: Callable[[CommitFacts], None]) -> None:
+    def name_commit(self, commit: CommitFacts, then: OnCommit) -> None:
         batches: dict[int, list] = {}
         for k, f in enumerate(commit.files):
             if f.hunks and grammar_for(f.path) is not None:
@@ -80,12 +76,9 @@ class NamePool:
             except OSError:  # it died: its reader thread has put why on the queue
                 self.drain()
         self._seq += 1
-        self._hand_on(wait=False)
+        self.drain(wait=False)
 
-    def drain(self) -> None:
-        self._hand_on(wait=True)
-
-    def _hand_on(self, wait: bool) -> None:
+    def drain(self, wait: bool = True) -> None:
         """Hand on the commits whose symbols are all in, oldest first; wait for answers when
         `wait` (all of them) or when more than LAG commits are pending."""
         while self._pending:
@@ -128,11 +121,9 @@ class NamePool:
         for p in self._procs:
             if self._pending:
                 p.kill()
-            try:
+            with contextlib.suppress(OSError):  # it died with requests unread
                 if p.stdin:
                     p.stdin.close()
-            except OSError:  # it died with requests unread
-                pass
         for p in self._procs:
             try:
                 p.wait(timeout=10)
@@ -146,7 +137,7 @@ def _serve(git_dir: str) -> None:
 
     from kbase.ingest.logrun import BlobReader
 
-    # Ctrl-C reaches the whole process group: the mining process handles it and ends us
+    # a SIGINT sent to our group is the mining process's to handle: it ends us
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
     reader = BlobReader(git_dir)

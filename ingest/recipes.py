@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
+from contextlib import suppress
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -30,10 +31,8 @@ class RecipeError(ProblemsError):
 def load_recipe_file(path: Path, root: Path | None = None) -> Recipe:
     shown = str(path)
     if root is not None:
-        try:
+        with suppress(ValueError):
             shown = str(path.resolve().relative_to(root.resolve()))
-        except ValueError:
-            pass
     try:
         text = read_recipe(path).decode("utf-8")
     except (OSError, UnicodeDecodeError) as exc:
@@ -57,25 +56,16 @@ def load_recipe_file(path: Path, root: Path | None = None) -> Recipe:
 
 def find_recipe(spec: str, root: Path) -> Path:
     """A recipe by file path, or by name under <root>/pr_archive/recipes/."""
-    try:
-        found = recipe_file(spec, "", root)
-    except FileNotFoundError:
-        found = None
-    if found is not None:
-        return found
+    with suppress(FileNotFoundError):
+        if (found := recipe_file(spec, "", root)) is not None:
+            return found
     p = Path(spec)
     if p.suffix in (".yaml", ".yml") or p.exists():
         raise RecipeError([Problem(path=spec, message="recipe file does not exist")])
     known = sorted(x.stem for x in (root / RECIPES_DIR).glob("*.y*ml"))  # none: no folder
-    raise RecipeError(
-        [
-            Problem(
-                path=str(RECIPES_DIR / f"{spec}.yaml"),
-                field="recipe",
-                message=f"no recipe named {spec!r} (known: {', '.join(known) or 'none'})",
-            )
-        ]
-    )
+    why = f"no recipe named {spec!r} (known: {', '.join(known) or 'none'})"
+    shown = str(RECIPES_DIR / f"{spec}.yaml")
+    raise RecipeError([Problem(path=shown, field="recipe", message=why)])
 
 
 def resolve_recipe(spec: str | None, name: str, root: Path) -> tuple[Recipe, Path | None]:
@@ -142,15 +132,13 @@ def suggest_families(
             if name not in _GENERIC and len(name) >= 3:
                 dirs["/".join(parts[:i])].add(p)
     families: dict[str, list[str]] = {}
-    ranked = sorted(by_token.items(), key=lambda kv: (-len(kv[1]), kv[0]))
-    for t, files in ranked:
+    for t, files in sorted(by_token.items(), key=lambda kv: (-len(kv[1]), kv[0])):
         if len(files) < min_files:
             continue
         if len(families) >= limit:
             left.append(t)
-            continue
-        globs = sorted({_token_glob(p, t) for p in files})
-        families[t] = globs
+        else:
+            families[t] = sorted({_token_glob(p, t) for p in files})
     for d, files in sorted(dirs.items(), key=lambda kv: (-len(kv[1]), kv[0])):
         key = re.sub(r"[^a-z0-9]+", "-", d.rsplit("/", 1)[-1].lower()).strip("-")
         if len(files) < min_files or key in families or key in left:
@@ -203,15 +191,9 @@ def lint_families(families: dict[str, list[str]], paths: list[str]) -> list[Glob
                     stray.append((p, others[0]))
             if stray:
                 where = sorted({o for _, o in stray if o})
-                problems.append(
-                    GlobProblem(
-                        fam,
-                        g,
-                        f"pulls in {len(stray)} file(s) whose names do not say {fam!r}"
-                        + (f" (they name {', '.join(where)})" if where else ""),
-                        [p for p, _ in stray[:5]],
-                    )
-                )
+                why = f"pulls in {len(stray)} file(s) whose names do not say {fam!r}"
+                why += f" (they name {', '.join(where)})" if where else ""
+                problems.append(GlobProblem(fam, g, why, [p for p, _ in stray[:5]]))
     return problems
 
 
@@ -221,9 +203,7 @@ def recipe_yaml(
     families: dict[str, list[str]],
     left_out: list[str] | None = None,
 ) -> str:
-    lines = [
-        "# Proposed by `kbase recipe suggest` from directory and file names: edit before use.",
-    ]
+    lines = ["# Proposed by `kbase recipe suggest` from directory and file names: edit before use."]
     if left_out:  # the limit is said, never applied silently (issue #27)
         shown = ", ".join(left_out[:20]) + (", ..." if len(left_out) > 20 else "")
         lines.append(

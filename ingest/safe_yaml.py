@@ -14,6 +14,7 @@ therefore sized as a tree before anything walks it, and refused past MAX_NODES.
 from __future__ import annotations
 
 import re
+from contextlib import suppress
 from typing import Any
 
 import yaml
@@ -51,10 +52,10 @@ def too_deep_line(text: str) -> int | None:
     if _depth_bound(text) <= MAX_DEPTH:
         return None
     depth = 0
-    try:
-        # The pure-Python scanner, whatever loader parses: libyaml's scanner reads a whole flow
-        # collection ahead and (PyYAML >= 6.0.4) raises its own "exceeded maximum nesting depth"
-        # at 1,000 levels before one deep token reaches this loop; this one yields tokens lazily.
+    # The pure-Python scanner, whatever loader parses: libyaml's scanner reads a whole flow
+    # collection ahead and (PyYAML >= 6.0.4) raises its own "exceeded maximum nesting depth"
+    # at 1,000 levels before one deep token reaches this loop; this one yields tokens lazily.
+    with suppress(yaml.YAMLError):  # the parse below reports the syntax error with its line
         for tok in yaml.scan(text, Loader=yaml.SafeLoader):
             if isinstance(tok, _OPEN) or isinstance(tok, _OPEN_FLOW):
                 depth += 1
@@ -62,8 +63,6 @@ def too_deep_line(text: str) -> int | None:
                     return int(tok.start_mark.line)
             elif isinstance(tok, _CLOSE):
                 depth -= 1
-    except yaml.YAMLError:
-        return None  # the parse below reports the syntax error with its line
     return None
 
 
@@ -113,16 +112,9 @@ def _faults(loader: Any, root: Any, path: str, first_line: int) -> list[Problem]
                 if isinstance(k, yaml.ScalarNode) and k.value != "<<":
                     line = k.start_mark.line + first_line
                     if k.value in seen:
-                        dups.append(
-                            Problem(
-                                path=path,
-                                line=line,
-                                field=str(k.value),
-                                code="duplicate-key",
-                                message=f"key {k.value!r} is given twice (lines {seen[k.value]} "
-                                f"and {line}); YAML would silently keep the last one",
-                            )
-                        )
+                        why = f"key {k.value!r} is given twice (lines {seen[k.value]} and {line}); "
+                        why += "YAML would silently keep the last one"
+                        dups.append(_problem(path, line, "duplicate-key", why, str(k.value)))
                     else:
                         seen[k.value] = line
         elif isinstance(n, yaml.ScalarNode) and n.tag == _TIMESTAMP and not bad:
@@ -130,21 +122,18 @@ def _faults(loader: Any, root: Any, path: str, first_line: int) -> list[Problem]
                 loader.construct_yaml_timestamp(n)
             except (ValueError, OverflowError) as exc:
                 why = f"{n.value!r} is not a valid date or time ({exc})"
-                line = n.start_mark.line + first_line
-                bad = [Problem(path=path, line=line, code="bad-date", message=why)]
+                bad = [_problem(path, n.start_mark.line + first_line, "bad-date", why)]
         stack.extend(_children(n))
     return dups or bad
 
 
 def load_yaml(text: str, path: str, first_line: int = 1) -> tuple[Any, Any]:
     """(data, node tree) of one YAML document; YamlProblem names the file and line of any fault.
-
-    first_line: the file line of the text's first line (2 for front-matter after `---`).
-    """
+    first_line: the file line of the text's first line (2 for front-matter after `---`)."""
     deep = too_deep_line(text)
     if deep is not None:
         why = f"YAML nests deeper than {MAX_DEPTH} levels here; flatten it"
-        raise _problem(path, deep + first_line, "too-deep", why)
+        raise YamlProblem([_problem(path, deep + first_line, "too-deep", why)])
     loader = _Loader(text)
     try:
         node = loader.get_single_node()
@@ -152,10 +141,8 @@ def load_yaml(text: str, path: str, first_line: int = 1) -> tuple[Any, Any]:
             return None, None
         big = _too_many_nodes(node)
         if big is not None:
-            raise _problem(
-                path, big + first_line, "too-many-nodes",
-                f"YAML aliases expand to more than {MAX_NODES:,} values; write the values out",
-            )  # fmt: skip
+            why = f"YAML aliases expand to more than {MAX_NODES:,} values; write the values out"
+            raise YamlProblem([_problem(path, big + first_line, "too-many-nodes", why)])
         faults = _faults(loader, node, path, first_line)
         if faults:
             raise YamlProblem(faults)
@@ -164,11 +151,12 @@ def load_yaml(text: str, path: str, first_line: int = 1) -> tuple[Any, Any]:
         mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
         line = mark.line + first_line if mark is not None else first_line
         problem = getattr(exc, "problem", None) or str(exc)
-        raise _problem(path, line, "malformed-yaml", f"malformed YAML: {problem}") from None
+        why = f"malformed YAML: {problem}"
+        raise YamlProblem([_problem(path, line, "malformed-yaml", why)]) from None
     finally:
         loader.dispose()
     return data, node
 
 
-def _problem(path: str, line: int, code: str, message: str) -> YamlProblem:
-    return YamlProblem([Problem(path=path, line=line, code=code, message=message)])
+def _problem(path: str, line: int, code: str, message: str, field: str | None = None) -> Problem:
+    return Problem(path=path, line=line, field=field, code=code, message=message)

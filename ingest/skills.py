@@ -63,15 +63,14 @@ def load_skill(path: Path, root: Path) -> Skill:
         why = f"name {meta.name!r} does not match its folder {folder!r}"
         problems.append(here(line=doc.line_of(("name",)), field="name", message=why))
     skill = Skill(meta=meta, doc=doc, path=shown, text=text)
-    blocks = "verification.blocks"
     if not skill.snippet_blocks():
         marks = ", ".join(meta.verification.blocks)
         why = f"no fenced block in the body is marked with {marks!r} (e.g. ```python verify)"
-        problems.append(here(line=doc.line_of(("verification",)), field=blocks, message=why))
+        problems.append(here(line=doc.line_of(("verification",)), field=_BLOCKS, message=why))
     for b in skill.snippet_blocks():
         if _is_empty_code(b.code):
             why = f"the ```{b.info} block has no code: it would pass without checking anything"
-            problems.append(here(line=b.line, field=blocks, code="empty-snippet", message=why))
+            problems.append(here(line=b.line, field=_BLOCKS, code="empty-snippet", message=why))
     if problems:
         raise DocumentError(problems)
     return skill
@@ -102,32 +101,36 @@ def _lint_file(f: Path, root: Path) -> tuple[list[Problem], Related]:
         s = load_skill(f, root)
     except DocumentError as de:
         return de.problems, []
+    from kbase.validators.claims import host_dependent_claims
     from kbase.validators.device_gate import lint_gpu_use
     from kbase.validators.numbers import ledger_narration, unbacked_numbers
 
     problems = unbacked_numbers(s) + ledger_narration(s) + _unfinished(s) + _dash_runs(s)
-    from kbase.validators.claims import host_dependent_claims
-
+    here = partial(Problem, path=s.path)
     ids = [c.id for c in s.meta.claims]
     for cid, dep in host_dependent_claims(s):
-        problems.append(
-            Problem(
-                path=s.path,
-                line=s.doc.line_of(("claims", ids.index(cid))),
-                field=f"claims.{cid}",
-                code="host-dependent-cpu-claim",
-                message=f"claim {cid} is measured on a CPU tier by a torch operator whose CPU "
-                f"kernel depends on the host ({dep}): pin the reference path "
-                "(torch.backends.mkldnn.flags(enabled=False)) or declare when: {cpu_flags: [...]}",
-            )
+        msg = (
+            f"claim {cid} is measured on a CPU tier by a torch operator whose CPU "
+            f"kernel depends on the host ({dep}): pin the reference path "
+            "(torch.backends.mkldnn.flags(enabled=False)) or declare when: {cpu_flags: [...]}"
         )
+        line = s.doc.line_of(("claims", ids.index(cid)))
+        problems.append(here(line=line, field=f"claims.{cid}", code=_HOST_CPU, message=msg))
     why = lint_gpu_use(s.meta.verification.gpu_use, "\n".join(b.code for b in s.snippet_blocks()))
     if why:
         line = s.doc.line_of(("verification", "gpu_use"))
-        problems.append(Problem(path=s.path, line=line, field="verification.gpu_use", message=why))
+        problems.append(here(line=line, field="verification.gpu_use", message=why))
     return problems, [
         (s.path, rel, i, s.doc.line_of(("related", i))) for i, rel in enumerate(s.meta.related)
     ]
+
+
+_HOST_CPU = "host-dependent-cpu-claim"
+_BLOCKS = "verification.blocks"
+_SAMPLE = (
+    "the snippet is `kbase new`'s unchanged sample: replace it with one "
+    "that proves this skill's claim"
+)
 
 
 def _dash_runs(s: Skill) -> list[Problem]:
@@ -136,13 +139,10 @@ def _dash_runs(s: Skill) -> list[Problem]:
     skill with no metadata, while YAML itself is fine with it."""
     lines = s.text.splitlines()
     end = next((i for i in range(1, len(lines)) if lines[i].rstrip() == "---"), 0)
+    why = "'---' inside the front-matter ends it for some skill loaders; reword it"
+    code = "dashes-in-front-matter"
     return [
-        Problem(
-            path=s.path,
-            line=i + 1,
-            code="dashes-in-front-matter",
-            message="'---' inside the front-matter ends it for some skill loaders; reword it",
-        )
+        Problem(path=s.path, line=i + 1, code=code, message=why)
         for i in range(1, end)
         if "---" in lines[i]
     ]
@@ -155,35 +155,20 @@ def _unfinished(s: Skill) -> list[Problem]:
 
     from kbase.validators.scaffold import sample_snippet
 
+    here = partial(Problem, path=s.path)
     out: list[Problem] = []
     fence = ""
     for i, line in enumerate(s.text.splitlines(), 1):
         mark = line.lstrip()[:3]
         if mark in ("```", "~~~"):
             fence = "" if fence == mark else (fence or mark)
-            continue
-        if not fence and re.search(r"\bTODO\b", line):
-            out.append(
-                Problem(
-                    path=s.path,
-                    line=i,
-                    code="todo-text",
-                    message="TODO placeholder: write what it asks for, or remove the line",
-                )
-            )
+        elif not fence and re.search(r"\bTODO\b", line):
+            why = "TODO placeholder: write what it asks for, or remove the line"
+            out.append(here(line=i, code="todo-text", message=why))
     sample = sample_snippet()
     for b in s.snippet_blocks():
         if b.code.strip() == sample:
-            out.append(
-                Problem(
-                    path=s.path,
-                    line=b.line,
-                    field="verification.blocks",
-                    code="sample-snippet",
-                    message="the snippet is `kbase new`'s unchanged sample: replace it with one "
-                    "that proves this skill's claim",
-                )
-            )
+            out.append(here(line=b.line, field=_BLOCKS, code="sample-snippet", message=_SAMPLE))
     return out
 
 
@@ -208,14 +193,8 @@ def lint_paths(paths: list[Path], root: Path) -> list[Problem]:
     for _, refs in results:
         for path, rel, i, line in refs:
             if rel not in known:
-                problems.append(
-                    Problem(
-                        path=path,
-                        line=line,
-                        field=f"related.{i}",
-                        message=f"related skill {rel!r} does not exist",
-                    )
-                )
+                why = f"related skill {rel!r} does not exist"
+                problems.append(Problem(path=path, line=line, field=f"related.{i}", message=why))
     return problems
 
 
@@ -225,19 +204,15 @@ def _join(items: list[str]) -> str:
 
 def skill_entry(skill: Skill) -> Entry:
     """Chunks: summary+trigger, steps, failure modes, and each body section."""
-    m = skill.meta
-    d = skill.doc
+    m, d = skill.meta, skill.doc
     eid = m.name
     title = d.title or m.name
     chunks: list[Chunk] = []
     add = partial(Chunk.add, chunks, eid, "skill", skill.path)
 
     tag_words = " ".join(v for k in TAG_KEYS for v in getattr(m.tags, k))
-    add(
-        "summary",
-        f"{title}\n{m.description}\nWhen: \n{_join(m.trigger)}\nTags: {tag_words}",
-        d.line_of(("description",)),
-    )
+    summary = f"{title}\n{m.description}\nWhen: \n{_join(m.trigger)}\nTags: {tag_words}"
+    add("summary", summary, d.line_of(("description",)))
     add("trigger", _join(m.trigger), d.line_of(("trigger",)))
     add("steps", _join(m.steps), d.line_of(("steps",)))
     fm_text = "\n".join(
@@ -245,10 +220,9 @@ def skill_entry(skill: Skill) -> Entry:
     )
     add("failure_modes", fm_text, d.line_of(("failure_modes",)))
     for sec in d.sections:
-        if sec.level == 1 and not sec.text:
-            continue
-        name = sec.title or "intro"
-        add(name, f"{sec.title}\n{sec.text}" if sec.title else sec.text, sec.line)
+        text = f"{sec.title}\n{sec.text}" if sec.title else sec.text
+        if sec.level != 1 or sec.text:  # a title heading with nothing under it is no chunk
+            add(sec.title or "intro", text, sec.line)
     content_hash = hashlib.sha256(skill.text.encode()).hexdigest()
     return Entry(
         id=eid,

@@ -20,12 +20,7 @@ from kbase.config import default_model_path, find_root
 from kbase.errors import NotFound, ProblemsError, did_you_mean
 
 if TYPE_CHECKING:  # each method imports the models it makes: a search defines no others
-    from kbase.schema import (
-        EntryDoc,
-        EntrySummary,
-        Health,
-        StaleReport,
-    )
+    from kbase.schema import EntryDoc, EntrySummary, Health, StaleReport
 
 Progress = Callable[[str, int, int], None]
 
@@ -58,8 +53,7 @@ class KnowledgeBase(SearchAPI, ValidateAPI, ArchiveAPI):
     # ------------------------------------------------------------------ plumbing
     @staticmethod
     def printable(text: str) -> str:
-        """`text` a snippet wrote, with every control character shown as an escape (what the
-        validators store), for an adapter that prints it."""
+        """`text` a snippet wrote, control characters escaped as the validators store them."""
         from kbase.validators.capture import printable
 
         return printable(text)

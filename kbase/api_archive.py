@@ -22,11 +22,9 @@ class ArchiveAPI:
         family: str | None,
         paths: list[str] | None = None,
     ) -> HistoryResult:
-        """The timeline of one kernel family in one archived repo, oldest first (the family's
-        globs as the last mine recorded them). With no pr_archive/ at all the answer says so
-        (`available: false`) rather than failing.
-        `paths` (globs) asks for every PR and direct push touching them, with no family needed.
-        """
+        """The timeline of one kernel family in one archived repo, oldest first (its globs as the
+        last mine recorded them); `paths` (globs): every PR and push touching them, no family
+        needed. With no pr_archive/ at all the answer says so (`available: false`)."""
         from kbase.ingest.card_history import read_families, timeline
         from kbase.schema import HistoryResult
 

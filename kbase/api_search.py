@@ -1,9 +1,5 @@
 """The search path of `KnowledgeBase` (a mixin of kbase.api), and the experience loop that feeds
-it (`.feedback()`, `.propose()`: the servers expose those only with `--allow-write`).
-
-Candidates are ranked with their statuses and users' feedback first; only the hits kept are
-decoded and built.
-"""
+it (`.feedback()`, `.propose()`: the servers expose those only with `--allow-write`)."""
 
 from __future__ import annotations
 
@@ -57,7 +53,6 @@ class SearchAPI:
         root: Path
         home: Path
 
-        def query_embedder(self) -> Any: ...
         def searcher(self) -> Any: ...
         def is_indexed(self) -> bool: ...
         def index(self, progress: Any = None, gc: bool = True) -> Any: ...
@@ -106,19 +101,10 @@ class SearchAPI:
         """The hits for one query; arguments as in kbase.schema.SearchQuery (InvalidArgument)."""
         from kbase.schema import SearchQuery
 
-        q = SearchQuery.parse(
-            query=query,
-            k=k,
-            kind=kind,
-            repo=repo,
-            tags=tags,
-            status=[status] if isinstance(status, str) else status,
-            mode=mode,
-            since=since,
-            until=until,
-            env=env,
-        )
-        return self.query(q, auto_index=auto_index).hits
+        raw = {n: v for n, v in locals().items() if n in SearchQuery.model_fields}
+        if isinstance(status, str):
+            raw["status"] = [status]
+        return self.query(SearchQuery.parse(**raw), auto_index=auto_index).hits
 
     def source_count(self) -> int:
         """How many files a build reads (skills, drafts, PR cards), without parsing them."""
@@ -132,6 +118,7 @@ class SearchAPI:
         """Whether a skill or draft was added, edited or removed since the index was built: the
         files' (size, mtime, inode) against those the build recorded, without parsing them
         (a few ms for the shipped skills). PR cards are left to `kbase mine`/`kbase index`."""
+        import glob
         import json
         import os
 
@@ -147,19 +134,14 @@ class SearchAPI:
             return False  # an index from before the stats were kept: left as it is
         # what collect_entries reads (ingest.skills.find_skill_files, drafts.find_draft_files),
         # listed here without importing the parsers: a cold search must not load them
-        shown: dict[str, str] = {}
-        for sub in ("skills", os.path.join("skills", "_drafts")):
-            try:
-                names = os.listdir(self.root / sub)
-            except OSError:
-                continue
-            for d in names:
-                rel = os.path.join(sub, d, "SKILL.md")
-                if os.path.isfile(self.root / rel):
-                    shown[rel] = str(self.root / rel)
-        for path, f in shown.items():
-            if seen.get(path) != _file_sig(f):
-                return True
+        shown = {
+            rel: f
+            for pat in ("skills/*/SKILL.md", "skills/_drafts/*/SKILL.md")
+            for rel in glob.glob(pat, root_dir=self.root, include_hidden=True)
+            if os.path.isfile(f := str(self.root / rel))
+        }
+        if any(seen.get(path) != _file_sig(f) for path, f in shown.items()):
+            return True
         return any(p.startswith("skills/") and p not in shown for p in seen)
 
     def query(self, q: SearchQuery, auto_index: bool = True) -> SearchResult:
@@ -190,10 +172,8 @@ class SearchAPI:
         # (a PR card's status needs no decoding; issue #11).
         ranked: list[_Ranked] = []
         for c in cands:
-            if c.kind == "pr":
-                st, on, at = PR_STATUS, None, None
-            else:
-                st, on, at = self._status_of(c.entry, statuses)
+            pr = c.kind == "pr"
+            st, on, at = (PR_STATUS, None, None) if pr else self._status_of(c.entry, statuses)
             if wanted and st not in wanted:
                 continue
             ranked.append(_Ranked(c.id, round(c.score, 6), st, on, at, c))
@@ -216,13 +196,10 @@ class SearchAPI:
             hits.append(
                 Hit(
                     **attrs(e, "id kind title path repo pr"),
-                    score=r.score,
-                    status=r.status,
+                    **attrs(r, "score status verified_on verified_at"),
                     line=chunk.line if chunk else e.line,
                     section=chunk.section if chunk else "",
                     snippet=make_snippet(chunk.text, q.query) if chunk else "",
-                    verified_on=r.verified_on,
-                    verified_at=r.verified_at,
                     claims=claims.get(e.id, []),
                     confidence=r.cand.confidence,
                 )
@@ -233,12 +210,10 @@ class SearchAPI:
             no_good_match=no_good_match([r.cand for r in listed]),
             candidates=[
                 SearchCandidate(
-                    id=r.cand.id,
-                    kind=r.cand.kind,
+                    **attrs(r.cand, "id kind confidence"),
                     status=r.status,
                     use_when=use_when(r.cand),
                     trigger=r.cand.matched or None,
-                    confidence=r.cand.confidence,
                 )
                 for r in listed
             ],

@@ -9,8 +9,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from kbase.api_search import attrs
 from kbase.closed_sets import BAD_VERDICTS, FAIL_LEVELS, TIER_CHOICES
-from kbase.errors import InvalidArgument
+from kbase.errors import InvalidArgument, NotFound
 
 if TYPE_CHECKING:
     from kbase.schema import Problem
@@ -130,7 +131,7 @@ class ValidateAPI:
         self,
         skills: list[Any],
         problems: list[Problem],
-        opts: RunOptions,
+        opts: RunOptions | None,
         record: bool,
         on_plan: OnPlan | None,
         on_done: OnDone | None,
@@ -141,11 +142,9 @@ class ValidateAPI:
         from kbase.validators.audit import Recorder
         from kbase.validators.runner import RunSettings, isolation_note, plan_skill, verify_skills
 
+        opts = opts or RunOptions()
         settings = RunSettings(
-            tier=opts.tier,
-            workers=opts.workers,
-            timeout_s=opts.timeout_s,
-            memory_mb=opts.memory_mb,
+            **attrs(opts, "tier workers timeout_s memory_mb"),
             unsafe_no_sandbox=not opts.isolate,
             root=self.root,
         )
@@ -212,7 +211,6 @@ class ValidateAPI:
             raise InvalidArgument(
                 f"--fail-on must be one of {', '.join(FAIL_LEVELS)}, not {fail_on!r}", "fail_on"
             )
-        opts = opts or RunOptions()
         read_ledger(self.root, strict=True)  # a corrupt ledger is reported before any work
         skills, problems = load_skills(self.root, names)
         if run:
@@ -245,16 +243,13 @@ class ValidateAPI:
     ) -> RunReport:
         """Lint and verify the named skills, plus (with `changed`) those changed since `base`."""
         from kbase.ingest.skills import lint_paths
-        from kbase.validators.changes import changed_skills
+        from kbase.validators.changes import changed_skills, ledger_change_problems
         from kbase.validators.select import load_skills, skill_file
 
-        opts = opts or RunOptions()
         refs = list(names or [])
         used_base = None
         ledger_problems: list[Problem] = []
         if changed:
-            from kbase.validators.changes import ledger_change_problems
-
             found, used_base = changed_skills(self.root, base)
             # the ledger is append-only and only trusted runners may add to it
             ledger_problems, _ = ledger_change_problems(self.root, base)
@@ -280,7 +275,6 @@ class ValidateAPI:
 
     def merge_ledger(self, other: Path) -> tuple[int, int]:
         """Append the runs `other` recorded that this ledger lacks: (added, already present)."""
-        from kbase.errors import NotFound
         from kbase.validators.ledger import merge_ledger
 
         if not Path(other).is_file():

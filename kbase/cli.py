@@ -6,6 +6,9 @@ it. Other such paths paid under 1.3x and are gone. Exit codes: docs/agents.md.
 
 from __future__ import annotations
 
+import os
+import stat
+import sys
 from typing import Any
 
 
@@ -21,7 +24,6 @@ def __getattr__(name: str) -> Any:
 def print_json(obj: Any) -> None:
     """`--json` output, for the typer commands and the no-op mine path (no typer there)."""
     import json
-    import sys
 
     sys.stdout.write(json.dumps(obj, ensure_ascii=False, indent=None, default=str) + "\n")
 
@@ -31,8 +33,6 @@ def fast_mcp(argv: list[str]) -> bool:
     waits for `initialize`, and building the typer app was ~0.3 s of a ~1 s budget on a busy
     2-core machine (issue #27). Anything else (help, --http, an option this path does not know,
     a bad root) goes to the typer command, which prints what it always did."""
-    import os
-
     from kbase.mine_cli import parse_opts
 
     args, default_root = list(argv), None
@@ -77,8 +77,6 @@ def fast_mcp(argv: list[str]) -> bool:
 
 
 def main() -> None:
-    import sys
-
     argv = sys.argv[1:]
     if argv[:1] == ["mine"]:
         from kbase.mine_cli import run as quick_mine
@@ -102,9 +100,6 @@ def main() -> None:
 
 def _pipe_id() -> tuple[int, int] | None:
     """(device, inode) of stdout when it is a pipe, else None."""
-    import os
-    import stat
-
     try:
         st = os.fstat(1)
     except OSError:

@@ -5,8 +5,13 @@ search: loading them on first lookup did not pay)."""
 from __future__ import annotations
 
 import importlib
+import os
 
 import typer
+
+from kbase import __version__
+from kbase.commands.common import add_commands, fail
+from kbase.config import RootError, init_root
 
 app = typer.Typer(
     name="kbase",
@@ -20,8 +25,6 @@ app = typer.Typer(
 
 def _version(value: bool) -> None:
     if value:
-        from kbase import __version__
-
         typer.echo(f"kbase {__version__}")
         raise typer.Exit()
 
@@ -38,7 +41,6 @@ def _root_callback(
     ),
     default_root: str | None = typer.Option(
         None,
-        "--default-root",
         envvar="KBASE_DEFAULT_ROOT",
         help="knowledge base to use when neither --root nor KBASE_ROOT names one "
         "(agent-runtime configurations set it)",
@@ -50,8 +52,6 @@ def _root_callback(
     current one that holds skills/ or pr_archive/. `kbase init PATH` creates one.
     """
     if default_root:
-        import os
-
         os.environ["KBASE_DEFAULT_ROOT"] = default_root
 
 
@@ -59,9 +59,6 @@ def init(
     path: str = typer.Argument(".", help="folder to make a knowledge base (created if missing)"),
 ) -> None:
     """Create a knowledge-base root on purpose: PATH/skills/, PATH/pr_archive/, .kbase/ ignored."""
-    from kbase.commands.common import fail
-    from kbase.config import RootError, init_root
-
     try:
         made = init_root(path)
     except (RootError, OSError) as exc:
@@ -74,7 +71,7 @@ def init(
 
 # every area's commands, then init: the order of `kbase --help` (command groups come last)
 for _area in ("core", "validate", "archive", "serve", "trust", "experience"):
-    importlib.import_module(f"kbase.commands.{_area}").register(app)
+    add_commands(app, *importlib.import_module(f"kbase.commands.{_area}").COMMANDS)
 app.command()(init)
 
 

@@ -6,7 +6,12 @@ kbase/data/vocab.yaml.) This module imports nothing from kbase, so every layer m
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal, get_args
+from typing import Any, Literal, get_args
+
+
+def _by_name(*specs: Any) -> dict[str, Any]:
+    return {s.name: s for s in specs}
+
 
 # --------------------------------------------------------------------------- verification tiers
 
@@ -32,33 +37,26 @@ class TierSpec:
     colour: str = "#5b6672"
 
 
-TIER_SPECS: dict[str, TierSpec] = {
-    s.name: s
-    for s in (
-        TierSpec(
-            name="cpu-interpret",
-            needs_any=("triton",),
-            env={"TRITON_INTERPRET": "1"},
-            python_only=True,
-            colour="#3b7dd8",
-        ),
-        TierSpec(
-            name="cpu-compile",
-            needs_any=("triton", "nvcc"),
-            colour="#8a5cd6",
-        ),
-        TierSpec(
-            name="gpu",
-            needs_any=("gpu",),
-            sees_gpu=True,
-            cuda_runs_binary=True,
-            device_gate=True,
-            memory_kind="data",
-            default_memory_mb=32768,
-            colour="#2e9b4f",
-        ),
-    )
-}
+TIER_SPECS: dict[str, TierSpec] = _by_name(
+    TierSpec(
+        name="cpu-interpret",
+        needs_any=("triton",),
+        env={"TRITON_INTERPRET": "1"},
+        python_only=True,
+        colour="#3b7dd8",
+    ),
+    TierSpec(name="cpu-compile", needs_any=("triton", "nvcc"), colour="#8a5cd6"),
+    TierSpec(
+        name="gpu",
+        needs_any=("gpu",),
+        sees_gpu=True,
+        cuda_runs_binary=True,
+        device_gate=True,
+        memory_kind="data",
+        default_memory_mb=32768,
+        colour="#2e9b4f",
+    ),
+)
 TIERS: tuple[str, ...] = get_args(Tier)
 TIER_CHOICES: tuple[str, ...] = ("auto", *TIERS)
 assert tuple(TIER_SPECS) == TIERS, "TIER_SPECS and Tier must list the same tiers, in order"
@@ -119,17 +117,14 @@ class VerdictSpec:
     junit: Literal["pass", "skipped", "failure", "error"]
 
 
-VERDICT_SPECS: dict[str, VerdictSpec] = {
-    s.name: s
-    for s in (
-        VerdictSpec("pass", False, "#2e9b4f", "green", "pass"),
-        VerdictSpec("fail", True, "#d64545", "red", "failure"),
-        VerdictSpec("skip", False, "#9aa3ad", "dim", "skipped"),
-        VerdictSpec("error", True, "#b03a8a", "magenta", "error"),
-        VerdictSpec("timeout", True, "#e08a1e", "yellow", "error"),
-        VerdictSpec("killed", True, "#8b1e1e", "red bold", "error"),
-    )
-}
+VERDICT_SPECS: dict[str, VerdictSpec] = _by_name(
+    VerdictSpec("pass", False, "#2e9b4f", "green", "pass"),
+    VerdictSpec("fail", True, "#d64545", "red", "failure"),
+    VerdictSpec("skip", False, "#9aa3ad", "dim", "skipped"),
+    VerdictSpec("error", True, "#b03a8a", "magenta", "error"),
+    VerdictSpec("timeout", True, "#e08a1e", "yellow", "error"),
+    VerdictSpec("killed", True, "#8b1e1e", "red bold", "error"),
+)
 VERDICTS: tuple[str, ...] = get_args(Verdict)
 BAD_VERDICTS: frozenset[str] = frozenset(v for v, s in VERDICT_SPECS.items() if s.bad)
 assert tuple(VERDICT_SPECS) == VERDICTS
@@ -140,17 +135,7 @@ SkillStatus = Literal[
     "failing", "unverified", "self-reported", "stale-source", "stale-env", "stale-age", "verified"
 ]
 # A PR card is a fact read from git, not a claim to verify: its status is always "mined".
-EntryStatus = Literal[
-    "failing",
-    "unverified",
-    "self-reported",
-    "stale-source",
-    "stale-env",
-    "stale-age",
-    "verified",
-    "mined",
-    "draft",
-]
+EntryStatus = Literal[SkillStatus, "mined", "draft"]
 PR_STATUS = "mined"
 # A skill proposed from experience under skills/_drafts/ (kbase/drafts.py): unreviewed, so it is
 # "draft" whatever the ledger says, until a person moves it to skills/<name>/.
@@ -169,26 +154,23 @@ class StatusSpec:
 
 # THE severity order, worst first: rules pick the first status that has a reason, `stale`
 # lists worst first, reports sort by it.
-STATUS_SPECS: dict[str, StatusSpec] = {
-    s.name: s
-    for s in (
-        # the latest run on some environment failed
-        StatusSpec("failing", "#d64545", "red", "❌", demoted=True),
-        # never passed with the current snippet
-        StatusSpec("unverified", "#9aa3ad", "dim", "⚪"),
-        # passed only in runs nobody can vouch for (unsigned by a trusted runner, or outside the
-        # sandbox): shown apart so a reader sees the claim was run, not verified
-        StatusSpec("self-reported", "#c9a227", "yellow", "🟡"),
-        # a watched upstream path changed after the last pass
-        StatusSpec("stale-source", "#8a5cd6", "magenta", "📝", stale=True),
-        # no pass on the environment asked about
-        StatusSpec("stale-env", "#3b7dd8", "blue", "🔄", stale=True),
-        # the last pass or human audit is too old
-        StatusSpec("stale-age", "#e0b01e", "yellow", "🕒", stale=True),
-        # passed recently, nothing outdates it
-        StatusSpec("verified", "#2e9b4f", "green", "✅"),
-    )
-}
+STATUS_SPECS: dict[str, StatusSpec] = _by_name(
+    # the latest run on some environment failed
+    StatusSpec("failing", "#d64545", "red", "❌", demoted=True),
+    # never passed with the current snippet
+    StatusSpec("unverified", "#9aa3ad", "dim", "⚪"),
+    # passed only in runs nobody can vouch for (unsigned by a trusted runner, or outside the
+    # sandbox): shown apart so a reader sees the claim was run, not verified
+    StatusSpec("self-reported", "#c9a227", "yellow", "🟡"),
+    # a watched upstream path changed after the last pass
+    StatusSpec("stale-source", "#8a5cd6", "magenta", "📝", stale=True),
+    # no pass on the environment asked about
+    StatusSpec("stale-env", "#3b7dd8", "blue", "🔄", stale=True),
+    # the last pass or human audit is too old
+    StatusSpec("stale-age", "#e0b01e", "yellow", "🕒", stale=True),
+    # passed recently, nothing outdates it
+    StatusSpec("verified", "#2e9b4f", "green", "✅"),
+)
 STATUS_ORDER: tuple[str, ...] = get_args(SkillStatus)
 ENTRY_STATUSES: tuple[str, ...] = get_args(EntryStatus)
 assert tuple(STATUS_SPECS) == STATUS_ORDER

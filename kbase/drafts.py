@@ -50,9 +50,7 @@ def find_draft_files(root: Path) -> list[Path]:
     base = Path(root) / DRAFTS
     if not base.is_dir():
         return []
-    return sorted(
-        p / "SKILL.md" for p in base.iterdir() if p.is_dir() and (p / "SKILL.md").exists()
-    )
+    return sorted(p / "SKILL.md" for p in base.iterdir() if (p / "SKILL.md").is_file())
 
 
 def _text(field: str, v: object, required: bool = True) -> str:
@@ -95,16 +93,7 @@ def _quote_numbers(s: str) -> str:
 def _block_safe(line: str) -> str:
     """One line of prose that cannot start a Markdown block of its own (a heading such as
     `## Verification`, a quote, a list, a rule, a setext underline, HTML, a table)."""
-    if re.match(r"^(?:[#>+*=|<~-]|\d+[.)])", line):
-        return "\\" + line
-    return line
-
-
-def _fence(code: str) -> str:
-    """A backtick fence longer than any backtick run in `code`: a snippet holding ``` cannot
-    close its own block and add sections after it."""
-    longest = max((len(m) for m in re.findall(r"`+", code)), default=0)
-    return "`" * max(3, longest + 1)
+    return "\\" + line if re.match(r"^(?:[#>+*=|<~-]|\d+[.)])", line) else line
 
 
 def _render(
@@ -112,7 +101,9 @@ def _render(
 ) -> str:
     lines = [ln for ln in symptom.splitlines() if ln.strip()]
     code = (snippet or SKIP_SNIPPET).rstrip("\n")
-    fence = _fence(code)
+    # a fence longer than any backtick run in the code: a snippet holding ``` cannot close its
+    # own block and add sections after it
+    fence = "`" * max(3, 1 + max((len(m) for m in re.findall(r"`+", code)), default=0))
     fm = {
         "name": name,
         "description": _quote_numbers(f"Draft from experience: {title}. Fix: {fix}")[:1000],
@@ -136,31 +127,17 @@ def _render(
     head = yaml.safe_dump(fm, sort_keys=False, allow_unicode=True, width=100)
     body = [
         f"# {title}",
-        "",
         "Proposed from an agent's or engineer's experience; not reviewed, not verified.",
-        "",
         "## Symptom",
-        "",
-        "```text",
-        symptom,
-        "```",
-        "",
+        f"```text\n{symptom}\n```",
         "## Cause",
-        "",
         _block_safe(_quote_numbers(cause)),
-        "",
         "## Fix",
-        "",
         _block_safe(_quote_numbers(fix)),
-        "",
         "## Verification",
-        "",
-        fence + "python verify",
-        code,
-        fence,
-        "",
+        f"{fence}python verify\n{code}\n{fence}",
     ]
-    return "---\n" + head + "---\n" + "\n".join(body)
+    return "---\n" + head + "---\n" + "\n\n".join(body) + "\n"
 
 
 STAGING_MAX_AGE_S = 600  # a proposal is staged for milliseconds; older ones lost their writer
@@ -198,15 +175,14 @@ def propose(
     cause = _text("cause", cause)
     fix = _text("fix", fix)
     code = _text("snippet", snippet, required=False)
-    if name is None:
-        name = slug(title)
+    name = slug(title) if name is None else name
     if not isinstance(name, str) or not NAME_RE.match(name) or len(name) > 64:
         raise DraftError(f"name {str(name)[:80]!r} must be kebab-case, at most 64 characters")
     try:
-        tag_model = Tags(**(tags or {}))
+        tag_values = {k: v for k, v in Tags(**(tags or {})).model_dump().items() if v}
     except Exception as exc:  # pydantic names the key and the value
         raise DraftError(f"tags: {exc}") from None
-    if sum(len(v) for v in tag_model.model_dump().values()) > MAX_TAGS:
+    if sum(len(v) for v in tag_values.values()) > MAX_TAGS:
         raise DraftError(f"at most {MAX_TAGS} tag values")
     root = Path(root)
     if (root / "skills" / name).exists() or (known_ids is not None and name in known_ids):
@@ -214,16 +190,7 @@ def propose(
     folder = root / DRAFTS / name
     if folder.exists():
         raise DraftError(f"a draft named {name!r} exists already ({folder.relative_to(root)})")
-    text = _render(
-        name,
-        title,
-        symptom,
-        cause,
-        fix,
-        code,
-        {k: v for k, v in tag_model.model_dump().items() if v},
-        today or date.today(),
-    )
+    text = _render(name, title, symptom, cause, fix, code, tag_values, today or date.today())
     # Written and linted in a hidden folder, then renamed into place: a draft either lints or
     # does not exist, even when the writer is killed half-way (nothing lists the hidden folder).
     folder.parent.mkdir(parents=True, exist_ok=True)
@@ -242,5 +209,4 @@ def propose(
             raise DraftError(f"a draft named {name!r} exists already") from None
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    f = folder / "SKILL.md"
-    return Draft(name=name, path=f.relative_to(root).as_posix())
+    return Draft(name=name, path=(folder / "SKILL.md").relative_to(root).as_posix())

@@ -35,8 +35,7 @@ _VERSION = re.compile(r"^\d{1,3}(\.\d{1,4}){0,3}([a-z0-9.+-]{0,20})$")
 
 def _arch(value: str) -> str:
     v = value.strip().lower()
-    m = re.fullmatch(r"sm_?(\d{1,2})(\d)a?", v)
-    if m:
+    if m := re.fullmatch(r"sm_?(\d{1,2})(\d)a?", v):
         return f"{m.group(1)}.{m.group(2)}"
     if re.fullmatch(r"\d{1,2}\.\d", v):
         return v

@@ -5,13 +5,12 @@ changes a verification status: only a sandboxed run does.
 
 from __future__ import annotations
 
-import dataclasses
 import fcntl
 import json
 import math
 import os
 import re
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import get_args
@@ -48,7 +47,7 @@ class Record:
     source: str
 
     def as_dict(self) -> dict:
-        return dataclasses.asdict(self)
+        return asdict(self)
 
 
 @dataclass

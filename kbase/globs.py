@@ -7,29 +7,20 @@ from __future__ import annotations
 import functools
 import re
 
+# "**/", "**", "*", "?", a character class (a leading "!" or "]" is part of it), or one character
+_TOKEN = re.compile(r"\*\*/?|[*?]|\[(?:!|\])?+[^]]*\]|.", re.S)
+_WILD = {"**/": "(?:.*/)?", "**": ".*", "*": "[^/]*", "?": "[^/]"}
+
 
 def _glob_body(pattern: str) -> str:
     out: list[str] = []
-    i, n = 0, len(pattern)
-    while i < n:
-        c = pattern[i]
-        if pattern.startswith("**/", i):
-            out.append("(?:.*/)?")
-            i += 3
-        elif pattern.startswith("**", i):
-            out.append(".*")
-            i += 2
-        elif c == "*":
-            out.append("[^/]*")
-            i += 1
-        elif c == "?":
-            out.append("[^/]")
-            i += 1
-        elif c == "[":
-            j = pattern.find("]", i + 2 if pattern[i + 1 : i + 2] in ("!", "]") else i + 1)
-            if j < 0:
-                raise ValueError(f"glob {pattern!r}: unclosed '['")
-            inner = pattern[i + 1 : j]
+    for tok in _TOKEN.findall(pattern):
+        if tok in _WILD:
+            out.append(_WILD[tok])
+        elif tok == "[":
+            raise ValueError(f"glob {pattern!r}: unclosed '['")
+        elif tok[0] == "[":
+            inner = tok[1:-1]
             if inner.startswith("!"):
                 inner = "^" + inner[1:]
             cls = "[" + inner.replace("\\", "\\\\") + "]"
@@ -38,10 +29,8 @@ def _glob_body(pattern: str) -> str:
             except re.error as exc:
                 raise ValueError(f"glob {pattern!r}: bad character class {cls!r} ({exc})") from None
             out.append(cls)
-            i = j + 1
         else:
-            out.append(re.escape(c))
-            i += 1
+            out.append(re.escape(tok))
     return "".join(out)
 
 
@@ -75,9 +64,7 @@ def compile_globs(patterns: tuple[str, ...]) -> re.Pattern[str]:
 
 
 class FamilyMatcher:
-    """Which families a path belongs to; memoised, since the same paths recur in thousands of
-    commits.
-    """
+    """Which families a path belongs to; memoised: the same paths recur in thousands of commits."""
 
     def __init__(self, families: dict[str, list[str]]):
         self._families = [
@@ -91,6 +78,3 @@ class FamilyMatcher:
             hit = tuple(name for name, rx in self._families if rx.match(path))
             self._memo[path] = hit
         return hit
-
-    def __bool__(self) -> bool:
-        return bool(self._families)

@@ -8,6 +8,7 @@ forgive what clients commonly send (`"5"` for 5, `"a=b,c=d"` for a tag list, `sk
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
 import re
@@ -58,6 +59,12 @@ def opt_str(name: str, v: Any) -> str | None:
     return v.strip() or None
 
 
+def one_of(name: str, v: str, choices: tuple[str, ...]) -> str:
+    if v not in choices:
+        raise ValueError(f"{name} must be one of {', '.join(choices)}, got {v[:40]!r}")
+    return v
+
+
 def check_slug(name: str, v: Any, required: bool = False) -> str | None:
     v = opt_str(name, v)
     if v is None:
@@ -98,6 +105,8 @@ def normalize_tag(tag: str) -> str:
     """`archs=hopper` as well as `archs=sm90`; an unknown key or value names the nearest ones."""
     from kbase.vocab import canonical_value, vocabulary
 
+    if len(tag) > 100:
+        raise ValueError("a tag is at most 100 characters")
     if "=" not in tag:
         raise ValueError(f"tag filter must look like key=value, got {tag[:100]!r}")
     key, value = (s.strip() for s in tag.split("=", 1))
@@ -118,9 +127,7 @@ def normalize_tag(tag: str) -> str:
 
 
 class SearchQuery(BaseModel):
-    model_config = ConfigDict(
-        extra="forbid", frozen=True, defer_build=True
-    )  # as kbase.schema.Model
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)  # as schema.Model
 
     query: str = Field(description="a symptom, an error message or a topic")
     k: int = Field(DEFAULT_K, ge=1, le=MAX_K, description="number of hits")
@@ -182,12 +189,7 @@ class SearchQuery(BaseModel):
     @classmethod
     def _kind(cls, v: Any) -> str | None:
         v = opt_str("kind", v)
-        if v is None:
-            return None
-        v = KIND_ALIASES.get(v.lower(), v.lower())
-        if v not in KINDS:
-            raise ValueError(f"kind must be one of {', '.join(KINDS)}, got {v[:40]!r}")
-        return v
+        return None if v is None else one_of("kind", KIND_ALIASES.get(v.lower(), v.lower()), KINDS)
 
     @field_validator("repo", mode="before")
     @classmethod
@@ -197,51 +199,32 @@ class SearchQuery(BaseModel):
     @field_validator("tags", mode="before")
     @classmethod
     def _tags(cls, v: Any) -> list[str]:
-        out = []
-        for t in str_list("tags", v, MAX_TAGS):
-            if len(t) > 100:
-                raise ValueError("a tag is at most 100 characters")
-            out.append(normalize_tag(t))
-        return out
+        return [normalize_tag(t) for t in str_list("tags", v, MAX_TAGS)]
 
     @field_validator("status", mode="before")
     @classmethod
     def _status(cls, v: Any) -> list[str]:
-        out = str_list("status", v, len(ENTRY_STATUSES))
-        for s in out:
-            if s not in ENTRY_STATUSES:
-                raise ValueError(
-                    f"status must be one of {', '.join(ENTRY_STATUSES)}, got {s[:40]!r}"
-                )
-        return out
+        return [
+            one_of("status", s, ENTRY_STATUSES) for s in str_list("status", v, len(ENTRY_STATUSES))
+        ]
 
     @field_validator("mode", mode="before")
     @classmethod
     def _mode(cls, v: Any) -> str:
-        v = opt_str("mode", v) or "hybrid"
-        if v not in MODES:
-            raise ValueError(f"mode must be one of {', '.join(MODES)}, got {v[:40]!r}")
-        return v
+        return one_of("mode", opt_str("mode", v) or "hybrid", MODES)
 
     @field_validator("since", "until", mode="before")
     @classmethod
     def _day(cls, v: Any, info: Any) -> str | None:
         v = opt_str(info.field_name, v)
-        if v is None:
-            return None
-        try:
-            ok = bool(re.fullmatch(r"\d{4}-\d{2}-\d{2}", v)) and bool(dt.date.fromisoformat(v))
-        except ValueError:
-            ok = False
-        if not ok:
-            raise ValueError(f"{info.field_name} must be a date like 2025-01-31, got {v[:40]!r}")
-        return v
+        with contextlib.suppress(ValueError):  # fromisoformat: not a real day
+            if v is None or (re.fullmatch(r"\d{4}-\d{2}-\d{2}", v) and dt.date.fromisoformat(v)):
+                return v
+        raise ValueError(f"{info.field_name} must be a date like 2025-01-31, got {str(v)[:40]!r}")
 
     @field_validator("env", mode="before")
     @classmethod
     def _env(cls, v: Any) -> Any:
-        if v is None or v == "local":
-            return v
-        if not isinstance(v, dict):
+        if v is not None and v != "local" and not isinstance(v, dict):
             raise ValueError("env must be 'local' or an object of fingerprint fields")
         return v

@@ -4,29 +4,16 @@ upserts into Chroma (grouped by partition) and the deletion of those no entry na
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-from kbase.retrieval.lexical import (
-    IDS_FILE,
-    K1,
-    OFFSETS_FILE,
-    TITLE_OFFSETS_FILE,
-    TITLE_TOKENS_FILE,
-    TOKENIZER_FILE,
-    TOKENS_FILE,
-    B,
-    TokenCache,
-    all_pairs,
-    gather,
-    text_tokens,
-    title_ids,
-    tokenizer_fingerprint,
-)
-from kbase.retrieval.previous import Previous, dense_ids
+from kbase.retrieval import lexical as L
+from kbase.retrieval.previous import Carried, Previous, dense_ids
+from kbase.retrieval.vectors import VectorStore, partition_key
 
 from kbase.schema import Chunk, Entry
 
@@ -37,14 +24,8 @@ def bm25_stage(
     """Build the BM25 index of `entries` (whose chunks' ids are `chunk_ids`) into `out` when the
     callable returned is called; it says how long the build took. The previous generation's
     token ids are read now, before the embedding model loads."""
-    from kbase.retrieval.lexical import load_token_cache
-    from kbase.retrieval.previous import Carried
-
-    cache = (
-        load_token_cache(prev.path / "bm25", [e.title for e in prevs.entries])
-        if prev is not None
-        else None
-    )
+    titles = [e.title for e in prevs.entries]
+    cache = L.load_token_cache(prev.path / "bm25", titles) if prev is not None else None
     if cache is None:  # else it holds every chunk of the entries taken over from prev
         swap = prevs.decoded(entries)
         entries = [swap.get(id(e), e) for e in entries]
@@ -79,8 +60,6 @@ def upsert_pairs(
     Chroma server gets each chunk's kind, entry, section and tags for its `where` filters; the
     embedded store's reader filters with the index's own columns (dense.py), and metadata was
     half the time of an embedded insert."""
-    from kbase.retrieval.vectors import partition_key
-
     groups: dict[str, list[int]] = {}
     for j, (e, _) in enumerate(pairs):
         groups.setdefault(partition_key(e.kind, e.repo), []).append(j)
@@ -93,15 +72,9 @@ def upsert_pairs(
         )
 
 
-def _metadata(entry: Entry, chunk: Chunk) -> dict[str, Any]:
-    tags = {f"t:{t}": True for t in entry.tags}
-    return {
-        "kind": entry.kind,
-        "entry_id": entry.id,
-        "repo": entry.repo or "",
-        **tags,
-        "section": chunk.section,
-    }
+def _metadata(e: Entry, chunk: Chunk) -> dict[str, Any]:
+    head = {"kind": e.kind, "entry_id": e.id, "repo": e.repo or ""}
+    return {**head, **{f"t:{t}": True for t in e.tags}, "section": chunk.section}
 
 
 class LazyStore:
@@ -113,8 +86,6 @@ class LazyStore:
 
     def __call__(self) -> Any:
         if self.opened is None:
-            from kbase.retrieval.vectors import VectorStore
-
             self.opened = VectorStore(self.home, self.chroma_url)
         return self.opened
 
@@ -125,8 +96,6 @@ class LazyStore:
 
 def delete_stale(prevs: Previous, keep: set[str], store: Callable[[], Any]) -> None:
     """Delete from the store the previous generation's vectors that no entry names now."""
-    from kbase.retrieval.vectors import partition_key
-
     stale: dict[str, set[str]] = {}
     for e in prevs.entries:
         for cid in dense_ids(e):
@@ -142,27 +111,22 @@ def _write_title_ids(
     """Every entry's title as vocabulary ids (read_title_ids), end to end with offsets; a title
     the cache knows is not tokenized again."""
     done: dict[str, np.ndarray] = {}
-    tparts = []
     for t in titles:
-        got = done.get(t)
-        if got is None:
-            got = known.get(t)
-            if got is None:
-                got = title_ids(t, vocab)
-            done[t] = got
-        tparts.append(got)
+        if t not in done:
+            done[t] = known[t] if t in known else L.title_ids(t, vocab)
+    tparts = [done[t] for t in titles]
     toff = np.zeros(len(tparts) + 1, dtype=np.int64)
     np.cumsum([len(x) for x in tparts], out=toff[1:])
     tflat = np.concatenate(tparts) if tparts else np.zeros(0, dtype=np.int32)
-    np.save(path / TITLE_TOKENS_FILE, tflat.astype(np.int32, copy=False))
-    np.save(path / TITLE_OFFSETS_FILE, toff)
+    np.save(path / L.TITLE_TOKENS_FILE, tflat.astype(np.int32, copy=False))
+    np.save(path / L.TITLE_OFFSETS_FILE, toff)
 
 
 def build_bm25(
     chunks: Sequence[Chunk],
     titles: list[str],
     path: Path,
-    cache: TokenCache | None = None,
+    cache: L.TokenCache | None = None,
     entry_titles: list[str] | None = None,
     ids: list[str] | None = None,
 ) -> None:
@@ -172,8 +136,6 @@ def build_bm25(
     Only chunks the cache lacks are tokenized; the rest is numpy. `entry_titles`: every entry's
     title, in entry order, whose ids are written too (read_title_ids). `ids`: the chunks' ids,
     given when `chunks` makes each chunk on access (only those the cache lacks are read)."""
-    import json
-
     path.mkdir(parents=True, exist_ok=True)
     vocab: dict[str, int] = dict(cache.vocab) if cache is not None else {}
     ids = ids if ids is not None else [c.id for c in chunks]
@@ -187,15 +149,15 @@ def build_bm25(
         rows = np.full(1, -1, dtype=np.int64)
         fresh = {0: np.asarray([vocab.setdefault("<empty>", len(vocab))], dtype=np.int32)}
     if cache is not None:
-        flat, lengths = gather(rows, cache.flat, cache.off, fresh)
+        flat, lengths = L.gather(rows, cache.flat, cache.off, fresh)
     else:
-        flat, lengths = gather(rows, np.zeros(0, np.int32), np.zeros(1, np.int64), fresh)
+        flat, lengths = L.gather(rows, np.zeros(0, np.int32), np.zeros(1, np.int64), fresh)
     n, v = len(ids), max(len(vocab), 1)
-    pair, tf = all_pairs(flat, lengths)  # token-major
+    pair, tf = L.all_pairs(flat, lengths)  # token-major
     tok, d = pair // n, pair % n
     df = np.bincount(tok, minlength=v)
     idf = np.log(1.0 + (n - df + 0.5) / (df + 0.5))
-    norm = K1 * ((1.0 - B) + B * lengths / lengths.mean())
+    norm = L.K1 * ((1.0 - L.B) + L.B * lengths / lengths.mean())
     tf = tf.astype(np.float64)
     scores = (idf[tok] * tf / (norm[d] + tf)).astype(np.float32)
     indptr = np.zeros(v + 1, dtype=np.int64)
@@ -207,14 +169,14 @@ def build_bm25(
     (path / "vocab.index.json").write_text(json.dumps(vocab), "ascii")
     # what lexical.Lexical reads (every kbase that reads this generation format reads BM25 with
     # numpy, not bm25s); the tokenizer fingerprint goes in its own file
-    params = {"k1": K1, "b": B, "method": "lucene", "dtype": "float32", "num_docs": n}
+    params = {"k1": L.K1, "b": L.B, "method": "lucene", "dtype": "float32", "num_docs": n}
     (path / "params.index.json").write_text(json.dumps(params, indent=1), "utf-8")
-    (path / TOKENIZER_FILE).write_text(tokenizer_fingerprint(), "utf-8")
+    (path / L.TOKENIZER_FILE).write_text(L.tokenizer_fingerprint(), "utf-8")
     offsets = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(lengths, out=offsets[1:])
-    np.save(path / TOKENS_FILE, flat)
-    np.save(path / OFFSETS_FILE, offsets)
-    (path / IDS_FILE).write_text("\n".join(i.replace("\n", " ") for i in ids), "utf-8")
+    np.save(path / L.TOKENS_FILE, flat)
+    np.save(path / L.OFFSETS_FILE, offsets)
+    (path / L.IDS_FILE).write_text("\n".join(i.replace("\n", " ") for i in ids), "utf-8")
 
 
 def _tokenized(
@@ -227,7 +189,7 @@ def _tokenized(
         key = (titles[j], chunks[j].text)
         got = same_text.get(key)
         if got is None:
-            toks = text_tokens(*key)
+            toks = L.text_tokens(*key)
             got = np.fromiter(
                 (vocab.setdefault(x, len(vocab)) for x in toks), dtype=np.int32, count=len(toks)
             )

@@ -17,8 +17,7 @@ if TYPE_CHECKING:
 
 class Candidate:
     """One ranked entry, decoded from the generation when first asked for (a search returns
-    k * 4 + 20 candidates and its caller keeps k); `id` and `kind` come from the generation's
-    columns."""
+    k * 4 + 20 candidates, its caller keeps k); `id` and `kind` come from its columns."""
 
     __slots__ = ("score", "chunk_index", "source", "position", "_entry", "confidence", "matched")
 
@@ -68,14 +67,8 @@ def best_per_entry(
         best = order[first_of_each(idx.chunk_entry[order])[:CANDIDATES]]
         if best.size >= CANDIDATES or sel.size == pos.size:
             break
-    return list(
-        zip(
-            idx.chunk_entry[best].tolist(),
-            best.tolist(),
-            chunk_scores[best].tolist(),
-            strict=True,
-        )
-    )
+    ents = idx.chunk_entry[best].tolist()
+    return list(zip(ents, best.tolist(), chunk_scores[best].tolist(), strict=True))
 
 
 def rows_scores(

@@ -4,6 +4,10 @@ what is unchanged since the previous generation taken from it instead of parsed 
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
+import os
+import stat as S
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -16,25 +20,12 @@ def parser_fingerprint() -> str:
     earlier generation are reused only under the same fingerprint."""
     from kbase.code_digest import source_digest
 
-    return source_digest(
-        (
-            "kbase.ingest.cards",
-            "kbase.ingest.card_history",
-            "kbase.ingest.card_format",
-            "kbase.ingest.front_matter",
-            "kbase.ingest.skills",
-            "kbase.ingest.markdown",
-            "kbase.drafts",
-            "kbase.schema",
-        )
-    )
+    ingest = "cards card_history card_format front_matter skills markdown".split()
+    return source_digest([f"kbase.ingest.{m}" for m in ingest] + ["kbase.drafts", "kbase.schema"])
 
 
 def _file_sig(p: Path | str) -> list[int] | None:
     """[size, mtime_ns, inode] of a plain file; None for a symlink or a missing file."""
-    import os
-    import stat as S
-
     try:
         st = os.lstat(p)
     except OSError:
@@ -52,15 +43,11 @@ def _cards(
     it instead of being parsed again: parsing thousands of YAML cards was most of an
     incremental re-index (issue #11). Unchanged means the same (size, mtime, inode) as recorded
     then, for a plain file; else the same content hash. `new_stats` receives this run's."""
-    import hashlib
-
     from kbase.ingest.cards import CardProblems, card_entry, card_paths, load_card
     from kbase.ingest.files import FileProblem, display_path, read_text
 
     entries: list[Entry] = []
     problems: list[Problem] = []
-    import os
-
     prefix = str(root) + os.sep
     for sp in card_paths(root):
         # card_paths joins onto root: the relative path is a slice (relative_to cost ~15 us a card)
@@ -73,16 +60,11 @@ def _cards(
             if sig is not None and stats.get(shown) == sig:
                 entries.append(old)
                 continue
-            try:
+            with contextlib.suppress(FileProblem):
                 text = read_text(Path(sp), root)
-            except FileProblem:
-                text = None
-            if (
-                text is not None
-                and hashlib.sha256(text.encode("utf-8")).hexdigest() == old.content_hash
-            ):
-                entries.append(old)
-                continue
+                if hashlib.sha256(text.encode("utf-8")).hexdigest() == old.content_hash:
+                    entries.append(old)
+                    continue
         try:
             entries.append(card_entry(load_card(Path(sp), root)))
         except CardProblems as cp:
@@ -103,14 +85,13 @@ def collect_entries(
     from kbase.ingest.files import display_path
     from kbase.ingest.skills import find_skill_files, load_entries
 
+    from kbase.drafts import find_draft_files
     from kbase.schema import Problem  # at run time: a duplicate id is reported with it
 
     entries: list[Entry] = []
     problems: list[Problem] = []
     failed: set[str] = set()
     reuse, stats, new_stats = reuse or {}, stats or {}, {} if new_stats is None else new_stats
-    from kbase.drafts import find_draft_files
-
     files = find_skill_files(root) + find_draft_files(root)  # drafts: searchable, status draft
     # A skill file unchanged since the previous generation (same size, mtime, inode) keeps its
     # entry: parsing every SKILL.md again was a large part of an incremental re-index.
@@ -145,14 +126,8 @@ def collect_entries(
     unique: list[Entry] = []
     for e in entries:
         if e.id in seen:
-            problems.append(
-                Problem(
-                    path=e.path,
-                    line=1,
-                    field="name",
-                    message=f"duplicate id {e.id!r} (also {seen[e.id]})",
-                )
-            )
+            msg = f"duplicate id {e.id!r} (also {seen[e.id]})"
+            problems.append(Problem(path=e.path, line=1, field="name", message=msg))
             failed.add(e.path)
             continue
         seen[e.id] = e.path

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 from kbase.retrieval.loaded import LoadedIndex
+from kbase.retrieval.vector_files import top_entries
 
 CANDIDATES = 100  # per retriever, entry level
 DENSE_PER_PARTITION = 150  # chunk hits asked of each Chroma collection
@@ -26,14 +27,6 @@ MIN_POST_FILTER_SHARE = 0.1
 MAX_ASK = 10 * DENSE_PER_PARTITION
 
 Hit = tuple[int, int, float]  # (entry index, chunk position or -1, cosine)
-
-
-def chroma_where(tags: list[str] | None) -> dict | None:
-    """Tag filters as a Chroma `where` (kind and repo need none: they pick partitions)."""
-    conds: list[dict] = [{f"t:{t}": True} for t in tags or []]
-    if not conds:
-        return None
-    return conds[0] if len(conds) == 1 else {"$and": conds}
 
 
 @dataclass
@@ -78,7 +71,9 @@ def plan_dense(
             if share >= MIN_POST_FILTER_SHARE:
                 n = int(min(DENSE_PER_PARTITION / share, MAX_ASK))
             elif tags and not local_vectors:
-                where = chroma_where(tags)  # the mask still checks kind, repo and dates
+                # tags as a Chroma `where`; the mask still checks kind, repo and dates
+                conds: list[dict] = [{f"t:{t}": True} for t in tags]
+                where = conds[0] if len(conds) == 1 else {"$and": conds}
             else:
                 n = MAX_ASK
         out.asks.append((k, n, where))
@@ -89,8 +84,6 @@ def score_local(
     idx: LoadedIndex, vec: np.ndarray, local: list[tuple[str, np.ndarray | None]], mask
 ) -> list[Hit]:
     """Exact cosine over the planned rows of the vector files; the mask applied exactly."""
-    from kbase.retrieval.vector_files import top_entries
-
     parts = []
     for k, rows in local:
         m, pos = idx.vectors.matrix(k), idx.row_chunks(k)

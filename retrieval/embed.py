@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
+import sys
 import threading
 from collections.abc import Iterator
 
@@ -35,8 +36,6 @@ def without_triton() -> Iterator[None]:
     start-up, and at exit ~30 lines of nanobind "leaked instance" warnings on stderr of every
     first search (issue #27). Embedding never runs a Triton kernel. torch decides once, at that
     import, that triton is missing (a process that imported triton before keeps it)."""
-    import sys
-
     if "triton" in sys.modules or "torch" in sys.modules:
         yield
         return
@@ -67,9 +66,8 @@ class Embedder:
         hf_logging.set_verbosity_error()
 
         self.model_path = model_path
-        if device.startswith("cuda"):
-            if not torch.cuda.is_available():
-                raise RuntimeError(f"device {device!r} asked for, but torch sees no CUDA GPU")
+        if device.startswith("cuda") and not torch.cuda.is_available():
+            raise RuntimeError(f"device {device!r} asked for, but torch sees no CUDA GPU")
         self.device = device
         # Loaded in the dtype stored (transformers' defaults for that differ between versions),
         # then computed in fp32 everywhere: vectors agree across machines whether the weights came

@@ -8,7 +8,9 @@ search's candidates, and stored beside the generation for later processes (State
 from __future__ import annotations
 
 import json
+import os
 import re
+import tempfile
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,8 +21,6 @@ from kbase.retrieval.tokenize import STOPWORDS, base_tokens
 IDENT_SECTIONS = frozenset({"trigger", "failure_modes"})
 _LINE_HEAD = re.compile(r"^\s*-?\s*(?:literal:\s*|symptom:\s*|cause:\s*)?")
 _FIX = re.compile(r"^\s*fix:", re.I)
-
-
 _NO_IDS = np.zeros(0, dtype=np.int64)
 
 
@@ -95,9 +95,6 @@ class State:
 
     def save(self) -> None:
         """Store every row known now (atomically; a read-only or vanished folder is skipped)."""
-        import os
-        import tempfile
-
         rows, self.fresh = {**self.stored, **self.fresh}, {}
         self.stored = rows
         try:
@@ -240,10 +237,7 @@ def add_features(idx, text: str, order: list[int], X, col, chunk_scores, top: fl
         i = table.get(w)
         if i is not None and i < qidf.size:  # (an id given since the table was sized is in no fs)
             qidf[i], qhas[i] = idx.lexical.idf(w), 1.0
-    cols: dict[str, list[np.ndarray]] = {n: [] for n in _ARRAYS}
-    for f in fs:
-        for n, got in cols.items():
-            got.append(getattr(f, n))
+    cols = {n: [getattr(f, n) for f in fs] for n in _ARRAYS}
     cat = {n: np.concatenate(got) for n, got in cols.items()}
     size = {n: np.asarray([a.size for a in got], dtype=np.int64) for n, got in cols.items()}
     if chunk_scores is not None and top > 0:

@@ -13,6 +13,8 @@ import re
 
 import numpy as np
 
+from kbase.data import read_yaml
+
 FEATURES = (
     "bm25",  # BM25 score / best BM25 score among the candidates
     "bm25_rr",  # 1 / (RR_K + rank) in the BM25 list
@@ -47,8 +49,6 @@ def code_share(query: str) -> float:
 @functools.cache
 def fitted() -> dict:
     """kbase/data/fusion.yaml as a dict; {} when absent."""
-    from kbase.data import read_yaml
-
     try:
         return read_yaml("fusion.yaml") or {}
     except FileNotFoundError:
@@ -66,14 +66,13 @@ CONF_FEATURES = ("score", "lead", "trig_cover", "dense_raw", "ident", "explained
 
 def confidence_features(X: np.ndarray, s: np.ndarray) -> np.ndarray:
     """(n, len(CONF_FEATURES)) for pool rows with feature rows X and fused scores s."""
-    col = {f: i for i, f in enumerate(FEATURES)}
     if s.size > 1:
         top2 = np.partition(s, -2)[-2:]
         other = np.where(s >= top2[1], top2[0], top2[1])  # best score among the others
     else:
         other = np.zeros_like(s)
     # the fused score and its lead, then the feature columns CONF_FEATURES names
-    return np.column_stack([s, s - other, X[:, [col[f] for f in CONF_FEATURES[2:]]]])
+    return np.column_stack([s, s - other, X[:, [FEATURES.index(f) for f in CONF_FEATURES[2:]]]])
 
 
 def confidence_model() -> tuple[np.ndarray, float, float] | None:
@@ -86,8 +85,8 @@ def confidence_model() -> tuple[np.ndarray, float, float] | None:
     return coef, float(m["bias"]), float(m["threshold"])
 
 
-def confidences(F_: np.ndarray, model: tuple[np.ndarray, float, float] | None = None) -> np.ndarray:
-    model = model or confidence_model()
+def confidences(F_: np.ndarray) -> np.ndarray:
+    model = confidence_model()
     if model is None:  # no fit yet: the raw cosine is the least bad stand-in
         return np.clip(F_[:, 3], 0.0, 1.0)
     coef, bias, _ = model

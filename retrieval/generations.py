@@ -53,16 +53,6 @@ def _list_adapter() -> TypeAdapter[list[Entry]]:
     return TypeAdapter(list[Entry])
 
 
-def columns_of(entries: Sequence[Entry]) -> dict[str, list[Any]]:
-    return {name: [get(e) for e in entries] for name, get in _COLUMNS.items()}
-
-
-def decode_all(data: bytes) -> list[Entry]:
-    """Every entry of an entries.jsonl, validated in one pass (as one JSON array)."""
-    body = data.rstrip(b"\n").replace(b"\n", b",")
-    return _list_adapter().validate_json(b"[" + body + b"]")
-
-
 class EntryTable(Sequence[Entry]):
     """Columns of every entry, and the entries themselves decoded on first access."""
 
@@ -82,12 +72,6 @@ class EntryTable(Sequence[Entry]):
         self._offsets = offsets
         # position -> entry; setdefault keeps one object per entry when threads race
         self._decoded: dict[int, Entry] = {}
-
-    @classmethod
-    def read(cls, columns: bytes, data: bytes) -> EntryTable:
-        """From a generation's columns.json and entries.jsonl, as write_entries wrote them."""
-        cols = json.loads(columns)
-        return cls(cols, data, cols["offsets"])
 
     def line(self, i: int) -> bytes:
         """Entry i's stored entries.jsonl line, without its newline."""
@@ -111,8 +95,7 @@ class EntryTable(Sequence[Entry]):
         if got is None:
             if not 0 <= i < len(self):
                 raise IndexError(i)
-            line = self._data[self._offsets[i] : self._offsets[i + 1]]
-            got = self._decoded.setdefault(i, _entry_adapter().validate_json(line))
+            got = self._decoded.setdefault(i, _entry_adapter().validate_json(self.line(i)))
         return got
 
     def __iter__(self) -> Iterator[Entry]:
@@ -121,8 +104,9 @@ class EntryTable(Sequence[Entry]):
     def all(self) -> list[Entry]:
         """Every entry (one validation pass over the rest when most are still undecoded)."""
         if len(self._decoded) < len(self):
-            fresh = decode_all(self._data)
-            for i, e in enumerate(fresh):
+            # validated in one pass, as one JSON array
+            body = self._data.rstrip(b"\n").replace(b"\n", b",")
+            for i, e in enumerate(_list_adapter().validate_json(b"[" + body + b"]")):
                 self._decoded.setdefault(i, e)
         return [self._decoded[i] for i in range(len(self))]
 
@@ -163,9 +147,7 @@ class ChunkTexts:
     def lines(self) -> list[bytes]:
         """Every entry's line of texts.jsonl, as stored (the indexer copies the lines of
         unchanged entries instead of decoding and encoding them again)."""
-        data = (self.path / TEXTS).read_bytes()
-        ends = [*self._offsets[1:], len(data)]
-        return [data[a:b] for a, b in zip(self._offsets, ends, strict=True)]
+        return (self.path / TEXTS).read_bytes().splitlines(keepends=True)  # JSON has no raw \n
 
     def fill(self, pairs: list[tuple[int, Entry]]) -> None:
         """Give each (position, entry) its chunk texts, where they are still missing."""
@@ -221,7 +203,8 @@ def load_generation(home: Path, full: bool = False) -> Generation | None:
         meta = json.loads((path / "meta.json").read_text())
         if meta.get("format") != FORMAT_VERSION:
             return None
-        table = EntryTable.read((path / COLUMNS).read_bytes(), (path / ENTRIES).read_bytes())
+        cols = json.loads((path / COLUMNS).read_bytes())
+        table = EntryTable(cols, (path / ENTRIES).read_bytes(), cols["offsets"])
     except (OSError, ValueError, KeyError, TypeError):
         return None
     texts = ChunkTexts(path)
@@ -285,7 +268,7 @@ def write_entries(
     ]
     (path / ENTRIES).write_bytes(b"".join(row + b"\n" for row in rows))
     ends = [0, *itertools.accumulate(len(row) + 1 for row in rows)]
-    cols = columns_of(fresh)
+    cols = {name: [get(e) for e in fresh] for name, get in _COLUMNS.items()}
     if table is not None and len(fresh) < len(entries):
         for name, values in cols.items():
             stored, got = getattr(table, name), iter(values)  # a column of the table
@@ -327,8 +310,5 @@ def writer_lock(home: Path):
     """One writer per home at a time; a second `kbase index` waits for the first."""
     home.mkdir(parents=True, exist_ok=True)
     with open(home / "index.lock", "w") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
+        fcntl.flock(fh, fcntl.LOCK_EX)  # released when fh closes
+        yield

@@ -7,21 +7,21 @@ from __future__ import annotations
 import dataclasses
 import functools
 import gc
+import hashlib
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from kbase.retrieval import dense_text as DT
-from kbase.retrieval.build_stages import (
-    LazyStore,
-    bm25_stage,
-    delete_stale,
-    upsert_pairs,
-)
+from kbase.retrieval import generations as G
+from kbase.retrieval import vectors as V
+from kbase.retrieval.build_stages import LazyStore, bm25_stage, delete_stale, upsert_pairs
 from kbase.retrieval.collect import collect_entries, parser_fingerprint
+from kbase.retrieval.lexical import tokenizer_fingerprint
 from kbase.retrieval.previous import Previous, dense_chunks, dense_ids, ids_of
+from kbase.retrieval.vector_files import GenVectors, assemble_generation_vectors
 
 from kbase.schema import Chunk, Entry, Problem
 
@@ -63,8 +63,6 @@ def _vector_id(chunk: Chunk, content_hash: str, model: str = "") -> str:
     # depends on how its text is cut for the model (retrieval/dense_text.py, PR_MAX_TOKENS), and
     # every vector on the model that made it when that is not the fp32 one (`model`:
     # onnx_embed.index_recipe()), so an index never mixes the two.
-    import hashlib
-
     tag = content_hash[:12]
     if chunk.kind == "pr":
         recipe = f"{content_hash}:{DT.RECIPE}:{PR_MAX_TOKENS}" + (f":{model}" if model else "")
@@ -72,17 +70,6 @@ def _vector_id(chunk: Chunk, content_hash: str, model: str = "") -> str:
     elif model:
         tag = hashlib.sha256(f"{content_hash}:{model}".encode()).hexdigest()[:12]
     return f"{chunk.entry_id}::{tag}::{chunk.id.rsplit('::', 1)[-1]}"
-
-
-def _embedded(embedder: Any, plan: list[list[tuple[Entry, Chunk]]]) -> Iterator[Any]:
-    """The vectors of each batch of (entry, chunk) pairs in turn. A batch of PR chunks alone is
-    cut at PR_MAX_TOKENS word pieces (when the embedder can cut)."""
-    for part in plan:
-        texts = [DT.dense_text(e, c) for e, c in part]
-        if all(e.kind == "pr" for e, _ in part) and hasattr(embedder, "full_length"):
-            yield embedder.embed(texts, max_length=PR_MAX_TOKENS)
-        else:
-            yield embedder.embed(texts)
 
 
 def _gc_paused(build: Callable[..., IndexReport]) -> Callable[..., IndexReport]:
@@ -119,11 +106,6 @@ def build_index(
 ) -> IndexReport:
     """`extra_entries` come from elsewhere than root (benchmarks, other importers), on every run.
     `dense_model`: the embedder's `recipe` ("" for fp32, torch or ONNX; onnx_embed.index_recipe)"""
-    from kbase.retrieval import generations as G
-    from kbase.retrieval import vectors as V
-    from kbase.retrieval.lexical import tokenizer_fingerprint
-    from kbase.retrieval.vector_files import assemble_generation_vectors
-
     rep, t0 = IndexReport(), time.perf_counter()
     with G.writer_lock(home):
         # entries carried over undecoded, chunk texts read only where needed
@@ -155,9 +137,11 @@ def build_index(
         # a vector id names its text, model and recipe, so the files' vectors hold whichever
         # store they were written against: a store moved to another layout (or server) is filled
         # from them without embedding again
-        reusable = prev_vecs if prev_vecs is not None and prev_vecs.ok and same_recipe else None
-        embed = _Embedding(embedder_factory, dense_model, batch, store, bool(chroma_url), progress)
-        fresh = embed.run(todo, prevs, reusable, rep)
+        reuse = prev_vecs if prev_vecs is not None and prev_vecs.ok and same_recipe else None
+        served = bool(chroma_url)
+        fresh = _embed(
+            todo, prevs, reuse, rep, embedder_factory, dense_model, batch, store, served, progress
+        )
 
         t3 = time.perf_counter()
         if noop:
@@ -196,29 +180,41 @@ def _diff(
     progress: Progress | None,
     rep: IndexReport,
 ) -> tuple[list[Any], list[Any], list[list[str]], dict[str, list[str]], Any, bool]:
-    """(entries, those to embed, each entry's chunk ids, the dense chunk ids of each partition,
-    the previous generation's vector files, whether they can be trusted)."""
-    from kbase.retrieval import vectors as V
-    from kbase.retrieval.vector_files import GenVectors
-
+    """(entries, those whose vectors are missing, each entry's chunk ids, the dense chunk ids of
+    each partition, the previous generation's vector files, whether they can be trusted)."""
     t1 = time.perf_counter()
     if progress:
         progress("comparing with the index", 0, 0)
-    store_where = chroma_url or V.LAYOUT
     prev_vecs = GenVectors(prev.path) if prev is not None else None
     # The previous generation's vector files say which vectors exist, without asking Chroma
     # for every id; trusted only when they were written against the same store.
     trust_files = bool(
         prev_vecs is not None
         and prev_vecs.ok
-        and prev.meta.get("vector_store") == store_where
+        and prev.meta.get("vector_store") == (chroma_url or V.LAYOUT)
         and (chroma_url is not None or (home / V.PARTS_DIR).is_dir())
     )
+    known = prev_vecs if trust_files else None
     # what the files lack may still be in the store: another home sharing a Chroma server
     # may have embedded it (team mode); embedded, only this lock's writes are there
     ask_store = bool(chroma_url) or not trust_files
-    known = prev_vecs if trust_files else None
-    chunk_ids, by_part, todo = _to_embed(entries, prevs, dense_model, known, ask_store, store)
+    for e in entries:
+        if not prevs.owns(e):  # taken over from prev: its chunks have their vector ids already
+            for c in e.chunks:
+                c.id = _vector_id(c, e.content_hash, dense_model)
+    chunk_ids = [ids_of(e) for e in entries]
+    dense_of = [dense_ids(e) for e in entries]
+    by_part: dict[str, list[str]] = {}
+    for e, ids in zip(entries, dense_of, strict=True):
+        by_part.setdefault(V.partition_key(e.kind, e.repo), []).extend(ids)
+    have: set[str] = set()
+    for key, ids in by_part.items():
+        found = known.all_ids(key).intersection(ids) if known is not None else set()
+        have |= found
+        missing = [i for i in ids if i not in found]
+        if missing and ask_store:
+            have |= store().existing_ids(key, missing)
+    todo = [e for e, ids in zip(entries, dense_of, strict=True) if any(i not in have for i in ids)]
     # an entry carried over undecoded whose vectors are missing is embedded whole
     swap = prevs.decoded(todo)
     if swap:
@@ -254,132 +250,88 @@ def _entries(
     card_stats: dict[str, list[int]],
     rep: IndexReport,
 ) -> list[Any]:
-    """Every entry under root, then `extra`; those unchanged since the previous generation are
-    taken over from it, and one that fails to parse keeps its last good version (nothing
-    indexed is lost).
-    Entries are taken over only when made by the same parser and the same dense-text recipe
-    (a new recipe re-embeds every card)."""
-    from kbase.retrieval import generations as G
-
-    reuse = (
-        {e.path: e for e in prevs.entries}
-        if prev is not None and prev.meta.get("parser") == fingerprint and same_recipe
-        else {}
-    )
+    """Every entry under root, then `extra`; those unchanged since the previous generation are taken
+    over from it, and one that fails to parse keeps its last good version (nothing indexed is lost).
+    Entries are taken over only when made by the same parser and the same dense-text recipe (a new
+    recipe re-embeds every card)."""
+    same_parser = prev is not None and prev.meta.get("parser") == fingerprint
+    reuse = {e.path: e for e in prevs.entries} if same_parser and same_recipe else {}
     entries, rep.problems, failed = collect_entries(
         root, reuse, G.read_card_stats(prev) if reuse else None, card_stats
     )
     entries.extend(extra or [])
     present = {e.path for e in entries}
-    if prev is not None:
-        for old in prevs.entries:
-            if old.path in failed and old.path not in present and (root / old.path).exists():
-                entries.append(old)
-                rep.kept_previous.append(old.id)
+    for old in prevs.entries:
+        if old.path in failed and old.path not in present and (root / old.path).exists():
+            entries.append(old)
+            rep.kept_previous.append(old.id)
     rep.removed_entries = sorted(set(prevs.by_id) - {e.id for e in entries})
     return entries
 
 
-def _to_embed(
-    entries: list[Any],
+def _embed(
+    todo: list[Any],
     prevs: Previous,
+    reuse: Any,
+    rep: IndexReport,
+    factory: Callable[[], Any],
     dense_model: str,
-    known: Any,
-    ask_store: bool,
+    batch: int | None,
     store: Callable[[], Any],
-) -> tuple[list[list[str]], dict[str, list[str]], list[Any]]:
-    """(each entry's chunk ids, the dense chunk ids of each partition, the entries whose vectors
-    are missing). `known`: the previous generation's vector files when they can be trusted;
-    `ask_store`: whether the store may hold vectors they lack."""
-    from kbase.retrieval.vectors import partition_key
-
-    for e in entries:
-        if prevs.owns(e):
-            continue  # taken over from prev: its chunks have their vector ids already
-        for c in e.chunks:
-            c.id = _vector_id(c, e.content_hash, dense_model)
-    chunk_ids = [ids_of(e) for e in entries]
-    dense_of = [dense_ids(e) for e in entries]
-    by_part: dict[str, list[str]] = {}
-    for e, ids in zip(entries, dense_of, strict=True):
-        by_part.setdefault(partition_key(e.kind, e.repo), []).extend(ids)
-    have: set[str] = set()
-    for key, ids in by_part.items():
-        found = known.all_ids(key).intersection(ids) if known is not None else set()
-        have |= found
-        missing = [i for i in ids if i not in found]
-        if missing and ask_store:
-            have |= store().existing_ids(key, missing)
-    todo = [e for e, ids in zip(entries, dense_of, strict=True) if any(i not in have for i in ids)]
-    return chunk_ids, by_part, todo
-
-
-class _Embedding:
-    """The vectors of the entries to embed: kept from the previous generation where a chunk's
+    served: bool,
+    progress: Progress | None,
+) -> dict[str, Any]:
+    """chunk id -> vector of the entries to embed: kept from the previous generation where a chunk's
     text did not change, the rest embedded batch after batch, each batch upserted as it comes."""
+    t = time.perf_counter()
+    store_s = 0.0
 
-    def __init__(
-        self,
-        factory: Callable[[], Any],
-        dense_model: str,
-        batch: int | None,
-        store: Callable[[], Any],
-        served: bool,
-        progress: Progress | None,
-    ):
-        self.factory, self.dense_model, self.batch = factory, dense_model, batch
-        self.store, self.served, self.progress = store, served, progress
-        self.embedder: Any = None
-        self.store_s = 0.0
-
-    def _upsert(self, pairs: list[tuple[Entry, Chunk]], fresh: dict[str, Any]) -> None:
+    def upsert(pairs: list[tuple[Entry, Chunk]]) -> None:
+        nonlocal store_s
         t = time.perf_counter()
-        upsert_pairs(self.store, pairs, [fresh[c.id] for _, c in pairs], self.served)
-        self.store_s += time.perf_counter() - t
+        upsert_pairs(store, pairs, [fresh[c.id] for _, c in pairs], served)
+        store_s += time.perf_counter() - t
 
-    def _load(self, rep: IndexReport) -> None:
-        if self.progress:
-            self.progress("loading the embedding model", 0, 0)
-        self.embedder = emb = self.factory()
-        rep.backend = getattr(emb, "backend", "torch")
-        if getattr(emb, "recipe", "") != self.dense_model:
+    prevs.fill(todo)  # texts to embed, for entries taken over whose vectors are missing
+    kept = prevs.kept_vectors(todo, reuse)
+    fresh: dict[str, Any] = dict(kept)
+    # upserted with the first batch embedded: each Chroma upsert call costs ~0.1 s
+    pending = [(e, c) for e in todo for c in dense_chunks(e) if c.id in kept]
+    chunks = [(e, c) for e in todo for c in dense_chunks(e) if c.id not in kept]
+    embedder: Any = None
+    if chunks:
+        if progress:
+            progress("loading the embedding model", 0, 0)
+        embedder = factory()
+        rep.backend = getattr(embedder, "backend", "torch")
+        if getattr(embedder, "recipe", "") != dense_model:
             raise RuntimeError(
-                f"the document embedder is {getattr(emb, 'recipe', '') or 'fp32'}, "
-                f"the vector ids say {self.dense_model or 'fp32'}"
+                f"the document embedder is {getattr(embedder, 'recipe', '') or 'fp32'}, "
+                f"the vector ids say {dense_model or 'fp32'}"
             )
-
-    def run(
-        self, todo: list[Any], prevs: Previous, reusable: Any, rep: IndexReport
-    ) -> dict[str, Any]:
-        """chunk id -> vector embedded (or kept) in this run."""
-        t = time.perf_counter()
-        prevs.fill(todo)  # texts to embed, for entries taken over whose vectors are missing
-        kept = prevs.kept_vectors(todo, reusable)
-        fresh: dict[str, Any] = dict(kept)
-        # upserted with the first batch embedded: each Chroma upsert call costs ~0.1 s
-        pending = [(e, c) for e in todo for c in dense_chunks(e) if c.id in kept]
-        chunks = [(e, c) for e in todo for c in dense_chunks(e) if c.id not in kept]
-        if chunks:
-            self._load(rep)
-        step = self.batch or 256  # chunks per model call and Chroma upsert
-        chunks.sort(key=lambda ec: ec[0].kind != "skill")  # skills first, as before
-        plan = [chunks[i : i + step] for i in range(0, len(chunks), step)]
-        done = 0
-        for part, vecs in zip(plan, _embedded(self.embedder, plan), strict=True):
-            for j, (_, c) in enumerate(part):
-                fresh[c.id] = vecs[j]
-            self._upsert(pending + part, fresh)
-            pending = []
-            done += len(part)
-            if self.progress:
-                self.progress("embed", done, len(chunks))
-        if self.embedder is not None:  # shipped vectors load the model only when they lack one
-            rep.backend = getattr(self.embedder, "backend", rep.backend)
-        if pending:
-            self._upsert(pending, fresh)
-        rep.embedded_entries = sorted(e.id for e in todo)
-        rep.embedded_chunks = len(chunks)
-        # Chroma's inserts (HNSW construction) apart from the model's work: on a GPU they dominate
-        rep.seconds["embed"] = time.perf_counter() - t - self.store_s
-        rep.seconds["store"] = self.store_s
-        return fresh
+    step = batch or 256  # chunks per model call and Chroma upsert
+    chunks.sort(key=lambda ec: ec[0].kind != "skill")  # skills first, as before
+    for i in range(0, len(chunks), step):
+        part = chunks[i : i + step]
+        texts = [DT.dense_text(e, c) for e, c in part]
+        # a batch of PR chunks alone is cut at PR_MAX_TOKENS word pieces (when the embedder can)
+        if all(e.kind == "pr" for e, _ in part) and hasattr(embedder, "full_length"):
+            vecs = embedder.embed(texts, max_length=PR_MAX_TOKENS)
+        else:
+            vecs = embedder.embed(texts)
+        for j, (_, c) in enumerate(part):
+            fresh[c.id] = vecs[j]
+        upsert(pending + part)
+        pending = []
+        if progress:
+            progress("embed", i + len(part), len(chunks))
+    if embedder is not None:  # shipped vectors load the model only when they lack one
+        rep.backend = getattr(embedder, "backend", rep.backend)
+    if pending:
+        upsert(pending)
+    rep.embedded_entries = sorted(e.id for e in todo)
+    rep.embedded_chunks = len(chunks)
+    # Chroma's inserts (HNSW construction) apart from the model's work: on a GPU they dominate
+    rep.seconds["embed"] = time.perf_counter() - t - store_s
+    rep.seconds["store"] = store_s
+    return fresh

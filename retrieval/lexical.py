@@ -84,16 +84,12 @@ def read_title_ids(bm25_dir: Path) -> tuple[np.ndarray, np.ndarray] | None:
         return None
 
 
-# The BM25 vocabulary as a searcher reads it, sorted, by binary search (docs/architecture.md):
-# decoding vocab.index.json (~50k tokens at 6.5k entries) was ~30 ms of every cold `kbase search`
-# (2-4 ms for these), which then looks up a few dozen tokens. vocab.index.json stays the record:
-# every token's UTF-8 bytes in byte (= code point) order, their offsets, and each token's id.
 class Lexical:
-    """The BM25 index build_bm25 wrote (bm25s's file layout), read with numpy alone: importing
-    bm25s pulls in scipy and tqdm, which cost more than half a second of every cold
-    `kbase search` (issue #11). The arrays are the
-    eager BM25 score matrix in CSC form (one column of (doc, score) per token), so a query's
-    scores are the column sums of its tokens, as bm25s computes them."""
+    """The BM25 index build_bm25 wrote (bm25s's file layout), read with numpy alone: importing bm25s
+    pulls in scipy and tqdm, which cost more than half a second of every cold `kbase search`
+    (issue #11). The arrays are the eager BM25 score matrix in CSC form (one column of
+    (doc, score) per token), so a query's scores are the column sums of its tokens, as bm25s
+    computes them."""
 
     def __init__(self, path: Path):
         params = json.loads((path / "params.index.json").read_text(encoding="utf-8"))
@@ -107,7 +103,7 @@ class Lexical:
     def scores(self, query: str, within: tuple[int, int] | None = None) -> np.ndarray:
         """BM25 score of every chunk; `within` (lo, hi): only chunks lo <= i < hi are scored
         (the others are 0), as when a filter keeps one run of chunks (kind=skill)."""
-        ids = [i for t in self.compounds(tokens(query)) if (i := self.token_id(t)) is not None]
+        ids = [i for t in self.compounds(tokens(query)) if (i := self.vocab.get(t)) is not None]
         # every query token's postings at once, one bincount (a repeated token counts again,
         # as in bm25s): per-token passes over an array of every chunk cost ~7 ms at 100k entries
         spans = [(int(self.indptr[t]), int(self.indptr[t + 1])) for t in ids]
@@ -124,10 +120,6 @@ class Lexical:
             out[within[1] :] = 0
         return out
 
-    def token_id(self, token: str) -> int | None:
-        """The token's vocabulary id, None for a word the index lacks."""
-        return self.vocab.get(token)
-
     def idf(self, token: str) -> float:
         """The token's BM25 idf over this index's chunks (0 for a word it lacks: nothing in the
         knowledge base can be recognised by it)."""
@@ -140,9 +132,9 @@ class Lexical:
         index lacks is split into two words it has (flashmla -> flash, mla), and two neighbours
         whose concatenation it has are joined (deep gemm -> deepgemm)."""
         out = list(toks)
-        vocab, has = self.vocab, self.token_id
+        vocab = self.vocab
         for t in toks:
-            if has(t) is not None or len(t) < 6 or not t.isalpha() or not t.isascii():
+            if t in vocab or len(t) < 6 or not t.isalpha() or not t.isascii():
                 continue
             best = None
             for i in range(3, len(t) - 2):
@@ -152,7 +144,7 @@ class Lexical:
             if best:
                 out.extend(best[1:])
         for a, b in zip(toks, toks[1:], strict=False):
-            if a.isalpha() and b.isalpha() and has(a + b) is not None:
+            if a.isalpha() and b.isalpha() and a + b in vocab:
                 out.append(a + b)
         return out
 

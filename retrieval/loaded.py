@@ -17,8 +17,6 @@ from kbase.schema import Entry
 
 
 class LoadedIndex:
-    """One generation held in memory: entries, chunk arrays for filtering, BM25."""
-
     def __init__(self, home: Path, gen):
         """`gen`: a generation loaded lazy (its entries an EntryTable)."""
         self.entries: EntryTable = gen.entries
@@ -27,12 +25,10 @@ class LoadedIndex:
         self.by_id = {eid: i for i, eid in enumerate(table.ids)}
         counts = np.fromiter(map(len, table.chunk_ids), dtype=np.int64, count=len(table))
         self.chunk_entry = np.repeat(np.arange(len(table), dtype=np.int64), counts)
-        starts = np.cumsum(counts) - counts
-        self.chunk_start = starts  # each entry's first chunk position
+        self.chunk_start = starts = np.cumsum(counts) - counts  # each entry's first chunk
         self.evidence: object = None  # retrieval.evidence.State, made by its first search
-        self.chunk_local = np.arange(len(self.chunk_entry), dtype=np.int64) - np.repeat(
-            starts, counts
-        )
+        n = len(self.chunk_entry)
+        self.chunk_local = np.arange(n, dtype=np.int64) - np.repeat(starts, counts)
         flat = [cid for ids in table.chunk_ids for cid in ids]
         self.chunk_ids: dict[str, int] = dict(zip(flat, range(len(flat)), strict=True))
         self.kind = np.asarray(table.kinds)
@@ -64,23 +60,18 @@ class LoadedIndex:
 
     def row_chunks(self, key: str) -> np.ndarray:
         """Chunk position (into chunk_entry) of each row of partition key's vector file."""
-        got = self._row_chunk.get(key)
-        if got is None:
-            ids = self.vectors.ids(key)
-            got = np.fromiter(
-                (self.chunk_ids.get(cid, -1) for cid in ids), dtype=np.int64, count=len(ids)
-            )
-            self._row_chunk[key] = got
-        return got
+        if key not in self._row_chunk:
+            ids, pos = self.vectors.ids(key), self.chunk_ids
+            rows = (pos.get(cid, -1) for cid in ids)
+            self._row_chunk[key] = np.fromiter(rows, dtype=np.int64, count=len(ids))
+        return self._row_chunk[key]
 
     def row_entries(self, key: str) -> np.ndarray:
         """Entry index of each row of partition key's vector file (-1: unknown)."""
-        got = self._row_entry.get(key)
-        if got is None:
+        if key not in self._row_entry:
             pos = self.row_chunks(key)
-            got = np.where(pos >= 0, self.chunk_entry[np.maximum(pos, 0)], -1)
-            self._row_entry[key] = got
-        return got
+            self._row_entry[key] = np.where(pos >= 0, self.chunk_entry[np.maximum(pos, 0)], -1)
+        return self._row_entry[key]
 
     def masked_counts(self, mask: np.ndarray) -> dict[str, int]:
         """Partition -> how many of its entries the mask keeps."""
@@ -112,13 +103,10 @@ class LoadedIndex:
     def tags_with_keys(self, keys: tuple[str, ...]) -> frozenset[str]:
         """Every `key=value` tag of the index whose key is in keys; computed once per generation
         (the façade checks filter names against it on every filtered search)."""
-        got = self._tag_sets.get(keys)
-        if got is None:
-            got = frozenset(
-                t for tags in self.entries.tags for t in tags if t.split("=", 1)[0] in keys
-            )
-            self._tag_sets[keys] = got
-        return got
+        if keys not in self._tag_sets:
+            every = (t for tags in self.entries.tags for t in tags)
+            self._tag_sets[keys] = frozenset(t for t in every if t.split("=", 1)[0] in keys)
+        return self._tag_sets[keys]
 
     def title_overlap(self, rows: list[int], words: set[str]) -> np.ndarray:
         """For each entry in rows, how many of these tokens its title has, from the title ids

@@ -21,6 +21,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from kbase.retrieval.embed import default_device
+from kbase.retrieval.generations import current_meta
 
 ONNX_DIR = "onnx"
 OUTPUT = "token_embeddings"
@@ -56,9 +58,7 @@ def pooled(sess: Any, encs: list, normalize: bool) -> np.ndarray:
     """The mean-pooled (and normalized) vectors of a batch of tokenizer encodings, padded to the
     longest. The token type ids fed are zeros: a single text's are."""
     n = max(len(e.ids) for e in encs)
-    ids = np.zeros((len(encs), n), dtype=np.int64)
-    mask = np.zeros((len(encs), n), dtype=np.int64)
-    types = np.zeros((len(encs), n), dtype=np.int64)
+    ids, mask, types = np.zeros((3, len(encs), n), dtype=np.int64)
     for i, e in enumerate(encs):
         k = len(e.ids)
         ids[i, :k] = e.ids
@@ -100,15 +100,11 @@ class OnnxQueryEmbedder:
         self.full_length = int(meta["pooling"]["max_seq_length"])
         self.dim = int(meta["dim"])
 
-        tok = Tokenizer.from_file(str(self.onnx_dir / "tokenizer.json"))
-        tok.no_padding()
-        tok.enable_truncation(max_length=self.full_length)
-        self._tok = tok
-        self._session = session(
-            self.onnx_dir / (model or "model.onnx"),
-            threads or max(1, min(2, os.cpu_count() or 1)),
-            prepack=prepack,
-        )
+        self._tok = Tokenizer.from_file(str(self.onnx_dir / "tokenizer.json"))
+        self._tok.no_padding()
+        self._tok.enable_truncation(max_length=self.full_length)
+        threads = threads or max(1, min(2, os.cpu_count() or 1))
+        self._session = session(self.onnx_dir / (model or "model.onnx"), threads, prepack)
         self._query_cache = functools.lru_cache(maxsize=2048)(self._embed_query)
 
     def embed_batch(self, texts: list[str]) -> np.ndarray:
@@ -221,8 +217,6 @@ def index_precision(home: Path | None = None) -> str:
     (fp32) and then edited on a laptop re-embeds the edit, not every entry."""
     v = os.environ.get("KBASE_INDEX_PRECISION", "").strip().lower()
     if not v and home is not None:
-        from kbase.retrieval.generations import current_meta
-
         dense = (current_meta(home) or {}).get("dense")
         if isinstance(dense, str):
             v = "int8" if dense.endswith(f":{RECIPE}") else "fp32"
@@ -236,8 +230,6 @@ def index_recipe(home: Path | None = None) -> str:
     """What embeds this index's documents, as the vector ids name it: "" for fp32 (torch or
     ONNX), else RECIPE (CPU, the `onnx` package present, int8 precision). Decided before the
     model loads: the ids decide what must be embedded."""
-    from kbase.retrieval.embed import default_device
-
     if default_device() == "cpu" and available() and index_precision(home) == "int8":
         return RECIPE
     return ""
@@ -257,12 +249,6 @@ def available() -> bool:
         return importlib.util.find_spec("onnx") is not None
     except ImportError:  # a finder that hides it (tests of the base install)
         return False
-
-
-def weight_matmuls(model) -> list[str]:
-    """Names of the MatMul nodes with a weight (initializer) input: the linear layers."""
-    inits = {i.name for i in model.graph.initializer}
-    return [n.name for n in model.graph.node if n.op_type == "MatMul" and set(n.input) & inits]
 
 
 def ensure_int8(onnx_dir: Path) -> Path:
@@ -295,7 +281,10 @@ def build_int8(onnx_dir: Path) -> Path:
 
     out = onnx_dir / INT8_FILE
     src = onnx_dir / "model.onnx"
-    nodes = weight_matmuls(onnx.load(str(src), load_external_data=False))
+    graph = onnx.load(str(src), load_external_data=False).graph
+    inits = {i.name for i in graph.initializer}
+    # the linear layers: the MatMul nodes with a weight (initializer) input
+    nodes = [n.name for n in graph.node if n.op_type == "MatMul" and set(n.input) & inits]
     if not nodes:
         raise ValueError(f"{src}: no MatMul with weights to quantize")
     fd, tmp = tempfile.mkstemp(prefix=f".{INT8_FILE}.", suffix=".tmp", dir=onnx_dir)

@@ -12,6 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from kbase.retrieval.generations import FORMAT_VERSION, EntryTable, Generation, read_card_stats
+from kbase.retrieval.lexical import TOKENIZER_FILE
+from kbase.retrieval.vectors import partition_key
 
 from kbase.schema import Chunk, Entry
 
@@ -33,18 +35,7 @@ class Carried:
     """One entry of the previous generation, at position i of its table, not decoded: the
     indexer needs its columns, and its chunks only where it is decoded (Previous.decoded)."""
 
-    __slots__ = (
-        "i",
-        "id",
-        "kind",
-        "repo",
-        "title",
-        "path",
-        "content_hash",
-        "tags",
-        "chunk_ids",
-        "sections",
-    )
+    __slots__ = "i id kind repo title path content_hash tags chunk_ids sections".split()
 
     def __init__(self, table: EntryTable, cols: dict[str, list[Any]], i: int):
         self.i = i
@@ -117,18 +108,14 @@ class Previous:
         for e in entries:
             if isinstance(e, Carried) and self.table is not None:
                 out[id(e)] = full = self.table[e.i].model_copy(deep=True)
-                texts = json.loads(self._texts_line(e.i))
-                for chunk, text in zip(full.chunks, texts, strict=False):
-                    chunk.text = text
                 self._pos[id(full)] = e.i
+        self.fill(out.values())
         return out
 
     def stored_line(self, e: Any) -> bytes | None:
         """The entry's texts.jsonl line as stored, if it is a previous entry taken over."""
         i = self._pos.get(id(e))
-        if i is None:
-            return None
-        return self._texts_line(i)
+        return None if i is None else self._texts_line(i)
 
     def owns(self, e: Any) -> bool:
         """True for an entry object taken over from the previous generation."""
@@ -140,8 +127,6 @@ class Previous:
         filled again without embedding), or for a chunk of the same entry, title and text. So an
         edited entry's unchanged chunks keep their vectors exactly: the int8 model's vectors depend
         on the batch they were embedded in (cosine ~0.994 for a skill's summary embedded again)."""
-        from kbase.retrieval.vectors import partition_key
-
         if files is None:
             return {}
         olds = [self.by_id[e.id] for e in todo if e.id in self.by_id and not self.owns(e)]
@@ -184,23 +169,20 @@ class Previous:
             for a, b in zip(entries, self.entries, strict=True)
         ):
             return False
-        if any(gen.meta.get(k) != v for k, v in meta.items()):
+        # an older layout is written anew (vectors taken over, none embedded)
+        same_meta = all(gen.meta.get(k) == v for k, v in meta.items())
+        if not same_meta or gen.meta.get("format") != FORMAT_VERSION or not self.carries:
             return False
-        if gen.meta.get("format") != FORMAT_VERSION or not self.carries:
-            return False  # an older layout is written anew (vectors taken over, none embedded)
-        if read_card_stats(gen) != card_stats:
-            return False
-        from kbase.retrieval import lexical as L
-
-        bm25 = gen.path / "bm25"
         try:
-            if (bm25 / L.TOKENIZER_FILE).read_text(encoding="utf-8").strip() != tokenizer:
-                return False
+            made_by = (gen.path / "bm25" / TOKENIZER_FILE).read_text(encoding="utf-8").strip()
         except OSError:
             return False
-        if set(prev_vectors.parts) != set(by_part):
-            return False
-        return all(prev_vectors.ids(k) == ids for k, ids in by_part.items())
+        same_files = read_card_stats(gen) == card_stats and made_by == tokenizer
+        return (
+            same_files
+            and set(prev_vectors.parts) == set(by_part)
+            and all(prev_vectors.ids(k) == ids for k, ids in by_part.items())
+        )
 
 
 # ------------------------------------------------------------------ what the indexer asks of chunks

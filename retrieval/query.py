@@ -140,12 +140,17 @@ class Expansion:
     added: tuple[str, ...]
 
 
+def _yaml(name: str) -> dict:
+    """kbase/data/<name>; {} when absent."""
+    try:
+        return read_yaml(name) or {}
+    except FileNotFoundError:
+        return {}
+
+
 @functools.cache
 def _tables() -> tuple[list[tuple[str, str]], dict[str, str]]:
-    try:
-        data = read_yaml("glossary.yaml") or {}
-    except FileNotFoundError:
-        return [], {}
+    data = _yaml("glossary.yaml")
     zh_pairs: list[tuple[str, str]] = []
     aliases: dict[str, str] = {}
     for item in data.get("terms", []):
@@ -195,12 +200,10 @@ _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*")
 
 
 @functools.cache
-def table() -> tuple[dict[str, str], list[tuple[str, str]]]:
-    """(lower-case name -> concepts, [(lower-case prefix, concepts)] for names ending in *)."""
-    try:
-        data = read_yaml("api_aliases.yaml") or {}
-    except FileNotFoundError:
-        return {}, []
+def _aliases() -> tuple[dict[str, str], list[tuple[str, str]], list[tuple[re.Pattern[str], str]]]:
+    """(lower-case name -> concepts, [(lower-case prefix, concepts)] for names ending in *,
+    [(symptom cue, concepts)])."""
+    data = _yaml("api_aliases.yaml")
     exact: dict[str, str] = {}
     prefixes: list[tuple[str, str]] = []
     for item in data.get("aliases", []):
@@ -214,22 +217,14 @@ def table() -> tuple[dict[str, str], list[tuple[str, str]]]:
                 prefixes.append((name[:-1], concepts))
             else:
                 exact[name] = concepts
-    return exact, prefixes
-
-
-@functools.cache
-def cues() -> list[tuple[re.Pattern[str], str]]:
-    try:
-        data = read_yaml("api_aliases.yaml") or {}
-    except FileNotFoundError:
-        return []
-    return [(re.compile(c["pattern"], re.I), str(c["concepts"])) for c in data.get("cues", [])]
+    cues = [(re.compile(c["pattern"], re.I), str(c["concepts"])) for c in data.get("cues", [])]
+    return exact, prefixes, cues
 
 
 def concepts_for(text: str) -> list[str]:
     """The concept phrases of every API name and symptom cue in `text`, each once."""
-    exact, prefixes = table()
-    out: list[str] = [c for rx, c in cues() if rx.search(text)]
+    exact, prefixes, cues = _aliases()
+    out: list[str] = [c for rx, c in cues if rx.search(text)]
     for ident in _IDENT.findall(text):
         parts = ident.split(".")
         tails = [".".join(parts[i:]) for i in range(len(parts))]
@@ -270,13 +265,10 @@ def parse_dates(query: str) -> tuple[str, str | None, str | None]:
         since = until = None
         if kind == "day":
             since = until = f"{g[0]}-{g[1]}-{g[2]}"
-        elif kind == "ym":
-            y, mo = int(g[0]), int(g[1])
+        elif kind in ("ym", "month-year"):
+            y, mo = (int(g[0]), int(g[1])) if kind == "ym" else (int(g[1]), _MONTHS[g[0].lower()])
             if not 1 <= mo <= 12:
                 continue
-            since, until = f"{y:04d}-{mo:02d}-01", _month_end(y, mo)
-        elif kind == "month-year":
-            y, mo = int(g[1]), _MONTHS[g[0].lower()]
             since, until = f"{y:04d}-{mo:02d}-01", _month_end(y, mo)
         elif kind in ("quarter", "part"):
             a, b = (_Q if kind == "quarter" else _PART)[g[0].lower()]

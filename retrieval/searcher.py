@@ -16,11 +16,14 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from kbase.retrieval import dense as D
 from kbase.retrieval import fusion as F
+from kbase.retrieval import generations as G
 from kbase.retrieval.candidates import Candidate, best_per_entry, rows_scores
-from kbase.retrieval.evidence import words
+from kbase.retrieval.evidence import add_features, words
 from kbase.retrieval.loaded import LoadedIndex
 from kbase.retrieval.query import QueryPlan, plan
+from kbase.retrieval.tokenize import tokens
 
 from kbase.closed_sets import MODES
 from kbase.schema import Entry
@@ -89,8 +92,6 @@ class Searcher:
         self.weights = F.weights_vector()
 
     def index(self) -> LoadedIndex | None:
-        from kbase.retrieval import generations as G
-
         stamp = G.pointer_stamp(self.home)
         if self._loaded is None or stamp != self._stamp:
             with self._lock:
@@ -172,8 +173,6 @@ class Searcher:
     ) -> list[tuple[int, int, float]]:
         """(entry, chunk position, cosine) best first, at most CANDIDATES entries. `vec`: the
         query's embedding when the caller has it already."""
-        from kbase.retrieval import dense as D
-
         dp = D.plan_dense(idx, kind, repo, tags, mask, self.local_vectors)
         if not dp.local and not dp.asks:
             return []
@@ -236,29 +235,19 @@ class Searcher:
             X[at, col["dense_code"]] = rr * F.code_share(qp.text)
             X[at, col["dense_raw"]] = sc
         order = list(rows)
-        from kbase.retrieval.evidence import add_features
-
         matched = add_features(idx, qp.lexical, order, X, col, chunk_scores, bm[0][2] if bm else 0)
         # PR titles are subject lines, the best summary a card has. A skill's title is one
         # heading among its trigger, description and steps; on the tuning half the feature only
         # helped PR questions.
         prs = np.flatnonzero(idx.kind[order] == "pr") if order else np.zeros(0, np.int64)
         if prs.size:
-            from kbase.retrieval.tokenize import tokens
-
             qtok = {t for t in tokens(qp.lexical) if len(t) > 1}
             if qtok:
                 overlap = idx.title_overlap([order[r] for r in prs], qtok)
                 X[prs, col["title"]] = overlap / len(qtok)
         F.add_priors(qp, order, rows, X, col, idx.entries.dates, idx.entries.categories)
-        return Pool(
-            entries=order,
-            features=X,
-            chunk=chunk,
-            bm25_order=[rows[e] for e, _, _ in bm],
-            dense_order=[rows[e] for e, _, _ in de],
-            matched=matched,
-        )
+        bm_order, de_order = [rows[e] for e, _, _ in bm], [rows[e] for e, _, _ in de]
+        return Pool(order, X, chunk, bm_order, de_order, matched)
 
     # ------------------------------------------------------------ search
     def search(
@@ -286,32 +275,18 @@ class Searcher:
         tags = list(tags or [])  # as SearchQuery normalized them (archs=hopper: sm90)
         qp = plan(query)
         mask = idx.entry_mask(kind, repo, tags, since, until)
-        pool = self.pool(
-            idx,
-            qp,
-            kind,
-            repo,
-            tags,
-            mask,
-            use_bm25=mode != "dense",
-            use_dense=mode != "bm25",
-        )
-        if mode == "bm25":
-            order = pool.bm25_order
-            scores = pool.features[order, F.FEATURES.index("bm25")]
-        elif mode == "dense":
-            order = pool.dense_order
-            scores = pool.features[order, F.FEATURES.index("dense")]
+        pool = self.pool(idx, qp, kind, repo, tags, mask, mode != "dense", mode != "bm25")
+        if mode != "hybrid":  # one retriever's own order and score
+            order = pool.bm25_order if mode == "bm25" else pool.dense_order
+            scores = pool.features[order, F.FEATURES.index(mode)]
         else:
             w = F.weights_vector(weights) if weights is not None else self.weights
             s = pool.features @ w
             order = np.argsort(-s, kind="stable").tolist()
             scores = s[order]
-        conf = (
-            F.confidences(F.confidence_features(pool.features, pool.features @ self.weights))
-            if len(order)
-            else np.zeros(0)
-        )
+        conf = np.zeros(0)
+        if len(order):
+            conf = F.confidences(F.confidence_features(pool.features, pool.features @ self.weights))
         out = []
         for r, score in zip(order[: max(k, 0) * 4 + 20], scores, strict=False):
             p = pool.chunk[r]

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from kbase.retrieval import onnx_embed as OQ
 
 SHIPPED = Path(__file__).resolve().parents[1] / "data" / "model"
 if not SHIPPED.is_dir():  # an editable checkout: retrieval/ sits beside kbase/
@@ -32,8 +33,6 @@ def available() -> bool:
 
 def materialize(home: str | os.PathLike) -> Path:
     """`<home>/onnx/` as an export of the shipped model (written once, atomically)."""
-    from kbase.retrieval import onnx_embed as OQ
-
     out = Path(home) / OQ.ONNX_DIR
     meta = OQ.read_meta(out)
     if meta is not None and meta.get("shipped") == _shipped_id():
@@ -101,29 +100,25 @@ class Seed:
 
 class SeededEmbedder:
     """An embedder that takes shipped vectors where it has them and loads the real embedder
-    (`factory`) only for the texts it lacks: a first build of the shipped skills loads no model.
-    """
+    (`factory`) only for the texts it lacks: a first build of the shipped skills loads no model."""
 
-    def __init__(self, factory, recipe: str, full_length: int = 256):
+    full_length = 256
+
+    def __init__(self, factory, recipe: str):
         self._factory = factory
-        self._inner = None
+        self._inner: Any = None
         self.recipe = recipe
-        self.full_length = full_length
         self.backend = "shipped vectors"
         self.seed = Seed(recipe)
-
-    def real(self):
-        """The embedder behind the shipped vectors, loaded now if it was not."""
-        if self._inner is None:
-            self._inner = self._factory()
-            self.backend = getattr(self._inner, "backend", "torch")
-        return self._inner
 
     def embed(self, texts: list[str], max_length: int | None = None) -> np.ndarray:
         found: list[Any] = [self.seed.get(t, max_length) for t in texts]
         todo = [i for i, v in enumerate(found) if v is None]
         if todo:
-            fresh = self.real().embed([texts[i] for i in todo], max_length=max_length)
+            if self._inner is None:  # the embedder behind the shipped vectors
+                self._inner = self._factory()
+                self.backend = getattr(self._inner, "backend", "torch")
+            fresh = self._inner.embed([texts[i] for i in todo], max_length=max_length)
             for j, i in enumerate(todo):
                 found[i] = fresh[j]
         return np.stack(found).astype(np.float32) if found else np.zeros((0, 384), np.float32)

@@ -76,47 +76,36 @@ def _token_parts(tok: str) -> tuple[str, ...]:
 # ---------------------------------------------------------------- abbreviation groups
 CONCEPT_PREFIX = "\u00a7"  # "§": cannot come out of _TOKEN, so a concept never collides with a word
 MAX_PHRASE = 6
+Form = tuple[str, ...]  # the base tokens of one form of a group
 
 
 @functools.cache
-def _groups() -> tuple[dict[tuple[str, ...], int], tuple[tuple[str, ...], ...]]:
-    """{base-token tuple of a form: group index}, and each group's forms (canonical first)."""
-
+def _groups() -> tuple[dict[Form, int], tuple[Form, ...], frozenset[Form], frozenset[str]]:
+    """{base-token tuple of a form: group index}, each group's forms (canonical first), every
+    proper prefix of a form (a run that is none of them cannot grow into a match), and the first
+    token of every form."""
     try:
         data = read_yaml("abbreviations.yaml") or {}
     except FileNotFoundError:
-        return {}, ()
+        data = {}
     groups = tuple(tuple(str(f) for f in g) for g in data.get("groups", []))
-    table: dict[tuple[str, ...], int] = {}
+    table: dict[Form, int] = {}
     for gi, forms in enumerate(groups):
         for form in forms:
             key = tuple(base_tokens(form))
             if key and len(key) <= MAX_PHRASE:
                 table.setdefault(key, gi)
-    return table, groups
-
-
-@functools.cache
-def _prefixes() -> frozenset[tuple[str, ...]]:
-    """Every proper prefix of a form: a run that is none of them cannot grow into a match."""
-    return frozenset(key[:n] for key in _groups()[0] for n in range(1, len(key)))
+    prefixes = frozenset(key[:n] for key in table for n in range(1, len(key)))
+    return table, groups, prefixes, frozenset(key[0] for key in table)
 
 
 def concept_token(group: int) -> str:
     return f"{CONCEPT_PREFIX}{group}"
 
 
-@functools.cache
-def _firsts() -> frozenset[str]:
-    """The first token of every form."""
-    return frozenset(key[0] for key in _groups()[0])
-
-
 def matched_spans(base: list[str]) -> list[tuple[int, int, int]]:
     """(group, start, length) for every form found as a run of consecutive base tokens."""
-    table, _ = _groups()
-    prefixes = _prefixes()
-    firsts = _firsts()
+    table, _, prefixes, firsts = _groups()
     out: list[tuple[int, int, int]] = []
     n = len(base)
     for i in range(n):
@@ -135,11 +124,7 @@ def matched_spans(base: list[str]) -> list[tuple[int, int, int]]:
 
 def matched_groups(base: list[str]) -> list[int]:
     """Groups whose forms occur in the tokens, in order of first match."""
-    found: list[int] = []
-    for g, _, _ in matched_spans(base):
-        if g not in found:
-            found.append(g)
-    return found
+    return list(dict.fromkeys(g for g, _, _ in matched_spans(base)))
 
 
 def concepts(base: list[str]) -> list[str]:

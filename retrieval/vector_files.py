@@ -45,18 +45,16 @@ class GenVectors:
         return int(self.parts.get(key, {}).get("rows", 0))
 
     def matrix(self, key: str) -> np.ndarray:
-        m = self._mats.get(key)
-        if m is None:
-            info = self.parts[key]
-            m = self._mats[key] = np.load(self.dir / f"{info['stem']}.npy", mmap_mode="r")
-        return m
+        if key not in self._mats:
+            stem = self.parts[key]["stem"]
+            self._mats[key] = np.load(self.dir / f"{stem}.npy", mmap_mode="r")
+        return self._mats[key]
 
     def ids(self, key: str) -> list[str]:
-        got = self._ids.get(key)
-        if got is None:
-            info = self.parts[key]
-            got = self._ids[key] = json.loads((self.dir / f"{info['stem']}.ids.json").read_bytes())
-        return got
+        if key not in self._ids:
+            stem = self.parts[key]["stem"]
+            self._ids[key] = json.loads((self.dir / f"{stem}.ids.json").read_bytes())
+        return self._ids[key]
 
     def all_ids(self, key: str) -> set[str]:
         return set(self.ids(key)) if key in self.parts else set()
@@ -140,12 +138,10 @@ def assemble_generation_vectors(
             got.update(store().get_vectors(key, [i for i in ids if i not in got]))
         if len(got) < len(ids):
             continue
-        mat = (
-            np.stack([np.asarray(got[i], dtype=np.float32) for i in ids])
-            if ids
-            else np.zeros((0, dim or 1), dtype=np.float32)
-        )
-        dim = dim or (mat.shape[1] if ids else 0)
+        mat = np.zeros((0, dim or 1), dtype=np.float32)
+        if ids:
+            mat = np.stack([np.asarray(got[i], dtype=np.float32) for i in ids])
+            dim = dim or mat.shape[1]
         parts[key] = (ids, mat)
     d = tmp / VEC_DIR
     d.mkdir(parents=True, exist_ok=True)

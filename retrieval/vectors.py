@@ -5,13 +5,11 @@ KBASE_CHROMA_URL is set. We always pass our own embeddings, so Chroma never load
 Vectors are partitioned into one collection per kind and PR repo (`<base>--skill`,
 `<base>--pr--<repo>`): the common filters (kind, repo) then pick collections instead of asking
 Chroma for a `where` scan, which cost several times an unfiltered query (issue #11).
-
-The embedded store keeps each partition in a Chroma directory of its own
-(`<home>/chroma-parts/<partition>/`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import re
@@ -20,11 +18,12 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
+import numpy as np
+from kbase.retrieval.vector_files import file_stem
+
 COLLECTION = "kbase_chunks"
 _BATCH = 1000
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]+")
-
-
 PARTS_DIR = "chroma-parts"  # the embedded store: one Chroma directory per partition
 LAYOUT = "embedded-parts"  # the generation's meta.vector_store for that layout
 
@@ -51,19 +50,17 @@ def _client(path: Path | None, chroma_url: str | None):
 
 def partition_key(kind: str, repo: str | None) -> str:
     """The partition an entry's vectors live in: 'skill' or 'pr--<repo>'."""
-    if kind != "pr":
-        return kind
-    return f"pr--{repo or '_'}"
+    return kind if kind != "pr" else f"pr--{repo or '_'}"
 
 
 class VectorStore:
-    def __init__(self, home: Path, chroma_url: str | None = None, collection: str | None = None):
+    def __init__(self, home: Path, chroma_url: str | None = None):
         self.home = home
         self.chroma_url = chroma_url
         # the server's client, or one embedded client per partition directory opened so far
         self._clients: dict[Path | None, Any] = {}  # by directory; None: the server
         # Several knowledge bases can share one Chroma server under different collection prefixes.
-        self.base = collection or os.environ.get("KBASE_CHROMA_COLLECTION") or COLLECTION
+        self.base = os.environ.get("KBASE_CHROMA_COLLECTION") or COLLECTION
         self._cols: dict[str, Any] = {}
         self._pool: Any = None
         if chroma_url:
@@ -80,8 +77,6 @@ class VectorStore:
     def _client_for(self, key: str, create: bool) -> Any:
         if self.chroma_url:
             return self._open(None, create=True)
-        from kbase.retrieval.vector_files import file_stem
-
         return self._open(self.home / PARTS_DIR / file_stem(key), create)
 
     def _open(self, path: Path | None, create: bool) -> Any:
@@ -123,12 +118,8 @@ class VectorStore:
             self._pool.shutdown(wait=False)
             self._pool = None
         for client in self._clients.values():
-            close = getattr(client, "close", None)
-            if close is not None:
-                try:
-                    close()
-                except Exception:  # noqa: BLE001 - closing twice or a server gone away
-                    pass
+            with contextlib.suppress(Exception):  # no close(), closed twice, a server gone away
+                client.close()
         self._clients.clear()
 
     def count(self) -> int:
@@ -171,8 +162,6 @@ class VectorStore:
     def upsert(
         self, key: str, ids: list[str], vectors, metadatas: list[dict[str, Any]] | None
     ) -> None:
-        import numpy as np
-
         col = self._col(key, create=True)
         # one float32 array: Chroma converts lists of Python floats element by element
         vectors = np.asarray(vectors, dtype=np.float32)

@@ -141,9 +141,10 @@ def test_a_killed_naming_worker_fails_the_mine_clearly(big, tmp_path):
     assert not (root / "pr_archive" / "big" / ".state.json").exists()
 
 
-def test_ctrl_c_stops_a_mine_and_its_workers_quietly(big, tmp_path):
-    """Ctrl-C reaches the whole process group: the mine exits 130 and no worker prints a
-    traceback of its own or lives on."""
+@pytest.mark.parametrize("after", [0.0, 0.5], ids=["while-workers-start", "mid-stream"])
+def test_ctrl_c_stops_a_mine_and_its_workers_quietly(big, tmp_path, after):
+    """Ctrl-C reaches the terminal's process group: the mine exits 130 and no worker prints a
+    traceback of its own or lives on, also when it lands while a worker still starts Python."""
     root = tmp_path / "kb"
     (root / "pr_archive").mkdir(parents=True)
     proc = subprocess.Popen(
@@ -156,7 +157,7 @@ def test_ctrl_c_stops_a_mine_and_its_workers_quietly(big, tmp_path):
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     _workers_of(proc)
-    time.sleep(0.5)  # in the middle of the stream
+    time.sleep(after)
     os.killpg(proc.pid, signal.SIGINT)
     _, err = proc.communicate(timeout=60)
     if proc.returncode == 0:

@@ -47,7 +47,7 @@ def test_an_unknown_name_is_an_attribute_error_and_an_import_error():
 
 
 def test_a_model_resolves_names_from_another_schema_module():
-    """PRCard's tags are Tags (kbase.schema.tags), a hit's claims ClaimViews: each module imports
+    """PRCard's tags are Tags (kbase.schema.base), a hit's claims ClaimViews: each module imports
     what its annotations name, so a deferred validator builds in a process that imported only it."""
     code = (
         "from kbase.schema import PRCard, EntryDoc\n"

@@ -16,10 +16,8 @@ from kbase.schema import LedgerRow, Problem
 
 
 class Recorder:
-    """An on_done callback that writes each run to the ledger as soon as it finishes.
-
-    A long audit that is interrupted (Ctrl-C, a CI or device time limit) keeps what it finished.
-    """
+    """An on_done callback that writes each run to the ledger as soon as it finishes: a long audit
+    that is interrupted (Ctrl-C, a CI or device time limit) keeps what it finished."""
 
     def __init__(self, root: Path, then: Callable[[RunOutcome], None] | None = None):
         from kbase.validators.signing import signer_from_env, trusted_keys
@@ -46,35 +44,25 @@ class Recorder:
 def unseen_literals(root: Path, skills: list) -> list[Problem]:
     """A literal trigger that no counted run of the current snippet printed, on any tier."""
     from kbase.validators.claims import literal_expected
-    from kbase.validators.status import _rows_by_skill
+    from kbase.validators.status import _ledger_split
 
-    rows = _rows_by_skill(Path(root).resolve())
+    rows = _ledger_split(Path(root).resolve())[0]
     out: list[Problem] = []
     for s in skills:
-        literals = list(getattr(s.meta, "literal_triggers", []) or [])
         mine = [r for r in rows.get(s.name, []) if r.get("snippet_sha256") == s.snippet_sha256()]
-        if not literals or not mine:
-            continue
-        for lit in literals:
+        for lit in getattr(s.meta, "literal_triggers", []) or []:
             runs = [r for r in mine if literal_expected(s.meta, lit, r.get("fingerprint"))]
             if runs and not any(lit in (r.get("literals_seen") or []) for r in runs):
                 idx = s.meta.trigger.index(lit) if lit in s.meta.trigger else 0
-                out.append(
-                    Problem(
-                        path=s.path,
-                        line=s.doc.line_of(("trigger", idx)),
-                        field="trigger",
-                        message=f"literal trigger {lit!r} never appeared in the output of a "
-                        f"counted run ({len(runs)} run(s) of this snippet)",
-                    )
-                )
+                msg = f"literal trigger {lit!r} never appeared in the output of a counted run "
+                msg += f"({len(runs)} run(s) of this snippet)"
+                line = s.doc.line_of(("trigger", idx))
+                out.append(Problem(path=s.path, line=line, field="trigger", message=msg))
     return out
 
 
 def exit_code(result: Any, fail_on: str) -> int:
-    """1 when something at or above the --fail-on level is present (load problems count
-    as failing).
-    """
+    """1 when something at or above the --fail-on level is present (load problems count too)."""
     if fail_on == "never":
         return 0
     statuses = {j["status"] for j in result.judgements}
@@ -93,35 +81,21 @@ def write_reports(
 ) -> None:
     from kbase.validators.report import html_report, markdown_report
 
-    r = result
+    r, kw = result, {"fingerprint": fingerprint, "isolation_note": result.isolation_note}
     if markdown:
-        generated = now.isoformat(timespec="minutes")
-        md = markdown_report(
-            r.judgements,
-            r.outcomes,
-            r.problems,
-            generated=generated,
-            fingerprint=fingerprint,
-            isolation_note=r.isolation_note,
+        stamp = now.isoformat(timespec="minutes")
+        _write(
+            markdown, markdown_report(r.judgements, r.outcomes, r.problems, generated=stamp, **kw)
         )
-        _write(markdown, md)
     if html:
-        wanted = {s.name for s in skills}
-        rows: dict[str, list[dict]] = {}
+        rows: dict[str, list[dict]] = {s.name: [] for s in skills}
         for row in read_ledger(root, strict=False).rows:
-            if row["skill"] in wanted:
-                rows.setdefault(row["skill"], []).append(row)
-        page = html_report(
-            r.judgements,
-            rows,
-            {s.name: s.snippet_sha256() for s in skills},
-            {s.name: s.meta.audit.max_age_days for s in skills},
-            now=now,
-            fingerprint=fingerprint,
-            isolation_note=r.isolation_note,
-            problems=r.problems,
+            rows.get(row["skill"], []).append(row)
+        shas = {s.name: s.snippet_sha256() for s in skills}
+        ages = {s.name: s.meta.audit.max_age_days for s in skills}
+        _write(
+            html, html_report(r.judgements, rows, shas, ages, now=now, problems=r.problems, **kw)
         )
-        _write(html, page)
 
 
 def _write(path: Path, text: str) -> None:

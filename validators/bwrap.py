@@ -6,11 +6,11 @@ bounded size (MASK_MB for the masking ones).
 When kbase runs as root, a user namespace would map the snippet to host root: it could read
 root-only files (/etc/shadow, a 0600 signing key by any of its links) and connect to root's
 socket files. So as root bwrap runs without one, and the command starts under setpriv as
-`nobody` (RUN_AS), after the mounts are made; the snippet keeps no capability.
-"""
+`nobody` (RUN_AS), after the mounts are made; the snippet keeps no capability."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import glob
 import os
@@ -20,8 +20,10 @@ import stat
 import struct
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 WORKDIR = "/tmp/kbase-run"  # the snippet's cwd and HOME inside the sandbox
 SANDBOX_UID = 1000  # what the snippet sees as its uid when a user namespace is used
@@ -83,9 +85,7 @@ def support() -> BwrapSupport:
         return BwrapSupport(exe, True)
     # as root, bwrap can make the other namespaces without a user namespace
     why_root = _probe(exe, False) if os.geteuid() == 0 else why
-    if not why_root:
-        return BwrapSupport(exe, False)
-    return BwrapSupport(exe, False, f"bwrap cannot create namespaces here: {why}")
+    return BwrapSupport(exe, False, why_root and f"bwrap cannot create namespaces here: {why}")
 
 
 def _ns_flags(userns: bool) -> list[str]:
@@ -106,13 +106,11 @@ def needed_paths() -> list[str]:
     cands |= {os.path.dirname(os.path.realpath(sys.executable))}
     cands |= {p for p in sys.path if p}
     cands |= {p for p in os.environ.get("PATH", "").split(os.pathsep) if p}
-    for var in ("CUDA_HOME", "CUDA_PATH", "CUDA_ROOT", "VIRTUAL_ENV", "CONDA_PREFIX"):
-        if os.environ.get(var):
-            cands.add(os.environ[var])
+    env_dirs = ("CUDA_HOME", "CUDA_PATH", "CUDA_ROOT", "VIRTUAL_ENV", "CONDA_PREFIX")
+    cands |= {os.environ[v] for v in env_dirs if os.environ.get(v)}
     from kbase.validators.pycache import prefix
 
-    cache = prefix()
-    if cache:  # the runner's bytecode cache, read-only like every path here
+    if cache := prefix():  # the runner's bytecode cache, read-only like every path here
         cands.add(cache)
     real = sorted({os.path.realpath(p) for p in cands if os.path.isdir(p)} | cands)
     return [p for p in real if os.path.isdir(p) and os.path.isabs(p)]
@@ -121,12 +119,9 @@ def needed_paths() -> list[str]:
 def _keep_under(masked: str, paths: list[str], secrets: list[str]) -> list[str]:
     inside = sorted(p for p in paths if _under(p, masked) and p != masked)
     kept: list[str] = []
-    for p in inside:
-        if any(_under(p, k) for k in kept):
-            continue
-        if any(_under(s, p) for s in secrets):
-            continue  # never bind back a folder that holds a secret; the snippet goes without
-        kept.append(p)
+    for p in inside:  # never bind back a folder that holds a secret; the snippet goes without
+        if not any(_under(p, k) for k in kept) and not any(_under(s, p) for s in secrets):
+            kept.append(p)
     return kept
 
 
@@ -184,15 +179,13 @@ def host_socket_files(hidden: tuple[str, ...], shown: tuple[str, ...]) -> tuple[
         except OSError:
             continue
         for e in entries:
-            try:
+            with contextlib.suppress(OSError):
                 if e.is_dir(follow_symlinks=False):
                     if e.path not in skip:
                         stack.append(e.path)
                 elif not e.is_file(follow_symlinks=False) and not e.is_symlink():
                     if stat.S_ISSOCK(e.stat(follow_symlinks=False).st_mode):
                         found.append(e.path)
-            except OSError:
-                continue
     return tuple(sorted(found))
 
 
@@ -201,11 +194,9 @@ def live_sockets(paths: tuple[str, ...]) -> list[str]:
     have to create the file on the read-only root, and the run fails)."""
     out = []
     for p in paths:
-        try:
+        with contextlib.suppress(OSError):
             if stat.S_ISSOCK(os.lstat(p).st_mode):
                 out.append(p)
-        except OSError:
-            continue
     return out
 
 
@@ -216,44 +207,40 @@ def _parents(top: str, path: str) -> list[str]:
     """--dir for each folder between `top` and `path`, searchable by all: bwrap makes missing
     ones 0700, which a snippet that runs as nobody could not pass through (an interpreter
     bound back under /root)."""
-    out: list[str] = []
     parts = os.path.relpath(path, top).split(os.sep)[:-1]
-    for i in range(len(parts)):
-        out += ["--perms", "0755", "--dir", os.path.join(top, *parts[: i + 1])]
+    dirs = [os.path.join(top, *parts[: i + 1]) for i in range(len(parts))]
+    return [arg for d in dirs for arg in ("--perms", "0755", "--dir", d)]
+
+
+def pipe_holding(data: bytes) -> int:
+    """The read end of a pipe that holds `data` (a few hundred bytes at most: the pipe keeps them
+    until the child reads) and has no writer left."""
+    r, w = os.pipe()
+    os.write(w, data)
+    os.close(w)
+    return r
+
+
+def secret_paths() -> list[str]:
+    """Files the snippet must never read even where the host is visible: the signing key."""
+    out = []
+    key = os.environ.get("KBASE_SIGNING_KEY")
+    if key:
+        out.append(os.path.realpath(key))
+        # the sandbox hides the key by its path; another name of the same file would show it
+        # to a snippet that runs as the key's owner (any host where kbase is not root)
+        links = os.stat(key).st_nlink if os.path.exists(key) else 1
+        if links > 1:
+            raise OSError(
+                f"KBASE_SIGNING_KEY {key} has {links} names (hard links); the sandbox hides one "
+                "path only: remove the other links before running snippets"
+            )
     return out
 
 
-def gpu_device_nodes() -> list[str]:
-    nodes = sorted(glob.glob("/dev/nvidia*"))
-    return [n for n in nodes if os.path.exists(n)]
-
-
-def command(
-    argv: list[str],
-    files: dict[str, int],
-    *,
-    userns: bool,
-    disk_mb: int,
-    gpu: bool,
-    status_fd: int,
-    secrets: list[str],
-    exe: str,
-    seccomp_fd: int | None = None,
-    as_nobody: bool = True,
-) -> list[str]:
-    """The full bwrap argv. `files`: name in the workdir -> an open fd whose content it gets.
-    as_nobody=False keeps root's user-namespace mapping (a GPU whose driver refuses nobody)."""
-    size = str(disk_mb * 1024 * 1024)
-    small = str(MASK_MB * 1024 * 1024)
-    drop = drop_root() if as_nobody else []
-    cmd = [exe, *_ns_flags(userns and not drop)]
-    if drop:  # setpriv needs these two to become RUN_AS; it keeps none of them
-        cmd += ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
-    cmd += ["--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev"]
-    cmd += ["--perms", "1777", "--size", size, "--tmpfs", "/dev/shm"]
-    cmd += ["--perms", "1777", "--size", size, "--tmpfs", "/var/tmp"]
-    cmd += ["--size", small, "--tmpfs", "/run"]
-    paths = needed_paths()
+def _masks(paths: list[str], secrets: list[str], small: str) -> tuple[list[str], list[str]]:
+    """(the mounts that hide home folders and secrets, the masked folders)."""
+    cmd: list[str] = []
     home = os.path.expanduser("~")
     masked = [d for d in dict.fromkeys([*MASKED_DIRS, home]) if os.path.isdir(d) and d != "/"]
     # a home folder inside another masked one is hidden already
@@ -264,30 +251,71 @@ def command(
             cmd += [*_parents(d, keep), "--ro-bind", keep, keep]
     for s in secrets:  # e.g. the signing key, wherever it lives
         if os.path.exists(s) and not any(_under(s, d) for d in masked):
-            cmd += (
-                ["--ro-bind", "/dev/null", s]
-                if os.path.isfile(s)
-                else ["--size", small, "--tmpfs", s]
+            cover = (
+                ["--ro-bind", "/dev/null"] if os.path.isfile(s) else ["--size", small, "--tmpfs"]
             )
-    cmd += ["--perms", "1777", "--size", size, "--tmpfs", "/tmp"]
+            cmd += [*cover, s]
+    return cmd, masked
+
+
+def command(
+    argv: list[str],
+    host_dir: Path,
+    names: Iterable[str],
+    disk_mb: int,
+    gpu: bool,
+    userns: bool | None,
+    hardening: tuple[bool, bool],
+    status_fd: int,
+    fds: list[int],
+) -> tuple[list[str], bool, dict[str, Any]]:
+    """(the bwrap argv, in a user namespace, what the ledger row's limits add: the snippet's host
+    uid, whether unix sockets are refused). Each of `names` in host_dir reaches the workdir through
+    an open fd; the fds the child inherits go into `fds`.
+
+    `hardening`: (run as nobody when root, refuse unix sockets). Both stay on except where the GPU
+    tier's preflight found that this machine's CUDA driver cannot start with one of them
+    (tiers.cuda_preflight); the row's limits say which were in force."""
+    as_nobody, socket_filter = hardening
+    s = support()
+    drop = drop_root() if as_nobody else []
+    use_userns = (s.userns if userns is None else userns and s.userns) and not drop
+    prog = unix_socket_filter() if socket_filter else None
+    secrets = secret_paths()
+    size, small = str(disk_mb * 1024 * 1024), str(MASK_MB * 1024 * 1024)
+    cmd = [s.exe or "bwrap", *_ns_flags(use_userns)]
+    if drop:  # setpriv needs these two to become RUN_AS; it keeps none of them
+        cmd += ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
+    cmd += ["--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev"]
+    cmd += ["--perms", "1777", "--size", size, "--tmpfs", "/dev/shm"]
+    cmd += ["--perms", "1777", "--size", size, "--tmpfs", "/var/tmp"]
+    cmd += ["--size", small, "--tmpfs", "/run"]
+    paths = needed_paths()
+    masks, masked = _masks(paths, secrets, small)
+    cmd += [*masks, "--perms", "1777", "--size", size, "--tmpfs", "/tmp"]
     cmd += ["--perms", "1777", "--dir", WORKDIR]
     # an interpreter or virtual environment that lives under /tmp (CI checkouts often do) comes
     # back read-only; nothing else of the host's /tmp does
     for keep in _keep_under("/tmp", paths, secrets):
         if not _under(WORKDIR, keep) and not _under(keep, WORKDIR):
             cmd += [*_parents("/tmp", keep), "--ro-bind", keep, keep]
-    for name, fd in files.items():
-        cmd += ["--file", str(fd), f"{WORKDIR}/{name}"]
-    if gpu:
-        for node in gpu_device_nodes():
-            # device nodes need read-write opens for CUDA's ioctls; a read-only mount does not
-            # restrict device I/O anyway. Driver libraries come from the read-only root.
+    for name in names:
+        fds.append(os.open(host_dir / name, os.O_RDONLY))
+        cmd += ["--file", str(fds[-1]), f"{WORKDIR}/{name}"]
+    # device nodes need read-write opens for CUDA's ioctls; a read-only mount does not restrict
+    # device I/O anyway. Driver libraries come from the read-only root.
+    for node in sorted(glob.glob("/dev/nvidia*")) if gpu else []:
+        if os.path.exists(node):
             cmd += ["--dev-bind", node, node]
-    if seccomp_fd is not None:
-        cmd += ["--seccomp", str(seccomp_fd)]
+    if prog is not None:
+        fds.append(pipe_holding(prog))
+        cmd += ["--seccomp", str(fds[-1])]
     else:
         hidden = (*masked, "/run", "/tmp", "/var/tmp", *secrets)
         for sock in live_sockets(host_socket_files(tuple(hidden), tuple(paths))):
             cmd += ["--ro-bind", "/dev/null", sock]
     cmd += ["--chdir", WORKDIR, "--json-status-fd", str(status_fd), "--", *drop, *argv]
-    return cmd
+    # the snippet's host uid: RUN_AS when root could drop to it; unix sockets allowed only where
+    # CUDA needs it, and then no host socket file is visible
+    unix = "refused" if prog is not None else "host files covered"
+    return cmd, use_userns, {"run_as": RUN_AS if drop else os.geteuid(), "unix_sockets": unix}

@@ -27,8 +27,7 @@ class Scanner:
     """Reads a stream in chunks, keeps head and tail, and spots measurements and literals."""
 
     def __init__(self, measures: bool, literals: Iterable[str]):
-        self.head: list[bytes] = []
-        self.head_size = 0
+        self.head = bytearray()
         self.tail = b""
         self.dropped = 0
         self.want_measures = measures
@@ -40,16 +39,11 @@ class Scanner:
         self.span = max((len(b) for b in self.literals.values()), default=0)
 
     def feed(self, chunk: bytes) -> None:
-        if self.head_size < CAPTURE_CAP:
-            take = chunk[: CAPTURE_CAP - self.head_size]
-            self.head.append(take)
-            self.head_size += len(take)
-            chunk_rest = chunk[len(take) :]
-        else:
-            chunk_rest = chunk
-        if chunk_rest:
-            self.tail = (self.tail + chunk_rest)[-CAPTURE_CAP:]
-            self.dropped += len(chunk_rest)
+        take = chunk[: CAPTURE_CAP - len(self.head)]
+        self.head += take
+        if rest := chunk[len(take) :]:
+            self.tail = (self.tail + rest)[-CAPTURE_CAP:]
+            self.dropped += len(rest)
         if self.literals and len(self.seen) < len(self.literals):
             window = self.carry + chunk
             for lit, b in self.literals.items():
@@ -57,13 +51,11 @@ class Scanner:
                     self.seen.add(lit)
             self.carry = window[-self.span :] if self.span else b""
         if self.want_measures:
-            data = self.partial + chunk
-            lines = data.split(b"\n")
+            lines = (self.partial + chunk).split(b"\n")
             self.partial = lines.pop()[-4096:]
             for raw in lines:
                 if b"KBASE_MEASURE" in raw and len(self.measures) < MAX_MEASURES:
-                    m = MEASURE_RE.match(raw.decode("utf-8", "replace"))
-                    if m:
+                    if m := MEASURE_RE.match(raw.decode("utf-8", "replace")):
                         self.measures.append((m.group(1), m.group(2)))
 
     def finish(self) -> None:
@@ -71,12 +63,9 @@ class Scanner:
             self.feed(b"\n")
 
     def text(self) -> str:
-        head = b"".join(self.head)
-        if not self.tail:
-            return head.decode("utf-8", "replace")
         cut = self.dropped - len(self.tail)
         mid = f"\n[... {cut} bytes of output not kept ...]\n".encode() if cut > 0 else b""
-        return (head + mid + self.tail).decode("utf-8", "replace")
+        return (self.head + mid + self.tail).decode("utf-8", "replace")
 
 
 def pump(stream, scanner: Scanner) -> None:

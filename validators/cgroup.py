@@ -4,16 +4,17 @@ Per-process rlimits let three 800 MiB processes through a 1 GiB limit; a cgroup 
 together. cgroup v1 (separate `memory` and `pids` hierarchies) and v2 (one unified hierarchy)
 are both handled; where neither is writable the run goes on with rlimits only and its ledger row
 says so. The child joins the cgroup between fork and exec (`join_in_child`), so there is no window
-in which it runs unlimited.
-"""
+in which it runs unlimited."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import signal
 import time
 import uuid
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -24,23 +25,11 @@ _V2_PARENT = "kbase"  # v2 fallback: <root>/kbase, a cgroup with no processes of
 def _own_paths() -> dict[str, str]:
     """controller (or "" for v2) -> this process's cgroup path, from /proc/self/cgroup."""
     out: dict[str, str] = {}
-    try:
-        text = Path("/proc/self/cgroup").read_text()
-    except OSError:
-        return out
-    for line in text.splitlines():
-        parts = line.split(":", 2)
-        if len(parts) != 3:
-            continue
-        _, ctrls, path = parts
-        for c in ctrls.split(",") if ctrls else [""]:
-            out[c] = path
+    for line in _read(Path("/proc/self/cgroup")).splitlines():
+        if len(parts := line.split(":", 2)) == 3:
+            for c in parts[1].split(",") if parts[1] else [""]:
+                out[c] = parts[2]
     return out
-
-
-def _write(path: Path, value: str) -> None:
-    with open(path, "w") as fh:
-        fh.write(value)
 
 
 def _read(path: Path) -> str:
@@ -74,8 +63,6 @@ class RunCgroup:
     memory_mb: int | None
     pids: int | None
 
-    # ------------------------------------------------------------------ setup
-
     @classmethod
     def create(cls, memory_mb: int | None, pids: int | None) -> RunCgroup | None:
         """A fresh cgroup with the limits applied, or None when this machine does not let us."""
@@ -96,11 +83,9 @@ class RunCgroup:
             if not base.is_dir():
                 continue
             sweep_stale(base)
-            try:
+            with contextlib.suppress(OSError):
                 (base / token).mkdir()
                 dirs[ctrl] = base / token
-            except OSError:
-                continue
         if not dirs:
             return None
         mem = "memory.limit_in_bytes", "memory.memsw.limit_in_bytes", None
@@ -111,17 +96,15 @@ class RunCgroup:
         own = _own_paths().get("", "/").lstrip("/")
         # Our own cgroup holds processes (us), so by the no-internal-process rule it can only
         # delegate controllers when it is the root; otherwise use <root>/kbase, which is empty.
-        candidates = [CGROUP_ROOT / own, CGROUP_ROOT / _V2_PARENT]
-        for parent in candidates:
+        for parent in (CGROUP_ROOT / own, CGROUP_ROOT / _V2_PARENT):
             try:
                 parent.mkdir(exist_ok=True)
                 enabled = set(_read(parent / "cgroup.subtree_control").split())
                 want = {"memory", "pids"} & set(_read(parent / "cgroup.controllers").split())
                 if want - enabled:
-                    _write(parent / "cgroup.subtree_control", " ".join(f"+{c}" for c in want))
+                    (parent / "cgroup.subtree_control").write_text(" ".join(f"+{c}" for c in want))
                 sweep_stale(parent)
-                d = parent / token
-                d.mkdir()
+                (d := parent / token).mkdir()
             except OSError:
                 continue
             cg = cls("v2", {"memory": d, "pids": d}, None, None)
@@ -136,18 +119,16 @@ class RunCgroup:
         cgroup, or None (removed) when no limit held. Those that did not stay None: the run's
         row says which held."""
         mem_dir, pids_dir = self.dirs.get("memory"), self.dirs.get("pids")
-        try:
+        with contextlib.suppress(OSError):
             if memory_mb and mem_dir is not None and (mem_dir / mem).exists():
                 nbytes = str(memory_mb * 1024 * 1024)
-                _write(mem_dir / mem, nbytes)
+                (mem_dir / mem).write_text(nbytes)
                 if (mem_dir / swap).exists():  # otherwise the run could spill past it into swap
-                    _write(mem_dir / swap, swap_to or nbytes)
+                    (mem_dir / swap).write_text(swap_to or nbytes)
                 self.memory_mb = memory_mb
             if pids and pids_dir is not None and (pids_dir / "pids.max").exists():
-                _write(pids_dir / "pids.max", str(pids))
+                (pids_dir / "pids.max").write_text(str(pids))
                 self.pids = pids
-        except OSError:
-            pass
         if self.memory_mb is None and self.pids is None:
             self.remove()
             return None
@@ -156,8 +137,6 @@ class RunCgroup:
     def procs_files(self) -> list[str]:
         return sorted({str(d / "cgroup.procs") for d in self.dirs.values()})
 
-    # ------------------------------------------------------------------ after the run
-
     def pids_inside(self) -> set[int]:
         found: set[int] = set()
         for f in self.procs_files():
@@ -165,10 +144,8 @@ class RunCgroup:
         return found
 
     def kill_all(self) -> int:
-        """SIGKILL whatever is left in the cgroup until it is empty; returns how many were alive.
-
-        Processes already exiting (zombies, or dying with their PID namespace) do not count.
-        """
+        """SIGKILL whatever is left in the cgroup until it is empty; how many were alive (not those
+        already exiting: zombies, or dying with their PID namespace)."""
         killed: set[int] = set()
         # bwrap's own init may still be on its way out; it is not something the snippet left
         alive = {
@@ -183,14 +160,10 @@ class RunCgroup:
                 break
             if kill_file is not None and kill_file.exists():
                 try:
-                    _write(kill_file, "1")
+                    kill_file.write_text("1")
                 except OSError:
                     kill_file = None
-            for pid in pids:
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except (ProcessLookupError, PermissionError):
-                    pass
+            sigkill(pids)
             killed |= pids
             time.sleep(0.001)
         return len(alive & killed)
@@ -233,9 +206,8 @@ def stale_runs(folder: Path) -> list[Path]:
     exited: one killed with SIGKILL ran no clean-up."""
     gone = []
     for p in folder.glob("kbase-run-*"):
-        m = _OWNED.match(p.name)
         try:
-            if m:
+            if m := _OWNED.match(p.name):
                 os.kill(int(m[1]), 0)
         except ProcessLookupError:
             gone.append(p)
@@ -247,14 +219,20 @@ def stale_runs(folder: Path) -> list[Path]:
 def sweep_stale(base: Path) -> None:
     """The cgroups of such runs: whatever still runs in them is killed, and they are removed."""
     for d in stale_runs(base):
-        if not d.is_dir():
-            continue
-        for pid in _read(d / "cgroup.procs").split():
-            try:
-                os.kill(int(pid), signal.SIGKILL)
-            except (ProcessLookupError, PermissionError, ValueError):
-                pass
-        RunCgroup("v1", {"d": d}, None, None).remove()
+        if d.is_dir():
+            stale = RunCgroup("v1", {"d": d}, None, None)
+            sigkill(stale.pids_inside())
+            stale.remove()
+
+
+def sigkill(pids: Iterable[int]) -> int:
+    """SIGKILL each of `pids` that is still there and ours; how many were signalled."""
+    sent = 0
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
+            sent += 1
+    return sent
 
 
 def join_in_child(procs_files: list[str]) -> None:

@@ -29,16 +29,13 @@ def _repo(root: Path):
 def _merge_base(root: Path, base: str | None):
     """(repo, git module, merge-base revision, the base name used)."""
     repo, git = _repo(root)
-    candidates = [base] if base else list(DEFAULT_BASES)
-    chosen = None
-    for rev in candidates:
+    for chosen in [base] if base else DEFAULT_BASES:
         try:
-            repo.commit(rev)
-            chosen = rev
+            repo.commit(chosen)
             break
         except (git.BadName, ValueError, git.GitCommandError):
             continue
-    if chosen is None:
+    else:
         if base:
             raise ChangesError(f"--base {base!r} is not a revision in this repository")
         # comparing against HEAD would take whatever the branch committed (a key of its own and
@@ -67,38 +64,26 @@ def changed_skills(root: Path, base: str | None = None) -> tuple[list[str], str]
     # paths are relative to the repo's top level, which may sit above the knowledge-base root
     top = Path(repo.working_tree_dir).resolve()
     skills = (*Path(root).resolve().relative_to(top).parts, "skills")
-    names = set()
-    for p in set(diffed) | set(repo.untracked_files):
-        parts = Path(p).parts
-        if len(parts) > len(skills) and parts[: len(skills)] == skills:
-            names.add(parts[len(skills)])
+    paths = [Path(p).parts for p in set(diffed) | set(repo.untracked_files)]
+    names = {p[len(skills)] for p in paths if len(p) > len(skills) and p[: len(skills)] == skills}
     return sorted(n for n in names if (Path(root) / "skills" / n / "SKILL.md").exists()), chosen
 
 
 def ledger_change_problems(root: Path, base: str | None = None) -> tuple[list[Problem], str]:
-    """What a change does to the ledger that a pull request must not do, judged by the base's keys.
-
-    Every row of the base's ledger must still be there, unedited; every added row must be signed
+    """What a change does to the ledger that a pull request must not do, judged by the base's keys:
+    every row of the base's ledger must still be there, unedited; every added row must be signed
     by a key the *base* trusts when it trusts any (a change cannot vouch for itself by adding its
-    own key), and no added row may carry a signature that does not verify.
-    """
+    own key), and no added row may carry a signature that does not verify."""
     from collections import Counter
 
-    from kbase.validators.ledger import (
-        LEDGER_DIR,
-        LEDGER_FILE,
-        LedgerError,
-        parse_line,
-        sig_problem,
-    )
+    from kbase.validators.ledger import LEDGER_DIR, SHOWN, LedgerError, parse_line, sig_problem
     from kbase.validators.signing import TRUSTED_DIR, read_keys
 
     repo, git, ref, chosen = _merge_base(root, base)
     top = Path(repo.working_tree_dir).resolve()
     rel_root = Path(root).resolve().relative_to(top)
-    rel_ledger = (rel_root / LEDGER_DIR / LEDGER_FILE).as_posix()
+    rel_ledger = (rel_root / SHOWN).as_posix()
     rel_keys = (rel_root / LEDGER_DIR / TRUSTED_DIR).as_posix()
-    shown = f"{LEDGER_DIR}/{LEDGER_FILE}"
 
     def show(path: str) -> bytes:
         try:
@@ -125,23 +110,19 @@ def ledger_change_problems(root: Path, base: str | None = None) -> tuple[list[Pr
     base_lines = [ln for ln in show(rel_ledger).split(b"\n") if ln.strip()]
     path = top / rel_ledger
     cur_lines = path.read_bytes().split(b"\n") if path.exists() else []
-    gone = Counter(base_lines) - Counter(ln for ln in cur_lines if ln.strip())
-    if gone:
-        why = (
-            f"{sum(gone.values())} row(s) of {chosen} edited or deleted; the ledger is append-only"
-        )
-        problems.append(Problem(path=shown, message=why))
+    if gone := Counter(base_lines) - Counter(ln for ln in cur_lines if ln.strip()):
+        why = f"{gone.total()} row(s) of {chosen} edited or deleted; the ledger is append-only"
+        problems.append(Problem(path=SHOWN, message=why))
     new = Counter(cur_lines) - Counter(base_lines)
     for lineno, raw in enumerate(cur_lines, start=1):
         if not raw.strip() or new[raw] <= 0:
             continue
         new[raw] -= 1
-        row = parse_line(raw, shown, lineno)
+        row = parse_line(raw, SHOWN, lineno)
         if isinstance(row, LedgerError):
             problems.append(row.problem())
             continue
         untrusted = f"added row for {row['skill']} is not signed by a key that {chosen} trusts"
-        bad = sig_problem(keys, keys.check(row), row, untrusted + f" (ledger/{TRUSTED_DIR}/)")
-        if bad:
-            problems.append(Problem(path=shown, line=lineno, field="sig", message=bad))
+        if bad := sig_problem(keys, keys.check(row), row, f"{untrusted} (ledger/{TRUSTED_DIR}/)"):
+            problems.append(Problem(path=SHOWN, line=lineno, field="sig", message=bad))
     return problems, chosen

@@ -1,13 +1,13 @@
 """Claims as readers see them: each claim with the value measured on each environment and when,
-rendered from the counted ledger rows (never typed into the prose).
-
-And what a Triton upgrade would break: the CPU tiers run under more than one release (the GPU
-machines pin an older one than a fresh install gets), so the same snippet's counted runs under
-two releases are compared: an API that moved, a literal no longer printed, a value past a claim.
+rendered from the counted ledger rows (never typed into the prose). And what a Triton upgrade would
+break: the CPU tiers run under more than one release (the GPU machines pin an older one than a fresh
+install gets), so the same snippet's counted runs under two releases are compared: an API that
+moved, a literal no longer printed, a value past a claim.
 """
 
 from __future__ import annotations
 
+from itertools import permutations
 from pathlib import Path
 
 from kbase.closed_sets import BAD_VERDICTS, TIER_SPECS
@@ -23,8 +23,7 @@ def env_name(row: dict) -> str:
     if row.get("tier") == "gpu" and fp.get("compute_capability"):
         parts.append("sm_" + str(fp["compute_capability"]).replace(".", ""))
     for pkg in ("torch", "triton"):
-        v = minor(fp.get(pkg))
-        if v:
+        if v := minor(fp.get(pkg)):
             parts.append(f"{pkg} {v[0]}.{v[1]}")
     who = fp.get("gpu_name") if row.get("tier") == "gpu" else row.get("tier")
     return f"{who or row.get('tier')} ({', '.join(parts)})" if parts else str(who)
@@ -125,12 +124,12 @@ def _cached(disk: dict, state: str, name: str, sig: list) -> list[ClaimView] | N
 
 
 def _compute(root: Path, path: Path, name: str) -> list[ClaimView]:
-    from kbase.validators.status import _load, _rows_by_skill
+    from kbase.validators.status import _ledger_split, _load
 
     skill = _load(path, root)
     if skill is None or not getattr(skill.meta, "claims", None):
         return []
-    return views(skill, _rows_by_skill(root).get(name, []))
+    return views(skill, _ledger_split(root)[0].get(name, []))
 
 
 _memory: dict[tuple, list[ClaimView]] = {}
@@ -169,9 +168,9 @@ def release_diffs(root: Path, skills: list, pkg: str = "triton") -> list[dict]:
     snippet differs for the worse between two `pkg` releases on a CPU tier, in either direction
     (`from` is the release it works on)."""
     from kbase.validators.rules import minor
-    from kbase.validators.status import _rows_by_skill
+    from kbase.validators.status import _ledger_split
 
-    rows_by_skill = _rows_by_skill(root)
+    rows_by_skill = _ledger_split(root)[0]
     out = []
     for s in skills:
         sha = s.snippet_sha256()
@@ -187,19 +186,8 @@ def release_diffs(root: Path, skills: list, pkg: str = "triton") -> list[dict]:
             if key not in latest or r["at"] >= latest[key]["at"]:
                 latest[key] = r
         claims = [c for c in getattr(s.meta, "claims", []) or [] if c.expect]
-        for (tier, a), ra in sorted(latest.items()):
-            for (tier_b, b), rb in sorted(latest.items()):
-                if tier_b != tier or a == b:
-                    continue
-                why = _why(s.meta, claims, ra, rb)
-                if why:
-                    out.append(
-                        {
-                            "skill": s.name,
-                            "tier": tier,
-                            "from": f"{pkg} {'.'.join(map(str, a))}",
-                            "to": f"{pkg} {'.'.join(map(str, b))}",
-                            "why": why,
-                        }
-                    )
+        for ((tier, a), ra), ((tier_b, b), rb) in permutations(sorted(latest.items()), 2):
+            if tier_b == tier and (why := _why(s.meta, claims, ra, rb)):
+                ends = {k: f"{pkg} {'.'.join(map(str, v))}" for k, v in (("from", a), ("to", b))}
+                out.append({"skill": s.name, "tier": tier, **ends, "why": why})
     return out

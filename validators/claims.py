@@ -38,17 +38,13 @@ class Relation:
         return _OPS[self.op](value, self.a)
 
     def __str__(self) -> str:
-        if self.op == "in":
-            return f"in [{self.a:g}, {self.b:g}]"
-        return f"{self.op} {self.a:g}"
+        return f"in [{self.a:g}, {self.b:g}]" if self.op == "in" else f"{self.op} {self.a:g}"
 
 
 def parse_relation(text: str) -> Relation:
-    m = _REL.match(text or "")
-    if m:
+    if m := _REL.match(text or ""):
         return Relation(m.group(1), float(m.group(2)))
-    m = _IN.match(text or "")
-    if m:
+    if m := _IN.match(text or ""):
         a, b = float(m.group(1)), float(m.group(2))
         if a > b:
             raise RelationError(f"{text!r}: the interval [a, b] needs a <= b")
@@ -62,11 +58,6 @@ def parse_value(raw: str) -> float | None:
         return float(raw)
     except (TypeError, ValueError):
         return None
-
-
-def json_value(v: float | None) -> float | None:
-    """Ledger rows are strict JSON: a NaN or infinite measurement is stored as null plus `raw`."""
-    return v if v is not None and math.isfinite(v) else None
 
 
 def _version_in(version: str | None, spec: str) -> bool | None:
@@ -101,12 +92,10 @@ def env_matches(claim, fp: dict | None) -> bool | None:
             checks.append(_version_in(fp.get(pkg), spec))
     if when.cpu_flags is not None:
         have = fp.get("cpu_flags")
-        if have is None:
-            checks.append(None)
-        else:
-            checks.append(
-                all((f[1:] not in have) if f[0] == "!" else (f in have) for f in when.cpu_flags)
-            )
+        ok = have is not None and all(
+            (f[1:] not in have) if f[0] == "!" else (f in have) for f in when.cpu_flags
+        )
+        checks.append(None if have is None else ok)
     if any(c is False for c in checks):
         return False
     return None if any(c is None for c in checks) else True
@@ -117,13 +106,6 @@ def literal_expected(meta, literal: str, fp: dict | None) -> bool:
     trigger declares `when` and the run is not (known to be) in those environments."""
     declared = (getattr(meta, "literal_when", None) or {}).get(literal)
     return declared is None or env_matches(declared, fp) is True
-
-
-def applies(claim, tier: str, declared: list[str], fp: dict | None = None) -> bool:
-    """Whether a run on `tier` in environment `fp` must report and satisfy the claim."""
-    if claim.expect is None:
-        return False
-    return tier in (claim.tiers or declared) and env_matches(claim, fp) is True
 
 
 @dataclass
@@ -147,42 +129,30 @@ class ClaimVerdict:
 
 
 def judge_measures(
-    claims: list,
-    tier: str,
-    declared: list[str],
-    measures: list[tuple[str, str]],
-    fp: dict | None = None,
+    claims: list, tier: str, declared: list[str], measures: list[tuple[str, str]], fp: dict | None
 ) -> ClaimVerdict:
-    by_id = {c.id: c for c in claims}
-    reported: dict[str, list[str]] = {}
-    unknown: list[str] = []
-    for cid, raw in measures:
-        if cid in by_id and by_id[cid].expect is not None:
-            reported.setdefault(cid, []).append(raw)
-        else:
-            unknown.append(cid)
+    measured = [c for c in claims if c.expect is not None]
+    unknown = [cid for cid, _ in measures if cid not in {c.id for c in measured}]
     results, failed, missing = [], [], []
-    for c in claims:
-        if c.expect is None:
-            continue
+    for c in measured:
         rel = parse_relation(c.expect)
-        on_tier = applies(c, tier, declared, fp)
-        raws = reported.get(c.id)
+        # whether a run on `tier` in environment `fp` must report and satisfy the claim
+        on_tier = tier in (c.tiers or declared) and env_matches(c, fp) is True
+        raws = [raw for cid, raw in measures if cid == c.id]
         if not raws:
             if on_tier:
                 missing.append(c.id)
             continue
         values = [parse_value(r) for r in raws]
-        last = values[-1]
-        row: dict = {"id": c.id, "value": json_value(last), "expect": c.expect}
-        if last is None or not math.isfinite(last):
+        finite = values[-1] is not None and math.isfinite(values[-1])
+        row: dict = {"id": c.id, "value": values[-1] if finite else None, "expect": c.expect}
+        if not finite:  # ledger rows are strict JSON: NaN or inf is stored as null plus `raw`
             row["raw"] = raws[-1]
         if on_tier:
-            bad = [(r, v) for r, v in zip(raws, values, strict=True) if not rel.holds(v)]
+            bad = [r for r, v in zip(raws, values, strict=True) if not rel.holds(v)]
             row["holds"] = not bad
             if bad:
-                r, _ = bad[0]
-                failed.append(f"claim {c.id}: measured {r}, expected {rel}")
+                failed.append(f"claim {c.id}: measured {bad[0]}, expected {rel}")
         else:
             row["holds"] = None  # reported on a tier the claim does not speak for
         results.append(row)
@@ -204,9 +174,8 @@ def rejudge(claim, stored: dict, fp: dict | None = None) -> bool | None:
 
 
 def host_dependent_claims(skill) -> list[tuple[str, str]]:
-    """(claim id, why) for each CPU-tier measured claim whose outcome the host's CPU decides.
-
-    A snippet that calls a torch operator whose CPU kernel is chosen by host features
+    """(claim id, why) for each CPU-tier measured claim whose outcome the host's CPU decides: a
+    snippet that calls a torch operator whose CPU kernel is chosen by host features
     (closed_sets.HOST_DISPATCHED_OPS) measures the host unless it pins the reference path
     (HOST_DISPATCH_PINS) or the claim names the hosts it holds on (`when: {cpu_flags: ...}`):
     the fp8 `_scaled_mm` checks passed on AMD hosts and failed on AMX Xeons that way."""

@@ -1,8 +1,7 @@
 """Who may share the GPU: a reader-writer gate over the device for `kbase verify -j N`
 (`verification.gpu_use`, docs/skill-format.md). A correctness check gives the same answer beside
 another run, a timing does not; startup is most of a short snippet's wall time, and sharing
-overlaps it. A skill cannot declare its way out of a TIMING_MARKERS match.
-"""
+overlaps it. A skill cannot declare its way out of a TIMING_MARKERS match."""
 
 from __future__ import annotations
 
@@ -28,9 +27,7 @@ def markers_in(text: str) -> list[str]:
 
 def gpu_use(declared: str | None, snippet_text: str) -> str:
     """'exclusive' or 'shared' for the GPU tier of one snippet."""
-    if declared == "exclusive" or markers_in(snippet_text):
-        return "exclusive"
-    return "shared"
+    return "exclusive" if declared == "exclusive" or markers_in(snippet_text) else "shared"
 
 
 def device_use_of(skill) -> str:
@@ -67,8 +64,7 @@ def lint_gpu_use(declared: str | None, snippet_text: str) -> str | None:
 
 class DeviceGate:
     """Many shared holders or one exclusive holder; a waiting exclusive run blocks new shared
-    ones, so a stream of short shared runs cannot starve a timing run.
-    """
+    ones, so a stream of short shared runs cannot starve a timing run."""
 
     def __init__(self) -> None:
         self._cond = threading.Condition()

@@ -1,13 +1,12 @@
 """What machine and software a verdict was reached on, found without importing torch or touching
-CUDA.
-
-Importing torch costs seconds and, on a CUDA build, initialising it in the parent would pin a
-context in every later fork; so versions come from package metadata and files, and the GPU from
+CUDA: importing torch costs seconds and, on a CUDA build, initialising it in the parent would pin
+a context in every later fork; so versions come from package metadata and files, and the GPU from
 nvidia-smi (or NVML through ctypes when nvidia-smi is missing).
 """
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import datetime as dt
 import functools
@@ -46,12 +45,9 @@ def _gpus_from_smi() -> list[GPU] | None:
     out = _run([exe, "--query-gpu=index,name,compute_cap,driver_version", "--format=csv,noheader"])
     if out is None:
         return None
-    gpus = []
-    for row in out.strip().splitlines():
-        parts = [p.strip() for p in row.split(",")]
-        if len(parts) == 4 and re.match(r"^\d+\.\d+$", parts[2]):  # the query's order is GPU's
-            gpus.append(GPU(int(parts[0]), *parts[1:]))
-    return gpus
+    rows = [[p.strip() for p in row.split(",")] for row in out.strip().splitlines()]
+    # the query's order is GPU's
+    return [GPU(int(p[0]), *p[1:]) for p in rows if len(p) == 4 and re.match(r"^\d+\.\d+$", p[2])]
 
 
 def _gpus_from_nvml() -> list[GPU] | None:
@@ -60,10 +56,8 @@ def _gpus_from_nvml() -> list[GPU] | None:
     except OSError:
         return None
     try:
-        if nvml.nvmlInit_v2() != 0:
-            return None
         count = ctypes.c_uint()
-        if nvml.nvmlDeviceGetCount_v2(ctypes.byref(count)) != 0:
+        if nvml.nvmlInit_v2() != 0 or nvml.nvmlDeviceGetCount_v2(ctypes.byref(count)) != 0:
             return None
         drv = ctypes.create_string_buffer(96)
         nvml.nvmlSystemGetDriverVersion(drv, 96)
@@ -74,26 +68,16 @@ def _gpus_from_nvml() -> list[GPU] | None:
                 continue
             name = ctypes.create_string_buffer(96)
             nvml.nvmlDeviceGetName(handle, name, 96)
-            major, minor = ctypes.c_int(), ctypes.c_int()
-            nvml.nvmlDeviceGetCudaComputeCapability(
-                handle, ctypes.byref(major), ctypes.byref(minor)
-            )
-            gpus.append(
-                GPU(
-                    index=i,
-                    name=name.value.decode(),
-                    compute_capability=f"{major.value}.{minor.value}",
-                    driver=drv.value.decode(),
-                )
-            )
+            cc = ctypes.c_int(), ctypes.c_int()
+            nvml.nvmlDeviceGetCudaComputeCapability(handle, *map(ctypes.byref, cc))
+            cap = f"{cc[0].value}.{cc[1].value}"
+            gpus.append(GPU(i, name.value.decode(), cap, drv.value.decode()))
         return gpus
     except (AttributeError, OSError):
         return None
     finally:
-        try:
+        with contextlib.suppress(AttributeError, OSError):
             nvml.nvmlShutdown()
-        except (AttributeError, OSError):
-            pass
 
 
 @functools.cache
@@ -136,10 +120,7 @@ def torch_cuda_version() -> str | None:
 @functools.cache
 def nvcc_version() -> str | None:
     exe = shutil.which("nvcc")
-    if exe is None:
-        return None
-    out = _run([exe, "--version"])
-    m = re.search(r"release (\d+\.\d+)", out or "")
+    m = re.search(r"release (\d+\.\d+)", (exe and _run([exe, "--version"])) or "")
     return m.group(1) if m else None
 
 
@@ -184,16 +165,13 @@ def _static(root: str | None) -> dict:
 
 
 def fingerprint(tier: str | None = None, root: Path | None = None) -> dict:
-    """The environment of a run on `tier`, as a plain dict (a ledger row's `fingerprint`).
-
-    CPU tiers do not see the GPU, so their fingerprint leaves the GPU out: a cpu-interpret pass
-    says nothing about an architecture.
-    """
+    """The environment of a run on `tier`, as a plain dict (a ledger row's `fingerprint`). CPU
+    tiers do not see the GPU, so their fingerprint leaves the GPU out: a cpu-interpret pass says
+    nothing about an architecture."""
     fp = dict(_static(str(root) if root else None))
     fp["date"] = dt.datetime.now(dt.UTC).date().isoformat()
     spec = TIER_SPECS.get(tier or "")
     fp["interpret"] = bool(spec and spec.env.get("TRITON_INTERPRET") == "1")
     if spec is not None and not spec.sees_gpu:
-        fp["gpu_name"] = None
-        fp["compute_capability"] = None
+        fp.update(gpu_name=None, compute_capability=None)
     return fp

@@ -1,20 +1,17 @@
 """The verdict ledger: ledger/verifications.jsonl, append-only, one sorted-key JSON object per line
-(one line per run keeps branches mergeable: CONTRIBUTING.md, "The ledger").
-
-Lines are ASCII (non-ASCII escaped): a snippet's output in a row may hold U+2028 or U+0085,
-which str.splitlines() and other readers take for line breaks. Readers split on "\n" only and
-report a line that is not UTF-8, not JSON or not a row as `path:line`, never a traceback.
-`kbase ledger verify` checks every row and, when keys are configured, that a trusted key signed it.
+(one line per run keeps branches mergeable: CONTRIBUTING.md, "The ledger"). Lines are ASCII
+(non-ASCII escaped): a snippet's output in a row may hold U+2028 or U+0085, which str.splitlines()
+and other readers take for line breaks. Readers split on "\n" only and report a line that is not
+UTF-8, not JSON or not a row as `path:line`, never a traceback.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import fcntl
 import json
 import os
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -49,9 +46,7 @@ def ledger_path(root: Path) -> Path:
 
 
 def row_from_outcome(o) -> dict:
-    """A ledger row for a RunOutcome that actually executed (skips decided up front
-    are not runs).
-    """
+    """A ledger row for a RunOutcome that ran (skips decided up front are not runs)."""
     kept = ("skill", "snippet_sha256", "tier", "verdict", "line", "fingerprint", "isolated")
     row = {k: getattr(o, k) for k in (*kept, "limits", "claims", "literals_seen", "at")}
     row["duration_s"] = round(o.duration_s, 3)
@@ -114,9 +109,7 @@ def parse_lines(data: bytes, shown: str) -> Iterator[tuple[int, dict | LedgerErr
 
 
 def append_rows(root: Path, rows: Iterable[dict]) -> int:
-    """Append under an exclusive lock, each row in one write so parallel appenders never
-    interleave.
-    """
+    """Append under an exclusive lock, in one write so parallel appenders never interleave."""
     rows = list(rows)
     if not rows:
         return 0
@@ -127,8 +120,7 @@ def append_rows(root: Path, rows: Iterable[dict]) -> int:
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         # a previous writer killed mid-line would glue our first row onto its fragment
-        size = os.fstat(fd).st_size
-        if size:
+        if size := os.fstat(fd).st_size:
             with open(path, "rb") as fh:
                 fh.seek(size - 1)
                 if fh.read(1) != b"\n":
@@ -146,12 +138,14 @@ class LedgerRead:
     problems: list[LedgerError]
 
 
-def read_ledger(root: Path, *, strict: bool = True) -> LedgerRead:
-    """All rows in file order. strict: the first bad line raises; otherwise bad lines
-    are collected.
-    """
+def _data(root: Path) -> bytes:
     path = ledger_path(root)
-    return _read(path.read_bytes() if path.exists() else b"", SHOWN, strict)
+    return path.read_bytes() if path.exists() else b""
+
+
+def read_ledger(root: Path, *, strict: bool = True) -> LedgerRead:
+    """All rows in file order. strict: the first bad line raises; else bad lines are collected."""
+    return _read(_data(root), SHOWN, strict)
 
 
 def _read(data: bytes, shown: str, strict: bool) -> LedgerRead:
@@ -167,13 +161,9 @@ def _read(data: bytes, shown: str, strict: bool) -> LedgerRead:
 
 
 def merge_ledger(root: Path, other: Path) -> tuple[int, int]:
-    """Append the rows of another copy of the ledger (e.g. fetched from the GPU box) that ours
-    lacks.
-
-    Returns (added, already present). Every row of `other` is validated first, so a bad file adds
-    nothing. Rows are copied as they are, signatures included: re-serialising a row canonically
-    leaves its signed payload unchanged.
-    """
+    """Append the rows of another copy of the ledger (e.g. from the GPU box) that ours lacks:
+    (added, already present). Every row of `other` is validated first, so a bad file adds nothing.
+    Rows are copied signatures included: re-serialising a row keeps its signed payload."""
     try:
         data = Path(other).read_bytes()
     except OSError as exc:
@@ -197,18 +187,16 @@ class LedgerCheck:
     problems: list[Problem] = field(default_factory=list)
 
     def as_dict(self) -> dict:
-        return {**dataclasses.asdict(self), "problems": [p.model_dump() for p in self.problems]}
+        return {**asdict(self), "problems": [p.model_dump() for p in self.problems]}
 
 
 def _scan(root: Path):
     from kbase.validators.signing import trusted_keys
 
     keys = trusted_keys(root)
-    path = ledger_path(root)
     problems: list[Problem] = []
     states: list[tuple[int, dict, str]] = []
-    data = path.read_bytes() if path.exists() else b""
-    for n, got in parse_lines(data, SHOWN):
+    for n, got in parse_lines(_data(root), SHOWN):
         if isinstance(got, LedgerError):
             problems.append(got.problem())
         else:
@@ -238,20 +226,16 @@ def verify_ledger(root: Path) -> LedgerCheck:
     counts = {TRUSTED: 0, "self-reported": 0, BAD_SIGNATURE: 0}
     for n, row, state in states:
         counts[state] = counts.get(state, 0) + 1
-        why = sig_problem(
-            keys, state, row, f"{row['skill']} row is self-reported (not signed by a trusted key)"
-        )
-        if why:
+        untrusted = f"{row['skill']} row is self-reported (not signed by a trusted key)"
+        if why := sig_problem(keys, state, row, untrusted):
             problems.append(Problem(path=SHOWN, line=n, field="sig", message=why))
     return LedgerCheck(len(states), counts, sorted(keys.names.values()), problems)
 
 
 def quarantine(root: Path) -> tuple[int, int, str]:
     """Move every row no trusted key signed to ledger/self-reported.jsonl: (kept, moved, file).
-
     For the switch to a signed ledger and after merging branches that recorded unsigned runs:
-    the moved rows stay in the repository as history and never count.
-    """
+    the moved rows stay in the repository as history and never count."""
     from kbase.validators.signing import TRUSTED
 
     keys, problems, states = _scan(root)

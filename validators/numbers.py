@@ -1,5 +1,4 @@
 """The prose lints of a skill, `unbacked-number` and `ledger-narration` (CONTRIBUTING.md, "Claims").
-
 Digits inside identifiers (fp16, sm_90, H100), list numbering and versions are no quantities: a
 version names an environment. Narration goes stale with the next audit; its patterns are tight on
 purpose (each names a run, a row or the ledger's progress): "only a GPU run can show it" passes.
@@ -73,17 +72,13 @@ def allowlist() -> tuple[tuple[float, tuple[str, ...], str], ...]:
 
 
 def backing_values(claims) -> list[float]:
-    vals: list[float] = []
-    for c in claims:
-        for field in (c.text, c.expect or ""):
-            vals += [v for _, v, _ in _numbers_at(_clean(field))]
-    return vals
+    return [
+        v for c in claims for f in (c.text, c.expect or "") for _, v, _ in _numbers_at(_clean(f))
+    ]
 
 
 def _backed(v: float, around: str, backed: list[float]) -> bool:
-    if any(_same(v, b) for b in backed):
-        return True
-    return any(
+    return any(_same(v, b) for b in backed) or any(
         _same(v, a) and (not near or any(w in around for w in near)) for a, near, _ in allowlist()
     )
 
@@ -92,19 +87,14 @@ def body_lines(text: str) -> list[tuple[int, str]]:
     """(file line, prose) for the body of a SKILL.md: no front-matter, no fenced code."""
     lines = text.split("\n")
     out: list[tuple[int, str]] = []
-    start = 0
-    if lines and lines[0].strip() == "---":
-        for i in range(1, len(lines)):
-            if lines[i].strip() in ("---", "..."):
-                start = i + 1
-                break
+    ends = (i + 1 for i in range(1, len(lines)) if lines[i].strip() in ("---", "..."))
+    start = next(ends, 0) if lines[0].strip() == "---" else 0
     fence: str | None = None
     in_comment = False
     for i in range(start, len(lines)):
         s = lines[i].strip()
         if fence:
-            if s.startswith(fence):
-                fence = None
+            fence = None if s.startswith(fence) else fence
             continue
         if s.startswith("```") or s.startswith("~~~"):
             fence = s[:3]
@@ -148,14 +138,10 @@ def unbacked_numbers(skill) -> list:
             if written in seen or _backed(v, around, backed):
                 continue
             seen.add(written)
+            msg = f"{written} in {where} is not backed by a claim (claims: text/expect) "
+            msg += "or kbase/data/number_allowlist.yaml"
             problems.append(
-                Problem(
-                    path=skill.path,
-                    line=line,
-                    field="unbacked-number",
-                    message=f"{written} in {where} is not backed by a claim (claims: text/expect) "
-                    "or kbase/data/number_allowlist.yaml",
-                )
+                Problem(path=skill.path, line=line, field="unbacked-number", message=msg)
             )
     return problems
 
@@ -229,17 +215,13 @@ def ledger_narration(skill) -> list:
 
     problems = []
     for line, where, text in _narration_places(skill):
-        found = narration_in(text)
-        if found:
+        if found := narration_in(text):
+            said = "; ".join(repr(f) for f in found)
+            msg = f"{where} narrates runs ({said}): state what holds and declare where (when: "
+            msg += "gpu/arch/triton); `kbase get` renders the measured values from the ledger"
             problems.append(
                 Problem(
-                    path=skill.path,
-                    line=line,
-                    field=where,
-                    code="ledger-narration",
-                    message=f"{where} narrates runs ({'; '.join(repr(f) for f in found)}): state "
-                    "what holds and declare where (when: gpu/arch/triton); `kbase get` renders "
-                    "the measured values from the ledger",
+                    path=skill.path, line=line, field=where, code="ledger-narration", message=msg
                 )
             )
     return problems

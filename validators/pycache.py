@@ -2,16 +2,13 @@
 
 Where the installed packages have no `__pycache__` and bytecode writing is off (the H200 machine:
 torch in a venv without bytecode, `PYTHONDONTWRITEBYTECODE=1`), every snippet compiles torch from
-source on import: about 3 s of each GPU run. The runner fixes that without widening the sandbox:
-it imports the usual modules once, itself, outside the sandbox, with `PYTHONPYCACHEPREFIX`
-pointing at a cache folder it owns; snippets then get that folder read-only through the same
-variable. A snippet cannot write the cache (read-only bind, and the folder lives under the
-runner's masked home), so it cannot plant bytecode for a later run; Python checks each cached
-file against its source's mtime and size, so an upgraded package is compiled afresh, in memory.
-
-Where packages do have their `__pycache__`, nothing changes: pointing Python at a prefix would
-make it ignore those, which costs more than it saves.
-"""
+source on import: about 3 s of each GPU run. So the runner imports the usual modules once, itself,
+outside the sandbox, with `PYTHONPYCACHEPREFIX` at a cache folder it owns; snippets get that folder
+read-only through the same variable. A snippet cannot write the cache (read-only bind, and the
+folder lives under the runner's masked home), so it cannot plant bytecode for a later run; Python
+checks each cached file against its source's mtime and size, so an upgraded package is compiled
+afresh, in memory. Where packages do have their `__pycache__`, nothing changes: pointing Python at
+a prefix would make it ignore those, which costs more than it saves."""
 
 from __future__ import annotations
 
@@ -26,22 +23,15 @@ from pathlib import Path
 from kbase.validators.fingerprint import find_spec
 
 # What snippets import; a module missing here is simply not warmed.
-WARM_MODULES = (
-    "numpy",
-    "torch",
-    "torch.testing",
-    "torch.nn.functional",
-    "triton",
-    "triton.language",
-    "triton.testing",
-    "triton.compiler",
+WARM_MODULES = tuple(
+    "numpy torch torch.testing torch.nn.functional triton triton.language triton.testing "
+    "triton.compiler".split()
 )
 PROBE_MODULE = "torch"  # the big one: if it has bytecode next to its source, all is well
 
 
 def cache_dir() -> Path:
-    env = os.environ.get("KBASE_PYCACHE_DIR")
-    if env:
+    if env := os.environ.get("KBASE_PYCACHE_DIR"):
         return Path(env)
     base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
     return base / "kbase" / "pycache"
@@ -80,11 +70,7 @@ def _prefix() -> str | None:
     env["CUDA_VISIBLE_DEVICES"] = ""  # importing needs no device; keep the GPU untouched
     try:
         subprocess.run(
-            [sys.executable, "-c", warm],
-            env=env,
-            timeout=600,
-            capture_output=True,
-            check=False,
+            [sys.executable, "-c", warm], env=env, timeout=600, capture_output=True, check=False
         )
     except (OSError, subprocess.TimeoutExpired):
         return None

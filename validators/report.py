@@ -1,8 +1,6 @@
 """Reports of runs and statuses: JUnit XML for CI, Markdown for issues and job summaries, and one
-self-contained HTML page (a skill x environment verdict matrix and an age chart).
-
-The HTML page loads no scripts, fonts or stylesheets from elsewhere: it must open from a CI
-artifact offline.
+self-contained HTML page (a skill x environment verdict matrix and an age chart), which loads
+no scripts, fonts or stylesheets from elsewhere: it must open from a CI artifact offline.
 """
 
 from __future__ import annotations
@@ -14,7 +12,7 @@ from html import escape
 from xml.etree import ElementTree as ET
 
 from kbase.validators.capture import printable
-from kbase.validators.rules import env_label
+from kbase.validators.rules import env_label, latest_by
 
 from kbase.closed_sets import STATUS_SPECS, TIERS, VERDICT_SPECS, severity
 from kbase.schema import Problem
@@ -27,20 +25,12 @@ STATUS_COLOUR = {v: s.colour for v, s in STATUS_SPECS.items()}
 def junit_xml(
     outcomes: list, problems: list[Problem], skill_paths: dict[str, str], suite: str = "kbase"
 ) -> str:
-    """One testcase per skill x tier (and one per load problem), the shape CI test
-    viewers expect.
-    """
+    """One testcase per skill x tier (and one per load problem): the shape CI viewers expect."""
     root = ET.Element("testsuites")
     ts = ET.SubElement(root, "testsuite", name=suite)
     for o in outcomes:
-        case = ET.SubElement(
-            ts,
-            "testcase",
-            classname=f"skills.{o.skill}",
-            name=o.tier,
-            time=f"{o.duration_s:.3f}",
-            file=skill_paths.get(o.skill, ""),
-        )
+        attrs = {"classname": f"skills.{o.skill}", "name": o.tier, "time": f"{o.duration_s:.3f}"}
+        case = ET.SubElement(ts, "testcase", attrs, file=skill_paths.get(o.skill, ""))
         if o.line:
             case.set("line", str(o.line))
         where = f"{skill_paths.get(o.skill, o.skill)}:{o.line}: " if o.line else ""
@@ -64,11 +54,8 @@ def junit_xml(
 
 def _overview(judgements: list[dict], fingerprint: dict) -> tuple[str, list[tuple[str, int]]]:
     """(the environment on one line, (status, how many skills) worst first): both reports' head."""
-    env = ", ".join(
-        f"{k} {fingerprint[k]}"
-        for k in ("python", "torch", "triton", "nvcc", "gpu_name", "compute_capability")
-        if fingerprint.get(k)
-    )
+    keys = ("python", "torch", "triton", "nvcc", "gpu_name", "compute_capability")
+    env = ", ".join(f"{k} {fingerprint[k]}" for k in keys if fingerprint.get(k))
     counts = Counter(j["status"] for j in judgements)
     return env, sorted(counts.items(), key=lambda kv: severity(kv[0]))
 
@@ -78,6 +65,10 @@ def _cell(text: str) -> str:
     no HTML, no links, images or emphasis, and no cell break."""
     t = escape(printable(str(text)), quote=False)
     return _MD_SPECIAL.sub(r"\\\g<0>", t).replace("\n", " ")
+
+
+def _md_head(*names: str) -> list[str]:
+    return [f"| {' | '.join(names)} |", "| " + " | ".join(["---"] * len(names)) + " |"]
 
 
 def markdown_report(
@@ -94,26 +85,16 @@ def markdown_report(
     if isolation_note:
         lines += [f"> **Warning:** {isolation_note}", ""]
     lines.append("Summary: " + ", ".join(f"{STATUS_SPECS[s].icon} {s}: {n}" for s, n in counts))
-    lines += [
-        "",
-        "| skill | status | last pass | verified on | reasons |",
-        "| --- | --- | --- | --- | --- |",
-    ]
+    lines += ["", *_md_head("skill", "status", "last pass", "verified on", "reasons")]
     for j in judgements:
         lines.append(
             f"| {_cell(j['skill'])} | {STATUS_SPECS[j['status']].icon} {j['status']} | "
             f"{_cell((j['last_pass'] or '—')[:10])} | {_cell(j['verified_on'] or '—')} | "
             f"{_cell('; '.join(j['reasons']))} |"
         )
-    ran = [o for o in outcomes if o.executed]
-    if ran:
-        lines += [
-            "",
-            "## Runs",
-            "",
-            "| skill | tier | verdict | seconds | line | message |",
-            "| --- | --- | --- | --- | --- | --- |",
-        ]
+    if ran := [o for o in outcomes if o.executed]:
+        lines += ["", "## Runs", ""]
+        lines += _md_head("skill", "tier", "verdict", "seconds", "line", "message")
         for o in ran:
             lines.append(
                 f"| {_cell(o.skill)} | {o.tier} | {o.verdict} | {o.duration_s:.1f} | "
@@ -151,52 +132,47 @@ def _badge(status: str) -> str:
 def _matrix(
     judgements: list[dict], rows_by_skill: dict[str, list[dict]], shas: dict[str, str]
 ) -> str:
-    latest: dict[tuple[str, str], dict] = {}
-    envs: dict[str, str] = {}
-    for skill, rows in rows_by_skill.items():
-        for r in rows:
-            if r["verdict"] == "skip":
-                continue
-            label = env_label(r["tier"], r.get("fingerprint") or {})
-            envs.setdefault(label, r["tier"])
-            key = (skill, label)
-            if key not in latest or r["at"] >= latest[key]["at"]:
-                latest[key] = r
+    ran = (r for rows in rows_by_skill.values() for r in rows if r["verdict"] != "skip")
+    latest = latest_by(
+        ran, lambda r: (r["skill"], env_label(r["tier"], r.get("fingerprint") or {}))
+    )
+    envs = {label: r["tier"] for (_, label), r in latest.items()}  # a label starts with its tier
     order = {t: i for i, t in enumerate(TIERS)}  # a tier a newer ledger names sorts last
     cols = sorted(envs, key=lambda e: (order.get(envs[e], len(order)), e))
     head = "".join(f'<th class="env">{escape(c)}</th>' for c in cols)
     out = [f"<table><tr><th>skill</th><th>status</th>{head}</tr>"]
     for j in judgements:
-        cells = []
-        for c in cols:
-            found = latest.get((j["skill"], c))
-            if found is None:
-                cells.append('<td class="none">·</td>')
-                continue
-            r = found
-            old = r.get("snippet_sha256") != shas.get(j["skill"])
-            title = f"{r['verdict']} on {r['at'][:19]}" + (" (earlier snippet)" if old else "")
-            if r.get("message"):
-                title += f": {r['message']}"
-            cls = "v old" if old else "v"
-            cells.append(
-                f'<td class="{cls}" style="background:{VERDICT_COLOUR.get(r["verdict"], "#666")}" '
-                f'title="{escape(title)}">{escape(r["verdict"])}<br>{r["at"][5:10]}</td>'
-            )
-        out.append(f"<tr>{_who(j)}{''.join(cells)}</tr>")
+        cells = "".join(_run_cell(latest.get((j["skill"], c)), shas.get(j["skill"])) for c in cols)
+        out.append(f"<tr>{_who(j)}{cells}</tr>")
     out.append("</table>")
     if not cols:
         out.append("<p>No runs recorded yet.</p>")
     return "\n".join(out)
 
 
-def _age_chart(judgements: list[dict], ages: dict[str, tuple[int | None, int]]) -> str:
-    """Horizontal bars: days since the last pass (coloured by status), against each skill's
-    max_age_days tick.
-    """
+def _run_cell(r: dict | None, sha: str | None) -> str:
+    if r is None:
+        return '<td class="none">·</td>'
+    old = r.get("snippet_sha256") != sha
+    title = f"{r['verdict']} on {r['at'][:19]}" + (" (earlier snippet)" if old else "")
+    if r.get("message"):
+        title += f": {r['message']}"
+    colour = VERDICT_COLOUR.get(r["verdict"], "#666")
+    return (
+        f'<td class="{"v old" if old else "v"}" style="background:{colour}" '
+        f'title="{escape(title)}">{escape(r["verdict"])}<br>{r["at"][5:10]}</td>'
+    )
+
+
+def _age_chart(judgements: list[dict], max_ages: dict[str, int], today: dt.date) -> str:
+    """Bars: days since the last pass (coloured by status), against each max_age_days tick."""
     bar_h, gap, label_w, width = 18, 6, 260, 520
-    known = [a for a, _ in ages.values() if a is not None] + [m for _, m in ages.values()]
-    scale_max = max(known + [30])
+    ages: dict[str, tuple[int | None, int]] = {}
+    for j in judgements:
+        last = j.get("last_pass")
+        age = (today - dt.date.fromisoformat(last[:10])).days if last else None
+        ages[j["skill"]] = (age, max_ages.get(j["skill"], 180))
+    scale_max = max([30] + [x for pair in ages.values() for x in pair if x is not None])
     height = len(judgements) * (bar_h + gap) + 40
     parts = [
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{label_w + width + 80}" height="{height}" '
@@ -204,7 +180,7 @@ def _age_chart(judgements: list[dict], ages: dict[str, tuple[int | None, int]]) 
     ]
     for i, j in enumerate(judgements):
         y = 10 + i * (bar_h + gap)
-        age, max_age = ages.get(j["skill"], (None, 180))
+        age, max_age = ages[j["skill"]]
         parts.append(
             f'<text x="{label_w - 8}" y="{y + 13}" text-anchor="end" font-size="12">'
             f"{escape(j['skill'])}</text>"
@@ -275,13 +251,6 @@ def html_report(
     isolation_note: str | None,
     problems: list[Problem],
 ) -> str:
-    ages: dict[str, tuple[int | None, int]] = {}
-    for j in judgements:
-        last = j.get("last_pass")
-        ages[j["skill"]] = (
-            (now.date() - dt.date.fromisoformat(last[:10])).days if last else None,
-            max_ages.get(j["skill"], 180),
-        )
     env, counts = _overview(judgements, fingerprint)
     summary = " ".join(f"{_badge(s)} {n}" for s, n in counts)
     legend = "".join(
@@ -313,7 +282,7 @@ def html_report(
 <h2>Days since the last pass</h2>
 <div class="meta">bar: days since the last pass, coloured by status ·
 red tick: the skill's max_age_days</div>
-{_age_chart(judgements, ages)}
+{_age_chart(judgements, max_ages, now.date())}
 <h2>Status</h2>
 <table><tr><th>skill</th><th>status</th><th>last pass</th><th>verified on</th><th>reasons</th></tr>
 {rows}</table>

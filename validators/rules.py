@@ -1,14 +1,13 @@
 """The staleness rules: from a skill's ledger rows (and the world around it) to one status with
-reasons.
-
-Pure functions over plain data, so every status can be tested with the inputs spelled out.
-The severity order (worst first) is kbase.closed_sets.STATUS_ORDER.
+reasons. Pure functions over plain data, so every status can be tested with the inputs spelled
+out; the severity order (worst first) is kbase.closed_sets.STATUS_ORDER.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import re
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from kbase.closed_sets import BAD_VERDICTS as BAD
@@ -44,6 +43,16 @@ def major(version: str | None) -> int | None:
     return int(m.group(1)) if m else None
 
 
+def latest_by(rows: Iterable[dict], key: Callable[[dict], object]) -> dict:
+    """The newest row (by `at`; on a tie the later in file order) for each key(row) not None."""
+    out: dict = {}
+    for r in rows:
+        k = key(r)
+        if k is not None and (k not in out or r["at"] >= out[k]["at"]):
+            out[k] = r
+    return out
+
+
 def env_label(tier: str, fp: dict) -> str:
     """A short name for the environment a run happened in; also the column of the HTML matrix."""
     parts = [tier]
@@ -51,10 +60,9 @@ def env_label(tier: str, fp: dict) -> str:
         gpu = fp.get("gpu_name") or "GPU"
         cc = fp.get("compute_capability")
         parts.append(f"{gpu} (cc {cc})" if cc else gpu)
-    if fp.get("triton"):
-        parts.append(f"triton {'.'.join(map(str, minor(fp['triton']) or ()))}")
-    if fp.get("torch"):
-        parts.append(f"torch {'.'.join(map(str, minor(fp['torch']) or ()))}")
+    for pkg in ("triton", "torch"):
+        if fp.get(pkg):
+            parts.append(f"{pkg} {'.'.join(map(str, minor(fp[pkg]) or ()))}")
     return " · ".join(parts)
 
 
@@ -111,25 +119,20 @@ def judge(
     source_touched: str | None = None,
     self_reported: list[dict] | None = None,
 ) -> SkillAudit:
-    """The status of one skill. `rows` are its ledger rows in file order, any snippet hash:
-    only those that may count (sandboxed, signed by a trusted key when keys are
-    configured); `self_reported` are the others (unsigned, or run outside the sandbox): their
-    passes never verify, but an entry whose only passes are such runs is `self-reported`, not
-    `unverified`, so a reader sees that it was run but nobody vouches for the run.
-    """
+    """The status of one skill. `rows`: its ledger rows that may count (sandboxed, signed by a
+    trusted key when keys are configured) in file order, any snippet hash; `self_reported`: the
+    others, whose passes never verify, but make a skill with no other pass `self-reported`, not
+    `unverified`, so a reader sees that it was run but nobody vouches for the run."""
     others = self_reported or []
     today = now.date()
     current = [r for r in rows if r.get("snippet_sha256") == facts.snippet_sha256]
     older = len(rows) - len(current)
     found: dict[str, list[str]] = {s: [] for s in ORDER}
 
-    latest: dict[tuple, dict] = {}
-    for r in current:
-        if r["verdict"] == "skip":
-            continue
-        key = (r["tier"], env_label(r["tier"], r.get("fingerprint") or {}))
-        if key not in latest or r["at"] >= latest[key]["at"]:
-            latest[key] = r
+    latest = latest_by(
+        (r for r in current if r["verdict"] != "skip"),
+        lambda r: (r["tier"], env_label(r["tier"], r.get("fingerprint") or {})),
+    )
     for (_tier, label), r in sorted(latest.items()):
         if r["verdict"] in BAD:
             where = f" at SKILL.md line {r['line']}" if r.get("line") else ""
@@ -140,29 +143,23 @@ def judge(
 
     claim_counts = _judge_claims(facts, current, latest, found)
     passes = [r for r in current if r["verdict"] == "pass" and r["tier"] in facts.tiers]
-    claimed = {
-        r["tier"]
-        for r in others
-        if r.get("snippet_sha256") == facts.snippet_sha256
-        and r["verdict"] == "pass"
-        and r["tier"] in facts.tiers
-    }
-    if not passes:
-        if claimed:
-            found["self-reported"].append(_self_reported_why(others, claimed))
-        else:
-            why = "never passed on any tier it declares"
-            if older:
-                why += f" with this snippet ({older} run(s) of an earlier snippet no longer count)"
-            if others:
-                why += (
-                    f" in a sandboxed run signed by a trusted key ({len(others)} self-reported"
-                    " run(s) do not count)"
-                )
-            found["unverified"].append(why)
-        last = None
-    else:
+    mine = [r for r in others if r.get("snippet_sha256") == facts.snippet_sha256]
+    claimed = {r["tier"] for r in mine if r["verdict"] == "pass" and r["tier"] in facts.tiers}
+    last = None
+    if passes:
         last = _judge_passes(facts, passes, others, claimed, env, source_touched, today, found)
+    elif claimed:
+        found["self-reported"].append(_self_reported_why(others, claimed))
+    else:
+        why = "never passed on any tier it declares"
+        if older:
+            why += f" with this snippet ({older} run(s) of an earlier snippet no longer count)"
+        if others:
+            why += (
+                f" in a sandboxed run signed by a trusted key ({len(others)} self-reported"
+                " run(s) do not count)"
+            )
+        found["unverified"].append(why)
     audit_age = (today - facts.audit_date).days
     if audit_age > facts.max_age_days:
         found["stale-age"].append(
@@ -175,10 +172,9 @@ def judge(
     on = env_label(last["tier"], last.get("fingerprint") or {}) if last else None
     if status == "verified" and on is not None:
         reasons.append(f"passed on {on}")
-    row = {"skill": facts.name, "status": status, "last_pass": last["at"] if last else None}
-    return SkillAudit.model_validate(
-        {**row, "verified_on": on, "reasons": reasons, "claims": claim_counts}
-    )
+    last_pass = last["at"] if last else None
+    audit = {"skill": facts.name, "status": status, "last_pass": last_pass, "verified_on": on}
+    return SkillAudit.model_validate({**audit, "reasons": reasons, "claims": claim_counts})
 
 
 def _judge_passes(
@@ -201,12 +197,9 @@ def _judge_passes(
         )
     if env:
         gpu_declared = any(_on_gpu(t) for t in facts.tiers)
-        gaps = [env_gap(r, env, gpu_declared) for r in passes]
-        if all(gaps):
-            newest_gap = env_gap(last, env, gpu_declared)
-            found["stale-env"].append(
-                "no pass on the environment asked about: " + "; ".join(newest_gap)
-            )
+        if all(env_gap(r, env, gpu_declared) for r in passes):
+            gap = "; ".join(env_gap(last, env, gpu_declared))
+            found["stale-env"].append(f"no pass on the environment asked about: {gap}")
     # verified means every claim was measured: each declared tier needs its own pass
     missing = [t for t in facts.tiers if not any(r["tier"] == t for r in passes)]
     if missing and set(missing) <= claimed:
@@ -235,59 +228,46 @@ def _self_reported_why(others: list[dict], tiers: set[str]) -> str:
 def _judge_claims(
     facts: SkillFacts, current: list[dict], latest: dict[tuple, dict], found: dict
 ) -> dict:
-    """Re-judge stored measurements against the claims as written now.
-
-    A claim that fails in the latest run on an environment makes the skill failing (for that
-    environment); a measured claim that no passing run measured holding keeps it unverified.
-    """
+    """Re-judge stored measurements against the claims as written now: a claim that fails in the
+    latest run on an environment makes the skill failing (for that environment); a measured claim
+    that no passing run measured holding keeps it unverified."""
     from kbase.validators.claims import env_matches, rejudge
 
     measured = [c for c in facts.claims if getattr(c, "expect", None)]
     cited = sum(1 for c in facts.claims if getattr(c, "cite", None))
+
+    def judged(rows):  # (claim, row, stored, rejudged) where a row reported a claim for its tier
+        for r in rows:
+            stored = {c.get("id"): c for c in r.get("claims") or [] if isinstance(c, dict)}
+            for c in measured:
+                if r["tier"] in (c.tiers or facts.tiers) and c.id in stored:
+                    yield c, r, stored[c.id], rejudge(c, stored[c.id], r.get("fingerprint"))
+
     failed: set[str] = set()
-    held: set[str] = set()
-    for (tier, label), r in sorted(latest.items()):
-        stored = {c.get("id"): c for c in r.get("claims") or [] if isinstance(c, dict)}
-        for c in measured:
-            if tier not in (c.tiers or facts.tiers) or c.id not in stored:
-                continue
-            if rejudge(c, stored[c.id], r.get("fingerprint")) is False:
-                failed.add(c.id)
-                if r["verdict"] == "pass":  # a failed run already says why
-                    got = stored[c.id].get("value", stored[c.id].get("raw"))
-                    found["failing"].append(
-                        f"claim {c.id}: measured {got} on {label} ({r['at'][:10]}), "
-                        f"expected {c.expect}"
-                    )
-    for r in current:
-        if r["verdict"] != "pass":
-            continue
-        stored = {c.get("id"): c for c in r.get("claims") or [] if isinstance(c, dict)}
-        for c in measured:
-            if r["tier"] in (c.tiers or facts.tiers) and c.id in stored:
-                if rejudge(c, stored[c.id], r.get("fingerprint")):
-                    held.add(c.id)
-    held -= failed
+    for c, r, got, holds in judged(r for _, r in sorted(latest.items())):
+        if holds is False:
+            failed.add(c.id)
+            if r["verdict"] == "pass":  # a failed run already says why
+                value = got.get("value", got.get("raw"))
+                label = env_label(r["tier"], r.get("fingerprint") or {})
+                found["failing"].append(
+                    f"claim {c.id}: measured {value} on {label} ({r['at'][:10]}), "
+                    f"expected {c.expect}"
+                )
+    passes = [r for r in current if r["verdict"] == "pass"]
+    held = {c.id for c, _, _, holds in judged(passes) if holds} - failed
     # A claim declared for environments no counted run was on (`when`: an AMX host, a GPU model
     # not lent yet) has nothing to be judged by: it is listed, not held against the skill.
-    seen = [(r["tier"], r.get("fingerprint")) for r in current if r["verdict"] == "pass"]
-    unmeasured = [
-        c.id
-        for c in measured
-        if c.id not in held
-        and c.id not in failed
-        and (
-            getattr(c, "when", None) is None
-            or any(t in (c.tiers or facts.tiers) and env_matches(c, fp) for t, fp in seen)
+    ran = [(r["tier"], r.get("fingerprint")) for r in passes]
+
+    def judgeable(c) -> bool:
+        return getattr(c, "when", None) is None or any(
+            t in (c.tiers or facts.tiers) and env_matches(c, fp) for t, fp in ran
         )
-    ]
+
+    unmeasured = [c.id for c in measured if c.id not in held | failed and judgeable(c)]
     if unmeasured:
         found["unverified"].append(
             "claim(s) never measured holding in a counted run: " + ", ".join(unmeasured)
         )
-    return {
-        "held": len(held),
-        "failed": len(failed),
-        "unmeasured": len(unmeasured),
-        "cited": cited,
-    }
+    return {"held": len(held), "failed": len(failed), "unmeasured": len(unmeasured), "cited": cited}

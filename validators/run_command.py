@@ -1,6 +1,5 @@
 """What one snippet run executes, per tier: the command line (the Python bootstrap, or nvcc and
-the binary for CUDA), the target architecture and the environment (validators/runner.py runs it).
-"""
+the binary for CUDA), the target architecture and the environment (validators/runner.py runs it)."""
 
 from __future__ import annotations
 
@@ -123,8 +122,7 @@ def _tier_env(
         "PYTHONDONTWRITEBYTECODE": "1",
         "PYTHONUNBUFFERED": "1",
     }
-    cached = pycache_prefix()
-    if cached:
+    if cached := pycache_prefix():
         env["PYTHONPYCACHEPREFIX"] = cached
     if "OMP_NUM_THREADS" not in os.environ:
         env["OMP_NUM_THREADS"] = str(max(1, (os.cpu_count() or 1) // max(1, workers)))
@@ -149,14 +147,12 @@ def _command(layout: SnippetLayout, tier: str, arch: str, timeout: float) -> lis
         watchdog = str(max(0.5, timeout - 0.3))
         return [sys.executable, "-u", "-X", "faulthandler", "-c", _BOOTSTRAP, watchdog]
     cu = [f.name for f in layout.cuda_files]
+    nvcc = ["nvcc", f"-arch={arch}", "-Xptxas", "-v"]
     if TIER_SPECS[tier].cuda_runs_binary:
         host = [f.name for f in layout.files if f.lang in ("cpp", "c++", "c")]
-        build = ["nvcc", f"-arch={arch}", "-Xptxas", "-v", "-o", "snippet_bin", *cu, *host]
-        script = f"mkdir -p tmp && {shlex.join(build)} && exec ./snippet_bin"
+        build = shlex.join([*nvcc, "-o", "snippet_bin", *cu, *host])
+        script = f"mkdir -p tmp && {build} && exec ./snippet_bin"
     else:
-        compiles = [
-            shlex.join(["nvcc", f"-arch={arch}", "-Xptxas", "-v", "-c", n, "-o", n + ".o"])
-            for n in cu
-        ]
+        compiles = [shlex.join([*nvcc, "-c", n, "-o", n + ".o"]) for n in cu]
         script = " && ".join(["mkdir -p tmp", *compiles])
     return [sys.executable, "-c", _SHELL_WRAPPER, script]

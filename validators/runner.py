@@ -2,8 +2,7 @@
 
 What a run executes is validators/run_command.py's. Its verdict is read from what the sandbox
 returned: pass, fail, skip, timeout, killed or error, with the snippet line at fault and a
-one-line message (_judge).
-"""
+one-line message (_judge)."""
 
 from __future__ import annotations
 
@@ -22,7 +21,6 @@ from kbase.validators.capture import printable, tail
 from kbase.validators.claims import judge_measures
 from kbase.validators.device_gate import DeviceGate, device_use_of, preload_for
 from kbase.validators.fingerprint import fingerprint
-from kbase.validators.run_command import CPU_COMPILE_ARCH as CPU_COMPILE_ARCH
 from kbase.validators.run_command import _command, _tier_env, nvcc_arch_for
 from kbase.validators.sandbox import Limits, SandboxUnavailable, run_sandboxed, sandbox_status
 from kbase.validators.sandbox_supervise import SandboxResult, kill_all_live
@@ -74,11 +72,9 @@ _DEVICE_GATE = DeviceGate()
 
 
 def run_tier(skill, tier: str, settings: RunSettings) -> RunOutcome:
-    """Run one skill's snippet on one tier; every failure mode becomes a verdict.
-
-    With -j N, GPU runs pass the device gate: a run that times, profiles or reads device-wide
-    memory holds the GPU alone; correctness-only runs share it (validators/device_gate.py).
-    """
+    """Run one skill's snippet on one tier; every failure mode becomes a verdict. With -j N, GPU
+    runs pass the device gate: a run that times, profiles or reads device-wide memory holds the
+    GPU alone; correctness-only runs share it (validators/device_gate.py)."""
     if not TIER_SPECS[tier].device_gate:
         return _run_tier(skill, tier, settings)
     use = device_use_of(skill)
@@ -97,12 +93,11 @@ def _memory_for(settings: RunSettings, tier: str) -> int:
 
 def _run_tier(skill, tier: str, settings: RunSettings, turn=None) -> RunOutcome:
     v = skill.meta.verification
+    min_cc = v.min_compute_capability
     timeout = float(settings.timeout_s or v.timeout_s)
     spec = TIER_SPECS[tier]
-    memory = _memory_for(settings, tier)
-    limits = Limits(timeout_s=timeout, memory_mb=memory or None, memory_kind=spec.memory_kind)
-    if settings.disk_mb:
-        limits.disk_mb = settings.disk_mb
+    memory = _memory_for(settings, tier) or None
+    limits = Limits(timeout, memory, spec.memory_kind, disk_mb=settings.disk_mb or Limits.disk_mb)
     base = RunOutcome(
         skill=skill.name,
         tier=tier,
@@ -122,45 +117,30 @@ def _run_tier(skill, tier: str, settings: RunSettings, turn=None) -> RunOutcome:
     userns: bool | None = None
     hardening = (True, True)
     if spec.sees_gpu:
-        device, _ = gpu_for(v.min_compute_capability)
-        visible = (
-            str(device.index)
-            if device is not None and "CUDA_VISIBLE_DEVICES" not in os.environ
-            else ""
-        )
+        device, _ = gpu_for(min_cc)
+        visible = "" if not device or "CUDA_VISIBLE_DEVICES" in os.environ else str(device.index)
         why, userns, hardening = cuda_preflight(sandboxed, limits.memory_mb, visible)
         if why:  # the machine's or the sandbox's fault, not the snippet's: not a verdict to record
             base.verdict, base.message, base.executed = "skip", why, False
             return base
-    arch = nvcc_arch_for(tier, v.min_compute_capability)
-    files = {f.name: f.text for f in layout.files}
-    literals = list(getattr(skill.meta, "literal_triggers", []) or [])
-
+    arch = nvcc_arch_for(tier, min_cc)
     argv = _command(layout, tier, arch, timeout)
-    waits = turn is not None and argv[0] == sys.executable
     extra = {}
-    if waits:
+    if turn is not None and argv[0] == sys.executable:
         extra = {
             "KBASE_WAIT_TURN": "1",
             "KBASE_PRELOAD": " ".join(preload_for(layout.python.text if layout.python else "")),
         }
-
-    def env_for(workdir: str) -> dict[str, str]:
-        return {
-            **_tier_env(tier, workdir, arch, v.min_compute_capability, settings.workers),
-            **extra,
-        }
-
     try:
         res = run_sandboxed(
             argv,
-            files,
+            {f.name: f.text for f in layout.files},
             limits,
-            env_for,
+            lambda w: {**_tier_env(tier, w, arch, min_cc, settings.workers), **extra},
             sandboxed=sandboxed,
             gpu=spec.sees_gpu,
             userns=userns,
-            literals=literals,
+            literals=list(getattr(skill.meta, "literal_triggers", []) or []),
             on_timeout_grace_s=1.0 if argv[0] == sys.executable else 0.0,
             turn=turn,
             hardening=hardening,
@@ -199,9 +179,8 @@ def _judged(
     if base.verdict == "pass" and res.memory_hit:
         base.message = (base.message + " (the run hit its memory limit)").strip()
     if base.verdict == "pass" and res.orphans_killed:
-        base.message = (
-            base.message + f" ({res.orphans_killed} leftover process(es) killed)"
-        ).strip()
+        killed = f" ({res.orphans_killed} leftover process(es) killed)"
+        base.message = (base.message + killed).strip()
     return base
 
 
@@ -280,12 +259,7 @@ def verify_skills(
             jobs.append((order, skill, tier))
             continue
         outcomes[order] = RunOutcome(
-            skill=skill.name,
-            tier=tier,
-            verdict="skip",
-            duration_s=0.0,
-            message=reason,
-            snippet_sha256=skill.snippet_sha256(),
+            skill.name, tier, "skip", 0.0, message=reason, snippet_sha256=skill.snippet_sha256()
         )
         if on_done:
             on_done(outcomes[order])

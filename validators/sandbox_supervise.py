@@ -1,12 +1,10 @@
-"""A sandboxed run seen from the host: its limits (what they are, how the child process sets them
-between fork and exec, and the row that says which held), the host-side process and file helpers
-(outside any namespace), and the watch over a started run to its end: its output read as it
-comes, its deadline, the kill of everything it left behind, and the result it gives
-(validators/sandbox.py starts it).
-"""
+"""A sandboxed run seen from the host: its limits (how the child sets them between fork and exec,
+the row that says which held), host-side process and file helpers, and the watch over a started
+run (validators/sandbox.py starts it): its output, its deadline, the kill of all it left behind."""
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import json
 import os
@@ -24,26 +22,24 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kbase.validators.capture import Scanner, pump
-from kbase.validators.cgroup import RunCgroup, join_in_child
+from kbase.validators.cgroup import RunCgroup, join_in_child, sigkill
 
 _PR_SET_PDEATHSIG = 1
 _libc = ctypes.CDLL(None, use_errno=True)
+
+
+def _all_pids() -> list[int]:
+    return [int(entry) for entry in os.listdir("/proc") if entry.isdigit()]
 
 
 def pids_with_marker(marker: str, token: str) -> list[int]:
     """Processes whose environment carries `marker=token`: an unsandboxed run and its children."""
     needle = f"{marker}={token}".encode()
     found = []
-    me = os.getpid()
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit() or int(entry) == me:
-            continue
-        try:
-            with open(f"/proc/{entry}/environ", "rb") as fh:
-                if needle in fh.read().split(b"\0"):
-                    found.append(int(entry))
-        except OSError:
-            continue  # gone already, or not ours
+    for pid in [p for p in _all_pids() if p != os.getpid()]:
+        with contextlib.suppress(OSError), open(f"/proc/{pid}/environ", "rb") as fh:
+            if needle in fh.read().split(b"\0"):  # (OSError: gone already, or not ours)
+                found.append(pid)
     return found
 
 
@@ -54,12 +50,7 @@ def kill_by_marker(marker: str, token: str) -> int:
         pids = pids_with_marker(marker, token)
         if not pids:
             break
-        for pid in pids:
-            try:
-                os.kill(pid, signal.SIGKILL)
-                killed += 1
-            except (ProcessLookupError, PermissionError):
-                pass
+        killed += sigkill(pids)
         time.sleep(0.02)
     return killed
 
@@ -67,23 +58,17 @@ def kill_by_marker(marker: str, token: str) -> int:
 def user_procs() -> int:
     """How many processes our real uid owns now (RLIMIT_NPROC counts them all)."""
     uid, n = os.getuid(), 0
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                if os.stat(f"/proc/{entry}").st_uid == uid:
-                    n += 1
-            except OSError:
-                continue
+    for pid in _all_pids():
+        with contextlib.suppress(OSError):
+            n += os.stat(f"/proc/{pid}").st_uid == uid
     return n
 
 
 def rmtree(path: Path) -> None:
     def unlock(func, p, _exc):  # a snippet may have chmod'ed its own files read-only
-        try:
+        with contextlib.suppress(OSError):
             os.chmod(p, stat.S_IRWXU)
             func(p)
-        except OSError:
-            pass
 
     if sys.version_info >= (3, 12):
         shutil.rmtree(path, onexc=unlock)
@@ -105,7 +90,9 @@ class Limits:
         return int(self.timeout_s * max(2, os.cpu_count() or 1)) + 5
 
 
-def _child_setup(limits: Limits, procs_files: list[str], cgroup_memory: bool, nproc: int):
+def _child_setup(limits: Limits, cg: RunCgroup | None, nproc: int) -> Callable[[], None]:
+    procs_files = cg.procs_files() if cg else []
+    cgroup_memory = bool(cg and cg.memory_mb)
     cpu_s = limits.cpu_seconds()
     fsize = limits.disk_mb * 1024 * 1024
 
@@ -128,6 +115,8 @@ def _child_setup(limits: Limits, procs_files: list[str], cgroup_memory: bool, np
 def _limits_row(
     limits: Limits, cg: RunCgroup | None, sandboxed: bool, userns: bool, nproc: int
 ) -> dict:
+    kind = "DATA" if limits.memory_kind == "data" else "AS"
+    scope = "run" if cg and cg.memory_mb else f"process (RLIMIT_{kind})"
     row: dict = {
         "wall_s": round(limits.timeout_s, 1),
         "cpu_s": limits.cpu_seconds(),
@@ -138,18 +127,11 @@ def _limits_row(
         "nproc_enforced": os.geteuid() != 0 or (sandboxed and not userns),
         "cgroup": cg.version if cg else None,
         "memory_mb": limits.memory_mb,
-        "memory_scope": None,
+        "memory_scope": scope if limits.memory_mb else None,
         "pids": cg.pids if cg else None,
     }
-    if limits.memory_mb:
-        if cg and cg.memory_mb:
-            row["memory_scope"] = "run"
-        else:
-            kind = "DATA" if limits.memory_kind == "data" else "AS"
-            row["memory_scope"] = f"process (RLIMIT_{kind})"
     if sandboxed:
-        row["disk_mb"] = limits.disk_mb
-        row["userns"] = userns
+        row |= {"disk_mb": limits.disk_mb, "userns": userns}
     return row
 
 
@@ -198,30 +180,16 @@ def _decode_status(rc: int | None, status_lines: str) -> tuple[int | None, bool]
     """(returncode with signals negative, whether bwrap started the command at all)."""
     started, code = False, None
     for line in status_lines.splitlines():
-        try:
+        with contextlib.suppress(json.JSONDecodeError):
             obj = json.loads(line)
-        except json.JSONDecodeError:
-            continue
-        if "child-pid" in obj:
-            started = True
-        if "exit-code" in obj:
-            code = int(obj["exit-code"])
-    if code is None:
-        code = rc
+            started = started or "child-pid" in obj
+            if "exit-code" in obj:
+                code = int(obj["exit-code"])
+    code = rc if code is None else code
     # bwrap reports a child killed by signal N as exit status 128 + N
     if code is not None and 128 < code <= 128 + 64:
         code = -(code - 128)
     return code, started
-
-
-def _go(proc: subprocess.Popen) -> None:
-    """Tell a waiting run to start; a run that already ended is the supervisor's to report."""
-    try:
-        assert proc.stdin is not None
-        proc.stdin.write(b"g")
-        proc.stdin.close()
-    except (BrokenPipeError, OSError, ValueError):
-        pass
 
 
 def _supervise(
@@ -235,16 +203,14 @@ def _supervise(
     status_r: int,
     grace: float,
     start: float,
-    record: tuple[int, bytes] = (-1, b""),
+    record: tuple[int, bytes],
 ) -> SandboxResult:
     lits = list(literals)
     out, err = Scanner(True, lits), Scanner(False, lits)
 
     def kill() -> int:
-        try:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(proc.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
         n = cg.kill_all() if cg else 0
         if not sandboxed:
             n += kill_by_marker(MARKER, token)
@@ -252,10 +218,8 @@ def _supervise(
 
     with _live_lock:
         _live[proc.pid] = kill
-    readers = [
-        threading.Thread(target=pump, args=(proc.stdout, out), daemon=True),
-        threading.Thread(target=pump, args=(proc.stderr, err), daemon=True),
-    ]
+    pipes = ((proc.stdout, out), (proc.stderr, err))
+    readers = [threading.Thread(target=pump, args=pipe, daemon=True) for pipe in pipes]
     for t in readers:
         t.start()
     timed_out = not _wait_exit(proc, limits.timeout_s)
@@ -269,8 +233,7 @@ def _supervise(
     duration = time.monotonic() - start
     for t in readers:
         t.join(timeout=5)
-    status = _drain(status_r)
-    rc, started = _decode_status(proc.returncode, status.decode("utf-8", "replace"))
+    rc, started = _decode_status(proc.returncode, _drain(status_r).decode("utf-8", "replace"))
     completed, recorded_rc = _read_record(record)
     if recorded_rc is not None:
         rc = recorded_rc  # a compiled run's own status, from its wrapper (run_command.py)
@@ -300,7 +263,7 @@ def _read_record(record: tuple[int, bytes]) -> tuple[bool, int | None]:
     """(the run wrote its completion record, the exit status the record gives, if any).
     The Python bootstrap writes the nonce; the wrapper of a compiled run `<status> <nonce>`."""
     fd, nonce = record
-    data = _drain(fd) if nonce else b""
+    data = _drain(fd)
     if not data or not data.endswith(nonce):
         return False, None
     head = data[: -len(nonce)]
@@ -317,20 +280,15 @@ def _drain(fd: int) -> bytes:
     data = b""
     if fd >= 0:
         os.set_blocking(fd, False)
-        try:
+        with contextlib.suppress(OSError):  # BlockingIOError: empty now
             while chunk := os.read(fd, 65536):
                 data += chunk
-        except (BlockingIOError, OSError):
-            pass
     return data
 
 
 def _wait_exit(proc: subprocess.Popen, timeout: float) -> bool:
-    """Wait up to `timeout` s for the process to exit; True if it did.
-
-    Popen.wait(timeout) polls with sleeps of up to 50 ms, which would be most of the sandbox's
-    cost per run; a pidfd wakes us the moment the process exits.
-    """
+    """Wait up to `timeout` s for the process to exit; True if it did. Popen.wait(timeout) polls
+    with sleeps of up to 50 ms, most of the sandbox's cost per run; a pidfd wakes at the exit."""
     try:
         fd = os.pidfd_open(proc.pid)
     except (AttributeError, OSError):

@@ -1,7 +1,6 @@
 """`kbase new NAME`: a SKILL.md whose format is valid and whose sample snippet passes on
 cpu-interpret as written. Lint flags its TODO placeholders and the sample snippet until they are
-replaced (ingest/skills.py `_unfinished`): a scaffold is not a skill.
-"""
+replaced (ingest/skills.py `_unfinished`): a scaffold is not a skill."""
 
 from __future__ import annotations
 

@@ -1,11 +1,9 @@
 """Signed ledger rows: ed25519 over the row's canonical JSON, checked against trusted public keys
 (CONTRIBUTING.md, "The ledger"). A signed row carries `"sig": {"alg": "ed25519", "key": <key id>,
 "value": <base64>}` over the row without its `sig` (sorted keys, no spaces, UTF-8), so
-re-serialising a row (merge-ledger) keeps it valid.
-
-Key files: the private key is PKCS#8 PEM (mode 0600, never committed); the public key is one line,
-`kbase-ed25519 <base64 of the 32 raw bytes> <comment>`. The key id is the first 16 hex digits of
-the SHA-256 of the raw public key.
+re-serialising a row (merge-ledger) keeps it valid. Key files: the private key is PKCS#8 PEM (mode
+0600, never committed); the public key is one line, `kbase-ed25519 <base64 of the 32 raw bytes>
+<comment>`. The key id is the first 16 hex digits of the SHA-256 of the raw public key.
 """
 
 from __future__ import annotations
@@ -64,11 +62,8 @@ def keygen(path: Path, comment: str = "", force: bool = False) -> tuple[Path, Pa
         raise SigningError(f"{path} or {pub_path} exists already (pass --force to overwrite)")
     path.parent.mkdir(parents=True, exist_ok=True)
     key = priv_cls.generate()
-    pem = key.private_bytes(
-        serialization.Encoding.PEM,
-        serialization.PrivateFormat.PKCS8,
-        serialization.NoEncryption(),
-    )
+    fmt = serialization.PrivateFormat.PKCS8
+    pem = key.private_bytes(serialization.Encoding.PEM, fmt, serialization.NoEncryption())
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "wb") as fh:
         fh.write(pem)
@@ -86,13 +81,9 @@ class Signer:
 
     def sign(self, row: dict) -> dict:
         sig = self.key.sign(canonical_payload(row))  # type: ignore[attr-defined]
-        signed = {k: v for k, v in row.items() if k != "sig"}
-        signed["sig"] = {
-            "alg": "ed25519",
-            "key": self.key_id,
-            "value": base64.b64encode(sig).decode(),
-        }
-        return signed
+        value = base64.b64encode(sig).decode()
+        body = {k: v for k, v in row.items() if k != "sig"}
+        return {**body, "sig": {"alg": "ed25519", "key": self.key_id, "value": value}}
 
 
 def signer_from_env() -> Signer | None:
@@ -184,8 +175,4 @@ def read_keys(files: Iterable[tuple[str, Callable[[], str]]]) -> TrustedKeys:
 
 def counts(row: dict, keys: TrustedKeys) -> bool:
     """Whether a row may count toward a status: sandboxed, and trusted when keys are configured."""
-    if row.get("isolated") is False:
-        return False
-    if not keys.configured:
-        return True
-    return keys.check(row) == TRUSTED
+    return row.get("isolated") is not False and (not keys.configured or keys.check(row) == TRUSTED)

@@ -1,10 +1,10 @@
 """Turn a skill's marked code blocks into files (docs/skill-format.md, "How a snippet runs"),
-keeping a line map, so that a traceback or nvcc diagnostic is reported as a line of SKILL.md.
-"""
+keeping a line map, so that a traceback or nvcc diagnostic is reported as a line of SKILL.md."""
 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -41,10 +41,10 @@ class SourceFile:
     spans: list[tuple[int, int, int]] = field(default_factory=list)
 
     def md_line(self, line: int) -> int | None:
-        for start, md_start, count in self.spans:
-            if start <= line < start + count:
-                return md_start + (line - start)
-        return None
+        spans = self.spans
+        return next(
+            (md + line - start for start, md, n in spans if start <= line < start + n), None
+        )
 
 
 @dataclass
@@ -61,17 +61,11 @@ class SnippetLayout:
 
     def md_line(self, filename: str, line: int) -> int | None:
         base = Path(filename).name
-        for f in self.files:
-            if f.name == base:
-                return f.md_line(line)
-        return None
+        return next((f.md_line(line) for f in self.files if f.name == base), None)
 
 
 def _file_option(info: str) -> str | None:
-    for word in info.split()[1:]:
-        if word.startswith("file="):
-            return word[len("file=") :]
-    return None
+    return next((w[len("file=") :] for w in info.split()[1:] if w.startswith("file=")), None)
 
 
 def layout_blocks(blocks) -> SnippetLayout:
@@ -80,7 +74,6 @@ def layout_blocks(blocks) -> SnippetLayout:
     py_spans: list[tuple[int, int, int]] = []
     py_next_line = 1
     others: list[SourceFile] = []
-    other_index = 0
     for b in blocks:
         lang = (b.lang or "").lower()
         code = b.code if b.code.endswith("\n") or not b.code else b.code + "\n"
@@ -102,21 +95,14 @@ def layout_blocks(blocks) -> SnippetLayout:
                 f"snippet block language {b.lang or '(none)'!r} cannot run; "
                 "use python, cuda/cu, cpp, c, h or cuh",
             )
-        name = _file_option(b.info) or f"snippet_{other_index}{_EXT[lang]}"
-        other_index += 1
+        name = _file_option(b.info) or f"snippet_{len(others)}{_EXT[lang]}"
         if not _SAFE_NAME.match(name) or name == "snippet.py":
             raise SnippetError(b.line, f"file name {name!r} is not a plain file name")
         if any(o.name == name for o in others):
             raise SnippetError(b.line, f"two snippet blocks write the same file {name!r}")
-        others.append(
-            SourceFile(name=name, lang=lang, text=code, spans=[(1, first_md_line, n_lines)])
-        )
-    files = list(others)
-    if py_parts:
-        files.insert(
-            0, SourceFile(name="snippet.py", lang="python", text="".join(py_parts), spans=py_spans)
-        )
-    return SnippetLayout(files=files)
+        others.append(SourceFile(name, lang, code, [(1, first_md_line, n_lines)]))
+    py = [SourceFile("snippet.py", "python", "".join(py_parts), py_spans)] if py_parts else []
+    return SnippetLayout(files=py + others)
 
 
 # A Python traceback frame (`File ".../snippet.py", line 12, in f`), the same frame as
@@ -128,28 +114,17 @@ _CC_DIAG = re.compile(r"([A-Za-z0-9_.-]+\.(?:cu|cuh|cpp|c|h|hpp))(?:\((\d+)\)|:(
 
 def locate_failure(layout: SnippetLayout, output: str) -> int | None:
     """The SKILL.md line that the output blames: the innermost snippet frame, or the first
-    diagnostic.
-    """
-    names = {f.name for f in layout.files}
-    innermost: int | None = None
-    for m in _PY_FRAME.finditer(output):
-        if Path(m.group(1)).name in names:
-            line = layout.md_line(m.group(1), int(m.group(2)))
+    diagnostic."""
+
+    def lines(found: Iterator[re.Match[str]]) -> Iterator[int]:
+        for m in found:  # a diagnostic's line is `(12)` or `:12:`; a frame has one group only
+            line = layout.md_line(m[1], int(m[2] or m[3]))
             if line is not None:
-                innermost = line
+                yield line
+
     # faulthandler lists the most recent call first, so its first snippet frame is the innermost
     crash = output.find("most recent call first")
-    if crash >= 0:
-        for m in _PY_FRAME.finditer(output, crash):
-            if Path(m.group(1)).name in names:
-                line = layout.md_line(m.group(1), int(m.group(2)))
-                if line is not None:
-                    return line
-    if innermost is not None:
-        return innermost
-    for m in _CC_DIAG.finditer(output):
-        if m.group(1) in names:
-            line = layout.md_line(m.group(1), int(m.group(2) or m.group(3)))
-            if line is not None:
-                return line
-    return None
+    if crash >= 0 and (line := next(lines(_PY_FRAME.finditer(output, crash)), None)) is not None:
+        return line
+    frames = list(lines(_PY_FRAME.finditer(output)))
+    return frames[-1] if frames else next(lines(_CC_DIAG.finditer(output)), None)

@@ -1,5 +1,4 @@
 """Per-skill status for the rest of kbase: `skill_statuses(root)` is called on every search query.
-
 It stays fast by caching on what it reads: the ledger (by mtime and size), each SKILL.md (by
 mtime and size) and the PR archive's folders; a warm call costs a few stat() calls.
 """
@@ -8,6 +7,7 @@ from __future__ import annotations
 
 import datetime as dt
 import functools
+import os
 import threading
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -30,19 +30,12 @@ def _log():  # imported when there is something to say: logging was ~10 ms of a 
     return logging.getLogger(__name__)
 
 
-def _stat_sig(path: Path) -> tuple:
+def _stat_sig(path: Path | str) -> tuple:
     try:
-        st = path.stat()
+        st = os.stat(path)
         return (st.st_mtime_ns, st.st_size)
     except OSError:
         return (0, 0)
-
-
-def _archive_sig(root: Path) -> tuple:
-    base = root / "pr_archive"
-    if not base.is_dir():
-        return ()
-    return (_stat_sig(base),) + tuple(_stat_sig(p) for p in sorted(base.iterdir()) if p.is_dir())
 
 
 def _env_dict(env) -> dict | None:
@@ -52,9 +45,7 @@ def _env_dict(env) -> dict | None:
         from kbase.validators.fingerprint import fingerprint
 
         return fingerprint("gpu")  # this machine, GPU included when there is one
-    if hasattr(env, "model_dump"):
-        return env.model_dump()
-    return dict(env)
+    return env.model_dump() if hasattr(env, "model_dump") else dict(env)
 
 
 def _load(path: Path, root: Path):
@@ -72,8 +63,6 @@ def _load(path: Path, root: Path):
 def _skill_sigs(root: Path) -> tuple:
     """((path, _stat_sig), ...) of the files find_skill_files lists, in its order, with one
     stat() each: through pathlib this key cost ~7 ms of every search that returned a skill."""
-    import os
-
     from kbase.config import SKILL_FILE
 
     base = os.path.join(str(root), "skills")
@@ -94,18 +83,12 @@ def _skill_sigs(root: Path) -> tuple:
 
 
 def _keys_sig(root: Path) -> tuple:
-    folder = root / "ledger" / "trusted-keys"
-    if not folder.is_dir():
-        return ()
+    folder = root / "ledger" / "trusted-keys"  # glob() finds nothing where the folder is missing
     return tuple((p.name, _stat_sig(p)) for p in sorted(folder.glob("*.pub")))
 
 
-def _rows_by_skill(root: Path) -> dict[str, list[dict]]:
-    """Rows that may count (sandboxed; trusted when keys are configured), grouped by skill."""
-    return _ledger_split(root)[0]
-
-
 def _ledger_split(root: Path) -> tuple[dict[str, list[dict]], dict[str, list[dict]]]:
+    """(rows that may count: sandboxed, trusted when keys are configured; the others), by skill."""
     from kbase.validators.signing import counts, trusted_keys
 
     path = ledger_path(root)
@@ -126,23 +109,18 @@ def _ledger_split(root: Path) -> tuple[dict[str, list[dict]], dict[str, list[dic
 
 
 def source_touched(root: Path, skill) -> str | None:
-    """ISO date of the newest archived PR touching a watched path, or None (no watch,
-    no archive).
-    """
+    """ISO date of the newest archived PR touching a watched path; None: no watch or archive."""
     if not skill.meta.watch:
         return None
     from kbase.ingest.card_history import latest_touch
 
-    newest = None
+    touched = []
     for w in skill.meta.watch:
         try:
-            touched = latest_touch(root, w.repo, list(w.paths))
+            touched.append(latest_touch(root, w.repo, list(w.paths)))
         except Exception as exc:  # another area's bug must not take search down with it
             _log().warning("latest_touch(%s) failed: %s", w.repo, exc)
-            continue
-        if touched and (newest is None or str(touched) > newest):
-            newest = str(touched)
-    return newest
+    return max((str(t) for t in touched if t), default=None)
 
 
 def facts_of(skill) -> SkillFacts:
@@ -189,27 +167,17 @@ def skill_statuses(
     root: Path, *, now: dt.datetime | None = None, env: None | str | dict | object = None
 ) -> dict:
     """skill name -> kbase.schema.SkillAudit, cached until the ledger, a skill or the archive
-    changes.
-
-    env: the environment the caller asks about (a fingerprint dict with triton/torch/
-    torch_cuda/compute_capability), "local" for this machine, or None (the default) to ask about
-    no particular one: then stale-env is never reported, since whoever searches is rarely on the
-    machine that will run the kernel.
-    """
+    changes. env: the environment asked about (a fingerprint dict with triton/torch/torch_cuda/
+    compute_capability), "local" for this machine, or None to ask about none: then stale-env is
+    never reported, since whoever searches is rarely on the machine that will run the kernel."""
     root = Path(root).resolve()
     now = now or dt.datetime.now(dt.UTC)
     env_d = _env_dict(env)
-    key = (
-        str(root),
-        _stat_sig(ledger_path(root)),
-        _keys_sig(root),
-        _skill_sigs(root),
-        _archive_sig(root),
-        now.date().isoformat(),
-        tuple(
-            sorted((k, str(v)) for k, v in (env_d or {}).items() if k not in ("date", "git_commit"))
-        ),
-    )
+    asked = sorted((k, str(v)) for k, v in (env_d or {}).items() if k not in ("date", "git_commit"))
+    base = root / "pr_archive"
+    archive = [base, *(p for p in sorted(base.iterdir()) if p.is_dir())] if base.is_dir() else []
+    sigs = (_stat_sig(ledger_path(root)), _keys_sig(root), _skill_sigs(root))
+    key = (str(root), *sigs, tuple(map(_stat_sig, archive)), now.date().isoformat(), tuple(asked))
     with _lock:
         hit = _results.get(key)
         if hit is not None:
@@ -241,12 +209,7 @@ def code_sig() -> tuple:
     from kbase.code_digest import module_files
 
     mods = [f"kbase.validators.{m}" for m in ("status", "claim_views", "claims", "rules")]
-    mods += [
-        "kbase.schema",
-        "kbase.ingest.skills",
-        "kbase.ingest.markdown",
-        "kbase.ingest.safe_yaml",
-    ]
+    mods += ["kbase.schema"] + [f"kbase.ingest.{m}" for m in ("skills", "markdown", "safe_yaml")]
     return tuple(_stat_sig(Path(f)) for m in mods for f in module_files(m) or [""])
 
 
@@ -276,7 +239,6 @@ def cache_write(root: Path, name: str, data: object) -> None:
     """Replace .kbase/cache/`name` atomically: concurrent writers lose each other's entries at
     worst (a later miss)."""
     import json
-    import os
     import tempfile
 
     folder = root / ".kbase" / "cache"

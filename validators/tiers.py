@@ -6,6 +6,7 @@ import functools
 import os
 import shutil
 from collections.abc import Callable
+from itertools import product
 
 from kbase.validators.fingerprint import GPU, find_spec, gpus
 
@@ -41,10 +42,8 @@ def gpu_for(min_cc: float | None) -> tuple[GPU | None, str]:
     found = gpus()
     if not found:
         return None, "no NVIDIA GPU found (nvidia-smi/NVML)"
-    if min_cc is None:
-        return found[0], ""
     for g in found:
-        if float(g.compute_capability) + 1e-9 >= min_cc:
+        if min_cc is None or float(g.compute_capability) + 1e-9 >= min_cc:
             return g, ""
     have = ", ".join(f"{g.name} ({g.compute_capability})" for g in found)
     return None, f"needs compute capability >= {min_cc}, this machine has {have}"
@@ -53,15 +52,12 @@ def gpu_for(min_cc: float | None) -> tuple[GPU | None, str]:
 def plan_tiers(
     declared: list[str], asked: str, has_python: bool, has_cuda: bool, min_cc: float | None
 ) -> list[tuple[str, str | None]]:
-    """(tier, skip reason or None to run) for one skill.
-
-    `auto` considers every tier the skill declares; an explicit tier is run only if declared,
-    since a snippet written for the interpreter may do things a compile-only run cannot.
-    """
+    """(tier, skip reason or None to run) for one skill. `auto` considers every tier the skill
+    declares; an explicit tier is run only if declared, since a snippet written for the
+    interpreter may do things a compile-only run cannot."""
     available = machine_tiers()
-    candidates = list(declared) if asked == "auto" else [asked]
     plan: list[tuple[str, str | None]] = []
-    for tier in candidates:
+    for tier in declared if asked == "auto" else [asked]:
         if tier not in declared:
             plan.append((tier, f"the skill does not declare the {tier} tier"))
             continue
@@ -78,47 +74,43 @@ def plan_tiers(
 
 
 # Creates a primary context through the driver API, in a child: the parent must never touch CUDA.
-_CUDA_PROBE = (
-    "import ctypes, sys\n"
-    "try:\n"
-    "    cu = ctypes.CDLL('libcuda.so.1')\n"
-    "except OSError as exc:\n"
-    "    sys.exit(f'cannot load libcuda.so.1: {exc}')\n"
-    "rc = cu.cuInit(0)\n"
-    "if rc: sys.exit(f'cuInit returned {rc}')\n"
-    "n = ctypes.c_int()\n"
-    "rc = cu.cuDeviceGetCount(ctypes.byref(n))\n"
-    "if rc or n.value < 1: sys.exit(f'cuDeviceGetCount returned {rc}, {n.value} device(s)')\n"
-    "dev, ctx = ctypes.c_int(), ctypes.c_void_p()\n"
-    "rc = cu.cuDeviceGet(ctypes.byref(dev), 0) or cu.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), "
-    "dev)\n"
-    "if rc: sys.exit(f'creating a context returned {rc}')\n"
-    "print('cuda ok')\n"
-)
+_CUDA_PROBE = """\
+import ctypes, sys
+try:
+    cu = ctypes.CDLL('libcuda.so.1')
+except OSError as exc:
+    sys.exit(f'cannot load libcuda.so.1: {exc}')
+rc = cu.cuInit(0)
+if rc: sys.exit(f'cuInit returned {rc}')
+n = ctypes.c_int()
+rc = cu.cuDeviceGetCount(ctypes.byref(n))
+if rc or n.value < 1: sys.exit(f'cuDeviceGetCount returned {rc}, {n.value} device(s)')
+dev, ctx = ctypes.c_int(), ctypes.c_void_p()
+rc = cu.cuDeviceGet(ctypes.byref(dev), 0) or cu.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), dev)
+if rc: sys.exit(f'creating a context returned {rc}')
+print('cuda ok')
+"""
 
 
 @functools.cache
 def cuda_preflight(
     sandboxed: bool, memory_mb: int | None, visible: str = ""
 ) -> tuple[str | None, bool | None, tuple[bool, bool]]:
-    """(why the gpu tier cannot run here, or None; whether to use a user namespace; the
-    sandbox hardening CUDA starts under: (as nobody, unix sockets refused)).
-
-    A sandbox that breaks CUDA would otherwise record every GPU skill as failing. So before the
-    first GPU run we create a context the way snippets will, in the sandbox with the GPU device
-    nodes; if that fails with a user namespace we try without one (possible as root: the other
-    namespaces, the read-only root and the private directories stay), then without the memory
-    limit, to tell the sandbox's fault from the machine's.
-    """
+    """(why the gpu tier cannot run here, or None; whether to use a user namespace; the sandbox
+    hardening CUDA starts under: (as nobody, unix sockets refused)). A sandbox that breaks CUDA
+    would otherwise record every GPU skill as failing, so before the first GPU run we create a
+    context the way snippets will, in the sandbox with the GPU device nodes; if that fails with a
+    user namespace we try without one (possible as root: the other namespaces, the read-only root
+    and the private directories stay), then without the memory limit, to tell the sandbox's fault
+    from the machine's."""
     import sys
 
     from kbase.validators.sandbox import Limits, SandboxUnavailable, run_sandboxed
 
     extra = {"CUDA_DEVICE_ORDER": "PCI_BUS_ID", "CUDA_VISIBLE_DEVICES": visible} if visible else {}
     # strongest first: as nobody with unix sockets refused; then each relaxed, then both
-    levels = [(True, True), (True, False), (False, True), (False, False)]
     attempts: list[tuple[bool | None, int | None, tuple[bool, bool]]] = [
-        (u, memory_mb, h) for h in levels for u in (True, False)
+        (u, memory_mb, h) for h in product((True, False), (True, False)) for u in (True, False)
     ]
     if not sandboxed:
         attempts = [(None, memory_mb, (True, True))]

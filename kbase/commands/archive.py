@@ -7,14 +7,15 @@ import typer
 from kbase.commands.common import (
     JsonOpt,
     RootOpt,
+    add_commands,
     console,
     err_console,
-    handles_errors,
     kb,
     print_json,
     progress_bar,
 )
-from kbase.serve.paging import DEFAULT_HISTORY_LIMIT, MAX_HISTORY_LIMIT
+from kbase.errors import NotFound
+from kbase.serve.paging import DEFAULT_HISTORY_LIMIT, MAX_HISTORY_LIMIT, page_history
 
 
 def mine(
@@ -22,7 +23,6 @@ def mine(
     name: str = typer.Option(..., "--name", help="archive name: cards go to pr_archive/<name>/"),
     recipe: str | None = typer.Option(
         None,
-        "--recipe",
         help="recipe name (pr_archive/recipes/<name>.yaml) or file; "
         "default: the recipe named like --name, if any",
     ),
@@ -78,9 +78,6 @@ def history(
     as_json: bool = JsonOpt,
 ) -> None:
     """The family's (or the paths') timeline, newest first: date, PR or commit, title, files."""
-    from kbase.errors import NotFound
-    from kbase.serve.paging import page_history
-
     result = kb(root).history(repo, family, paths=path or None)
     if not result.available:
         raise NotFound(f"no archive {repo!r}: {result.message}")
@@ -165,9 +162,5 @@ def recipe_lint(
         raise typer.Exit(1)
 
 
-def register(app: typer.Typer) -> None:
-    recipe_app.command("suggest")(handles_errors(recipe_suggest))
-    recipe_app.command("lint")(handles_errors(recipe_lint))
-    app.add_typer(recipe_app, name="recipe")
-    app.command()(handles_errors(mine))
-    app.command()(handles_errors(history))
+add_commands(recipe_app, ("suggest", recipe_suggest), ("lint", recipe_lint))
+COMMANDS = (mine, history, ("recipe", recipe_app))

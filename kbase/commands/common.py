@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
+from rich.text import Text
 
 from kbase.cli import print_json  # noqa: F401 (re-exported for the commands)
 from kbase.errors import KbaseError, ProblemsError
@@ -22,24 +24,18 @@ JsonOpt = typer.Option(False, "--json", help="print machine-readable JSON")
 console = Console()
 err_console = Console(stderr=True)
 
-F = TypeVar("F", bound=Callable[..., Any])
-
 
 def fail(message: str, code: int = 2) -> typer.Exit:
     """Print `error: message` to stderr (no markup, no wrapping); return the Exit to raise."""
-    from rich.text import Text
-
     err_console.print(
         Text.assemble(("error:", "red"), " ", message), highlight=False, soft_wrap=True
     )
     return typer.Exit(code)
 
 
-def handles_errors(fn: F) -> F:
-    """Translate every KbaseError the façade raises into `error: ...` on stderr and exit 2.
-
-    With --json the same problems are also printed on stdout, so a script gets JSON either way.
-    """
+def handles_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Translate every KbaseError the façade raises into `error: ...` on stderr and its exit
+    code; with --json the same problems are also printed on stdout, so a script gets JSON."""
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -61,7 +57,18 @@ def handles_errors(fn: F) -> F:
                 err_console.print(str(p), highlight=False, markup=False, soft_wrap=True)
             raise typer.Exit(exc.exit_code) from None
 
-    return wrapper  # type: ignore[return-value]
+    return wrapper
+
+
+def add_commands(app: typer.Typer, *commands: Any) -> None:
+    """Add each command (a function, or a (name, function) pair) with its KbaseErrors translated;
+    a (name, Typer) pair adds a command group."""
+    for c in commands:
+        name, fn = c if isinstance(c, tuple) else (None, c)
+        if isinstance(fn, typer.Typer):
+            app.add_typer(fn, name=name)
+        else:
+            app.command(name)(handles_errors(fn))
 
 
 def progress_bar(label: str) -> Any:
@@ -91,8 +98,6 @@ def inert(text: str) -> str:
     """Text a snippet wrote (a run's message, a ledger row's reason) for a rich console: control
     characters shown as escapes, and `[...]` markup escaped, so it can neither drive the terminal
     nor restyle what kbase prints around it."""
-    from rich.markup import escape
-
     from kbase.api import KnowledgeBase
 
     return escape(KnowledgeBase.printable(str(text)))

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import sys
 import textwrap
+import time
 from pathlib import Path
 from typing import Any
 
@@ -17,11 +19,12 @@ from kbase.commands.common import (
     RootOpt,
     console,
     err_console,
-    handles_errors,
+    fail,
     kb,
     print_json,
     progress_bar,
 )
+from kbase.errors import InvalidArgument
 
 
 def lint(
@@ -45,8 +48,6 @@ def _run_index(base: Any, gc: bool = True) -> Any:
     """base.index() with progress on stderr, whatever stdout gets (`--json` too): a bar on a
     terminal, else a plain line per stage and about one a second while embedding, which an
     agent's log shows (issue #27: a first search under --json was silent for minutes)."""
-    import time
-
     if not base.is_indexed():
         n = base.source_count()
         what = f"{n} entry" if n == 1 else f"{n} entries"
@@ -58,11 +59,10 @@ def _run_index(base: Any, gc: bool = True) -> Any:
 
         def line(stage: str, done: int, total: int) -> None:
             now = time.monotonic()
-            if stage == shown["stage"] and now - shown["at"] < 1.0 and done != total:
-                return
-            shown.update(stage=stage, at=now)
-            count = f" {done}/{total}" if total else ""
-            print(f"kbase: progress {stage}{count}", file=sys.stderr, flush=True)
+            if stage != shown["stage"] or now - shown["at"] >= 1.0 or done == total:
+                shown.update(stage=stage, at=now)
+                count = f" {done}/{total}" if total else ""
+                print(f"kbase: progress {stage}{count}", file=sys.stderr, flush=True)
 
         return base.index(progress=line, gc=gc)
     with progress_bar("[bold]index") as prog:
@@ -86,10 +86,6 @@ def index(
 ) -> None:
     """Build or update the hybrid index (only changed entries are re-embedded)."""
     if device:
-        import os
-
-        from kbase.commands.common import fail
-
         if device.startswith("cuda"):
             import torch
 
@@ -128,17 +124,11 @@ def search(
     repo: str | None = typer.Option(None, "--repo", help="only PR cards of this archive repo"),
     tag: list[str] = typer.Option([], "--tag", help="key=value, e.g. archs=sm90 (repeatable)"),
     status: list[str] = typer.Option(
-        [],
-        "--status",
-        help=f"only entries with this status (repeatable): {', '.join(ENTRY_STATUSES)}",
+        [], help=f"only entries with this status (repeatable): {', '.join(ENTRY_STATUSES)}"
     ),
     mode: str = typer.Option("hybrid", "--mode", help=", ".join(MODES)),
-    since: str | None = typer.Option(
-        None, "--since", help="only PR cards dated on or after YYYY-MM-DD"
-    ),
-    until: str | None = typer.Option(
-        None, "--until", help="only PR cards dated on or before YYYY-MM-DD"
-    ),
+    since: str | None = typer.Option(None, help="only PR cards dated on or after YYYY-MM-DD"),
+    until: str | None = typer.Option(None, help="only PR cards dated on or before YYYY-MM-DD"),
     env: str | None = typer.Option(
         None, "--env", help="judge statuses for: local, or e.g. torch=2.8,triton=3.4,arch=sm90"
     ),
@@ -176,27 +166,22 @@ def search(
         print_json(result.model_dump(mode="json"))
         return
     render_hits(result.hits)
-    if result.hits and result.no_good_match:
-        err_console.print(
-            "no good match: even the best hit is unlikely to fit this question; the knowledge "
-            "base may not cover it (try the literal error line and your root-cause guess)",
-            highlight=False,
-            soft_wrap=True,
-        )
-    if not result.hits:
-        err_console.print(
-            "no hits (not an error): try the literal error text, fewer words or fewer filters; "
-            "`kbase list` shows what exists",
-            highlight=False,
-            soft_wrap=True,
-        )
+    if result.hits and not result.no_good_match:
+        return
+    err_console.print(
+        "no good match: even the best hit is unlikely to fit this question; the knowledge "
+        "base may not cover it (try the literal error line and your root-cause guess)"
+        if result.hits
+        else "no hits (not an error): try the literal error text, fewer words or fewer filters; "
+        "`kbase list` shows what exists",
+        highlight=False,
+        soft_wrap=True,
+    )
 
 
 def get(
     entry_id: str = typer.Argument(..., metavar="ID", help="skill name or pr:<repo>#<N>"),
-    section: str | None = typer.Option(
-        None, "--section", help="only this section (e.g. steps, Verification)"
-    ),
+    section: str | None = typer.Option(None, help="only this section (e.g. steps, Verification)"),
     root: str | None = RootOpt,
     as_json: bool = JsonOpt,
 ) -> None:
@@ -221,8 +206,6 @@ def list_entries(
     as_json: bool = JsonOpt,
 ) -> None:
     """List every entry with its status (from the index, or parsed now when there is none)."""
-    from kbase.errors import InvalidArgument
-
     if kind is not None and kind not in KINDS:
         raise InvalidArgument(f"kind must be one of {', '.join(KINDS)}, got {kind!r}", "kind")
     rows = kb(root).list(kind=kind)
@@ -270,9 +253,4 @@ def render_hits(hits: list[Any]) -> None:
             con.print()
 
 
-def register(app: typer.Typer) -> None:
-    app.command()(handles_errors(index))
-    app.command()(handles_errors(search))
-    app.command()(handles_errors(get))
-    app.command("list")(handles_errors(list_entries))
-    app.command()(handles_errors(lint))
+COMMANDS = (index, search, get, ("list", list_entries), lint)

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import typer
 
-from kbase.commands.common import JsonOpt, RootOpt, handles_errors, kb, print_json
+from kbase.commands.common import JsonOpt, RootOpt, kb, print_json
 
 
-@handles_errors
 def feedback(
     entry_id: str = typer.Argument(..., metavar="ID", help="the entry you acted on"),
     verdict: str = typer.Argument(..., help="helpful, harmful or outdated"),
@@ -27,7 +26,6 @@ def feedback(
     )
 
 
-@handles_errors
 def propose(
     title: str = typer.Option(..., "--title", help="one line: the problem"),
     symptom: str = typer.Option(..., "--symptom", help="the symptom or the literal error text"),
@@ -51,6 +49,4 @@ def propose(
         typer.echo(out["note"], err=True)
 
 
-def register(app: typer.Typer) -> None:
-    app.command()(feedback)
-    app.command()(propose)
+COMMANDS = (feedback, propose)

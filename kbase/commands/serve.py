@@ -9,28 +9,17 @@ from pathlib import Path
 
 import typer
 
-from kbase.commands.common import (
-    JsonOpt,
-    RootOpt,
-    console,
-    fail,
-    handles_errors,
-    kb,
-    print_json,
-)
+from kbase.commands.common import JsonOpt, RootOpt, console, fail, kb, print_json
 from kbase.config import find_root
+
+NoIndexOpt = typer.Option(False, "--no-index", help="do not build a missing index at start-up")
 
 
 def mcp(
     http: str | None = typer.Option(
-        None,
-        "--http",
-        metavar="HOST:PORT",
-        help="serve streamable HTTP on HOST:PORT instead of stdio",
+        None, metavar="HOST:PORT", help="serve streamable HTTP on HOST:PORT instead of stdio"
     ),
-    no_index: bool = typer.Option(
-        False, "--no-index", help="do not build a missing index at start-up"
-    ),
+    no_index: bool = NoIndexOpt,
     log_level: str = typer.Option("info", "--log-level", help="stderr log level"),
     allow_write: bool = typer.Option(
         False, "--allow-write", help="also offer the write tools feedback and propose"
@@ -42,44 +31,30 @@ def mcp(
     from kbase.serve.mcp_server import parse_hostport, run
 
     log_to_stderr(log_level)
-
     if http:
         parse_hostport(http)  # a bad HOST:PORT is an InvalidArgument before any start-up work
     try:
-        run(
-            root=find_root(root),
-            http=http,
-            index_if_missing=not no_index,
-            allow_write=allow_write,
-        )
+        run(root=find_root(root), http=http, index_if_missing=not no_index, allow_write=allow_write)
     except KeyboardInterrupt:
         pass
 
 
 def serve(
-    host: str = typer.Option(
-        "127.0.0.1", "--host", help="interface to bind (default: loopback only)"
-    ),
+    host: str = typer.Option("127.0.0.1", help="interface to bind (default: loopback only)"),
     port: int = typer.Option(8765, "--port", min=1, max=65535),
-    no_index: bool = typer.Option(
-        False, "--no-index", help="do not build a missing index at start-up"
-    ),
-    log_level: str = typer.Option(
-        "warning", "--log-level", help="uvicorn/kbase log level (stderr)"
-    ),
+    no_index: bool = NoIndexOpt,
+    log_level: str = typer.Option("warning", help="uvicorn/kbase log level (stderr)"),
     allow_write: bool = typer.Option(
         False, "--allow-write", help="also accept POST /feedback and POST /propose"
     ),
     root: str | None = RootOpt,
 ) -> None:
     """Run the HTTP API: /search, /entries/{id}, /history/{repo}/{family}, /list, /stale,
-    /healthz.
-    """
+    /healthz."""
     from kbase.serve.http_app import run
     from kbase.serve.mcp_early import log_to_stderr
 
     log_to_stderr(log_level)
-
     run(
         root=find_root(root),
         host=host,
@@ -93,15 +68,11 @@ def serve(
 def export(
     dest: Path = typer.Argument(..., help="folder to write the skill folders into"),
     fmt: str = typer.Option("agent-skills", "--format", help="only agent-skills for now"),
-    target: str = typer.Option(
-        "claude", "--target", help="claude or codex (codex adds agents/openai.yaml)"
-    ),
+    target: str = typer.Option("claude", help="claude or codex (codex adds agents/openai.yaml)"),
     include_all: bool = typer.Option(
         False, "--all", help="also export every skill, not only the router"
     ),
-    mcp_url: str | None = typer.Option(
-        None, "--mcp-url", help="a shared kbase MCP endpoint to name"
-    ),
+    mcp_url: str | None = typer.Option(None, help="a shared kbase MCP endpoint to name"),
     portable: bool = typer.Option(
         False, "--portable", help="router names no root and lists no skills (plugin copy)"
     ),
@@ -125,7 +96,4 @@ def export(
         console.print(f"skipped {s}", highlight=False)
 
 
-def register(app: typer.Typer) -> None:
-    app.command()(handles_errors(mcp))
-    app.command()(handles_errors(serve))
-    app.command()(handles_errors(export))
+COMMANDS = (mcp, serve, export)

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from kbase.commands.common import JsonOpt, RootOpt, err_console, handles_errors, kb, print_json
+from kbase.commands.common import JsonOpt, RootOpt, add_commands, err_console, kb, print_json
 
 ledger_app = typer.Typer(help="Check and maintain the signed verification ledger.")
 
@@ -67,8 +67,5 @@ def ledger_quarantine(root: str | None = RootOpt, as_json: bool = JsonOpt) -> No
         err_console.print(f"{kept} trusted row(s) kept, {moved} moved to {to}")
 
 
-def register(app: typer.Typer) -> None:
-    app.command()(handles_errors(keygen))
-    ledger_app.command("verify")(handles_errors(ledger_verify))
-    ledger_app.command("quarantine")(handles_errors(ledger_quarantine))
-    app.add_typer(ledger_app, name="ledger")
+add_commands(ledger_app, ("verify", ledger_verify), ("quarantine", ledger_quarantine))
+COMMANDS = (keygen, ("ledger", ledger_app))

@@ -25,7 +25,6 @@ from kbase.commands.common import (
     RootOpt,
     console,
     err_console,
-    handles_errors,
     inert,
     kb,
     print_json,
@@ -34,12 +33,9 @@ from kbase.commands.common import (
 
 TierOpt = typer.Option("auto", "--tier", help=" | ".join(TIER_CHOICES))
 WorkersOpt = typer.Option(1, "-j", "--workers", min=1, max=64, help="snippets run in parallel")
-TimeoutOpt = typer.Option(
-    None, "--timeout", min=1, help="override every skill's verification.timeout_s"
-)
+TimeoutOpt = typer.Option(None, min=1, help="override every skill's verification.timeout_s")
 MemoryOpt = typer.Option(
     None,
-    "--memory-mb",
     min=0,
     help="memory limit per run in MiB, 0 for none (default: "
     + "; ".join(f"{t.name} {t.default_memory_mb}" for t in TIER_SPECS.values())
@@ -154,9 +150,7 @@ def audit(
     no_run: bool = typer.Option(False, "--no-run", help="judge from the ledger only; run nothing"),
     junit: Path | None = JunitOpt,
     markdown: Path | None = typer.Option(None, "--markdown", help="write a Markdown report here"),
-    html: Path | None = typer.Option(
-        None, "--html", help="write a self-contained HTML report here"
-    ),
+    html: Path | None = typer.Option(None, help="write a self-contained HTML report here"),
     fail_on: str = typer.Option("failing", "--fail-on", help=" | ".join(FAIL_LEVELS)),
     root: str | None = RootOpt,
     as_json: bool = JsonOpt,
@@ -191,7 +185,11 @@ def audit(
         _status_lines(rep.judgements)
         _findings(rep)
         _failures_last(rep.outcomes, rep.skill_paths)
-        err_console.print(_summary(rep.judgements, rep.exit_code), highlight=False)
+        counts = Counter(j["status"] for j in _problems_first(rep.judgements))
+        parts = ", ".join(f"{n} {s}" for s, n in counts.items()) or "none"
+        err_console.print(
+            f"audit: {len(rep.judgements)} skill(s): {parts}; exit {rep.exit_code}", highlight=False
+        )
     raise typer.Exit(rep.exit_code)
 
 
@@ -215,9 +213,8 @@ def _status_lines(judgements: list[dict]) -> None:
     width = max(40, min(console.width, 120))
     for j in _problems_first(judgements):
         spec = STATUS_SPECS.get(j["status"])
-        when = inert(
-            ", ".join(x for x in ((j["last_pass"] or "")[:10], j["verified_on"] or "") if x)
-        )
+        dates = ((j["last_pass"] or "")[:10], j["verified_on"] or "")
+        when = inert(", ".join(x for x in dates if x))
         head = f"[{spec.style if spec else ''}]{j['status']:<13}[/] {j['skill']}"
         console.print(head + (f"  ({when})" if when else ""), highlight=False, soft_wrap=True)
         reasons = _cut("; ".join(j["reasons"]), 300)
@@ -230,13 +227,6 @@ def _status_lines(judgements: list[dict]) -> None:
 def _problems_first(judgements: list[dict]) -> list[dict]:
     """Skills in STATUS_ORDER (failing, unverified, ..., stale-*, verified last), then by name."""
     return sorted(judgements, key=lambda j: (severity(j["status"]), j["skill"]))
-
-
-def _summary(judgements: list[dict], code: int) -> str:
-    """The audit's last line: how many skills per status, worst first, and the exit code."""
-    counts = Counter(j["status"] for j in _problems_first(judgements))
-    parts = ", ".join(f"{n} {s}" for s, n in counts.items())
-    return f"audit: {len(judgements)} skill(s): {parts or 'none'}; exit {code}"
 
 
 def _cut(text: str, width: int) -> str:
@@ -268,7 +258,6 @@ def check(
     ),
     base: str | None = typer.Option(
         None,
-        "--base",
         help="revision to diff against (default: the first of origin/main, main, origin/master, "
         "master; refused when none exists)",
     ),
@@ -296,19 +285,16 @@ def check(
                 "results": rep.results(),
             }
         )
-    elif not rep.ran:
-        for p in rep.problems:
-            typer.echo(str(p))
-        err_console.print(f"no skill changed since {rep.base}")
     else:
         for p in rep.problems:
             typer.echo(str(p))
-        _runs_table(rep.outcomes, rep.skill_paths)
-        err_console.print(
-            f"checked {len(rep.skill_paths)} skill(s)"
-            + (f" changed since {rep.base}" if rep.base else "")
-        )
-        _failures_last(rep.outcomes, rep.skill_paths)
+        if not rep.ran:
+            err_console.print(f"no skill changed since {rep.base}")
+        else:
+            _runs_table(rep.outcomes, rep.skill_paths)
+            since = f" changed since {rep.base}" if rep.base else ""
+            err_console.print(f"checked {len(rep.skill_paths)} skill(s){since}")
+            _failures_last(rep.outcomes, rep.skill_paths)
     if rep.failed:
         raise typer.Exit(1)
 
@@ -326,9 +312,4 @@ def merge_ledger(
         err_console.print(f"{added} row(s) added, {present} already present")
 
 
-def register(app: typer.Typer) -> None:
-    app.command()(handles_errors(verify))
-    app.command()(handles_errors(audit))
-    app.command()(handles_errors(new))
-    app.command()(handles_errors(check))
-    app.command("merge-ledger")(handles_errors(merge_ledger))
+COMMANDS = (verify, audit, new, check, merge_ledger)

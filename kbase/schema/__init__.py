@@ -3,9 +3,12 @@ name (`from kbase.schema import Hit`). Importing it defines every model (~40 ms 
 few a cold search needs, of a ~0.45 s search: cheaper than a table of lazy names)."""
 
 from kbase.schema.answers import (
+    Chunk,
     ClaimCounts,
     ClaimMeasurement,
     ClaimView,
+    CodeBlock,
+    Entry,
     EntryDoc,
     EntryRef,
     EntrySummary,
@@ -28,19 +31,19 @@ from kbase.schema.answers import (
     Verified,
 )
 from kbase.schema.archive import FileChange, PRCard, Recipe
-from kbase.schema.base import NAME_RE, Model, StrictModel
-from kbase.schema.entries import Chunk, CodeBlock, Entry
-from kbase.schema.ledger import ClaimResult, LedgerRow, LedgerSig, RunResult
-from kbase.schema.problems import Problem
+from kbase.schema.base import NAME_RE, TAG_KEYS, Model, Problem, StrictModel, Tags
 from kbase.schema.skill import (
     Audit,
     Claim,
+    ClaimResult,
     ClaimWhen,
     FailureMode,
+    LedgerRow,
+    LedgerSig,
     LiteralTrigger,
+    RunResult,
     SkillMeta,
     Verification,
     Watch,
 )
-from kbase.schema.tags import TAG_KEYS, Tags
 from kbase.search_query import SearchQuery

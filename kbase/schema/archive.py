@@ -10,8 +10,7 @@ import re
 from pydantic import ConfigDict, Field, field_validator
 
 from kbase.closed_sets import CardKind
-from kbase.schema.base import Kebab, Model, check_url
-from kbase.schema.tags import Tags
+from kbase.schema.base import Kebab, Model, Tags, check_url
 
 
 class FileChange(Model):

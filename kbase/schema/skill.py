@@ -1,16 +1,17 @@
-"""A skill's front-matter (skills/<name>/SKILL.md): what it claims and how it is verified."""
+"""A skill's front-matter (skills/<name>/SKILL.md): what it claims and how it is verified; and
+what a verification run records: its result and its claims' values (`--json`), and the ledger
+row that keeps them with the environment it ran on (ledger/*.jsonl)."""
 
 from __future__ import annotations
 
 import datetime as _dt
 import re
-from typing import Any
+from typing import Annotated, Any, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import AfterValidator, ConfigDict, Field, field_validator, model_validator
 
-from kbase.closed_sets import CPU_FLAGS, DeviceUse, Tier
-from kbase.schema.base import NAME_RE, Kebab, StrictModel, check_url
-from kbase.schema.tags import Tags
+from kbase.closed_sets import CPU_FLAGS, DeviceUse, Tier, Verdict
+from kbase.schema.base import NAME_RE, Kebab, Model, StrictModel, Tags, check_url
 
 
 class FailureMode(StrictModel):
@@ -204,18 +205,14 @@ class SkillMeta(StrictModel):
             raise ValueError('write literal triggers as `- literal: "..."` items under trigger')
         items = data.get("trigger")
         if isinstance(items, list):
-            literals, when = [], {}
-            plain: list[Any] = []
-            for item in items:
-                if isinstance(item, dict):
-                    lit = LiteralTrigger.model_validate(item)
-                    literals.append(lit.literal)
-                    plain.append(lit.literal)
-                    if lit.when is not None:
-                        when[lit.literal] = lit
-                else:
-                    plain.append(item)
-            data = {**data, "trigger": plain, "literal_triggers": literals, "literal_when": when}
+            read = [LiteralTrigger.model_validate(i) if isinstance(i, dict) else i for i in items]
+            lits = [t for t in read if isinstance(t, LiteralTrigger)]
+            data = {
+                **data,
+                "trigger": [t.literal if isinstance(t, LiteralTrigger) else t for t in read],
+                "literal_triggers": [t.literal for t in lits],
+                "literal_when": {t.literal: t for t in lits if t.when is not None},
+            }
         return data
 
     @field_validator("claims")
@@ -238,3 +235,65 @@ class SkillMeta(StrictModel):
         if any(not str(x).strip() for x in v):
             raise ValueError("items must be non-empty strings")
         return v
+
+
+# A ledger row is checked as readers use its fields, in strict mode (no coercion; a bool is no
+# number), by its writer too: a row of other types is refused with its line, not a TypeError deep
+# in a status (a list for `skill` cannot key a dict). Keys beyond these are kept and not checked.
+_STRICT = ConfigDict(strict=True, extra="allow")
+
+
+def _iso_day(at: str) -> str:
+    _dt.date.fromisoformat(at[:10])  # ValueError: not an ISO timestamp
+    return at
+
+
+class ClaimResult(Model):
+    """One measured claim in one run: the value reported and whether it held on that tier."""
+
+    model_config = _STRICT
+    id: str
+    value: float | None = None
+    expect: str = ""
+    holds: bool | None = None
+    raw: str | None = Field(default=None, description="the reported text when not a finite number")
+
+
+class LedgerSig(Model):
+    model_config = _STRICT
+    alg: Literal["ed25519"]
+    key: Any
+    value: Any
+
+
+class LedgerRow(Model):
+    model_config = _STRICT
+    skill: str
+    snippet_sha256: str
+    tier: Tier
+    verdict: Verdict
+    duration_s: float
+    # the environment (validators/fingerprint.py): versions, GPU, CPU model and flags, date
+    fingerprint: dict[str, str | bool | list[str] | None]
+    at: Annotated[str, AfterValidator(_iso_day)]
+    line: int | None = None
+    message: str = ""
+    stderr_tail: str = ""
+    isolated: bool = True
+    limits: dict[str, Any] = {}
+    claims: list[ClaimResult] = []
+    literals_seen: list[str] = []
+    sig: LedgerSig | None = None
+
+
+class RunResult(Model):
+    skill: str
+    tier: Tier
+    verdict: Verdict
+    duration_s: float
+    line: int | None = None
+    message: str = ""
+    claims: list[ClaimResult] = Field(default_factory=list)
+    literals_seen: list[str] = Field(
+        default_factory=list, description="literal triggers found in the run's captured output"
+    )

@@ -1,7 +1,6 @@
 """`kbase export DEST --format agent-skills`: a router skill, and with `--all` every skill, as
 Agent-Skills folders (docs/agents.md: why only the router by default). Only the Agent Skills
-front-matter keys are written; kbase's own keys go into the body, its status into metadata.
-"""
+front-matter keys are written; kbase's own keys go into the body, its status into metadata."""
 
 from __future__ import annotations
 
@@ -66,25 +65,17 @@ CODEX_LIST_BUDGET = 8000
 def _openai_yaml(display: str, short: str, prompt: str, tool: dict | None = None) -> str:
     """agents/openai.yaml. With `tool` (the router's MCP server) Codex may pick the skill by
     itself; every other skill is listed for `$name` mentions only (see CODEX_LIST_BUDGET)."""
-    doc: dict = {
-        "interface": {
-            "display_name": display,
-            "short_description": short,
-            "default_prompt": prompt,
-        },
-        "policy": {"allow_implicit_invocation": tool is not None},
-    }
+    ui = {"display_name": display, "short_description": short, "default_prompt": prompt}
+    doc: dict = {"interface": ui, "policy": {"allow_implicit_invocation": tool is not None}}
     if tool is not None:
         doc["dependencies"] = {"tools": [tool]}
     return yaml.safe_dump(doc, sort_keys=False, allow_unicode=True, width=100)
 
 
 def _mcp_tool(mcp_url: str | None, root: str | None) -> dict:
-    tool = {
-        "type": "mcp",
-        "value": "kbase",
-        "description": "kbase knowledge-base MCP server (read-only)",
-    }
+    tool = dict(
+        type="mcp", value="kbase", description="kbase knowledge-base MCP server (read-only)"
+    )
     if mcp_url:
         tool.update(transport="streamable_http", url=mcp_url)
     else:
@@ -92,9 +83,6 @@ def _mcp_tool(mcp_url: str | None, root: str | None) -> dict:
         cmd = f"kbase mcp --root {shlex.quote(root)}" if root else "kbase mcp"
         tool.update(transport="stdio", command=cmd)
     return tool
-
-
-# --------------------------------------------------------------------------- entry point
 
 
 def export_agent_skills(
@@ -112,20 +100,12 @@ def export_agent_skills(
     dest = Path(dest).resolve()
     dest.mkdir(parents=True, exist_ok=True)
     exported_at = datetime.now(UTC).replace(microsecond=0).isoformat()
-    rep = ExportReport(dest=str(dest), target=target, exported_at=exported_at)
     statuses = kb.statuses()
     root_s = None if portable else str(Path(kb.root).resolve())
     skills, skipped = kb.skills()
-    rep.skipped.extend(skipped)
-    catalog = [
-        (
-            s.name,
-            oneline(s.doc.title or s.name),
-            statuses[s.name].status if s.name in statuses else "unverified",
-        )
-        for s in skills
-    ]
-
+    rep = ExportReport(dest=str(dest), target=target, exported_at=exported_at, skipped=skipped)
+    status = {s.name: getattr(statuses.get(s.name), "status", "unverified") for s in skills}
+    catalog = [(s.name, oneline(s.doc.title or s.name), status[s.name]) for s in skills]
     if include_all:  # first: the router's catalog links the skills that were exported
         for s in skills:
             if s.name != ROUTER:
@@ -149,17 +129,10 @@ def export_agent_skills(
     )
     _write(rep, rdir, "SKILL.md", front_matter(router_fm) + "\n" + body)
     if target == "codex":
-        _write(
-            rep,
-            rdir,
-            "agents/openai.yaml",
-            _openai_yaml(
-                "kbase GPU kernel knowledge",
-                "Ask kbase before writing or debugging GPU kernels",
-                f"Use ${ROUTER} to look up what kbase knows about this kernel problem.",
-                _mcp_tool(mcp_url, root_s),
-            ),
-        )
+        ask = "Ask kbase before writing or debugging GPU kernels"
+        prompt = f"Use ${ROUTER} to look up what kbase knows about this kernel problem."
+        text = _openai_yaml("kbase GPU kernel knowledge", ask, prompt, _mcp_tool(mcp_url, root_s))
+        _write(rep, rdir, "agents/openai.yaml", text)
     rep.skills.insert(0, ROUTER)
     return rep
 
@@ -168,7 +141,7 @@ def _export_skill(
     kb: Any, rep: ExportReport, dest: Path, s: Any, audit: Any, target: str, exported_at: str
 ) -> None:
     """One skill's folder: SKILL.md, its snippet under scripts/, agents/openai.yaml for codex."""
-    status = audit.status if audit is not None else "unverified"
+    status = getattr(audit, "status", "unverified")
     try:
         scripts = skill_scripts(kb.snippet_files(s))
     except ValueError as exc:  # a snippet the runtime contract cannot lay out

@@ -85,12 +85,9 @@ def router_body(
         ]
         if linked:
             blocks.append("Each entry links its exported SKILL.md; read it when the entry fits.")
-        blocks.append(
-            "\n".join(
-                f"- [`{name}`](../{name}/SKILL.md) ({status}): {title}"
-                if name in linked
-                else f"- `{name}` ({status}): {title}"
-                for name, title, status in skills
-            )
-        )
+        rows = []
+        for name, title, status in skills:
+            ref = f"[`{name}`](../{name}/SKILL.md)" if name in linked else f"`{name}`"
+            rows.append(f"- {ref} ({status}): {title}")
+        blocks.append("\n".join(rows))
     return "\n\n".join(blocks) + "\n"

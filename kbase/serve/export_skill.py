@@ -34,10 +34,11 @@ def _strip_snippets(skill) -> str:
 
     marks = set(skill.meta.verification.blocks)
     body_lines = skill.doc.body.split("\n")
-    cut: list[tuple[int, int]] = []
-    for tok in MarkdownIt("commonmark").parse(skill.doc.body):
-        if tok.type == "fence" and tok.map and marks & set(tok.info.split()[1:]):
-            cut.append((tok.map[0], tok.map[1]))
+    cut = [
+        tok.map
+        for tok in MarkdownIt("commonmark").parse(skill.doc.body)
+        if tok.type == "fence" and tok.map and marks & set(tok.info.split()[1:])
+    ]
     pointer = '*(The verification code is in `scripts/`; see "Verify it" above.)*'
     for start, end in reversed(cut):
         body_lines[start:end] = [pointer]
@@ -51,9 +52,7 @@ def _strip_snippets(skill) -> str:
 def skill_scripts(files: dict[str, str]) -> dict[str, str]:
     """scripts/<file> -> text, from the snippet's files as the sandbox lays them out
     (`KnowledgeBase.snippet_files`, the runtime contract of docs/skill-format.md)."""
-    out: dict[str, str] = {}
-    for name, text in files.items():
-        out["verify.py" if name == "snippet.py" else name] = text
+    out = {("verify.py" if name == "snippet.py" else name): text for name, text in files.items()}
     if "verify.py" not in out and list(out) == ["snippet_0.cu"]:
         out = {"verify.cu": out["snippet_0.cu"]}
     return out
@@ -105,13 +104,12 @@ def skill_markdown(
         "kbase-source": skill.path,
         "kbase-exported-at": exported_at,
     }
-    if audit is not None and audit.verified_on:
-        metadata["kbase-verified-on"] = str(audit.verified_on)
-    if audit is not None and audit.last_pass:
-        metadata["kbase-last-pass"] = str(audit.last_pass)
-    tags = " ".join(m.tags.flat())
-    if tags:
-        metadata["kbase-tags"] = tags
+    optional = {
+        "kbase-verified-on": audit and audit.verified_on,
+        "kbase-last-pass": audit and audit.last_pass,
+        "kbase-tags": " ".join(m.tags.flat()),
+    }
+    metadata.update((k, v) for k, v in optional.items() if v)
     fm: dict = {"name": m.name, "description": clip(m.description, 1024)}
     if m.license:
         fm["license"] = m.license

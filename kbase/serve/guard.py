@@ -4,13 +4,13 @@ its status is listed in docs/agents.md and answered as `{"error": {"status", "me
 `Guard` is ASGI middleware that reads the whole body itself, counting bytes as they arrive (a
 chunked upload is cut off like one with a Content-Length), and checks JSON depth on the bytes
 before anything recursive parses them. `guarded_protocol` closes a connection whose headers are
-slow (uvicorn has a keep-alive timeout but none for headers).
-"""
+slow (uvicorn has a keep-alive timeout but none for headers)."""
 
 from __future__ import annotations
 
 import json
 import logging
+import os
 import re
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -50,8 +50,6 @@ def allowed_hosts(bind_host: str = "127.0.0.1") -> set[str]:
     """Host names (ports do not matter) a server bound to bind_host answers to: loopback names,
     the bind address when it is a specific one, and those KBASE_ALLOWED_HOSTS lists (e.g. the
     name a reverse proxy forwards: `KBASE_ALLOWED_HOSTS=kbase.internal,10.0.0.5`)."""
-    import os
-
     names = set(LOOPBACK)
     if bind_host not in ("0.0.0.0", "::", ""):
         names.add(bind_host.strip("[]").lower())
@@ -61,10 +59,7 @@ def allowed_hosts(bind_host: str = "127.0.0.1") -> set[str]:
 
 def _hostname(value: str) -> str | None:
     """The name in a Host header or an Origin URL, lower-case, without port or brackets."""
-    v = value.strip().lower()
-    if "://" in v:
-        v = v.split("://", 1)[1]
-    v = v.split("/", 1)[0]
+    v = value.strip().lower().split("://", 1)[-1].split("/", 1)[0]
     if v.startswith("["):
         end = v.find("]")
         return v[1:end] if end > 0 else None
@@ -125,11 +120,10 @@ class Guard:
         if problem is not None:
             await _respond(send, *problem)
             return
-        is_json = "json" in headers.get("content-type", "")
         if body and json_too_deep(body):  # whatever the content type says: FastAPI may parse it
             await _respond(send, 400, f"the JSON body nests deeper than {MAX_JSON_DEPTH} levels")
             return
-        if body and self.check_json and is_json:
+        if body and self.check_json and "json" in headers.get("content-type", ""):
             try:
                 # a lone surrogate (\ud800 escaped) decodes, and raises UnicodeEncodeError here
                 json.dumps(json.loads(body.decode("utf-8")), ensure_ascii=False).encode("utf-8")

@@ -1,7 +1,6 @@
 """`kbase serve`: a small HTTP API (FastAPI + uvicorn) over the same KnowledgeBase as MCP,
 read-only unless started with `--allow-write`, behind the transport guard (kbase/serve/guard.py).
-Every answer and error is a typed model in the OpenAPI document (kbase/serve/http_schema.py).
-"""
+Every answer and error is a typed model in the OpenAPI document (kbase/serve/http_schema.py)."""
 
 import logging
 import time
@@ -9,33 +8,15 @@ from typing import Annotated, Any
 
 from fastapi import Query
 
+from kbase import schema as S
 from kbase.closed_sets import ENTRY_STATUSES, EntryKind, EntryStatus, Mode
 from kbase.envspec import ENV_HELP, ENV_PATTERN, parse_env
 from kbase.errors import InvalidArgument
-from kbase.schema import (
-    EntryDoc,
-    FeedbackAnswer,
-    HistoryPage,
-    ListPage,
-    ProposeAnswer,
-    SearchQuery,
-    SearchResult,
-    ServerHealth,
-    StaleAnswer,
-)
 from kbase.search_query import DEFAULT_K, MAX_K, MAX_QUERY_CHARS, MAX_TAGS, SLUG_RE
 from kbase.serve import http_schema as H
+from kbase.serve import paging
 from kbase.serve import params as P
 from kbase.serve.http_schema import FeedbackBody, ProposeBody, error_handlers, error_responses
-from kbase.serve.paging import (
-    CURSOR_PATTERN,
-    DEFAULT_HISTORY_LIMIT,
-    DEFAULT_LIST_LIMIT,
-    MAX_HISTORY_LIMIT,
-    MAX_LIST_LIMIT,
-    page_history,
-    page_list,
-)
 from kbase.serve.service import Service
 
 log = logging.getLogger("kbase.serve.http")
@@ -74,7 +55,6 @@ def create_app(service: Service, allow_write: bool = False, hosts: set[str] | No
         if app.openapi_schema is None:
             if not complete:  # the same list objects the parameters' schemas hold
                 tag_values[:] = H.schema_enums(kb)[0]
-
             app.openapi_schema = H.tidy_openapi(FastAPI.openapi(app))
         return app.openapi_schema
 
@@ -92,7 +72,7 @@ Day = Annotated[
     ),
 ]
 Cursor = Annotated[
-    str | None, Query(description="next_cursor of the previous page", pattern=CURSOR_PATTERN)
+    str | None, Query(description="next_cursor of the previous page", pattern=paging.CURSOR_PATTERN)
 ]
 
 
@@ -109,18 +89,16 @@ def _search_routes(app: Any, service: Service, tag_values: list[str], repos: lis
             json_schema_extra={"items": {"type": "string", "enum": tag_values}},
         ),
     ]
+    repo_values = {"enum": repos} if repos else {"pattern": "^$"}
     Repo = Annotated[
         str | None,
-        Query(
-            description="only PR cards of this archive repo",
-            json_schema_extra={"enum": repos} if repos else {"pattern": "^$"},
-        ),
+        Query(description="only PR cards of this archive repo", json_schema_extra=repo_values),
     ]
 
     @app.get(
         "/search",
         summary="Search skills and PR cards",
-        response_model=SearchResult,
+        response_model=S.SearchResult,
         responses=error_responses(400, 503),
     )
     def search_get(
@@ -148,7 +126,7 @@ def _search_routes(app: Any, service: Service, tag_values: list[str], repos: lis
         since: Day = None,
         until: Day = None,
         env: Env = None,
-    ) -> SearchResult:
+    ) -> S.SearchResult:
         if any(not t.strip() for t in tag):
             raise InvalidArgument("tag must be key=value, got an empty one", "tags")
         raw = {"query": q, "k": k, "kind": kind, "repo": repo, "tags": tag, "status": status}
@@ -158,7 +136,7 @@ def _search_routes(app: Any, service: Service, tag_values: list[str], repos: lis
             v = raw.get(key)
             if isinstance(v, str) and not v.strip():
                 raise InvalidArgument(f"{key} is empty; leave it out instead", key)
-        return service.search(SearchQuery.parse(**{**raw, "env": parse_env(env)}))
+        return service.search(S.SearchQuery.parse(**{**raw, "env": parse_env(env)}))
 
 
 def _read_routes(app: Any, service: Service, tag_values: list[str]) -> None:
@@ -169,7 +147,7 @@ def _read_routes(app: Any, service: Service, tag_values: list[str]) -> None:
     @app.get(
         "/entries/{entry_id}",
         summary="One entry in full (a PR id's '#' must be sent as %23)",
-        response_model=EntryDoc,
+        response_model=S.EntryDoc,
         responses=error_responses(400, 404),
     )
     def entry(
@@ -182,13 +160,13 @@ def _read_routes(app: Any, service: Service, tag_values: list[str]) -> None:
             Query(description="only this section (a heading title)", pattern=P.SECTION_PATTERN),
         ] = None,
         env: Env = None,
-    ) -> EntryDoc:
+    ) -> S.EntryDoc:
         return kb.get(entry_id, section, env=parse_env(env))  # the patterns above checked both
 
     @app.get(
         "/history/{repo}/{family}",
         summary="The PRs of one kernel family in one archived repo, newest first, paged",
-        response_model=HistoryPage,
+        response_model=S.HistoryPage,
         responses=error_responses(400, 404),
     )
     def history(
@@ -197,12 +175,12 @@ def _read_routes(app: Any, service: Service, tag_values: list[str]) -> None:
         since: Day = None,
         until: Day = None,
         limit: Annotated[
-            int, Query(ge=1, le=MAX_HISTORY_LIMIT, description="PRs per page")
-        ] = DEFAULT_HISTORY_LIMIT,
+            int, Query(ge=1, le=paging.MAX_HISTORY_LIMIT, description="PRs per page")
+        ] = paging.DEFAULT_HISTORY_LIMIT,
         cursor: Cursor = None,
     ) -> Any:
         res = kb.history(repo, family)  # both checked by SLUG_PATTERN
-        return page_history(res, since, until, limit, cursor)
+        return paging.page_history(res, since, until, limit, cursor)
 
     _list_routes(app, service, tag_values)
 
@@ -213,7 +191,7 @@ def _list_routes(app: Any, service: Service, tag_values: list[str]) -> None:
     @app.get(
         "/list",
         summary="Entries by kind, status and tag, with counts, paged",
-        response_model=ListPage,
+        response_model=S.ListPage,
         responses=error_responses(400),
     )
     def list_entries(
@@ -227,16 +205,16 @@ def _list_routes(app: Any, service: Service, tag_values: list[str]) -> None:
             ),
         ] = None,
         limit: Annotated[
-            int, Query(ge=1, le=MAX_LIST_LIMIT, description="entries per page")
-        ] = DEFAULT_LIST_LIMIT,
+            int, Query(ge=1, le=paging.MAX_LIST_LIMIT, description="entries per page")
+        ] = paging.DEFAULT_LIST_LIMIT,
         cursor: Cursor = None,
     ) -> Any:
-        return page_list(kb.list_entries(kind), status, tag, limit, cursor)
+        return paging.page_list(kb.list_entries(kind), status, tag, limit, cursor)
 
     @app.get(
         "/stale",
         summary="Skills whose verification fails or is out of date, worst first",
-        response_model=StaleAnswer,
+        response_model=S.StaleAnswer,
         responses=error_responses(400),
     )
     def stale(env: Env = None) -> Any:
@@ -245,7 +223,7 @@ def _list_routes(app: Any, service: Service, tag_values: list[str]) -> None:
     @app.get(
         "/healthz",
         summary="Liveness and index generation",
-        response_model=ServerHealth,
+        response_model=S.ServerHealth,
         responses=error_responses(),
     )
     def healthz() -> Any:
@@ -261,7 +239,7 @@ def _write_routes(app: Any, kb: Any) -> None:
     @app.post(
         "/feedback",
         summary="Record how acting on an entry went (append-only; a mild ranking signal)",
-        response_model=FeedbackAnswer,
+        response_model=S.FeedbackAnswer,
         responses=error_responses(400, 404, 413, 429),
     )
     def feedback(body: FeedbackBody) -> Any:
@@ -271,7 +249,7 @@ def _write_routes(app: Any, kb: Any) -> None:
     @app.post(
         "/propose",
         summary="Write a draft skill under skills/_drafts/ (status draft until reviewed)",
-        response_model=ProposeAnswer,
+        response_model=S.ProposeAnswer,
         responses=error_responses(400, 413, 429),
     )
     def propose(body: ProposeBody) -> Any:

@@ -1,7 +1,6 @@
 """The HTTP API's contract (`kbase serve`): enums from the index, the write bodies, every error
 (FastAPI's validation errors reworded) and the OpenAPI document tidied, so that a schema-driven
-fuzzer (schemathesis) and the server agree.
-"""
+fuzzer (schemathesis) and the server agree."""
 
 from __future__ import annotations
 
@@ -13,6 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from kbase.closed_sets import FeedbackVerdict
 from kbase.envspec import parse_env
 from kbase.errors import KbaseError
+from kbase.schema import SearchQuery
 from kbase.serve.paging import MAX_LIST_LIMIT
 from kbase.serve.params import ID_PATTERN
 
@@ -37,8 +37,11 @@ def schema_enums(kb: Any, entries: bool = True) -> tuple[list[str], list[str]]:
     return sorted(tags | archive), sorted(t[5:] for t in archive if t.startswith("repo="))
 
 
-def message(loc: str, e: dict[str, Any]) -> str:
-    """One FastAPI validation error in the words the CLI and MCP use."""
+def message(e: dict[str, Any]) -> str:
+    """One FastAPI validation error in the words the CLI and MCP use; it names the field, not
+    the value: the values are the client's own (possibly huge) input."""
+    loc = ".".join(str(x) for x in e.get("loc", ()) if x not in ("query", "body", "path"))
+    loc = loc or "request"
     kind = e.get("type", "")
     if kind == "missing":
         return f"{loc} is required"
@@ -111,8 +114,6 @@ def error_handlers(app: Any) -> None:
     @app.exception_handler(RequestValidationError)
     async def _invalid(req: Any, exc: RequestValidationError) -> Any:
         if req.url.path == "/search":  # SearchQuery's message, as the CLI and MCP give (issue #9)
-            from kbase.schema import SearchQuery
-
             qp = req.query_params
             raw = {k: qp.get(k) for k in ("k", "kind", "repo", "mode", "since", "until")}
             try:
@@ -122,11 +123,7 @@ def error_handlers(app: Any) -> None:
                 )
             except KbaseError as said:
                 return _error(400, str(said))
-        # Name the fields, not the values: the values are the client's own (possibly huge) input.
-        parts = []
-        for e in exc.errors()[:5]:
-            loc = ".".join(str(x) for x in e.get("loc", ()) if x not in ("query", "body", "path"))
-            parts.append(message(loc or "request", e))
+        parts = [message(e) for e in exc.errors()[:5]]
         return _error(400, "; ".join(parts) or "invalid request")
 
     @app.exception_handler(StarletteHTTPException)
@@ -153,10 +150,7 @@ class FeedbackBody(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     id: str = Field(
-        min_length=1,
-        max_length=120,
-        pattern=ID_PATTERN,
-        description="the entry acted on",
+        min_length=1, max_length=120, pattern=ID_PATTERN, description="the entry acted on"
     )
     verdict: FeedbackVerdict
     note: str = Field(

@@ -1,12 +1,12 @@
 """What the MCP tools answer, and the budget (docs/agents.md): search and get answer the compact
 models here, history, list and stale kbase.schema's pages. Agent context is the scarce resource,
 so every answer's JSON stays within the call's `max_chars`; what a cut leaves out is said in
-`truncated` (lists get a `next_cursor`, an entry's text is cut, never emptied).
-"""
+`truncated` (lists get a `next_cursor`, an entry's text is cut, never emptied)."""
 
 from __future__ import annotations
 
 import json
+from itertools import accumulate
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
@@ -60,9 +60,6 @@ class EntryAnswer(Verified):
     truncated: Truncation | None = None
 
 
-# --------------------------------------------------------------------------- budgets
-
-
 def _cut(s: str, width: int | None) -> str:
     if width is None or len(s) <= width:
         return s
@@ -102,14 +99,8 @@ def fit_entry(doc: dict[str, Any], max_chars: int) -> dict[str, Any]:
     out = dict(doc)
     if len(dumps(out)) <= max_chars:
         return out
-    drops: tuple[tuple[str, ...], ...] = (
-        (),
-        ("tags",),
-        ("tags", "sections"),
-        ("tags", "sections", "feedback", "path"),
-        ("tags", "sections", "feedback", "path", "verified_on", "verified_at", "repo"),
-    )
-    for drop in drops:
+    last = ("verified_on", "verified_at", "repo")
+    for drop in accumulate([(), ("tags",), ("sections",), ("feedback", "path"), last]):  # more each
         head = {k: v for k, v in out.items() if k not in drop}
         head["text"] = ""
         head["truncated"] = {
@@ -118,7 +109,7 @@ def fit_entry(doc: dict[str, Any], max_chars: int) -> dict[str, Any]:
             "hint": "ask for a section or raise max_chars",
         }
         room = max_chars - len(dumps(head))
-        if room >= MIN_TEXT_CHARS or drop == drops[-1]:
+        if room >= MIN_TEXT_CHARS:
             break
     if room < MIN_TEXT_CHARS:  # a tiny budget: shorten the envelope, never the text to nothing
         head["truncated"]["hint"] = "raise max_chars"  # the short form

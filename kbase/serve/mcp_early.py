@@ -1,8 +1,7 @@
 """The stdio MCP server's handshake, answered from kbase/data/mcp_handshake.json before the MCP
 SDK is imported (~0.8 s of CPU; issue #27); every line read is kept for the SDK, whose answers to
 requests answered here are dropped. docs/agents.md has the measured figures. Only the standard
-library is imported here: this runs before everything else.
-"""
+library is imported here: this runs before everything else."""
 
 from __future__ import annotations
 
@@ -127,8 +126,9 @@ class EarlyAnswers:
                 if method in ("server/discover", "tools/list"):
                     result = rec["modern " + method]
         if result is not None:
-            data = json.dumps({"jsonrpc": "2.0", "id": rid, "result": result}) + "\n"
-            _write_all(self.wire_out, data.encode())
+            data = (json.dumps({"jsonrpc": "2.0", "id": rid, "result": result}) + "\n").encode()
+            while data:
+                data = data[os.write(self.wire_out, data) :]
             self.answered[json.dumps(rid)] = result
             log.debug("answered %s before the MCP SDK served", method)
 
@@ -143,8 +143,3 @@ def _initialize_ok(p: dict) -> bool:
         and isinstance(info.get("name"), str)
         and isinstance(info.get("version"), str)
     )
-
-
-def _write_all(fd: int, data: bytes) -> None:
-    while data:
-        data = data[os.write(fd, data) :]

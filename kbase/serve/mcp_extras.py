@@ -8,6 +8,7 @@ from typing import Any
 
 from kbase.data import read_yaml
 from kbase.errors import KbaseError
+from kbase.serve import params as P
 
 
 def tag_vocabulary(kb: Any) -> dict[str, Any]:
@@ -41,8 +42,6 @@ def register_extras(srv: Any, service: Any) -> None:
         mime_type="text/markdown",
     )
     def skill(name: str) -> str:
-        from kbase.serve import params as P
-
         try:
             doc = kb.get(P.check_id(name))
         except KbaseError as exc:

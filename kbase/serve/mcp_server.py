@@ -2,8 +2,7 @@
 kbase/serve/mcp_tools.py and the resources and prompt of kbase/serve/mcp_extras.py.
 
 Arguments are checked (and forgiving aliases such as `question` -> `query` applied) by a server
-middleware before the SDK's own validation, so a wrong guess gets a useful message.
-"""
+middleware before the SDK's own validation, so a wrong guess gets a useful message."""
 
 from __future__ import annotations
 
@@ -17,6 +16,7 @@ from kbase.errors import InvalidArgument
 from kbase.schema import SearchQuery
 from kbase.search_query import check_int, check_slug, opt_str
 from kbase.serve import params as P
+from kbase.serve.paging import DEFAULT_LIST_LIMIT, MAX_LIST_LIMIT
 from kbase.serve.service import Service
 
 log = logging.getLogger("kbase.serve.mcp")
@@ -50,11 +50,9 @@ def _checked(tool: str, raw: dict[str, Any]) -> dict[str, Any]:
             "max_chars", a["max_chars"], P.MIN_MAX_CHARS, P.MAX_MAX_CHARS, P.DEFAULT_MAX_CHARS
         )
     if tool == "search":
-        fields = {k: v for k, v in a.items() if k not in ("max_chars", "env")}
-        query = SearchQuery.parse(**fields)
-        out = query.model_dump(exclude={"mode", "env"}, exclude_defaults=True)
-        out["query"] = query.query
-        return {**out, **{k: a[k] for k in ("max_chars", "env") if k in a}}
+        extra: dict[str, Any] = {k: a.pop(k) for k in ("max_chars", "env") if k in a}
+        out = SearchQuery.parse(**a).model_dump(exclude={"mode", "env"}, exclude_defaults=True)
+        return {**out, **extra}
     if tool in ("get", "feedback") and "id" in a:
         a["id"] = P.check_id(a["id"])
     if tool == "get" and "section" in a:
@@ -62,35 +60,23 @@ def _checked(tool: str, raw: dict[str, Any]) -> dict[str, Any]:
     if tool == "history":
         for key in ("repo", "family"):
             a[key] = check_slug(key, a.get(key), required=True)
-    if tool == "list":
-        _check_list(a)
+    if tool == "list":  # each wrong type or value named (issue #27: pydantic's raw errors)
+        for key in ("kind", "status", "tag", "cursor"):
+            if key in a:
+                a[key] = opt_str(key, a[key])
+        if a.get("kind") is not None:  # the checks and aliases search has: skills, prs, ...
+            a["kind"] = SearchQuery.parse(query="x", kind=a["kind"]).kind
+        if a.get("status") is not None:
+            SearchQuery.parse(query="x", status=[a["status"]])
+        if "limit" in a:
+            a["limit"] = check_int("limit", a["limit"], 1, MAX_LIST_LIMIT, DEFAULT_LIST_LIMIT)
     return a
-
-
-def _check_list(a: dict[str, Any]) -> None:
-    """list's arguments, each wrong type or value named (issue #27: pydantic's raw errors); a
-    ValueError names the argument."""
-    from kbase.serve.paging import DEFAULT_LIST_LIMIT, MAX_LIST_LIMIT
-
-    for key in ("kind", "status", "tag", "cursor"):
-        if key in a:
-            a[key] = opt_str(key, a[key])
-    if a.get("kind") is not None:  # the checks and aliases search has: skills, prs, ...
-        a["kind"] = SearchQuery.parse(query="x", kind=a["kind"]).kind
-    if a.get("status") is not None:
-        SearchQuery.parse(query="x", status=[a["status"]])
-    if "limit" in a:
-        a["limit"] = check_int("limit", a["limit"], 1, MAX_LIST_LIMIT, DEFAULT_LIST_LIMIT)
 
 
 async def _arguments_middleware(ctx, call_next):
     """Rewrite tools/call arguments before the SDK validates them, or refuse them clearly."""
-    if (
-        ctx.method == "tools/call"
-        and isinstance(ctx.params, dict)
-        and ctx.params.get("name") in P.TOOL_ARGS
-    ):
-        name = ctx.params["name"]
+    name = ctx.params.get("name") if isinstance(ctx.params, dict) else None
+    if ctx.method == "tools/call" and name in P.TOOL_ARGS:
         try:
             args = _checked(name, ctx.params.get("arguments") or {})
         except ValueError as exc:  # InvalidArgument, or a check's own ValueError
@@ -145,15 +131,14 @@ def run(
     from kbase.api import KnowledgeBase
 
     service = Service(KnowledgeBase(root=root, home=home))
-    if http:
-        service.start(index_if_missing=index_if_missing)
-        anyio.run(serve_http, build_server(service, allow_write), *parse_hostport(http))
-        return
     srv = build_server(service, allow_write=allow_write)
     # The index is built on a thread while the protocol runs (issue #27); started after the
     # server's imports: the thread would hold the GIL they need.
     service.start(index_if_missing=index_if_missing)
-    anyio.run(run_stdio, srv, early)
+    if http:
+        anyio.run(serve_http, srv, *parse_hostport(http))
+    else:
+        anyio.run(run_stdio, srv, early)
 
 
 async def serve_http(srv, host: str, port: int) -> None:
@@ -175,9 +160,7 @@ MAX_SESSIONS = 256
 SESSION_IDLE_S = 600.0
 
 
-def http_app(
-    srv, host: str, max_sessions: int = MAX_SESSIONS, idle_s: float = SESSION_IDLE_S
-) -> Any:
+def http_app(srv, host: str, max_sessions: int = MAX_SESSIONS, idle_s: float = SESSION_IDLE_S):
     """The streamable-HTTP app with bounded sessions: past `max_sessions` a new one gets 503,
     and a session with no request for `idle_s` seconds is closed (its id then gets 404)."""
     return srv.streamable_http_app(
@@ -186,25 +169,15 @@ def http_app(
 
 
 def _rejection(exc: Exception):
-    """A JSON-RPC error for a line the transport could not read as a message.
-
-    The SDK drops such lines silently, which leaves a client waiting forever on a request
-    it got slightly wrong; answering -32700/-32600 (with the id when we can find it) does not.
-    """
+    """A JSON-RPC error for a line the transport could not read as a message. The SDK drops
+    such lines silently, which leaves a client waiting forever on a request it got slightly
+    wrong; answering -32700/-32600 (with the id when we can find it) does not."""
     from mcp.shared.message import SessionMessage
     from mcp.types import ErrorData, JSONRPCError
 
-    rid = None
     errors = exc.errors() if hasattr(exc, "errors") else []
-    for e in errors:
-        inp = e.get("input")
-        if (
-            isinstance(inp, dict)
-            and isinstance(inp.get("id"), (int, str))
-            and not isinstance(inp.get("id"), bool)
-        ):
-            rid = inp["id"]
-            break
+    ids = [e["input"].get("id") for e in errors if isinstance(e.get("input"), dict)]
+    rid = next((i for i in ids if isinstance(i, (int, str)) and not isinstance(i, bool)), None)
     if any(e.get("type") == "json_invalid" for e in errors) or not errors:
         err = ErrorData(code=-32700, message="parse error: each line must be one JSON-RPC message")
     else:
@@ -216,11 +189,9 @@ def _rejection(exc: Exception):
 
 
 def _no_null_ids(line: str) -> str:
-    """A request whose id is null, boolean or fractional, as a line the SDK refuses.
-
-    The SDK reads `{"id": null, "method": ...}` as a notification (it ignores the id) and never
-    answers, so the client waits forever; made invalid here, it gets -32600 like any bad line.
-    """
+    """A request whose id is null, boolean or fractional, as a line the SDK refuses. The SDK
+    reads `{"id": null, "method": ...}` as a notification (it ignores the id) and never answers,
+    so the client waits forever; made invalid here, it gets -32600 like any bad line."""
     if '"id"' not in line:
         return line
     try:
@@ -263,12 +234,36 @@ async def run_stdio(srv, early) -> None:
     """The SDK's stdio loop over the lines EarlyAnswers read, with unreadable lines answered
     instead of dropped, and the SDK's answers to requests answered early dropped."""
     import anyio
+    from mcp.server.stdio import stdio_server
 
     low = srv._lowlevel_server  # what MCPServer.run_stdio_async drives too
     wire = anyio.wrap_file(open(early.wire_out, "w", encoding="utf-8", closefd=False))  # noqa: SIM115
     answered = early.hand_over()
+    fwd_send, fwd_recv = anyio.create_memory_object_stream[Any](16)
+    out_send, out_recv = anyio.create_memory_object_stream[Any](16)
     try:
-        await _serve_lines(low, early, wire, answered)
+        async with stdio_server(stdin=_lines(early), stdout=wire) as (read_stream, write_stream):
+
+            async def pump() -> None:
+                async with fwd_send:
+                    async for item in read_stream:
+                        if isinstance(item, Exception):
+                            log.info("unreadable JSON-RPC line: %s", type(item).__name__)
+                            await write_stream.send(_rejection(item))
+                        else:
+                            await fwd_send.send(item)
+
+            async def answers() -> None:
+                async with out_recv, write_stream:  # low.run closes out_send when it ends
+                    async for item in out_recv:
+                        if not _already_answered(item, answered):
+                            await write_stream.send(item)
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(pump)
+                tg.start_soon(answers)
+                await low.run(fwd_recv, out_send, low.create_initialization_options())
+                tg.cancel_scope.cancel()
     except* (BrokenPipeError, anyio.BrokenResourceError):
         # The client closed its end of our stdout (it went away mid-call): the SDK's writer
         # fails, then every task that hands it an answer. Nothing more can reach the client,
@@ -280,40 +275,8 @@ async def run_stdio(srv, early) -> None:
         early.lines.put(None)
 
 
-async def _serve_lines(low, early, wire, answered: dict[str, dict]) -> None:
-    import anyio
-    from mcp.server.stdio import stdio_server
-
-    async with stdio_server(stdin=_lines(early), stdout=wire) as (read_stream, write_stream):
-        fwd_send, fwd_recv = anyio.create_memory_object_stream[Any](16)
-        out_send, out_recv = anyio.create_memory_object_stream[Any](16)
-
-        async def pump() -> None:
-            async with fwd_send:
-                async for item in read_stream:
-                    if isinstance(item, Exception):
-                        log.info("unreadable JSON-RPC line: %s", type(item).__name__)
-                        await write_stream.send(_rejection(item))
-                        continue
-                    await fwd_send.send(item)
-
-        async def answers() -> None:
-            async with out_recv, write_stream:  # low.run closes out_send when it ends
-                async for item in out_recv:
-                    if not _already_answered(item, answered):
-                        await write_stream.send(item)
-
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(pump)
-            tg.start_soon(answers)
-            await low.run(fwd_recv, out_send, low.create_initialization_options())
-            tg.cancel_scope.cancel()
-
-
 def parse_hostport(value: str, default_host: str = "127.0.0.1") -> tuple[str, int]:
-    host, sep, port = value.rpartition(":")
-    if not sep:
-        host, port = default_host, value
+    host, _, port = value.rpartition(":")  # no ":": host is "", port is all of it
     host = host.strip("[]") or default_host
     try:
         p = int(port)

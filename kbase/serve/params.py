@@ -1,6 +1,5 @@
 """What only the servers take, beyond `SearchQuery`'s checks: argument-name aliases, `max_chars`,
-entry ids and section names. Nothing heavy is imported: it loads without fastapi or mcp.
-"""
+entry ids and section names. Nothing heavy is imported: it loads without fastapi or mcp."""
 
 from __future__ import annotations
 
@@ -22,9 +21,8 @@ DAY_PATTERN = r"^\d{4}-\d{2}-\d{2}$"
 SECTION_PATTERN = r"^[^\x00-\x1f/\\]{1,120}$"
 
 # Every tool's arguments (search takes every SearchQuery field).
-_SEARCH_FIELDS = tuple(SearchQuery.model_fields)
 TOOL_ARGS: dict[str, tuple[str, ...]] = {
-    "search": (*_SEARCH_FIELDS, "max_chars"),
+    "search": (*SearchQuery.model_fields, "max_chars"),
     "get": ("id", "section", "env", "max_chars"),
     "history": ("repo", "family", "since", "until", "limit", "cursor", "max_chars"),
     "list": ("kind", "status", "tag", "limit", "cursor", "max_chars"),
@@ -105,8 +103,6 @@ def check_id(v: Any) -> str:
 
 def check_section(v: Any) -> str | None:
     v = opt_str("section", v)
-    if v is None:
-        return None
-    if not re.match(SECTION_PATTERN, v):
+    if v is not None and not re.match(SECTION_PATTERN, v):
         raise InvalidArgument("section must be a heading title of at most 120 characters")
-    return str(v)
+    return v

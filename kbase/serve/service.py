@@ -1,7 +1,6 @@
 """The service behind `kbase mcp` and `kbase serve`: the KnowledgeBase held open, answering at
 once while a missing index is built on a thread beside the server (issue #27: a client waits
-~60 s for `initialize`, far less than a first build; meanwhile search is a 503 / tool error).
-"""
+~60 s for `initialize`, far less than a first build; meanwhile search is a 503 / tool error)."""
 
 from __future__ import annotations
 
@@ -26,7 +25,6 @@ class Service:
         self.state = ""
         self.failure = ""  # the start-up thread's error, if it had one
 
-    # ------------------------------------------------------------------ start-up
     def start(self, index_if_missing: bool = True) -> None:
         """prepare() on a daemon thread; requests meanwhile see `state`."""
         self.state = "" if self.kb.is_indexed() or not index_if_missing else "indexing"
@@ -64,7 +62,6 @@ class Service:
     def _progress(self, stage: str, done: int, total: int) -> None:
         self.state = f"indexing {done}/{total} ({stage})" if total else f"indexing: {stage}"
 
-    # ------------------------------------------------------------------ queries
     def search(self, q: SearchQuery) -> SearchResult:
         """A server never indexes inside a request: no index is a 503, not a long wait."""
         if self.state:
