@@ -42,9 +42,8 @@ def main() -> None:
     args = ap.parse_args()
     import bm25s
     from eval_scores import load_queries
-    from kbase.retrieval.build_stages import build_bm25
     from kbase.retrieval.collect import collect_entries
-    from kbase.retrieval.lexical import Lexical, text_tokens
+    from kbase.retrieval.lexical import Lexical, build_bm25, text_tokens
     from kbase.retrieval.tokenize import tokens
 
     entries, _, _ = collect_entries(args.root, {}, None, {})

@@ -57,7 +57,7 @@ class CpuTimed:
 
 def save_sample(path: Path, entries: list, vecs: dict) -> None:
     """Chunk ids, the texts the build embedded and its vectors, every k-th chunk up to 2,000."""
-    from kbase.retrieval import dense_text as DT
+    from kbase.retrieval import build_stages as DT
     from kbase.retrieval.indexer import dense_chunks
 
     pairs = [(e, c) for e in entries for c in dense_chunks(e) if c.id in vecs]
@@ -177,7 +177,7 @@ def _build(spec: str, embedder: object, chosen: list, work: Path, home: Path) ->
     from kbase.retrieval import generations as G
     from kbase.retrieval.indexer import build_index
     from kbase.retrieval.onnx_embed import cores
-    from kbase.retrieval.vector_files import GenVectors
+    from kbase.retrieval.vectors import GenVectors
 
     cut = spec.partition("@")[2]  # "backend@N": PR chunks cut at N word pieces
     empty_root = work / "empty-root"

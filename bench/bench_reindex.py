@@ -50,7 +50,7 @@ def without(pieces: list[str]) -> None:
     """Turn off re-index machinery this bench weighs (issue #24: a piece stays only if it pays),
     replaced by the plain path the indexer takes anyway when that piece's files are missing:
     `carried`, every previous entry decoded (a generation without carry.json)."""
-    from kbase.retrieval import previous as P
+    from kbase.retrieval import build_stages as P
 
     unknown = set(pieces) - {"carried"}
     if unknown:

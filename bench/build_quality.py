@@ -23,8 +23,8 @@ def with_settings(
 ) -> Iterator[None]:
     """Index with these environment variables (KBASE_INDEX_PRECISION ...), PR token limit and
     PR sections left to BM25 alone (chunk_ids.LEXICAL_ONLY_SECTIONS)."""
+    from kbase.retrieval import build_stages as CI
     from kbase.retrieval import indexer as IX
-    from kbase.retrieval import previous as CI
 
     saved = {k: os.environ.get(k) for k in env}
     saved_limit, saved_lex = IX.PR_MAX_TOKENS, CI.LEXICAL_ONLY_SECTIONS

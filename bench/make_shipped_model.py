@@ -63,7 +63,7 @@ def build(export_dir: Path, root: Path, out: Path = SHIPPED) -> None:
 
 
 def build_seed(export_dir: Path, root: Path, out: Path = SHIPPED) -> None:
-    from kbase.retrieval import dense_text as DT
+    from kbase.retrieval import build_stages as DT
     from kbase.retrieval import onnx_embed as Q
     from kbase.retrieval.collect import collect_entries
     from kbase.retrieval.onnx_embed import OnnxDocEmbedder

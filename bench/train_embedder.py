@@ -57,7 +57,7 @@ def skill_data(root: Path) -> tuple[list[str], list[int], list[str], list[tuple[
     """(chunk texts as the index embeds them, each chunk's skill number, skill ids,
     anchors as (text, skill number, chunk numbers left out of its skill's score))."""
     from kbase.ingest.skills import load_skill
-    from kbase.retrieval import dense_text as DT
+    from kbase.retrieval import build_stages as DT
     from kbase.retrieval.collect import collect_entries
 
     entries, problems, _ = collect_entries(root)

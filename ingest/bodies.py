@@ -1,7 +1,5 @@
 """The commit body of a PR, read: the description cleaned of template boilerplate, co-authors,
-linked issues, the commit or PR a revert undoes, and numbers with units (docs/pr-archive.md
-"The commit body").
-"""
+linked issues, what a revert undoes, numbers with units (docs/pr-archive.md "The commit body")."""
 
 from __future__ import annotations
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import bisect
 import operator
 import re
-from functools import lru_cache
+from functools import lru_cache, partial
 from itertools import accumulate, count
 
 from kbase.ingest.definitions import CLASS, FUNCTION, MACRO, FileDefs, Span, c_function
@@ -36,11 +36,11 @@ _CLASS_HEAD = re.compile(
     r"(?:(?:__align__|alignas|__declspec|__attribute__)\s*\(+[^)]*\)+\s*|\[\[[^\]]*\]\]\s*)*"
     r"([A-Za-z_]\w*)"
 )
-# attribute-like wrappers whose parentheses are not a parameter list
-_ATTR_CALL = re.compile(
-    r"\b(?:__launch_bounds__|__attribute__|alignas|__align__|__declspec|noexcept|throw|"
-    r"decltype|__cluster_dims__|requires)\s*\("
-)
+# attribute-like wrappers whose parentheses are not a parameter list; where none of these words
+# is in a signature (the common case) _ATTR_CALL is not run over it
+_ATTR_WORDS = "__launch_bounds__ __attribute__ alignas __align__ __declspec noexcept throw".split()
+_ATTR_WORDS += ["decltype", "__cluster_dims__", "requires"]
+_ATTR_CALL = re.compile(rf"\b(?:{'|'.join(_ATTR_WORDS)})\s*\(")
 _NAME_BEFORE = re.compile(
     r"((?:[A-Za-z_]\w*\s*(?:<[^<>;{}]*(?:<[^<>;{}]*>[^<>;{}]*)*>)?\s*::\s*)*"
     r"(?:~\s*)?(?:operator\s*(?:\(\)|[^\s(]+)|[A-Za-z_]\w*))\s*$"
@@ -74,12 +74,6 @@ def _strip_template_head(sig: str) -> str:
     while (m := _TEMPLATE_HEAD.match(sig)) and m.end() < len(sig) and sig[m.end()] == "<":
         sig = sig[_balanced_end(sig, m.end()) :]
     return sig
-
-
-# a word each _ATTR_CALL match holds: where none is in a signature (the common case) the
-# regex is not run over it
-_ATTR_WORDS: tuple[str, ...] = ("__launch_bounds__", "__attribute__", "align", "__declspec")
-_ATTR_WORDS += ("noexcept", "throw", "decltype", "__cluster_dims__", "requires")
 
 
 def _without_attr_calls(sig: str) -> str:
@@ -145,10 +139,7 @@ def scan_defs(src: bytes | str) -> FileDefs:
     # the offset after every newline, from the lengths of the lines (C loops, no match per line)
     line_starts = [0]
     line_starts.extend(map(operator.add, accumulate(map(len, text.split("\n")[:-1])), count(1)))
-
-    def line_of(pos: int) -> int:
-        return bisect.bisect_right(line_starts, pos)
-
+    line_of = partial(bisect.bisect_right, line_starts)
     out = FileDefs(method="scanner")
     # frames: (ns | class | func | block, qualified name or "" for a block that is no
     # definition, its span kind, first line)

@@ -1,10 +1,6 @@
-"""Build a card (schema.PRCard) from one commit's facts, or from two commits of the same PR:
-ranked symbols, the key-diff excerpt and the facts of the commit body.
-
-A card depends on the commit's facts, the recipe and the code that builds and validates cards;
-the cache key holds a digest of the first two (`card_key`), the cache's version one of the third
-(mine_cache.code_version).
-"""
+"""Build a card (schema.PRCard) from one commit's facts, or from two commits of the same PR. A
+card depends on the commit's facts, the recipe and the code that builds and validates cards; the
+cache key digests the first two (`card_key`), the cache's version the third (mine_cache)."""
 
 from __future__ import annotations
 
@@ -175,12 +171,9 @@ def build_card(
         "added": sum(f.added or 0 for f in files),
         "deleted": sum(f.deleted or 0 for f in files),
     }
-    for label, n in (
-        ("binary", sum(1 for f in files if f.added is None and not f.unreadable)),
-        ("unreadable", sum(1 for f in files if f.unreadable)),
-    ):
-        if n:
-            totals[label] = n
+    binary = sum(1 for f in files if f.added is None and not f.unreadable)
+    unreadable = sum(1 for f in files if f.unreadable)
+    totals.update((k, n) for k, n in (("binary", binary), ("unreadable", unreadable)) if n)
     reverts = None
     if "revert" in cats:
         reverts = classify.reverted_pr(title)

@@ -1,9 +1,6 @@
-"""The text of a PR card (pr_archive/<name>/<N>.md, commit-<short sha>.md for a direct push):
-YAML front-matter (a schema.PRCard), a generated body, human Notes; the layout is docs/pr-archive.md
-"Card format". Everything above `## Notes` belongs to the miner and is rewritten on every mine;
-each generated section is a `## ` heading and plain text, so `section()` reads any of them back.
-This module reads a card and renders one; front_matter.py holds the YAML shape both share.
-"""
+"""Reading and rendering the text of a PR card: YAML front-matter (front_matter.py), a generated
+body of `## ` sections that `section()` reads back, and human Notes (docs/pr-archive.md "Card
+format"). Everything above `## Notes` belongs to the miner and is rewritten on every mine."""
 
 from __future__ import annotations
 
@@ -22,8 +19,7 @@ _COMMENT_RE = re.compile(r"<!--.*?-->", re.S)
 
 class CardError(KbaseError, ValueError):
     def __init__(self, message: str, line: int = 1, field: str | None = None):
-        self.line = line
-        self.field = field
+        self.line, self.field = line, field
         super().__init__(message)
 
 
@@ -134,12 +130,8 @@ def card_meta(card: PRCard) -> dict[str, Any]:
     if card.reverts is not None:
         d["reverts"] = card.reverts
     d["tags"] = {k: v for k, v in card.tags.model_dump().items() if v}
-    for key in ("reverts_commit", "description", "key_diff"):
-        if getattr(card, key):
-            d[key] = getattr(card, key)
-    for key in ("reverted_by", "co_authors", "issues", "numbers", "touched", "also"):
-        if getattr(card, key):
-            d[key] = list(getattr(card, key))
+    optional = "reverts_commit description key_diff reverted_by co_authors issues numbers touched"
+    d.update((k, v) for k in [*optional.split(), "also"] if (v := getattr(card, k)))
     return d
 
 

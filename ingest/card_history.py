@@ -1,6 +1,5 @@
 """What other parts ask of an archive's history, from light records of its cards: when a path
-was last touched (staleness, `latest_touch`) and a family's timeline (`kbase history`).
-"""
+was last touched (staleness, `latest_touch`) and a family's timeline (`kbase history`)."""
 
 from __future__ import annotations
 

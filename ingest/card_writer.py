@@ -1,7 +1,6 @@
 """Writes cards as commits stream in, newest first: one per PR (or direct push), merged when a PR
-number comes back on an older commit, merged with what is on disk in incremental runs, and
-linked to the commits they revert once the stream ends.
-"""
+number comes back on an older commit or with what is on disk in incremental runs, and linked to
+the commits they revert once the stream ends."""
 
 from __future__ import annotations
 

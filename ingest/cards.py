@@ -1,8 +1,6 @@
-"""The PR cards of an archive: where they are (pr_archive/<name>/<N>.md), each one loaded and
-validated against the schema, its folder and its file name, and each one as an index entry
-(kind "pr": its chunks, summary, files, description, symbols, notes, and tags). Staleness and
-timelines read the archive through card_history.py.
-"""
+"""The PR cards of an archive (pr_archive/<name>/<N>.md): found, each loaded and validated against
+the schema, its folder and its file name, and made an index entry (kind "pr"). Staleness and
+timelines read the archive through card_history.py."""
 
 from __future__ import annotations
 
@@ -83,7 +81,8 @@ def load_card(path: Path, root: Path) -> LoadedCard:
     try:
         _dt.datetime.fromisoformat(card.date)
     except ValueError:
-        line = _key_line(parts.yaml_text, "date")
+        lines = enumerate(parts.yaml_text.split("\n"), 2)
+        line = next((i for i, ln in lines if ln.startswith("date:")), 1)
         raise _problem(shown, line, "date", f"date {card.date!r} is not ISO 8601") from None
     return LoadedCard(card=card, path=shown, text=text, parts=parts)
 
@@ -94,13 +93,6 @@ class CardProblems(ProblemsError):
 
 def _problem(shown: str, line: int, field: str | None, message: str) -> CardProblems:
     return CardProblems([Problem(path=shown, line=line, field=field, message=message)])
-
-
-def _key_line(yaml_text: str, key: str) -> int:
-    for i, line in enumerate(yaml_text.split("\n")):
-        if line.startswith(f"{key}:"):
-            return i + 2
-    return 1
 
 
 FILES_PER_CHUNK = 12
@@ -150,12 +142,7 @@ def card_entry(lc: LoadedCard) -> Entry:
     notes = notes_text(parts.notes)
     if notes:
         add("notes", f"Notes on {ref}:\n{notes}", parts.notes_line)
-    tags = (
-        c.tags.flat()
-        + [f"family={f}" for f in c.families]
-        + [f"category={x}" for x in c.categories]
-        + [f"repo={c.repo}", f"card={c.kind}"]
-    )
+    groups = [f"family={f}" for f in c.families] + [f"category={x}" for x in c.categories]
     return Entry(
         id=eid,
         kind="pr",
@@ -164,7 +151,7 @@ def card_entry(lc: LoadedCard) -> Entry:
         line=1,
         content_hash=hashlib.sha256(lc.text.encode("utf-8")).hexdigest(),
         chunks=chunks,
-        tags=tags,
+        tags=c.tags.flat() + groups + [f"repo={c.repo}", f"card={c.kind}"],
         repo=c.repo,
         pr=c.pr,
         date=c.date,

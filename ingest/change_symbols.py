@@ -34,14 +34,12 @@ class Named:
     _index: dict[str, int] = field(default_factory=dict, repr=False)
 
     def add(self, span: defs.Span, method: str, lines: int = 1) -> None:
-        i = self._index.get(span.name)
-        if i is None:
-            self._index[span.name] = len(self.symbols)
+        i = self._index.setdefault(span.name, len(self.symbols))
+        if i == len(self.symbols):
             self.symbols.append(span.name)
             self.named_by.append(method)
             self.kinds.append(span.kind)
-            self.lines.append(lines)
-            return
+            self.lines.append(0)
         self.lines[i] += lines
 
 
@@ -53,13 +51,11 @@ def apply_named(f, named: Named) -> None:
 
 def primary_defs(lang: str, data: bytes, old_tree=None) -> tuple[FileDefs, object]:
     """(the definitions a blob's lines are looked up in first, its tree or None): tree-sitter's,
-    or for the C family the brace scanner's where tree-sitter cannot read the text. The brace
-    scanner also reads the ERROR regions of a C-family parse (`Owners`)."""
+    or the brace scanner's for C-family text tree-sitter cannot read (its ERROR regions: Owners)."""
     if lang != "py":
         lines = data.count(b"\n")
-        if abs(data.count(b"{") - data.count(b"}")) > 2 or (
-            lines > 40 and data.count(b";") * 20 < lines
-        ):
+        unbalanced = abs(data.count(b"{") - data.count(b"}")) > 2
+        if unbalanced or (lines > 40 and data.count(b";") * 20 < lines):
             # braces that do not match, or text with hardly a statement in it, defeat the
             # grammar (and its error recovery is slow): the scanner reads it
             return scan_defs(data), None
@@ -76,8 +72,7 @@ class Owners:
     __slots__ = ("ts", "_scan", "_scanned")
 
     def __init__(self, ts: FileDefs, scan: Callable[[], FileDefs] | None = None):
-        self.ts = ts
-        self._scan = scan
+        self.ts, self._scan = ts, scan
         self._scanned: FileDefs | None = None
 
     def name_lines(self, out: Named, start: int, n: int) -> None:
@@ -115,8 +110,7 @@ class SymbolNamer:
         # path -> (old blob, new blob, hunks) of the last change met: how to edit the tree of
         # the new blob into one for the old blob when the old side was not needed then
         self._prev: dict[str, tuple[str | None, str | None, list]] = {}
-        self.parsed = 0
-        self.incremental = 0
+        self.parsed = self.incremental = 0
 
     def name_commit(self, commit, then: Callable) -> None:
         """Name the symbols of every file of `commit` that has a grammar, then hand it on."""
@@ -129,11 +123,7 @@ class SymbolNamer:
         """Nothing waits here (NamePool's commits may)."""
 
     def name(
-        self,
-        path: str,
-        old_blob: str | None,
-        new_blob: str | None,
-        hunks: list[tuple[int, int, int, int]],
+        self, path: str, old_blob: str | None, new_blob: str | None, hunks: list[defs.Hunk]
     ) -> Named | None:
         """Symbols for one file change, or None when the language has no grammar."""
         lang = grammar_for(path)

@@ -27,10 +27,9 @@ def _words(patterns: dict[str, str]) -> list[tuple[str, re.Pattern[str]]]:
 
 def _hits(rules: list[tuple[str, re.Pattern[str]]], text: str) -> list[str]:
     """The names of the rules that match `text` without regard to case, in rule order. ASCII
-    text (nearly all) is lowercased once and searched case-sensitively, which SRE does faster
-    than with re.I (tags and categories of the flash-attention and DeepGEMM replays' cards:
-    0.33 s -> 0.20 s CPU); other text is searched with re.I (Unicode case folding), each
-    pattern compiled so on first use."""
+    text (nearly all) is lowercased once and searched case-sensitively, faster in SRE than re.I
+    (tags and categories of the flash-attention and DeepGEMM replays' cards: 0.33 s -> 0.20 s
+    CPU); other text is searched with re.I (Unicode case folding)."""
     if text.isascii():
         low = text.lower()
         return [name for name, rx in rules if rx.search(low)]
@@ -80,15 +79,10 @@ _TITLE_RULES = _words(
 # bracketed or conventional-commit prefixes: "[Fix]", "fix(sampling):", "[Feature] ..."
 _PREFIX = re.compile(r"^\s*(?:\[([^\]]+)\]|([a-z]+)(?:\([^)]*\))?!?:)", re.I)
 _PREFIX_MAP = _by_word(
-    {
-        "fix": "fix bugfix bug hotfix",
-        "feature": "feat feature features enhancement",
-        "perf": "perf performance",
-        "docs": "docs doc",
-        "test": "test tests",
-        "quantization": "quant quantization",
-        **{name: name for name in ("refactor", "ci", "build", "release", "revert")},
-    }
+    {"fix": "fix bugfix bug hotfix", "feature": "feat feature features enhancement"}
+    | {"perf": "perf performance", "docs": "docs doc", "test": "test tests"}
+    | {"quantization": "quant quantization"}
+    | {name: name for name in ("refactor", "ci", "build", "release", "revert")}
 )
 
 _REVERT_SUBJECT = re.compile(r"^\s*revert\b", re.I)
@@ -205,24 +199,12 @@ _KERNEL_WORDS = _words(
         "gemv": r"(gemv)",
     }
 )
-_LANG_EXT = _by_word(
-    {
-        "python": ".py",
-        "cuda-cpp": ".cu .cuh",
-        "cpp": ".cc .cpp .cxx .hpp .hh .h",
-        "c": ".c",
-        "ptx": ".ptx",
-        "sass": ".sass",
-    }
-)
+_LANG_EXT = {".py": "python", ".cu": "cuda-cpp", ".cuh": "cuda-cpp", ".c": "c"}
+_LANG_EXT |= dict.fromkeys(".cc .cpp .cxx .hpp .hh .h".split(), "cpp")
+_LANG_EXT |= {".ptx": "ptx", ".sass": "sass"}
 _LANG_WORDS = _words(
-    {
-        "triton": r"triton(?!_backend|server)",
-        "cute-dsl": r"cute_?dsl|cutedsl",
-        "cutlass": r"cutlass",
-        "tilelang": r"tilelang",
-        "ptx": r"\bptx\b|inline asm",
-    }
+    {"triton": r"triton(?!_backend|server)", "cute-dsl": r"cute_?dsl|cutedsl"}
+    | {"cutlass": r"cutlass", "tilelang": r"tilelang", "ptx": r"\bptx\b|inline asm"}
 )
 _TECH_WORDS = _words(
     {
@@ -248,21 +230,13 @@ _ARCH_NAMES = re.compile(
 _CODE_EXT = tuple(_LANG_EXT)
 
 
-def _ext(path: str) -> str:
-    name = path.rsplit("/", 1)[-1]
-    return "." + name.rsplit(".", 1)[-1].lower() if "." in name else ""
-
-
 def tags(title: str, paths: Iterable[str]) -> Tags:
-    """Vocabulary tags (kernel_types, languages, archs, techniques) from the title and the code
-    paths."""
-    code = [
-        p for p in paths if p.lower().endswith(_CODE_EXT) and not _is_test(p) and not _is_doc(p)
-    ]
+    """Vocabulary tags from the title and the code paths."""
+    code = [p for p in paths if p.lower().endswith(_CODE_EXT) and not (_is_test(p) or _is_doc(p))]
     # directory and file names carry the signal; a 500-file vendor drop repeats the same few.
     # The text searched is the title and the words, one per line: no pattern matches a newline
     text = "\n".join((title, *dict.fromkeys(seg for p in code for seg in p.split("/"))))
-    by_ext = (_LANG_EXT.get(_ext(p)) for p in code)
+    by_ext = (_LANG_EXT.get("." + p.rsplit(".", 1)[-1].lower()) for p in code)  # each ends in a key
     langs = list(dict.fromkeys(filter(None, (*by_ext, *_hits(_LANG_WORDS, text)))))
     found = [canonical_value("archs", "sm" + m.group(1).lower()) for m in _ARCH.finditer(text)]
     found += [canonical_value("archs", m.group(1).lower()) for m in _ARCH_NAMES.finditer(title)]

@@ -1,13 +1,11 @@
-"""Definition spans of one source file from its tree-sitter parse: the lines each function,
-`Class::method`, CUDA kernel, Python method, class or macro covers. Only declaration levels are
-visited (namespaces, class bodies, templates, `#if` blocks, Python blocks), never expressions: a
-large header costs one parse and a few thousand node visits. C-family regions tree-sitter could
-not parse (ERROR nodes) come back as line ranges for the brace scanner; a Python line there has
-no owner."""
+"""Definition spans of one source file from its tree-sitter parse (docs/pr-archive.md "Symbols
+from parsed code"). Only declaration levels are visited, never expressions: a large header costs
+one parse and a few thousand node visits. ERROR regions come back as line ranges (`errors`)."""
 
 from __future__ import annotations
 
 import bisect
+import importlib
 import operator
 from array import array
 from dataclasses import dataclass, field
@@ -15,6 +13,7 @@ from functools import cache
 from itertools import accumulate, count
 
 KERNEL, FUNCTION, METHOD, CLASS, MACRO = "kernel", "function", "method", "class", "macro"
+Hunk = tuple[int, int, int, int]  # -U0 (old_start, old_count, new_start, new_count)
 
 
 @dataclass(frozen=True)
@@ -40,8 +39,7 @@ class FileDefs:
         return self
 
     def table(self) -> list[Span | None]:
-        """Per line (index = line number) the innermost span holding it: outer spans painted
-        first, inner ones over them."""
+        """Per line (index = line number) the innermost span holding it."""
         if self._owner is None:
             n = max((sp.end for sp in self.spans), default=0) + 1
             table: list[Span | None] = [None] * (n + 1)
@@ -62,8 +60,6 @@ class FileDefs:
 
 @cache
 def _parser(lang: str):
-    import importlib
-
     from tree_sitter import Language, Parser
 
     mod = importlib.import_module("tree_sitter_python" if lang == "py" else "tree_sitter_cuda")
@@ -101,13 +97,8 @@ def parse_tree(lang: str, src: bytes, old_tree=None):
     budget = PARSE_BUDGET_CALLS + PARSE_BUDGET_CALLS_PER_KB * len(src) // 1024
     parser = _parser(lang)
     read = lambda off, _pt: src[off : off + 65536]  # noqa: E731
-    calls = 0
-
-    def stop(*_) -> bool:
-        nonlocal calls
-        calls += 1
-        return calls > budget
-
+    ticks = iter(range(budget))  # the parse is cancelled at the first callback past them
+    stop = lambda *_: next(ticks, None) is None  # noqa: E731
     args = (read,) if old_tree is None else (read, old_tree)  # parse() takes no None tree
     try:
         tree = parser.parse(*args, progress_callback=stop)
@@ -121,9 +112,8 @@ def parse_tree(lang: str, src: bytes, old_tree=None):
 
 def line_offsets(src: bytes) -> array[int]:
     """Byte offset of the start of every line, then the length when the text does not end in
-    a newline. An array, not a list: the offsets of held trees' versions live long, and the
-    garbage collector walks every item of a list (a mine of the lmdeploy replay: 0.60 s -> 0.52 s
-    of GC)."""
+    a newline. An array, not a list: held trees' offsets live long, and the garbage collector
+    walks every item of a list (a mine of the lmdeploy replay: 0.60 s -> 0.52 s of GC)."""
     out = array("q", [0])
     out.extend(map(operator.add, accumulate(map(len, src.split(b"\n")[:-1])), count(1)))
     if out[-1] != len(src):
@@ -131,9 +121,9 @@ def line_offsets(src: bytes) -> array[int]:
     return out
 
 
-def edit_tree(tree, a: array[int], b: array[int], hunks: list[tuple[int, int, int, int]]):
-    """Edit `tree` (parsed from the new side of -U0 hunks (old_start, old_count, new_start,
-    new_count), whose `line_offsets` are `a`) so that it describes the old side (`b`)."""
+def edit_tree(tree, a: array[int], b: array[int], hunks: list[Hunk]):
+    """Edit `tree` (parsed from the new side of `hunks`, whose `line_offsets` are `a`) so that
+    it describes the old side (`b`)."""
 
     def at(starts, line: int) -> int:
         return int(starts[min(max(line, 0), len(starts) - 1)])
@@ -226,51 +216,41 @@ def _c_item(child, outer, scope: tuple[str, ...], out: FileDefs, src: bytes) -> 
     t = child.type
     if t == "ERROR":
         out.errors.append(_line_span(child))
-        return
-    if t in _C_CONTAINERS:
+    elif t in _C_CONTAINERS:
         _c_block(child, scope, out, src)
-        return
-    if t == "namespace_definition":
+    elif t == "namespace_definition":
         if (body := child.child_by_field_name("body")) is not None:
             _c_block(body, scope, out, src)
-        return
-    if t == "template_declaration":
+    elif t == "template_declaration":
         for c in child.children:
             if c.type in ("function_definition", "declaration") or c.type in _C_CLASSES:
                 _c_item(c, outer, scope, out, src)
-        return
-    if t in ("preproc_function_def", "preproc_def"):
+    elif t in ("preproc_function_def", "preproc_def"):
         if (name := child.child_by_field_name("name")) is not None:
             out.spans.append(Span(*_line_span(child), _text(name, src), MACRO))
-        return
-    if t in ("declaration", "field_declaration", "type_definition") and child.children:
+    elif t in ("declaration", "field_declaration", "type_definition") and child.children:
         for c in child.children:  # `struct X {...} x;`, `typedef struct {...} Y;`
             if c.type in _C_CLASSES:
                 _c_item(c, outer if t != "type_definition" else c, scope, out, src)
-        return
-    if child.has_error and t in (*_C_CLASSES, "function_definition"):
-        # a definition that holds a parse error (braces split by `#if`, macros in odd
-        # places) may have swallowed its neighbours: its lines go to the scanner
-        out.errors.append(_line_span(outer))
-        if t == "function_definition":
-            return
-    if t in _C_CLASSES:
-        name = child.child_by_field_name("name")
-        body = child.child_by_field_name("body")
-        if name is None or body is None:
-            return
-        cname = _text(name, src)
-        out.spans.append(Span(*_line_span(outer), "::".join((*scope, cname)), CLASS))
-        for c in body.children:
-            _c_item(c, c, (*scope, cname), out, src)
-        return
-    if t == "function_definition":
-        name = _declarator_name(child.child_by_field_name("declarator"), src)
-        if not name:
-            return
-        body = child.child_by_field_name("body")
-        head = src[child.start_byte : body.start_byte if body is not None else child.end_byte]
-        out.spans.append(Span(*_line_span(outer), *c_function(scope, name, b"__global__" in head)))
+    elif t in _C_CLASSES or t == "function_definition":
+        if child.has_error:
+            # a definition that holds a parse error (braces split by `#if`, macros in odd
+            # places) may have swallowed its neighbours: its lines go to the scanner
+            out.errors.append(_line_span(outer))
+        if t in _C_CLASSES:
+            name = child.child_by_field_name("name")
+            body = child.child_by_field_name("body")
+            if name is None or body is None:
+                return
+            cname = _text(name, src)
+            out.spans.append(Span(*_line_span(outer), "::".join((*scope, cname)), CLASS))
+            for c in body.children:
+                _c_item(c, c, (*scope, cname), out, src)
+        elif not child.has_error and (name := _declarator_name(child, src)):
+            body = child.child_by_field_name("body")
+            head = src[child.start_byte : body.start_byte if body is not None else child.end_byte]
+            span = Span(*_line_span(outer), *c_function(scope, name, b"__global__" in head))
+            out.spans.append(span)
 
 
 def c_function(scope: tuple[str, ...] | list[str], name: str, is_global: bool) -> tuple[str, str]:
@@ -280,20 +260,15 @@ def c_function(scope: tuple[str, ...] | list[str], name: str, is_global: bool) -
 
 
 def _declarator_name(decl, src: bytes) -> str | None:
-    """The name inside a (possibly pointer/reference) function declarator."""
-    for _ in range(8):
+    """The name inside a function definition's (possibly pointer/reference) declarator."""
+    for _ in range(9):  # the definition, then up to 8 declarators
         if decl is None:
             return None
-        if decl.type == "function_declarator":
-            inner = decl.child_by_field_name("declarator")
-            if inner is None:
-                return None
-            if inner.type in _C_NAMES:
-                text = _text(inner, src)
-                if inner.type == "template_function":
-                    text = text.split("<", 1)[0]
-                return " ".join(text.split())
-            decl = inner
-            continue
-        decl = decl.child_by_field_name("declarator")
+        inner = decl.child_by_field_name("declarator")
+        if decl.type == "function_declarator" and inner is not None and inner.type in _C_NAMES:
+            text = _text(inner, src)
+            if inner.type == "template_function":
+                text = text.split("<", 1)[0]
+            return " ".join(text.split())
+        decl = inner
     return None

@@ -20,10 +20,7 @@ class FileProblem(ProblemsError):
 
 
 def display_path(path: Path, root: Path) -> str:
-    try:
-        return str(path.relative_to(root))
-    except ValueError:
-        return str(path)
+    return str(path.relative_to(root) if path.is_relative_to(root) else path)
 
 
 def read_checked(path: Path, root: Path, error: type[ProblemsError]) -> tuple[str, str]:
@@ -38,10 +35,9 @@ def read_text(path: Path, root: Path, max_bytes: int = MAX_FILE_BYTES) -> str:
     """The file's text, or FileProblem naming the file and what is wrong with it."""
     shown = display_path(path, root)
     real = Path(os.path.realpath(path))
-    real_root = Path(os.path.realpath(root))
     # A file under the root must stay under it once symlinks (the file's or a folder's) resolve.
     inside = Path(os.path.abspath(root)) in Path(os.path.abspath(path)).parents
-    if (inside or path.is_symlink()) and real_root not in real.parents:
+    if (inside or path.is_symlink()) and Path(os.path.realpath(root)) not in real.parents:
         why = f"symlink points outside the knowledge-base root ({real})"
         raise FileProblem(shown, why, code="outside-root")
     try:

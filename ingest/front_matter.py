@@ -1,7 +1,5 @@
-"""The front-matter of a PR card in the one YAML shape kbase writes: `dump_meta` writes it and
-`fast_meta` reads exactly that shape back; anything else (a hand-edited card) `fast_meta` leaves
-to the YAML loader (card_format.split_card).
-"""
+"""A PR card's front-matter in the one YAML shape kbase writes: `dump_meta` writes it, `fast_meta`
+reads exactly that shape back and leaves anything else (a hand-edited card) to the YAML loader."""
 
 from __future__ import annotations
 
@@ -62,9 +60,6 @@ def dump_meta(meta: dict[str, Any]) -> str:
         else:
             out.append(f"{key}: {_scalar(val)}")
     return "\n".join(out) + "\n"
-
-
-# --------------------------------------------------------------------------- reading
 
 
 _INT = re.compile(r"^-?[0-9]+$")

@@ -1,7 +1,6 @@
 """Stream the diffs of chosen commits out of one `git log -p -U0` and parse them into commit facts.
 One process for the whole range keeps mining close to the cost of git itself: no per-commit
-object lookups, no Python-side diffing. Line counts come from the hunk headers
-(`@@ -a,b +c,d @@`); symbols from the parsed blobs (a SymbolNamer)."""
+object lookups, no Python-side diffing; line counts come from the hunk headers."""
 
 from __future__ import annotations
 
@@ -64,8 +63,7 @@ def unquote_path(s: str) -> str:
 
 
 def _strip_prefix(s: str, prefix: str) -> str:
-    s = unquote_path(s)
-    return s[len(prefix) :] if s.startswith(prefix) else s
+    return unquote_path(s).removeprefix(prefix)
 
 
 def _paths_from_diff_header(rest: str) -> tuple[str, str]:
@@ -157,9 +155,8 @@ class _Parser:
             self.count += 1
 
     def start_commit(self, raw: bytes) -> None:
-        self.finish()
-        self.commit, self.cur, self.in_header = None, None, False
-        self.excerpt, self.kept = None, 0
+        self.finish()  # `commit` is None from here
+        self.cur, self.in_header, self.excerpt, self.kept = None, False, None, 0
         if _HEADER_END in raw:
             self.commit = _commit_header(raw)
         else:

@@ -12,11 +12,8 @@ GRAPH_FORMAT = "%H%x1f%P%x1f%s"
 
 @dataclass
 class Node:
-    sha: str
     parents: list[str]
-    subject: str
-    pr: int | None
-    style: str | None  # "merge" | "squash" | None
+    pr: int | None  # the PR its subject names, if any
 
 
 @dataclass
@@ -27,19 +24,6 @@ class Plan:
     nodes: dict[str, Node]
     mine: list[str] = field(default_factory=list)
     role: dict[str, str] = field(default_factory=dict)  # spine | side | pr-internal | transport
-
-
-def parse_graph(text: str) -> tuple[list[str], dict[str, Node]]:
-    order: list[str] = []
-    nodes: dict[str, Node] = {}
-    for line in text.splitlines():
-        if not line.strip():
-            continue
-        sha, parents, subject = (line.split("\x1f", 2) + ["", ""])[:3]
-        pr, style = classify.pr_number(subject) or (None, None)
-        nodes[sha] = Node(sha, parents.split(), subject, pr, style)
-        order.append(sha)
-    return order, nodes
 
 
 def plan(order: list[str], nodes: dict[str, Node], head: str) -> Plan:
@@ -88,5 +72,13 @@ def _claim_all(tip: str, nodes: dict[str, Node], claimed: dict[str, str]) -> Non
 
 def read_plan(repo, rev_range: str, head: str) -> Plan:
     """`repo`: a GitRepo."""
-    text = repo.run("log", "--topo-order", f"--format={GRAPH_FORMAT}", rev_range)
-    return plan(*parse_graph(text), head)
+    order: list[str] = []
+    nodes: dict[str, Node] = {}
+    for line in repo.run("log", "--topo-order", f"--format={GRAPH_FORMAT}", rev_range).splitlines():
+        if not line.strip():
+            continue
+        sha, parents, subject = (line.split("\x1f", 2) + ["", ""])[:3]
+        pr = classify.pr_number(subject)
+        nodes[sha] = Node(parents.split(), pr[0] if pr else None)
+        order.append(sha)
+    return plan(order, nodes, head)

@@ -1,7 +1,6 @@
-"""Run `git log` over the commits a mine needs and survive a repository with missing objects: a
-partial or damaged clone makes `git log -p` die at the first commit whose diff needs a blob it
-lacks. The commits before it are kept; that commit is rebuilt file by file (a file whose blob is
-missing is recorded without counts, with a warning); the log resumes after it."""
+"""Run `git log` over the commits a mine needs and survive missing objects: `git log -p` dies at
+the first commit whose diff needs a blob the clone lacks; that commit is rebuilt file by file
+(docs/pr-archive.md "Mining") and the log resumes after it."""
 
 from __future__ import annotations
 
@@ -101,13 +100,11 @@ def stream_history(
         while pos < len(run):
             done, err = _run(git_dir, run[pos:], hand_on, nm)
             pos += done
-            if err is None and pos < len(run):
-                raise LogError(f"git log gave {done} of {len(run) - pos + done} commits")
-            if err is not None:
-                if pos >= len(run):
-                    raise LogError(err)
+            if err is not None and pos < len(run):
                 hand_on(_salvage(git_dir, run[pos], nm, err))
                 pos += 1
+            elif err is not None or pos < len(run):
+                raise LogError(err or f"git log gave {done} of {len(run) - pos + done} commits")
 
     try:
         run: list[str] = []
@@ -118,7 +115,8 @@ def stream_history(
                 continue
             from_git(run)
             run = []
-            c = unpack_commit(packed)
+            c = CommitFacts(*packed[:5])  # unpacks pack_commit's tuple
+            c.files = [FileFacts(*f) for f in packed[5]]
             report.commits_cached += 1
             for f in c.files:
                 if f.hunks and grammar_for(f.path) is not None:
@@ -156,11 +154,6 @@ _FILE_FIELDS = tuple(f.name for f in fields(FileFacts))
 def pack_commit(c: CommitFacts) -> tuple:
     files = [tuple(getattr(f, k) for k in _FILE_FIELDS) for f in c.files]
     return (c.sha, c.parents, c.date, c.subject, c.body, files)
-
-
-def unpack_commit(t: tuple) -> CommitFacts:
-    sha, parents, date, subject, body, files = t
-    return CommitFacts(sha, parents, date, subject, body, [FileFacts(*f) for f in files])
 
 
 def _run(

@@ -1,8 +1,5 @@
-"""Markdown documents with YAML front-matter: split, parse, and locate errors by line.
-
-Front-matter errors are mapped back to the line of the offending YAML key, so that
-`kbase lint` can say `skills/x/SKILL.md:14: [verification.tiers] ...`.
-"""
+"""Markdown documents with YAML front-matter: split, parse, and locate errors by line: the line
+of the offending YAML key (`skills/x/SKILL.md:14: [verification.tiers] ...`)."""
 
 from __future__ import annotations
 

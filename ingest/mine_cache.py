@@ -1,7 +1,6 @@
-"""An on-disk cache of what a mine made: each commit's facts and the card they made under a
-recipe (docs/pr-archive.md "Incremental runs"), in one SQLite file whose `version` row names the
-grammars and the code. It is an accelerator only: any error reading or writing it is swallowed and
-the mine runs as if it were absent."""
+"""An on-disk cache of each commit's facts and the card they made under a recipe, in one SQLite
+file whose `version` row names the grammars and the code (docs/pr-archive.md "Incremental runs").
+An accelerator only: any error reading or writing it is swallowed, the mine runs without it."""
 
 from __future__ import annotations
 

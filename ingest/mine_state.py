@@ -211,12 +211,10 @@ def recipe_file(spec: str | None, name: str, root: Path) -> Path | None:
     """The file `--recipe spec` names (a path, or a name under pr_archive/recipes/), or with no
     spec the recipe named like the archive; None when there is none. A spec that names nothing
     raises FileNotFoundError (kbase.ingest.recipes.find_recipe turns it into a located problem)."""
-    if spec:
-        p = Path(spec)
-        if p.suffix in (".yaml", ".yml") or p.exists():
-            if not p.exists():
-                raise FileNotFoundError(spec)
-            return p
+    if spec and Path(spec).exists():
+        return Path(spec)
+    if spec and Path(spec).suffix in (".yaml", ".yml"):
+        raise FileNotFoundError(spec)
     named = [root / RECIPES_DIR / f"{spec or name}{ext}" for ext in (".yaml", ".yml")]
     found = next((c for c in named if c.exists()), None)
     if found is None and spec:

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from kbase.ingest import mine_state as ms
-from kbase.ingest.mine_state import MineReport, MiningError, atomic_write, open_repo, origin_url
+from kbase.ingest.mine_state import GitRepo, MineReport, MiningError, open_repo
 
 if TYPE_CHECKING:
     from kbase.ingest.gitlog import CommitFacts
@@ -24,10 +24,7 @@ if TYPE_CHECKING:
 # needs (the card writer, the log parser, tree-sitter) is imported only when there is work;
 # through the CLI, kbase.mine_cli decides a no-op before this module is imported
 FLUSH_EVERY = int(os.environ.get("KBASE_MINE_FLUSH_EVERY", "100"))
-
-
-def _is_ancestor(repo: ms.GitRepo, old: str, new: str) -> bool:
-    return repo.ok("merge-base", "--is-ancestor", old, new)
+Progress = Callable[[int, int], None] | None
 
 
 def mine(
@@ -36,7 +33,7 @@ def mine(
     recipe: Recipe,
     since: str | None = None,
     full: bool = False,
-    progress: Callable[[int, int], None] | None = None,
+    progress: Progress = None,
     recipe_fingerprint: str | None = None,
 ) -> MineReport:
     """Mine `source` into <root>/pr_archive/<recipe.name>/ and return what happened.
@@ -45,7 +42,7 @@ def mine(
     t0 = time.perf_counter()
     repo = open_repo(source)
     from_origin = recipe.upstream is None
-    if from_origin and (url := origin_url(str(repo.git_dir))):
+    if from_origin and (url := ms.origin_url(str(repo.git_dir))):
         # links on the cards without a recipe: the web page of `origin`
         recipe = recipe.model_copy(update={"upstream": url})
     head = repo.head
@@ -67,7 +64,7 @@ def mine(
         report.reason = "no previous state"
     elif state.get("recipe_digest") != recipe.digest():
         report.reason = "the recipe changed since the last mine"
-    elif not _is_ancestor(repo, state["last_sha"], head):
+    elif not repo.ok("merge-base", "--is-ancestor", state["last_sha"], head):
         report.reason = (
             f"history was rewritten: last mined commit {state['last_sha'][:12]} "
             "is not an ancestor of HEAD"
@@ -87,12 +84,7 @@ def mine(
 
 
 def _mine_walk(
-    repo: ms.GitRepo,
-    root: Path,
-    folder: Path,
-    recipe: Recipe,
-    report: MineReport,
-    progress: Callable[[int, int], None] | None,
+    repo: GitRepo, root: Path, folder: Path, recipe: Recipe, report: MineReport, progress: Progress
 ) -> None:
     """Stream the commits of the report's range that carry history and write their cards,
     flushing the cache every FLUSH_EVERY commits (a killed mine's re-run reads them back)."""
@@ -102,7 +94,6 @@ def _mine_walk(
     from kbase.ingest.mine_cache import open_cache
 
     walk = read_plan(repo, report.range, report.head)
-    total = len(walk.mine)
     cache = open_cache(root)
     incremental = report.mode in ("incremental", "since")
     writer = CardWriter(folder, recipe, incremental=incremental, report=report, cache=cache)
@@ -115,7 +106,7 @@ def _mine_walk(
         if cache is not None and done % FLUSH_EVERY == 0:
             cache.flush()
         if progress:
-            progress(done, total)
+            progress(done, len(walk.mine))
 
     try:
         stream_history(repo, walk.mine, on_commit, cache, report)
@@ -153,7 +144,7 @@ def _save_state(
     }
     if report.mode != "noop" or not state or dict(state, mined_at=0) != dict(new_state, mined_at=0):
         text = json.dumps(new_state, indent=2, ensure_ascii=False) + "\n"
-        atomic_write(folder / ms.STATE_FILE, text)
+        ms.atomic_write(folder / ms.STATE_FILE, text)
 
 
 def _drop_vanished(folder: Path, kept: set[str], report: MineReport) -> None:

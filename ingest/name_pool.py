@@ -1,9 +1,5 @@
-"""Name the symbols of a long run of commits in worker processes (a cold mine: tree-sitter's
-parse holds the GIL, so a second core needs a second process; bench/bench_mine_pool.py). Each
-path always goes to the same worker: its parses start from the tree of the version met before
-(change_symbols.SymbolNamer). Commits are handed on in the order they came. A worker reads its
-requests from a pipe the mining process alone holds open, so it ends when that process does,
-however it ends (`kill -9` included)."""
+"""Name the symbols of a long run of commits in worker processes: docs/pr-archive.md "Symbols
+from parsed code" says why and how (one path, one worker; commits in order; `kill -9` safe)."""
 
 from __future__ import annotations
 
@@ -11,9 +7,11 @@ import contextlib
 import os
 import pickle
 import queue
+import signal
 import subprocess
 import sys
 import threading
+import traceback
 import zlib
 from collections import deque
 from subprocess import PIPE
@@ -44,6 +42,7 @@ class NamePool:
         ]
         self._answers: queue.SimpleQueue = queue.SimpleQueue()
         self._counts = [(0, 0)] * workers
+        self.parsed = self.incremental = 0
         # [commit, then, answers still due, its sequence number], oldest first
         self._pending: deque[list] = deque()
         self._seq = 0
@@ -101,19 +100,12 @@ class NamePool:
         if answer[0] == "failed":
             raise WorkerFailed(f"a naming worker failed:\n{answer[1]}")
         seq, named, self._counts[i] = answer
+        self.parsed, self.incremental = map(sum, zip(*self._counts, strict=True))
         entry = self._pending[seq - self._pending[0][3]]
         for k, got in named:
             apply_named(entry[0].files[k], got)
         entry[2] -= 1
         return True
-
-    @property
-    def parsed(self) -> int:
-        return sum(c[0] for c in self._counts)
-
-    @property
-    def incremental(self) -> int:
-        return sum(c[1] for c in self._counts)
 
     def close(self) -> None:
         """End the workers: at end of input when all was answered, at once when a failure left
@@ -133,30 +125,22 @@ class NamePool:
 
 
 def _serve(git_dir: str) -> None:
-    import signal
-
     from kbase.ingest.logrun import BlobReader
 
     # a SIGINT sent to our group is the mining process's to handle: it ends us
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-
     reader = BlobReader(git_dir)
     namer = SymbolNamer(reader.read)
     inp, out = sys.stdin.buffer, sys.stdout.buffer
     try:
         while True:
-            try:
-                seq, batch = pickle.load(inp)
-            except EOFError:
-                return
+            seq, batch = pickle.load(inp)
             named = [(k, namer.name(path, old, new, hunks)) for k, path, old, new, hunks in batch]
             pickle.dump((seq, named, (namer.parsed, namer.incremental)), out, protocol=5)
             out.flush()
-    except BrokenPipeError:
+    except (EOFError, BrokenPipeError):  # our input ended (the mining process is done) or output
         return
     except Exception:
-        import traceback
-
         pickle.dump(("failed", traceback.format_exc()), out)
         out.flush()
         os._exit(1)

@@ -1,8 +1,5 @@
-"""Mining recipes (pr_archive/recipes/*.yaml): a repository, its upstream URL (for PR links) and
-its families, path globs with git's `:(glob)` semantics (kbase.globs); without a hand-written
-recipe, the upstream from `origin`, families proposed from the repository's directory and file
-names, and a lint for recipe globs (docs/pr-archive.md "Recipes").
-"""
+"""Mining recipes (pr_archive/recipes/*.yaml, docs/pr-archive.md "Recipes"): loaded, or proposed
+from a repository's directory and file names, and a lint for their globs."""
 
 from __future__ import annotations
 
@@ -23,9 +20,6 @@ from kbase.schema import Problem, Recipe
 
 class RecipeError(ProblemsError):
     """A recipe file that does not load; `.problems` says where and why."""
-
-
-# --------------------------------------------------------------------------- loading
 
 
 def load_recipe_file(path: Path, root: Path | None = None) -> Recipe:
@@ -78,8 +72,6 @@ def resolve_recipe(spec: str | None, name: str, root: Path) -> tuple[Recipe, Pat
     # the archive name on the command line wins, so one recipe can serve a fork
     return recipe.model_copy(update={"name": name}), found
 
-
-# --------------------------------------------------------------------------- suggestions
 
 CODE_EXT = (".cu", ".cuh", ".cc", ".cpp", ".h", ".hpp", ".py", ".hip", ".inl")
 # words that say nothing about a kernel family

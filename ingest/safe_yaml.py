@@ -2,14 +2,10 @@
 impossible dates refused with their line, libyaml when present.
 
 PyYAML builds documents recursively: 5,000 nested `[` raise RecursionError in the pure-Python
-loader and overflow the C stack (a segfault) in libyaml's composer. So nesting is bounded before
-anything recursive runs: a cheap upper bound from the text decides whether the exact (iterative)
-token scan is needed at all, which keeps ordinary front-matter at one parse.
-
-Aliases share nodes, so 1 KB of anchors can stand for 9**9 values: the parser is fine, but every
-walk of the data (duplicate keys, validation, JSON for the index) expands them. The node graph is
-therefore sized as a tree before anything walks it, and refused past MAX_NODES.
-"""
+loader and overflow the C stack (a segfault) in libyaml's composer, so nesting is bounded first
+(a cheap upper bound from the text spares ordinary front-matter the exact token scan). Aliases
+share nodes: 1 KB of anchors can stand for 9**9 values, which every walk of the data expands, so
+the node graph is sized as a tree before anything walks it and refused past MAX_NODES."""
 
 from __future__ import annotations
 

@@ -82,12 +82,8 @@ def _is_empty_code(code: str) -> bool:
 
 
 def find_skill_files(root: Path) -> list[Path]:
-    base = root / "skills"
-    if not base.is_dir():
-        return []
-    return sorted(
-        p / SKILL_FILE for p in base.iterdir() if p.is_dir() and (p / SKILL_FILE).exists()
-    )
+    dirs = (root / "skills").iterdir() if (root / "skills").is_dir() else ()
+    return sorted(p / SKILL_FILE for p in dirs if p.is_dir() and (p / SKILL_FILE).exists())
 
 
 Related = list[tuple[str, str, int, int]]  # (path, related name, index, line)
@@ -140,12 +136,8 @@ def _dash_runs(s: Skill) -> list[Problem]:
     lines = s.text.splitlines()
     end = next((i for i in range(1, len(lines)) if lines[i].rstrip() == "---"), 0)
     why = "'---' inside the front-matter ends it for some skill loaders; reword it"
-    code = "dashes-in-front-matter"
-    return [
-        Problem(path=s.path, line=i + 1, code=code, message=why)
-        for i in range(1, end)
-        if "---" in lines[i]
-    ]
+    here = partial(Problem, path=s.path, code="dashes-in-front-matter", message=why)
+    return [here(line=i + 1) for i in range(1, end) if "---" in lines[i]]
 
 
 def _unfinished(s: Skill) -> list[Problem]:
@@ -223,14 +215,13 @@ def skill_entry(skill: Skill) -> Entry:
         text = f"{sec.title}\n{sec.text}" if sec.title else sec.text
         if sec.level != 1 or sec.text:  # a title heading with nothing under it is no chunk
             add(sec.title or "intro", text, sec.line)
-    content_hash = hashlib.sha256(skill.text.encode()).hexdigest()
     return Entry(
         id=eid,
         kind="skill",
         title=title,
         path=skill.path,
         line=1,
-        content_hash=content_hash,
+        content_hash=hashlib.sha256(skill.text.encode()).hexdigest(),
         chunks=chunks,
         tags=m.tags.flat(),
     )

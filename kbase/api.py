@@ -15,9 +15,9 @@ from typing import TYPE_CHECKING, Any
 from kbase.api_archive import ArchiveAPI
 from kbase.api_search import SearchAPI, attrs
 from kbase.api_validate import ValidateAPI
-from kbase.closed_sets import severity
+from kbase.closed_sets import KINDS, severity
 from kbase.config import default_model_path, find_root
-from kbase.errors import NotFound, ProblemsError, did_you_mean
+from kbase.errors import InvalidArgument, NotFound, ProblemsError, did_you_mean
 
 if TYPE_CHECKING:  # each method imports the models it makes: a search defines no others
     from kbase.schema import EntryDoc, EntrySummary, Health, StaleReport
@@ -117,10 +117,7 @@ class KnowledgeBase(SearchAPI, ValidateAPI, ArchiveAPI):
             from kbase.retrieval.searcher import Searcher
 
             self._searcher = Searcher(
-                self.home,
-                self.vector_store,
-                self.query_embedder,
-                local_vectors=not self.chroma_url,
+                self.home, self.vector_store, self.query_embedder, local_vectors=not self.chroma_url
             )
         return self._searcher
 
@@ -157,13 +154,7 @@ class KnowledgeBase(SearchAPI, ValidateAPI, ArchiveAPI):
             return SeededEmbedder(lambda: self.index_embedder(recipe), recipe)
 
         return build_index(
-            self.root,
-            self.home,
-            embedder,
-            self.chroma_url,
-            progress=progress,
-            gc=gc,
-            dense_model=recipe,
+            self.root, self.home, embedder, self.chroma_url, progress, gc=gc, dense_model=recipe
         )
 
     def stale(self, env: Any = None) -> StaleReport:
@@ -183,6 +174,8 @@ class KnowledgeBase(SearchAPI, ValidateAPI, ArchiveAPI):
         """Every entry (indexed, or parsed now when there is no index), with its status."""
         from kbase.schema import EntrySummary
 
+        if kind is not None and kind not in KINDS:
+            raise InvalidArgument(f"kind must be one of {', '.join(KINDS)}, got {kind!r}", "kind")
         entries = [e for e in self._entries() if kind is None or e.kind == kind]
         statuses = self.statuses() if any(e.kind == "skill" for e in entries) else {}
         out = []
@@ -243,7 +236,7 @@ class KnowledgeBase(SearchAPI, ValidateAPI, ArchiveAPI):
         )
 
     def _find_unindexed(self, entry_id: str) -> Any:
-        from kbase.retrieval.indexer import collect_entries
+        from kbase.retrieval.collect import collect_entries
 
         if entry_id.startswith("pr:"):
             entries, _, _ = collect_entries(self.root)

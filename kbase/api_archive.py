@@ -12,15 +12,25 @@ if TYPE_CHECKING:
     from kbase.schema import HistoryResult
 
 
+def _named(name: str, then: Callable[[], Any] = lambda: None) -> Any:
+    """`then()` once `name` is kebab-case; a ValueError from either is a `--name` error. Checked
+    here: a recipe file's own name is replaced by this one unvalidated, and `--name ../..` would
+    write (and with --full delete) cards outside pr_archive/."""
+    from kbase.schema.base import check_kebab
+
+    try:
+        check_kebab(name)
+        return then()
+    except ValueError as exc:
+        raise InvalidArgument(f"--name {name!r}: {exc}", "name") from None
+
+
 class ArchiveAPI:
     if TYPE_CHECKING:  # provided by KnowledgeBase
         root: Path
 
     def history(
-        self,
-        repo: str,
-        family: str | None,
-        paths: list[str] | None = None,
+        self, repo: str, family: str | None, paths: list[str] | None = None
     ) -> HistoryResult:
         """The timeline of one kernel family in one archived repo, oldest first (its globs as the
         last mine recorded them); `paths` (globs): every PR and push touching them, no family
@@ -75,15 +85,8 @@ class ArchiveAPI:
             raise InvalidArgument("--since and --full cannot be used together", "since")
         from kbase.ingest.mine_state import recipe_fingerprint
         from kbase.ingest.recipes import resolve_recipe
-        from kbase.schema.base import check_kebab
 
-        try:
-            # checked here: a recipe file's own name is replaced by this one unvalidated, and
-            # `--name ../..` would write (and with --full delete) cards outside pr_archive/
-            check_kebab(name)
-            rec, path = resolve_recipe(recipe, name, self.root)
-        except ValueError as exc:  # a name that is not kebab-case
-            raise InvalidArgument(f"--name {name!r}: {exc}", "name") from None
+        rec, path = _named(name, lambda: resolve_recipe(recipe, name, self.root))
         from kbase.ingest.mining import mine as run_mine
 
         return run_mine(
@@ -106,12 +109,8 @@ class ArchiveAPI:
     def recipe_suggest(self, repo_path: str, name: str, write: bool = False) -> dict[str, Any]:
         """Families proposed from a clone's directories and file names; `write` saves the recipe."""
         from kbase.ingest.recipes import suggest_for_repo
-        from kbase.schema.base import check_kebab
 
-        try:
-            check_kebab(name)
-        except ValueError as exc:
-            raise InvalidArgument(f"--name {name!r}: {exc}", "name") from None
+        _named(name)
         text, fams, upstream, left = suggest_for_repo(repo_path, name)
         dest = None
         if write:

@@ -80,7 +80,7 @@ class SearchAPI:
         idx = self.searcher().index() if self.is_indexed() else None
         if idx is not None:
             return list(idx.entries)
-        from kbase.retrieval.indexer import collect_entries
+        from kbase.retrieval.collect import collect_entries
 
         return collect_entries(self.root)[0]
 

@@ -62,6 +62,13 @@ def nothing_ran(outcomes: list[Any], skill_paths: dict[str, str]) -> list[Any]:
     return out
 
 
+_JSON_FIELDS = {
+    "verify": "results problems network_isolation isolation_note recorded",
+    "audit": "skills runs problems recorded network_isolation isolation_note releases",
+    "check": "base skills problems results",
+}
+
+
 @dataclass
 class RunReport:
     """What verify, check and audit ran and found. `outcomes` are validators.runner.RunOutcome."""
@@ -83,11 +90,21 @@ class RunReport:
     def failed(self) -> bool:
         return bool(self.problems) or any(o.verdict in BAD_VERDICTS for o in self.outcomes)
 
-    def results(self) -> list[dict[str, Any]]:
-        return [o.result_dict() for o in self.outcomes]
-
-    def problem_dicts(self) -> list[dict[str, Any]]:
-        return [p.model_dump() for p in self.problems]
+    def as_json(self, command: str) -> dict[str, Any]:
+        """`kbase verify|audit|check --json`."""
+        runs = [o.result_dict() for o in self.outcomes]
+        every = {
+            "base": self.base,
+            "skills": self.judgements if command == "audit" else list(self.skill_paths),
+            "results": runs,
+            "runs": runs,
+            "problems": [p.model_dump() for p in self.problems],
+            "recorded": self.recorded,
+            "network_isolation": self.isolation_note is None if self.ran else None,
+            "isolation_note": self.isolation_note,
+            "releases": self.releases,
+        }
+        return {k: every[k] for k in _JSON_FIELDS[command].split()}
 
 
 @dataclass

@@ -6,6 +6,7 @@ it. Other such paths paid under 1.3x and are gone. Exit codes: docs/agents.md.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import stat
 import sys
@@ -64,15 +65,9 @@ def fast_mcp(argv: list[str]) -> bool:
     early = EarlyAnswers(allow_write=allow_write)
     from kbase.serve.mcp_server import run
 
-    try:
-        run(
-            root=root,
-            index_if_missing=not opts.get("--no-index"),
-            allow_write=allow_write,
-            early=early,
-        )
-    except KeyboardInterrupt:
-        pass
+    index = not opts.get("--no-index")
+    with contextlib.suppress(KeyboardInterrupt):
+        run(root=root, index_if_missing=index, allow_write=allow_write, early=early)
     return True
 
 

@@ -1,7 +1,5 @@
-"""Every closed set kbase knows, each defined once with its behaviour beside it: no other module
-spells a member out again. (Tag keys are `kbase.schema.Tags`'s fields, their values
-kbase/data/vocab.yaml.) This module imports nothing from kbase, so every layer may import it.
-"""
+"""Every closed set kbase knows, defined once with its behaviour beside it (tag keys and values:
+kbase.schema.Tags, kbase/data/vocab.yaml). Imports nothing from kbase: every layer may use it."""
 
 from __future__ import annotations
 
@@ -21,7 +19,7 @@ Tier = Literal["cpu-interpret", "cpu-compile", "gpu"]
 @dataclass(frozen=True)
 class TierSpec:
     name: str
-    # what the machine needs, any one of these (probes in validators/tiers.py: REQUIREMENTS)
+    # what the machine needs, any one of these (probes in validators/fingerprint.py: REQUIREMENTS)
     needs_any: tuple[str, ...]
     # how the runner runs it
     env: dict[str, str] = field(default_factory=dict)  # extra environment for the snippet

@@ -1,10 +1,6 @@
-"""Where things live: the knowledge-base root, the index home, the model, the Chroma server.
-
-The root is found as git finds its repository (`find_root`; README's settings table), so an
-agent started anywhere inside a knowledge base finds it. Anything but an existing folder holding
-`skills/` or `pr_archive/` is a `RootError`: a typo in `--root` must never create a folder and
-then answer "no hits" (`kbase init PATH` creates a root on purpose).
-"""
+"""Where things live: the knowledge-base root (found as git finds its repository; README's
+settings table), the model. Anything but an existing folder holding skills/ or pr_archive/ is a
+`RootError`: a typo in --root must never create a folder and then answer "no hits"."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
 """Draft skills proposed from experience: `skills/_drafts/<name>/SKILL.md`, lint-clean and
-`draft` whatever the ledger says until a person moves it to skills/ (docs/agents.md).
-"""
+`draft` whatever the ledger says until a person moves it to skills/ (docs/agents.md)."""
 
 from __future__ import annotations
 
@@ -170,10 +169,7 @@ def propose(
     from kbase.ingest.skills import lint_paths
     from kbase.schema import NAME_RE, Tags
 
-    title = _text("title", title)
-    symptom = _text("symptom", symptom)
-    cause = _text("cause", cause)
-    fix = _text("fix", fix)
+    title, symptom, cause, fix = map(_text, LIMITS, (title, symptom, cause, fix))
     code = _text("snippet", snippet, required=False)
     name = slug(title) if name is None else name
     if not isinstance(name, str) or not NAME_RE.match(name) or len(name) > 64:

@@ -1,7 +1,5 @@
-"""`env`: the environment a caller asks statuses to be judged for, from one short string
-(`local`, or `triton=3.4,torch=2.8,cuda=12.8,arch=sm90` -> fingerprint fields); the validators'
-rules then report `stale-env` for a skill that never passed there.
-"""
+"""`env`: the environment statuses are judged for (`stale-env` where a skill never passed), from
+`local` or `triton=3.4,torch=2.8,cuda=12.8,arch=sm90` (-> fingerprint fields)."""
 
 from __future__ import annotations
 

@@ -1,10 +1,6 @@
-"""Every error kbase raises on purpose, rooted in `KbaseError`. The adapters (CLI, HTTP, MCP)
-translate by class (`http_status`, `exit_code`), never by message; exit 1 is kept for findings
-(lint problems, failed runs, an unknown id), 2 for what could not be done.
-
-A message naming a wrong name says the nearest valid ones (`did_you_mean`), so an agent corrects
-itself in one step instead of searching blind.
-"""
+"""Every error kbase raises on purpose, rooted in `KbaseError`. The adapters translate by class
+(`http_status`, `exit_code`: 1 for findings, 2 for what could not be done), never by message. A
+wrong name gets the nearest valid ones (`did_you_mean`): an agent corrects itself in one step."""
 
 from __future__ import annotations
 
@@ -60,10 +56,8 @@ class TooManyWrites(KbaseError):
 
 
 class ProblemsError(KbaseError):
-    """One or more located problems (file, line, field) found in the knowledge base's own input.
-
-    The one carrier of problem lists: parse, lint, recipe and card errors all raise a subclass.
-    """
+    """Located problems (file, line, field) in the knowledge base's own input: the one carrier
+    of problem lists (parse, lint, recipe and card errors all raise a subclass)."""
 
     code = "problems"
 

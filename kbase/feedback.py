@@ -1,7 +1,5 @@
-"""Feedback on entries: an append-only log (`<root>/feedback/log.jsonl`, never rewritten, so it
-versions and merges like the ledger), shown with the entry and a mild ranking signal. It never
-changes a verification status: only a sandboxed run does.
-"""
+"""Feedback on entries: an append-only log (`<root>/feedback/log.jsonl`: versions and merges like
+the ledger), shown with the entry and a mild ranking signal; never a verification status."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
 """Path globs with git `:(glob)` pathspec semantics (docs/pr-archive.md), shared by recipes,
-cards and watch rules, so a family's PR set can be checked against `git log -- ':(glob)...'`.
-"""
+cards and watch rules, so a family's PR set can be checked against `git log -- ':(glob)...'`."""
 
 from __future__ import annotations
 

@@ -1,9 +1,6 @@
-"""A no-op `kbase mine` without the CLI framework (kbase.cli sends it here first): answered
-before typer, pydantic or the miner are imported (issue #12): 0.18 s against 0.77 s through
-typer. A mine with work goes to the typer command (mining here was 1.25-1.27x faster, under the
-1.3x bar), as does any command line this parser does not take exactly as typer would, or a
-terminal to draw a progress bar on.
-"""
+"""A no-op `kbase mine` answered before typer, pydantic or the miner are imported (issue #12:
+0.18 s against 0.77 s through typer). Work, a command line typer might read otherwise, or a bar to
+draw goes to the typer command (mining here was only 1.25-1.27x faster, under the 1.3x bar)."""
 
 from __future__ import annotations
 

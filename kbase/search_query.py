@@ -1,10 +1,6 @@
-"""`SearchQuery`: the arguments of one search, checked once for the API and every adapter.
-
-The CLI, HTTP and MCP pass what they received to `SearchQuery.parse`; a bad value raises
-`kbase.errors.InvalidArgument` with the same message whichever door it came through. The checks
-forgive what clients commonly send (`"5"` for 5, `"a=b,c=d"` for a tag list, `skills` for
-`skill`) and refuse everything else with the accepted values spelled out.
-"""
+"""`SearchQuery`: one search's arguments, checked once (`parse`) for the API, CLI, HTTP and MCP
+alike. It forgives what clients commonly send (`"5"` for 5, `"a=b,c=d"` for a tag list, `skills`
+for `skill`) and refuses the rest with the accepted values spelled out."""
 
 from __future__ import annotations
 

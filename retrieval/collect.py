@@ -1,6 +1,5 @@
 """What the indexer reads: every skill, draft and PR card under a root, as index entries, with
-what is unchanged since the previous generation taken from it instead of parsed again.
-"""
+what is unchanged since the previous generation taken from it instead of parsed again."""
 
 from __future__ import annotations
 

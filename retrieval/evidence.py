@@ -2,8 +2,7 @@
 matched against (its triggers and failure modes, not its steps and notes), and each trigger,
 symptom and cause line as a token set, so a query that repeats an error line verbatim is recognised
 as such rather than scored like any topical overlap. Made when a skill first shows up among a
-search's candidates, and stored beside the generation for later processes (State).
-"""
+search's candidates, and stored beside the generation for later processes (State)."""
 
 from __future__ import annotations
 
@@ -76,11 +75,10 @@ SAVE_AT = 8
 
 
 class State:
-    """A generation's skill facts: those made in this process (entry -> SkillFacts), the word
-    table their arrays index, and the rows a process stored in CACHE_FILE. Making the facts of
-    the ~140 skills a first search meets (tokenizing every trigger and failure-mode line) was
-    most of a cold `kbase search` once the skills had ~10 triggers each; reading them back is a
-    few milliseconds."""
+    """A generation's skill facts: those made in this process (entry -> SkillFacts), the word table
+    their arrays index, and the rows a process stored in CACHE_FILE. Making the facts of the ~140
+    skills a first search meets (tokenizing every trigger and failure-mode line) was most of a cold
+    `kbase search` once skills had ~10 triggers each; reading them back takes a few milliseconds."""
 
     def __init__(self, path: Path):
         self.path = path / CACHE_FILE
@@ -217,10 +215,8 @@ def _runs(op: np.ufunc, values: np.ndarray, lengths: np.ndarray) -> np.ndarray:
 
 def add_features(idx, text: str, order: list[int], X, col, chunk_scores, top: float) -> list[str]:
     """Skills only: fill the identifying-chunk BM25, trigger-line coverage and explained-words
-    features of pool rows `order` in X (issue #25); returns each row's best-matching line.
-    Every candidate's lines are scored at once (in numpy: a Python loop
-    over ~130 candidates' lines was 5-9 ms of a warm search); a row's best line is its first
-    line of the highest coverage above 0."""
+    features of pool rows `order` in X (issue #25), every candidate's lines at once (SkillFacts);
+    returns each row's best-matching line, its first line of the highest coverage above 0."""
     matched = [""] * len(order)
     rows = np.flatnonzero(idx.kind[order] == "skill") if order else np.zeros(0, np.int64)
     if not rows.size:

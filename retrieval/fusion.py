@@ -1,10 +1,8 @@
 """The hybrid ranker: a linear score over a few signals per candidate entry, with weights fitted on
 the tuning halves of the hand-written dev sets (bench/fit_fusion.py writes kbase/data/fusion.yaml).
-
 Signals: BM25 and dense evidence (normalised score and reciprocal rank), how much of the question
 the title covers, and priors that only fire when the question asks for them (the oldest feature PR
-for "first"/"introduced", fixes and reverts for "broke"/"regression", a date range).
-"""
+for "first"/"introduced", fixes and reverts for "broke"/"regression", a date range)."""
 
 from __future__ import annotations
 
@@ -12,8 +10,7 @@ import functools
 import re
 
 import numpy as np
-
-from kbase.data import read_yaml
+from kbase.retrieval.tokenize import read_data
 
 FEATURES = (
     "bm25",  # BM25 score / best BM25 score among the candidates
@@ -49,10 +46,7 @@ def code_share(query: str) -> float:
 @functools.cache
 def fitted() -> dict:
     """kbase/data/fusion.yaml as a dict; {} when absent."""
-    try:
-        return read_yaml("fusion.yaml") or {}
-    except FileNotFoundError:
-        return {}
+    return read_data("fusion.yaml")
 
 
 # The per-hit confidence model (fitted by bench/fit_fusion.py): a logistic regression over these

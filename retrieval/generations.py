@@ -1,7 +1,6 @@
 """Index generations: each `kbase index` writes a complete new generation directory and
 then flips the CURRENT pointer with one atomic rename. A run that dies half-way leaves
-the previous generation current and usable; readers never see a half-written one.
-"""
+the previous generation current and usable; readers never see a half-written one."""
 
 from __future__ import annotations
 
@@ -13,7 +12,7 @@ import json
 import os
 import shutil
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, overload
@@ -44,13 +43,8 @@ _COLUMNS = {
 
 
 @functools.cache
-def _entry_adapter() -> TypeAdapter[Entry]:
-    return TypeAdapter(Entry)
-
-
-@functools.cache
-def _list_adapter() -> TypeAdapter[list[Entry]]:
-    return TypeAdapter(list[Entry])
+def _adapter(tp: Any) -> TypeAdapter:
+    return TypeAdapter(tp)  # Entry or list[Entry]
 
 
 class EntryTable(Sequence[Entry]):
@@ -95,7 +89,7 @@ class EntryTable(Sequence[Entry]):
         if got is None:
             if not 0 <= i < len(self):
                 raise IndexError(i)
-            got = self._decoded.setdefault(i, _entry_adapter().validate_json(self.line(i)))
+            got = self._decoded.setdefault(i, _adapter(Entry).validate_json(self.line(i)))
         return got
 
     def __iter__(self) -> Iterator[Entry]:
@@ -106,7 +100,7 @@ class EntryTable(Sequence[Entry]):
         if len(self._decoded) < len(self):
             # validated in one pass, as one JSON array
             body = self._data.rstrip(b"\n").replace(b"\n", b",")
-            for i, e in enumerate(_list_adapter().validate_json(b"[" + body + b"]")):
+            for i, e in enumerate(_adapter(list[Entry]).validate_json(b"[" + body + b"]")):
                 self._decoded.setdefault(i, e)
         return [self._decoded[i] for i in range(len(self))]
 
@@ -239,18 +233,13 @@ def new_generation_dir(home: Path) -> tuple[str, Path]:
     return gid, path
 
 
-def write_entries(
-    path: Path,
-    entries: Sequence[Any],
-    meta: dict,
-    stored_line: Callable[[Any], bytes | None],
-    table: EntryTable | None,
-) -> None:
-    """`entries`: models, or Carried entries of the previous generation whose `table` holds
-    their stored lines and column values (retrieval/previous.py; None: there is none).
-    `stored_line(entry)`: the entry's texts line as a previous generation stored it, for an entry
+def write_entries(path: Path, entries: Sequence[Any], meta: dict, prevs: Any) -> None:
+    """`entries`: models, or Carried entries of `prevs` (build_stages.Previous), whose table holds
+    their stored lines and column values; prevs.stored_line(entry): the texts line of an entry
     taken over unchanged (its texts may not be loaded), else None."""
-    from kbase.retrieval.previous import Carried, write_carry
+    from kbase.retrieval.build_stages import Carried, write_carry
+
+    table: EntryTable | None = prevs.table
 
     # The entries without their chunk texts, one line each (serialized by pydantic's core: the
     # pure-Python encoder took seconds for thousands of PR cards), the columns a search scans
@@ -260,7 +249,7 @@ def write_entries(
     # an incremental re-index).
     carried = [isinstance(e, Carried) for e in entries]
     fresh = [e for e, c in zip(entries, carried, strict=True) if not c]
-    dump = _entry_adapter().dump_json  # pydantic never writes a raw newline inside a line
+    dump = _adapter(Entry).dump_json  # pydantic never writes a raw newline inside a line
     dumped = iter([dump(e, exclude=_NO_TEXT) for e in fresh])
     rows = [
         table.line(e.i) if c and table is not None else next(dumped)
@@ -278,7 +267,7 @@ def write_entries(
     (path / COLUMNS).write_text(json.dumps({**cols, "offsets": ends}), "ascii")
     write_carry(path, list(entries))
     lines = [
-        stored_line(e)
+        prevs.stored_line(e)
         or json.dumps([c.text for c in e.chunks], ensure_ascii=False).encode() + b"\n"
         for e in entries
     ]

@@ -1,34 +1,27 @@
-"""Build or update the hybrid index: parse every entry, embed only what changed,
-rebuild BM25, publish a new generation atomically.
-"""
+"""Build or update the hybrid index: parse every entry, embed only what changed, rebuild BM25,
+publish a new generation atomically."""
 
 from __future__ import annotations
 
-import dataclasses
-import functools
+import contextlib
 import gc
 import hashlib
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kbase.retrieval import dense_text as DT
+from kbase.retrieval import build_stages as BS
 from kbase.retrieval import generations as G
 from kbase.retrieval import vectors as V
-from kbase.retrieval.build_stages import LazyStore, bm25_stage, delete_stale, upsert_pairs
+from kbase.retrieval.build_stages import Previous, dense_chunks
 from kbase.retrieval.collect import collect_entries, parser_fingerprint
-from kbase.retrieval.lexical import tokenizer_fingerprint
-from kbase.retrieval.previous import Previous, dense_chunks, dense_ids, ids_of
-from kbase.retrieval.vector_files import GenVectors, assemble_generation_vectors
 
 from kbase.schema import Chunk, Entry, Problem
 
 __all__ = ["IndexReport", "build_index", "collect_entries", "dense_chunks", "parser_fingerprint"]
 
-# What `kbase index` reports of a build: counts, what was embedded, removed or kept, problems,
-# and the seconds of each stage.
 Progress = Callable[[str, int, int], None]  # (stage, done, total)
 
 
@@ -47,7 +40,7 @@ class IndexReport:
 
     def as_dict(self) -> dict:
         return {
-            **dataclasses.asdict(self),
+            **asdict(self),
             "problems": [p.model_dump() for p in self.problems],
             "seconds": {k: round(v, 3) for k, v in self.seconds.items()},
         }
@@ -60,39 +53,34 @@ MAX_PROBLEMS_KEPT = 50  # problems named in a generation's meta (/healthz); the 
 def _vector_id(chunk: Chunk, content_hash: str, model: str = "") -> str:
     # The content hash is part of the id, so an edited entry gets new vectors while the
     # old ones stay queryable until the new generation is published. A PR chunk's vector also
-    # depends on how its text is cut for the model (retrieval/dense_text.py, PR_MAX_TOKENS), and
+    # depends on how its text is cut for the model (build_stages.dense_text, PR_MAX_TOKENS), and
     # every vector on the model that made it when that is not the fp32 one (`model`:
     # onnx_embed.index_recipe()), so an index never mixes the two.
     tag = content_hash[:12]
     if chunk.kind == "pr":
-        recipe = f"{content_hash}:{DT.RECIPE}:{PR_MAX_TOKENS}" + (f":{model}" if model else "")
+        recipe = f"{content_hash}:{BS.RECIPE}:{PR_MAX_TOKENS}" + (f":{model}" if model else "")
         tag = hashlib.sha256(recipe.encode()).hexdigest()[:12]
     elif model:
         tag = hashlib.sha256(f"{content_hash}:{model}".encode()).hexdigest()[:12]
     return f"{chunk.entry_id}::{tag}::{chunk.id.rsplit('::', 1)[-1]}"
 
 
-def _gc_paused(build: Callable[..., IndexReport]) -> Callable[..., IndexReport]:
+@contextlib.contextmanager
+def _gc_paused() -> Iterator[None]:
     """No cyclic garbage collection during a build: a re-index allocates some 100k long-lived
     containers (columns, card signatures, the carried entries), and the collector's passes over
     them were a quarter of a one-edit re-index at 6.6k entries (1.01 s against 0.76 s in process,
     median of 4 alternating: 1.34x, what a server re-indexing in process waits). The build makes
     no reference cycles of its own; reference counting frees its garbage."""
-
-    @functools.wraps(build)
-    def paused(*args: Any, **kwargs: Any) -> IndexReport:
-        was = gc.isenabled()
-        gc.disable()
-        try:
-            return build(*args, **kwargs)
-        finally:
-            if was:
-                gc.enable()
-
-    return paused
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
 
 
-@_gc_paused
 def build_index(
     root: Path,
     home: Path,
@@ -107,40 +95,36 @@ def build_index(
     """`extra_entries` come from elsewhere than root (benchmarks, other importers), on every run.
     `dense_model`: the embedder's `recipe` ("" for fp32, torch or ONNX; onnx_embed.index_recipe)"""
     rep, t0 = IndexReport(), time.perf_counter()
-    with G.writer_lock(home):
+    progress = progress or (lambda stage, done, total: None)
+    with _gc_paused(), G.writer_lock(home):
         # entries carried over undecoded, chunk texts read only where needed
         prev = G.load_generation(home)
         prevs = Previous(prev)
         # meta.dense: the recipe of the generation's vectors (see _vector_id)
-        dense = f"{DT.RECIPE}:{PR_MAX_TOKENS}" + (f":{dense_model}" if dense_model else "")
+        dense = f"{BS.RECIPE}:{PR_MAX_TOKENS}" + (f":{dense_model}" if dense_model else "")
         fingerprint = parser_fingerprint()
         same_recipe = prev is not None and prev.meta.get("dense") == dense
-        if progress:
-            progress("reading entries", 0, 0)
-        card_stats: dict[str, list[int]] = {}
-        entries = _entries(
-            root, prev, prevs, fingerprint, same_recipe, extra_entries, card_stats, rep
-        )
+        same_parser = prev is not None and prev.meta.get("parser") == fingerprint
+        progress("reading entries", 0, 0)
+        entries, card_stats = _entries(root, prevs, same_parser and same_recipe, extra_entries, rep)
         rep.seconds["parse"] = time.perf_counter() - t0
 
-        store = LazyStore(home, chroma_url)
+        store = BS.LazyStore(home, chroma_url)
+        progress("comparing with the index", 0, 0)
         entries, todo, chunk_ids, by_part, prev_vecs, trust_files = _diff(
-            home, prev, prevs, entries, dense_model, chroma_url, store, progress, rep
+            prevs, entries, dense_model, store, rep
         )
         meta = _meta(root, entries, fingerprint, chroma_url or V.LAYOUT, dense, rep)
-        same = (entries, card_stats, meta, by_part, prev_vecs, tokenizer_fingerprint())
+        same = (entries, card_stats, meta, by_part, prev_vecs)
         noop = not (todo or rep.removed_entries) and trust_files and prevs.unchanged(*same)
         if not noop:
             gid, tmp = G.new_generation_dir(home)
-            bm25_done = bm25_stage(prev, prevs, entries, chunk_ids, tmp / "bm25")
+            bm25_done = BS.bm25_stage(prevs, entries, chunk_ids, tmp / "bm25")
 
-        # a vector id names its text, model and recipe, so the files' vectors hold whichever
-        # store they were written against: a store moved to another layout (or server) is filled
-        # from them without embedding again
+        # any store's vectors (Previous.kept_vectors: a vector id names text, model and recipe)
         reuse = prev_vecs if prev_vecs is not None and prev_vecs.ok and same_recipe else None
-        served = bool(chroma_url)
         fresh = _embed(
-            todo, prevs, reuse, rep, embedder_factory, dense_model, batch, store, served, progress
+            todo, prevs, reuse, rep, embedder_factory, dense_model, batch, store, progress
         )
 
         t3 = time.perf_counter()
@@ -149,51 +133,37 @@ def build_index(
             rep.generation = prev.gen_id if prev is not None else ""
         else:
             bm25_done()
-            assemble_generation_vectors(
+            V.assemble_generation_vectors(
                 tmp, by_part, fresh, prev_vecs if trust_files else None, store
             )
             G.write_card_stats(tmp, card_stats)
-            G.write_entries(tmp, entries, meta, stored_line=prevs.stored_line, table=prevs.table)
+            G.write_entries(tmp, entries, meta, prevs)
             G.publish(home, gid, tmp)
             rep.generation = gid
         rep.seconds["bm25+write"] = time.perf_counter() - t3
 
         wanted = [i for ids in chunk_ids for i in ids]
         if gc and prev is not None:
-            delete_stale(prevs, set(wanted), store)
+            BS.delete_stale(prevs, set(wanted), store)
         store.close()
         rep.entries, rep.chunks = len(entries), len(wanted)
         rep.seconds["total"] = time.perf_counter() - t0
-        if progress:
-            progress("done", 1, 1)
+        progress("done", 1, 1)
     return rep
 
 
 def _diff(
-    home: Path,
-    prev: Any,
-    prevs: Previous,
-    entries: list[Any],
-    dense_model: str,
-    chroma_url: str | None,
-    store: Callable[[], Any],
-    progress: Progress | None,
-    rep: IndexReport,
+    prevs: Previous, entries: list[Any], dense_model: str, store: BS.LazyStore, rep: IndexReport
 ) -> tuple[list[Any], list[Any], list[list[str]], dict[str, list[str]], Any, bool]:
     """(entries, those whose vectors are missing, each entry's chunk ids, the dense chunk ids of
     each partition, the previous generation's vector files, whether they can be trusted)."""
-    t1 = time.perf_counter()
-    if progress:
-        progress("comparing with the index", 0, 0)
-    prev_vecs = GenVectors(prev.path) if prev is not None else None
+    t1, prev, chroma_url = time.perf_counter(), prevs.gen, store.chroma_url
+    prev_vecs = V.GenVectors(prev.path) if prev is not None else None
     # The previous generation's vector files say which vectors exist, without asking Chroma
     # for every id; trusted only when they were written against the same store.
-    trust_files = bool(
-        prev_vecs is not None
-        and prev_vecs.ok
-        and prev.meta.get("vector_store") == (chroma_url or V.LAYOUT)
-        and (chroma_url is not None or (home / V.PARTS_DIR).is_dir())
-    )
+    same_store = prev is not None and prev.meta.get("vector_store") == (chroma_url or V.LAYOUT)
+    has_store = chroma_url is not None or (store.home / V.PARTS_DIR).is_dir()
+    trust_files = bool(same_store and has_store and prev_vecs is not None and prev_vecs.ok)
     known = prev_vecs if trust_files else None
     # what the files lack may still be in the store: another home sharing a Chroma server
     # may have embedded it (team mode); embedded, only this lock's writes are there
@@ -202,8 +172,8 @@ def _diff(
         if not prevs.owns(e):  # taken over from prev: its chunks have their vector ids already
             for c in e.chunks:
                 c.id = _vector_id(c, e.content_hash, dense_model)
-    chunk_ids = [ids_of(e) for e in entries]
-    dense_of = [dense_ids(e) for e in entries]
+    chunk_ids = [BS.ids_of(e) for e in entries]
+    dense_of = [BS.dense_ids(e) for e in entries]
     by_part: dict[str, list[str]] = {}
     for e, ids in zip(entries, dense_of, strict=True):
         by_part.setdefault(V.partition_key(e.kind, e.repo), []).extend(ids)
@@ -241,24 +211,16 @@ def _meta(
 
 
 def _entries(
-    root: Path,
-    prev: Any,
-    prevs: Previous,
-    fingerprint: str,
-    same_recipe: bool,
-    extra: list[Entry] | None,
-    card_stats: dict[str, list[int]],
-    rep: IndexReport,
-) -> list[Any]:
+    root: Path, prevs: Previous, reusable: bool, extra: list[Entry] | None, rep: IndexReport
+) -> tuple[list[Any], dict[str, list[int]]]:
     """Every entry under root, then `extra`; those unchanged since the previous generation are taken
     over from it, and one that fails to parse keeps its last good version (nothing indexed is lost).
     Entries are taken over only when made by the same parser and the same dense-text recipe (a new
     recipe re-embeds every card)."""
-    same_parser = prev is not None and prev.meta.get("parser") == fingerprint
-    reuse = {e.path: e for e in prevs.entries} if same_parser and same_recipe else {}
-    entries, rep.problems, failed = collect_entries(
-        root, reuse, G.read_card_stats(prev) if reuse else None, card_stats
-    )
+    reuse = {e.path: e for e in prevs.entries} if reusable else {}
+    card_stats: dict[str, list[int]] = {}
+    stats = G.read_card_stats(prevs.gen) if reuse else None
+    entries, rep.problems, failed = collect_entries(root, reuse, stats, card_stats)
     entries.extend(extra or [])
     present = {e.path for e in entries}
     for old in prevs.entries:
@@ -266,7 +228,7 @@ def _entries(
             entries.append(old)
             rep.kept_previous.append(old.id)
     rep.removed_entries = sorted(set(prevs.by_id) - {e.id for e in entries})
-    return entries
+    return entries, card_stats
 
 
 def _embed(
@@ -277,9 +239,8 @@ def _embed(
     factory: Callable[[], Any],
     dense_model: str,
     batch: int | None,
-    store: Callable[[], Any],
-    served: bool,
-    progress: Progress | None,
+    store: BS.LazyStore,
+    progress: Progress,
 ) -> dict[str, Any]:
     """chunk id -> vector of the entries to embed: kept from the previous generation where a chunk's
     text did not change, the rest embedded batch after batch, each batch upserted as it comes."""
@@ -289,7 +250,7 @@ def _embed(
     def upsert(pairs: list[tuple[Entry, Chunk]]) -> None:
         nonlocal store_s
         t = time.perf_counter()
-        upsert_pairs(store, pairs, [fresh[c.id] for _, c in pairs], served)
+        BS.upsert_pairs(store, pairs, [fresh[c.id] for _, c in pairs], bool(store.chroma_url))
         store_s += time.perf_counter() - t
 
     prevs.fill(todo)  # texts to embed, for entries taken over whose vectors are missing
@@ -300,10 +261,8 @@ def _embed(
     chunks = [(e, c) for e in todo for c in dense_chunks(e) if c.id not in kept]
     embedder: Any = None
     if chunks:
-        if progress:
-            progress("loading the embedding model", 0, 0)
+        progress("loading the embedding model", 0, 0)
         embedder = factory()
-        rep.backend = getattr(embedder, "backend", "torch")
         if getattr(embedder, "recipe", "") != dense_model:
             raise RuntimeError(
                 f"the document embedder is {getattr(embedder, 'recipe', '') or 'fp32'}, "
@@ -313,7 +272,7 @@ def _embed(
     chunks.sort(key=lambda ec: ec[0].kind != "skill")  # skills first, as before
     for i in range(0, len(chunks), step):
         part = chunks[i : i + step]
-        texts = [DT.dense_text(e, c) for e, c in part]
+        texts = [BS.dense_text(e, c) for e, c in part]
         # a batch of PR chunks alone is cut at PR_MAX_TOKENS word pieces (when the embedder can)
         if all(e.kind == "pr" for e, _ in part) and hasattr(embedder, "full_length"):
             vecs = embedder.embed(texts, max_length=PR_MAX_TOKENS)
@@ -323,10 +282,9 @@ def _embed(
             fresh[c.id] = vecs[j]
         upsert(pending + part)
         pending = []
-        if progress:
-            progress("embed", i + len(part), len(chunks))
+        progress("embed", i + len(part), len(chunks))
     if embedder is not None:  # shipped vectors load the model only when they lack one
-        rep.backend = getattr(embedder, "backend", rep.backend)
+        rep.backend = getattr(embedder, "backend", "torch")
     if pending:
         upsert(pending)
     rep.embedded_entries = sorted(e.id for e in todo)

@@ -1,14 +1,19 @@
-"""BM25 over chunks with our code- and CJK-aware tokens: read with numpy, in the file layout of
-bm25s (whose scores it reproduces; tests/test_lexical_reader.py). build_stages.build_bm25 writes
-it; the token cache it uses lives here."""
+"""BM25 over chunks with our code- and CJK-aware tokens, written (build_bm25, with the previous
+generation's token cache) and read with numpy, in the file layout of bm25s (whose scores it
+reproduces; tests/test_lexical_reader.py)."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 from kbase.retrieval.tokenize import tokens
+
+if TYPE_CHECKING:
+    from kbase.schema import Chunk
 
 
 def text_tokens(title: str, text: str) -> list[str]:
@@ -86,10 +91,9 @@ def read_title_ids(bm25_dir: Path) -> tuple[np.ndarray, np.ndarray] | None:
 
 class Lexical:
     """The BM25 index build_bm25 wrote (bm25s's file layout), read with numpy alone: importing bm25s
-    pulls in scipy and tqdm, which cost more than half a second of every cold `kbase search`
-    (issue #11). The arrays are the eager BM25 score matrix in CSC form (one column of
-    (doc, score) per token), so a query's scores are the column sums of its tokens, as bm25s
-    computes them."""
+    pulls in scipy and tqdm, more than half a second of every cold `kbase search` (issue #11). The
+    arrays are the eager BM25 score matrix in CSC form (one column of (doc, score) per token), so a
+    query's scores are the column sums of its tokens, as bm25s computes them."""
 
     def __init__(self, path: Path):
         params = json.loads((path / "params.index.json").read_text(encoding="utf-8"))
@@ -112,9 +116,8 @@ class Lexical:
             return np.zeros(self.num_docs, dtype=self.dtype)
         docs = np.concatenate([self.indices[a:b] for a, b in spans])
         vals = np.concatenate([self.data[a:b] for a, b in spans])
-        out = np.bincount(docs, weights=vals, minlength=self.num_docs).astype(
-            self.dtype, copy=False
-        )
+        out = np.bincount(docs, weights=vals, minlength=self.num_docs)
+        out = out.astype(self.dtype, copy=False)
         if within is not None:
             out[: within[0]] = 0
             out[within[1] :] = 0
@@ -182,3 +185,96 @@ def all_pairs(flat: np.ndarray, lengths: np.ndarray) -> tuple[np.ndarray, np.nda
     n = len(lengths)
     doc = np.repeat(np.arange(n, dtype=np.int64), lengths)
     return np.unique(flat.astype(np.int64) * n + doc, return_counts=True)
+
+
+def _write_title_ids(
+    path: Path, titles: list[str], known: Mapping[str, np.ndarray], vocab: dict[str, int]
+) -> None:
+    """Every entry's title as vocabulary ids (read_title_ids), end to end with offsets; a title
+    the cache knows is not tokenized again."""
+    done: dict[str, np.ndarray] = {}
+    for t in titles:
+        if t not in done:
+            done[t] = known[t] if t in known else title_ids(t, vocab)
+    tparts = [done[t] for t in titles]
+    toff = np.zeros(len(tparts) + 1, dtype=np.int64)
+    np.cumsum([len(x) for x in tparts], out=toff[1:])
+    tflat = np.concatenate(tparts) if tparts else np.zeros(0, dtype=np.int32)
+    np.save(path / TITLE_TOKENS_FILE, tflat.astype(np.int32, copy=False))
+    np.save(path / TITLE_OFFSETS_FILE, toff)
+
+
+def build_bm25(
+    chunks: Sequence[Chunk],
+    titles: list[str],
+    path: Path,
+    cache: TokenCache | None = None,
+    entry_titles: list[str] | None = None,
+    ids: list[str] | None = None,
+) -> None:
+    """Write the eager BM25 index of the chunks (Lucene variant: the score of token t in chunk
+    d is idf(t) * tf / (tf + k1 * (1 - b + b * |d| / avgdl)), idf = ln(1 + (N - df + .5) /
+    (df + .5))) as a CSC matrix in bm25s's file layout, plus the token ids for the next run.
+    Only chunks the cache lacks are tokenized; the rest is numpy. `entry_titles`: every entry's
+    title, in entry order, whose ids are written too (read_title_ids). `ids`: the chunks' ids,
+    given when `chunks` makes each chunk on access (only those the cache lacks are read)."""
+    path.mkdir(parents=True, exist_ok=True)
+    vocab: dict[str, int] = dict(cache.vocab) if cache is not None else {}
+    ids = ids if ids is not None else [c.id for c in chunks]
+    row = cache.row if cache is not None else {}
+    rows = np.fromiter((row.get(i, -1) for i in ids), dtype=np.int64, count=len(ids))
+    fresh = _tokenized(chunks, titles, np.flatnonzero(rows < 0).tolist(), vocab)
+    if entry_titles is not None:
+        _write_title_ids(path, entry_titles, cache.titles if cache is not None else {}, vocab)
+    if not ids:  # an empty index still loads and answers nothing
+        ids = ["<empty>"]
+        rows = np.full(1, -1, dtype=np.int64)
+        fresh = {0: np.asarray([vocab.setdefault("<empty>", len(vocab))], dtype=np.int32)}
+    if cache is not None:
+        flat, lengths = gather(rows, cache.flat, cache.off, fresh)
+    else:
+        flat, lengths = gather(rows, np.zeros(0, np.int32), np.zeros(1, np.int64), fresh)
+    n, v = len(ids), max(len(vocab), 1)
+    pair, tf = all_pairs(flat, lengths)  # token-major
+    tok, d = pair // n, pair % n
+    df = np.bincount(tok, minlength=v)
+    idf = np.log(1.0 + (n - df + 0.5) / (df + 0.5))
+    norm = K1 * ((1.0 - B) + B * lengths / lengths.mean())
+    tf = tf.astype(np.float64)
+    scores = (idf[tok] * tf / (norm[d] + tf)).astype(np.float32)
+    indptr = np.zeros(v + 1, dtype=np.int64)
+    np.cumsum(df, out=indptr[1:])
+    np.save(path / "data.csc.index.npy", scores)
+    np.save(path / "indices.csc.index.npy", d.astype(np.int32))
+    np.save(path / "indptr.csc.index.npy", indptr)
+    # the cached vocabulary plus tokens appended in order: a token keeps its id across builds
+    (path / "vocab.index.json").write_text(json.dumps(vocab), "ascii")
+    # what lexical.Lexical reads (every kbase that reads this generation format reads BM25 with
+    # numpy, not bm25s); the tokenizer fingerprint goes in its own file
+    params = {"k1": K1, "b": B, "method": "lucene", "dtype": "float32", "num_docs": n}
+    (path / "params.index.json").write_text(json.dumps(params, indent=1), "utf-8")
+    (path / TOKENIZER_FILE).write_text(tokenizer_fingerprint(), "utf-8")
+    offsets = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    np.save(path / TOKENS_FILE, flat)
+    np.save(path / OFFSETS_FILE, offsets)
+    (path / IDS_FILE).write_text("\n".join(i.replace("\n", " ") for i in ids), "utf-8")
+
+
+def _tokenized(
+    chunks: Sequence[Chunk], titles: list[str], todo: list[int], vocab: dict[str, int]
+) -> dict[int, np.ndarray]:
+    """The token ids of chunks `todo` (new tokens added to `vocab`); a repeated text once."""
+    fresh: dict[int, np.ndarray] = {}
+    same_text: dict[tuple[str, str], np.ndarray] = {}
+    for j in todo:
+        key = (titles[j], chunks[j].text)
+        got = same_text.get(key)
+        if got is None:
+            toks = text_tokens(*key)
+            got = np.fromiter(
+                (vocab.setdefault(x, len(vocab)) for x in toks), dtype=np.int32, count=len(toks)
+            )
+            same_text[key] = got
+        fresh[j] = got
+    return fresh

@@ -1,11 +1,9 @@
 """The embedding model through ONNX Runtime (docs/agents.md): queries and, on CPU, documents, by
 default through an int8 copy. It never imports torch, transformers or sentence-transformers: they
-cost seconds to load, onnxruntime + tokenizers milliseconds. Documents are sorted by token count
-so each batch pads little, and batches run side by side, one thread each, without spinning (issue
-#11). The int8 model (dynamic quantization of the weight MatMuls, per output channel) halves
-index-time embedding on a small CPU; queries keep fp32, whose vectors find int8 documents as well
-(bench/bench_build.py --quality). It needs the `onnx` package; its vectors are a recipe of their
-own (index_recipe: part of every vector id)."""
+cost seconds to load, onnxruntime + tokenizers milliseconds. The int8 model (dynamic quantization
+of the weight MatMuls, per output channel) halves index-time embedding on a small CPU; queries keep
+fp32, whose vectors find int8 documents as well (bench/bench_build.py --quality). It needs the
+`onnx` package; its vectors are a recipe of their own (index_recipe: part of every vector id)."""
 
 from __future__ import annotations
 
@@ -78,16 +76,11 @@ class OnnxQueryEmbedder:
     """`embed_query(text)` with onnxruntime; the same vector as Embedder.embed_query."""
 
     def __init__(
-        self,
-        onnx_dir: str | os.PathLike,
-        threads: int | None = None,
-        prepack: bool = True,
-        model: str = "",
+        self, onnx_dir: str | os.PathLike, threads: int | None = None, prepack=True, model=""
     ):
-        """`prepack=False`: for a process that embeds one query (a CLI search): packing the
-        weights was ~75% of the session's start-up, and an unpacked session costs only ~10 ms
-        more per query (vectors differ in the last bits). `model`: another graph file in
-        onnx_dir (default model.onnx)."""
+        """`prepack=False`: for a process that embeds one query (a CLI search): packing the weights
+        was ~75% of the session's start-up, and an unpacked session costs only ~10 ms more per
+        query (vectors differ in the last bits). `model`: another graph file (model.onnx)."""
         from tokenizers import Tokenizer
 
         self.onnx_dir = Path(onnx_dir)
@@ -169,8 +162,7 @@ class OnnxDocEmbedder(OnnxQueryEmbedder):
         encs = self._tok.encode_batch(list(texts))
         # Longest first: each batch's first text sets its padded length and so its size.
         order = sorted(range(len(encs)), key=lambda i: -len(encs[i].ids))
-        batches = []
-        i = 0
+        batches, i = [], 0
         while i < len(order):
             size = max(8, BATCH_TOKENS // max(len(encs[order[i]].ids), 1))
             batches.append(order[i : i + size])
@@ -212,9 +204,9 @@ def cached(d: Path, recipe: str = "") -> OnnxDocEmbedder:
 
 def index_precision(home: Path | None = None) -> str:
     """KBASE_INDEX_PRECISION: the weights that embed documents on CPU with ONNX Runtime, int8
-    (below) or fp32 (the query model). torch and GPUs always use fp32. Unset,
-    an existing index in `home` keeps the precision its vectors have: an index built on a GPU
-    (fp32) and then edited on a laptop re-embeds the edit, not every entry."""
+    (below) or fp32 (the query model); torch and GPUs always use fp32. Unset, an existing index in
+    `home` keeps the precision its vectors have: one built on a GPU (fp32) and then edited on a
+    laptop re-embeds the edit, not every entry."""
     v = os.environ.get("KBASE_INDEX_PRECISION", "").strip().lower()
     if not v and home is not None:
         dense = (current_meta(home) or {}).get("dense")

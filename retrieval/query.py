@@ -2,10 +2,8 @@
 Chinese terms, the concepts behind its API names, a date range, an intent, and the texts each
 retriever should see (issue #11: dates, "first"/"broke" intents, abbreviations, compound names;
 issue #25: logs and API names).
-
 Dates become a soft prior (a fusion feature), not a hard filter: "fixed in early 2024" is often
-off by a month, and skills have no date at all.
-"""
+off by a month, and skills have no date at all."""
 
 from __future__ import annotations
 
@@ -14,9 +12,7 @@ import functools
 import re
 from dataclasses import dataclass, field
 
-from kbase.retrieval.tokenize import base_tokens, group_forms, matched_groups, matched_spans
-
-from kbase.data import read_yaml
+from kbase.retrieval import tokenize as T
 
 _MONTHS = {m.lower(): i for i, m in enumerate(calendar.month_name) if m}
 _MONTHS.update({m.lower(): i for i, m in enumerate(calendar.month_abbr) if m})
@@ -140,17 +136,9 @@ class Expansion:
     added: tuple[str, ...]
 
 
-def _yaml(name: str) -> dict:
-    """kbase/data/<name>; {} when absent."""
-    try:
-        return read_yaml(name) or {}
-    except FileNotFoundError:
-        return {}
-
-
 @functools.cache
 def _tables() -> tuple[list[tuple[str, str]], dict[str, str]]:
-    data = _yaml("glossary.yaml")
+    data = T.read_data("glossary.yaml")
     zh_pairs: list[tuple[str, str]] = []
     aliases: dict[str, str] = {}
     for item in data.get("terms", []):
@@ -203,7 +191,7 @@ _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*")
 def _aliases() -> tuple[dict[str, str], list[tuple[str, str]], list[tuple[re.Pattern[str], str]]]:
     """(lower-case name -> concepts, [(lower-case prefix, concepts)] for names ending in *,
     [(symptom cue, concepts)])."""
-    data = _yaml("api_aliases.yaml")
+    data = T.read_data("api_aliases.yaml")
     exact: dict[str, str] = {}
     prefixes: list[tuple[str, str]] = []
     for item in data.get("aliases", []):
@@ -325,14 +313,14 @@ def plan(query: str) -> QueryPlan:
     text, since, until = parse_dates(distill(query))
     api = concepts_for(text)  # API names -> the concepts they stand for (api_aliases.yaml)
     exp = expand(text)
-    base = base_tokens(exp.lexical)
-    groups = matched_groups(base)
+    base = T.base_tokens(exp.lexical)
+    groups = T.matched_groups(base)
     dense = _split_camel(exp.dense)
     # Spell out abbreviations for the embedding model, which has never seen "EPLB" or "MTP".
     low = dense.lower()
     extra = []
-    for g, start, length in matched_spans(base):
-        canonical = group_forms(g)[0]
+    for g, start, length in T.matched_spans(base):
+        canonical = T.group_forms(g)[0]
         if length == 1 and _is_abbreviation(base[start], text) and canonical.lower() not in low:
             if canonical not in extra:
                 extra.append(canonical)
@@ -340,15 +328,6 @@ def plan(query: str) -> QueryPlan:
         dense = f"{dense} ({'; '.join(extra)})"
     if api:
         dense = f"{dense} ({'; '.join(api)})"
-    return QueryPlan(
-        query=query,
-        text=text,
-        lexical=f"{exp.lexical} {' '.join(api)}" if api else exp.lexical,
-        dense=dense,
-        since=since,
-        until=until,
-        intent_first=bool(FIRST_WORDS.search(query)),
-        intent_fix=bool(FIX_WORDS.search(query)),
-        intent_revert=bool(REVERT_WORDS.search(query)),
-        groups=groups,
-    )
+    lexical = f"{exp.lexical} {' '.join(api)}" if api else exp.lexical
+    first, fix, revert = (bool(rx.search(query)) for rx in (FIRST_WORDS, FIX_WORDS, REVERT_WORDS))
+    return QueryPlan(query, text, lexical, dense, since, until, first, fix, revert, groups)

@@ -1,6 +1,5 @@
 """Hybrid search: BM25 and dense candidates scored together by a fitted linear ranker
-(retrieval/fusion.py), at entry level, after the question is analysed (retrieval/query.py).
-"""
+(retrieval/fusion.py), at entry level, after the question is analysed (retrieval/query.py)."""
 
 from __future__ import annotations
 
@@ -16,12 +15,11 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from kbase.retrieval import dense as D
 from kbase.retrieval import fusion as F
 from kbase.retrieval import generations as G
-from kbase.retrieval.candidates import Candidate, best_per_entry, rows_scores
+from kbase.retrieval import loaded as LD
 from kbase.retrieval.evidence import add_features, words
-from kbase.retrieval.loaded import LoadedIndex
+from kbase.retrieval.loaded import Candidate, LoadedIndex, best_per_entry, rows_scores
 from kbase.retrieval.query import QueryPlan, plan
 from kbase.retrieval.tokenize import tokens
 
@@ -137,31 +135,27 @@ class Searcher:
         """The store's rows for the asks, started now (on its threads when background) and
         collected by calling the result."""
 
-        def retry(exc: Exception) -> list[tuple[str, float]]:
-            # A re-index by another process can leave this reader's handles pointing at
-            # deleted collections or vectors: reopen once, then fall back to BM25 alone.
-            self._reset_store()
-            try:
-                return self.store().submit_each(vec, asks, background=False)()
-            except Exception:  # noqa: BLE001
-                print(
-                    f"kbase: warning: vector search failed ({type(exc).__name__}: {exc}); "
-                    "answering from BM25 alone",
-                    file=sys.stderr,
-                )
-                return []
-
+        wait: Callable[[], list[tuple[str, float]]] | Exception
         try:
             wait = self.store().submit_each(vec, asks, background=background)
         except Exception as exc:  # noqa: BLE001
-            rows = retry(exc)
-            return lambda: rows
+            wait = exc
 
         def collect() -> list[tuple[str, float]]:
             try:
+                if isinstance(wait, Exception):
+                    raise wait
                 return wait()
             except Exception as exc:  # noqa: BLE001
-                return retry(exc)
+                # A re-index by another process can leave this reader's handles pointing at
+                # deleted collections or vectors: reopen once, then fall back to BM25 alone.
+                self._reset_store()
+                try:
+                    return self.store().submit_each(vec, asks, background=False)()
+                except Exception:  # noqa: BLE001
+                    msg = f"vector search failed ({type(exc).__name__}: {exc})"
+                    print(f"kbase: warning: {msg}; answering from BM25 alone", file=sys.stderr)
+                    return []
 
         return collect
 
@@ -173,16 +167,16 @@ class Searcher:
     ) -> list[tuple[int, int, float]]:
         """(entry, chunk position, cosine) best first, at most CANDIDATES entries. `vec`: the
         query's embedding when the caller has it already."""
-        dp = D.plan_dense(idx, kind, repo, tags, mask, self.local_vectors)
+        dp = LD.plan_dense(idx, kind, repo, tags, mask, self.local_vectors)
         if not dp.local and not dp.asks:
             return []
         if vec is None:
             vec = self._embed(text)
         # Chroma's kNN runs on the store's threads while this one scores the vector files.
         remote = self._query_store(vec.tolist(), dp.asks, bool(dp.local)) if dp.asks else None
-        out = D.score_local(idx, vec, dp.local, mask) if dp.local else []
+        out = LD.score_local(idx, vec, dp.local, mask) if dp.local else []
         if remote is not None:
-            out = D.merge(out, D.store_hits(idx, remote(), mask))
+            out = LD.merge(out, LD.store_hits(idx, remote(), mask))
         return out
 
     # ------------------------------------------------------------ features
@@ -264,9 +258,8 @@ class Searcher:
         fill_texts: bool = True,
     ) -> list[Candidate]:
         """`weights` overrides the fitted fusion weights (by feature name), for experiments
-        (fusion.DEFAULT_WEIGHTS: the old reciprocal-rank fusion).
-        `fill_texts=False` leaves the candidates' chunk texts to the caller (`fill_texts()`),
-        which then reads them for the few hits it keeps."""
+        (fusion.DEFAULT_WEIGHTS: the old reciprocal-rank fusion). `fill_texts=False` leaves the
+        chunk texts to the caller (`fill_texts()`), which reads them for the hits it keeps."""
         if mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}")
         idx = self.index()

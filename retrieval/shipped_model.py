@@ -1,8 +1,6 @@
-"""The embedding model shipped inside the package (issue #27; docs/agents.md): a base install
-embeds with ONNX Runtime, no torch, no download. Its float16 weights (45 MB, not 90) are written
-back as float32 into `<home>/onnx/` once (~0.2 s); a first build exporting the torch model took
-18-30 s, the shipped one 2.5-7 s (bench/bench_index_ab.py). seed.npz holds the shipped skills'
-chunk vectors by text hash: a stale seed costs seconds, never a wrong vector.
+"""The embedding model shipped inside the package (issue #27; docs/agents.md): float16 weights
+written back as float32 into `<home>/onnx/` once (~0.2 s), and seed.npz, the shipped skills' chunk
+vectors by text hash (a stale seed costs seconds, never a wrong vector).
 `python bench/make_shipped_model.py EXPORT_DIR ROOT [--seed-only]` remakes both."""
 
 from __future__ import annotations

@@ -1,10 +1,7 @@
-"""Lexical tokens for BM25 that respect code identifiers and Chinese text.
-
-`tl.dot`, `num_warps`, `__shfl_down_sync` and `sm_90a` are kept whole *and* split into
-their parts, so a query for either form matches. Runs of CJK characters become
-unigrams and bigrams: Chinese has no spaces, and bigrams are the usual cheap stand-in
-for a word segmenter.
-"""
+"""Lexical tokens for BM25 that respect code identifiers and Chinese text: `tl.dot`, `num_warps`,
+`__shfl_down_sync` and `sm_90a` are kept whole *and* split into their parts, so a query for either
+form matches. Runs of CJK characters become unigrams and bigrams: Chinese has no spaces, and
+bigrams are the usual cheap stand-in for a word segmenter."""
 
 from __future__ import annotations
 
@@ -26,6 +23,14 @@ STOPWORDS = frozenset(
     of on or so than that the their then there these this to was we what when where which
     while why will with you your my me not no yes should would could""".split()
 )
+
+
+def read_data(name: str) -> dict:
+    """kbase/data/<name>; {} when absent."""
+    try:
+        return read_yaml(name) or {}
+    except FileNotFoundError:
+        return {}
 
 
 def _stem(word: str) -> str:
@@ -84,10 +89,7 @@ def _groups() -> tuple[dict[Form, int], tuple[Form, ...], frozenset[Form], froze
     """{base-token tuple of a form: group index}, each group's forms (canonical first), every
     proper prefix of a form (a run that is none of them cannot grow into a match), and the first
     token of every form."""
-    try:
-        data = read_yaml("abbreviations.yaml") or {}
-    except FileNotFoundError:
-        data = {}
+    data = read_data("abbreviations.yaml")
     groups = tuple(tuple(str(f) for f in g) for g in data.get("groups", []))
     table: dict[Form, int] = {}
     for gi, forms in enumerate(groups):

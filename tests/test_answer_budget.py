@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from kbase.serve.mcp_answers import MIN_TEXT_CHARS, dumps, fit_entry
+from kbase.serve.mcp_tools import MIN_TEXT_CHARS, dumps, fit_entry
 from kbase.serve.params import MIN_MAX_CHARS
 
 

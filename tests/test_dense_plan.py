@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 from conftest import pr_entry, write_topic_skills
-from kbase.retrieval import dense as D
+from kbase.retrieval import loaded as D
 from kbase.retrieval.indexer import build_index
 
 from kbase.api import KnowledgeBase
@@ -135,3 +135,40 @@ def test_the_embedded_store_holds_no_metadata_and_a_server_holds_the_tags(
     q = "paged kv cache decode attention"
     hits = [[h.id for h in kb.search(q, kind="pr", tags=[TAG], k=5)] for kb in (embedded, served)]
     assert hits[0] == hits[1] and sorted(hits[0]) == ["pr:beta#1", "pr:beta#21"]
+
+
+class _Broken:
+    """A vector store whose queries fail, at submit (`late=False`) or when collected."""
+
+    def __init__(self, late: bool = False):
+        self.late = late
+
+    def submit_each(self, *args, **kwargs):
+        def fail():
+            raise RuntimeError("collection gone")
+
+        if self.late:
+            return fail
+        fail()
+
+    def close(self):
+        pass
+
+
+def test_a_failing_store_is_reopened_once_then_bm25_answers_alone(kb, monkeypatch, capsys):
+    s = kb.searcher()
+    s.index()
+    vec, asks = s._embed("fp8 gemm scaling").tolist(), [("pr--alpha", 5, None)]
+    want = s._query_store(vec, asks, False)()
+    assert len(want) == 5
+    for late in (False, True):  # another process re-indexed: reopened, asked again
+        s._store = _Broken(late)
+        assert s._query_store(vec, asks, True)() == want
+    monkeypatch.setattr(s, "_store_factory", _Broken)  # reopening fails too: no dense rows
+    for late in (False, True):
+        s._store = _Broken(late)
+        assert s._query_store(vec, asks, True)() == []
+        err = capsys.readouterr().err
+        assert "vector search failed (RuntimeError: collection gone); answering from BM25" in err
+    monkeypatch.undo()
+    s._reset_store()

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from kbase.ingest.card_format import render_card
-from kbase.retrieval import dense_text as DT
+from kbase.retrieval import build_stages as DT
 from kbase.retrieval.indexer import build_index, dense_chunks
 from mining_fixtures import load_card_entries
 

@@ -229,8 +229,7 @@ def test_codex_export_of_every_shipped_skill_passes_codex_rules_and_list_budget(
     kbase/serve/export.py): the issue found the --all export ~9x over it."""
     from serve_fixtures import REPO
 
-    from kbase.serve.export import CODEX_LIST_BUDGET
-    from kbase.serve.export_router import ROUTER
+    from kbase.serve.export import CODEX_LIST_BUDGET, ROUTER
 
     dest = tmp_path / "o"
     KnowledgeBase(root=REPO).export(dest, target="codex", include_all=True)

@@ -77,7 +77,7 @@ def test_unchanged_entries_are_never_re_embedded(kb, kb_root):
 
 def test_noop_reindex_keeps_the_generation_and_an_edit_embeds_only_changed_chunks(kb, kb_root):
     from kbase.retrieval import generations as G
-    from kbase.retrieval.vector_files import GenVectors
+    from kbase.retrieval.vectors import GenVectors
 
     def vectors(gen_path) -> dict[tuple[str, str], object]:
         """(entry id, chunk suffix) -> vector, from a generation's skill vector file."""

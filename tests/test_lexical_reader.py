@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from kbase.retrieval.build_stages import build_bm25
-from kbase.retrieval.lexical import Lexical, load_token_cache, text_tokens
+from kbase.retrieval.lexical import Lexical, build_bm25, load_token_cache, text_tokens
 from kbase.retrieval.tokenize import tokens
 
 from kbase.schema import Chunk

@@ -85,9 +85,10 @@ def test_sessions_are_bounded_and_expire(service):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
     from mcp_record import initialize_request
 
-    from kbase.serve.mcp_server import build_server, http_app
+    from kbase.serve.mcp_server import build_server
 
-    app = http_app(build_server(service), "127.0.0.1", max_sessions=3, idle_s=1.0)
+    srv = build_server(service)
+    app = srv.streamable_http_app(host="127.0.0.1", max_sessions=3, session_idle_timeout=1.0)
     init = initialize_request("2025-06-18", {"name": "raw", "version": "0"})
     headers = {"accept": "application/json, text/event-stream"}
     with ThreadedUvicorn(app) as srv:

@@ -57,7 +57,7 @@ def test_reindex_embeds_with_onnx_and_keeps_vector_files(embedder, tmp_path):
     assert second.embedded_entries == ["graph-replay"] and second.backend == "onnxruntime"
     # the new generation's files hold every dense vector, the old ones hard-linked
     from kbase.retrieval import generations as G
-    from kbase.retrieval.vector_files import GenVectors
+    from kbase.retrieval.vectors import GenVectors
 
     gv = GenVectors(G.load_generation(kb.home).path)
     ids = {i for k in gv.parts for i in gv.ids(k)}
@@ -103,7 +103,7 @@ def test_int8_documents_get_their_own_vector_ids_and_answer_fp32_queries(
 ):
     from kbase.retrieval import generations as G
     from kbase.retrieval import onnx_embed as Q
-    from kbase.retrieval.vector_files import GenVectors
+    from kbase.retrieval.vectors import GenVectors
 
     def vectors(home):
         gv = GenVectors(G.load_generation(home).path)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 from kbase.ingest.skills import load_skill
-from kbase.validators import pycache
+from kbase.validators import run_command as pycache
 from kbase.validators.runner import RunSettings, run_tier
 
 SNIPPET = """import json, os, sys
@@ -35,14 +35,14 @@ def no_bytecode_package(tmp_path, monkeypatch):
     monkeypatch.setenv("PYTHONPATH", str(pkg_dir))  # for the runner's warm-up import
     monkeypatch.setattr(pycache, "PROBE_MODULE", "kbprobe_mod")
     monkeypatch.setattr(pycache, "WARM_MODULES", ("kbprobe_mod",))
-    pycache._prefix.cache_clear()
+    pycache._pycache_prefix.cache_clear()
     yield pkg_dir, cache
-    pycache._prefix.cache_clear()
+    pycache._pycache_prefix.cache_clear()
 
 
 def test_snippets_read_the_runners_bytecode_and_cannot_write_it(tmp_path, no_bytecode_package):
     pkg_dir, cache = no_bytecode_package
-    assert pycache.prefix() == str(cache)
+    assert pycache.pycache_prefix() == str(cache)
     warmed = list(cache.rglob("kbprobe_mod*.pyc"))
     assert warmed, "the runner compiled the module into its cache"
     skill = tmp_path / "root" / "skills" / "probe" / "SKILL.md"
@@ -67,18 +67,18 @@ def test_snippets_read_the_runners_bytecode_and_cannot_write_it(tmp_path, no_byt
 
 def test_no_cache_where_packages_have_their_own_bytecode(monkeypatch):
     monkeypatch.delenv("KBASE_PYCACHE_DIR", raising=False)
-    pycache._prefix.cache_clear()
+    pycache._pycache_prefix.cache_clear()
     try:
         # this machine's torch was installed with bytecode: a prefix would only hide it
-        assert pycache.prefix() is None
+        assert pycache.pycache_prefix() is None
     finally:
-        pycache._prefix.cache_clear()
+        pycache._pycache_prefix.cache_clear()
 
 
 def test_disabled_by_setting_the_dir_to_off(monkeypatch, tmp_path: Path):
     monkeypatch.setenv("KBASE_PYCACHE_DIR", "off")
-    pycache._prefix.cache_clear()
+    pycache._pycache_prefix.cache_clear()
     try:
-        assert pycache.prefix() is None
+        assert pycache.pycache_prefix() is None
     finally:
-        pycache._prefix.cache_clear()
+        pycache._pycache_prefix.cache_clear()

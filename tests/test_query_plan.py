@@ -4,8 +4,7 @@ against the vocabulary, dates in the question, intent words."""
 from __future__ import annotations
 
 import pytest
-from kbase.retrieval.build_stages import build_bm25
-from kbase.retrieval.lexical import Lexical
+from kbase.retrieval.lexical import Lexical, build_bm25
 from kbase.retrieval.query import parse_dates, plan
 from kbase.retrieval.tokenize import concept_token, matched_groups, tokens
 

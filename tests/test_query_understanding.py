@@ -105,7 +105,7 @@ def test_the_mcp_default_budget_keeps_every_candidate_id(real_kb):
     """MCP fits the answer in max_chars by cutting candidate lines before dropping any: at the
     default budget an agent still sees all CANDIDATES ids, with a use-when line for each."""
     from kbase.schema import SearchQuery
-    from kbase.serve import mcp_answers as A
+    from kbase.serve import mcp_tools as A
     from kbase.serve.mcp_tools import compact_hit
     from kbase.serve.params import DEFAULT_MAX_CHARS
 

@@ -8,10 +8,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from conftest import pr_entry, write_topic_skills
-from kbase.retrieval.candidates import best_per_entry
-from kbase.retrieval.dense import CANDIDATES
 from kbase.retrieval.indexer import build_index
-from kbase.retrieval.vector_files import first_of_each, top_entries
+from kbase.retrieval.loaded import CANDIDATES, best_per_entry
+from kbase.retrieval.vectors import first_of_each, top_entries
 
 from kbase.api import KnowledgeBase
 

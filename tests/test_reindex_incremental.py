@@ -15,7 +15,7 @@ from kbase.ingest.card_format import render_card
 from kbase.retrieval import generations as G
 from kbase.retrieval.indexer import build_index
 from kbase.retrieval.lexical import TOKENS_FILE, Lexical, read_title_ids
-from kbase.retrieval.vector_files import GenVectors
+from kbase.retrieval.vectors import GenVectors
 
 from kbase.api import KnowledgeBase
 from kbase.schema import FileChange, PRCard, Tags

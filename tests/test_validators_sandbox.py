@@ -226,8 +226,7 @@ def test_validators_import_without_the_search_stack_or_torch():
 
 
 def test_cuda_preflight_runs_in_a_child_and_explains_a_machine_without_cuda():
-    from kbase.validators.fingerprint import gpus
-    from kbase.validators.tiers import cuda_preflight
+    from kbase.validators.fingerprint import cuda_preflight, gpus
 
     why, userns, _hardening = cuda_preflight(True, 2048)
     if gpus():

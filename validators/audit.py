@@ -71,7 +71,7 @@ def exit_code(result: Any, fail_on: str) -> int:
 
 def write_reports(
     root: Path,
-    result: Any,
+    rep: Any,
     skills: list,
     now: dt.datetime,
     fingerprint: dict,
@@ -81,21 +81,18 @@ def write_reports(
 ) -> None:
     from kbase.validators.report import html_report, markdown_report
 
-    r, kw = result, {"fingerprint": fingerprint, "isolation_note": result.isolation_note}
     if markdown:
         stamp = now.isoformat(timespec="minutes")
-        _write(
-            markdown, markdown_report(r.judgements, r.outcomes, r.problems, generated=stamp, **kw)
-        )
+        _write(markdown, markdown_report(rep, generated=stamp, fingerprint=fingerprint))
     if html:
         rows: dict[str, list[dict]] = {s.name: [] for s in skills}
         for row in read_ledger(root, strict=False).rows:
             rows.get(row["skill"], []).append(row)
         shas = {s.name: s.snippet_sha256() for s in skills}
         ages = {s.name: s.meta.audit.max_age_days for s in skills}
-        _write(
-            html, html_report(r.judgements, rows, shas, ages, now=now, problems=r.problems, **kw)
-        )
+        kw = {"fingerprint": fingerprint, "isolation_note": rep.isolation_note}
+        page = html_report(rep.judgements, rows, shas, ages, now=now, problems=rep.problems, **kw)
+        _write(html, page)
 
 
 def _write(path: Path, text: str) -> None:

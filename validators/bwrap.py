@@ -108,9 +108,9 @@ def needed_paths() -> list[str]:
     cands |= {p for p in os.environ.get("PATH", "").split(os.pathsep) if p}
     env_dirs = ("CUDA_HOME", "CUDA_PATH", "CUDA_ROOT", "VIRTUAL_ENV", "CONDA_PREFIX")
     cands |= {os.environ[v] for v in env_dirs if os.environ.get(v)}
-    from kbase.validators.pycache import prefix
+    from kbase.validators.run_command import pycache_prefix
 
-    if cache := prefix():  # the runner's bytecode cache, read-only like every path here
+    if cache := pycache_prefix():  # the runner's bytecode cache, read-only like every path here
         cands.add(cache)
     real = sorted({os.path.realpath(p) for p in cands if os.path.isdir(p)} | cands)
     return [p for p in real if os.path.isdir(p) and os.path.isabs(p)]
@@ -223,19 +223,18 @@ def pipe_holding(data: bytes) -> int:
 
 def secret_paths() -> list[str]:
     """Files the snippet must never read even where the host is visible: the signing key."""
-    out = []
     key = os.environ.get("KBASE_SIGNING_KEY")
-    if key:
-        out.append(os.path.realpath(key))
-        # the sandbox hides the key by its path; another name of the same file would show it
-        # to a snippet that runs as the key's owner (any host where kbase is not root)
-        links = os.stat(key).st_nlink if os.path.exists(key) else 1
-        if links > 1:
-            raise OSError(
-                f"KBASE_SIGNING_KEY {key} has {links} names (hard links); the sandbox hides one "
-                "path only: remove the other links before running snippets"
-            )
-    return out
+    if not key:
+        return []
+    # the sandbox hides the key by its path; another name of the same file would show it
+    # to a snippet that runs as the key's owner (any host where kbase is not root)
+    links = os.stat(key).st_nlink if os.path.exists(key) else 1
+    if links > 1:
+        raise OSError(
+            f"KBASE_SIGNING_KEY {key} has {links} names (hard links); the sandbox hides one "
+            "path only: remove the other links before running snippets"
+        )
+    return [os.path.realpath(key)]
 
 
 def _masks(paths: list[str], secrets: list[str], small: str) -> tuple[list[str], list[str]]:
@@ -275,7 +274,7 @@ def command(
 
     `hardening`: (run as nobody when root, refuse unix sockets). Both stay on except where the GPU
     tier's preflight found that this machine's CUDA driver cannot start with one of them
-    (tiers.cuda_preflight); the row's limits say which were in force."""
+    (fingerprint.cuda_preflight); the row's limits say which were in force."""
     as_nobody, socket_filter = hardening
     s = support()
     drop = drop_root() if as_nobody else []

@@ -58,9 +58,8 @@ def changed_skills(root: Path, base: str | None = None) -> tuple[list[str], str]
     try:
         diffed = repo.git.diff("--name-only", "--no-renames", ref, "--").splitlines()
     except git.GitCommandError as exc:
-        raise ChangesError(
-            f"git diff against {chosen} failed: {exc.stderr.strip() or exc}"
-        ) from None
+        why = exc.stderr.strip() or exc
+        raise ChangesError(f"git diff against {chosen} failed: {why}") from None
     # paths are relative to the repo's top level, which may sit above the knowledge-base root
     top = Path(repo.working_tree_dir).resolve()
     skills = (*Path(root).resolve().relative_to(top).parts, "skills")

@@ -2,8 +2,7 @@
 rendered from the counted ledger rows (never typed into the prose). And what a Triton upgrade would
 break: the CPU tiers run under more than one release (the GPU machines pin an older one than a fresh
 install gets), so the same snippet's counted runs under two releases are compared: an API that
-moved, a literal no longer printed, a value past a claim.
-"""
+moved, a literal no longer printed, a value past a claim."""
 
 from __future__ import annotations
 

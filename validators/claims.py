@@ -1,7 +1,6 @@
 """Claims: the relation grammar, and the judgement of what a run measured against what a skill says
 (CONTRIBUTING.md, "Claims"). NaN and inf never hold (inf would satisfy ">= x"). Values are stored
-in ledger rows, so a status can re-judge them against the claim as it reads today.
-"""
+in ledger rows, so a status can re-judge them against the claim as it reads today."""
 
 from __future__ import annotations
 

@@ -2,8 +2,7 @@
 (one line per run keeps branches mergeable: CONTRIBUTING.md, "The ledger"). Lines are ASCII
 (non-ASCII escaped): a snippet's output in a row may hold U+2028 or U+0085, which str.splitlines()
 and other readers take for line breaks. Readers split on "\n" only and report a line that is not
-UTF-8, not JSON or not a row as `path:line`, never a traceback.
-"""
+UTF-8, not JSON or not a row as `path:line`, never a traceback."""
 
 from __future__ import annotations
 

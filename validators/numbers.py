@@ -1,8 +1,7 @@
 """The prose lints of a skill, `unbacked-number` and `ledger-narration` (CONTRIBUTING.md, "Claims").
 Digits inside identifiers (fp16, sm_90, H100), list numbering and versions are no quantities: a
 version names an environment. Narration goes stale with the next audit; its patterns are tight on
-purpose (each names a run, a row or the ledger's progress): "only a GPU run can show it" passes.
-"""
+purpose (each names a run, a row or the ledger's progress): "only a GPU run can show it" passes."""
 
 from __future__ import annotations
 
@@ -140,9 +139,8 @@ def unbacked_numbers(skill) -> list:
             seen.add(written)
             msg = f"{written} in {where} is not backed by a claim (claims: text/expect) "
             msg += "or kbase/data/number_allowlist.yaml"
-            problems.append(
-                Problem(path=skill.path, line=line, field="unbacked-number", message=msg)
-            )
+            p = Problem(path=skill.path, line=line, field="unbacked-number", message=msg)
+            problems.append(p)
     return problems
 
 
@@ -219,9 +217,7 @@ def ledger_narration(skill) -> list:
             said = "; ".join(repr(f) for f in found)
             msg = f"{where} narrates runs ({said}): state what holds and declare where (when: "
             msg += "gpu/arch/triton); `kbase get` renders the measured values from the ledger"
-            problems.append(
-                Problem(
-                    path=skill.path, line=line, field=where, code="ledger-narration", message=msg
-                )
-            )
+            kind = "ledger-narration"
+            p = Problem(path=skill.path, line=line, field=where, code=kind, message=msg)
+            problems.append(p)
     return problems

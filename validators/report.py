@@ -1,7 +1,6 @@
 """Reports of runs and statuses: JUnit XML for CI, Markdown for issues and job summaries, and one
 self-contained HTML page (a skill x environment verdict matrix and an age chart), which loads
-no scripts, fonts or stylesheets from elsewhere: it must open from a CI artifact offline.
-"""
+no scripts, fonts or stylesheets from elsewhere: it must open from a CI artifact offline."""
 
 from __future__ import annotations
 
@@ -71,28 +70,21 @@ def _md_head(*names: str) -> list[str]:
     return [f"| {' | '.join(names)} |", "| " + " | ".join(["---"] * len(names)) + " |"]
 
 
-def markdown_report(
-    judgements: list[dict],
-    outcomes: list,
-    problems: list[Problem],
-    *,
-    generated: str,
-    fingerprint: dict,
-    isolation_note: str | None,
-) -> str:
-    env, counts = _overview(judgements, fingerprint)
+def markdown_report(rep, *, generated: str, fingerprint: dict) -> str:
+    """The audit's Markdown report of a RunReport `rep`."""
+    env, counts = _overview(rep.judgements, fingerprint)
     lines = [f"# kbase audit — {generated}", "", f"Environment: {env}", ""]
-    if isolation_note:
-        lines += [f"> **Warning:** {isolation_note}", ""]
+    if rep.isolation_note:
+        lines += [f"> **Warning:** {rep.isolation_note}", ""]
     lines.append("Summary: " + ", ".join(f"{STATUS_SPECS[s].icon} {s}: {n}" for s, n in counts))
     lines += ["", *_md_head("skill", "status", "last pass", "verified on", "reasons")]
-    for j in judgements:
+    for j in rep.judgements:
         lines.append(
             f"| {_cell(j['skill'])} | {STATUS_SPECS[j['status']].icon} {j['status']} | "
             f"{_cell((j['last_pass'] or '—')[:10])} | {_cell(j['verified_on'] or '—')} | "
             f"{_cell('; '.join(j['reasons']))} |"
         )
-    if ran := [o for o in outcomes if o.executed]:
+    if ran := [o for o in rep.outcomes if o.executed]:
         lines += ["", "## Runs", ""]
         lines += _md_head("skill", "tier", "verdict", "seconds", "line", "message")
         for o in ran:
@@ -100,8 +92,9 @@ def markdown_report(
                 f"| {_cell(o.skill)} | {o.tier} | {o.verdict} | {o.duration_s:.1f} | "
                 f"{o.line or ''} | {_cell(o.message[:200])} |"
             )
-    if problems:
-        lines += ["", "## Skills that do not load", ""] + [f"- `{_cell(str(p))}`" for p in problems]
+    if rep.problems:
+        lines += ["", "## Skills that do not load", ""]
+        lines += [f"- `{_cell(str(p))}`" for p in rep.problems]
     return "\n".join(lines) + "\n"
 
 
@@ -164,6 +157,10 @@ def _run_cell(r: dict | None, sha: str | None) -> str:
     )
 
 
+def _text(x: int, y: int, attrs: str, body: object) -> str:
+    return f'<text x="{x}" y="{y}" {attrs}>{body}</text>'
+
+
 def _age_chart(judgements: list[dict], max_ages: dict[str, int], today: dt.date) -> str:
     """Bars: days since the last pass (coloured by status), against each max_age_days tick."""
     bar_h, gap, label_w, width = 18, 6, 260, 520
@@ -182,13 +179,11 @@ def _age_chart(judgements: list[dict], max_ages: dict[str, int], today: dt.date)
         y = 10 + i * (bar_h + gap)
         age, max_age = ages[j["skill"]]
         parts.append(
-            f'<text x="{label_w - 8}" y="{y + 13}" text-anchor="end" font-size="12">'
-            f"{escape(j['skill'])}</text>"
+            _text(label_w - 8, y + 13, 'text-anchor="end" font-size="12"', escape(j["skill"]))
         )
         if age is None:
             parts.append(
-                f'<text x="{label_w + 4}" y="{y + 13}" font-size="12" fill="#9aa3ad">'
-                "never passed</text>"
+                _text(label_w + 4, y + 13, 'font-size="12" fill="#9aa3ad"', "never passed")
             )
         else:
             w = max(2, int(width * age / scale_max))
@@ -196,7 +191,7 @@ def _age_chart(judgements: list[dict], max_ages: dict[str, int], today: dt.date)
             parts.append(
                 f'<rect x="{label_w}" y="{y}" width="{w}" height="{bar_h}" rx="3" fill="{colour}"/>'
             )
-            parts.append(f'<text x="{label_w + w + 6}" y="{y + 13}" font-size="12">{age} d</text>')
+            parts.append(_text(label_w + w + 6, y + 13, 'font-size="12"', f"{age} d"))
         tick = label_w + int(width * max_age / scale_max)
         parts.append(
             f'<line x1="{tick}" x2="{tick}" y1="{y - 2}" y2="{y + bar_h + 2}" '
@@ -209,10 +204,8 @@ def _age_chart(judgements: list[dict], max_ages: dict[str, int], today: dt.date)
     )
     for frac in (0, 0.25, 0.5, 0.75, 1.0):
         x = label_w + int(width * frac)
-        parts.append(
-            f'<text x="{x}" y="{axis_y + 14}" font-size="11" text-anchor="middle" '
-            f'fill="#5b6672">{int(scale_max * frac)} d</text>'
-        )
+        attrs = 'font-size="11" text-anchor="middle" fill="#5b6672"'
+        parts.append(_text(x, axis_y + 14, attrs, f"{int(scale_max * frac)} d"))
     parts.append("</svg>")
     return "".join(parts)
 

@@ -1,7 +1,6 @@
 """The staleness rules: from a skill's ledger rows (and the world around it) to one status with
 reasons. Pure functions over plain data, so every status can be tested with the inputs spelled
-out; the severity order (worst first) is kbase.closed_sets.STATUS_ORDER.
-"""
+out; the severity order (worst first) is kbase.closed_sets.STATUS_ORDER."""
 
 from __future__ import annotations
 
@@ -137,9 +136,8 @@ def judge(
         if r["verdict"] in BAD:
             where = f" at SKILL.md line {r['line']}" if r.get("line") else ""
             msg = f": {r['message']}" if r.get("message") else ""
-            found["failing"].append(
-                f"latest run on {label} was {r['verdict']} ({r['at'][:10]}){where}{msg}"
-            )
+            ran = f"latest run on {label} was {r['verdict']} ({r['at'][:10]})"
+            found["failing"].append(ran + where + msg)
 
     claim_counts = _judge_claims(facts, current, latest, found)
     passes = [r for r in current if r["verdict"] == "pass" and r["tier"] in facts.tiers]
@@ -155,17 +153,13 @@ def judge(
         if older:
             why += f" with this snippet ({older} run(s) of an earlier snippet no longer count)"
         if others:
-            why += (
-                f" in a sandboxed run signed by a trusted key ({len(others)} self-reported"
-                " run(s) do not count)"
-            )
+            why += f" in a sandboxed run signed by a trusted key ({len(others)} self-reported"
+            why += " run(s) do not count)"
         found["unverified"].append(why)
     audit_age = (today - facts.audit_date).days
     if audit_age > facts.max_age_days:
-        found["stale-age"].append(
-            f"human audit of {facts.audit_date.isoformat()} is {audit_age} days old "
-            f"(max_age_days {facts.max_age_days})"
-        )
+        old = f"human audit of {facts.audit_date.isoformat()} is {audit_age} days old "
+        found["stale-age"].append(old + f"(max_age_days {facts.max_age_days})")
 
     status = next((s for s in ORDER[:-1] if found[s]), "verified")
     reasons = [r for s in ORDER[:-1] for r in found[s]] + _gpus_not_rechecked(rows, current)
@@ -191,10 +185,8 @@ def _judge_passes(
     last = max(passes, key=lambda r: r["at"])
     last_day = dt.date.fromisoformat(last["at"][:10])
     if source_touched and source_touched[:10] > last_day.isoformat():
-        found["stale-source"].append(
-            f"a watched upstream path changed on {source_touched[:10]}, "
-            f"after the last pass ({last_day.isoformat()})"
-        )
+        changed = f"a watched upstream path changed on {source_touched[:10]}, "
+        found["stale-source"].append(changed + f"after the last pass ({last_day.isoformat()})")
     if env:
         gpu_declared = any(_on_gpu(t) for t in facts.tiers)
         if all(env_gap(r, env, gpu_declared) for r in passes):
@@ -205,15 +197,13 @@ def _judge_passes(
     if missing and set(missing) <= claimed:
         found["self-reported"].append(_self_reported_why(others, set(missing)))
     elif missing:
-        found["unverified"].append(
-            f"no pass with this snippet on tier(s) {', '.join(missing)}"
-            f" (passed on {', '.join(sorted({r['tier'] for r in passes}))})"
-        )
+        passed = ", ".join(sorted({r["tier"] for r in passes}))
+        why = f"no pass with this snippet on tier(s) {', '.join(missing)}"
+        found["unverified"].append(f"{why} (passed on {passed})")
     age = (today - last_day).days
     if age > facts.max_age_days:
-        found["stale-age"].append(
-            f"last pass was {age} days ago (max_age_days {facts.max_age_days})"
-        )
+        why = f"last pass was {age} days ago (max_age_days {facts.max_age_days})"
+        found["stale-age"].append(why)
     return last
 
 
@@ -250,10 +240,8 @@ def _judge_claims(
             if r["verdict"] == "pass":  # a failed run already says why
                 value = got.get("value", got.get("raw"))
                 label = env_label(r["tier"], r.get("fingerprint") or {})
-                found["failing"].append(
-                    f"claim {c.id}: measured {value} on {label} ({r['at'][:10]}), "
-                    f"expected {c.expect}"
-                )
+                why = f"claim {c.id}: measured {value} on {label} ({r['at'][:10]}), "
+                found["failing"].append(why + f"expected {c.expect}")
     passes = [r for r in current if r["verdict"] == "pass"]
     held = {c.id for c, _, _, holds in judged(passes) if holds} - failed
     # A claim declared for environments no counted run was on (`when`: an AMX host, a GPU model
@@ -267,7 +255,6 @@ def _judge_claims(
 
     unmeasured = [c.id for c in measured if c.id not in held | failed and judgeable(c)]
     if unmeasured:
-        found["unverified"].append(
-            "claim(s) never measured holding in a counted run: " + ", ".join(unmeasured)
-        )
+        why = "claim(s) never measured holding in a counted run: "
+        found["unverified"].append(why + ", ".join(unmeasured))
     return {"held": len(held), "failed": len(failed), "unmeasured": len(unmeasured), "cited": cited}

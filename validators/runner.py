@@ -1,8 +1,5 @@
-"""Verify skills: lay out each snippet, run it per tier in the sandbox, judge it and its claims.
-
-What a run executes is validators/run_command.py's. Its verdict is read from what the sandbox
-returned: pass, fail, skip, timeout, killed or error, with the snippet line at fault and a
-one-line message (_judge)."""
+"""Verify skills: lay out each snippet, run it per tier in the sandbox (the command:
+validators/run_command.py), judge it and its claims (_judge: a verdict, the line, a message)."""
 
 from __future__ import annotations
 
@@ -20,12 +17,11 @@ from typing import Any
 from kbase.validators.capture import printable, tail
 from kbase.validators.claims import judge_measures
 from kbase.validators.device_gate import DeviceGate, device_use_of, preload_for
-from kbase.validators.fingerprint import fingerprint
+from kbase.validators.fingerprint import cuda_preflight, fingerprint, gpu_for, plan_tiers
 from kbase.validators.run_command import _command, _tier_env, nvcc_arch_for
 from kbase.validators.sandbox import Limits, SandboxUnavailable, run_sandboxed, sandbox_status
 from kbase.validators.sandbox_supervise import SandboxResult, kill_all_live
 from kbase.validators.snippets import SnippetError, SnippetLayout, layout_blocks, locate_failure
-from kbase.validators.tiers import cuda_preflight, gpu_for, plan_tiers
 
 from kbase.closed_sets import TIER_SPECS
 
@@ -98,16 +94,9 @@ def _run_tier(skill, tier: str, settings: RunSettings, turn=None) -> RunOutcome:
     spec = TIER_SPECS[tier]
     memory = _memory_for(settings, tier) or None
     limits = Limits(timeout, memory, spec.memory_kind, disk_mb=settings.disk_mb or Limits.disk_mb)
-    base = RunOutcome(
-        skill=skill.name,
-        tier=tier,
-        verdict="error",
-        duration_s=0.0,
-        snippet_sha256=skill.snippet_sha256(),
-        fingerprint=fingerprint(tier, settings.root),
-        at=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-        executed=True,
-    )
+    fp, at = fingerprint(tier, settings.root), dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+    base = RunOutcome(skill.name, tier, "error", 0.0, snippet_sha256=skill.snippet_sha256())
+    base.fingerprint, base.at, base.executed = fp, at, True
     try:
         layout = layout_blocks(skill.snippet_blocks())
     except SnippetError as exc:
@@ -127,10 +116,8 @@ def _run_tier(skill, tier: str, settings: RunSettings, turn=None) -> RunOutcome:
     argv = _command(layout, tier, arch, timeout)
     extra = {}
     if turn is not None and argv[0] == sys.executable:
-        extra = {
-            "KBASE_WAIT_TURN": "1",
-            "KBASE_PRELOAD": " ".join(preload_for(layout.python.text if layout.python else "")),
-        }
+        preload = preload_for(layout.python.text if layout.python else "")
+        extra = {"KBASE_WAIT_TURN": "1", "KBASE_PRELOAD": " ".join(preload)}
     try:
         res = run_sandboxed(
             argv,

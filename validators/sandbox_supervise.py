@@ -32,22 +32,16 @@ def _all_pids() -> list[int]:
     return [int(entry) for entry in os.listdir("/proc") if entry.isdigit()]
 
 
-def pids_with_marker(marker: str, token: str) -> list[int]:
-    """Processes whose environment carries `marker=token`: an unsandboxed run and its children."""
-    needle = f"{marker}={token}".encode()
-    found = []
-    for pid in [p for p in _all_pids() if p != os.getpid()]:
-        with contextlib.suppress(OSError), open(f"/proc/{pid}/environ", "rb") as fh:
-            if needle in fh.read().split(b"\0"):  # (OSError: gone already, or not ours)
-                found.append(pid)
-    return found
-
-
 def kill_by_marker(marker: str, token: str) -> int:
-    """SIGKILL escapees of an unsandboxed run (setsid, double fork), found by their marker."""
-    killed = 0
+    """SIGKILL escapees of an unsandboxed run (setsid, double fork), found by the `marker=token`
+    their environment carries, as the run's and its children's do."""
+    needle, killed = f"{marker}={token}".encode(), 0
     for _ in range(20):  # a fork bomb may spawn new ones while we kill; a few sweeps settle it
-        pids = pids_with_marker(marker, token)
+        pids = []
+        for pid in [p for p in _all_pids() if p != os.getpid()]:
+            with contextlib.suppress(OSError), open(f"/proc/{pid}/environ", "rb") as fh:
+                if needle in fh.read().split(b"\0"):  # (OSError: gone already, or not ours)
+                    pids.append(pid)
         if not pids:
             break
         killed += sigkill(pids)

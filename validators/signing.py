@@ -3,8 +3,7 @@
 "value": <base64>}` over the row without its `sig` (sorted keys, no spaces, UTF-8), so
 re-serialising a row (merge-ledger) keeps it valid. Key files: the private key is PKCS#8 PEM (mode
 0600, never committed); the public key is one line, `kbase-ed25519 <base64 of the 32 raw bytes>
-<comment>`. The key id is the first 16 hex digits of the SHA-256 of the raw public key.
-"""
+<comment>`. The key id is the first 16 hex digits of the SHA-256 of the raw public key."""
 
 from __future__ import annotations
 
@@ -34,12 +33,9 @@ class SigningError(KbaseError, ValueError):
 def _crypto():  # imported on first use: a search that reads no signature never needs it
     from cryptography.exceptions import InvalidSignature
     from cryptography.hazmat.primitives import serialization
-    from cryptography.hazmat.primitives.asymmetric.ed25519 import (
-        Ed25519PrivateKey,
-        Ed25519PublicKey,
-    )
+    from cryptography.hazmat.primitives.asymmetric import ed25519
 
-    return InvalidSignature, serialization, Ed25519PrivateKey, Ed25519PublicKey
+    return InvalidSignature, serialization, ed25519.Ed25519PrivateKey, ed25519.Ed25519PublicKey
 
 
 def canonical_payload(row: dict) -> bytes:

@@ -41,10 +41,8 @@ class SourceFile:
     spans: list[tuple[int, int, int]] = field(default_factory=list)
 
     def md_line(self, line: int) -> int | None:
-        spans = self.spans
-        return next(
-            (md + line - start for start, md, n in spans if start <= line < start + n), None
-        )
+        hits = (md + line - start for start, md, n in self.spans if start <= line < start + n)
+        return next(hits, None)
 
 
 @dataclass
@@ -90,11 +88,8 @@ def layout_blocks(blocks) -> SnippetLayout:
             py_next_line += n_lines
             continue
         if lang not in CUDA_LANGS and lang not in OTHER_LANGS:
-            raise SnippetError(
-                b.line,
-                f"snippet block language {b.lang or '(none)'!r} cannot run; "
-                "use python, cuda/cu, cpp, c, h or cuh",
-            )
+            why = f"snippet block language {b.lang or '(none)'!r} cannot run; "
+            raise SnippetError(b.line, why + "use python, cuda/cu, cpp, c, h or cuh")
         name = _file_option(b.info) or f"snippet_{len(others)}{_EXT[lang]}"
         if not _SAFE_NAME.match(name) or name == "snippet.py":
             raise SnippetError(b.line, f"file name {name!r} is not a plain file name")

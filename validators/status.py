@@ -1,7 +1,6 @@
 """Per-skill status for the rest of kbase: `skill_statuses(root)` is called on every search query.
 It stays fast by caching on what it reads: the ledger (by mtime and size), each SKILL.md (by
-mtime and size) and the PR archive's folders; a warm call costs a few stat() calls.
-"""
+mtime and size) and the PR archive's folders; a warm call costs a few stat() calls."""
 
 from __future__ import annotations
 
@@ -71,15 +70,8 @@ def _skill_sigs(root: Path) -> tuple:
             names = sorted(d.name for d in it if d.is_dir())
     except OSError:
         return ()
-    out = []
-    for name in names:
-        f = os.path.join(base, name, SKILL_FILE)
-        try:
-            st = os.stat(f)
-        except OSError:
-            continue
-        out.append((f, (st.st_mtime_ns, st.st_size)))
-    return tuple(out)
+    files = (os.path.join(base, name, SKILL_FILE) for name in names)
+    return tuple((f, sig) for f in files if (sig := _stat_sig(f)) != (0, 0))
 
 
 def _keys_sig(root: Path) -> tuple:
@@ -126,15 +118,9 @@ def source_touched(root: Path, skill) -> str | None:
 def facts_of(skill) -> SkillFacts:
     from kbase.validators.rules import SkillFacts
 
-    m = skill.meta
-    return SkillFacts(
-        name=m.name,
-        tiers=list(m.verification.tiers),
-        snippet_sha256=skill.snippet_sha256(),
-        audit_date=m.audit.date,
-        max_age_days=m.audit.max_age_days,
-        claims=list(getattr(m, "claims", []) or []),
-    )
+    m, sha = skill.meta, skill.snippet_sha256()
+    tiers, claims = list(m.verification.tiers), list(getattr(m, "claims", []) or [])
+    return SkillFacts(m.name, tiers, sha, m.audit.date, m.audit.max_age_days, claims)
 
 
 def judgements(

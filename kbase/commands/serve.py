@@ -1,10 +1,8 @@
-"""Agent access: `kbase mcp`, `kbase serve`, `kbase export`.
-
-The servers (mcp, fastapi, uvicorn) are imported inside the command that runs them.
-"""
+"""Agent access: `kbase mcp`, `kbase serve`, `kbase export` (each imports its server inside)."""
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 
 import typer
@@ -33,10 +31,8 @@ def mcp(
     log_to_stderr(log_level)
     if http:
         parse_hostport(http)  # a bad HOST:PORT is an InvalidArgument before any start-up work
-    try:
+    with contextlib.suppress(KeyboardInterrupt):
         run(root=find_root(root), http=http, index_if_missing=not no_index, allow_write=allow_write)
-    except KeyboardInterrupt:
-        pass
 
 
 def serve(

@@ -64,9 +64,7 @@ def _with_bar(call: Any, *args: Any, **kw: Any) -> Any:
 def _opts(tier: str, workers: int, timeout: int | None, memory: int | None, isolate: bool) -> Any:
     from kbase.api_validate import RunOptions
 
-    return RunOptions(
-        tier=tier, workers=workers, timeout_s=timeout, memory_mb=memory, isolate=isolate
-    )
+    return RunOptions(tier, workers, timeout, memory, isolate)
 
 
 def _runs_table(outcomes: list[Any], paths: dict[str, str]) -> None:
@@ -77,8 +75,7 @@ def _runs_table(outcomes: list[Any], paths: dict[str, str]) -> None:
         table.add_column(col, no_wrap=col in ("skill", "tier"), overflow="ellipsis")
     for o in outcomes:
         where = f"{paths.get(o.skill, o.skill)}:{o.line}" if o.line else ""
-        spec = VERDICT_SPECS.get(o.verdict)
-        style = spec.style if spec else ""
+        style = getattr(VERDICT_SPECS.get(o.verdict), "style", "")
         table.add_row(
             o.skill,
             o.tier,
@@ -120,15 +117,7 @@ def verify(
     opts = _opts(tier, workers, timeout, memory_mb, isolate)
     rep = _with_bar(kb(root).verify, names, opts, record=record, junit=junit)
     if as_json:
-        print_json(
-            {
-                "results": rep.results(),
-                "problems": rep.problem_dicts(),
-                "network_isolation": rep.isolation_note is None,
-                "isolation_note": rep.isolation_note,
-                "recorded": rep.recorded,
-            }
-        )
+        print_json(rep.as_json("verify"))
     else:
         _runs_table(rep.outcomes, rep.skill_paths)
         _findings(rep)
@@ -157,28 +146,10 @@ def audit(
 ) -> None:
     """Run what this machine can, append to the ledger, and report every skill's status."""
     opts = _opts(tier, workers, timeout, memory_mb, isolate)
-    rep = _with_bar(
-        kb(root).audit,
-        names,
-        opts,
-        run=not no_run,
-        fail_on=fail_on,
-        junit=junit,
-        markdown=markdown,
-        html=html,
-    )
+    reports = {"junit": junit, "markdown": markdown, "html": html}
+    rep = _with_bar(kb(root).audit, names, opts, run=not no_run, fail_on=fail_on, **reports)
     if as_json:
-        print_json(
-            {
-                "skills": rep.judgements,
-                "runs": rep.results(),
-                "problems": rep.problem_dicts(),
-                "recorded": rep.recorded,
-                "network_isolation": rep.isolation_note is None if rep.ran else None,
-                "isolation_note": rep.isolation_note,
-                "releases": rep.releases,
-            }
-        )
+        print_json(rep.as_json("audit"))
     else:
         if rep.outcomes:
             _runs_table(rep.outcomes, rep.skill_paths)
@@ -277,14 +248,7 @@ def check(
         kb(root).check, names, changed=changed, base=base, opts=opts, record=record, junit=junit
     )
     if as_json:
-        print_json(
-            {
-                "base": rep.base,
-                "skills": list(rep.skill_paths),
-                "problems": rep.problem_dicts(),
-                "results": rep.results(),
-            }
-        )
+        print_json(rep.as_json("check"))
     else:
         for p in rep.problems:
             typer.echo(str(p))

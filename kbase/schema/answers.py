@@ -201,9 +201,6 @@ class HistoryResult(Model):
     prs: list[HistoryRow] = Field(default_factory=list)
 
 
-# ----------------------------------------------------------------- pages (HTTP and MCP alike)
-
-
 class Truncation(Model):
     """What an MCP answer cut to stay within its `max_chars`, and how to get the rest."""
 
@@ -234,9 +231,6 @@ class ListPage(Model):
 
 class StaleAnswer(StaleReport):
     truncated: Truncation | None = None
-
-
-# ----------------------------------------------------------------- what the indexer makes
 
 
 class CodeBlock(Model):

@@ -150,10 +150,9 @@ class Claim(StrictModel):
             raise ValueError("a claim has either expect (measured) or cite + locator (cited)")
         if self.cite is not None and not (self.locator or "").strip():
             raise ValueError("a cited claim needs a locator: where in the source it says so")
-        if self.tiers is not None and self.expect is None:
-            raise ValueError("tiers only applies to a measured claim (one with expect)")
-        if self.when is not None and self.expect is None:
-            raise ValueError("when only applies to a measured claim (one with expect)")
+        for key in ("tiers", "when"):
+            if getattr(self, key) is not None and self.expect is None:
+                raise ValueError(f"{key} only applies to a measured claim (one with expect)")
         return self
 
 

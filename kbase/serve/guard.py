@@ -1,10 +1,9 @@
 """Transport guards for the HTTP servers (`kbase serve`, `kbase mcp --http`); each refusal and
 its status is listed in docs/agents.md and answered as `{"error": {"status", "message"}}`.
-
-`Guard` is ASGI middleware that reads the whole body itself, counting bytes as they arrive (a
-chunked upload is cut off like one with a Content-Length), and checks JSON depth on the bytes
-before anything recursive parses them. `guarded_protocol` closes a connection whose headers are
-slow (uvicorn has a keep-alive timeout but none for headers)."""
+`Guard` reads the whole body itself, counting bytes as they arrive (a chunked upload is cut off
+like one with a Content-Length), and checks JSON depth on the bytes before anything recursive
+parses them. `guarded_protocol` closes a connection whose headers are slow (uvicorn has a
+keep-alive timeout but none for headers)."""
 
 from __future__ import annotations
 
@@ -12,21 +11,12 @@ import json
 import logging
 import os
 import re
-from collections.abc import Awaitable, Callable
-from typing import Any
 from urllib.parse import unquote_to_bytes
+
+from starlette.types import Message, Receive, Scope, Send
 
 log = logging.getLogger("kbase.serve.guard")
 
-Scope = dict[str, Any]
-Message = dict[str, Any]
-Receive = Callable[[], Awaitable[Message]]
-Send = Callable[[Message], Awaitable[None]]
-
-MAX_BODY_BYTES = 64 * 1024
-BODY_TIMEOUT_S = 10.0
-HEADER_TIMEOUT_S = 10.0
-LOOPBACK = ("127.0.0.1", "localhost", "::1")
 # kbase's requests nest 3 levels, MCP's about 6; 10,000 `{"a":` made json.loads raise
 # RecursionError (a 500)
 MAX_JSON_DEPTH = 64
@@ -50,7 +40,7 @@ def allowed_hosts(bind_host: str = "127.0.0.1") -> set[str]:
     """Host names (ports do not matter) a server bound to bind_host answers to: loopback names,
     the bind address when it is a specific one, and those KBASE_ALLOWED_HOSTS lists (e.g. the
     name a reverse proxy forwards: `KBASE_ALLOWED_HOSTS=kbase.internal,10.0.0.5`)."""
-    names = set(LOOPBACK)
+    names = {"127.0.0.1", "localhost", "::1"}
     if bind_host not in ("0.0.0.0", "::", ""):
         names.add(bind_host.strip("[]").lower())
     extra = os.environ.get("KBASE_ALLOWED_HOSTS", "").split(",")
@@ -71,23 +61,15 @@ def _hostname(value: str) -> str | None:
 
 async def _respond(send: Send, status: int, message: str) -> None:
     body = json.dumps({"error": {"status": status, "message": message}}).encode()
-    await send(
-        {
-            "type": "http.response.start",
-            "status": status,
-            "headers": [
-                (b"content-type", b"application/json"),
-                (b"content-length", str(len(body)).encode()),
-                (b"connection", b"close"),
-            ],
-        }
-    )
+    length = (b"content-length", str(len(body)).encode())
+    headers = [(b"content-type", b"application/json"), length, (b"connection", b"close")]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body})
 
 
 class Guard:
-    max_body = MAX_BODY_BYTES
-    body_timeout = BODY_TIMEOUT_S
+    max_body = 64 * 1024
+    body_timeout = 10.0
 
     def __init__(self, app, hosts: set[str], check_json: bool = True):
         self.app, self.hosts, self.check_json = app, hosts, check_json
@@ -157,19 +139,16 @@ class Guard:
 
 
 def _replay(body: bytes, receive: Receive) -> Receive:
-    sent = False
+    first: list[Message] = [{"type": "http.request", "body": body, "more_body": False}]
 
     async def replay() -> Message:
-        nonlocal sent
-        if not sent:
-            sent = True
-            return {"type": "http.request", "body": body, "more_body": False}
-        return await receive()  # later calls wait for the disconnect, as the server would give
+        # later calls wait for the disconnect, as the server would give
+        return first.pop() if first else await receive()
 
     return replay
 
 
-def guarded_protocol(header_timeout: float = HEADER_TIMEOUT_S):
+def guarded_protocol(header_timeout: float = 10.0):
     """uvicorn's h11 protocol, closing connections whose request headers are too slow."""
     import h11
     from uvicorn.protocols.http.h11_impl import H11Protocol

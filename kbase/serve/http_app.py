@@ -16,8 +16,7 @@ from kbase.search_query import DEFAULT_K, MAX_K, MAX_QUERY_CHARS, MAX_TAGS, SLUG
 from kbase.serve import http_schema as H
 from kbase.serve import paging
 from kbase.serve import params as P
-from kbase.serve.http_schema import FeedbackBody, ProposeBody, error_handlers, error_responses
-from kbase.serve.service import Service
+from kbase.serve.service import RateLimit, Service
 
 log = logging.getLogger("kbase.serve.http")
 
@@ -41,7 +40,7 @@ def create_app(service: Service, allow_write: bool = False, hosts: set[str] | No
         license_info={"name": "Apache-2.0", "identifier": "Apache-2.0"},
         servers=[{"url": "/", "description": "this server"}],
     )
-    error_handlers(app)
+    H.error_handlers(app)
     # Parsing every entry for the schema's enums took seconds before a fresh root's server could
     # listen: there the archive tags are added when the schema is first asked for.
     complete = kb.is_indexed()
@@ -63,16 +62,19 @@ def create_app(service: Service, allow_write: bool = False, hosts: set[str] | No
 
 
 Env = Annotated[str | None, Query(description=ENV_HELP, max_length=200, pattern=ENV_PATTERN)]
+_DATE = {"format": "date"}
 Day = Annotated[
     str | None,
-    Query(
-        description="YYYY-MM-DD, inclusive",
-        pattern=P.DAY_PATTERN,
-        json_schema_extra={"format": "date"},
-    ),
+    Query(description="YYYY-MM-DD, inclusive", pattern=P.DAY_PATTERN, json_schema_extra=_DATE),
 ]
 Cursor = Annotated[
     str | None, Query(description="next_cursor of the previous page", pattern=paging.CURSOR_PATTERN)
+]
+PerPage = Annotated[int, Query(ge=1, le=paging.MAX_HISTORY_LIMIT, description="PRs per page")]
+ListPerPage = Annotated[int, Query(ge=1, le=paging.MAX_LIST_LIMIT, description="entries per page")]
+Statuses = Annotated[
+    list[EntryStatus],
+    Query(description="only entries with this status, repeatable", max_length=len(ENTRY_STATUSES)),
 ]
 
 
@@ -99,7 +101,7 @@ def _search_routes(app: Any, service: Service, tag_values: list[str], repos: lis
         "/search",
         summary="Search skills and PR cards",
         response_model=S.SearchResult,
-        responses=error_responses(400, 503),
+        responses=H.error_responses(400, 503),
     )
     def search_get(
         q: Annotated[
@@ -115,13 +117,7 @@ def _search_routes(app: Any, service: Service, tag_values: list[str], repos: lis
         kind: Annotated[EntryKind | None, Query(description="only skills or only PR cards")] = None,
         repo: Repo = None,
         tag: Tags = [],  # noqa: B006
-        status: Annotated[
-            list[EntryStatus],
-            Query(
-                description="only entries with this status, repeatable",
-                max_length=len(ENTRY_STATUSES),
-            ),
-        ] = [],  # noqa: B006
+        status: Statuses = [],  # noqa: B006
         mode: Annotated[Mode, Query(description="ranking: hybrid, bm25 or dense")] = "hybrid",
         since: Day = None,
         until: Day = None,
@@ -148,7 +144,7 @@ def _read_routes(app: Any, service: Service, tag_values: list[str]) -> None:
         "/entries/{entry_id}",
         summary="One entry in full (a PR id's '#' must be sent as %23)",
         response_model=S.EntryDoc,
-        responses=error_responses(400, 404),
+        responses=H.error_responses(400, 404),
     )
     def entry(
         entry_id: Annotated[
@@ -167,16 +163,14 @@ def _read_routes(app: Any, service: Service, tag_values: list[str]) -> None:
         "/history/{repo}/{family}",
         summary="The PRs of one kernel family in one archived repo, newest first, paged",
         response_model=S.HistoryPage,
-        responses=error_responses(400, 404),
+        responses=H.error_responses(400, 404),
     )
     def history(
         repo: Annotated[str, Path(description="archived repo", pattern=SLUG_RE.pattern)],
         family: Annotated[str, Path(description="kernel family", pattern=SLUG_RE.pattern)],
         since: Day = None,
         until: Day = None,
-        limit: Annotated[
-            int, Query(ge=1, le=paging.MAX_HISTORY_LIMIT, description="PRs per page")
-        ] = paging.DEFAULT_HISTORY_LIMIT,
+        limit: PerPage = paging.DEFAULT_HISTORY_LIMIT,
         cursor: Cursor = None,
     ) -> Any:
         res = kb.history(repo, family)  # both checked by SLUG_PATTERN
@@ -192,7 +186,7 @@ def _list_routes(app: Any, service: Service, tag_values: list[str]) -> None:
         "/list",
         summary="Entries by kind, status and tag, with counts, paged",
         response_model=S.ListPage,
-        responses=error_responses(400),
+        responses=H.error_responses(400),
     )
     def list_entries(
         kind: Annotated[EntryKind | None, Query(description="skill or pr")] = None,
@@ -204,9 +198,7 @@ def _list_routes(app: Any, service: Service, tag_values: list[str]) -> None:
                 json_schema_extra={"enum": tag_values},
             ),
         ] = None,
-        limit: Annotated[
-            int, Query(ge=1, le=paging.MAX_LIST_LIMIT, description="entries per page")
-        ] = paging.DEFAULT_LIST_LIMIT,
+        limit: ListPerPage = paging.DEFAULT_LIST_LIMIT,
         cursor: Cursor = None,
     ) -> Any:
         return paging.page_list(kb.list_entries(kind), status, tag, limit, cursor)
@@ -215,7 +207,7 @@ def _list_routes(app: Any, service: Service, tag_values: list[str]) -> None:
         "/stale",
         summary="Skills whose verification fails or is out of date, worst first",
         response_model=S.StaleAnswer,
-        responses=error_responses(400),
+        responses=H.error_responses(400),
     )
     def stale(env: Env = None) -> Any:
         return kb.stale(parse_env(env))
@@ -224,7 +216,7 @@ def _list_routes(app: Any, service: Service, tag_values: list[str]) -> None:
         "/healthz",
         summary="Liveness and index generation",
         response_model=S.ServerHealth,
-        responses=error_responses(),
+        responses=H.error_responses(),
     )
     def healthz() -> Any:
         return service.health()
@@ -232,17 +224,15 @@ def _list_routes(app: Any, service: Service, tag_values: list[str]) -> None:
 
 def _write_routes(app: Any, kb: Any) -> None:
     """POST /feedback and /propose (`--allow-write`), rate-limited."""
-    from kbase.serve.service import RateLimit
-
     writes = RateLimit()
 
     @app.post(
         "/feedback",
         summary="Record how acting on an entry went (append-only; a mild ranking signal)",
         response_model=S.FeedbackAnswer,
-        responses=error_responses(400, 404, 413, 429),
+        responses=H.error_responses(400, 404, 413, 429),
     )
-    def feedback(body: FeedbackBody) -> Any:
+    def feedback(body: H.FeedbackBody) -> Any:
         writes.take()
         return kb.feedback(body.id, body.verdict, body.note, "http")  # ID_PATTERN checked it
 
@@ -250,9 +240,9 @@ def _write_routes(app: Any, kb: Any) -> None:
         "/propose",
         summary="Write a draft skill under skills/_drafts/ (status draft until reviewed)",
         response_model=S.ProposeAnswer,
-        responses=error_responses(400, 413, 429),
+        responses=H.error_responses(400, 413, 429),
     )
-    def propose(body: ProposeBody) -> Any:
+    def propose(body: H.ProposeBody) -> Any:
         writes.take()
         return kb.propose(body.title, body.symptom, body.cause, body.fix, body.snippet)
 

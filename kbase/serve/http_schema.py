@@ -17,6 +17,7 @@ from kbase.serve.paging import MAX_LIST_LIMIT
 from kbase.serve.params import ID_PATTERN
 
 QUERY_PATTERN = r"^[^\x00]*[^\s\x00][^\x00]*$"  # not blank, no NUL
+log = logging.getLogger("kbase.serve.http")
 
 
 def schema_enums(kb: Any, entries: bool = True) -> tuple[list[str], list[str]]:
@@ -67,9 +68,6 @@ def tidy_openapi(spec: dict[str, Any]) -> dict[str, Any]:
     for unused in ("HTTPValidationError", "ValidationError"):
         schemas.pop(unused, None)
     return spec
-
-
-log = logging.getLogger("kbase.serve.http")
 
 
 class ErrorDetail(BaseModel):
@@ -132,12 +130,9 @@ def error_handlers(app: Any) -> None:
         if exc.status_code == 405:  # Allow lists every method of the path, not the first route's
             from starlette.routing import Match
 
-            methods: set[str] = set()
-            for route in app.routes:
-                route_methods = getattr(route, "methods", None)
-                if route_methods and route.matches(req.scope)[0] != Match.NONE:
-                    methods |= set(route_methods)
-            headers = {"Allow": ", ".join(sorted(methods))}
+            routes = [r for r in app.routes if getattr(r, "methods", None)]
+            hits = [r for r in routes if r.matches(req.scope)[0] != Match.NONE]
+            headers = {"Allow": ", ".join(sorted({m for r in hits for m in r.methods}))}
         return _error(exc.status_code, str(exc.detail), headers)
 
     @app.exception_handler(Exception)

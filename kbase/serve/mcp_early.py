@@ -136,10 +136,6 @@ class EarlyAnswers:
 def _initialize_ok(p: dict) -> bool:
     """The fields the SDK requires of `initialize`: else it answers, with an error."""
     info = p.get("clientInfo")
-    return (
-        isinstance(p.get("protocolVersion"), str)
-        and isinstance(p.get("capabilities"), dict)
-        and isinstance(info, dict)
-        and isinstance(info.get("name"), str)
-        and isinstance(info.get("version"), str)
-    )
+    info = info if isinstance(info, dict) else {}
+    texts = (p.get("protocolVersion"), info.get("name"), info.get("version"))
+    return isinstance(p.get("capabilities"), dict) and all(isinstance(t, str) for t in texts)

@@ -1,6 +1,6 @@
 """`kbase mcp`: the knowledge base as an MCP server (mcp SDK v2, `MCPServer`), with the tools of
-kbase/serve/mcp_tools.py and the resources and prompt of kbase/serve/mcp_extras.py.
-
+kbase/serve/mcp_tools.py, and the resources (`kbase://skill/{name}`, `kbase://tags`,
+`kbase://glossary`) and the `triage-error` prompt (docs/agents.md) of register_extras below.
 Arguments are checked (and forgiving aliases such as `question` -> `query` applied) by a server
 middleware before the SDK's own validation, so a wrong guess gets a useful message."""
 
@@ -11,8 +11,9 @@ import json
 import logging
 from typing import Any
 
+from kbase.data import read_yaml
 from kbase.envspec import parse_env
-from kbase.errors import InvalidArgument
+from kbase.errors import InvalidArgument, KbaseError
 from kbase.schema import SearchQuery
 from kbase.search_query import check_int, check_slug, opt_str
 from kbase.serve import params as P
@@ -20,6 +21,10 @@ from kbase.serve.paging import DEFAULT_LIST_LIMIT, MAX_LIST_LIMIT
 from kbase.serve.service import Service
 
 log = logging.getLogger("kbase.serve.mcp")
+# Each open session holds ~40 KB and the SDK's defaults keep 10,000 of them for 30 minutes
+# (8,000 initializes grew the server by 317 MB); agents open one per conversation.
+MAX_SESSIONS = 256
+SESSION_IDLE_S = 600.0
 
 INSTRUCTIONS = """\
 kbase is a verified knowledge base of GPU-kernel engineering experience (CUDA, Triton, CUTLASS, \
@@ -58,12 +63,9 @@ def _checked(tool: str, raw: dict[str, Any]) -> dict[str, Any]:
     if tool == "get" and "section" in a:
         a["section"] = P.check_section(a["section"])
     if tool == "history":
-        for key in ("repo", "family"):
-            a[key] = check_slug(key, a.get(key), required=True)
+        a.update({k: check_slug(k, a.get(k), required=True) for k in ("repo", "family")})
     if tool == "list":  # each wrong type or value named (issue #27: pydantic's raw errors)
-        for key in ("kind", "status", "tag", "cursor"):
-            if key in a:
-                a[key] = opt_str(key, a[key])
+        a.update({k: opt_str(k, a[k]) for k in ("kind", "status", "tag", "cursor") if k in a})
         if a.get("kind") is not None:  # the checks and aliases search has: skills, prs, ...
             a["kind"] = SearchQuery.parse(query="x", kind=a["kind"]).kind
         if a.get("status") is not None:
@@ -83,10 +85,8 @@ async def _arguments_middleware(ctx, call_next):
             from mcp.types import CallToolResult, TextContent
 
             log.info("refused %s arguments: %s", name, exc)
-            return CallToolResult(
-                content=[TextContent(type="text", text=f"invalid arguments for {name}: {exc}")],
-                is_error=True,
-            )
+            text = TextContent(type="text", text=f"invalid arguments for {name}: {exc}")
+            return CallToolResult(content=[text], is_error=True)
         ctx = dataclasses.replace(ctx, params={**ctx.params, "arguments": args})
     return await call_next(ctx)
 
@@ -96,7 +96,6 @@ def build_server(service: Service, allow_write: bool = False):
     from mcp.server.mcpserver import MCPServer
 
     import kbase
-    from kbase.serve.mcp_extras import register_extras
     from kbase.serve.mcp_tools import register_tools
 
     srv = MCPServer(
@@ -110,6 +109,89 @@ def build_server(service: Service, allow_write: bool = False):
     register_tools(srv, service, allow_write=allow_write)
     register_extras(srv, service)
     return srv
+
+
+def tag_vocabulary(kb: Any) -> dict[str, Any]:
+    from kbase.search_query import ARCHIVE_TAG_KEYS
+    from kbase.vocab import vocabulary
+
+    archive: dict[str, list[str]] = {k: [] for k in ARCHIVE_TAG_KEYS}
+    for t in sorted(kb.archive_tags()):
+        key, _, value = t.partition("=")
+        archive[key].append(value)
+    return {
+        "usage": "search tags=['key=value', ...]; all must hold; aliases map to canonical values",
+        "keys": {
+            k: {"values": spec["values"], "aliases": spec["aliases"]}
+            for k, spec in vocabulary().items()
+        },
+        "archive_keys": archive,
+    }
+
+
+def register_extras(srv: Any, service: Any) -> None:
+    from mcp.server.mcpserver.exceptions import ResourceError
+
+    kb = service.kb
+
+    @srv.resource(
+        "kbase://skill/{name}",
+        name="skill",
+        title="A kbase skill (SKILL.md)",
+        description="The SKILL.md of one skill, front-matter included, as its authors wrote it",
+        mime_type="text/markdown",
+    )
+    def skill(name: str) -> str:
+        try:
+            doc = kb.get(P.check_id(name))
+        except KbaseError as exc:
+            raise ResourceError(str(exc)) from None
+        if doc.kind != "skill":
+            raise ResourceError(f"{name!r} is not a skill; read PR cards with the get tool")
+        return (kb.root / doc.path).read_text(encoding="utf-8")
+
+    for name, title, description, data in (
+        ("tags", "Tag vocabulary", "Tag keys, canonical values and aliases for search filters",
+         lambda: tag_vocabulary(kb)),
+        ("glossary", "Glossary (English / Chinese)",
+         "GPU-kernel terms with Chinese equivalents and aliases, as search expands them",
+         lambda: read_yaml("glossary.yaml")),
+    ):  # fmt: skip
+        srv.resource(
+            f"kbase://{name}",
+            name=name,
+            title=title,
+            description=description,
+            mime_type="application/json",
+        )(_as_json(data))
+
+    @srv.prompt(
+        name="triage-error",
+        title="Triage a GPU-kernel error",
+        description="From an error message or symptom to a fix backed by a kbase entry",
+    )
+    def triage_error(error: str, context: str = "") -> str:
+        where = f"\n\nContext: {context.strip()}" if context.strip() else ""
+        return (
+            "A GPU kernel fails with this error or symptom:\n\n"
+            f"```text\n{error.strip()[:4000]}\n```{where}\n\n"
+            "1. Call the kbase `search` tool with the literal error line plus your root-cause "
+            "hypothesis (k=5); read its one-line `candidates` and pick by your own reading. "
+            "`no_good_match: true` means kbase most likely has nothing for this.\n"
+            "2. `get` the best hit, or the section its `more` names. Prefer `verified` entries; "
+            "treat `failing`, `stale-*` and `draft` ones as leads to check.\n"
+            "3. Explain the likely cause, then the fix, citing the entry id. If no entry fits, say "
+            "so and reason from the error itself.\n"
+            "4. Once the fix works, record it: `feedback` on the entry you used, or `propose` a "
+            "draft if kbase had nothing (when the server allows writes)."
+        )
+
+
+def _as_json(data: Any) -> Any:
+    def read() -> str:
+        return json.dumps(data(), ensure_ascii=False)
+
+    return read
 
 
 def run(
@@ -142,30 +224,21 @@ def run(
 
 
 async def serve_http(srv, host: str, port: int) -> None:
-    """Streamable HTTP behind the same transport guard as `kbase serve` (kbase/serve/guard.py)."""
+    """Streamable HTTP behind the same transport guard as `kbase serve` (kbase/serve/guard.py),
+    with bounded sessions: past MAX_SESSIONS a new one gets 503, and a session with no request
+    for SESSION_IDLE_S seconds is closed (its id then gets 404)."""
     import uvicorn
 
     from kbase.serve.guard import Guard, allowed_hosts, guarded_protocol
 
-    app = Guard(http_app(srv, host), allowed_hosts(host), check_json=False)
+    sdk = srv.streamable_http_app(
+        host=host, max_sessions=MAX_SESSIONS, session_idle_timeout=SESSION_IDLE_S
+    )
+    app = Guard(sdk, allowed_hosts(host), check_json=False)
     config = uvicorn.Config(
         app, host=host, port=port, log_level="warning", http=guarded_protocol(), server_header=False
     )
     await uvicorn.Server(config).serve()
-
-
-# Each open session holds ~40 KB and the SDK's defaults keep 10,000 of them for 30 minutes
-# (8,000 initializes grew the server by 317 MB); agents open one per conversation.
-MAX_SESSIONS = 256
-SESSION_IDLE_S = 600.0
-
-
-def http_app(srv, host: str, max_sessions: int = MAX_SESSIONS, idle_s: float = SESSION_IDLE_S):
-    """The streamable-HTTP app with bounded sessions: past `max_sessions` a new one gets 503,
-    and a session with no request for `idle_s` seconds is closed (its id then gets 404)."""
-    return srv.streamable_http_app(
-        host=host, max_sessions=max_sessions, session_idle_timeout=idle_s
-    )
 
 
 def _rejection(exc: Exception):
@@ -178,13 +251,10 @@ def _rejection(exc: Exception):
     errors = exc.errors() if hasattr(exc, "errors") else []
     ids = [e["input"].get("id") for e in errors if isinstance(e.get("input"), dict)]
     rid = next((i for i in ids if isinstance(i, (int, str)) and not isinstance(i, bool)), None)
-    if any(e.get("type") == "json_invalid" for e in errors) or not errors:
-        err = ErrorData(code=-32700, message="parse error: each line must be one JSON-RPC message")
-    else:
-        err = ErrorData(
-            code=-32600,
-            message="invalid request: not a JSON-RPC 2.0 request, notification or response",
-        )
+    err = ErrorData(code=-32700, message="parse error: each line must be one JSON-RPC message")
+    if errors and not any(e.get("type") == "json_invalid" for e in errors):
+        text = "invalid request: not a JSON-RPC 2.0 request, notification or response"
+        err = ErrorData(code=-32600, message=text)
     return SessionMessage(JSONRPCError(jsonrpc="2.0", id=rid, error=err))
 
 
@@ -222,11 +292,8 @@ def _already_answered(item: Any, answered: dict[str, dict]) -> bool:
         return False
     sent = answered.pop(key)
     if getattr(msg, "result", None) != sent:
-        log.warning(
-            "request %s was answered early, and the SDK answers otherwise: "
-            "re-record with python bench/mcp_record.py",
-            key,
-        )
+        fix = "re-record with python bench/mcp_record.py"
+        log.warning("request %s was answered early, and the SDK answers otherwise: %s", key, fix)
     return True
 
 

@@ -1,9 +1,15 @@
 """The MCP tools (docs/agents.md): every parameter typed, bounded and described in its input
 schema, every answer a model (its output schema) sent as structured content and as JSON text.
-Write tools exist only with `--allow-write`, annotated as writes and rate-limited."""
+Write tools exist only with `--allow-write`, annotated as writes and rate-limited.
+Search and get answer the compact models here, history, list and stale kbase.schema's pages.
+Agent context is the scarce resource, so every answer's JSON stays within the call's `max_chars`;
+what a cut leaves out is said in `truncated` (lists get a `next_cursor`, an entry's text is cut,
+never emptied)."""
 
 from __future__ import annotations
 
+import json
+from itertools import accumulate
 from typing import Annotated, Any, Literal
 
 from mcp.types import ToolAnnotations
@@ -15,12 +21,138 @@ from kbase.envspec import ENV_HELP, parse_env
 from kbase.errors import KbaseError
 from kbase.feedback import MAX_NOTE_CHARS, VERDICTS
 from kbase.search_query import DEFAULT_K, MAX_K, MAX_QUERY_CHARS, MAX_TAGS
-from kbase.serve import mcp_answers as A
 from kbase.serve import paging as PG
 from kbase.serve import params as P
 from kbase.serve.service import RateLimit
 
+MIN_TEXT_CHARS = 80  # an entry answer always carries at least this much of the text
 DEFAULT_GET_CHARS = 20_000
+
+
+def dumps(obj: Any) -> str:
+    return json.dumps(obj, ensure_ascii=False, separators=(",", ":"), default=str)
+
+
+class More(BaseModel):
+    tool: Literal["get"] = "get"
+    id: str
+    section: str | None = None
+
+
+class CompactHit(S.Verified):
+    section: str = Field(description="the section the snippet comes from")
+    snippet: str
+    where: str = Field(description="path:line in the knowledge base")
+    more: More = Field(description="the get call that reads the rest")
+    confidence: float | None = Field(None, description="estimated probability that it fits")
+
+
+class SearchAnswer(BaseModel):
+    query: str
+    env: str | dict[str, str] | None = Field(None, description="environment statuses are for")
+    no_good_match: bool = Field(
+        False, description="true: even the best hit is unlikely to fit; the kb may not cover this"
+    )
+    hits: list[CompactHit]
+    candidates: list[S.SearchCandidate] = Field(
+        default_factory=list,
+        description="the top 13 entries, one line each (use_when, matched trigger): pick one",
+    )
+    note: str | None = Field(None, description="why there are no hits, and what to try")
+    truncated: S.Truncation | None = None
+
+
+class EntryAnswer(S.Verified):
+    path: str | None = Field(
+        None, description="file in the knowledge base (dropped first on a tight budget)"
+    )
+    tags: list[str] = Field(default_factory=list)
+    sections: list[str] = Field(default_factory=list, description="section titles get accepts")
+    text: str = Field(description="the entry (or the asked section); never empty")
+    feedback: dict[str, Any] | None = Field(None, description="what users said after acting on it")
+    truncated: S.Truncation | None = None
+
+
+def _cut(s: str, width: int | None) -> str:
+    if width is None or len(s) <= width:
+        return s
+    return s[:width].rstrip() + "…"
+
+
+def fit_search(answer: dict[str, Any], max_chars: int) -> dict[str, Any]:
+    """Shorten snippets first, then the candidate lines, then drop the lowest hits, then the
+    last candidate lines."""
+    hits = answer["hits"]
+    out = dict(answer)
+    if len(out["query"]) > 120:
+        out["query"] = out["query"][:120] + "…"
+    cands = out.get("candidates") or []
+    for width in (None, 160, 80):
+        out["hits"] = [dict(h, snippet=_cut(h["snippet"], width)) for h in hits]
+        if len(dumps(out)) <= max_chars:
+            return out
+    for w in (100, 60):  # candidate lines next: the caller still sees every id
+        out["candidates"] = [
+            dict(c, use_when=_cut(c["use_when"], w), trigger=_cut(c.get("trigger") or "", w))
+            for c in cands
+        ]
+        if len(dumps(out)) <= max_chars:
+            return out
+    out = fit_items(out, "hits", max_chars)  # the lowest hits go, then the candidate lines
+    while len(dumps(out)) > max_chars and out["candidates"]:
+        out["candidates"] = out["candidates"][:-1]
+    return out
+
+
+def fit_entry(doc: dict[str, Any], max_chars: int) -> dict[str, Any]:
+    """The text cut at the budget, never to nothing: tags and the section list go first."""
+    text = doc.get("text") or ""
+    out = dict(doc)
+    if len(dumps(out)) <= max_chars:
+        return out
+    last = ("verified_on", "verified_at", "repo")
+    hint = "ask for a section or raise max_chars"
+    for drop in accumulate([(), ("tags",), ("sections",), ("feedback", "path"), last]):  # more each
+        head = {k: v for k, v in out.items() if k not in drop}
+        head["text"] = ""
+        head["truncated"] = {"shown_chars": len(text), "total_chars": len(text), "hint": hint}
+        room = max_chars - len(dumps(head))
+        if room >= MIN_TEXT_CHARS:
+            break
+    if room < MIN_TEXT_CHARS:  # a tiny budget: shorten the envelope, never the text to nothing
+        head["truncated"]["hint"] = "raise max_chars"  # the short form
+        room = max_chars - len(dumps(head))
+    if room < MIN_TEXT_CHARS and head.get("title"):
+        title = head["title"]
+        head["title"] = title[: max(16, len(title) - (MIN_TEXT_CHARS - room) - 1)].rstrip() + "…"
+        room = max_chars - len(dumps(head))
+    room -= len(dumps("…")) - 2  # the ellipsis appended below
+    cut = text[: max(room, MIN_TEXT_CHARS)]
+    while len(cut) > MIN_TEXT_CHARS and len(dumps(cut)) - 2 > room:
+        cut = cut[: max(MIN_TEXT_CHARS, int(len(cut) * 0.9))]
+    head["text"] = cut.rstrip() + "…"
+    head["truncated"]["shown_chars"] = len(cut)
+    return head
+
+
+def fit_items(answer: dict[str, Any], key: str, max_chars: int, offset: int = 0) -> dict[str, Any]:
+    """Drop items from the end until the JSON fits; with paging, next_cursor resumes at the cut."""
+    items = list(answer.get(key) or [])
+    paged = "next_cursor" in answer
+    out = dict(answer)
+    n = len(items)
+    while True:
+        out[key] = items[:n]
+        if n < len(items):
+            out["truncated"] = {
+                "omitted": len(items) - n,
+                "hint": "follow next_cursor" if paged else "raise max_chars",
+            }
+            if paged:
+                out["next_cursor"] = str(offset + n)
+        if len(dumps(out)) <= max_chars or n == 0:
+            return out
+        n = max(0, min(n - 1, int(n * max_chars / len(dumps(out)))))
 
 
 def _len(max_length: int, description: str, min_length: int | None = 1) -> Any:
@@ -35,6 +167,8 @@ Budget = Annotated[int, Field(ge=P.MIN_MAX_CHARS, le=P.MAX_MAX_CHARS, descriptio
 Env = Annotated[str | None, Field(description=ENV_HELP, max_length=200)]
 Day = Annotated[str | None, Field(description="YYYY-MM-DD, inclusive", pattern=P.DAY_PATTERN)]
 Cursor = Annotated[str | None, _len(100, "next_cursor of the previous page", None)]
+PerPage = Annotated[int, Field(ge=1, le=PG.MAX_HISTORY_LIMIT, description="PRs per page")]
+ListPerPage = Annotated[int, Field(ge=1, le=PG.MAX_LIST_LIMIT, description="entries per page")]
 QUERY_HELP = (
     "the literal error line plus your root-cause hypothesis in a few words (what you think is "
     "wrong), not only the library or API name"
@@ -53,6 +187,8 @@ SNIPPET_HELP = (
     "review)"
 )
 VERDICT_HELP = "; ".join(f"{v}: {why}" for v, (_, why) in VERDICTS.items())
+RO = dict(readOnlyHint=True, destructiveHint=False, idempotentHint=True, openWorldHint=False)
+RW = dict(readOnlyHint=False, destructiveHint=False, idempotentHint=False, openWorldHint=False)
 
 
 def _result(model: type[BaseModel], data: dict[str, Any]) -> Any:
@@ -60,9 +196,8 @@ def _result(model: type[BaseModel], data: dict[str, Any]) -> Any:
     from mcp.types import CallToolResult, TextContent
 
     clean = model.model_validate(data).model_dump(mode="json", exclude_none=True)
-    return CallToolResult(
-        content=[TextContent(type="text", text=A.dumps(clean))], structured_content=clean
-    )
+    text = TextContent(type="text", text=dumps(clean))
+    return CallToolResult(content=[text], structured_content=clean)
 
 
 def compact_hit(h: Any) -> dict[str, Any]:
@@ -70,12 +205,8 @@ def compact_hit(h: Any) -> dict[str, Any]:
     # "summary" is built from the front-matter, not a section get() returns: read it whole then
     if h.section and h.section != "summary":
         more["section"] = h.section
-    out = h.model_dump(mode="json", include=set(A.CompactHit.model_fields))
+    out = h.model_dump(mode="json", include=set(CompactHit.model_fields))
     return {**out, "where": f"{h.path}:{h.line}" if h.line else h.path, "more": more}
-
-
-RO = dict(readOnlyHint=True, destructiveHint=False, idempotentHint=True, openWorldHint=False)
-RW = dict(readOnlyHint=False, destructiveHint=False, idempotentHint=False, openWorldHint=False)
 
 
 def run(fn: Any, *a: Any, **kw: Any) -> Any:
@@ -89,13 +220,6 @@ def run(fn: Any, *a: Any, **kw: Any) -> Any:
 
 
 def register_tools(srv: Any, service: Any, allow_write: bool = False) -> None:
-    _search_tool(srv, service)
-    _read_tools(srv, service)
-    if allow_write:
-        _write_tools(srv, service, RateLimit())
-
-
-def _search_tool(srv: Any, service: Any) -> None:
     @srv.tool(annotations=ToolAnnotations(title="Search kbase", **RO))
     def search(
         query: Annotated[str, _len(MAX_QUERY_CHARS, QUERY_HELP)],
@@ -114,7 +238,7 @@ def _search_tool(srv: Any, service: Any) -> None:
         until: Day = None,
         env: Env = None,
         max_chars: Budget = P.DEFAULT_MAX_CHARS,
-    ) -> A.SearchAnswer:
+    ) -> SearchAnswer:
         """Find skills and PR cards for a failure. Search with the literal error line plus your
         root-cause hypothesis, not only an API name. Hits carry a status, a `confidence` and the
         `get` call that reads more; `candidates` lists a dozen or so entries in one line each to
@@ -135,7 +259,11 @@ def _search_tool(srv: Any, service: Any) -> None:
                 if any(filters.values())
                 else "no hits: try the literal error text or fewer words; `list` shows what exists"
             )
-        return _result(A.SearchAnswer, A.fit_search(data, max_chars))
+        return _result(SearchAnswer, fit_search(data, max_chars))
+
+    _read_tools(srv, service)
+    if allow_write:
+        _write_tools(srv, service, RateLimit())
 
 
 def _read_tools(srv: Any, service: Any) -> None:
@@ -149,14 +277,14 @@ def _read_tools(srv: Any, service: Any) -> None:
         section: Annotated[str | None, _len(120, SECTION_HELP, None)] = None,
         env: Env = None,
         max_chars: Budget = DEFAULT_GET_CHARS,
-    ) -> A.EntryAnswer:
+    ) -> EntryAnswer:
         """Read one entry in full, or one section of it, with its status and users' feedback."""
         doc = run(kb.get, id, section, env=run(parse_env, env))  # checked by the middleware
         d = doc.model_dump(mode="json")
         d["sections"] = [s.title for s in doc.sections]
         if not d.get("text"):
             d["text"] = doc.title  # an entry with no body still says what it is
-        return _result(A.EntryAnswer, A.fit_entry(d, max_chars))
+        return _result(EntryAnswer, fit_entry(d, max_chars))
 
     @srv.tool(annotations=ToolAnnotations(title="Kernel family history", **RO))
     def history(
@@ -164,9 +292,7 @@ def _read_tools(srv: Any, service: Any) -> None:
         family: Annotated[str, _len(100, "a kernel family of that repo, e.g. attention")],
         since: Day = None,
         until: Day = None,
-        limit: Annotated[
-            int, Field(ge=1, le=PG.MAX_HISTORY_LIMIT, description="PRs per page")
-        ] = PG.DEFAULT_HISTORY_LIMIT,
+        limit: PerPage = PG.DEFAULT_HISTORY_LIMIT,
         cursor: Cursor = None,
         max_chars: Budget = P.DEFAULT_MAX_CHARS,
     ) -> S.HistoryPage:
@@ -174,7 +300,7 @@ def _read_tools(srv: Any, service: Any) -> None:
         at a time (follow next_cursor for older ones)."""
         res = run(kb.history, repo, family)  # names checked by the middleware (mcp_server)
         data = run(PG.page_history, res, since, until, limit, cursor)  # the cursor is checked here
-        return _result(S.HistoryPage, A.fit_items(data, "prs", max_chars, PG.decode_cursor(cursor)))
+        return _result(S.HistoryPage, fit_items(data, "prs", max_chars, PG.decode_cursor(cursor)))
 
     @srv.tool(annotations=ToolAnnotations(title="List kbase entries", **RO))
     def list(  # noqa: A001
@@ -185,26 +311,22 @@ def _read_tools(srv: Any, service: Any) -> None:
             EntryStatus | None, Field(description="only entries with this status")
         ] = None,
         tag: Annotated[str | None, _len(100, "only entries with this key=value tag", None)] = None,
-        limit: Annotated[
-            int, Field(ge=1, le=PG.MAX_LIST_LIMIT, description="entries per page")
-        ] = PG.DEFAULT_LIST_LIMIT,
+        limit: ListPerPage = PG.DEFAULT_LIST_LIMIT,
         cursor: Cursor = None,
         max_chars: Budget = P.DEFAULT_MAX_CHARS,
     ) -> S.ListPage:
         """What the knowledge base holds: entries by kind, status and tag, with counts."""
         data = run(PG.page_list, run(kb.list_entries, kind), status, tag, limit, cursor)
         counts = data["counts"]
-        if len(A.dumps(data)) > max_chars and len(counts["tags"]) > 40:
-            top = sorted(counts["tags"].items(), key=lambda kv: -kv[1])[:40]
-            counts["tags"] = dict(top)  # the long tail of PR tags goes first
-        offset = PG.decode_cursor(cursor)  # checked by page_list
-        return _result(S.ListPage, A.fit_items(data, "entries", max_chars, offset))
+        if len(dumps(data)) > max_chars and len(counts["tags"]) > 40:
+            counts["tags"] = dict(counts["tags"].most_common(40))  # PR tags' long tail goes first
+        return _result(S.ListPage, fit_items(data, "entries", max_chars, PG.decode_cursor(cursor)))
 
     @srv.tool(annotations=ToolAnnotations(title="Failing or stale skills", **RO))
     def stale(env: Env = None, max_chars: Budget = P.DEFAULT_MAX_CHARS) -> S.StaleAnswer:
         """Skills whose verification fails or is out of date (for `env`), worst first, with why."""
         data = run(kb.stale, run(parse_env, env)).model_dump(mode="json")
-        return _result(S.StaleAnswer, A.fit_items(data, "skills", max_chars))
+        return _result(S.StaleAnswer, fit_items(data, "skills", max_chars))
 
 
 def _write_tools(srv: Any, service: Any, writes: RateLimit) -> None:

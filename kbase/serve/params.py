@@ -49,10 +49,8 @@ ALIASES: dict[str, dict[str, str]] = {
         "environment": "env",
     },
     "history": {
-        "repository": "repo",
-        "project": "repo",
-        "name": "family",
-        "kernel_family": "family",
+        **dict.fromkeys(("repository", "project"), "repo"),
+        **dict.fromkeys(("name", "kernel_family"), "family"),
         **_BUDGET,
         "page_size": "limit",
         "after": "since",

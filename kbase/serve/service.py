@@ -42,22 +42,18 @@ class Service:
 
     def prepare(self, index_if_missing: bool = True, warm: bool = True) -> None:
         """Index (only when there is no index at all) and warm up."""
-        t0 = time.perf_counter()
-        if not self.kb.is_indexed() and index_if_missing:
-            log.info("no index under %s: indexing %s", self.kb.home, self.kb.root)
+        t0, kb = time.perf_counter(), self.kb
+        if not kb.is_indexed() and index_if_missing:
+            log.info("no index under %s: indexing %s", kb.home, kb.root)
             self.state = "indexing"
-            for p in self.kb.index(progress=self._progress).problems:
+            for p in kb.index(progress=self._progress).problems:
                 log.warning("%s", p)
         self.state = ""  # with an index, a search may come before warm-up ends: it loads lazily
-        if warm and self.kb.is_indexed():
-            self.kb.warm_up()
-        log.info(
-            "kbase ready in %.1fs (root %s, home %s%s)",
-            time.perf_counter() - t0,
-            self.kb.root,
-            self.kb.home,
-            f", chroma {self.kb.chroma_url}" if self.kb.chroma_url else "",
-        )
+        if warm and kb.is_indexed():
+            kb.warm_up()
+        chroma = f", chroma {kb.chroma_url}" if kb.chroma_url else ""
+        took = time.perf_counter() - t0
+        log.info("kbase ready in %.1fs (root %s, home %s%s)", took, kb.root, kb.home, chroma)
 
     def _progress(self, stage: str, done: int, total: int) -> None:
         self.state = f"indexing {done}/{total} ({stage})" if total else f"indexing: {stage}"
