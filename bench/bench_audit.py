@@ -21,10 +21,9 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from kbase.ingest.skills import load_skill
+from kbase.ingest.skills import load_skill, load_skills
 from kbase.validators.fingerprint import fingerprint
 from kbase.validators.runner import RunSettings, isolation_note, run_tier, verify_skills
-from kbase.validators.select import load_skills
 from rich.console import Console
 from rich.table import Table
 

@@ -58,9 +58,8 @@ class CpuTimed:
 def save_sample(path: Path, entries: list, vecs: dict) -> None:
     """Chunk ids, the texts the build embedded and its vectors, every k-th chunk up to 2,000."""
     from kbase.retrieval import build_stages as DT
-    from kbase.retrieval.indexer import dense_chunks
 
-    pairs = [(e, c) for e in entries for c in dense_chunks(e) if c.id in vecs]
+    pairs = [(e, c) for e in entries for c in DT.dense_chunks(e) if c.id in vecs]
     pairs = pairs[:: max(1, len(pairs) // 2000)][:2000]
     np.savez_compressed(
         path,
@@ -136,8 +135,7 @@ def _cards(work: Path, n: int) -> list:
 def _embedders(device: str, backends: list[str], onnx_home: Path) -> tuple[dict, dict]:
     """(backend -> embedder, seconds of the one-time steps: model load, ONNX export, int8)."""
     from kbase.retrieval.embed import get_embedder
-    from kbase.retrieval.onnx_embed import OnnxDocEmbedder
-    from kbase.retrieval.shipped_model import materialize
+    from kbase.retrieval.onnx_embed import OnnxDocEmbedder, materialize
 
     from kbase.config import default_model_path
 
@@ -145,7 +143,7 @@ def _embedders(device: str, backends: list[str], onnx_home: Path) -> tuple[dict,
     emb = get_embedder(default_model_path(), device)
     emb.embed(["warm up the kernels"])
     once = {"model_load_s": round(time.perf_counter() - t, 2)}
-    # Every fresh home writes the shipped model (retrieval/shipped_model.py) on its first build:
+    # Every fresh home writes the shipped model (retrieval/onnx_embed.py) on its first build:
     # a one-time cost whatever the size, measured here once and copied into each home.
     t = time.perf_counter()
     materialize(onnx_home)
@@ -268,7 +266,7 @@ def _print(res: dict, chunks: int) -> None:
 
 
 def main() -> None:
-    from kbase.retrieval.indexer import dense_chunks
+    from kbase.retrieval.build_stages import dense_chunks
     from kbase.retrieval.onnx_embed import cores
 
     args = _args()

@@ -136,7 +136,7 @@ def main() -> None:
         if not args.home:
             cache.save()
     first_s = time.perf_counter() - t
-    from kbase.retrieval.shipped_model import materialize
+    from kbase.retrieval.onnx_embed import materialize
 
     materialize(home)  # what `kbase index` leaves for searches
 

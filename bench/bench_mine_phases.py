@@ -48,7 +48,7 @@ TIMED = (
     ("kbase.ingest.mining", "open_repo", "git rev-parse (open_repo)", 1),
     ("kbase.ingest.mine_state", "origin_url", "git config (origin_url)", 1),
     ("kbase.ingest.mine_state", "GitRepo.ok", "git merge-base", 1),
-    ("kbase.ingest.graph", "read_plan", "git rev-list (read_plan)", 1),
+    ("kbase.ingest.mining", "read_plan", "git rev-list (read_plan)", 1),
     ("kbase.ingest.mine_cache", "open_cache", "mining cache open", 1),
     ("kbase.ingest.logrun", "stream_history", "stream_history (git log -p, names, cards)", 1),
     ("kbase.ingest.logrun", "BlobReader.read", "blob reads (git cat-file)", 2),
@@ -83,7 +83,7 @@ def child(argv: list[str]) -> None:
     import kbase.api
 
     t = lap("import kbase.api (the façade)", t)
-    for mod in ("card_writer", "mine_cache", "graph", "logrun", "mining"):
+    for mod in ("card_writer", "mine_cache", "logrun", "mining"):
         importlib.import_module(f"kbase.ingest.{mod}")
     t = lap("import the miner (pydantic, card models, log parser, tree-sitter)", t)
     acc: dict[str, list[float]] = {}

@@ -61,7 +61,7 @@ class CachedEmbedder:
     @staticmethod
     def key(text: str, max_length: int | None) -> str:
         # A copy's text differs from its original's only in the PR number (offset by OFFSET per
-        # copy; retrieval/dense_text.py keeps the number in what is embedded): it gets the
+        # copy; retrieval/build_stages.py keeps the number in what is embedded): it gets the
         # original's vector, or every copy would be embedded anew.
         text = _PR_NUMBER.sub(lambda m: f"#{int(m.group(1)) % OFFSET}", text)
         return hashlib.sha1(f"{max_length or 0}\0{text}".encode()).hexdigest()
@@ -135,8 +135,7 @@ def main() -> None:
     import shutil
 
     from common import load_card_entries
-    from kbase.retrieval.onnx_embed import OnnxDocEmbedder
-    from kbase.retrieval.shipped_model import materialize
+    from kbase.retrieval.onnx_embed import OnnxDocEmbedder, materialize
 
     from kbase.api import KnowledgeBase
     from kbase.config import default_model_path

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Remake the embedding model shipped in the package (kbase/data/model/, read by
-retrieval/shipped_model.py) from an ONNX export, and the seed vectors of the shipped skills.
+retrieval/onnx_embed.py) from an ONNX export, and the seed vectors of the shipped skills.
 
     python bench/make_shipped_model.py EXPORT_DIR ROOT [--seed-only]
 
@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
-from kbase.retrieval.shipped_model import LAYOUT, SEED, SHIPPED, WEIGHTS, text_key
+from kbase.retrieval.onnx_embed import LAYOUT, SEED, SHIPPED, WEIGHTS, text_key
 
 SMALL = 4096  # tensors of fewer elements (layer norms, biases) stay float32: a few KB each
 

@@ -5,7 +5,7 @@ torch.onnx, saved as ORT's optimized graph and checked against torch's vectors.
     python bench/onnx_export.py MODEL_DIR OUT_DIR
 
 A maintainer's step (the `index` extra: torch, sentence-transformers, onnx); kbase itself reads
-the shipped model (retrieval/shipped_model.py) and never imports this.
+the shipped model (retrieval/onnx_embed.py) and never imports this.
 """
 
 from __future__ import annotations

@@ -97,7 +97,7 @@ def pr_titles(root: Path) -> list[str]:
 
 def doc_vectors(texts: list[str], stock) -> np.ndarray:
     """The shipped model's vectors of the skill chunks: the seed's, embedded where it lacks one."""
-    from kbase.retrieval.shipped_model import Seed
+    from kbase.retrieval.onnx_embed import Seed
 
     seed = Seed("")
     got = [seed.get(t, None) for t in texts]

@@ -63,9 +63,9 @@ def split_card(text: str) -> CardText:
 def _yaml_meta(yaml_text: str) -> Any:
     """Front-matter `fast_meta` does not read (hand-edited, not as kbase writes it), by PyYAML:
     imported only then, so a mine, which reads back only cards it wrote, never imports it.
-    safe_yaml bounds depth (thousands of nested brackets are a problem of the card, not a crash
+    load_yaml bounds depth (thousands of nested brackets are a problem of the card, not a crash
     of the index run) and alias expansion and names impossible dates with their line."""
-    from kbase.ingest.safe_yaml import YamlProblem, load_yaml
+    from kbase.ingest.markdown import YamlProblem, load_yaml
 
     try:
         return load_yaml(yaml_text, "", first_line=2)[0]

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from kbase.ingest.cards import ARCHIVE_DIR, CardProblems, card_paths, load_card
 
-from kbase.globs import compile_globs
+from kbase.schema.archive import compile_globs
 
 
 @dataclass(frozen=True)

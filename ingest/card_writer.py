@@ -10,7 +10,6 @@ from typing import TYPE_CHECKING
 
 from kbase.ingest import card_build as cb
 from kbase.ingest import classify
-from kbase.ingest.bodies import BodyFacts
 from kbase.ingest.card_format import existing_notes, render_card, split_card
 from kbase.ingest.cards import card_stem
 from kbase.ingest.gitlog import CommitFacts
@@ -199,7 +198,7 @@ def _find_by_sha(folder: Path, sha: str, heads: list[tuple[str, str]]) -> str | 
 def _combine(w: CardWriter, newer: PRCard, older: PRCard) -> PRCard:
     files = cb.merge_files(newer.files, older.files)
     also = [s for s in dict.fromkeys([*newer.also, older.sha, *older.also]) if s != newer.sha]
-    body = BodyFacts(
+    body = cb.BodyFacts(
         description=newer.description or older.description or "",
         co_authors=list(dict.fromkeys(newer.co_authors + older.co_authors)),
         issues=list(dict.fromkeys(newer.issues + older.issues)),

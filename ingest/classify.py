@@ -8,8 +8,8 @@ import re
 from collections.abc import Iterable
 from functools import lru_cache
 
+from kbase.closed_sets import canonical_value
 from kbase.schema import Tags
-from kbase.vocab import canonical_value
 
 PR_SUFFIX = re.compile(r"\(#(\d+)\)\s*$")
 MERGE_PR = re.compile(r"^Merge pull request #(\d+)\b")

@@ -16,8 +16,8 @@ from typing import Any
 CACHE_FILE = "mine-defs.sqlite"
 # the code that decides a commit's facts and the card built from them (with the tag vocabulary)
 _CODE = [f"kbase.ingest.{m}" for m in "definitions brace_scan change_symbols gitlog logrun".split()]
-_CODE += [f"kbase.ingest.{m}" for m in "card_build classify bodies".split()]
-_CODE += [f"kbase.{m}" for m in "schema vocab closed_sets globs search_query".split()]
+_CODE += [f"kbase.ingest.{m}" for m in "card_build classify".split()]
+_CODE += [f"kbase.{m}" for m in "schema closed_sets search_query".split()]
 _GRAMMARS = ("tree-sitter", "tree-sitter-cuda", "tree-sitter-python")
 
 
@@ -26,9 +26,8 @@ def code_version() -> str:
     engine and the validators are part of the code too)."""
     from importlib import metadata
 
+    from kbase.retrieval.collect import source_digest
     from pydantic.version import VERSION
-
-    from kbase.code_digest import source_digest
 
     versions = [f"python={platform.python_version()}", f"pydantic={VERSION}"]
     for dist in _GRAMMARS:

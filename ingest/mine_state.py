@@ -17,6 +17,7 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from kbase.closed_sets import NAME_RE
 from kbase.errors import KbaseError
 
 # variables that would point git somewhere other than the repository we name
@@ -154,13 +155,12 @@ class MineReport:
         )
 
 
-_NAME = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")  # kbase.schema.base.NAME_RE, without pydantic
 MAX_RECIPE_BYTES = 1 << 20  # recipes are a few KB; `--recipe /dev/zero` must not read forever
 
 
 def archive_dir(root: Path, name: str) -> Path:
     """pr_archive/<name>; a name that is not kebab-case (`../..`) would leave pr_archive/."""
-    if not _NAME.match(name):
+    if not NAME_RE.match(name):
         raise MiningError(f"archive name {name!r} must be kebab-case (lowercase, digits, hyphens)")
     return root / ARCHIVE_DIR / name
 

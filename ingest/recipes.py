@@ -14,8 +14,8 @@ from kbase.ingest.mine_state import RECIPES_DIR, GitRepo, origin_url, read_recip
 from pydantic import ValidationError
 
 from kbase.errors import ProblemsError
-from kbase.globs import compile_globs
 from kbase.schema import Problem, Recipe
+from kbase.schema.archive import compile_globs
 
 
 class RecipeError(ProblemsError):
@@ -33,8 +33,7 @@ def load_recipe_file(path: Path, root: Path | None = None) -> Recipe:
         why = exc if isinstance(exc, UnicodeDecodeError) else exc.strerror
         raise RecipeError([Problem(path=shown, message=f"cannot read recipe: {why}")]) from None
     # a mine without a recipe imports no YAML
-    from kbase.ingest.markdown import validation_problems
-    from kbase.ingest.safe_yaml import YamlProblem, load_yaml
+    from kbase.ingest.markdown import YamlProblem, load_yaml, validation_problems
 
     try:
         data, node = load_yaml(text, shown, first_line=1)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -12,6 +13,7 @@ from kbase.ingest.markdown import Document, DocumentError, parse_document, valid
 from pydantic import ValidationError
 
 from kbase.config import SKILL_FILE
+from kbase.errors import NotFound
 from kbase.schema import TAG_KEYS, Chunk, CodeBlock, Entry, Problem, SkillMeta
 
 
@@ -84,6 +86,44 @@ def _is_empty_code(code: str) -> bool:
 def find_skill_files(root: Path) -> list[Path]:
     dirs = (root / "skills").iterdir() if (root / "skills").is_dir() else ()
     return sorted(p / SKILL_FILE for p in dirs if p.is_dir() and (p / SKILL_FILE).exists())
+
+
+class UnknownSkill(NotFound):
+    """A name or path on the command line that is no skill: bad usage (exit 2)."""
+
+    exit_code = 2
+
+
+def skill_file(root: Path, ref: str) -> Path:
+    """A name (`triton-masked-tail`), a folder or a SKILL.md path -> the SKILL.md path."""
+    p = Path(ref)
+    for cand in (p, root / p):
+        if cand.is_dir() and (cand / "SKILL.md").exists():
+            return cand / "SKILL.md"
+        if cand.is_file() and cand.name == "SKILL.md":
+            return cand
+    named = root / "skills" / ref / "SKILL.md"
+    if named.exists():
+        return named
+    raise UnknownSkill(
+        f"no skill {ref!r}: neither a path to a SKILL.md nor skills/{ref}/SKILL.md under {root}"
+    )
+
+
+def load_skills(root: Path, refs: Iterable[str] | None):
+    """(skills, load problems). Unknown names raise UnknownSkill."""
+    refs = list(refs or [])
+    files = [skill_file(root, r) for r in refs] if refs else find_skill_files(root)
+    first: dict[Path, Path] = {}
+    for f in files:
+        first.setdefault(f.resolve(), f)  # a skill named twice loads once
+    skills, problems = [], []
+    for f in first.values():
+        try:
+            skills.append(load_skill(f, root))
+        except DocumentError as exc:
+            problems.extend(exc.problems)
+    return skills, problems
 
 
 Related = list[tuple[str, str, int, int]]  # (path, related name, index, line)

@@ -1,7 +1,6 @@
 """kbase: a searchable, verified knowledge base of GPU-kernel engineering experience.
 
-`from kbase import KnowledgeBase` is lazy: heavy dependencies load on first use.
-"""
+`from kbase import KnowledgeBase` is lazy: heavy dependencies load on first use."""
 
 from __future__ import annotations
 

@@ -64,12 +64,12 @@ class KnowledgeBase(SearchAPI, ValidateAPI, ArchiveAPI):
 
     def shipped(self) -> bool:
         """Whether the model shipped in the package embeds queries, and documents on CPU
-        (retrieval/shipped_model.py): unless KBASE_MODEL (or model_path) names a model of one's
+        (retrieval/onnx_embed.py): unless KBASE_MODEL (or model_path) names a model of one's
         own, with or without the `index` extra."""
-        from kbase.retrieval import shipped_model
+        from kbase.retrieval.onnx_embed import shipped_available
 
         own = self._model_path or os.environ.get("KBASE_MODEL", "shipped") != "shipped"
-        return not own and shipped_model.available()
+        return not own and shipped_available()
 
     def embedder(self) -> Any:
         if self._embedder is None:
@@ -85,8 +85,7 @@ class KnowledgeBase(SearchAPI, ValidateAPI, ArchiveAPI):
 
         if not self.shipped() or default_device() != "cpu":
             return self.embedder()
-        from kbase.retrieval.onnx_embed import cached, ensure_int8
-        from kbase.retrieval.shipped_model import materialize
+        from kbase.retrieval.onnx_embed import cached, ensure_int8, materialize
 
         d = materialize(self.home)
         if recipe:
@@ -98,8 +97,7 @@ class KnowledgeBase(SearchAPI, ValidateAPI, ArchiveAPI):
         with self._query_embedder_lock:  # a server's concurrent first searches load it once
             if self._query_embedder is None:
                 if self.shipped():
-                    from kbase.retrieval.onnx_embed import load_query_embedder
-                    from kbase.retrieval.shipped_model import materialize
+                    from kbase.retrieval.onnx_embed import load_query_embedder, materialize
 
                     d = materialize(self.home)
                     self._query_embedder = load_query_embedder(d, prepack=not self.one_query)
@@ -142,8 +140,7 @@ class KnowledgeBase(SearchAPI, ValidateAPI, ArchiveAPI):
         """Build or update the index; returns retrieval.indexer.IndexReport (`.as_dict()`)."""
         from kbase.retrieval.embed import default_device
         from kbase.retrieval.indexer import build_index
-        from kbase.retrieval.onnx_embed import index_recipe
-        from kbase.retrieval.shipped_model import SeededEmbedder
+        from kbase.retrieval.onnx_embed import SeededEmbedder, index_recipe
 
         recipe = index_recipe(self.home) if self.shipped() else ""
 

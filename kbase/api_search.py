@@ -152,7 +152,7 @@ class SearchAPI:
         return self._answer(q)
 
     def _answer(self, q: SearchQuery) -> SearchResult:
-        from kbase.retrieval.evidence import use_when
+        from kbase.retrieval.fusion import use_when
         from kbase.retrieval.searcher import Future, make_snippet
         from kbase.schema import Hit, SearchCandidate, SearchResult
 

@@ -1,6 +1,5 @@
 """The validators' part of `KnowledgeBase` (a mixin of kbase.api): lint, verify, audit, check,
-new, merge-ledger, trust. Progress goes to callbacks; printing is the adapter's business.
-"""
+new, merge-ledger, trust. Progress goes to callbacks; printing is the adapter's business."""
 
 from __future__ import annotations
 
@@ -156,7 +155,7 @@ class ValidateAPI:
     ) -> RunReport:
         """Run the skills' snippets (verify, check); with `record`, each run goes to the ledger.
         `all_skipped_fails`: a skill none of whose runs ran is a problem (an asked-for tier)."""
-        from kbase.validators.audit import Recorder
+        from kbase.validators.report import Recorder
         from kbase.validators.runner import RunSettings, isolation_note, plan_skill, verify_skills
 
         opts = opts or RunOptions()
@@ -192,7 +191,7 @@ class ValidateAPI:
         on_done: OnDone | None = None,
     ) -> RunReport:
         """Run skills' snippets in the sandbox; with `record`, each run goes to the ledger."""
-        from kbase.validators.select import load_skills
+        from kbase.ingest.skills import load_skills
 
         opts = opts or RunOptions()
         skills, problems = load_skills(self.root, names)
@@ -217,11 +216,11 @@ class ValidateAPI:
         """Run what this machine can, append to the ledger, judge every skill, write reports."""
         import datetime as dt
 
-        from kbase.validators.audit import exit_code, unseen_literals, write_reports
+        from kbase.ingest.skills import load_skills
         from kbase.validators.claim_views import release_diffs
         from kbase.validators.fingerprint import fingerprint
         from kbase.validators.ledger import read_ledger
-        from kbase.validators.select import load_skills
+        from kbase.validators.report import exit_code, unseen_literals, write_reports
         from kbase.validators.status import judgements
 
         if fail_on not in FAIL_LEVELS:
@@ -259,9 +258,8 @@ class ValidateAPI:
         on_done: OnDone | None = None,
     ) -> RunReport:
         """Lint and verify the named skills, plus (with `changed`) those changed since `base`."""
-        from kbase.ingest.skills import lint_paths
+        from kbase.ingest.skills import lint_paths, load_skills, skill_file
         from kbase.validators.changes import changed_skills, ledger_change_problems
-        from kbase.validators.select import load_skills, skill_file
 
         refs = list(names or [])
         used_base = None

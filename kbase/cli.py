@@ -1,8 +1,7 @@
 """The `kbase` command; the typer app is kbase/cli_app.py. A no-op `kbase mine`
 (kbase/mine_cli.py: 0.18 s against 0.77 s through typer, issue #24) and `kbase mcp` on stdio
 (fast_mcp below: initialize 0.32 s against 0.64 s through typer at load ~8) run without
-it. Other such paths paid under 1.3x and are gone. Exit codes: docs/agents.md.
-"""
+it. Other such paths paid under 1.3x and are gone. Exit codes: docs/agents.md."""
 
 from __future__ import annotations
 

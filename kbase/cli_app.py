@@ -49,8 +49,7 @@ def _root_callback(
     """kbase: search, verify and serve GPU-kernel engineering knowledge.
 
     The knowledge-base root is --root, else $KBASE_ROOT, else the nearest folder at or above the
-    current one that holds skills/ or pr_archive/. `kbase init PATH` creates one.
-    """
+    current one that holds skills/ or pr_archive/. `kbase init PATH` creates one."""
     if default_root:
         os.environ["KBASE_DEFAULT_ROOT"] = default_root
 

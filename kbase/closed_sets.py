@@ -3,8 +3,12 @@ kbase.schema.Tags, kbase/data/vocab.yaml). Imports nothing from kbase: every lay
 
 from __future__ import annotations
 
+import functools
+import re
 from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
+
+NAME_RE = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")  # skill and archive names: kebab-case
 
 
 def _by_name(*specs: Any) -> dict[str, Any]:
@@ -210,3 +214,45 @@ FeedbackVerdict = Literal["helpful", "harmful", "outdated"]
 # a card for a merged PR (pr_archive/<name>/<N>.md) or for a commit pushed without one
 # (pr_archive/<name>/commit-<short-sha>.md, pr: null); both index as kind "pr"
 CardKind = Literal["pr", "commit"]
+
+# --------------------------------------------------------------------------- tag vocabulary
+
+
+@functools.cache
+def vocabulary() -> dict[str, dict]:
+    """Tag vocabulary: canonical values and aliases, loaded once from kbase/data/vocab.yaml."""
+    from kbase.data import read_yaml
+
+    raw = read_yaml("vocab.yaml")
+    out: dict[str, dict] = {}
+    for key, spec in raw.items():
+        values = [str(v) for v in spec["values"]]
+        aliases = {str(k).lower(): str(v) for k, v in (spec.get("aliases") or {}).items()}
+        out[key] = {"values": values, "set": set(values), "aliases": aliases}
+    return out
+
+
+def canonical_value(key: str, value: str) -> str | None:
+    """The canonical spelling of `value` under `key`, or None when it is not in the vocabulary."""
+    spec = vocabulary().get(key)
+    if spec is None:
+        return None
+    v = str(value).strip()
+    if v in spec["set"]:
+        return v
+    low = v.lower()
+    return low if low in spec["set"] else spec["aliases"].get(low)
+
+
+def canonicalize(key: str, values: list[str]) -> list[str]:
+    out: list[str] = []
+    for v in values:
+        c = canonical_value(key, v)
+        if c is None:
+            known = ", ".join(vocabulary()[key]["values"])
+            raise ValueError(
+                f"unknown {key} tag {v!r} (known: {known}; aliases in kbase/data/vocab.yaml)"
+            )
+        if c not in out:
+            out.append(c)
+    return out

@@ -82,7 +82,7 @@ def init_root(path: str | os.PathLike) -> list[str]:
 
 def model_installed() -> bool:
     """Whether a sentence-transformers model is at hand (`index` extra, or KBASE_MODEL); else
-    the model shipped in the package embeds (retrieval/shipped_model.py; KBASE_MODEL=shipped
+    the model shipped in the package embeds (retrieval/onnx_embed.py; KBASE_MODEL=shipped
     asks for it where the extra is installed too)."""
     if os.environ.get("KBASE_MODEL"):
         return os.environ["KBASE_MODEL"] != "shipped"

@@ -20,6 +20,8 @@ from kbase.closed_sets import (
     EntryKind,
     EntryStatus,
     Mode,
+    canonical_value,
+    vocabulary,
 )
 from kbase.errors import InvalidArgument, did_you_mean
 
@@ -99,8 +101,6 @@ ARCHIVE_TAG_KEYS = ("family", "category", "repo")
 
 def normalize_tag(tag: str) -> str:
     """`archs=hopper` as well as `archs=sm90`; an unknown key or value names the nearest ones."""
-    from kbase.vocab import canonical_value, vocabulary
-
     if len(tag) > 100:
         raise ValueError("a tag is at most 100 characters")
     if "=" not in tag:

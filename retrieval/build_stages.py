@@ -59,9 +59,7 @@ def _summary(entry: Entry, text: str) -> str:
 def _strip_header(entry: Entry, text: str) -> str:
     """'Description of repo PR #N (title):\\nbody' -> 'body' (the title is prepended anyway)."""
     first, sep, rest = text.partition("\n")
-    if sep and first.endswith(f"({entry.title}):"):
-        return rest
-    return text
+    return rest if sep and first.endswith(f"({entry.title}):") else text
 
 
 def dense_text(entry: Entry, chunk: Chunk) -> str:

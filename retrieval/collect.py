@@ -1,5 +1,8 @@
 """What the indexer reads: every skill, draft and PR card under a root, as index entries, with
-what is unchanged since the previous generation taken from it instead of parsed again."""
+what is unchanged since the previous generation taken from it instead of parsed again; and the
+digest of some modules' source and packaged data files that such caches (parsed entries, BM25
+tokens, mined cards) are keyed by, so they miss as soon as the code that made their contents
+changes. Modules are found, not imported, so checking a cache costs no import."""
 
 from __future__ import annotations
 
@@ -7,6 +10,8 @@ import contextlib
 import hashlib
 import os
 import stat as S
+from collections.abc import Iterable
+from importlib.util import find_spec
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -14,11 +19,42 @@ if TYPE_CHECKING:  # a cold search reads _file_sig alone (api_search.skills_chan
     from kbase.schema import Entry, Problem
 
 
+def module_files(name: str) -> list[str]:
+    """The source files of module `name`: its file or, for a package (kbase.schema), every
+    module of it, sorted; [] when it is not found."""
+    spec = find_spec(name)
+    if spec is None or spec.origin is None:
+        return []
+    if spec.submodule_search_locations:  # a package's code is its modules too, not __init__ only
+        locs = spec.submodule_search_locations
+        return sorted(str(p) for loc in locs for p in Path(loc).glob("*.py"))
+    return [spec.origin]
+
+
+def source_digest(
+    modules: Iterable[str], data: Iterable[str] = (), prefix: str = "", length: int = 16
+) -> str:
+    """sha256 over `prefix`, each module's source (`name=none;` for one not found) and each
+    file of kbase.data named in `data`, cut to `length` hex digits."""
+    h = hashlib.sha256(prefix.encode())
+    for name in modules:
+        files = module_files(name)
+        if not files:
+            h.update(f"{name}=none;".encode())
+        for path in files:
+            with open(path, "rb") as fh:
+                h.update(fh.read())
+    if data:
+        from importlib import resources
+
+        for name in data:
+            h.update(resources.files("kbase.data").joinpath(name).read_bytes())
+    return h.hexdigest()[:length]
+
+
 def parser_fingerprint() -> str:
     """Changes whenever the code that turns a card into an Entry changes: cached entries of an
     earlier generation are reused only under the same fingerprint."""
-    from kbase.code_digest import source_digest
-
     ingest = "cards card_history card_format front_matter skills markdown".split()
     return source_digest([f"kbase.ingest.{m}" for m in ingest] + ["kbase.drafts", "kbase.schema"])
 

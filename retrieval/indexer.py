@@ -20,8 +20,6 @@ from kbase.retrieval.collect import collect_entries, parser_fingerprint
 
 from kbase.schema import Chunk, Entry, Problem
 
-__all__ = ["IndexReport", "build_index", "collect_entries", "dense_chunks", "parser_fingerprint"]
-
 Progress = Callable[[str, int, int], None]  # (stage, done, total)
 
 

@@ -34,7 +34,7 @@ TITLE_OFFSETS_FILE = "title_offsets.npy"
 
 def tokenizer_fingerprint() -> str:
     """Changes with the tokenizer's code or its abbreviation groups."""
-    from kbase.code_digest import source_digest
+    from kbase.retrieval.collect import source_digest
 
     return source_digest(["kbase.retrieval.tokenize"], ["abbreviations.yaml"])
 

@@ -26,7 +26,7 @@ class LoadedIndex:
         counts = np.fromiter(map(len, table.chunk_ids), dtype=np.int64, count=len(table))
         self.chunk_entry = np.repeat(np.arange(len(table), dtype=np.int64), counts)
         self.chunk_start = starts = np.cumsum(counts) - counts  # each entry's first chunk
-        self.evidence: object = None  # retrieval.evidence.State, made by its first search
+        self.evidence: object = None  # retrieval.fusion.State, made by its first search
         n = len(self.chunk_entry)
         self.chunk_local = np.arange(n, dtype=np.int64) - np.repeat(starts, counts)
         flat = [cid for ids in table.chunk_ids for cid in ids]
@@ -134,7 +134,12 @@ class LoadedIndex:
         return list(self.partitions)
 
     def entry_mask(
-        self, kind: str | None, repo: str | None, tags: list[str] | None, since=None, until=None
+        self,
+        kind: str | None,
+        repo: str | None,
+        tags: list[str] | None,
+        since: str | None = None,
+        until: str | None = None,
     ) -> np.ndarray | None:
         if not (kind or repo or tags or since or until):
             return None
@@ -186,7 +191,12 @@ class DensePlan:
 
 
 def plan_dense(
-    idx: LoadedIndex, kind, repo, tags: list[str] | None, mask, local_vectors: bool = True
+    idx: LoadedIndex,
+    kind: str | None,
+    repo: str | None,
+    tags: list[str] | None,
+    mask: np.ndarray | None,
+    local_vectors: bool = True,
 ) -> DensePlan:
     keys = idx.partitions_for(kind, repo)
     counts = idx.masked_counts(mask) if mask is not None else None

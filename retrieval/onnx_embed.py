@@ -1,13 +1,15 @@
-"""The embedding model through ONNX Runtime (docs/agents.md): queries and, on CPU, documents, by
-default through an int8 copy. It never imports torch, transformers or sentence-transformers: they
-cost seconds to load, onnxruntime + tokenizers milliseconds. The int8 model (dynamic quantization
-of the weight MatMuls, per output channel) halves index-time embedding on a small CPU; queries keep
-fp32, whose vectors find int8 documents as well (bench/bench_build.py --quality). It needs the
-`onnx` package; its vectors are a recipe of their own (index_recipe: part of every vector id)."""
+"""The model shipped inside the package (issue #27) through ONNX Runtime (docs/agents.md): queries
+and, on CPU, documents, by default through an int8 copy. It never imports torch, transformers or
+sentence-transformers: they cost seconds to load, onnxruntime + tokenizers milliseconds. The int8
+model (dynamic quantization of the weight MatMuls, per output channel) halves index-time embedding
+on a small CPU; queries keep fp32, whose vectors find int8 documents as well
+(bench/bench_build.py --quality). It needs the `onnx` package; its vectors are a recipe of their
+own (index_recipe: part of every vector id)."""
 
 from __future__ import annotations
 
 import functools
+import hashlib
 import importlib.util
 import json
 import logging
@@ -24,6 +26,7 @@ from kbase.retrieval.generations import current_meta
 
 ONNX_DIR = "onnx"
 OUTPUT = "token_embeddings"
+Where = str | os.PathLike  # a folder
 
 _lock = threading.Lock()
 _loaded: dict[tuple, OnnxQueryEmbedder] = {}
@@ -34,22 +37,6 @@ def read_meta(onnx_dir: Path) -> dict | None:
         return json.loads((onnx_dir / "meta.json").read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
-
-
-def session(path: Path, threads: int, prepack: bool = True) -> Any:
-    """An ONNX Runtime CPU session of `path` with `threads` intra-op threads."""
-    import onnxruntime as ort
-
-    opts = ort.SessionOptions()
-    opts.intra_op_num_threads = threads
-    opts.inter_op_num_threads = 1
-    # ORT's worker threads otherwise spin for a while after each run, and on a small machine
-    # they take the CPU from the vector query that follows every embedding (issue #11).
-    opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
-    opts.log_severity_level = 3
-    if not prepack:
-        opts.add_session_config_entry("session.disable_prepacking", "1")
-    return ort.InferenceSession(str(path), sess_options=opts, providers=["CPUExecutionProvider"])
 
 
 def pooled(sess: Any, encs: list, normalize: bool) -> np.ndarray:
@@ -71,16 +58,14 @@ def pooled(sess: Any, encs: list, normalize: bool) -> np.ndarray:
     return vecs
 
 
-# ---------------------------------------------------------------------------- query side
 class OnnxQueryEmbedder:
     """`embed_query(text)` with onnxruntime; the same vector as Embedder.embed_query."""
 
-    def __init__(
-        self, onnx_dir: str | os.PathLike, threads: int | None = None, prepack=True, model=""
-    ):
+    def __init__(self, onnx_dir: Where, threads: int = 0, prepack: bool = True, model: str = ""):
         """`prepack=False`: for a process that embeds one query (a CLI search): packing the weights
         was ~75% of the session's start-up, and an unpacked session costs only ~10 ms more per
         query (vectors differ in the last bits). `model`: another graph file (model.onnx)."""
+        import onnxruntime as ort
         from tokenizers import Tokenizer
 
         self.onnx_dir = Path(onnx_dir)
@@ -92,16 +77,23 @@ class OnnxQueryEmbedder:
         self.normalize = bool(meta["pooling"].get("normalize", True))
         self.full_length = int(meta["pooling"]["max_seq_length"])
         self.dim = int(meta["dim"])
-
         self._tok = Tokenizer.from_file(str(self.onnx_dir / "tokenizer.json"))
         self._tok.no_padding()
         self._tok.enable_truncation(max_length=self.full_length)
-        threads = threads or max(1, min(2, os.cpu_count() or 1))
-        self._session = session(self.onnx_dir / (model or "model.onnx"), threads, prepack)
+        opts = ort.SessionOptions()
+        opts.intra_op_num_threads = threads or max(1, min(2, os.cpu_count() or 1))
+        opts.inter_op_num_threads = 1
+        # ORT's worker threads otherwise spin for a while after each run, and on a small machine
+        # they take the CPU from the vector query that follows every embedding (issue #11).
+        opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        opts.log_severity_level = 3
+        if not prepack:
+            opts.add_session_config_entry("session.disable_prepacking", "1")
+        path = str(self.onnx_dir / (model or "model.onnx"))
+        self._session = ort.InferenceSession(path, opts, providers=["CPUExecutionProvider"])
         self._query_cache = functools.lru_cache(maxsize=2048)(self._embed_query)
 
     def embed_batch(self, texts: list[str]) -> np.ndarray:
-        """Mean-pooled, normalized vectors for a few texts (padded to the longest)."""
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
         encs = self._tok.encode_batch(list(texts))
@@ -115,8 +107,7 @@ class OnnxQueryEmbedder:
 
 
 def load_query_embedder(onnx_dir: Path, prepack: bool = True) -> OnnxQueryEmbedder:
-    """The query embedder of the export in onnx_dir, one per process. `prepack`: see
-    OnnxQueryEmbedder."""
+    """The query embedder of the export in onnx_dir, one per process (`prepack`: see __init__)."""
     key = (str(onnx_dir.resolve()), prepack)
     with _lock:
         emb = _loaded.get(key)
@@ -142,12 +133,10 @@ def cores() -> int:
 class OnnxDocEmbedder(OnnxQueryEmbedder):
     """`embed(texts, max_length=None)` like retrieval.embed.Embedder, on ONNX Runtime."""
 
-    def __init__(self, onnx_dir: str | os.PathLike, model: str = "", recipe: str = ""):
-        """`model`: another graph file in onnx_dir (default model.onnx); `recipe`: what it is,
-        part of the vector ids (RECIPE for the int8 model, "" for fp32)."""
-        # One thread per run and one run per core (embed() runs batches side by side): runs of a
-        # few hundred tokens split over two threads spend a third more CPU time waiting on each
-        # other than they save (issue #11).
+    def __init__(self, onnx_dir: Where, model: str = "", recipe: str = ""):
+        """`model`: another graph file; `recipe`: its vector-id part (RECIPE: int8, "": fp32)."""
+        # One thread per run and one run per core (embed() runs batches side by side): two threads
+        # on a run of a few hundred tokens wait on each other for a third more CPU (issue #11).
         super().__init__(onnx_dir, threads=1, model=model)
         self.workers = cores()
         self.backend = "onnxruntime"
@@ -203,10 +192,9 @@ def cached(d: Path, recipe: str = "") -> OnnxDocEmbedder:
 
 
 def index_precision(home: Path | None = None) -> str:
-    """KBASE_INDEX_PRECISION: the weights that embed documents on CPU with ONNX Runtime, int8
-    (below) or fp32 (the query model); torch and GPUs always use fp32. Unset, an existing index in
-    `home` keeps the precision its vectors have: one built on a GPU (fp32) and then edited on a
-    laptop re-embeds the edit, not every entry."""
+    """KBASE_INDEX_PRECISION: the weights that embed documents on CPU with ONNX Runtime, int8 or
+    fp32 (the query model); torch and GPUs always use fp32. Unset, an index in `home` keeps its
+    vectors' precision: one built on a GPU (fp32), then edited on a laptop, re-embeds the edit."""
     v = os.environ.get("KBASE_INDEX_PRECISION", "").strip().lower()
     if not v and home is not None:
         dense = (current_meta(home) or {}).get("dense")
@@ -231,8 +219,6 @@ def index_recipe(home: Path | None = None) -> str:
 # bump when the quantization below changes: part of every vector id and of the file name
 RECIPE = "int8w1"
 INT8_FILE = f"model-{RECIPE}.onnx"
-
-
 _made: dict[str, Path] = {}  # shipped model id -> an int8 file made by this process
 
 
@@ -306,3 +292,109 @@ def build_int8(onnx_dir: Path) -> Path:
     finally:
         log.setLevel(level)
     return out
+
+
+# ---------------------------------------------------------------------------- the shipped model
+# float16 weights written back as float32 into `<home>/onnx/` once (~0.2 s), and seed.npz, the
+# shipped skills' chunk vectors by text hash (a stale seed costs seconds, never a wrong vector).
+# `python bench/make_shipped_model.py EXPORT_DIR ROOT [--seed-only]` remakes both.
+SHIPPED = Path(__file__).resolve().parents[1] / "data" / "model"
+if not SHIPPED.is_dir():  # an editable checkout: retrieval/ sits beside kbase/
+    SHIPPED = Path(__file__).resolve().parents[1] / "kbase" / "data" / "model"
+LAYOUT = "layout.json"
+WEIGHTS = "weights.f16"
+SEED = "seed.npz"
+
+
+def shipped_available() -> bool:
+    return (SHIPPED / LAYOUT).is_file() and (SHIPPED / WEIGHTS).is_file()
+
+
+def materialize(home: str | os.PathLike) -> Path:
+    """`<home>/onnx/` as an export of the shipped model (written once, atomically)."""
+    out = Path(home) / ONNX_DIR
+    if (read_meta(out) or {}).get("shipped") == _shipped_id():
+        return out
+    layout = json.loads((SHIPPED / LAYOUT).read_text(encoding="utf-8"))
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=".onnx.tmp-", dir=out.parent))
+    os.chmod(tmp, 0o755)
+    try:
+        packed = np.fromfile(SHIPPED / WEIGHTS, dtype=np.uint8)
+        data = np.zeros(layout["data_bytes"], dtype=np.uint8)
+        for t in layout["tensors"]:
+            src = packed[t["at"] : t["at"] + t["stored"]]
+            if t["f16"]:
+                src = src.view(np.float16).astype(np.float32).view(np.uint8)
+            data[t["offset"] : t["offset"] + t["length"]] = src
+        data.tofile(tmp / layout["data_file"])
+        for name in ("model.onnx", "tokenizer.json"):
+            shutil.copyfile(SHIPPED / name, tmp / name)
+        meta = dict(layout["meta"], shipped=_shipped_id(), source_model_path=str(SHIPPED))
+        (tmp / "meta.json").write_text(json.dumps(meta, indent=2), encoding="utf-8")
+        old = out.with_name(f".{out.name}.old-{os.getpid()}-{threading.get_ident()}")
+        if out.exists():
+            os.replace(out, old)  # renamed aside, then removed: a reader never sees half of it
+        os.replace(tmp, out)
+        shutil.rmtree(old, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return out
+
+
+def _shipped_id() -> str:
+    """Names this package's model files: a changed model is materialized again."""
+    st = (SHIPPED / WEIGHTS).stat()
+    head = (SHIPPED / LAYOUT).read_bytes()
+    return hashlib.sha256(head + str(st.st_size).encode()).hexdigest()[:16]
+
+
+def text_key(text: str, cap: int | None) -> str:
+    return hashlib.sha256(f"{cap or 0}\0{text}".encode()).hexdigest()[:24]
+
+
+class Seed:
+    """Shipped vectors by chunk-text key, for one recipe ("" fp32, or RECIPE)."""
+
+    def __init__(self, recipe: str):
+        self.rows: dict[str, int] = {}
+        self.vectors = np.zeros((0, 0), dtype=np.float32)
+        f, name = SHIPPED / SEED, f"vectors_{recipe or 'fp32'}"
+        if not f.is_file():
+            return
+        with np.load(f, allow_pickle=False) as z:
+            if name not in z.files:
+                return
+            self.vectors = z[name]
+            self.rows = {k: i for i, k in enumerate(z["keys"].tolist())}
+
+    def get(self, text: str, cap: int | None) -> np.ndarray | None:
+        i = self.rows.get(text_key(text, cap))
+        return None if i is None else self.vectors[i]
+
+
+class SeededEmbedder:
+    """An embedder that takes shipped vectors where it has them and loads the real embedder
+    (`factory`) only for the texts it lacks: a first build of the shipped skills loads no model."""
+
+    full_length = 256
+
+    def __init__(self, factory, recipe: str):
+        self._factory = factory
+        self._inner: Any = None
+        self.recipe = recipe
+        self.backend = "shipped vectors"
+        self.seed = Seed(recipe)
+
+    def embed(self, texts: list[str], max_length: int | None = None) -> np.ndarray:
+        found: list[Any] = [self.seed.get(t, max_length) for t in texts]
+        todo = [i for i, v in enumerate(found) if v is None]
+        if todo:
+            if self._inner is None:  # the embedder behind the shipped vectors
+                self._inner = self._factory()
+                self.backend = getattr(self._inner, "backend", "torch")
+            fresh = self._inner.embed([texts[i] for i in todo], max_length=max_length)
+            for j, i in enumerate(todo):
+                found[i] = fresh[j]
+        return np.stack(found).astype(np.float32) if found else np.zeros((0, 384), np.float32)

@@ -46,7 +46,6 @@ FIX_WORDS = re.compile(
     re.I,
 )
 REVERT_WORDS = re.compile(r"\b(revert\w*|roll(ed)? ?back|backed out)\b|回滚|撤销", re.I)
-_CAMEL_PART = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")
 
 
 # ---------------------------------------------------------------- pasted logs
@@ -289,7 +288,7 @@ def _split_camel(text: str) -> str:
 
     def one(m: re.Match[str]) -> str:
         w = m.group(0)
-        parts = _CAMEL_PART.findall(w)
+        parts = T.CAMEL.findall(w)
         return " ".join(parts) if len(parts) > 2 else w
 
     return re.sub(r"\b[A-Za-z][a-z0-9]*[A-Z][A-Za-z0-9]*\b", one, text)

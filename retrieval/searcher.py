@@ -18,7 +18,7 @@ import numpy as np
 from kbase.retrieval import fusion as F
 from kbase.retrieval import generations as G
 from kbase.retrieval import loaded as LD
-from kbase.retrieval.evidence import add_features, words
+from kbase.retrieval.fusion import add_features, words
 from kbase.retrieval.loaded import Candidate, LoadedIndex, best_per_entry, rows_scores
 from kbase.retrieval.query import QueryPlan, plan
 from kbase.retrieval.tokenize import tokens

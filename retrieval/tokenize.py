@@ -16,7 +16,7 @@ _TOKEN = re.compile(
     r"|[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+"  # CJK runs
 )
 _CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
-_CAMEL = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")
+CAMEL = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")
 
 STOPWORDS = frozenset(
     """a an and are as at be but by can do does for from has have how i if in into is it its
@@ -69,7 +69,7 @@ def _token_parts(tok: str) -> tuple[str, ...]:
     for part in re.split(r"[._]+", tok):
         if not part:
             continue
-        subs = _CAMEL.findall(part) if part.lower() != part else [part]
+        subs = CAMEL.findall(part) if part.lower() != part else [part]
         plow = part.lower()
         if plow != low:
             out.append(_stem(plow))

@@ -14,8 +14,8 @@ from kbase.ingest.card_history import latest_touch
 from kbase.ingest.recipes import RecipeError, load_recipe_file
 from mining_fixtures import load_card_entries
 
-from kbase.globs import compile_globs
 from kbase.schema import FileChange, PRCard, Tags
+from kbase.schema.archive import compile_globs
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 

@@ -17,7 +17,7 @@ def _modules() -> list[Path]:
 
 def test_no_module_is_over_400_lines():
     mods = _modules()
-    assert len(mods) > 100  # the walk found the packages
+    assert len(mods) > 50  # the walk found the packages
     long = {
         str(p.relative_to(ROOT)): n
         for p in mods

@@ -1,4 +1,4 @@
-"""The dense retriever's plan per partition (retrieval/dense.py), on a real index and a real
+"""The dense retriever's plan per partition (retrieval/loaded.py), on a real index and a real
 Chroma store: a large partition is asked of Chroma with as many hits as its own filtered share
 needs, and when a filter keeps few of a large partition's rows those rows alone are scored from
 the vector file (the embedded store keeps no metadata to filter by); with a Chroma server a rarer

@@ -1,4 +1,4 @@
-"""What the embedding model sees for a PR card (retrieval/dense_text.py): the repeats, hashes,
+"""What the embedding model sees for a PR card (retrieval/build_stages.py): the repeats, hashes,
 counts and paths go, the facts stay; and a change of recipe re-embeds each card once."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from pathlib import Path
 
 from kbase.ingest.card_format import render_card
 from kbase.retrieval import build_stages as DT
-from kbase.retrieval.indexer import build_index, dense_chunks
+from kbase.retrieval.indexer import build_index
 from mining_fixtures import load_card_entries
 
 from kbase.schema import FileChange, PRCard, Tags
@@ -45,7 +45,7 @@ def test_pr_text_drops_repeats_hashes_and_paths_but_keeps_the_facts(tmp_path):
     _write(tmp_path, _card(473, title))
     (entry,), problems = load_card_entries(tmp_path)
     assert not problems
-    texts = {c.section: DT.dense_text(entry, c) for c in dense_chunks(entry)}
+    texts = {c.section: DT.dense_text(entry, c) for c in DT.dense_chunks(entry)}
     assert set(texts) == {"summary", "description"}
     summary = texts["summary"]
     full = next(c.text for c in entry.chunks if c.section == "summary")

@@ -171,7 +171,7 @@ def test_index_search_check_serve_and_mcp_keep_working(hostile):
 def test_depth_is_named_by_kbase_whatever_the_yaml_parser_refuses_first(levels, flow):
     """libyaml (PyYAML >= 6.0.4) refuses 1,000 levels with its own message, older ones crash or
     pass: either way kbase's own error must name the line where nesting passes 32 levels."""
-    from kbase.ingest.safe_yaml import MAX_DEPTH, YamlProblem, load_yaml
+    from kbase.ingest.markdown import MAX_DEPTH, YamlProblem, load_yaml
 
     if flow:
         text = "a: 1\nnotes: " + "[" * levels + "]" * levels + "\n"

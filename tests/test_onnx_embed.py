@@ -1,5 +1,5 @@
 """Documents embedded by ONNX Runtime (retrieval/onnx_embed.py), the generation's vector files
-(retrieval/vector_files.py), and a search that needs neither chromadb nor bm25s."""
+(retrieval/vectors.py), and a search that needs neither chromadb nor bm25s."""
 
 from __future__ import annotations
 
@@ -11,8 +11,7 @@ import textwrap
 import numpy as np
 import pytest
 from conftest import write_skill, write_topic_skills
-from kbase.retrieval.onnx_embed import OnnxDocEmbedder
-from kbase.retrieval.shipped_model import materialize
+from kbase.retrieval.onnx_embed import OnnxDocEmbedder, materialize
 
 from kbase.api import KnowledgeBase
 

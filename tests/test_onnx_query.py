@@ -15,7 +15,6 @@ import numpy as np
 import pytest
 from conftest import write_skill, write_topic_skills
 from kbase.retrieval import onnx_embed as OQ
-from kbase.retrieval.shipped_model import materialize
 
 from kbase.api import KnowledgeBase
 
@@ -53,7 +52,7 @@ def _cos_dist(a, b) -> float:
 
 @pytest.fixture(scope="module")
 def onnx_dir(tmp_path_factory):
-    return materialize(tmp_path_factory.mktemp("shipped"))
+    return OQ.materialize(tmp_path_factory.mktemp("shipped"))
 
 
 @pytest.fixture(scope="module")

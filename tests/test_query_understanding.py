@@ -160,9 +160,9 @@ def test_idf_comes_from_the_index_postings(real_kb):
 
 
 def coverage(query: dict[str, float], line: frozenset[str], weight: float) -> float:
-    """The definition evidence.add_features computes in numpy for every line at once: the idf sum
+    """The definition fusion.add_features computes in numpy for every line at once: the idf sum
     of the question's words in the line over the line's idf sum plus two typical words."""
-    from kbase.retrieval.evidence import PAD_IDF
+    from kbase.retrieval.fusion import PAD_IDF
 
     if not weight:
         return 0.0
@@ -170,27 +170,26 @@ def coverage(query: dict[str, float], line: frozenset[str], weight: float) -> fl
 
 
 def test_a_rare_error_word_outweighs_common_ones_in_trigger_coverage(real_kb):
-    from kbase.retrieval import evidence as E
+    from kbase.retrieval import fusion as F
 
     idx = real_kb.searcher().index()
-    f = E.facts(idx, idx.by_id["triton-kernel-as-torch-custom-op"])
+    f = F.facts(idx, idx.by_id["triton-kernel-as-torch-custom-op"])
     line = next(x for x in f.lines if "JITFunction" in x[0])
 
     def weighed(text: str) -> dict[str, float]:
-        return {w: idx.lexical.idf(w) for w in E.words(text)}
+        return {w: idx.lexical.idf(w) for w in F.words(text)}
 
     rare_q, common_q = "not a JITFunction", "triton kernel compile"
     # as many words shared with the line (jit, function, jitfunction), but the rare ones decide
-    assert len(E.words(rare_q) & line[1]) == len(E.words(common_q) & line[1]) == 3
+    assert len(F.words(rare_q) & line[1]) == len(F.words(common_q) & line[1]) == 3
     rare = coverage(weighed(rare_q), line[1], line[2])
     assert rare > 1.5 * coverage(weighed(common_q), line[1], line[2])
     import numpy as np
-    from kbase.retrieval import fusion as F
 
     col = {f: i for i, f in enumerate(F.FEATURES)}
     X = np.zeros((1, len(F.FEATURES)))
     q = "AssertionError: kernel is not a JITFunction"
-    matched = E.add_features(
+    matched = F.add_features(
         idx, q, [idx.by_id["triton-kernel-as-torch-custom-op"]], X, col, None, 0
     )
     assert matched == [line[0]] and 0 < X[0, col["trig_cover"]] < 1
@@ -210,7 +209,6 @@ def test_batched_evidence_features_equal_the_per_line_definition(real_kb, q):
     coverage() (above) gives line by line and the explained-words share (first best line on a
     tie)."""
     import numpy as np
-    from kbase.retrieval import evidence as E
     from kbase.retrieval import fusion as F
 
     idx = real_kb.searcher().index()
@@ -219,11 +217,11 @@ def test_batched_evidence_features_equal_the_per_line_definition(real_kb, q):
     X = np.zeros((len(order), len(F.FEATURES)))
     scores = idx.lexical.scores(q)
     top = float(scores.max())
-    matched = E.add_features(idx, q, order, X, col, scores, top)
-    qw = E.words(q)
+    matched = F.add_features(idx, q, order, X, col, scores, top)
+    qw = F.words(q)
     qidf = {w: idx.lexical.idf(w) for w in qw}
     for r, e in enumerate(order):
-        f = E.facts(idx, e)
+        f = F.facts(idx, e)
         best, text = 0.0, ""
         for line, toks, weight in f.lines:
             c = coverage(qidf, toks, weight)
@@ -239,7 +237,7 @@ def test_batched_evidence_features_equal_the_per_line_definition(real_kb, q):
 def test_bm25_level_is_absolute_where_the_other_bm25_features_are_relative(real_kb):
     import numpy as np
     from kbase.retrieval import fusion as F
-    from kbase.retrieval.evidence import words
+    from kbase.retrieval.fusion import words
 
     s = real_kb.searcher()
     idx = s.index()
@@ -269,7 +267,7 @@ def test_skill_facts_are_stored_for_the_next_process(skills_index, tmp_path):
     and a damaged file is made anew."""
     import json
 
-    from kbase.retrieval import evidence as E
+    from kbase.retrieval import fusion as F
 
     home = skills_index.copy_home(tmp_path / "home")
     q = "NaN in attention output for fully masked rows with flash_attn_varlen_func"
@@ -280,12 +278,12 @@ def test_skill_facts_are_stored_for_the_next_process(skills_index, tmp_path):
 
     first = KnowledgeBase(root=skills_index.root, home=home)
     want = answer(first)
-    path = first.searcher().index().path / E.CACHE_FILE
+    path = first.searcher().index().path / F.CACHE_FILE
     made = json.loads(path.read_text(encoding="utf-8"))
     assert made and all(set(r) == {"ident", "lines", "use_when", "vocab"} for r in made.values())
     second = KnowledgeBase(root=skills_index.root, home=home)
     assert answer(second) == want
-    st = E.state(second.searcher().index())
+    st = F.state(second.searcher().index())
     assert not st.fresh and set(made) <= set(st.stored)  # nothing was made again
     path.write_bytes(b'{"broken": ')
     third = KnowledgeBase(root=skills_index.root, home=home)

@@ -10,10 +10,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from kbase.retrieval.collect import module_files, source_digest
 from pydantic import BaseModel
 
 import kbase.schema
-from kbase.code_digest import module_files, source_digest
 
 SUBMODULES = sorted(
     f"kbase.schema.{p.stem}"

@@ -209,7 +209,7 @@ def test_undeclared_or_unavailable_tiers_are_skipped_with_a_reason(tmp_path):
 def test_validators_import_without_the_search_stack_or_torch():
     code = (
         "import sys\n"
-        "import kbase.commands.validate, kbase.validators.status, kbase.validators.audit\n"
+        "import kbase.commands.validate, kbase.validators.status, kbase.validators.report\n"
         "from kbase.validators.fingerprint import fingerprint\n"
         "fp = fingerprint('gpu')\n"
         "heavy = [m for m in ('torch', 'triton', 'chromadb', 'sentence_transformers', 'bm25s', "

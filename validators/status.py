@@ -192,10 +192,10 @@ def code_sig() -> tuple:
     """Changes with the code that parses skills, judges them and renders their claims (fixed per
     process): part of the key of both caches. The modules are found, not imported: a cached
     answer needs neither the markdown parser nor the rules."""
-    from kbase.code_digest import module_files
+    from kbase.retrieval.collect import module_files
 
     mods = [f"kbase.validators.{m}" for m in ("status", "claim_views", "claims", "rules")]
-    mods += ["kbase.schema"] + [f"kbase.ingest.{m}" for m in ("skills", "markdown", "safe_yaml")]
+    mods += ["kbase.schema"] + [f"kbase.ingest.{m}" for m in ("skills", "markdown")]
     return tuple(_stat_sig(Path(f)) for m in mods for f in module_files(m) or [""])
 
 

@@ -136,8 +136,7 @@ def search(
 ) -> None:
     """Search skills and PR cards (builds the index on first use). QUERY `-` reads stdin.
 
-    Exit 0 with hits or without (then a note on stderr); 2 for bad input or a bad root.
-    """
+    Exit 0 with hits or without (then a note on stderr); 2 for bad input or a bad root."""
     from kbase.envspec import parse_env
     from kbase.schema import SearchQuery
 

@@ -1,8 +1,7 @@
 """Validator sub-commands: verify, audit, new, check.
 
 Only typer/rich at module level: this module is imported by every `kbase` invocation, including
-on the GPU machine where the search stack (chromadb, sentence-transformers) is not installed.
-"""
+on the GPU machine where the search stack (chromadb, sentence-transformers) is not installed."""
 
 from __future__ import annotations
 

@@ -2,8 +2,7 @@
 weights), and the one way they are read.
 
 They are read with libyaml's C parser when PyYAML has it: the pure-Python one took ~0.3 s of
-every cold search for the glossary alone.
-"""
+every cold search for the glossary alone."""
 
 from __future__ import annotations
 

@@ -8,7 +8,7 @@ from typing import Annotated
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
 
-NAME_RE = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
+from kbase.closed_sets import NAME_RE, canonicalize
 
 
 def check_kebab(v: str) -> str:
@@ -50,8 +50,6 @@ class Tags(StrictModel):
     @field_validator("*")  # every field is a tag key with its values in vocab.yaml
     @classmethod
     def _canonical(cls, v: list[str], info) -> list[str]:
-        from kbase.vocab import canonicalize
-
         return canonicalize(info.field_name, v)
 
     def flat(self) -> list[str]:
@@ -66,8 +64,7 @@ class Problem(Model):
     """A problem with a location a human can jump to; `--json` always prints these five keys.
 
     `code` is a short kebab-case kind (`unbacked-number`, `duplicate-key`) when a tool should be
-    able to tell problems apart without parsing the message.
-    """
+    able to tell problems apart without parsing the message."""
 
     path: str
     line: int = 0

@@ -9,7 +9,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from kbase.closed_sets import FeedbackVerdict
+from kbase.closed_sets import FeedbackVerdict, vocabulary
 from kbase.envspec import parse_env
 from kbase.errors import KbaseError
 from kbase.schema import SearchQuery
@@ -25,8 +25,6 @@ def schema_enums(kb: Any, entries: bool = True) -> tuple[list[str], list[str]]:
     (the parser stays the authority: it also names the nearest value of a wrong one).
     `entries=False`: the vocabulary's tags and the archive's folder names only, without parsing
     a file: a server on a fresh root must listen before its index exists (issue #27)."""
-    from kbase.vocab import vocabulary
-
     tags = {
         f"{k}={v}" for k, spec in vocabulary().items() for v in [*spec["values"], *spec["aliases"]]
     }

@@ -112,8 +112,8 @@ def build_server(service: Service, allow_write: bool = False):
 
 
 def tag_vocabulary(kb: Any) -> dict[str, Any]:
+    from kbase.closed_sets import vocabulary
     from kbase.search_query import ARCHIVE_TAG_KEYS
-    from kbase.vocab import vocabulary
 
     archive: dict[str, list[str]] = {k: [] for k in ARCHIVE_TAG_KEYS}
     for t in sorted(kb.archive_tags()):

@@ -74,9 +74,7 @@ class EntryAnswer(S.Verified):
 
 
 def _cut(s: str, width: int | None) -> str:
-    if width is None or len(s) <= width:
-        return s
-    return s[:width].rstrip() + "…"
+    return s if width is None or len(s) <= width else s[:width].rstrip() + "…"
 
 
 def fit_search(answer: dict[str, Any], max_chars: int) -> dict[str, Any]:
