@@ -204,16 +204,12 @@ def _unfinished(s: Skill) -> list[Problem]:
     return out
 
 
-def _entry_of(f: Path, root: Path) -> tuple[Entry | None, list[Problem]]:
+def entry_of(f: Path, root: Path) -> tuple[Entry | None, list[Problem]]:
+    """(index entry or None, problems) of one SKILL.md."""
     try:
         return skill_entry(load_skill(f, root)), []
     except DocumentError as de:
         return None, de.problems
-
-
-def load_entries(files: list[Path], root: Path) -> list[tuple[Entry | None, list[Problem]]]:
-    """(index entry or None, problems) per SKILL.md, in order."""
-    return [_entry_of(f, root) for f in files]
 
 
 def lint_paths(paths: list[Path], root: Path) -> list[Problem]:

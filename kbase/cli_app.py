@@ -69,7 +69,7 @@ def init(
 
 
 # every area's commands, then init: the order of `kbase --help` (command groups come last)
-for _area in ("core", "validate", "archive", "serve", "trust", "experience"):
+for _area in ("core", "validate", "archive", "serve", "trust"):
     add_commands(app, *importlib.import_module(f"kbase.commands.{_area}").COMMANDS)
 app.command()(init)
 

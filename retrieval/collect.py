@@ -118,7 +118,7 @@ def collect_entries(
     `reuse`: path -> PR-card Entry of the previous generation (same parser fingerprint);
     `stats`/`new_stats`: the card file signatures recorded then / found now (see _cards)."""
     from kbase.ingest.files import display_path
-    from kbase.ingest.skills import find_skill_files, load_entries
+    from kbase.ingest.skills import entry_of, find_skill_files
 
     from kbase.drafts import find_draft_files
     from kbase.schema import Problem  # at run time: a duplicate id is reported with it
@@ -139,13 +139,11 @@ def collect_entries(
         old = reuse.get(shown)
         if old is not None and old.kind != "pr" and sig is not None and stats.get(shown) == sig:
             kept[f] = old
-    todo = [f for f in files if f not in kept]
-    parsed = dict(zip(todo, load_entries(todo, root), strict=True)) if todo else {}
     for f in files:
         if f in kept:
             entries.append(kept[f])
             continue
-        entry, bad = parsed[f]
+        entry, bad = entry_of(f, root)
         if entry is not None:
             entries.append(entry)
         else:

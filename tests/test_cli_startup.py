@@ -15,7 +15,7 @@ from kbase.api import KnowledgeBase
 
 # never needed to start the CLI, to search an existing index or to mine
 HEAVY = ("torch", "chromadb", "sentence_transformers", "fastapi", "mcp", "uvicorn", "starlette")
-COMMAND_AREAS = ("archive", "core", "experience", "serve", "trust", "validate")
+COMMAND_AREAS = ("archive", "core", "serve", "trust", "validate")
 
 
 def _loaded(*args: str, env: dict | None = None) -> tuple[subprocess.CompletedProcess, set[str]]:
