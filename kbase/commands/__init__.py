@@ -1,1 +1,1 @@
-"""CLI sub-commands, one module per area; each lists its commands in COMMANDS (cli_app adds them)."""
+"""CLI sub-commands, one module per area; each lists its commands in COMMANDS (see cli_app)."""
