@@ -41,8 +41,7 @@ class NamePool:
             subprocess.Popen(cmd, stdin=PIPE, stdout=PIPE, process_group=0) for _ in range(workers)
         ]
         self._answers: queue.SimpleQueue = queue.SimpleQueue()
-        self._counts = [(0, 0)] * workers
-        self.parsed = self.incremental = 0
+        self._counts = [(0, 0)] * workers  # each worker's (parsed, incremental) so far
         # [commit, then, answers still due, its sequence number], oldest first
         self._pending: deque[list] = deque()
         self._seq = 0
@@ -100,12 +99,19 @@ class NamePool:
         if answer[0] == "failed":
             raise WorkerFailed(f"a naming worker failed:\n{answer[1]}")
         seq, named, self._counts[i] = answer
-        self.parsed, self.incremental = map(sum, zip(*self._counts, strict=True))
         entry = self._pending[seq - self._pending[0][3]]
         for k, got in named:
             apply_named(entry[0].files[k], got)
         entry[2] -= 1
         return True
+
+    @property
+    def parsed(self) -> int:
+        return sum(c[0] for c in self._counts)
+
+    @property
+    def incremental(self) -> int:
+        return sum(c[1] for c in self._counts)
 
     def close(self) -> None:
         """End the workers: at end of input when all was answered, at once when a failure left
