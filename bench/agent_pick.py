@@ -1,0 +1,156 @@
+#!/usr/bin/env python3
+"""Does an agent pick the fixing skill from what kbase shows it? (issue #25, "let the agent choose
+well"). The real-problem test half (bench/realprobs.yaml), two ways an agent can choose:
+
+- `mcp`: the answer of the MCP `search` tool (defaults: k 5, max_chars 6000, skills only), as a
+  real MCP client over stdio receives it: hits, `candidates`, `no_good_match`;
+- `catalog`: every skill's id, title and description and nothing else, which is what the issue's
+  outside measurement gave its agent (about 80 % first-pick on covered problems).
+
+    python bench/agent_pick.py packets --out DIR [--half test] [--chunks 4] [--name mcp]
+    python bench/agent_pick.py score --out DIR [--json]
+
+`packets` writes DIR/{mcp,catalog}-N.json (problem keys p001..., shuffled, no URL, no label) for
+blind agents to answer, and DIR/key.json (which key is which problem: not for the agents). Each
+agent writes DIR/picks-{mcp,catalog}-N.json: {"p001": {"pick": "<id>" or "none", "why": "..."}}.
+`score` compares the picks with the judged fixing skills: first-pick accuracy on covered problems,
+how often "none" is said on uncovered and on covered ones. The picks are judgements, recorded like
+the set's own; this script only counts them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import realprobs as R  # noqa: E402
+from common import REPO, write_result  # noqa: E402
+
+
+def _problems(half: str) -> list[R.RealProblem]:
+    return [p for p in R.load(REPO / "bench" / "realprobs.yaml") if p.half == half]
+
+
+async def _mcp_answers(root: Path, home: Path, queries: list[str]) -> list[str]:
+    from mcp import Client, StdioServerParameters
+
+    env = {"KBASE_HOME": str(home), "PATH": "/usr/bin:/bin"}
+    params = StdioServerParameters(
+        command=sys.executable, args=["-m", "kbase.cli", "mcp", "--root", str(root)], env=env
+    )
+    out = []
+    async with Client(params, read_timeout_seconds=300) as c:
+        for q in queries:
+            res = await c.call_tool("search", {"query": q, "kind": "skill"})
+            out.append(res.content[0].text)
+    return out
+
+
+def _catalog() -> list[dict[str, str]]:
+    import yaml
+
+    rows = []
+    for md in sorted((REPO / "skills").glob("*/SKILL.md")):
+        head = md.read_text(encoding="utf-8").split("\n---", 1)[0].removeprefix("---\n")
+        meta = yaml.safe_load(head)
+        rows.append(
+            {"id": meta["name"], "title": meta.get("title", ""), "description": meta["description"]}
+        )
+    return rows
+
+
+def packets(out: Path, half: str, chunks: int, name: str) -> None:
+    import anyio
+
+    probs = _problems(half)
+    random.Random(25).shuffle(probs)
+    keys = {f"p{i + 1:03d}": p.id for i, p in enumerate(probs)}
+    work = out / "kb"
+    shutil.rmtree(work, ignore_errors=True)
+    (work / "pr_archive").mkdir(parents=True)
+    shutil.copytree(REPO / "skills", work / "skills")
+    subprocess.run(
+        [sys.executable, "-m", "kbase.cli", "index", "--root", str(work)],
+        env={"KBASE_HOME": str(out / "home"), "PATH": "/usr/bin:/bin"},
+        check=True,
+        capture_output=True,
+    )
+    answers = anyio.run(_mcp_answers, work, out / "home", [p.query for p in probs])
+    catalog = _catalog()
+    (out / "key.json").write_text(json.dumps(keys, indent=1))
+    items = list(zip(keys, probs, answers, strict=True))
+    for n in range(chunks):
+        part = items[n::chunks]
+        mcp = [{"key": k, "query": p.query, "search_answer": json.loads(a)} for k, p, a in part]
+        (out / f"{name}-{n}.json").write_text(json.dumps(mcp, indent=1, ensure_ascii=False))
+        if name != "mcp":
+            continue  # another checkout's MCP answers beside the first run's
+        cat = {"skills": catalog, "problems": [{"key": k, "query": p.query} for k, p, _ in part]}
+        (out / f"catalog-{n}.json").write_text(json.dumps(cat, indent=1, ensure_ascii=False))
+    print(f"{len(probs)} problems, {chunks} chunks per mode -> {out}")
+
+
+def _figures(rows: list[tuple[R.RealProblem, str]]) -> dict[str, float | int]:
+    cov = [(p, pick) for p, pick in rows if p.expected]
+    unc = [(p, pick) for p, pick in rows if not p.expected]
+    return {
+        "covered": len(cov),
+        "uncovered": len(unc),
+        "first_pick_right": round(sum(pick in p.expected for p, pick in cov) / max(len(cov), 1), 4),
+        "none_on_uncovered": round(sum(pick == "none" for _, pick in unc) / max(len(unc), 1), 4),
+        "not_none_on_covered": round(sum(pick != "none" for _, pick in cov) / max(len(cov), 1), 4),
+    }
+
+
+def score(out: Path, as_json: bool) -> None:
+    keys = json.loads((out / "key.json").read_text())
+    by_id = {p.id: p for half in ("tune", "test") for p in _problems(half)}
+    result: dict[str, object] = {}
+    modes = sorted({f.name.split("-")[1] for f in out.glob("picks-*-*.json")})
+    for mode in modes:
+        picks: dict[str, str] = {}
+        for f in sorted(out.glob(f"picks-{mode}-*.json")):
+            picks.update({k: v["pick"] for k, v in json.loads(f.read_text()).items()})
+        missing = sorted(set(keys) - set(picks))
+        rows = [(by_id[keys[k]], picks[k]) for k in keys if k in picks]
+        per_repo: dict[str, list] = {}
+        for p, pick in rows:
+            per_repo.setdefault(p.repo, []).append((p, pick))
+        result[mode] = {"all": _figures(rows), "missing": missing}
+    if as_json:
+        print(json.dumps(result, indent=1))
+    else:
+        for mode in modes:
+            f = result[mode]["all"]  # type: ignore[index]
+            print(f"{mode:8} {json.dumps(f)}")
+    write_result("agent_pick", result)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    a = sub.add_parser("packets")
+    a.add_argument("--out", type=Path, required=True)
+    a.add_argument("--half", default="test", choices=("tune", "test"))
+    a.add_argument("--chunks", type=int, default=4)
+    a.add_argument(
+        "--name", default="mcp", help="file prefix of the MCP answers (catalog: only with mcp)"
+    )
+    b = sub.add_parser("score")
+    b.add_argument("--out", type=Path, required=True)
+    b.add_argument("--json", action="store_true")
+    args = ap.parse_args()
+    if args.cmd == "packets":
+        packets(args.out, args.half, args.chunks, args.name)
+    else:
+        score(args.out, args.json)
+
+
+if __name__ == "__main__":
+    main()
