@@ -141,12 +141,22 @@ def score(picks_dir: Path, as_json: bool) -> None:
         f = picks_dir / f"shown-{mode}.json"  # the packets are large: only their ids are kept
         shown = json.loads(f.read_text()) if f.exists() else {}
         rows = [(by_id[keys[k]], picks[k], shown.get(k)) for k in keys if k in picks]
-        result[mode] = {"all": _figures(rows), "missing": sorted(set(keys) - set(picks))}
+        repos = sorted({p.repo for p, _, _ in rows})
+        per_repo = {r: _figures([row for row in rows if row[0].repo == r]) for r in repos}
+        result[mode] = {"all": _figures(rows), "per_repo": per_repo}
+        result[mode]["missing"] = sorted(set(keys) - set(picks))
     if as_json:
         print(json.dumps(result, indent=1))
     else:
         for mode, r in result.items():
             print(f"{mode:8} {json.dumps(r['all'])}")
+        print("first pick right per repository (five or more covered problems):")
+        for repo, f in result[modes[0]]["per_repo"].items():
+            if int(f["covered"]) >= 5:
+                cells = " ".join(
+                    f"{m} {result[m]['per_repo'][repo]['first_pick_right']:.2f}" for m in modes
+                )
+                print(f"  {repo:34s} n={f['covered']:>3}  {cells}")
     write_result("agent_pick", result)
 
 

@@ -185,3 +185,26 @@ def test_bench_restricts_figures_to_each_fresh_batch(probs):
             by_conf = got[batch][half]["all"]["top1_right_by_confidence"]
             assert by_conf == {"0.0-0.4": "-", "0.4-0.8": "-", "0.8-1.0": f"1.00 of {n_cov}"}
             assert got[batch][half]["no_literal"]["covered"] <= n_cov
+
+
+def test_the_recorded_agent_picks_fit_the_set(probs):
+    """bench/agent_picks/ (bench/agent_pick.py): every key names a test-half problem, every
+    problem has one pick per mode, and an MCP-mode pick is an id its answer showed or "none"."""
+    import json
+
+    picks_dir = REPO / "bench" / "agent_picks"
+    keys = json.loads((picks_dir / "key.json").read_text())
+    test_ids = {p.id for p in probs if p.half == "test"}
+    assert set(keys.values()) == test_ids
+    modes: dict[str, dict] = {}
+    for f in picks_dir.glob("picks-*-*.json"):
+        modes.setdefault(f.name.split("-")[1], {}).update(json.loads(f.read_text()))
+    assert {"mcp", "catalog"} <= set(modes)
+    for mode, picks in modes.items():
+        assert set(picks) == set(keys), mode
+        shown_file = picks_dir / f"shown-{mode}.json"
+        allowed = json.loads(shown_file.read_text()) if shown_file.exists() else None
+        for key, v in picks.items():
+            assert v["pick"] == "none" or v["pick"] in SKILLS, (mode, key)
+            if allowed is not None:
+                assert v["pick"] == "none" or v["pick"] in allowed[key], (mode, key)
