@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 import time
 
 import anyio
@@ -267,6 +270,38 @@ def test_a_tool_call_never_indexes(tmp_path):
     [(err, text)] = call(svc, [("search", {"query": "timing"})])
     assert err and "kbase index" in text
     assert not svc.kb.is_indexed()
+
+
+def test_a_stopping_server_waits_for_its_start_up_thread(tmp_path):
+    """Service.finish joins the start-up thread (here: indexing) before the interpreter exits: an
+    exit while it is inside onnxruntime could abort with SIGABRT. A thread still busy after the
+    wait is left by exiting at once with status 0, not by finalizing around it."""
+    from serve_fixtures import copy_skills
+
+    from kbase.api import KnowledgeBase
+    from kbase.serve.service import Service
+
+    copy_skills(tmp_path / "a", n=2)
+    svc = Service(KnowledgeBase(root=tmp_path / "a", home=tmp_path / "a" / ".kbase", chroma_url=""))
+    svc.start(index_if_missing=True)
+    svc.finish(wait_s=300)
+    assert svc.thread is not None and not svc.thread.is_alive() and svc.kb.is_indexed()
+
+    copy_skills(tmp_path / "b", n=2)
+    code = (
+        "import logging, sys; logging.basicConfig(level=logging.INFO)\n"
+        "from kbase.api import KnowledgeBase\n"
+        "from kbase.serve.service import Service\n"
+        f"kb = KnowledgeBase(root={str(tmp_path / 'b')!r}, home={str(tmp_path / 'hb')!r})\n"
+        "svc = Service(kb)\n"
+        "svc.start(index_if_missing=True)\n"
+        "svc.finish(wait_s=0)\n"
+        "print('finalized normally')\n"
+    )
+    env = dict(os.environ, KBASE_CHROMA_URL="")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "start-up still running" in out.stderr and "finalized normally" not in out.stdout
 
 
 def test_every_hit_says_how_to_read_more_and_that_call_works(service, indexed_root):

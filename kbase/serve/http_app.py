@@ -288,3 +288,4 @@ def run(
             service.start(index_if_missing=index_if_missing)
 
     Server(config).run()
+    service.finish()

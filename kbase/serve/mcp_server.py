@@ -221,6 +221,7 @@ def run(
         anyio.run(serve_http, srv, *parse_hostport(http))
     else:
         anyio.run(run_stdio, srv, early)
+    service.finish()
 
 
 async def serve_http(srv, host: str, port: int) -> None:

@@ -5,6 +5,7 @@ once while a missing index is built on a thread beside the server (issue #27: a 
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 from typing import Any
@@ -24,6 +25,7 @@ class Service:
         # what the start-up thread is doing: "" once ready, else "indexing n/N" and the like
         self.state = ""
         self.failure = ""  # the start-up thread's error, if it had one
+        self.thread: threading.Thread | None = None
 
     def start(self, index_if_missing: bool = True) -> None:
         """prepare() on a daemon thread; requests meanwhile see `state`."""
@@ -38,7 +40,23 @@ class Service:
             finally:
                 self.state = ""
 
-        threading.Thread(target=prepare, daemon=True, name="kbase-prepare").start()
+        self.thread = threading.Thread(target=prepare, daemon=True, name="kbase-prepare")
+        self.thread.start()
+
+    def finish(self, wait_s: float = 10.0) -> None:
+        """Called as the server stops. An interpreter that exits while the start-up thread is
+        inside onnxruntime (building the query model's session) can abort at exit: "terminate
+        called without an active exception", SIGABRT (3 of 80 stdio servers whose client left at
+        once, on a busy host). So wait for the thread; one still busy after `wait_s` (indexing a
+        large tree) is left by exiting without finalizing, as a kill would."""
+        t = self.thread
+        if t is None or not t.is_alive():
+            return
+        t.join(wait_s)
+        if t.is_alive():
+            log.info("start-up still running: leaving it")
+            logging.shutdown()
+            os._exit(0)
 
     def prepare(self, index_if_missing: bool = True, warm: bool = True) -> None:
         """Index (only when there is no index at all) and warm up."""
