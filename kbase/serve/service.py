@@ -45,10 +45,10 @@ class Service:
 
     def finish(self, wait_s: float = 10.0) -> None:
         """Called as the server stops. An interpreter that exits while the start-up thread is
-        inside onnxruntime (building the query model's session) can abort at exit: "terminate
-        called without an active exception", SIGABRT (3 of 80 stdio servers whose client left at
-        once, on a busy host). So wait for the thread; one still busy after `wait_s` (indexing a
-        large tree) is left by exiting without finalizing, as a kill would."""
+        inside onnxruntime (building the query model's session) can abort: "terminate called
+        without an active exception", SIGABRT (12 of 230 stdio servers whose client left at once,
+        on a busy host: bench/bench_stdio_exit.py). So wait for the thread; one still busy after
+        `wait_s` (indexing a large tree) is left by exiting without finalizing, as a kill would."""
         t = self.thread
         if t is None or not t.is_alive():
             return
