@@ -57,16 +57,12 @@ async def _mcp_answers(root: Path, home: Path, queries: list[str]) -> list[str]:
 
 
 def _catalog() -> list[dict[str, str]]:
-    import yaml
+    """Every skill's id and description (what the recorded catalog agents read), by the project's
+    own skill loader."""
+    from kbase.ingest.skills import find_skill_files, load_skill
 
-    rows = []
-    for md in sorted((REPO / "skills").glob("*/SKILL.md")):
-        head = md.read_text(encoding="utf-8").split("\n---", 1)[0].removeprefix("---\n")
-        meta = yaml.safe_load(head)
-        rows.append(
-            {"id": meta["name"], "title": meta.get("title", ""), "description": meta["description"]}
-        )
-    return rows
+    skills = [load_skill(f, REPO) for f in find_skill_files(REPO)]
+    return [{"id": s.meta.name, "description": s.meta.description} for s in skills]
 
 
 def packets(out: Path, half: str, chunks: int, name: str) -> None:
