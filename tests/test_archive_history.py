@@ -16,6 +16,7 @@ import pytest
 git = pytest.importorskip("git")
 
 from kbase.ingest.card_format import split_card  # noqa: E402
+from kbase.ingest.mine_cache import CACHE_FILE  # noqa: E402
 from kbase.ingest.mine_state import recipe_fingerprint  # noqa: E402
 from kbase.ingest.mining import mine  # noqa: E402
 from mining_fixtures import load_card_entries  # noqa: E402
@@ -279,7 +280,7 @@ def test_a_killed_mine_reruns_from_its_cache_byte_identical(tmp_path):
         """Commits whose facts the mine has committed to its cache (read-only: WAL readers never
         block the writer). Cards are written only after the stream, and the state right after
         them, so a kill timed by cards could land after the state (seen in CI on a loaded host)."""
-        db = root / ".kbase" / "cache" / "mine-defs.sqlite"
+        db = root / ".kbase" / "cache" / CACHE_FILE
         if not db.exists():
             return 0
         try:
